@@ -1,0 +1,252 @@
+"""Normalization layers: functional forms, modules, a registry and analytic input gradients.
+
+Every kind of SPEC.md's table is one entry of ``NORMS``; ``build_norm(kind, dim)`` builds its
+module. All norms act on the last dimension (size ``d``) except ``batchnorm``, which normalizes each
+feature over every leading dimension (batch and time) and keeps running statistics.
+
+The analytic vector-Jacobian products (``*_vjp``) are the formulas that the LayerNorm-Jacobian
+analysis reasons about; the property tests check them against autograd in float64.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+L2_FLOOR = 1e-9  # the seeds' manual L2: x / max(||x||, 1e-9)
+
+
+# ----------------------------------------------------------------------------- functional forms
+
+
+def layer_norm(x: Tensor, weight: Tensor | None = None, bias: Tensor | None = None,
+               eps: float = 1e-5) -> Tensor:
+    """(x - mean) / sqrt(var + eps) * weight + bias over the last dim, biased variance."""
+    mean = x.mean(-1, keepdim=True)
+    var = (x - mean).pow(2).mean(-1, keepdim=True)
+    y = (x - mean) * torch.rsqrt(var + eps)
+    return _affine(y, weight, bias)
+
+
+def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float = 1e-6) -> Tensor:
+    """x / sqrt(mean(x^2) + eps) * weight over the last dim."""
+    y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+    return _affine(y, weight, None)
+
+
+def l2_norm(x: Tensor, weight: Tensor | None = None, bias: Tensor | None = None,
+            scale: float = 1.0) -> Tensor:
+    """scale * x / max(||x||_2, 1e-9) over the last dim, then an optional per-feature affine."""
+    y = scale * x / x.norm(dim=-1, keepdim=True).clamp_min(L2_FLOOR)
+    return _affine(y, weight, bias)
+
+
+def dyt(x: Tensor, alpha: Tensor | float, weight: Tensor | None = None,
+        bias: Tensor | None = None) -> Tensor:
+    """Dynamic tanh (Zhu et al. 2025): weight * tanh(alpha * x) + bias, alpha a scalar."""
+    return _affine(torch.tanh(alpha * x), weight, bias)
+
+
+def batch_norm(x: Tensor, running_mean: Tensor | None, running_var: Tensor | None,
+               weight: Tensor | None = None, bias: Tensor | None = None, training: bool = True,
+               momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
+    """Per-feature normalization over every leading dim of a (..., d) tensor (batch and time)."""
+    flat = x.reshape(-1, x.shape[-1])  # (N, d)
+    y = F.batch_norm(flat, running_mean, running_var, weight, bias, training, momentum, eps)
+    return y.reshape(x.shape)
+
+
+def _affine(y: Tensor, weight: Tensor | None, bias: Tensor | None) -> Tensor:
+    if weight is not None:
+        y = y * weight
+    if bias is not None:
+        y = y + bias
+    return y
+
+
+# ----------------------------------------------------------------------------- modules
+
+
+class LayerNorm(nn.Module):
+    def __init__(self, dim: int, eps: float = 1e-5, affine: bool = True):
+        super().__init__()
+        self.dim, self.eps = dim, eps
+        self.weight = nn.Parameter(torch.ones(dim)) if affine else None
+        self.bias = nn.Parameter(torch.zeros(dim)) if affine else None
+
+    def forward(self, x: Tensor) -> Tensor:
+        return layer_norm(x, self.weight, self.bias, self.eps)
+
+    def extra_repr(self) -> str:
+        return f"{self.dim}, eps={self.eps}"
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float = 1e-6, affine: bool = True):
+        super().__init__()
+        self.dim, self.eps = dim, eps
+        self.weight = nn.Parameter(torch.ones(dim)) if affine else None
+
+    def forward(self, x: Tensor) -> Tensor:
+        return rms_norm(x, self.weight, self.eps)
+
+    def extra_repr(self) -> str:
+        return f"{self.dim}, eps={self.eps}"
+
+
+class L2Norm(nn.Module):
+    """Unit-norm rows (``scale=1``), optionally rescaled and followed by a per-feature affine."""
+
+    def __init__(self, dim: int, scale: float = 1.0, affine: bool = False):
+        super().__init__()
+        self.dim, self.scale = dim, scale
+        self.weight = nn.Parameter(torch.ones(dim)) if affine else None
+        self.bias = nn.Parameter(torch.zeros(dim)) if affine else None
+
+    def forward(self, x: Tensor) -> Tensor:
+        return l2_norm(x, self.weight, self.bias, self.scale)
+
+    def extra_repr(self) -> str:
+        return f"{self.dim}, scale={self.scale:.4g}, affine={self.weight is not None}"
+
+
+class BatchNorm(nn.Module):
+    """BatchNorm over the feature (last) dim of (..., d) inputs, statistics over all other dims."""
+
+    def __init__(self, dim: int, eps: float = 1e-5, momentum: float = 0.1):
+        super().__init__()
+        self.dim, self.eps, self.momentum = dim, eps, momentum
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.bias = nn.Parameter(torch.zeros(dim))
+        self.register_buffer("running_mean", torch.zeros(dim))
+        self.register_buffer("running_var", torch.ones(dim))
+
+    def forward(self, x: Tensor) -> Tensor:
+        if self.training and x.reshape(-1, self.dim).shape[0] < 2:
+            raise ValueError(f"batchnorm in train mode needs >= 2 rows per feature, got shape "
+                             f"{tuple(x.shape)}; use eval mode or another norm kind for batch 1")
+        return batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
+                          self.training, self.momentum, self.eps)
+
+    def extra_repr(self) -> str:
+        return f"{self.dim}, eps={self.eps}, momentum={self.momentum}"
+
+
+class DyT(nn.Module):
+    def __init__(self, dim: int, alpha0: float = 0.5):
+        super().__init__()
+        self.dim = dim
+        self.alpha = nn.Parameter(torch.tensor(float(alpha0)))
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.bias = nn.Parameter(torch.zeros(dim))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return dyt(x, self.alpha, self.weight, self.bias)
+
+    def extra_repr(self) -> str:
+        return f"{self.dim}"
+
+
+class Identity(nn.Module):
+    def __init__(self, dim: int):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x
+
+
+# ----------------------------------------------------------------------------- registry
+
+
+@dataclass(frozen=True)
+class NormKind:
+    """One registry entry: how to build the module and what it is."""
+
+    build: Callable[..., nn.Module]  # build(dim, **options) -> module
+    description: str
+    per_row: bool = True  # normalizes each row alone (False: statistics across the batch)
+
+
+NORMS: dict[str, NormKind] = {
+    "layernorm": NormKind(LayerNorm, "(x - mean)/sqrt(var + eps) * g + b"),
+    "rmsnorm": NormKind(RMSNorm, "x / sqrt(mean(x^2) + eps) * g"),
+    "l2": NormKind(L2Norm, "x / max(||x||, 1e-9), no parameters"),
+    "batchnorm": NormKind(BatchNorm, "per feature over batch (and time), running stats",
+                          per_row=False),
+    "dyt": NormKind(DyT, "g * tanh(a x) + b, scalar a (a0 = 0.5)"),
+    "none": NormKind(Identity, "identity"),
+    "l2_affine": NormKind(lambda dim, **kw: L2Norm(dim, affine=True, **kw),
+                          "l2 followed by a per-feature gain and bias"),
+    "scaled_l2": NormKind(lambda dim, **kw: L2Norm(dim, scale=math.sqrt(dim), **kw),
+                          "sqrt(d) * x / max(||x||, 1e-9): rmsnorm without gain, up to eps"),
+}
+
+
+def check_kind(kind: str) -> str:
+    """Return ``kind`` if it names a registered norm, else raise a ValueError listing the valid ones."""
+    if kind not in NORMS:
+        raise ValueError(f"unknown norm kind {kind!r}; valid kinds: {', '.join(NORMS)}")
+    return kind
+
+
+def build_norm(kind: str, dim: int, **options) -> nn.Module:
+    """Build the norm module registered as ``kind`` for feature size ``dim``.
+
+    Args:
+        kind: a key of ``NORMS``.
+        dim: size of the normalized (last) dimension.
+        **options: passed to the module (e.g. ``eps`` for layernorm/rmsnorm, ``alpha0`` for dyt).
+    """
+    check_kind(kind)
+    if not isinstance(dim, int) or dim < 1:
+        raise ValueError(f"norm dim must be a positive int, got {dim!r}")
+    try:
+        return NORMS[kind].build(dim, **options)
+    except TypeError as err:
+        raise TypeError(f"bad options {options} for norm kind {kind!r}: {err}") from None
+
+
+# ----------------------------------------------------------------------------- analytic VJPs
+
+
+def layer_norm_vjp(x: Tensor, grad_out: Tensor, weight: Tensor | None = None,
+                   eps: float = 1e-5) -> Tensor:
+    """dL/dx of layer_norm from dL/dout, exact for any eps (SPEC.md's formula).
+
+    With sigma = sqrt(var + eps), z = (x - mean)/sigma and g_z = weight * dL/dout:
+    dL/dx = (g_z - mean(g_z) - z * mean(g_z * z)) / sigma.
+    """
+    mean = x.mean(-1, keepdim=True)
+    sigma = ((x - mean).pow(2).mean(-1, keepdim=True) + eps).sqrt()
+    z = (x - mean) / sigma
+    g_z = grad_out if weight is None else grad_out * weight
+    return (g_z - g_z.mean(-1, keepdim=True) - z * (g_z * z).mean(-1, keepdim=True)) / sigma
+
+
+def rms_norm_vjp(x: Tensor, grad_out: Tensor, weight: Tensor | None = None,
+                 eps: float = 1e-6) -> Tensor:
+    """dL/dx of rms_norm: with r = sqrt(mean(x^2) + eps), u = x/r, g_u = weight * dL/dout,
+    dL/dx = (g_u - u * mean(g_u * u)) / r."""
+    r = (x.pow(2).mean(-1, keepdim=True) + eps).sqrt()
+    u = x / r
+    g_u = grad_out if weight is None else grad_out * weight
+    return (g_u - u * (g_u * u).mean(-1, keepdim=True)) / r
+
+
+def l2_norm_vjp(x: Tensor, grad_out: Tensor, weight: Tensor | None = None,
+                scale: float = 1.0) -> Tensor:
+    """dL/dx of l2_norm: with n = ||x||, u = x/n, g_u = scale * weight * dL/dout,
+    dL/dx = (g_u - u * <g_u, u>) / n; below the 1e-9 floor the map is linear: g_u / 1e-9."""
+    n = x.norm(dim=-1, keepdim=True)
+    g_u = scale * (grad_out if weight is None else grad_out * weight)
+    floored = n < L2_FLOOR
+    n_safe = n.clamp_min(L2_FLOOR)
+    u = x / n_safe
+    radial = torch.where(floored, torch.zeros_like(u), u * (g_u * u).sum(-1, keepdim=True))
+    return (g_u - radial) / n_safe
