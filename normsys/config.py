@@ -1,0 +1,209 @@
+"""Run configuration: frozen dataclasses with commented defaults, one override grammar, presets.
+
+A ``RunConfig`` has three sections (``model``, ``data``, ``train``). Override any field with dotted
+keys: ``cfg.override(**{"model.norm": "rmsnorm", "train.seed": 3})``; unknown keys are an error.
+``PRESETS`` holds the settings of the original experiments (SPEC.md), CPU tier and paper tier.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field, fields, replace
+
+from normsys.norms import check_kind
+
+FAMILIES = ("encoder", "tanh_mlp", "ffn_stack", "resmlp", "vit", "char_gpt",
+            "mlp", "lstm", "cnn", "tblock")
+DATASETS = ("ag_news", "tinyshakespeare", "mnist", "random")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    family: str = "encoder"     # one of FAMILIES
+    norm: str = "layernorm"     # any registry kind (normsys.norms.NORMS)
+    placement: str = "post"     # post: N(x + f(x)); pre: x + f(N(x))
+    d: int = 64                 # model width
+    heads: int = 4              # attention heads
+    layers: int = 6             # blocks / hidden layers
+    ffn_mult: int = 4           # FFN hidden = ffn_mult * d
+    vocab: int = 30522          # token vocabulary (bert-base-uncased) or characters
+    n_out: int = 4              # classes (or regression outputs)
+    in_dim: int = 784           # input features for vector models (MNIST: 784)
+    seq_len: int = 64           # tokens per sequence (encoder, char GPT block size)
+    residual: bool = True       # residual connections where the family has a choice
+    attention: str = "softmax"  # softmax | sigmoid (char GPT)
+    pad_mask: bool = False      # encoder: mask padding keys in attention (seed: no mask)
+    pos_emb: bool = False       # encoder: learned positional embedding (seed: none)
+    patch: int = 7              # ViT-mini patch size
+    act: str = "gelu"           # hidden activation of MLP-style families (tanh_mlp: tanh)
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    name: str = "ag_news"       # one of DATASETS
+    tier: str = "cpu"           # cpu: fixed small pool; paper: full splits (or largest real pool)
+    n_train: int = 0            # 0: the tier's size; > 0: take the first n (smoke tests)
+    n_test: int = 0             # 0: the tier's size
+    batch_shape: tuple[int, ...] = ()  # random data: shape of one input batch, e.g. (16, 32, 128)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    method: str = "bp"          # bp | fa | dfa
+    optimizer: str = "adam"     # adam | adamw
+    lr: float = 1e-3
+    weight_decay: float = 0.0   # AdamW's decay (torch default 0.01 is not used unless set)
+    batch_size: int = 64
+    epochs: int = 4             # passes over the training set (classification)
+    steps: int = 0              # > 0: train this many steps instead of epochs (LM, random data)
+    seed: int = 0
+    frozen_blocks: bool = False  # FA protocol baseline: blocks fixed at init
+    probe: tuple[str, ...] = ()  # module names whose outputs are probed at the end of training
+    probe_batch: int = 64        # sequences/examples in the fixed probe batch
+    eval_batches: int = 8        # LM: validation batches for the held-out loss
+    device: str = "cpu"          # cpu | cuda | auto
+    amp: str = "auto"            # auto: bf16 autocast on CUDA only; off
+    keep_state: bool = True      # store the trained weights with the record
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+    def __post_init__(self) -> None:
+        validate(self)
+
+    def override(self, **changes) -> RunConfig:
+        """New config with dotted-key changes, e.g. ``override(**{"model.norm": "l2"})``."""
+        sections = {f.name: getattr(self, f.name) for f in fields(self)}
+        for key, value in changes.items():
+            section, _, name = key.partition(".")
+            if section not in sections or not name:
+                raise KeyError(f"unknown config key {key!r}; use section.field with section in "
+                               f"{', '.join(sections)}")
+            valid = {f.name: f for f in fields(sections[section])}
+            if name not in valid:
+                raise KeyError(f"unknown config key {key!r}; fields of {section}: "
+                               f"{', '.join(valid)}")
+            sections[section] = replace(sections[section], **{name: _coerce(valid[name], value)})
+        return RunConfig(**sections)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> RunConfig:
+        return cls(ModelConfig(**d["model"]),
+                   DataConfig(**{**d["data"], "batch_shape": tuple(d["data"]["batch_shape"])}),
+                   TrainConfig(**{**d["train"], "probe": tuple(d["train"]["probe"])}))
+
+    def fingerprint(self) -> str:
+        """sha256 of the canonical JSON of the resolved config (first 16 hex digits)."""
+        text = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _coerce(f: dataclasses.Field, value):
+    """Turn CLI strings into the field's type (bool, int, float, tuple); pass others through."""
+    if not isinstance(value, str):
+        return tuple(value) if f.type.startswith("tuple") and isinstance(value, list) else value
+    if f.type == "bool":
+        if value.lower() not in ("true", "false", "1", "0"):
+            raise ValueError(f"{f.name} expects true/false, got {value!r}")
+        return value.lower() in ("true", "1")
+    if f.type == "int":
+        return int(value)
+    if f.type == "float":
+        return float(value)
+    if f.type.startswith("tuple"):
+        items = [v for v in value.split(",") if v]
+        return tuple(int(v) for v in items) if "int" in f.type else tuple(items)
+    return value
+
+
+def _one_of(name: str, value: str, valid: tuple[str, ...]) -> None:
+    if value not in valid:
+        raise ValueError(f"unknown {name} {value!r}; valid: {', '.join(valid)}")
+
+
+def validate(cfg: RunConfig) -> None:
+    m, d, t = cfg.model, cfg.data, cfg.train
+    _one_of("model family", m.family, FAMILIES)
+    check_kind(m.norm)
+    _one_of("placement", m.placement, ("pre", "post"))
+    _one_of("attention", m.attention, ("softmax", "sigmoid"))
+    _one_of("data set", d.name, DATASETS)
+    _one_of("data tier", d.tier, ("cpu", "paper"))
+    _one_of("method", t.method, ("bp", "fa", "dfa"))
+    _one_of("optimizer", t.optimizer, ("adam", "adamw"))
+    _one_of("device", t.device, ("cpu", "cuda", "auto"))
+    _one_of("amp", t.amp, ("auto", "off"))
+    if m.d % m.heads and m.family in ("encoder", "char_gpt", "vit", "tblock"):
+        raise ValueError(f"model.d={m.d} must be divisible by model.heads={m.heads}")
+    for name, value in (("model.d", m.d), ("model.layers", m.layers),
+                        ("train.batch_size", t.batch_size)):
+        if value < 1:
+            raise ValueError(f"{name} must be >= 1, got {value}")
+
+
+# ----------------------------------------------------------------------------- presets
+
+ENCODER_CPU = RunConfig(  # Dual-Mechanism Exp. 4, CPU tier (issue 4)
+    ModelConfig("encoder", "layernorm", "post", d=64, heads=4, layers=6, seq_len=64, n_out=4),
+    DataConfig("ag_news", "cpu"),
+    TrainConfig(lr=1e-3, batch_size=64, epochs=4,
+                probe=("blocks.0", "blocks.2", "blocks.5"), probe_batch=64),
+)
+ENCODER_PAPER = ENCODER_CPU.override(**{  # the paper's settings (SPEC.md)
+    "model.d": 128, "model.seq_len": 128, "data.tier": "paper",
+    "train.lr": 2e-4, "train.batch_size": 256, "train.epochs": 15, "train.device": "auto"})
+
+PRESETS: dict[str, RunConfig] = {
+    "encoder": ENCODER_CPU,
+    "encoder-paper": ENCODER_PAPER,
+    "tanh_mlp": RunConfig(  # Transformer-components notebook: gradients at initialization
+        ModelConfig("tanh_mlp", "none", d=64, layers=10, n_out=64, act="tanh", residual=False),
+        DataConfig("random", batch_shape=(32, 64)),
+        TrainConfig(batch_size=32, steps=0)),
+    "ffn_stack": RunConfig(  # 4 x [pre-LN] Linear(d,4d)-GELU-Linear(4d,d) [+ residual]
+        ModelConfig("ffn_stack", "layernorm", "pre", d=128, layers=4, n_out=128),
+        DataConfig("random", batch_shape=(16, 32, 128)),
+        TrainConfig(lr=1e-3, batch_size=16, steps=100)),
+    "resmlp": RunConfig(  # FA evaluation protocol on MNIST
+        ModelConfig("resmlp", "layernorm", "pre", d=256, layers=4, ffn_mult=2, n_out=10),
+        DataConfig("mnist"),
+        TrainConfig(lr=1e-3, batch_size=128, epochs=2)),
+    "vit": RunConfig(
+        ModelConfig("vit", "layernorm", "pre", d=64, heads=4, layers=4, n_out=10, patch=7),
+        DataConfig("mnist"),
+        TrainConfig(lr=1e-3, batch_size=128, epochs=1)),
+    "char_gpt": RunConfig(  # LN-Jacobian analysis: block 64, 4 layers, 4 heads, d=128, pre-LN
+        ModelConfig("char_gpt", "layernorm", "pre", d=128, heads=4, layers=4, seq_len=64,
+                    vocab=65, n_out=65),
+        DataConfig("tinyshakespeare"),
+        TrainConfig(optimizer="adamw", lr=1e-3, batch_size=32, steps=250)),
+    "mlp": RunConfig(  # LayerNorm deep-dive: 3 hidden layers, width 256, ReLU
+        ModelConfig("mlp", "layernorm", "post", d=256, layers=3, n_out=10, act="relu"),
+        DataConfig("mnist"), TrainConfig(lr=1e-3, batch_size=64, epochs=1)),
+    "cnn": RunConfig(
+        ModelConfig("cnn", "batchnorm", "post", d=32, layers=3, n_out=10, act="relu"),
+        DataConfig("mnist"), TrainConfig(lr=1e-3, batch_size=128, epochs=1)),
+    "lstm": RunConfig(
+        ModelConfig("lstm", "layernorm", d=256, layers=1, seq_len=64, vocab=65, n_out=65),
+        DataConfig("tinyshakespeare"), TrainConfig(lr=1e-3, batch_size=32, steps=1000)),
+    "tblock": RunConfig(  # one Transformer block over MNIST rows as tokens
+        ModelConfig("tblock", "layernorm", "pre", d=64, heads=4, layers=1, seq_len=28,
+                    in_dim=28, n_out=10),
+        DataConfig("mnist"), TrainConfig(lr=1e-3, batch_size=64, epochs=1)),
+}
+
+
+def preset(name: str, **changes) -> RunConfig:
+    """A preset with dotted-key overrides; an unknown name lists the valid ones."""
+    if name not in PRESETS:
+        raise KeyError(f"unknown preset {name!r}; valid presets: {', '.join(PRESETS)}")
+    return PRESETS[name].override(**changes)

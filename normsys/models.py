@@ -1,0 +1,407 @@
+"""The model families of the original experiments (SPEC.md), each built from a ModelConfig.
+
+Every norm comes from the registry (``build_norm(cfg.norm, d)``), so any kind drops in. Hidden
+states have stable module names: block families (``encoder``, ``resmlp``, ``vit``, ``char_gpt``,
+``ffn_stack``, ``tblock``) expose ``blocks.{i}``, layer families (``tanh_mlp``, ``mlp``, ``cnn``)
+``layers.{i}``; ``capture`` reads any of them with temporary forward hooks.
+
+Families with the FA-protocol interface (``resmlp``, ``vit``) have ``embed``, ``blocks`` (each the
+residual *branch*: the caller adds it, h = h + block(h)), ``out_ln`` and ``out_head``, and
+``forward(x, return_hidden=True)`` returns [h_0 ... h_L] as well.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from normsys.config import ModelConfig
+from normsys.norms import NORMS, build_norm
+
+ACTS = {"gelu": nn.GELU, "relu": nn.ReLU, "tanh": nn.Tanh}
+
+
+def activation(name: str) -> nn.Module:
+    if name not in ACTS:
+        raise ValueError(f"unknown activation {name!r}; valid: {', '.join(ACTS)}")
+    return ACTS[name]()
+
+
+def ffn(d: int, mult: int, act: str = "gelu") -> nn.Sequential:
+    return nn.Sequential(nn.Linear(d, mult * d), activation(act), nn.Linear(mult * d, d))
+
+
+# ----------------------------------------------------------------------------- attention
+
+
+class Attention(nn.Module):
+    """Multi-head self-attention with nn.MultiheadAttention's initialization.
+
+    softmax: F.scaled_dot_product_attention (fused where the device has it; exact semantics, no
+    mask unless given). sigmoid: sigmoid(q k^T / sqrt(h) - log T) (Ramapuram et al. 2024).
+    """
+
+    def __init__(self, d: int, heads: int, causal: bool = False, kind: str = "softmax"):
+        super().__init__()
+        self.heads, self.causal, self.kind = heads, causal, kind
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+        nn.init.xavier_uniform_(self.qkv.weight)  # as nn.MultiheadAttention's in_proj
+        nn.init.zeros_(self.qkv.bias)
+        nn.init.zeros_(self.proj.bias)
+
+    def forward(self, x: Tensor, key_padding: Tensor | None = None) -> Tensor:
+        b, t, c = x.shape  # (B, T, C)
+        q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2)
+                   for z in self.qkv(x).split(c, dim=-1))  # (B, h, T, hs)
+        keep = None if key_padding is None else ~key_padding[:, None, None, :]  # (B, 1, 1, T)
+        if self.kind == "softmax":
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, is_causal=self.causal)
+        else:
+            scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]) - math.log(t)
+            w = torch.sigmoid(scores)
+            if self.causal:
+                w = w * torch.ones(t, t, device=x.device, dtype=torch.bool).tril()
+            if keep is not None:
+                w = w * keep
+            y = w @ v
+        return self.proj(y.transpose(1, 2).reshape(b, t, c))
+
+
+class TransformerBlock(nn.Module):
+    """post: x = N1(x + MHA(x)); x = N2(x + FFN(x)).  pre: x = x + MHA(N1(x)); x = x + FFN(N2(x))."""
+
+    def __init__(self, cfg: ModelConfig, causal: bool = False):
+        super().__init__()
+        self.post = cfg.placement == "post"
+        self.ln_1, self.ln_2 = build_norm(cfg.norm, cfg.d), build_norm(cfg.norm, cfg.d)
+        self.attn = Attention(cfg.d, cfg.heads, causal, cfg.attention)
+        self.mlp = ffn(cfg.d, cfg.ffn_mult, cfg.act)
+
+    def forward(self, x: Tensor, key_padding: Tensor | None = None) -> Tensor:
+        if self.post:
+            x = self.ln_1(x + self.attn(x, key_padding))
+            return self.ln_2(x + self.mlp(x))
+        x = x + self.attn(self.ln_1(x), key_padding)
+        return x + self.mlp(self.ln_2(x))
+
+
+# ----------------------------------------------------------------------------- 1. seed encoder
+
+
+class Encoder(nn.Module):
+    """Dual-Mechanism Exp. 4: embedding (no positions), L blocks, classifier on position 0."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.embed = nn.Embedding(cfg.vocab, cfg.d)
+        self.pos = nn.Embedding(cfg.seq_len, cfg.d) if cfg.pos_emb else None
+        self.blocks = nn.ModuleList(TransformerBlock(cfg) for _ in range(cfg.layers))
+        # pre-norm leaves the stream unnormalized: one final norm before the head
+        self.out_norm = build_norm(cfg.norm, cfg.d) if cfg.placement == "pre" else nn.Identity()
+        self.head = nn.Linear(cfg.d, cfg.n_out)
+
+    def forward(self, ids: Tensor, return_hidden: bool = False):
+        h = self.embed(ids)  # (B, T, d)
+        if self.pos is not None:
+            h = h + self.pos(torch.arange(ids.shape[1], device=ids.device))
+        pad = ids == 0 if self.cfg.pad_mask else None  # [PAD] = 0
+        hidden = [h]
+        for block in self.blocks:
+            h = block(h, pad)
+            hidden.append(h)
+        logits = self.head(self.out_norm(h)[:, 0])  # [CLS] at position 0
+        return (logits, hidden) if return_hidden else logits
+
+
+# ----------------------------------------------------------------------------- 2./3. notebook MLPs
+
+
+class TanhMLP(nn.Module):
+    """L layers h = tanh(W h) (residual: h = h + tanh(W h)), a norm after each (none by default)."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.residual = cfg.residual
+        self.layers = nn.ModuleList(nn.Linear(cfg.d, cfg.d) for _ in range(cfg.layers))
+        self.norms = nn.ModuleList(build_norm(cfg.norm, cfg.d) for _ in range(cfg.layers))
+        self.act = activation(cfg.act)
+
+    def forward(self, x: Tensor) -> Tensor:
+        for layer, norm in zip(self.layers, self.norms, strict=True):
+            f = self.act(layer(x))
+            x = norm(x + f if self.residual else f)
+        return x
+
+
+class FFNBlock(nn.Module):
+    """[pre-norm] -> Linear(d, 4d) -> GELU -> Linear(4d, d) [+ residual]."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.residual = cfg.residual
+        self.norm = build_norm(cfg.norm, cfg.d)
+        self.mlp = ffn(cfg.d, cfg.ffn_mult, cfg.act)
+
+    def forward(self, x: Tensor) -> Tensor:
+        out = self.mlp(self.norm(x))
+        return x + out if self.residual else out
+
+
+class FFNStack(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.blocks = nn.ModuleList(FFNBlock(cfg) for _ in range(cfg.layers))
+
+    def forward(self, x: Tensor) -> Tensor:
+        for block in self.blocks:
+            x = block(x)
+        return x
+
+
+# ----------------------------------------------------------------------------- 4. FA protocol
+
+
+class FAProtocolModel(nn.Module):
+    """embed -> blocks (residual branches, h = h + block(h)) -> out_ln -> out_head."""
+
+    tokens = False  # 3-D hidden states: the head reads token 0
+
+    def forward(self, x: Tensor, return_hidden: bool = False):
+        h = self.embed(x)
+        hidden = [h]
+        for block in self.blocks:
+            h = h + block(h)
+            hidden.append(h)
+        logits = self.out_head(self.out_ln(h[:, 0] if self.tokens else h))
+        return (logits, hidden) if return_hidden else logits
+
+
+class ResMLP(FAProtocolModel):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.embed = nn.Linear(cfg.in_dim, cfg.d)
+        self.blocks = nn.ModuleList(
+            nn.Sequential(build_norm(cfg.norm, cfg.d), *ffn(cfg.d, cfg.ffn_mult, cfg.act))
+            for _ in range(cfg.layers))
+        self.out_ln = build_norm(cfg.norm, cfg.d)
+        self.out_head = nn.Linear(cfg.d, cfg.n_out)
+
+
+class PatchEmbed(nn.Module):
+    """(B, 784) MNIST pixels -> (B, 1 + patches, d) with a class token and learned positions."""
+
+    def __init__(self, cfg: ModelConfig, side: int = 28):
+        super().__init__()
+        self.side, self.patch = side, cfg.patch
+        n = (side // cfg.patch) ** 2
+        self.proj = nn.Linear(cfg.patch * cfg.patch, cfg.d)
+        self.cls = nn.Parameter(torch.zeros(1, 1, cfg.d))
+        self.pos = nn.Parameter(torch.randn(1, n + 1, cfg.d) * 0.02)
+
+    def forward(self, x: Tensor) -> Tensor:
+        b, p = x.shape[0], self.patch
+        img = x.view(b, self.side // p, p, self.side // p, p).transpose(2, 3)
+        tokens = self.proj(img.reshape(b, -1, p * p))  # (B, N, d)
+        return torch.cat([self.cls.expand(b, -1, -1), tokens], 1) + self.pos
+
+
+class ViTBranch(nn.Module):
+    """A pre-norm Transformer block written as one residual branch: returns a + m."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.ln_1, self.ln_2 = build_norm(cfg.norm, cfg.d), build_norm(cfg.norm, cfg.d)
+        self.attn = Attention(cfg.d, cfg.heads)
+        self.mlp = ffn(cfg.d, cfg.ffn_mult, cfg.act)
+
+    def forward(self, h: Tensor) -> Tensor:
+        a = self.attn(self.ln_1(h))
+        return a + self.mlp(self.ln_2(h + a))
+
+
+class ViTMini(FAProtocolModel):
+    tokens = True
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.embed = PatchEmbed(cfg)
+        self.blocks = nn.ModuleList(ViTBranch(cfg) for _ in range(cfg.layers))
+        self.out_ln = build_norm(cfg.norm, cfg.d)
+        self.out_head = nn.Linear(cfg.d, cfg.n_out)
+
+
+# ----------------------------------------------------------------------------- 5. char GPT
+
+
+class CharGPT(nn.Module):
+    """nanoGPT-style causal LM: token + position embeddings, pre-LN blocks, ln_f, lm_head."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.tok = nn.Embedding(cfg.vocab, cfg.d)
+        self.pos = nn.Embedding(cfg.seq_len, cfg.d)
+        self.blocks = nn.ModuleList(TransformerBlock(cfg, causal=True) for _ in range(cfg.layers))
+        self.ln_f = build_norm(cfg.norm, cfg.d) if cfg.placement == "pre" else nn.Identity()
+        self.lm_head = nn.Linear(cfg.d, cfg.vocab)
+
+    def forward(self, ids: Tensor) -> Tensor:
+        h = self.tok(ids) + self.pos(torch.arange(ids.shape[1], device=ids.device))  # (B, T, d)
+        for block in self.blocks:
+            h = block(h)
+        return self.lm_head(self.ln_f(h))  # (B, T, vocab)
+
+
+# ----------------------------------------------------------------------------- 6. deep-dive models
+
+
+class MLP(nn.Module):
+    """layers.{i} = Linear -> norm -> activation; then a linear head."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        dims = [cfg.in_dim] + [cfg.d] * cfg.layers
+        self.layers = nn.ModuleList(
+            nn.Sequential(nn.Linear(a, b), build_norm(cfg.norm, b), activation(cfg.act))
+            for a, b in zip(dims[:-1], dims[1:], strict=True))
+        self.head = nn.Linear(cfg.d, cfg.n_out)
+
+    def forward(self, x: Tensor) -> Tensor:
+        for layer in self.layers:
+            x = layer(x)
+        return self.head(x)
+
+
+class ConvNorm(nn.Module):
+    """A registry norm for (B, C, H, W) maps: batchnorm per channel over (B, H, W); per-row kinds
+    over each sample's whole (C, H, W) map, as nn.LayerNorm([C, H, W]) in Ba et al. 2016."""
+
+    def __init__(self, kind: str, channels: int, hw: int):
+        super().__init__()
+        self.per_row = NORMS[kind].per_row
+        self.norm = build_norm(kind, channels * hw * hw if self.per_row else channels)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if self.per_row:
+            return self.norm(x.flatten(1)).view_as(x)
+        return self.norm(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+
+
+class CNN(nn.Module):
+    """3 x [conv3x3 -> norm -> act -> maxpool2] on 28x28 MNIST, global average pool, head."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        chans, side, layers = [1, cfg.d, 2 * cfg.d, 2 * cfg.d], 28, []
+        for i in range(cfg.layers):
+            c_in, c_out = chans[min(i, 3)], chans[min(i + 1, 3)]
+            layers.append(nn.Sequential(nn.Conv2d(c_in, c_out, 3, padding=1),
+                                        ConvNorm(cfg.norm, c_out, side), activation(cfg.act),
+                                        nn.MaxPool2d(2)))
+            side //= 2
+        self.layers = nn.ModuleList(layers)
+        self.head = nn.Linear(chans[min(cfg.layers, 3)], cfg.n_out)
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = x.view(-1, 1, 28, 28)
+        for layer in self.layers:
+            x = layer(x)
+        return self.head(x.mean((2, 3)))
+
+
+class NormLSTMCell(nn.Module):
+    """LSTM cell; with a norm, the layer-normalized LSTM of Ba et al. 2016:
+    gates = N(W_x x) + N(W_h h) + b, c = f*c + i*g, h = o * tanh(N(c))."""
+
+    def __init__(self, d_in: int, d: int, kind: str):
+        super().__init__()
+        self.wx = nn.Linear(d_in, 4 * d, bias=False)
+        self.wh = nn.Linear(d, 4 * d, bias=True)
+        self.nx, self.nh = build_norm(kind, 4 * d), build_norm(kind, 4 * d)
+        self.nc = build_norm(kind, d)
+
+    def forward(self, x: Tensor, state: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor]:
+        h, c = state
+        i, f, g, o = (self.nx(self.wx(x)) + self.nh(self.wh(h))).chunk(4, -1)
+        c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+        return torch.sigmoid(o) * torch.tanh(self.nc(c)), c
+
+
+class CharLSTM(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.d = cfg.d
+        self.tok = nn.Embedding(cfg.vocab, cfg.d)
+        self.cells = nn.ModuleList(NormLSTMCell(cfg.d, cfg.d, cfg.norm) for _ in range(cfg.layers))
+        self.lm_head = nn.Linear(cfg.d, cfg.vocab)
+
+    def forward(self, ids: Tensor) -> Tensor:
+        x = self.tok(ids)  # (B, T, d)
+        for cell in self.cells:
+            h = c = x.new_zeros(x.shape[0], self.d)
+            outs = []
+            for t in range(x.shape[1]):
+                h, c = cell(x[:, t], (h, c))
+                outs.append(h)
+            x = torch.stack(outs, 1)
+        return self.lm_head(x)
+
+
+class TBlockClassifier(nn.Module):
+    """One Transformer block over MNIST rows as tokens (28 tokens of 28 pixels), mean-pooled."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.embed = nn.Linear(cfg.in_dim, cfg.d)
+        self.pos = nn.Parameter(torch.randn(1, cfg.seq_len, cfg.d) * 0.02)
+        self.blocks = nn.ModuleList(TransformerBlock(cfg) for _ in range(cfg.layers))
+        self.out_norm = build_norm(cfg.norm, cfg.d) if cfg.placement == "pre" else nn.Identity()
+        self.head = nn.Linear(cfg.d, cfg.n_out)
+
+    def forward(self, x: Tensor) -> Tensor:
+        h = self.embed(x.view(x.shape[0], self.cfg.seq_len, self.cfg.in_dim)) + self.pos
+        for block in self.blocks:
+            h = block(h)
+        return self.head(self.out_norm(h).mean(1))
+
+
+FAMILIES: dict[str, type[nn.Module]] = {
+    "encoder": Encoder, "tanh_mlp": TanhMLP, "ffn_stack": FFNStack, "resmlp": ResMLP,
+    "vit": ViTMini, "char_gpt": CharGPT, "mlp": MLP, "cnn": CNN, "lstm": CharLSTM,
+    "tblock": TBlockClassifier,
+}
+
+
+def build_model(cfg: ModelConfig) -> nn.Module:
+    """Build the family named by ``cfg.family`` (torch's global RNG draws the initial weights)."""
+    if cfg.family not in FAMILIES:
+        raise ValueError(f"unknown model family {cfg.family!r}; valid: {', '.join(FAMILIES)}")
+    return FAMILIES[cfg.family](cfg)
+
+
+@contextmanager
+def capture(model: nn.Module, names: list[str] | tuple[str, ...]) -> Iterator[dict[str, Tensor]]:
+    """Record the outputs of the named submodules during forward passes inside the block.
+
+    The hooks are removed on exit, also when the block raises. Unknown names list valid ones.
+    """
+    modules = dict(model.named_modules())
+    missing = [n for n in names if n not in modules]
+    if missing:
+        blocks = [n for n in modules if n.count(".") <= 1 and n]
+        raise KeyError(f"no submodule named {missing}; top-level names include: {blocks[:20]}")
+    out: dict[str, Tensor] = {}
+    handles = [modules[n].register_forward_hook(
+        lambda _m, _i, o, n=n: out.__setitem__(n, o)) for n in names]
+    try:
+        yield out
+    finally:
+        for h in handles:
+            h.remove()

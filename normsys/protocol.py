@@ -1,0 +1,76 @@
+"""The FA evaluation protocol's diagnostics for FA-protocol models (embed, blocks, out_ln, out_head).
+
+Definitions (SPEC.md): for h_0 ... h_L of ``forward(x, return_hidden=True)``, taking token 0 of
+3-D hidden states,
+- residual norm at l: median over the batch of ||h_l||_2;
+- BP gradient norm at l: median over the batch of ||dL/dh_l||_2, dL/dh_l by backprop through the
+  explicit residual path (whatever rule trained the model);
+- direction stability at l: over >= 2 disjoint batches, the batch-mean of dL/dh_l normalized to unit
+  length; the mean pairwise cosine of these directions (default layer: the middle, L // 2).
+Reference values from the protocol's authors: healthy BP-trained nets 0.05-0.18, DFA-trained pre-LN
+residual MLPs 0.5-0.99.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from normsys.feedback import check_fa_protocol
+
+BP_RANGE, DFA_RANGE = (0.05, 0.18), (0.5, 0.99)
+
+
+def _token0(h: Tensor) -> Tensor:
+    return h[:, 0] if h.dim() == 3 else h
+
+
+def hidden_and_grads(model: nn.Module, x: Tensor, y: Tensor) -> tuple[list[Tensor], list[Tensor]]:
+    """h_0 ... h_L and dL/dh_l (backprop through the residual path), token 0 for 3-D states."""
+    check_fa_protocol(model)
+    model.eval()
+    with torch.enable_grad():
+        logits, hidden = model(x, return_hidden=True)
+        loss = F.cross_entropy(logits, y)
+        grads = torch.autograd.grad(loss, hidden)
+    return [_token0(h).detach() for h in hidden], [_token0(g).detach() for g in grads]
+
+
+def direction_stability(mean_grads: list[Tensor]) -> float:
+    """Mean pairwise cosine of per-batch mean gradients (each normalized to unit length)."""
+    if len(mean_grads) < 2:
+        raise ValueError(f"direction stability needs >= 2 disjoint batches, got {len(mean_grads)}")
+    units = [g.flatten().double() / g.double().norm().clamp_min(1e-300) for g in mean_grads]
+    return float(torch.stack([a @ b for a, b in itertools.combinations(units, 2)]).mean())
+
+
+def fa_protocol_report(model: nn.Module, batches: list[tuple[Tensor, Tensor]],
+                       layer: int | None = None) -> dict:
+    """Residual norms, BP gradient norms (first batch), direction stability at ``layer``, verdict."""
+    hidden, grads = hidden_and_grads(model, *batches[0])
+    layer = len(hidden) // 2 if layer is None else layer
+    if not 0 <= layer < len(hidden):
+        raise ValueError(f"layer {layer} out of range: the model has h_0 ... h_{len(hidden) - 1}")
+    means = [hidden_and_grads(model, x, y)[1][layer].mean(0) for x, y in batches]
+    stability = direction_stability(means)
+    if stability >= DFA_RANGE[0]:
+        verdict = "stable gradient directions (DFA-like: reference 0.5-0.99)"
+    elif stability <= 0.2:
+        verdict = "batch-specific gradient directions (healthy BP-like: reference 0.05-0.18)"
+    else:
+        verdict = "intermediate stability (between the BP and DFA reference ranges)"
+    return {
+        "residual_norms": [float(h.norm(dim=-1).median()) for h in hidden],
+        "bp_grad_norms": [float(g.norm(dim=-1).median()) for g in grads],
+        "layer": layer, "n_batches": len(batches), "stability": stability, "verdict": verdict,
+    }
+
+
+def disjoint_batches(x: Tensor, y: Tensor, n: int = 8, size: int = 128) -> list[tuple[Tensor, Tensor]]:
+    """The first ``n`` disjoint batches of ``size`` rows of a held-out set."""
+    if n * size > len(y):
+        raise ValueError(f"{n} disjoint batches of {size} need {n * size} rows, have {len(y)}")
+    return [(x[i * size : (i + 1) * size], y[i * size : (i + 1) * size]) for i in range(n)]

@@ -1,0 +1,59 @@
+"""RunRecord: what one training run produced, stored next to the config that produced it."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from normsys.config import RunConfig
+
+
+@dataclass
+class RunRecord:
+    config: dict                      # the resolved RunConfig as a dict
+    fingerprint: str                  # RunConfig.fingerprint()
+    version: str                      # normsys version that produced it
+    metrics: dict[str, float]         # train_acc, test_acc, train_loss, test_loss / val_loss ...
+    curves: dict[str, list[float]]    # per step: loss, grad_norm; per epoch: train_acc_running
+    probes: dict[str, dict]           # module name -> singular_values, erank, stable_rank, norms
+    init_grad_norms: dict[str, float]  # ||dL/dW|| per parameter on the first batch, at init
+    diverged: bool                    # a non-finite loss ended the run early
+    steps: int                        # optimizer steps taken
+    wall_time: float                  # seconds of training and measurement
+    env: dict[str, str]               # torch, device, commit, normsys version
+    data_source: str                  # which real rows (and how many) the run used
+    extra: dict = field(default_factory=dict)
+    state_path: str | None = None     # the trained weights (torch.save), when kept
+
+    @property
+    def run_config(self) -> RunConfig:
+        return RunConfig.from_dict(self.config)
+
+    def erank(self, layer: str) -> float:
+        return self.probes[layer]["erank"]
+
+    def collapse_ratio(self, layer: str, first: str | None = None) -> float:
+        """erank(layer) / erank(first probed layer)."""
+        first = first or next(iter(self.probes))
+        return self.erank(layer) / self.erank(first)
+
+    def load_model(self, device: str = "cpu"):
+        """Rebuild the model from the config and load the stored trained weights."""
+        import torch
+
+        from normsys.train import prepare_model
+
+        if self.state_path is None or not Path(self.state_path).is_file():
+            raise FileNotFoundError(f"run {self.fingerprint} kept no weights (state_path="
+                                    f"{self.state_path}); set train.keep_state=True and rerun")
+        model = prepare_model(self.run_config)
+        model.load_state_dict(torch.load(self.state_path, map_location=device))
+        return model.to(device).eval()
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), allow_nan=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> RunRecord:
+        return cls(**json.loads(text))

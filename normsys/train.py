@@ -1,0 +1,310 @@
+"""The training core: ``train(config) -> RunRecord`` and the cached ``run(config)``.
+
+One flat loop for every family and learning rule (bp, fa, dfa). Three task kinds feed it:
+classification (AG News, MNIST), next-character language modeling (Tiny Shakespeare) and regression
+on fresh random data (the notebook MLPs). Deterministic on CPU for a given config and seed. A
+non-finite loss ends the run early with ``diverged=True``. On CUDA: bf16 autocast, fused Adam, and
+fused attention (scaled_dot_product_attention in the models).
+"""
+
+from __future__ import annotations
+
+import math
+import platform
+import subprocess
+import sys
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from normsys import __version__
+from normsys import diagnostics as dg
+from normsys.config import RunConfig
+from normsys.feedback import dfa_feedback, dfa_loss_and_backward, to_feedback_alignment
+from normsys.models import build_model, capture
+from normsys.record import RunRecord
+
+EVAL_SEED = 1_000_003  # fixed evaluation batches (LM), identical for every seed and norm
+LM_FAMILIES = ("char_gpt", "lstm")
+
+
+# ----------------------------------------------------------------------------- tasks
+
+
+@dataclass
+class Task:
+    """Data and loss of one run; ``kind`` is classify, lm or regress."""
+
+    kind: str
+    x_train: Tensor | None = None
+    y_train: Tensor | None = None
+    x_test: Tensor | None = None
+    y_test: Tensor | None = None
+    source: str = ""
+
+    def loss(self, out: Tensor, y: Tensor) -> Tensor:
+        if self.kind == "regress":
+            return F.mse_loss(out, y)
+        return F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
+
+
+def make_task(cfg: RunConfig) -> Task:
+    from normsys import data
+
+    d, m = cfg.data, cfg.model
+    if d.name == "random":
+        if not d.batch_shape:
+            raise ValueError("data.name=random needs data.batch_shape, e.g. (32, 64)")
+        return Task("regress", source=f"random normal batches of shape {d.batch_shape}")
+    if d.name == "tinyshakespeare":
+        train_ids, val_ids, _ = data.tiny_shakespeare()
+        return Task("lm", train_ids, None, val_ids, None,
+                    f"Tiny Shakespeare: {len(train_ids)} train / {len(val_ids)} val characters")
+    split = data.ag_news(d.tier, m.seq_len) if d.name == "ag_news" else data.mnist()
+    n_tr, n_te = d.n_train or len(split.y_train), d.n_test or len(split.y_test)
+    source = split.source if (n_tr, n_te) == (len(split.y_train), len(split.y_test)) else \
+        f"{split.source}; first {n_tr} train / {n_te} test rows"
+    return Task("classify", split.x_train[:n_tr], split.y_train[:n_tr], split.x_test[:n_te],
+                split.y_test[:n_te], source)
+
+
+def lm_batch(ids: Tensor, block: int, batch: int, gen: torch.Generator) -> tuple[Tensor, Tensor]:
+    ix = torch.randint(len(ids) - block - 1, (batch,), generator=gen)
+    x = torch.stack([ids[i : i + block] for i in ix.tolist()])
+    y = torch.stack([ids[i + 1 : i + block + 1] for i in ix.tolist()])
+    return x, y
+
+
+def random_batch(cfg: RunConfig, gen: torch.Generator) -> tuple[Tensor, Tensor]:
+    shape = cfg.data.batch_shape
+    return torch.randn(shape, generator=gen), torch.randn(*shape[:-1], cfg.model.n_out, generator=gen)
+
+
+def batches(task: Task, cfg: RunConfig, gen: torch.Generator):
+    """Yield (epoch, x, y) on the CPU for the whole run."""
+    t = cfg.train
+    if task.kind == "classify":
+        n, step = len(task.y_train), 0
+        for epoch in range(t.epochs if not t.steps else 10**9):
+            perm = torch.randperm(n, generator=gen)
+            for i in range(0, n, t.batch_size):
+                if t.steps and step >= t.steps:
+                    return
+                idx = perm[i : i + t.batch_size]
+                yield epoch, task.x_train[idx], task.y_train[idx]
+                step += 1
+        return
+    for _ in range(t.steps):
+        if task.kind == "lm":
+            yield 0, *lm_batch(task.x_train, cfg.model.seq_len, t.batch_size, gen)
+        else:
+            yield 0, *random_batch(cfg, gen)
+
+
+def total_steps(task: Task, cfg: RunConfig) -> int:
+    if cfg.train.steps or task.kind != "classify":
+        return cfg.train.steps
+    return cfg.train.epochs * math.ceil(len(task.y_train) / cfg.train.batch_size)
+
+
+def first_batch(task: Task, cfg: RunConfig) -> tuple[Tensor, Tensor]:
+    """The fixed batch for gradients at init and for probes (first rows, or a seeded draw)."""
+    if task.kind == "classify":
+        return task.x_train[: cfg.train.probe_batch], task.y_train[: cfg.train.probe_batch]
+    gen = torch.Generator().manual_seed(EVAL_SEED + cfg.train.seed)
+    if task.kind == "lm":
+        return lm_batch(task.x_test, cfg.model.seq_len, cfg.train.batch_size, gen)
+    return random_batch(cfg, gen)
+
+
+# ----------------------------------------------------------------------------- model and step
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("train.device=cuda but no CUDA device is available; use cpu or auto")
+    return torch.device(name)
+
+
+def prepare_model(cfg: RunConfig) -> nn.Module:
+    """Seeded model with the learning rule applied (FA swaps Linears; frozen blocks stop grads)."""
+    torch.manual_seed(cfg.train.seed)
+    model = build_model(cfg.model)
+    if cfg.train.method == "fa":
+        to_feedback_alignment(model, cfg.train.seed)
+    if cfg.train.frozen_blocks:
+        if not hasattr(model, "blocks"):
+            raise ValueError(f"train.frozen_blocks needs a block family, not {cfg.model.family}")
+        model.blocks.requires_grad_(False)
+    return model
+
+
+def forward_backward(model, task, x, y, feedback) -> tuple[Tensor, Tensor]:
+    if feedback is not None:
+        loss, out, _ = dfa_loss_and_backward(model, x, y, feedback)
+        return loss, out
+    out = model(x)
+    loss = task.loss(out, y)
+    loss.backward()
+    return loss.detach(), out.detach()
+
+
+def grad_norm(model: nn.Module) -> float:
+    grads = [p.grad.detach().float().norm() for p in model.parameters() if p.grad is not None]
+    return float(torch.stack(grads).norm()) if grads else 0.0
+
+
+@torch.no_grad()
+def evaluate(model, task: Task, cfg: RunConfig, device, autocast) -> dict[str, float]:
+    model.eval()
+    if task.kind == "regress":
+        return {}
+    out: dict[str, float] = {}
+    if task.kind == "lm":
+        for name, ids in (("train", task.x_train), ("val", task.x_test)):
+            gen, total = torch.Generator().manual_seed(EVAL_SEED), 0.0
+            for _ in range(cfg.train.eval_batches):
+                x, y = lm_batch(ids, cfg.model.seq_len, cfg.train.batch_size, gen)
+                with autocast:
+                    total += float(task.loss(model(x.to(device)), y.to(device)))
+            out[f"{name}_loss"] = total / cfg.train.eval_batches
+        return out
+    for name, x_all, y_all in (("train", task.x_train, task.y_train),
+                               ("test", task.x_test, task.y_test)):
+        correct, loss = 0, 0.0
+        for i in range(0, len(y_all), 512):
+            x, y = x_all[i : i + 512].to(device), y_all[i : i + 512].to(device)
+            with autocast:
+                logits = model(x).float()
+            loss += float(F.cross_entropy(logits, y, reduction="sum"))
+            correct += int((logits.argmax(-1) == y).sum())
+        out[f"{name}_acc"], out[f"{name}_loss"] = correct / len(y_all), loss / len(y_all)
+    return out
+
+
+@torch.no_grad()
+def probe(model, cfg: RunConfig, x: Tensor, autocast) -> dict[str, dict]:
+    """Spectra and ranks of the probed hidden states on the fixed batch (rows = batch*tokens)."""
+    if not cfg.train.probe:
+        return {}
+    model.eval()
+    with capture(model, cfg.train.probe) as hidden, autocast:
+        model(x)
+    result = {}
+    for name in cfg.train.probe:
+        h = hidden[name][0] if isinstance(hidden[name], tuple) else hidden[name]
+        s = dg.singular_values(h.float())
+        erank = dg.effective_rank(s=s)
+        result[name] = {"singular_values": s.tolist(), "erank": erank,
+                        "rho": erank / h.shape[-1], "stable_rank": dg.stable_rank(h.float()),
+                        "mean_norm": float(h.float().norm(dim=-1).mean())}
+    return result
+
+
+def environment(device: torch.device) -> dict[str, str]:
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                                cwd=Path(__file__).parent, timeout=5).stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        commit = "unknown"
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor()
+    return {"torch": torch.__version__, "device": f"{device.type}: {name or 'cpu'}",
+            "commit": commit, "normsys": __version__, "python": platform.python_version(),
+            "threads": str(torch.get_num_threads())}
+
+
+# ----------------------------------------------------------------------------- the loop
+
+
+def train_with_state(cfg: RunConfig) -> tuple[RunRecord, dict | None]:
+    """Train ``cfg``; return its record and (if train.keep_state) the trained state_dict."""
+    from tqdm.auto import tqdm
+
+    start = time.perf_counter()
+    t = cfg.train
+    device = resolve_device(t.device)
+    autocast = torch.autocast("cuda", torch.bfloat16) if device.type == "cuda" and t.amp == "auto" \
+        else nullcontext()
+    task = make_task(cfg)
+    model = prepare_model(cfg).to(device)
+    feedback = dfa_feedback(model, cfg.model.n_out, t.seed) if t.method == "dfa" else None
+    if feedback is not None:
+        feedback = [b.to(device) for b in feedback]
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt_cls = torch.optim.AdamW if t.optimizer == "adamw" else torch.optim.Adam
+    opt = opt_cls(params, lr=t.lr, weight_decay=t.weight_decay, fused=device.type == "cuda")
+
+    # gradients at initialization on the fixed first batch (buffers such as BN stats restored)
+    x0, y0 = (z.to(device) for z in first_batch(task, cfg))
+    buffers = {k: v.clone() for k, v in model.named_buffers()}
+    model.train()
+    with autocast:
+        init_loss, _ = forward_backward(model, task, x0, y0, feedback)
+    init_grads = {n: float(p.grad.float().norm()) for n, p in model.named_parameters()
+                  if p.grad is not None}
+    model.load_state_dict(buffers, strict=False)
+    opt.zero_grad(set_to_none=True)
+
+    gen = torch.Generator().manual_seed(t.seed)
+    curves: dict[str, list[float]] = {"loss": [], "grad_norm": [], "train_acc_running": []}
+    diverged, steps, correct, seen, epoch_now = False, 0, 0, 0, 0
+    bar = tqdm(total=total_steps(task, cfg), desc=f"{cfg.model.family}/{cfg.model.norm}/s{t.seed}",
+               delay=3, leave=False, disable=None if sys.stderr.isatty() else True)
+    for epoch, x, y in batches(task, cfg, gen):
+        if task.kind == "classify" and epoch != epoch_now:
+            curves["train_acc_running"].append(correct / max(seen, 1))
+            correct, seen, epoch_now = 0, 0, epoch
+        model.train()
+        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+        opt.zero_grad(set_to_none=True)
+        with autocast:
+            loss, out = forward_backward(model, task, x, y, feedback)
+        if not torch.isfinite(loss):
+            diverged = True
+            break
+        curves["grad_norm"].append(grad_norm(model))
+        opt.step()
+        steps += 1
+        curves["loss"].append(float(loss))
+        if task.kind == "classify":
+            correct += int((out.argmax(-1) == y).sum())
+            seen += len(y)
+        bar.update()
+    bar.close()
+    if task.kind == "classify" and seen:
+        curves["train_acc_running"].append(correct / seen)
+
+    metrics = {"init_loss": float(init_loss)}
+    if steps:
+        metrics["final_loss"] = sum(curves["loss"][-10:]) / len(curves["loss"][-10:])
+    if diverged:
+        metrics.update({k: float("nan") for k in ("train_acc", "test_acc", "val_loss")})
+    else:
+        metrics.update(evaluate(model, task, cfg, device, autocast))
+    probes = {} if diverged else probe(model, cfg, x0, autocast)
+    record = RunRecord(
+        config=cfg.to_dict(), fingerprint=cfg.fingerprint(), version=__version__,
+        metrics=metrics, curves=curves, probes=probes, init_grad_norms=init_grads,
+        diverged=diverged, steps=steps, wall_time=time.perf_counter() - start,
+        env=environment(device), data_source=task.source)
+    state = {k: v.detach().cpu() for k, v in model.state_dict().items()} if t.keep_state else None
+    return record, state
+
+
+def train(cfg: RunConfig) -> RunRecord:
+    """Train one run (no cache) and return its record."""
+    return train_with_state(cfg)[0]
+
+
+def run(cfg: RunConfig) -> RunRecord:
+    """The record of ``cfg`` from the run cache, training it first if needed (claims use this)."""
+    from normsys.cache import cached_run
+
+    return cached_run(cfg, train_with_state)
