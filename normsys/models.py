@@ -7,7 +7,8 @@ states have stable module names: block families (``encoder``, ``resmlp``, ``vit`
 
 Families with the FA-protocol interface (``resmlp``, ``vit``) have ``embed``, ``blocks`` (each the
 residual *branch*: the caller adds it, h = h + block(h)), ``out_ln`` and ``out_head``, and
-``forward(x, return_hidden=True)`` returns [h_0 ... h_L] as well.
+``forward(x, return_hidden=True)`` returns [h_0 ... h_L] as well; h_l is reachable by name as
+``resid.{l}``.
 """
 
 from __future__ import annotations
@@ -169,15 +170,22 @@ class FFNStack(nn.Module):
 
 
 class FAProtocolModel(nn.Module):
-    """embed -> blocks (residual branches, h = h + block(h)) -> out_ln -> out_head."""
+    """embed -> blocks (residual branches, h = h + block(h)) -> out_ln -> out_head.
+
+    ``resid.{l}`` are identity hook points whose outputs are h_l (the residual stream after block
+    l; ``resid.0`` is the embedding), so ``capture`` reaches them without editing the model.
+    """
 
     tokens = False  # 3-D hidden states: the head reads token 0
 
+    def add_hook_points(self) -> None:
+        self.resid = nn.ModuleList(nn.Identity() for _ in range(len(self.blocks) + 1))
+
     def forward(self, x: Tensor, return_hidden: bool = False):
-        h = self.embed(x)
+        h = self.resid[0](self.embed(x))
         hidden = [h]
-        for block in self.blocks:
-            h = h + block(h)
+        for block, hook in zip(self.blocks, self.resid[1:], strict=True):
+            h = hook(h + block(h))
             hidden.append(h)
         logits = self.out_head(self.out_ln(h[:, 0] if self.tokens else h))
         return (logits, hidden) if return_hidden else logits
@@ -192,6 +200,7 @@ class ResMLP(FAProtocolModel):
             for _ in range(cfg.layers))
         self.out_ln = build_norm(cfg.norm, cfg.d)
         self.out_head = nn.Linear(cfg.d, cfg.n_out)
+        self.add_hook_points()
 
 
 class PatchEmbed(nn.Module):
@@ -235,6 +244,7 @@ class ViTMini(FAProtocolModel):
         self.blocks = nn.ModuleList(ViTBranch(cfg) for _ in range(cfg.layers))
         self.out_ln = build_norm(cfg.norm, cfg.d)
         self.out_head = nn.Linear(cfg.d, cfg.n_out)
+        self.add_hook_points()
 
 
 # ----------------------------------------------------------------------------- 5. char GPT

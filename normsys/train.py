@@ -9,6 +9,7 @@ fused attention (scaled_dot_product_attention in the models).
 
 from __future__ import annotations
 
+import json
 import math
 import platform
 import subprocess
@@ -81,8 +82,9 @@ def lm_batch(ids: Tensor, block: int, batch: int, gen: torch.Generator) -> tuple
 
 
 def random_batch(cfg: RunConfig, gen: torch.Generator) -> tuple[Tensor, Tensor]:
+    """Random inputs of data.batch_shape and random targets of the model's output width d."""
     shape = cfg.data.batch_shape
-    return torch.randn(shape, generator=gen), torch.randn(*shape[:-1], cfg.model.n_out, generator=gen)
+    return torch.randn(shape, generator=gen), torch.randn(*shape[:-1], cfg.model.d, generator=gen)
 
 
 def batches(task: Task, cfg: RunConfig, gen: torch.Generator):
@@ -290,7 +292,7 @@ def train_with_state(cfg: RunConfig) -> tuple[RunRecord, dict | None]:
         metrics.update(evaluate(model, task, cfg, device, autocast))
     probes = {} if diverged else probe(model, cfg, x0, autocast)
     record = RunRecord(
-        config=cfg.to_dict(), fingerprint=cfg.fingerprint(), version=__version__,
+        config=json.loads(json.dumps(cfg.to_dict())), fingerprint=cfg.fingerprint(), version=__version__,
         metrics=metrics, curves=curves, probes=probes, init_grad_norms=init_grads,
         diverged=diverged, steps=steps, wall_time=time.perf_counter() - start,
         env=environment(device), data_source=task.source)

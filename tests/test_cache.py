@@ -1,0 +1,81 @@
+"""Run cache: round trip, corruption recovery, disabled cache, concurrent workers."""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+from pathlib import Path
+
+from normsys.cache import cached_run, run_key
+from normsys.config import preset
+from normsys.train import train_with_state
+
+CFG = preset("ffn_stack", **{"train.steps": 3, "model.d": 16, "data.batch_shape": (4, 5, 16)})
+
+
+def counting(log: Path):
+    def compute(cfg):
+        with log.open("a") as fh:
+            fh.write("x")
+        return train_with_state(cfg)
+    return compute
+
+
+def test_round_trip_reuses_the_stored_run(tmp_path, monkeypatch):
+    monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path))
+    log = tmp_path / "calls"
+    first = cached_run(CFG, counting(log))
+    second = cached_run(CFG, counting(log))
+    assert log.read_text() == "x" and first == second
+    model = second.load_model()
+    assert sum(p.numel() for p in model.parameters()) > 0
+
+
+def test_corrupted_entries_are_recomputed(tmp_path, monkeypatch):
+    monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path))
+    log = tmp_path / "calls"
+    cached_run(CFG, counting(log))
+    json_path = tmp_path / "runs" / f"{run_key(CFG)}.json"
+    json_path.write_text(json_path.read_text()[:100])  # truncated
+    cached_run(CFG, counting(log))
+    state = tmp_path / "runs" / f"{run_key(CFG)}.pt"
+    state.write_bytes(b"garbage")  # weights that no longer match their checksum
+    record = cached_run(CFG, counting(log))
+    assert log.read_text() == "xxx" and record.load_model() is not None
+
+
+def test_cache_off_always_computes(tmp_path, monkeypatch):
+    monkeypatch.setenv("NORMSYS_CACHE", "off")
+    log = tmp_path / "calls"
+    cached_run(CFG, counting(log))
+    cached_run(CFG, counting(log))
+    assert log.read_text() == "xx"
+
+
+def _worker(cache: str, log: str, out: str) -> None:
+    import os
+
+    os.environ["NORMSYS_CACHE"] = cache
+
+    def slow(cfg):
+        with open(log, "a") as fh:
+            fh.write("x")
+        time.sleep(1.0)  # long enough for the other worker to arrive and wait
+        return train_with_state(cfg)
+
+    Path(out).write_text(cached_run(CFG, slow).to_json())
+
+
+def test_concurrent_workers_train_once_and_read_the_same_record(tmp_path):
+    ctx = multiprocessing.get_context("spawn")  # fork deadlocks once torch's thread pool is up
+    log = tmp_path / "calls"
+    procs = [ctx.Process(target=_worker, args=(str(tmp_path), str(log), str(tmp_path / f"o{i}")))
+             for i in range(3)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    assert all(p.exitcode == 0 for p in procs)
+    assert log.read_text() == "x"
+    outs = {(tmp_path / f"o{i}").read_text() for i in range(3)}
+    assert len(outs) == 1

@@ -1,0 +1,105 @@
+"""Every family builds and trains a step with every norm kind and placement; hidden-state shapes."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from normsys.config import ModelConfig
+from normsys.models import build_model, capture
+from normsys.norms import NORMS
+
+TINY = {  # family -> (config changes, input builder)
+    "encoder": ({"vocab": 50, "seq_len": 6, "d": 8, "heads": 2, "layers": 2},
+                lambda: torch.randint(0, 50, (3, 6))),
+    "tanh_mlp": ({"d": 8, "layers": 3, "act": "tanh", "n_out": 8}, lambda: torch.randn(3, 8)),
+    "ffn_stack": ({"d": 8, "layers": 2}, lambda: torch.randn(3, 5, 8)),
+    "resmlp": ({"d": 8, "layers": 2, "in_dim": 784, "n_out": 10}, lambda: torch.randn(3, 784)),
+    "vit": ({"d": 8, "heads": 2, "layers": 2, "patch": 14, "n_out": 10}, lambda: torch.randn(3, 784)),
+    "char_gpt": ({"vocab": 65, "seq_len": 6, "d": 8, "heads": 2, "layers": 2},
+                 lambda: torch.randint(0, 65, (3, 6))),
+    "mlp": ({"d": 8, "layers": 3, "act": "relu", "n_out": 10}, lambda: torch.randn(3, 784)),
+    "cnn": ({"d": 4, "layers": 3, "act": "relu", "n_out": 10}, lambda: torch.randn(3, 784)),
+    "lstm": ({"vocab": 65, "d": 8, "layers": 1}, lambda: torch.randint(0, 65, (3, 5))),
+    "tblock": ({"d": 8, "heads": 2, "layers": 1, "seq_len": 28, "in_dim": 28, "n_out": 10},
+               lambda: torch.randn(3, 784)),
+}
+
+
+def tiny(family: str, norm: str = "layernorm", placement: str = "post", **extra):
+    changes, make_input = TINY[family]
+    torch.manual_seed(0)
+    return build_model(ModelConfig(family, norm, placement, **{**changes, **extra})), make_input()
+
+
+@pytest.mark.parametrize("placement", ["pre", "post"])
+@pytest.mark.parametrize("norm", list(NORMS))
+@pytest.mark.parametrize("family", list(TINY))
+def test_every_family_runs_forward_backward_with_every_norm(family, norm, placement):
+    model, x = tiny(family, norm, placement)
+    out = model(x)
+    assert torch.isfinite(out).all()
+    out.float().pow(2).mean().backward()
+    grads = [p.grad for p in model.parameters() if p.requires_grad]
+    assert grads and all(g is not None and torch.isfinite(g).all() for g in grads)
+
+
+@pytest.mark.parametrize("family,shape", [("encoder", (3, 6, 8)), ("resmlp", (3, 8)),
+                                          ("vit", (3, 5, 8))])
+def test_return_hidden_gives_h0_to_hL_with_documented_shapes(family, shape):
+    model, x = tiny(family)
+    logits, hidden = model(x, return_hidden=True)
+    assert len(hidden) == 3 and all(h.shape == shape for h in hidden)
+    name = "blocks.1" if family == "encoder" else "resid.2"  # FA-protocol blocks are branches
+    with capture(model, [name]) as out:
+        model(x)
+    assert torch.equal(out[name], hidden[2])
+
+
+def test_fa_protocol_models_add_the_residual_in_the_caller():
+    model, x = tiny("resmlp")
+    _, hidden = model(x, return_hidden=True)
+    for l, block in enumerate(model.blocks):
+        torch.testing.assert_close(hidden[l + 1], hidden[l] + block(hidden[l]))
+
+
+def test_capture_removes_hooks_and_names_unknown_modules():
+    model, x = tiny("char_gpt")
+    with pytest.raises(KeyError, match="no submodule named"):
+        with capture(model, ["blocks.9"]):
+            pass
+    with pytest.raises(RuntimeError):
+        with capture(model, ["blocks.0.ln_1"]):
+            raise RuntimeError("inside")
+    assert all(not m._forward_hooks for m in model.modules())
+
+
+def test_encoder_is_faithful_by_default_no_positions_no_mask():
+    model, ids = tiny("encoder")
+    assert model.pos is None and not model.cfg.pad_mask
+    perm = torch.tensor([0, 2, 1, 5, 4, 3])  # no positions: permuting tokens 1.. keeps [CLS]'s output
+    torch.testing.assert_close(model(ids), model(ids[:, perm]), atol=1e-5, rtol=1e-5)
+
+
+def test_padding_mask_hides_pad_tokens_from_cls():
+    model, _ = tiny("encoder", pad_mask=True)
+    ids = torch.tensor([[49, 7, 9, 0, 0, 0]])
+    other_emb = model.embed.weight.detach().clone()
+    with torch.no_grad():
+        model.embed.weight[0] += 5.0  # changing the pad embedding must not move unmasked outputs
+    masked = model(ids)
+    with torch.no_grad():
+        model.embed.weight.copy_(other_emb)
+    torch.testing.assert_close(masked, model(ids), atol=1e-5, rtol=1e-5)
+
+
+def test_sigmoid_attention_is_causal():
+    model, ids = tiny("char_gpt", attention="sigmoid")
+    changed = ids.clone()
+    changed[:, -1] = (changed[:, -1] + 1) % 65
+    torch.testing.assert_close(model(ids)[:, :-1], model(changed)[:, :-1])
+
+
+def test_unknown_family_lists_valid_ones():
+    with pytest.raises(ValueError, match="unknown model family.*encoder"):
+        build_model(ModelConfig("transformerxl"))
