@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import pytest
 
+pytest_plugins = ["normsys.plugin"]  # the claims plugin: claim fixture, verdict table, report
+
 MARKERS = (
     "gpu: needs a CUDA GPU (paper tier and GPU benchmarks); skipped without one",
     "slow: takes more than a few seconds on CPU",

@@ -1,0 +1,215 @@
+"""The claims plugin: a marker, a fixture that turns per-seed evidence into a verdict, a verdict
+table at the end of the session, and a JSON + Markdown report with figures.
+
+    @pytest.mark.claim("dm-l2-prevents-collapse", statement="...", source="...")
+    def test_l2_prevents_collapse(claim, encoder_runs):
+        claim.check([kappa(r) for r in encoder_runs("l2")], ">=", 0.8, statistic="kappa_6")
+
+Outcomes (SPEC.md): supported passes; refuted raises ClaimRefuted, which a claim that the suite has
+measured as refuted records with ``@refuted("measured numbers")`` (xfail(strict=True) that only
+ClaimRefuted satisfies, so broken code is never counted as a verdict); inconclusive is a skip.
+Results travel in ``report.user_properties``, so the table is right under pytest-xdist too.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import pytest
+
+from normsys import stats
+
+PROPERTY = "normsys_claim"
+DEFAULT_REPORT_DIR = "claims-report"
+
+
+class ClaimRefuted(AssertionError):
+    """The evidence lies wholly on the other side of the claim's threshold."""
+
+
+def refuted(reason: str):
+    """Mark a claim the suite has measured as refuted: strict xfail that only ClaimRefuted meets."""
+    return pytest.mark.xfail(strict=True, raises=ClaimRefuted, reason=f"refuted: {reason}")
+
+
+def tiers(cpu: Sequence = (), paper: Sequence = ()) -> list:
+    """The two tiers as parametrize values; ``paper`` is marked gpu. Extra marks per tier."""
+    return [pytest.param("cpu", marks=list(cpu), id="cpu"),
+            pytest.param("paper", marks=[pytest.mark.gpu, *paper], id="paper")]
+
+
+@dataclass
+class ClaimResult:
+    id: str
+    tier: str
+    statement: str
+    source: str
+    verdict: str                       # supported | refuted | inconclusive | error
+    statistic: str = ""
+    rule: str = ""
+    mean: float = math.nan
+    low: float = math.nan
+    high: float = math.nan
+    seeds: list[int] = field(default_factory=list)
+    values: list[float] = field(default_factory=list)
+    reason: str = ""
+    seconds: float = 0.0
+    evidence: dict = field(default_factory=dict)
+    figures: list[str] = field(default_factory=list)
+    nodeid: str = ""
+
+
+class Claim:
+    """What a claim test talks to: its seeds, its evidence, its figures and its verdict."""
+
+    def __init__(self, item: pytest.Item, marker: pytest.Mark, tier: str):
+        opt = item.config.option
+        self.item, self.tier = item, tier
+        self.id = marker.args[0] if marker.args else marker.kwargs["id"]
+        self.statement = marker.kwargs.get("statement", "")
+        self.source = marker.kwargs.get("source", "")
+        self.default_seeds = marker.kwargs.get("seeds", 3 if tier == "cpu" else 5)
+        n = opt.claims_seeds or self.default_seeds
+        self.seeds = list(range(opt.claims_seed_offset, opt.claims_seed_offset + n))
+        self.report_dir = Path(opt.claims_report)
+        self.evidence: dict = {}
+        self.figures: list[str] = []
+        self.start = time.perf_counter()
+
+    def record(self, **evidence) -> None:
+        """Attach evidence (numbers, per-seed lists, small dicts) to the report."""
+        self.evidence.update(evidence)
+
+    def figure(self, name: str, draw: Callable) -> None:
+        """Draw a figure with ``draw(fig)`` and save it to the report's figures/ folder."""
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig = plt.figure(figsize=(7, 4.2))
+        try:
+            draw(fig)
+            path = self.report_dir / "figures" / f"{self.id}-{self.tier}-{name}.png"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fig.savefig(path, dpi=110, bbox_inches="tight")
+            self.figures.append(str(path.relative_to(self.report_dir)))
+        finally:
+            plt.close(fig)
+
+    def check(self, values: Sequence[float], side: str, threshold: float,
+              statistic: str = "statistic") -> stats.Decision:
+        """Decide ``mean(values) <side> threshold`` on the t-interval; end the test accordingly."""
+        return self._conclude(stats.decide(values, side, threshold), statistic)
+
+    def check_paired(self, a: Sequence[float], b: Sequence[float], side: str, threshold: float,
+                     statistic: str = "a - b") -> stats.Decision:
+        self.record(**{"a": list(a), "b": list(b)})
+        return self._conclude(stats.decide_paired(a, b, side, threshold), statistic)
+
+    def check_equivalence(self, values: Sequence[float], low: float, high: float,
+                          statistic: str = "difference") -> stats.Decision:
+        return self._conclude(stats.decide_equivalence(values, low, high), statistic)
+
+    def _conclude(self, decision: stats.Decision, statistic: str) -> stats.Decision:
+        s = decision.summary
+        result = ClaimResult(
+            self.id, self.tier, self.statement, self.source, decision.verdict, statistic,
+            decision.rule, s.mean, s.low, s.high, self.seeds[: s.n], list(s.values),
+            decision.reason, time.perf_counter() - self.start, _jsonable(self.evidence),
+            self.figures, self.item.nodeid)
+        self.item.user_properties.append((PROPERTY, json.dumps(asdict(result))))
+        text = f"[{self.id}/{self.tier}] {statistic}: {decision.reason}"
+        if decision.verdict == stats.REFUTED:
+            raise ClaimRefuted(text)
+        if decision.verdict == stats.INCONCLUSIVE:
+            pytest.skip(f"inconclusive: {text}")
+        return decision
+
+
+def _jsonable(obj):
+    return json.loads(json.dumps(obj, default=float))
+
+
+# ----------------------------------------------------------------------------- hooks
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("normsys claims")
+    group.addoption("--claims-seeds", type=int, default=0,
+                    help="seeds per claim (default: each claim's own, 3 on CPU, 5 on paper tier)")
+    group.addoption("--claims-seed-offset", type=int, default=0,
+                    help="first seed (verdict robustness: rerun claims on other seeds)")
+    group.addoption("--claims-report", default=DEFAULT_REPORT_DIR,
+                    help=f"folder for the JSON and Markdown report (default {DEFAULT_REPORT_DIR}/)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(ClaimsSession(config), "normsys-claims-session")
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker is not None:  # share the cores among workers instead of oversubscribing them
+        import torch
+
+        n = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // n))
+        if torch.cuda.is_available() and torch.cuda.device_count() > 1:  # one GPU per worker
+            torch.cuda.set_device(int(worker.removeprefix("gw")) % torch.cuda.device_count())
+
+
+@pytest.fixture
+def claim(request: pytest.FixtureRequest) -> Claim:
+    marker = request.node.get_closest_marker("claim")
+    if marker is None:
+        raise pytest.UsageError(f"{request.node.nodeid} uses the claim fixture without "
+                                f"@pytest.mark.claim(id, statement=..., source=...)")
+    tier = request.node.callspec.params.get("tier", "cpu") if hasattr(request.node, "callspec") \
+        else "cpu"
+    return Claim(request.node, marker, tier)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call):
+    outcome = yield
+    report = outcome.get_result()
+    marker = item.get_closest_marker("claim")
+    if marker is None or any(k == PROPERTY for k, _ in report.user_properties):
+        return
+    if report.failed or (report.skipped and report.when == "call"):
+        verdict = "error" if report.failed else "not run"
+        tier = item.callspec.params.get("tier", "cpu") if hasattr(item, "callspec") else "cpu"
+        reason = str(call.excinfo.value)[:500] if call.excinfo else ""
+        result = ClaimResult(marker.args[0], tier, marker.kwargs.get("statement", ""),
+                             marker.kwargs.get("source", ""), verdict, reason=reason,
+                             seconds=call.duration, nodeid=item.nodeid)
+        report.user_properties.append((PROPERTY, json.dumps(asdict(result))))
+
+
+class ClaimsSession:
+    """Collects claim results from every report (local or from xdist workers) and reports them."""
+
+    def __init__(self, config: pytest.Config):
+        self.config = config
+        self.results: dict[str, ClaimResult] = {}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        for key, value in report.user_properties:
+            if key == PROPERTY:
+                result = ClaimResult(**json.loads(value))
+                self.results[result.nodeid] = result
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        if hasattr(self.config, "workerinput") or not self.results:
+            return
+        from normsys.report import verdict_table, write_reports
+
+        results = sorted(self.results.values(), key=lambda r: (r.tier, r.id))
+        terminalreporter.write_sep("=", "normsys claims")
+        terminalreporter.write_line(verdict_table(results))
+        paths = write_reports(results, Path(self.config.option.claims_report))
+        terminalreporter.write_line("report: " + ", ".join(str(p) for p in paths))
