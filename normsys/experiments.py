@@ -1,0 +1,179 @@
+"""The original experiments as configs per tier, and the statistics that claims compute from runs.
+
+Claims and their negative controls import these, so a statistic is defined once. Tier ``cpu`` is
+the CI-sized setting fixed in the issues; tier ``paper`` is SPEC.md's paper setting on a GPU.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import torch
+from torch import Tensor, nn
+
+from normsys import diagnostics as dg
+from normsys.config import RunConfig, preset
+from normsys.norms import LayerNorm, layer_norm_vjp
+from normsys.record import RunRecord
+
+DM_PROBES = ("blocks.0", "blocks.2", "blocks.5")  # blocks 1, 3, 6 (1-indexed block outputs)
+
+
+# ----------------------------------------------------------------------------- configs
+
+
+def encoder_config(norm: str, seed: int, tier: str = "cpu", **changes) -> RunConfig:
+    """Dual-Mechanism Exp. 4: CPU tier (AG News 6,000/1,600, d=64, 64 tokens, 4 epochs) or paper."""
+    base = "encoder" if tier == "cpu" else "encoder-paper"
+    return preset(base, **{"model.norm": norm, "train.seed": seed, **changes})
+
+
+def tanh_mlp_config(residual: bool, seed: int, norm: str = "none", tier: str = "cpu") -> RunConfig:
+    """Deep tanh MLP (d=64, 10 layers, batch 32, MSE to random targets), gradients at init."""
+    device = "auto" if tier == "paper" else "cpu"
+    return preset("tanh_mlp", **{"model.residual": residual, "model.norm": norm,
+                                 "train.seed": seed, "train.device": device})
+
+
+def char_gpt_config(seed: int, attention: str = "softmax", method: str = "bp", tier: str = "cpu",
+                    steps: int = 250, norm: str = "layernorm") -> RunConfig:
+    """Char GPT of the LN-Jacobian analysis on Tiny Shakespeare, batch 32."""
+    device = "auto" if tier == "paper" else "cpu"
+    return preset("char_gpt", **{"model.attention": attention, "train.method": method,
+                                 "train.seed": seed, "train.steps": steps, "model.norm": norm,
+                                 "train.device": device})
+
+
+def fa_mlp_config(method: str, seed: int, tier: str = "cpu", frozen: bool = False) -> RunConfig:
+    """FA protocol: pre-LN residual MLP on MNIST (784 -> 256, 4 blocks LN-256x512-GELU-512x256),
+    Adam 1e-3, batch 128, 2 epochs; ``frozen``: the frozen-blocks baseline (trained with bp)."""
+    device = "auto" if tier == "paper" else "cpu"
+    return preset("resmlp", **{"train.method": "bp" if frozen else method,
+                               "train.frozen_blocks": frozen, "train.seed": seed,
+                               "train.device": device})
+
+
+@lru_cache(maxsize=256)
+def get_run(cfg: RunConfig) -> RunRecord:
+    """The (disk-cached) record of ``cfg``, memoized in this process so claims share runs."""
+    from normsys.train import run
+
+    return run(cfg)
+
+
+# ----------------------------------------------------------------------------- dual mechanism
+
+
+def kappa(record: RunRecord, layer: str = "blocks.5", first: str = "blocks.0") -> float:
+    """kappa_l = erank(block l) / erank(block 1); NaN for a diverged run."""
+    if record.diverged:
+        return math.nan
+    return record.collapse_ratio(layer, first)
+
+
+def min_rho(record: RunRecord, layers=DM_PROBES) -> float:
+    """min over probed blocks of erank / d."""
+    if record.diverged:
+        return math.nan
+    return min(record.probes[name]["rho"] for name in layers)
+
+
+def generalization_gap(record: RunRecord) -> float:
+    return record.metrics["train_acc"] - record.metrics["test_acc"]
+
+
+def kappa_of_activations(first: Tensor, last: Tensor) -> float:
+    """The same kappa computed straight from two activation tensors (negative controls)."""
+    return dg.effective_rank(last) / dg.effective_rank(first)
+
+
+# ----------------------------------------------------------------------------- gradients at init
+
+
+def weight_grad_profile(record: RunRecord, layers: int = 10) -> list[float]:
+    """||dL/dW_l|| for l = 1 ... L of the tanh MLP at initialization."""
+    return [record.init_grad_norms[f"layers.{i}.weight"] for i in range(layers)]
+
+
+def log_grad_ratio(profile: list[float]) -> float:
+    """log10(||grad W_1|| / ||grad W_L||)."""
+    return math.log10(profile[0] / profile[-1])
+
+
+# ----------------------------------------------------------------------------- LN Jacobian
+
+
+def layernorm_gradients(model: nn.Module, x: Tensor, y: Tensor) -> list[dict]:
+    """At every LayerNorm: its input, gain, eps and the dL/dout that the model's own backward pass
+    (BP, or FA for an FA-trained model) delivers, on batch (x, y)."""
+    lns = [(name, m) for name, m in model.named_modules() if isinstance(m, LayerNorm)]
+    captured: dict[str, dict] = {}
+
+    def hook(name):
+        def fn(module, inputs, output):
+            captured[name] = {"x": inputs[0].detach(), "module": module}
+            output.register_hook(lambda g: captured[name].__setitem__("grad_out", g.detach()))
+        return fn
+
+    handles = [m.register_forward_hook(hook(name)) for name, m in lns]
+    try:
+        model.train()
+        model.zero_grad(set_to_none=True)
+        logits = model(x)
+        loss = nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+        loss.backward()
+    finally:
+        for h in handles:
+            h.remove()
+    return [{"name": n, **captured[n]} for n, _ in lns]
+
+
+def ln_vjp_errors(captures: list[dict], drop_radial: bool = False) -> list[float]:
+    """||analytic - autograd|| / ||autograd|| of each LayerNorm's input gradient (fp32).
+
+    ``drop_radial`` uses the formula without its radial term (the negative control).
+    """
+    errors = []
+    for c in captures:
+        m, x, g = c["module"], c["x"], c["grad_out"]
+        x_ = x.clone().requires_grad_(True)
+        (auto,) = torch.autograd.grad(m(x_), x_, g)
+        if drop_radial:
+            dec = dg.ln_jacobian_decomposition(x, g, m.weight, m.eps)
+            analytic = dec.center_scale.to(x.dtype)
+        else:
+            analytic = layer_norm_vjp(x, g, m.weight.detach(), m.eps)
+        errors.append(float((analytic - auto).norm() / auto.norm()))
+    return errors
+
+
+def ln_decomposition_summary(captures: list[dict]) -> dict[str, float]:
+    """Means over LayerNorms of the center-and-scale and identity cosines, r_mean, r_radial."""
+    decs = [dg.ln_jacobian_decomposition(c["x"], c["grad_out"], c["module"].weight, c["module"].eps)
+            for c in captures]
+    mean = lambda key: sum(getattr(d, key) for d in decs) / len(decs)  # noqa: E731
+    return {k: mean(k) for k in ("cos_center_scale", "cos_identity", "r_mean", "r_radial")}
+
+
+def fresh_lm_batch(cfg: RunConfig, seed: int = 12_345) -> tuple[Tensor, Tensor]:
+    """A validation batch the model never trained on."""
+    from normsys.data import tiny_shakespeare
+    from normsys.train import lm_batch
+
+    _, val, _ = tiny_shakespeare()
+    return lm_batch(val, cfg.model.seq_len, cfg.train.batch_size,
+                    torch.Generator().manual_seed(seed))
+
+
+# ----------------------------------------------------------------------------- FA protocol
+
+
+def fa_protocol(record: RunRecord, n_batches: int = 8, size: int = 128) -> dict:
+    """The protocol report of a trained FA-protocol model on disjoint MNIST test batches."""
+    from normsys.data import mnist
+    from normsys.protocol import disjoint_batches, fa_protocol_report
+
+    split = mnist()
+    model = record.load_model()
+    return fa_protocol_report(model, disjoint_batches(split.x_test, split.y_test, n_batches, size))

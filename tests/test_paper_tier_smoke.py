@@ -1,0 +1,55 @@
+"""Every paper-tier code path runs on CPU at tiny size (the real paper tier needs a GPU)."""
+
+from __future__ import annotations
+
+import pytest
+
+from normsys.experiments import (
+    char_gpt_config,
+    encoder_config,
+    fa_mlp_config,
+    fa_protocol,
+    fresh_lm_batch,
+    layernorm_gradients,
+    ln_vjp_errors,
+    tanh_mlp_config,
+)
+from normsys.train import run
+
+TINY_TRAIN = {"train.steps": 2, "train.batch_size": 8}
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path))
+
+
+def test_encoder_paper_tier_settings_and_tiny_run(data_env, cache):
+    cfg = encoder_config("l2", 0, "paper")
+    assert (cfg.model.d, cfg.model.seq_len, cfg.train.lr, cfg.train.batch_size,
+            cfg.train.epochs, cfg.data.tier) == (128, 128, 2e-4, 256, 15, "paper")
+    tiny = cfg.override(**TINY_TRAIN, **{"data.n_train": 32, "data.n_test": 16,
+                                         "train.probe_batch": 4})
+    record = run(tiny)
+    assert "FALLBACK" in record.data_source and record.steps == 2
+    assert set(record.probes) == {"blocks.0", "blocks.2", "blocks.5"}
+
+
+def test_tanh_mlp_paper_tier(cache):
+    record = run(tanh_mlp_config(True, 0, tier="paper"))
+    assert record.env["device"].startswith("cpu") and len(record.init_grad_norms) == 20
+
+
+def test_char_gpt_paper_tier_fa_and_ln_captures(data_env, cache):
+    cfg = char_gpt_config(0, attention="sigmoid", method="fa", tier="paper", steps=2)
+    record = run(cfg.override(**{"train.batch_size": 4}))
+    captures = layernorm_gradients(record.load_model(), *fresh_lm_batch(cfg))
+    assert len(captures) == 9 and max(ln_vjp_errors(captures)) < 1e-4
+
+
+@pytest.mark.parametrize("method,frozen", [("dfa", False), ("bp", True)])
+def test_fa_protocol_paper_tier(method, frozen, data_env, cache):
+    cfg = fa_mlp_config(method, 0, "paper", frozen=frozen)
+    record = run(cfg.override(**TINY_TRAIN, **{"data.n_train": 64, "data.n_test": 64}))
+    report = fa_protocol(record, n_batches=2, size=16)
+    assert len(report["residual_norms"]) == 5 and -1 <= report["stability"] <= 1
