@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from normsys.experiments import DM_PROBES, encoder_config, generalization_gap, kappa, min_rho
-from normsys.plugin import tiers
+from normsys.plugin import refuted, tiers
 
 SOURCE = "Dual-Mechanism paper, Experiment 4 (seed encoder, AG News)"
 NORMS = ("layernorm", "l2", "none")
@@ -51,7 +51,8 @@ def record_ranks(claim, runs) -> None:
                  data=runs[0].data_source)
 
 
-@pytest.mark.parametrize("tier", tiers())
+@pytest.mark.parametrize("tier", tiers(cpu=[refuted(
+    "mean kappa_6 0.872, 95% CI [0.805, 0.939], seeds 0-2 (0.881, 0.893, 0.842); rule < 0.5")]))
 @pytest.mark.claim("dm-none-collapses-with-depth", source=SOURCE,
                    statement="Without normalization the representation collapses with depth: "
                              "kappa_6 < 0.5.")
@@ -62,7 +63,8 @@ def test_none_collapses_with_depth(claim, encoder_runs, tier):
     claim.check([kappa(r) for r in runs], "<", 0.5, statistic="kappa_6(none)")
 
 
-@pytest.mark.parametrize("tier", tiers())
+@pytest.mark.parametrize("tier", tiers(cpu=[refuted(
+    "mean kappa_6 0.106, 95% CI [-0.0005, 0.212], seeds 0-2 (0.155, 0.087, 0.075); rule >= 0.8")]))
 @pytest.mark.claim("dm-l2-prevents-collapse", source=SOURCE,
                    statement="The manual L2 norm keeps representations from collapsing with depth: "
                              "kappa_6 >= 0.8.")
@@ -72,7 +74,8 @@ def test_l2_prevents_collapse(claim, encoder_runs, tier):
     claim.check([kappa(r) for r in runs], ">=", 0.8, statistic="kappa_6(l2)")
 
 
-@pytest.mark.parametrize("tier", tiers())
+@pytest.mark.parametrize("tier", tiers(cpu=[refuted(
+    "mean min rho 0.085, 95% CI [-0.013, 0.184], seeds 0-2 (0.131, 0.069, 0.056); rule >= 0.5")]))
 @pytest.mark.claim("dm-l2-isotropic", source=SOURCE,
                    statement="L2-normalized representations stay isotropic: min over blocks "
                              "1, 3, 6 of erank/d >= 0.5.")

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from normsys.experiments import fa_mlp_config, fa_protocol
-from normsys.plugin import tiers
+from normsys.plugin import refuted, tiers
 
 SOURCE = "FA evaluation protocol (pre-LN residual MLP, MNIST)"
 
@@ -68,7 +68,8 @@ def test_bp_direction_unstable(claim, protocol, tier):
     claim.check(stabilities(bp), "<=", 0.2, statistic="stability(bp)")
 
 
-@pytest.mark.parametrize("tier", tiers())
+@pytest.mark.parametrize("tier", tiers(cpu=[refuted(
+    "mean stability 0.275, 95% CI [0.122, 0.429], seeds 0-2 (0.336, 0.278, 0.213); rule >= 0.5")]))
 @pytest.mark.claim("fa-dfa-direction-stable", source=SOURCE,
                    statement="In a DFA-trained net, gradient directions are stable across "
                              "batches: stability >= 0.5.")
@@ -90,7 +91,9 @@ def test_stability_separates(claim, protocol, tier):
                        statistic="stability(dfa) - stability(bp)")
 
 
-@pytest.mark.parametrize("tier", tiers())
+@pytest.mark.parametrize("tier", tiers(cpu=[refuted(
+    "mean acc difference -0.0062, 95% CI [-0.0196, 0.0072], seeds 0-2 "
+    "(-0.0058, -0.0118, -0.0010); rule > 0.02")]))
 @pytest.mark.claim("fa-dfa-beats-frozen-baseline", source=SOURCE,
                    statement="DFA trains the blocks usefully: test acc(DFA) - test acc(frozen "
                              "blocks) > 0.02, paired by seed.")
