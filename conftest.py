@@ -29,7 +29,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="gpu marker: no CUDA device on this machine "
-                                   "(run on a GPU host: pytest claims -m gpu)")
+                                   "(run on a GPU host with -m gpu)")
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)

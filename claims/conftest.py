@@ -9,8 +9,14 @@ import pytest
 
 from normsys.config import RunConfig
 from normsys.data import DataMissingError
-from normsys.experiments import get_run
+from normsys.experiments import get_run, get_runs
 from normsys.record import RunRecord
+
+
+def _missing_data(err: DataMissingError):
+    if os.environ.get("NORMSYS_REQUIRE_DATA") == "1":
+        raise err
+    pytest.skip(f"data missing: {err}")
 
 
 @pytest.fixture
@@ -21,8 +27,19 @@ def run():
         try:
             return get_run(cfg)
         except DataMissingError as err:
-            if os.environ.get("NORMSYS_REQUIRE_DATA") == "1":
-                raise
-            pytest.skip(f"data missing: {err}")
+            _missing_data(err)
+
+    return fetch
+
+
+@pytest.fixture
+def runs():
+    """runs([configs]) -> [RunRecord]: like run, with the seeds batched together on a GPU."""
+
+    def fetch(cfgs: list[RunConfig]) -> list[RunRecord]:
+        try:
+            return get_runs(cfgs)
+        except DataMissingError as err:
+            _missing_data(err)
 
     return fetch

@@ -20,8 +20,8 @@ NORMS = ("layernorm", "l2", "none")
 
 
 @pytest.fixture
-def encoder_runs(run, claim, tier):
-    return lambda norm: [run(encoder_config(norm, seed, tier)) for seed in claim.seeds]
+def encoder_runs(runs, claim, tier):
+    return lambda norm: runs([encoder_config(norm, seed, tier) for seed in claim.seeds])
 
 
 def draw_figure_4(fig, runs_by_norm: dict) -> None:

@@ -13,6 +13,7 @@ import json
 import os
 import tempfile
 from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 
 import torch
@@ -97,15 +98,39 @@ def cached_run(config: RunConfig, compute: Callable[[RunConfig], tuple[RunRecord
     json_path, state_path = runs / f"{key}.json", runs / f"{key}.pt"
     with FileLock(str(runs / f"{key}.lock")):
         record = _load(json_path, config) if json_path.exists() else None
-        if record is not None:
-            return record
-        record, state = compute(config)
-        payload: dict = {}
-        if state is not None:
-            atomic_save(state, state_path)
-            record.state_path = str(state_path)
-            payload["state_sha256"] = _file_digest(state_path)
-        body = json.loads(record.to_json())
-        payload.update(record=body, sha256=_digest(body))
-        atomic_write_text(json.dumps(payload), json_path)
+        if record is None:
+            record = _store(*compute(config), json_path, state_path)
         return record
+
+
+def cached_runs(configs: list[RunConfig],
+                compute_many: Callable[[list[RunConfig]], list[tuple[RunRecord, dict | None]]]
+                ) -> list[RunRecord]:
+    """Like cached_run for several configs; the missing ones are computed together (one call)."""
+    root = cache_root()
+    if root is None:
+        return [record for record, _ in compute_many(configs)]
+    runs = root / "runs"
+    runs.mkdir(parents=True, exist_ok=True)
+    paths = {c: (runs / f"{run_key(c)}.json", runs / f"{run_key(c)}.pt") for c in configs}
+    with ExitStack() as stack:
+        for key in sorted({run_key(c) for c in configs}):  # one global order: no deadlock
+            stack.enter_context(FileLock(str(runs / f"{key}.lock")))
+        found = {c: _load(paths[c][0], c) if paths[c][0].exists() else None for c in configs}
+        missing = [c for c in dict.fromkeys(configs) if found[c] is None]
+        if missing:
+            for c, (record, state) in zip(missing, compute_many(missing), strict=True):
+                found[c] = _store(record, state, *paths[c])
+        return [found[c] for c in configs]
+
+
+def _store(record: RunRecord, state: dict | None, json_path: Path, state_path: Path) -> RunRecord:
+    payload: dict = {}
+    if state is not None:
+        atomic_save(state, state_path)
+        record.state_path = str(state_path)
+        payload["state_sha256"] = _file_digest(state_path)
+    body = json.loads(record.to_json())
+    payload.update(record=body, sha256=_digest(body))
+    atomic_write_text(json.dumps(payload), json_path)
+    return record

@@ -62,6 +62,23 @@ def get_run(cfg: RunConfig) -> RunRecord:
     return run(cfg)
 
 
+def get_runs(cfgs: list[RunConfig]) -> list[RunRecord]:
+    """Records of several configs. On CUDA, seeds of one configuration that are not cached yet
+    train together in one batched pass (normsys.batched); elsewhere one after another."""
+    from normsys.batched import check_batchable, train_seeds
+    from normsys.cache import cached_runs
+    from normsys.train import resolve_device
+
+    if len(cfgs) > 1 and resolve_device(cfgs[0].train.device).type == "cuda":
+        try:
+            check_batchable(cfgs)
+        except ValueError:
+            pass
+        else:
+            return cached_runs(list(cfgs), train_seeds)
+    return [get_run(c) for c in cfgs]
+
+
 # ----------------------------------------------------------------------------- dual mechanism
 
 

@@ -48,6 +48,12 @@ class Task:
     y_test: Tensor | None = None
     source: str = ""
 
+    def to(self, device: torch.device) -> Task:
+        """The same task with its tensors resident on ``device`` (no host copies per step)."""
+        move = lambda z: None if z is None else z.to(device)  # noqa: E731
+        return Task(self.kind, move(self.x_train), move(self.y_train), move(self.x_test),
+                    move(self.y_test), self.source)
+
     def loss(self, out: Tensor, y: Tensor) -> Tensor:
         if self.kind == "regress":
             return F.mse_loss(out, y)
@@ -75,25 +81,28 @@ def make_task(cfg: RunConfig) -> Task:
 
 
 def lm_batch(ids: Tensor, block: int, batch: int, gen: torch.Generator) -> tuple[Tensor, Tensor]:
-    ix = torch.randint(len(ids) - block - 1, (batch,), generator=gen)
-    x = torch.stack([ids[i : i + block] for i in ix.tolist()])
-    y = torch.stack([ids[i + 1 : i + block + 1] for i in ix.tolist()])
-    return x, y
+    """Random windows of ``block`` characters (x) and the next characters (y), on ids' device."""
+    ix = torch.randint(len(ids) - block - 1, (batch, 1), generator=gen).to(ids.device)
+    offsets = ix + torch.arange(block + 1, device=ids.device)  # (batch, block + 1)
+    window = ids[offsets]
+    return window[:, :-1], window[:, 1:]
 
 
-def random_batch(cfg: RunConfig, gen: torch.Generator) -> tuple[Tensor, Tensor]:
+def random_batch(cfg: RunConfig, gen: torch.Generator, device=None) -> tuple[Tensor, Tensor]:
     """Random inputs of data.batch_shape and random targets of the model's output width d."""
     shape = cfg.data.batch_shape
-    return torch.randn(shape, generator=gen), torch.randn(*shape[:-1], cfg.model.d, generator=gen)
+    x, y = torch.randn(shape, generator=gen), torch.randn(*shape[:-1], cfg.model.d, generator=gen)
+    return x.to(device), y.to(device)
 
 
 def batches(task: Task, cfg: RunConfig, gen: torch.Generator):
-    """Yield (epoch, x, y) on the CPU for the whole run."""
+    """Yield (epoch, x, y) for the whole run, on the device where the task's tensors live."""
     t = cfg.train
+    device = resolve_device(t.device)
     if task.kind == "classify":
         n, step = len(task.y_train), 0
         for epoch in range(t.epochs if not t.steps else 10**9):
-            perm = torch.randperm(n, generator=gen)
+            perm = torch.randperm(n, generator=gen).to(task.y_train.device)
             for i in range(0, n, t.batch_size):
                 if t.steps and step >= t.steps:
                     return
@@ -105,7 +114,7 @@ def batches(task: Task, cfg: RunConfig, gen: torch.Generator):
         if task.kind == "lm":
             yield 0, *lm_batch(task.x_train, cfg.model.seq_len, t.batch_size, gen)
         else:
-            yield 0, *random_batch(cfg, gen)
+            yield 0, *random_batch(cfg, gen, device)
 
 
 def total_steps(task: Task, cfg: RunConfig) -> int:
@@ -121,7 +130,7 @@ def first_batch(task: Task, cfg: RunConfig) -> tuple[Tensor, Tensor]:
     gen = torch.Generator().manual_seed(EVAL_SEED + cfg.train.seed)
     if task.kind == "lm":
         return lm_batch(task.x_test, cfg.model.seq_len, cfg.train.batch_size, gen)
-    return random_batch(cfg, gen)
+    return random_batch(cfg, gen, resolve_device(cfg.train.device))
 
 
 # ----------------------------------------------------------------------------- model and step
@@ -175,14 +184,14 @@ def evaluate(model, task: Task, cfg: RunConfig, device, autocast) -> dict[str, f
             for _ in range(cfg.train.eval_batches):
                 x, y = lm_batch(ids, cfg.model.seq_len, cfg.train.batch_size, gen)
                 with autocast:
-                    total += float(task.loss(model(x.to(device)), y.to(device)))
+                    total += float(task.loss(model(x), y))
             out[f"{name}_loss"] = total / cfg.train.eval_batches
         return out
     for name, x_all, y_all in (("train", task.x_train, task.y_train),
                                ("test", task.x_test, task.y_test)):
         correct, loss = 0, 0.0
         for i in range(0, len(y_all), 512):
-            x, y = x_all[i : i + 512].to(device), y_all[i : i + 512].to(device)
+            x, y = x_all[i : i + 512], y_all[i : i + 512]
             with autocast:
                 logits = model(x).float()
             loss += float(F.cross_entropy(logits, y, reduction="sum"))
@@ -225,49 +234,91 @@ def environment(device: torch.device) -> dict[str, str]:
 # ----------------------------------------------------------------------------- the loop
 
 
-def train_with_state(cfg: RunConfig) -> tuple[RunRecord, dict | None]:
-    """Train ``cfg``; return its record and (if train.keep_state) the trained state_dict."""
-    from tqdm.auto import tqdm
+def autocast_for(device: torch.device, cfg: RunConfig):
+    """bf16 autocast on CUDA (train.amp=auto), nothing on CPU."""
+    if device.type == "cuda" and cfg.train.amp == "auto":
+        return torch.autocast("cuda", torch.bfloat16)
+    return nullcontext()
 
-    start = time.perf_counter()
-    t = cfg.train
-    device = resolve_device(t.device)
-    autocast = torch.autocast("cuda", torch.bfloat16) if device.type == "cuda" and t.amp == "auto" \
-        else nullcontext()
-    task = make_task(cfg)
-    model = prepare_model(cfg).to(device)
-    feedback = dfa_feedback(model, cfg.model.n_out, t.seed) if t.method == "dfa" else None
-    if feedback is not None:
-        feedback = [b.to(device) for b in feedback]
-    params = [p for p in model.parameters() if p.requires_grad]
-    opt_cls = torch.optim.AdamW if t.optimizer == "adamw" else torch.optim.Adam
-    opt = opt_cls(params, lr=t.lr, weight_decay=t.weight_decay, fused=device.type == "cuda")
 
-    # gradients at initialization on the fixed first batch (buffers such as BN stats restored)
-    x0, y0 = (z.to(device) for z in first_batch(task, cfg))
+def gradients_at_init(model, task, cfg, x0, y0, autocast, feedback) -> tuple[float, dict]:
+    """Loss and ||dL/dW|| per parameter on the fixed first batch; buffers (BN stats) restored."""
     buffers = {k: v.clone() for k, v in model.named_buffers()}
     model.train()
     with autocast:
         init_loss, _ = forward_backward(model, task, x0, y0, feedback)
-    init_grads = {n: float(p.grad.float().norm()) for n, p in model.named_parameters()
-                  if p.grad is not None}
+    grads = {n: float(p.grad.float().norm()) for n, p in model.named_parameters()
+             if p.grad is not None}
     model.load_state_dict(buffers, strict=False)
-    opt.zero_grad(set_to_none=True)
+    model.zero_grad(set_to_none=True)
+    return float(init_loss), grads
+
+
+def finish(cfg: RunConfig, model, task: Task, device, autocast, x0, init: tuple[float, dict],
+           curves: dict, diverged: bool, steps: int, start: float) -> tuple[RunRecord, dict | None]:
+    """Evaluate, probe and package one trained model as a RunRecord (+ its state_dict)."""
+    metrics = {"init_loss": init[0]}
+    if steps:
+        metrics["final_loss"] = sum(curves["loss"][-10:]) / len(curves["loss"][-10:])
+    if diverged:
+        metrics.update({k: float("nan") for k in ("train_acc", "test_acc", "val_loss")})
+    else:
+        metrics.update(evaluate(model, task, cfg, device, autocast))
+    probes = {} if diverged else probe(model, cfg, x0, autocast)
+    record = RunRecord(
+        config=json.loads(json.dumps(cfg.to_dict())), fingerprint=cfg.fingerprint(),
+        version=__version__, metrics=metrics, curves=curves, probes=probes,
+        init_grad_norms=init[1], diverged=diverged, steps=steps,
+        wall_time=time.perf_counter() - start, env=environment(device), data_source=task.source)
+    keep = cfg.train.keep_state
+    state = {k: v.detach().cpu() for k, v in model.state_dict().items()} if keep else None
+    return record, state
+
+
+def progress_bar(total: int, desc: str):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, delay=3, leave=False,
+                disable=None if sys.stderr.isatty() else True)
+
+
+def make_optimizer(cfg: RunConfig, params, device: torch.device) -> torch.optim.Optimizer:
+    t = cfg.train
+    opt_cls = torch.optim.AdamW if t.optimizer == "adamw" else torch.optim.Adam
+    return opt_cls(params, lr=t.lr, weight_decay=t.weight_decay, fused=device.type == "cuda")
+
+
+def train_with_state(cfg: RunConfig) -> tuple[RunRecord, dict | None]:
+    """Train ``cfg``; return its record and (if train.keep_state) the trained state_dict."""
+    start = time.perf_counter()
+    t = cfg.train
+    device = resolve_device(t.device)
+    autocast = autocast_for(device, cfg)
+    task = make_task(cfg).to(device)
+    model = prepare_model(cfg).to(device)
+    feedback = dfa_feedback(model, cfg.model.n_out, t.seed) if t.method == "dfa" else None
+    if feedback is not None:
+        feedback = [b.to(device) for b in feedback]
+    opt = make_optimizer(cfg, [p for p in model.parameters() if p.requires_grad], device)
+    x0, y0 = first_batch(task, cfg)
+    init = gradients_at_init(model, task, cfg, x0, y0, autocast, feedback)
+    # torch.compile on CUDA for backprop (FA's custom backward and DFA's hooks stay eager)
+    step_model = model
+    if t.compile == "auto" and device.type == "cuda" and t.method == "bp":
+        step_model = torch.compile(model)
 
     gen = torch.Generator().manual_seed(t.seed)
     curves: dict[str, list[float]] = {"loss": [], "grad_norm": [], "train_acc_running": []}
     diverged, steps, correct, seen, epoch_now = False, 0, 0, 0, 0
-    bar = tqdm(total=total_steps(task, cfg), desc=f"{cfg.model.family}/{cfg.model.norm}/s{t.seed}",
-               delay=3, leave=False, disable=None if sys.stderr.isatty() else True)
+    bar = progress_bar(total_steps(task, cfg), f"{cfg.model.family}/{cfg.model.norm}/s{t.seed}")
     for epoch, x, y in batches(task, cfg, gen):
         if task.kind == "classify" and epoch != epoch_now:
             curves["train_acc_running"].append(correct / max(seen, 1))
             correct, seen, epoch_now = 0, 0, epoch
         model.train()
-        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
         opt.zero_grad(set_to_none=True)
         with autocast:
-            loss, out = forward_backward(model, task, x, y, feedback)
+            loss, out = forward_backward(step_model, task, x, y, feedback)
         if not torch.isfinite(loss):
             diverged = True
             break
@@ -282,22 +333,7 @@ def train_with_state(cfg: RunConfig) -> tuple[RunRecord, dict | None]:
     bar.close()
     if task.kind == "classify" and seen:
         curves["train_acc_running"].append(correct / seen)
-
-    metrics = {"init_loss": float(init_loss)}
-    if steps:
-        metrics["final_loss"] = sum(curves["loss"][-10:]) / len(curves["loss"][-10:])
-    if diverged:
-        metrics.update({k: float("nan") for k in ("train_acc", "test_acc", "val_loss")})
-    else:
-        metrics.update(evaluate(model, task, cfg, device, autocast))
-    probes = {} if diverged else probe(model, cfg, x0, autocast)
-    record = RunRecord(
-        config=json.loads(json.dumps(cfg.to_dict())), fingerprint=cfg.fingerprint(), version=__version__,
-        metrics=metrics, curves=curves, probes=probes, init_grad_norms=init_grads,
-        diverged=diverged, steps=steps, wall_time=time.perf_counter() - start,
-        env=environment(device), data_source=task.source)
-    state = {k: v.detach().cpu() for k, v in model.state_dict().items()} if t.keep_state else None
-    return record, state
+    return finish(cfg, model, task, device, autocast, x0, init, curves, diverged, steps, start)
 
 
 def train(cfg: RunConfig) -> RunRecord:

@@ -79,3 +79,20 @@ def test_concurrent_workers_train_once_and_read_the_same_record(tmp_path):
     assert log.read_text() == "x"
     outs = {(tmp_path / f"o{i}").read_text() for i in range(3)}
     assert len(outs) == 1
+
+
+def test_cached_runs_compute_only_the_missing_ones_together(tmp_path, monkeypatch):
+    from normsys.cache import cached_runs
+
+    monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path))
+    cfgs = [CFG.override(**{"train.seed": s}) for s in range(3)]
+    cached_run(cfgs[1], train_with_state)
+    calls = []
+
+    def many(missing):
+        calls.append([c.train.seed for c in missing])
+        return [train_with_state(c) for c in missing]
+
+    records = cached_runs(cfgs, many)
+    assert calls == [[0, 2]] and [r.run_config.train.seed for r in records] == [0, 1, 2]
+    assert cached_runs(cfgs, many) == records and len(calls) == 1

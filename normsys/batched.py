@@ -1,0 +1,122 @@
+"""Train several seeds of one configuration together in one batched pass.
+
+The seeds' models are stacked (torch.func.stack_module_state) and one functional copy runs under
+torch.func.vmap, so S seeds cost one set of wider kernels instead of S launches each. Adam is
+element-wise, so one optimizer over the stacked parameters is S independent Adams; the summed loss
+gives each seed exactly its own gradient. Each seed keeps its own initialization (prepare_model)
+and its own data order (Generator(seed)), so the records match separate runs up to floating-point
+reduction order (tests/test_batched.py).
+
+Limits: backprop only (FA/DFA's custom backward has no vmap rule), no batchnorm (its running
+statistics mutate inside the pass), and the configs may differ in train.seed alone.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+
+import torch
+from torch.func import functional_call, stack_module_state, vmap
+
+from normsys.config import RunConfig
+from normsys.record import RunRecord
+from normsys.train import (
+    autocast_for,
+    batches,
+    finish,
+    first_batch,
+    gradients_at_init,
+    make_optimizer,
+    make_task,
+    prepare_model,
+    progress_bar,
+    resolve_device,
+    total_steps,
+)
+
+
+def check_batchable(cfgs: list[RunConfig]) -> None:
+    if not cfgs:
+        raise ValueError("train_seeds needs at least one config")
+    base = cfgs[0].override(**{"train.seed": 0})
+    for c in cfgs:
+        if c.override(**{"train.seed": 0}) != base:
+            raise ValueError("batched seeds: the configs may differ only in train.seed")
+    if base.train.method != "bp":
+        raise ValueError(f"batched seeds support method bp only, not {base.train.method!r}")
+    if base.model.norm == "batchnorm":
+        raise ValueError("batched seeds do not support batchnorm (running stats mutate); "
+                         "train those seeds separately")
+
+
+def train_seeds(cfgs: list[RunConfig]) -> list[tuple[RunRecord, dict | None]]:
+    """Train the seeds of ``cfgs`` (same config, different train.seed) in one vmapped pass."""
+    check_batchable(cfgs)
+    start = time.perf_counter()
+    cfg = cfgs[0]
+    device = resolve_device(cfg.train.device)
+    autocast = autocast_for(device, cfg)
+    task = make_task(cfg).to(device)
+    models = [prepare_model(c).to(device) for c in cfgs]
+    x0, y0 = first_batch(task, cfg)  # fixed rows for classification; per-seed draws otherwise
+    inits = [gradients_at_init(m, task, c, *first_batch(task, c), autocast, None)
+             for m, c in zip(models, cfgs, strict=True)]
+    params, buffers = stack_module_state(models)  # name -> (S, ...)
+    trainable = {k: v for k, v in params.items() if v.requires_grad}
+    opt = make_optimizer(cfg, list(trainable.values()), device)
+    skeleton = copy.deepcopy(models[0]).to("meta")
+
+    def loss_of(p, b, x, y):
+        out = functional_call(skeleton, (p, b), (x,))
+        return task.loss(out, y), out
+
+    batched_loss = vmap(loss_of)
+    n = len(cfgs)
+    curves = [{"loss": [], "grad_norm": [], "train_acc_running": []} for _ in cfgs]
+    diverged, steps = [False] * n, 0
+    correct, seen, epoch_now = torch.zeros(n), 0, 0
+    streams = [batches(task, c, torch.Generator().manual_seed(c.train.seed)) for c in cfgs]
+    bar = progress_bar(total_steps(task, cfg), f"{cfg.model.family}/{cfg.model.norm}/x{n} seeds")
+    for items in zip(*streams, strict=True):
+        epoch = items[0][0]
+        if task.kind == "classify" and epoch != epoch_now:
+            for s in range(n):
+                curves[s]["train_acc_running"].append(float(correct[s]) / max(seen, 1))
+            correct, seen, epoch_now = torch.zeros(n), 0, epoch
+        x = torch.stack([it[1] for it in items])  # (S, B, ...)
+        y = torch.stack([it[2] for it in items])
+        opt.zero_grad(set_to_none=True)
+        with autocast:
+            losses, outs = batched_loss(params, buffers, x, y)
+        losses.sum().backward()
+        grads = torch.stack([g.grad.float().flatten(1).pow(2).sum(1) for g in trainable.values()])
+        norms = grads.sum(0).sqrt().tolist()
+        opt.step()
+        steps += 1
+        for s, (loss, gn) in enumerate(zip(losses.tolist(), norms, strict=True)):
+            if diverged[s] or not math.isfinite(loss):
+                diverged[s] = True
+                continue
+            curves[s]["loss"].append(loss)
+            curves[s]["grad_norm"].append(gn)
+        if task.kind == "classify":
+            correct += (outs.argmax(-1) == y).sum(-1).float().cpu()
+            seen += y.shape[1]
+        bar.update()
+        if all(diverged):
+            break
+    bar.close()
+    if task.kind == "classify" and seen:
+        for s in range(n):
+            curves[s]["train_acc_running"].append(float(correct[s]) / seen)
+
+    results = []
+    with torch.no_grad():
+        for s, (model, c) in enumerate(zip(models, cfgs, strict=True)):
+            model.load_state_dict({k: v[s] for k, v in {**params, **buffers}.items()})
+            x0_s = first_batch(task, c)[0]
+            results.append(finish(c, model, task, device, autocast, x0_s, inits[s], curves[s],
+                                  diverged[s], len(curves[s]["loss"]), start))
+    return results

@@ -1,0 +1,70 @@
+"""Norm kernels: every registry kind, forward and forward+backward, bf16 and fp32, hidden 128-8192
+with >= 8M elements, against torch's own op (where one exists) and torch.compile of the normsys
+function. Achieved GB/s (forward: read x + write y; backward: read x and dy, write dx) and the
+fraction of the device's peak bandwidth go to ``extra_info``.
+
+GPU: ``pytest tests/benchmarks -m gpu --benchmark-enable --benchmark-json out.json``.
+A plain ``pytest`` runs only the tiny CPU smoke cases (benchmarks disabled: each runs once).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from normsys.bench import peaks, run_benchmark
+from normsys.norms import NORMS, build_norm
+from normsys.testing import seeded_randn
+
+TORCH_OPS = {  # torch's own op for the kinds that have one, same parameters
+    "layernorm": lambda m, x: F.layer_norm(x, (m.dim,), m.weight, m.bias, m.eps),
+    "rmsnorm": lambda m, x: F.rms_norm(x, (m.dim,), m.weight, m.eps),
+}
+HIDDEN = [128, 512, 1024, 2048, 4096, 8192]
+ELEMENTS = 8 << 20
+GPU_CASES = [pytest.param(h, ELEMENTS // h, dtype, marks=pytest.mark.gpu, id=f"{h}-{dtype}")
+             for h in HIDDEN for dtype in ("bf16", "fp32")]
+CPU_SMOKE = [pytest.param(256, 64, "fp32", id="cpu-smoke")]
+DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
+
+
+def norm_fn(kind: str, provider: str, module):
+    if provider == "torch":
+        if kind not in TORCH_OPS:
+            pytest.skip(f"torch has no own op for {kind}")
+        return lambda x: TORCH_OPS[kind](module, x)
+    if provider == "compile":
+        if not torch.cuda.is_available():
+            pytest.skip("torch.compile provider is measured on the GPU tier only")
+        return torch.compile(module)
+    return module
+
+
+@pytest.mark.parametrize("hidden,rows,dtype", GPU_CASES + CPU_SMOKE)
+@pytest.mark.parametrize("mode", ["fwd", "fwd+bwd"])
+@pytest.mark.parametrize("provider", ["normsys", "torch", "compile"])
+@pytest.mark.parametrize("kind", list(NORMS))
+def test_norm_kernel(benchmark, dev, kind, provider, mode, hidden, rows, dtype):
+    dt = DTYPES[dtype]
+    module = build_norm(kind, hidden).to(dev, dt).train()
+    fn = norm_fn(kind, provider, module)
+    x = seeded_randn((rows, hidden), 0, dtype=dt, device=str(dev)).requires_grad_(mode != "fwd")
+    dy = seeded_randn((rows, hidden), 1, dtype=dt, device=str(dev))
+
+    def step():
+        y = fn(x)
+        if mode != "fwd":
+            y.backward(dy)
+
+    seconds = run_benchmark(benchmark, step)
+    element = torch.finfo(dt).bits // 8
+    moved = rows * hidden * element * (2 if mode == "fwd" else 5)  # fwd 2N, fwd+bwd 2N + 3N
+    bandwidth, _ = peaks(dev)
+    gbps = moved / seconds / 1e9
+    benchmark.extra_info.update({
+        "kind": kind, "provider": provider, "mode": mode, "hidden": hidden, "rows": rows,
+        "dtype": dtype, "bytes": moved, "GBps": gbps,
+        "fraction_of_peak_bandwidth": gbps * 1e9 / bandwidth if bandwidth else None,
+    })
+    assert torch.isfinite(fn(x.detach())).all()

@@ -1,0 +1,126 @@
+"""Training core: tokens/s and model FLOP utilization of the seed encoder at paper settings
+(d=128, 4 heads, 6 layers, 128 tokens, batch 256) for the normsys core (data resident on the
+device, bf16 autocast, fused attention, fused Adam, torch.compile) against a plain eager fp32 loop
+written the way the original notebook does it (nn.MultiheadAttention, a DataLoader, no autocast),
+same device, same session. And the wall time of the paper-tier Figure 4 reproduction.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from normsys.bench import peaks, run_benchmark
+from normsys.config import preset
+from normsys.train import autocast_for, forward_backward, make_optimizer, make_task, prepare_model
+
+PAPER = {"model.seq_len": 128, "model.d": 128, "train.batch_size": 256, "train.device": "auto"}
+SMOKE = {"model.seq_len": 16, "model.d": 16, "train.batch_size": 8, "data.n_train": 64,
+         "data.n_test": 16, "train.device": "auto"}
+CASES = [pytest.param(PAPER, 20, marks=pytest.mark.gpu, id="paper"),
+         pytest.param(SMOKE, 2, id="cpu-smoke")]
+
+
+class NotebookBlock(nn.Module):
+    """The seed notebook's post-norm block: nn.MultiheadAttention and nn.LayerNorm."""
+
+    def __init__(self, d: int, heads: int):
+        super().__init__()
+        self.attn = nn.MultiheadAttention(d, heads, batch_first=True)
+        self.n1, self.n2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.ff = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+
+    def forward(self, x):
+        x = self.n1(x + self.attn(x, x, x, need_weights=False)[0])
+        return self.n2(x + self.ff(x))
+
+
+class NotebookEncoder(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.embed = nn.Embedding(cfg.vocab, cfg.d)
+        self.blocks = nn.Sequential(*(NotebookBlock(cfg.d, cfg.heads) for _ in range(cfg.layers)))
+        self.head = nn.Linear(cfg.d, cfg.n_out)
+
+    def forward(self, ids):
+        return self.head(self.blocks(self.embed(ids))[:, 0])
+
+
+def model_flops_per_token(cfg) -> float:
+    """6 x non-embedding parameters + attention (12 L T d) per token, forward + backward."""
+    d, t, layers = cfg.model.d, cfg.model.seq_len, cfg.model.layers
+    return 6 * 12 * layers * d * d + 12 * layers * t * d
+
+
+def record(benchmark, cfg, seconds_per_step: float, dev) -> None:
+    tokens = cfg.train.batch_size * cfg.model.seq_len / seconds_per_step
+    _, flops = peaks(dev)
+    benchmark.extra_info.update({
+        "tokens_per_s": tokens,
+        "mfu": tokens * model_flops_per_token(cfg) / flops if flops else None,
+        "batch": cfg.train.batch_size, "seq_len": cfg.model.seq_len, "d": cfg.model.d})
+
+
+@pytest.mark.parametrize("changes,steps", CASES)
+def test_train_step_normsys_core(benchmark, dev, changes, steps, data_env):
+    cfg = preset("encoder", **changes)
+    task = make_task(cfg).to(dev)
+    model = prepare_model(cfg).to(dev).train()
+    step_model = torch.compile(model) if dev.type == "cuda" else model
+    opt = make_optimizer(cfg, list(model.parameters()), dev)
+    autocast = autocast_for(dev, cfg)
+    b = cfg.train.batch_size
+    x, y = task.x_train[:b], task.y_train[:b]
+
+    def train_steps():
+        for _ in range(steps):
+            opt.zero_grad(set_to_none=True)
+            with autocast:
+                forward_backward(step_model, task, x, y, None)
+            opt.step()
+
+    record(benchmark, cfg, run_benchmark(benchmark, train_steps, rounds=5) / steps, dev)
+
+
+@pytest.mark.parametrize("changes,steps", CASES)
+def test_train_step_eager_notebook_loop(benchmark, dev, changes, steps, data_env):
+    cfg = preset("encoder", **changes)
+    task = make_task(cfg)  # stays on the host: the DataLoader copies each batch
+    torch.manual_seed(0)
+    model = NotebookEncoder(cfg.model).to(dev).train()
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.train.lr)
+    loader = DataLoader(TensorDataset(task.x_train, task.y_train),
+                        batch_size=cfg.train.batch_size, shuffle=True, drop_last=True)
+
+    def train_steps():
+        for i, (x, y) in enumerate(loader):
+            if i == steps:
+                break
+            x, y = x.to(dev), y.to(dev)
+            opt.zero_grad()
+            nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+
+    record(benchmark, cfg, run_benchmark(benchmark, train_steps, rounds=5) / steps, dev)
+
+
+@pytest.mark.gpu
+def test_paper_tier_figure4_wall_time(benchmark, data_env, tmp_path, monkeypatch):
+    """3 norms x 5 seeds x 15 epochs of AG News at paper settings, seeds batched per norm."""
+    from normsys.batched import train_seeds
+    from normsys.experiments import encoder_config
+
+    monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path))
+
+    def reproduce():
+        start = time.perf_counter()
+        for norm in ("layernorm", "l2", "none"):
+            train_seeds([encoder_config(norm, s, "paper") for s in range(5)])
+        return time.perf_counter() - start
+
+    seconds = benchmark.pedantic(reproduce, rounds=1, iterations=1)
+    benchmark.extra_info["wall_time_s"] = seconds
