@@ -5,6 +5,11 @@ Seed encoder (token embedding without positions, post-norm blocks, no padding ma
 rows of the official test split, 64 tokens, d=64, 4 heads, 6 blocks, Adam 1e-3, batch 64, 4 epochs.
 Effective rank at blocks 1, 3, 6 on one fixed training batch of 64 sequences (rows = batch*tokens);
 kappa_6 = erank(block 6) / erank(block 1); rho_l = erank(block l) / d. The nine runs are shared.
+
+Variants (measurement robustness): ``-nonpad`` measures ranks without the padding positions (same
+runs; accuracies unchanged); ``-masked`` trains with a padding mask in attention (nine more runs).
+Ours: the scale confound. l2 rows have norm 1, LayerNorm rows ~sqrt(d); scaled_l2 (sqrt(d) x/||x||)
+and l2_affine (l2 + per-feature gain and bias) separate scale from the affine 'expression' part.
 """
 
 from __future__ import annotations
@@ -13,24 +18,39 @@ import numpy as np
 import pytest
 
 from normsys.experiments import DM_PROBES, encoder_config, generalization_gap, kappa, min_rho
-from normsys.plugin import refuted, tiers
+from normsys.plugin import tiers, variant_tiers
 
 SOURCE = "Dual-Mechanism paper, Experiment 4 (seed encoder, AG News)"
 NORMS = ("layernorm", "l2", "none")
 
 
+VARIANTS = ("", "-nonpad", "-masked")
+CHANGES = {"": {}, "-nonpad": {}, "-masked": {"model.pad_mask": True}}
+
+
+def rows_of(variant: str) -> str:
+    return "nonpad" if variant == "-nonpad" else "all"
+
+
 @pytest.fixture
-def encoder_runs(runs, claim, tier):
-    return lambda norm: runs([encoder_config(norm, seed, tier) for seed in claim.seeds])
+def variant():
+    return ""  # overridden by the variant parameter of the claims below
 
 
-def draw_figure_4(fig, runs_by_norm: dict) -> None:
+@pytest.fixture
+def encoder_runs(runs, claim, tier, variant):
+    return lambda norm: runs([encoder_config(norm, seed, tier, **CHANGES[variant])
+                              for seed in claim.seeds])
+
+
+def draw_figure_4(fig, runs_by_norm: dict, rows: str = "all") -> None:
     """Singular-value spectra at blocks 1, 3, 6: mean over seeds, band = min..max, log scale."""
     axes = fig.subplots(1, len(DM_PROBES), sharey=True)
     fig.set_size_inches(12, 3.8)
     for ax, layer in zip(axes, DM_PROBES, strict=True):
         for norm, runs in runs_by_norm.items():
-            s = np.array([r.probes[layer]["singular_values"] for r in runs])
+            probes = [r.probes[layer] if rows == "all" else r.probes[layer][rows] for r in runs]
+            s = np.array([p["singular_values"] for p in probes])
             s = s / s.sum(1, keepdims=True)  # spectra as fractions, comparable across norms
             acc = np.mean([r.metrics["test_acc"] for r in runs])
             idx = np.arange(1, s.shape[1] + 1)
@@ -44,73 +64,105 @@ def draw_figure_4(fig, runs_by_norm: dict) -> None:
     fig.suptitle("Figure 4 re-drawn: spectra of hidden states (mean over seeds, band min-max)")
 
 
-def record_ranks(claim, runs) -> None:
-    claim.record(erank={layer: [round(r.erank(layer), 3) for r in runs] for layer in DM_PROBES},
+def record_ranks(claim, runs, variant: str = "") -> None:
+    rows = rows_of(variant)
+    claim.record(erank={layer: [round(r.erank(layer, rows), 3) for r in runs]
+                        for layer in DM_PROBES}, rows=rows,
                  test_acc=[r.metrics["test_acc"] for r in runs],
                  train_acc=[r.metrics["train_acc"] for r in runs],
                  data=runs[0].data_source)
 
 
-@pytest.mark.parametrize("tier", tiers(cpu=[refuted(
-    "mean kappa_6 0.872, 95% CI [0.805, 0.939], seeds 0-2 (0.881, 0.893, 0.842); rule < 0.5")]))
+@pytest.mark.parametrize("variant,tier", variant_tiers(VARIANTS, {"": (
+    "mean kappa_6 0.872, 95% CI [0.805, 0.939], seeds 0-2 (0.881, 0.893, 0.842); rule < 0.5")}))
 @pytest.mark.claim("dm-none-collapses-with-depth", source=SOURCE,
                    statement="Without normalization the representation collapses with depth: "
                              "kappa_6 < 0.5.")
-def test_none_collapses_with_depth(claim, encoder_runs, tier):
+def test_none_collapses_with_depth(claim, encoder_runs, tier, variant):
     runs = encoder_runs("none")
-    record_ranks(claim, runs)
-    claim.figure("figure4", lambda fig: draw_figure_4(fig, {n: encoder_runs(n) for n in NORMS}))
-    claim.check([kappa(r) for r in runs], "<", 0.5, statistic="kappa_6(none)")
+    record_ranks(claim, runs, variant)
+    claim.figure("figure4", lambda fig: draw_figure_4(
+        fig, {n: encoder_runs(n) for n in NORMS}, rows_of(variant)))
+    claim.check([kappa(r, rows=rows_of(variant)) for r in runs], "<", 0.5,
+                statistic="kappa_6(none)")
 
 
-@pytest.mark.parametrize("tier", tiers(cpu=[refuted(
-    "mean kappa_6 0.106, 95% CI [-0.0005, 0.212], seeds 0-2 (0.155, 0.087, 0.075); rule >= 0.8")]))
+@pytest.mark.parametrize("variant,tier", variant_tiers(VARIANTS, {"": (
+    "mean kappa_6 0.106, 95% CI [-0.0005, 0.212], seeds 0-2 (0.155, 0.087, 0.075); rule >= 0.8")}))
 @pytest.mark.claim("dm-l2-prevents-collapse", source=SOURCE,
                    statement="The manual L2 norm keeps representations from collapsing with depth: "
                              "kappa_6 >= 0.8.")
-def test_l2_prevents_collapse(claim, encoder_runs, tier):
+def test_l2_prevents_collapse(claim, encoder_runs, tier, variant):
     runs = encoder_runs("l2")
-    record_ranks(claim, runs)
-    claim.check([kappa(r) for r in runs], ">=", 0.8, statistic="kappa_6(l2)")
+    record_ranks(claim, runs, variant)
+    claim.check([kappa(r, rows=rows_of(variant)) for r in runs], ">=", 0.8,
+                statistic="kappa_6(l2)")
 
 
-@pytest.mark.parametrize("tier", tiers(cpu=[refuted(
-    "mean min rho 0.085, 95% CI [-0.013, 0.184], seeds 0-2 (0.131, 0.069, 0.056); rule >= 0.5")]))
+@pytest.mark.parametrize("variant,tier", variant_tiers(VARIANTS, {"": (
+    "mean min rho 0.085, 95% CI [-0.013, 0.184], seeds 0-2 (0.131, 0.069, 0.056); rule >= 0.5")}))
 @pytest.mark.claim("dm-l2-isotropic", source=SOURCE,
                    statement="L2-normalized representations stay isotropic: min over blocks "
                              "1, 3, 6 of erank/d >= 0.5.")
-def test_l2_isotropic(claim, encoder_runs, tier):
+def test_l2_isotropic(claim, encoder_runs, tier, variant):
     runs = encoder_runs("l2")
-    record_ranks(claim, runs)
-    claim.check([min_rho(r) for r in runs], ">=", 0.5, statistic="min_l rho_l(l2)")
+    record_ranks(claim, runs, variant)
+    claim.check([min_rho(r, rows=rows_of(variant)) for r in runs], ">=", 0.5,
+                statistic="min_l rho_l(l2)")
 
 
-@pytest.mark.parametrize("tier", tiers())
+@pytest.mark.parametrize("variant,tier", variant_tiers(VARIANTS))
 @pytest.mark.claim("dm-layernorm-prevents-collapse", source=SOURCE,
                    statement="LayerNorm keeps representations from collapsing with depth: "
                              "kappa_6 >= 0.8.")
-def test_layernorm_prevents_collapse(claim, encoder_runs, tier):
+def test_layernorm_prevents_collapse(claim, encoder_runs, tier, variant):
     runs = encoder_runs("layernorm")
-    record_ranks(claim, runs)
-    claim.check([kappa(r) for r in runs], ">=", 0.8, statistic="kappa_6(layernorm)")
+    record_ranks(claim, runs, variant)
+    claim.check([kappa(r, rows=rows_of(variant)) for r in runs], ">=", 0.8,
+                statistic="kappa_6(layernorm)")
 
 
-@pytest.mark.parametrize("tier", tiers())
+@pytest.mark.parametrize("variant,tier", variant_tiers(VARIANTS))
 @pytest.mark.claim("dm-layernorm-expression", source=SOURCE,
                    statement="LayerNorm's affine 'expression' part buys accuracy over plain L2: "
                              "test acc(layernorm) - test acc(l2) > 0.05, paired by seed.")
-def test_layernorm_expression(claim, encoder_runs, tier):
+def test_layernorm_expression(claim, encoder_runs, tier, variant):
     ln, l2 = encoder_runs("layernorm"), encoder_runs("l2")
     claim.check_paired([r.metrics["test_acc"] for r in ln], [r.metrics["test_acc"] for r in l2],
                        ">", 0.05, statistic="test_acc(layernorm) - test_acc(l2)")
 
 
-@pytest.mark.parametrize("tier", tiers())
+@pytest.mark.parametrize("variant,tier", variant_tiers(VARIANTS))
 @pytest.mark.claim("dm-none-memorizes", source=SOURCE,
                    statement="Without normalization the encoder memorizes: its train-test gap "
                              "exceeds LayerNorm's by > 0.02, paired by seed.")
-def test_none_memorizes(claim, encoder_runs, tier):
+def test_none_memorizes(claim, encoder_runs, tier, variant):
     none, ln = encoder_runs("none"), encoder_runs("layernorm")
     claim.check_paired([generalization_gap(r) for r in none],
                        [generalization_gap(r) for r in ln], ">", 0.02,
                        statistic="gap(none) - gap(layernorm)")
+
+
+@pytest.mark.parametrize("tier", tiers())
+@pytest.mark.claim("dm-scale-not-affine-explains-l2", source="ours (scale confound)",
+                   statement="The l2 model's deficit is a matter of scale, not of missing affine "
+                             "parameters: test acc(scaled_l2) - test acc(l2_affine) > 0.05, paired.")
+def test_scale_not_affine_explains_l2(claim, encoder_runs, tier):
+    scaled, affine = encoder_runs("scaled_l2"), encoder_runs("l2_affine")
+    claim.record(kappa_6={"scaled_l2": [kappa(r) for r in scaled],
+                          "l2_affine": [kappa(r) for r in affine]})
+    claim.figure("figure4-all-kinds", lambda fig: draw_figure_4(
+        fig, {n: encoder_runs(n) for n in (*NORMS, "scaled_l2", "l2_affine")}))
+    claim.check_paired([r.metrics["test_acc"] for r in scaled],
+                       [r.metrics["test_acc"] for r in affine], ">", 0.05,
+                       statistic="test_acc(scaled_l2) - test_acc(l2_affine)")
+
+
+@pytest.mark.parametrize("tier", tiers())
+@pytest.mark.claim("dm-scaled-l2-matches-layernorm", source="ours (scale confound)",
+                   statement="At LayerNorm's output scale, L2 matches LayerNorm: test acc("
+                             "layernorm) - test acc(scaled_l2) within +-0.02.")
+def test_scaled_l2_matches_layernorm(claim, encoder_runs, tier):
+    ln, scaled = encoder_runs("layernorm"), encoder_runs("scaled_l2")
+    diff = [a.metrics["test_acc"] - b.metrics["test_acc"] for a, b in zip(ln, scaled, strict=True)]
+    claim.check_equivalence(diff, -0.02, 0.02, statistic="test_acc(layernorm) - test_acc(scaled_l2)")

@@ -7,7 +7,7 @@ imported inside the functions that need them.
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 from normsys.norms import NORMS, build_norm  # noqa: E402
 

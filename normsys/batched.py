@@ -74,7 +74,8 @@ def train_seeds(cfgs: list[RunConfig]) -> list[tuple[RunRecord, dict | None]]:
 
     batched_loss = vmap(loss_of)
     n = len(cfgs)
-    curves = [{"loss": [], "grad_norm": [], "train_acc_running": []} for _ in cfgs]
+    curves = [{"loss": [], "grad_norm": [], "train_acc_running": [], "batch_acc": []}
+              for _ in cfgs]
     diverged, steps = [False] * n, 0
     correct, seen, epoch_now = torch.zeros(n), 0, 0
     streams = [batches(task, c, torch.Generator().manual_seed(c.train.seed)) for c in cfgs]
@@ -102,7 +103,10 @@ def train_seeds(cfgs: list[RunConfig]) -> list[tuple[RunRecord, dict | None]]:
             curves[s]["loss"].append(loss)
             curves[s]["grad_norm"].append(gn)
         if task.kind == "classify":
-            correct += (outs.argmax(-1) == y).sum(-1).float().cpu()
+            hits = (outs.argmax(-1) == y).sum(-1).float().cpu()
+            for s, h in enumerate(hits.tolist()):
+                curves[s]["batch_acc"].append(h / y.shape[1])
+            correct += hits
             seen += y.shape[1]
         bar.update()
         if all(diverged):

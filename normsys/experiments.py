@@ -82,18 +82,21 @@ def get_runs(cfgs: list[RunConfig]) -> list[RunRecord]:
 # ----------------------------------------------------------------------------- dual mechanism
 
 
-def kappa(record: RunRecord, layer: str = "blocks.5", first: str = "blocks.0") -> float:
-    """kappa_l = erank(block l) / erank(block 1); NaN for a diverged run."""
+def kappa(record: RunRecord, layer: str = "blocks.5", first: str = "blocks.0",
+          rows: str = "all") -> float:
+    """kappa_l = erank(block l) / erank(block 1); NaN for a diverged run. ``rows="nonpad"``
+    measures without the padding positions."""
     if record.diverged:
         return math.nan
-    return record.collapse_ratio(layer, first)
+    return record.collapse_ratio(layer, first, rows)
 
 
-def min_rho(record: RunRecord, layers=DM_PROBES) -> float:
+def min_rho(record: RunRecord, layers=DM_PROBES, rows: str = "all") -> float:
     """min over probed blocks of erank / d."""
     if record.diverged:
         return math.nan
-    return min(record.probes[name]["rho"] for name in layers)
+    pick = (lambda p: p) if rows == "all" else (lambda p: p[rows])  # noqa: E731
+    return min(pick(record.probes[name])["rho"] for name in layers)
 
 
 def generalization_gap(record: RunRecord) -> float:
@@ -103,6 +106,95 @@ def generalization_gap(record: RunRecord) -> float:
 def kappa_of_activations(first: Tensor, last: Tensor) -> float:
     """The same kappa computed straight from two activation tensors (negative controls)."""
     return dg.effective_rank(last) / dg.effective_rank(first)
+
+
+# ----------------------------------------------------------------------------- notebooks, deep dive
+
+
+def ffn_stack_config(residual: bool, norm: str, seed: int, tier: str = "cpu") -> RunConfig:
+    """FFN stack: 4 x [pre-LN] Linear(128, 512)-GELU-Linear(512, 128) [+ residual], 100 steps of
+    Adam 1e-3 on fresh random data (seq 32, batch 16), MSE."""
+    device = "auto" if tier == "paper" else "cpu"
+    return preset("ffn_stack", **{"model.residual": residual, "model.norm": norm,
+                                  "train.seed": seed, "train.device": device})
+
+
+def mlp_config(norm: str, seed: int, batch_size: int = 64, steps: int = 0,
+               tier: str = "cpu") -> RunConfig:
+    """Deep-dive MLP on MNIST: 3 hidden layers of 256 (Linear -> norm -> ReLU), Adam 1e-3, 1 epoch
+    (or ``steps``); the last hidden layer is probed on 1,000 fixed training images."""
+    device = "auto" if tier == "paper" else "cpu"
+    return preset("mlp", **{"model.norm": norm, "train.seed": seed, "train.batch_size": batch_size,
+                            "train.steps": steps, "train.probe": ("layers.2",),
+                            "train.probe_batch": 1000, "train.device": device})
+
+
+def cnn_config(norm: str, seed: int, tier: str = "cpu") -> RunConfig:
+    """Deep-dive CNN: 3 x conv3x3 (32, 64, 64 channels) -> norm -> ReLU -> maxpool, batch 128,
+    1 epoch of MNIST."""
+    device = "auto" if tier == "paper" else "cpu"
+    return preset("cnn", **{"model.norm": norm, "train.seed": seed, "train.device": device})
+
+
+def lstm_config(norm: str, seed: int, tier: str = "cpu") -> RunConfig:
+    """Char-level LSTM (1 layer, hidden 256) on Tiny Shakespeare, 1,000 steps; norm layernorm is
+    the layer-normalized LSTM of Ba et al. 2016, none the plain LSTM (same cell code)."""
+    device = "auto" if tier == "paper" else "cpu"
+    return preset("lstm", **{"model.norm": norm, "train.seed": seed, "train.device": device})
+
+
+def steps_to_accuracy(batch_acc: list[float], target: float = 0.9, window: int = 50) -> float:
+    """First step at which the mean accuracy of the last ``window`` training batches reaches
+    ``target`` (NaN if never)."""
+    acc = torch.tensor(batch_acc, dtype=torch.float64)
+    if len(acc) < window:
+        return math.nan
+    running = acc.unfold(0, window, 1).mean(1)  # running[i] covers steps i+1 ... i+window
+    hit = torch.nonzero(running >= target).flatten()
+    return float(hit[0] + window) if len(hit) else math.nan
+
+
+def relative_difference(a: float, b: float) -> float:
+    """(a - b) / b."""
+    return (a - b) / b
+
+
+# ----------------------------------------------------------------------------- literature
+
+
+def xiong_config(placement: str, layers: int, seed: int, tier: str = "cpu") -> RunConfig:
+    """The seed encoder with LayerNorm at initialization (no training): gradients on the first
+    batch of 64 AG News sequences."""
+    return encoder_config("layernorm", seed, tier, **{"model.placement": placement,
+                                                      "model.layers": layers, "train.epochs": 0,
+                                                      "train.probe": ()})
+
+
+def ffn_grad_ratio(record: RunRecord, layers: int) -> float:
+    """||grad of the last block's FFN weights|| / ||grad of the first block's|| at init."""
+    g = record.init_grad_norms
+
+    def ffn(block: int) -> float:
+        return math.sqrt(sum(g[f"blocks.{block}.mlp.{i}.weight"] ** 2 for i in (0, 2)))
+
+    return ffn(layers - 1) / ffn(0)
+
+
+def attention_stack_residuals(seed: int, depth: int = 6, skips: bool = False, d: int = 64,
+                              tokens: int = 32, batch: int = 8, heads: int = 1) -> list[float]:
+    """Dong et al. 2021: randomly initialized self-attention layers without MLPs; the relative
+    rank-collapse residual ||X - 1 x^T|| / ||X|| at depths 0 ... depth (skips: X + SA(X))."""
+    from normsys.models import Attention
+
+    torch.manual_seed(seed)
+    layers = [Attention(d, heads) for _ in range(depth)]
+    x = torch.randn(batch, tokens, d, generator=torch.Generator().manual_seed(seed + 1))
+    residuals = [dg.rank_collapse_residual(x)]
+    with torch.no_grad():
+        for layer in layers:
+            x = x + layer(x) if skips else layer(x)
+            residuals.append(dg.rank_collapse_residual(x))
+    return residuals
 
 
 # ----------------------------------------------------------------------------- gradients at init

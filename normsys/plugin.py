@@ -9,6 +9,7 @@ Outcomes (SPEC.md): supported passes; refuted raises ClaimRefuted, which a claim
 measured as refuted records with ``@refuted("measured numbers")`` (xfail(strict=True) that only
 ClaimRefuted satisfies, so broken code is never counted as a verdict); inconclusive is a skip.
 Results travel in ``report.user_properties``, so the table is right under pytest-xdist too.
+A claim parametrized over ``variant`` (e.g. "-nonpad") gets that suffix on its id.
 """
 
 from __future__ import annotations
@@ -44,6 +45,24 @@ def tiers(cpu: Sequence = (), paper: Sequence = ()) -> list:
             pytest.param("paper", marks=[pytest.mark.gpu, *paper], id="paper")]
 
 
+def variant_tiers(variants: Sequence[str], refuted_cpu: dict[str, str] | None = None) -> list:
+    """Parameters for ``"variant,tier"``: every variant at both tiers; ``refuted_cpu`` maps a
+    variant to the measured numbers of its CPU-tier refutation."""
+    refuted_cpu = refuted_cpu or {}
+    params = []
+    for v in variants:
+        cpu = [refuted(refuted_cpu[v])] if v in refuted_cpu else []
+        params += [pytest.param(v, "cpu", marks=cpu, id=f"cpu{v}"),
+                   pytest.param(v, "paper", marks=[pytest.mark.gpu], id=f"paper{v}")]
+    return params
+
+
+def claim_id(item: pytest.Item, marker: pytest.Mark) -> str:
+    base = marker.args[0] if marker.args else marker.kwargs["id"]
+    params = item.callspec.params if hasattr(item, "callspec") else {}
+    return base + params.get("variant", "")
+
+
 @dataclass
 class ClaimResult:
     id: str
@@ -71,7 +90,7 @@ class Claim:
     def __init__(self, item: pytest.Item, marker: pytest.Mark, tier: str):
         opt = item.config.option
         self.item, self.tier = item, tier
-        self.id = marker.args[0] if marker.args else marker.kwargs["id"]
+        self.id = claim_id(item, marker)
         self.statement = marker.kwargs.get("statement", "")
         self.source = marker.kwargs.get("source", "")
         self.default_seeds = marker.kwargs.get("seeds", 3 if tier == "cpu" else 5)
@@ -116,6 +135,13 @@ class Claim:
     def check_equivalence(self, values: Sequence[float], low: float, high: float,
                           statistic: str = "difference") -> stats.Decision:
         return self._conclude(stats.decide_equivalence(values, low, high), statistic)
+
+    def check_all(self, comparisons: dict[str, stats.Decision],
+                  statistic: str = "all comparisons") -> stats.Decision:
+        """Several comparisons (from normsys.stats.decide*) that must all hold."""
+        decision = stats.decide_all(comparisons)
+        self.record(comparisons=decision.extra)
+        return self._conclude(decision, statistic)
 
     def _conclude(self, decision: stats.Decision, statistic: str) -> stats.Decision:
         s = decision.summary
@@ -184,7 +210,7 @@ def pytest_runtest_makereport(item: pytest.Item, call):
         verdict = "error" if report.failed else "not run"
         tier = item.callspec.params.get("tier", "cpu") if hasattr(item, "callspec") else "cpu"
         reason = str(call.excinfo.value)[:500] if call.excinfo else ""
-        result = ClaimResult(marker.args[0], tier, marker.kwargs.get("statement", ""),
+        result = ClaimResult(claim_id(item, marker), tier, marker.kwargs.get("statement", ""),
                              marker.kwargs.get("source", ""), verdict, reason=reason,
                              seconds=call.duration, nodeid=item.nodeid)
         report.user_properties.append((PROPERTY, json.dumps(asdict(result))))

@@ -159,3 +159,23 @@ def decide_equivalence(values: Sequence[float], low: float, high: float,
     else:
         verdict = INCONCLUSIVE
     return Decision(verdict, s, rule, f"{_interval(s)}; claim: {rule}")
+
+
+def decide_all(decisions: dict[str, Decision]) -> Decision:
+    """A claim made of several comparisons that must all hold: supported if every one is
+    supported, refuted if any is refuted, inconclusive otherwise. The summary shown is the
+    deciding comparison (the refuted one, else an inconclusive one, else the weakest)."""
+    if not decisions:
+        raise ValueError("decide_all needs at least one decision")
+    items = list(decisions.items())
+    verdicts = [d.verdict for _, d in items]
+    if REFUTED in verdicts:
+        verdict, (name, key) = REFUTED, items[verdicts.index(REFUTED)]
+    elif INCONCLUSIVE in verdicts:
+        verdict, (name, key) = INCONCLUSIVE, items[verdicts.index(INCONCLUSIVE)]
+    else:
+        verdict, (name, key) = SUPPORTED, min(items, key=lambda kv: kv[1].summary.low)
+    reason = "; ".join(f"{n}: {d.verdict} ({_interval(d.summary)})" for n, d in items)
+    return Decision(verdict, key.summary, f"all of {len(items)}: {key.rule}",
+                    f"deciding: {name}. {reason}",
+                    {n: d.to_dict() for n, d in items})

@@ -208,15 +208,26 @@ def probe(model, cfg: RunConfig, x: Tensor, autocast) -> dict[str, dict]:
     model.eval()
     with capture(model, cfg.train.probe) as hidden, autocast:
         model(x)
+    # token models: the rows that are not padding ([PAD] = 0), for measurements without them
+    nonpad = (x != 0) if cfg.model.family == "encoder" else None
     result = {}
     for name in cfg.train.probe:
         h = hidden[name][0] if isinstance(hidden[name], tuple) else hidden[name]
-        s = dg.singular_values(h.float())
-        erank = dg.effective_rank(s=s)
-        result[name] = {"singular_values": s.tolist(), "erank": erank,
-                        "rho": erank / h.shape[-1], "stable_rank": dg.stable_rank(h.float()),
-                        "mean_norm": float(h.float().norm(dim=-1).mean())}
+        result[name] = spectrum(h.float())
+        result[name]["unit_corr"] = dg.hidden_unit_correlation(h.float())
+        if h.dim() == 3:
+            result[name]["token_cosine"] = dg.token_cosine(h.float())
+        if nonpad is not None:
+            result[name]["nonpad"] = spectrum(h.float()[nonpad])
     return result
+
+
+def spectrum(h: Tensor) -> dict:
+    """Singular values, effective rank, rho = erank/d, stable rank and mean row norm of (..., d)."""
+    s = dg.singular_values(h)
+    erank = dg.effective_rank(s=s)
+    return {"singular_values": s.tolist(), "erank": erank, "rho": erank / h.shape[-1],
+            "stable_rank": dg.stable_rank(h), "mean_norm": float(h.norm(dim=-1).mean())}
 
 
 def environment(device: torch.device) -> dict[str, str]:
@@ -262,7 +273,7 @@ def finish(cfg: RunConfig, model, task: Task, device, autocast, x0, init: tuple[
         metrics["final_loss"] = sum(curves["loss"][-10:]) / len(curves["loss"][-10:])
     if diverged:
         metrics.update({k: float("nan") for k in ("train_acc", "test_acc", "val_loss")})
-    else:
+    elif steps:  # a run without training steps measures gradients at init only
         metrics.update(evaluate(model, task, cfg, device, autocast))
     probes = {} if diverged else probe(model, cfg, x0, autocast)
     record = RunRecord(
@@ -308,7 +319,8 @@ def train_with_state(cfg: RunConfig) -> tuple[RunRecord, dict | None]:
         step_model = torch.compile(model)
 
     gen = torch.Generator().manual_seed(t.seed)
-    curves: dict[str, list[float]] = {"loss": [], "grad_norm": [], "train_acc_running": []}
+    curves: dict[str, list[float]] = {"loss": [], "grad_norm": [], "train_acc_running": [],
+                                      "batch_acc": []}
     diverged, steps, correct, seen, epoch_now = False, 0, 0, 0, 0
     bar = progress_bar(total_steps(task, cfg), f"{cfg.model.family}/{cfg.model.norm}/s{t.seed}")
     for epoch, x, y in batches(task, cfg, gen):
@@ -327,7 +339,9 @@ def train_with_state(cfg: RunConfig) -> tuple[RunRecord, dict | None]:
         steps += 1
         curves["loss"].append(float(loss))
         if task.kind == "classify":
-            correct += int((out.argmax(-1) == y).sum())
+            hits = int((out.argmax(-1) == y).sum())
+            curves["batch_acc"].append(hits / len(y))
+            correct += hits
             seen += len(y)
         bar.update()
     bar.close()

@@ -103,3 +103,59 @@ def test_stability_rules_flip_on_constructed_gradient_directions():
     # fa-stability-separates (> 0.3): the same rule on the same kind of net on both sides
     assert stats.decide_paired(independent, independent, ">", 0.3).verdict == stats.REFUTED
     assert stats.decide_paired(same, independent, ">", 0.3).verdict == stats.SUPPORTED
+
+
+# ----------------------------------------------------------------------------- issue 6 claims
+
+
+def test_all_of_rule_flips_when_one_comparison_is_absent():
+    better, same = [0.2, 0.25, 0.22], [0.5, 0.52, 0.49]
+    # tc-residual-layernorm-lowest-loss: one "other" config identical to residual+LN -> refuted
+    decisions = {"a": stats.decide_paired(same, better, ">", 0.0),
+                 "b": stats.decide_paired(better, better, ">", 0.0)}
+    assert stats.decide_all(decisions).verdict == stats.REFUTED
+    decisions["b"] = stats.decide_paired([0.4, 0.41, 0.45], better, ">", 0.0)
+    assert stats.decide_all(decisions).verdict == stats.SUPPORTED
+
+
+def test_convergence_rule_flips_for_equal_speeds():
+    from normsys.experiments import steps_to_accuracy
+
+    fast = [0.5] * 20 + [1.0] * 200
+    assert steps_to_accuracy(fast, 0.9, window=50) == 60  # window of steps 11-60: 10 x 0.5, 40 x 1.0
+    slow = [0.5] * 100 + [1.0] * 200
+    ratio_same = [steps_to_accuracy(slow, 0.9, 50) / steps_to_accuracy(slow, 0.9, 50)] * 3
+    assert stats.decide(ratio_same, "<", 0.8).verdict == stats.REFUTED
+    import math
+
+    assert math.isnan(steps_to_accuracy([0.5] * 100))  # never reached: NaN -> inconclusive
+
+
+def test_vanishing_gradient_rule_flips_without_layernorm(no_cache):
+    plain = [log_grad_ratio(weight_grad_profile(train(tanh_mlp_config(False, s, "none"))))
+             for s in SEEDS]
+    assert stats.decide_paired(plain, plain, ">", 1.0).verdict == stats.REFUTED
+
+
+def test_xiong_rules_flip_on_constructed_profiles():
+    flat, growing = [1.1, 0.9, 1.05], [4.0, 5.0, 4.5]
+    assert stats.decide(flat, ">", 2.0).verdict == stats.REFUTED  # post-LN rule on a flat net
+    import math
+
+    assert stats.decide([abs(math.log2(r)) for r in growing], "<", 1.0).verdict == stats.REFUTED
+
+
+def test_dong_rules_flip_between_pure_attention_and_skips():
+    from normsys.experiments import attention_stack_residuals
+
+    with_skips = [attention_stack_residuals(s, skips=True) for s in SEEDS]
+    pure = [attention_stack_residuals(s, skips=False) for s in SEEDS]
+    # the pure-attention rule (< 1e-3) applied to the stack with skips -> refuted, and vice versa
+    assert stats.decide([r[6] / r[0] for r in with_skips], "<", 1e-3).verdict == stats.REFUTED
+    assert stats.decide([r[6] / r[0] for r in pure], ">", 0.1).verdict == stats.REFUTED
+
+
+def test_equivalence_rules_flip_for_a_clearly_different_setting():
+    # rmsnorm/dyt-matches-layernorm (+-2%) and dm-scaled-l2-matches-layernorm (+-0.02)
+    assert stats.decide_equivalence([0.10, 0.12, 0.11], -0.02, 0.02).verdict == stats.REFUTED
+    assert stats.decide_equivalence([0.001, -0.002, 0.0], -0.02, 0.02).verdict == stats.SUPPORTED

@@ -1,0 +1,120 @@
+"""Published results a reviewer would check next.
+
+- Xiong et al. 2020: at initialization, post-LN Transformers have gradients that grow toward the
+  output; pre-LN ones are flat. Seed encoder with LayerNorm, 6 and 12 blocks, first batch of 64
+  AG News sequences; ratio = ||grad of the last block's FFN weights|| / ||the first block's||.
+- Dong et al. 2021: pure self-attention (no skips, no MLPs) loses rank doubly exponentially with
+  depth; skip connections prevent it. d=64, 32 tokens, single-head, random init, 8 inputs.
+- Zhang & Sennrich 2019 (RMSNorm) and Zhu et al. 2025 (DyT) match LayerNorm: pre-norm char GPT,
+  500 steps on Tiny Shakespeare, relative difference of validation loss within +-2%.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from normsys import figures
+from normsys.experiments import (
+    attention_stack_residuals,
+    char_gpt_config,
+    ffn_grad_ratio,
+    relative_difference,
+    xiong_config,
+)
+from normsys.plugin import tiers
+from normsys.stats import decide
+
+DEPTHS = (6, 12)
+
+
+def xiong_ratios(run, claim, placement: str, tier: str) -> dict[int, list[float]]:
+    ratios = {}
+    for layers in DEPTHS:
+        recs = [run(xiong_config(placement, layers, s, tier)) for s in claim.seeds]
+        ratios[layers] = [ffn_grad_ratio(r, layers) for r in recs]
+        claim.record(**{f"ffn_grad_profile_{layers}": [
+            [math.sqrt(sum(r.init_grad_norms[f"blocks.{b}.mlp.{i}.weight"] ** 2 for i in (0, 2)))
+             for b in range(layers)] for r in recs]})
+    return ratios
+
+
+@pytest.mark.parametrize("tier", tiers())
+@pytest.mark.claim("xiong-postln-gradients-grow-toward-output", source="Xiong et al. 2020",
+                   statement="At init, post-LN encoders (6 and 12 blocks) have larger FFN "
+                             "gradients in the last block than in the first: ratio > 2 at both.")
+def test_postln_gradients_grow_toward_output(claim, run, tier):
+    ratios = xiong_ratios(run, claim, "post", tier)
+    claim.figure("profiles", lambda fig: figures.profiles(
+        fig, {f"post-LN, {n} blocks": claim.evidence[f"ffn_grad_profile_{n}"] for n in DEPTHS},
+        ylabel="||grad FFN weights|| at init", xlabel="block", title="Xiong profile, post-LN"))
+    claim.check_all({f"{n} blocks": decide(ratios[n], ">", 2.0) for n in DEPTHS},
+                    statistic="last / first FFN grad norm")
+
+
+@pytest.mark.parametrize("tier", tiers())
+@pytest.mark.claim("xiong-preln-gradients-flat", source="Xiong et al. 2020",
+                   statement="At init, pre-LN encoders (6 and 12 blocks) have flat FFN gradients: "
+                             "|log2(last / first)| < 1 at both depths.")
+def test_preln_gradients_flat(claim, run, tier):
+    ratios = xiong_ratios(run, claim, "pre", tier)
+    claim.figure("profiles", lambda fig: figures.profiles(
+        fig, {f"pre-LN, {n} blocks": claim.evidence[f"ffn_grad_profile_{n}"] for n in DEPTHS},
+        ylabel="||grad FFN weights|| at init", xlabel="block", title="Xiong profile, pre-LN"))
+    claim.check_all({f"{n} blocks": decide([abs(math.log2(r)) for r in ratios[n]], "<", 1.0)
+                     for n in DEPTHS}, statistic="|log2(last / first)|")
+
+
+def dong_residuals(claim, skips: bool) -> list[list[float]]:
+    return [attention_stack_residuals(s, depth=6, skips=skips) for s in claim.seeds]
+
+
+@pytest.mark.parametrize("tier", tiers())
+@pytest.mark.claim("dong-pure-attention-rank-collapse", source="Dong et al. 2021",
+                   statement="A stack of random self-attention layers without skips or MLPs "
+                             "collapses to rank 1: relative residual at depth 6 / depth 0 < 1e-3.")
+def test_pure_attention_rank_collapse(claim, tier):
+    pure, skip = dong_residuals(claim, False), dong_residuals(claim, True)
+    claim.record(residuals=pure)
+    claim.figure("residual-vs-depth", lambda fig: figures.depth_residuals(
+        fig, {"pure attention": pure, "with skip connections": skip}))
+    claim.check([r[6] / r[0] for r in pure], "<", 1e-3, statistic="res(depth 6) / res(depth 0)")
+
+
+@pytest.mark.parametrize("tier", tiers())
+@pytest.mark.claim("dong-skips-prevent-rank-collapse", source="Dong et al. 2021",
+                   statement="With skip connections the same stack keeps its rank: relative "
+                             "residual at depth 6 / depth 0 > 0.1.")
+def test_skips_prevent_rank_collapse(claim, tier):
+    skip = dong_residuals(claim, True)
+    claim.record(residuals=skip)
+    claim.check([r[6] / r[0] for r in skip], ">", 0.1, statistic="res(depth 6) / res(depth 0)")
+
+
+def equivalence_to_layernorm(claim, runs, norm: str, tier: str):
+    recs = {n: runs([char_gpt_config(s, tier=tier, steps=500, norm=n) for s in claim.seeds])
+            for n in (norm, "layernorm")}
+    val = {n: [r.metrics["val_loss"] for r in rs] for n, rs in recs.items()}
+    claim.record(val_loss=val)
+    claim.figure("loss-curves", lambda fig: figures.curves(
+        fig, {n: [r.curves for r in rs] for n, rs in recs.items()}, ("loss",),
+        f"Char GPT training loss, {norm} vs layernorm"))
+    rel = [relative_difference(a, b) for a, b in zip(val[norm], val["layernorm"], strict=True)]
+    claim.check_equivalence(rel, -0.02, 0.02, statistic=f"(val({norm}) - val(LN)) / val(LN)")
+
+
+@pytest.mark.parametrize("tier", tiers())
+@pytest.mark.claim("rmsnorm-matches-layernorm", source="Zhang & Sennrich 2019",
+                   statement="RMSNorm matches LayerNorm: relative difference of validation loss "
+                             "of a pre-norm char GPT within +-2%.")
+def test_rmsnorm_matches_layernorm(claim, runs, tier):
+    equivalence_to_layernorm(claim, runs, "rmsnorm", tier)
+
+
+@pytest.mark.parametrize("tier", tiers())
+@pytest.mark.claim("dyt-matches-layernorm", source="Zhu et al. 2025",
+                   statement="Dynamic tanh matches LayerNorm: relative difference of validation "
+                             "loss of a pre-norm char GPT within +-2%.")
+def test_dyt_matches_layernorm(claim, runs, tier):
+    equivalence_to_layernorm(claim, runs, "dyt", tier)
