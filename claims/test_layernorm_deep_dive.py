@@ -90,6 +90,7 @@ def test_layernorm_small_batch(claim, runs, tier):
                        statistic="test_acc(layernorm) - test_acc(batchnorm)")
 
 
+@pytest.mark.slow  # six 1-epoch CNN runs, ~12 min on 2 cores: outside CI's time budget
 @pytest.mark.parametrize("tier", tiers())
 @pytest.mark.claim("ld-batchnorm-wins-cnn-large-batch", source=SOURCE,
                    statement="In a CNN with batch 128, BatchNorm beats LayerNorm: test acc "
@@ -101,6 +102,7 @@ def test_batchnorm_wins_cnn_large_batch(claim, runs, tier):
                        statistic="test_acc(batchnorm) - test_acc(layernorm)")
 
 
+@pytest.mark.slow  # six 1,000-step LSTM runs, ~0.4 s a step on 2 cores: outside CI's budget
 @pytest.mark.parametrize("tier", tiers())
 @pytest.mark.claim("ld-layernorm-helps-lstm", source=SOURCE,
                    statement="Layer normalization helps an LSTM: validation loss of the plain LSTM "

@@ -63,6 +63,7 @@ class TrainConfig:
     probe: tuple[str, ...] = ()  # module names whose outputs are probed at the end of training
     probe_batch: int = 64        # sequences/examples in the fixed probe batch
     eval_batches: int = 8        # LM: validation batches for the held-out loss
+    eval_train_rows: int = 10_000  # training accuracy on the first N training rows (0: all)
     device: str = "cpu"          # cpu | cuda | auto
     amp: str = "auto"            # auto: bf16 autocast on CUDA only; off
     compile: str = "auto"        # auto: torch.compile the model for bp on CUDA only; off

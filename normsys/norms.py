@@ -26,15 +26,31 @@ L2_FLOOR = 1e-9  # the seeds' manual L2: x / max(||x||, 1e-9)
 
 def layer_norm(x: Tensor, weight: Tensor | None = None, bias: Tensor | None = None,
                eps: float = 1e-5) -> Tensor:
-    """(x - mean) / sqrt(var + eps) * weight + bias over the last dim, biased variance."""
+    """(x - mean) / sqrt(var + eps) * weight + bias over the last dim, biased variance.
+
+    Runs torch's fused kernel; ``layer_norm_reference`` is the same formula written out (the
+    property tests pin the two together, eps = 0 included).
+    """
+    return F.layer_norm(x, x.shape[-1:], weight, bias, eps)
+
+
+def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float = 1e-6) -> Tensor:
+    """x / sqrt(mean(x^2) + eps) * weight over the last dim (torch's fused kernel; see
+    ``rms_norm_reference``)."""
+    return F.rms_norm(x, x.shape[-1:], weight, eps)
+
+
+def layer_norm_reference(x: Tensor, weight: Tensor | None = None, bias: Tensor | None = None,
+                         eps: float = 1e-5) -> Tensor:
+    """The LayerNorm formula written out: (x - mean) / sqrt(var + eps) * weight + bias."""
     mean = x.mean(-1, keepdim=True)
     var = (x - mean).pow(2).mean(-1, keepdim=True)
     y = (x - mean) * torch.rsqrt(var + eps)
     return _affine(y, weight, bias)
 
 
-def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float = 1e-6) -> Tensor:
-    """x / sqrt(mean(x^2) + eps) * weight over the last dim."""
+def rms_norm_reference(x: Tensor, weight: Tensor | None = None, eps: float = 1e-6) -> Tensor:
+    """The RMSNorm formula written out: x / sqrt(mean(x^2) + eps) * weight."""
     y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
     return _affine(y, weight, None)
 

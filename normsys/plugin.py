@@ -45,13 +45,15 @@ def tiers(cpu: Sequence = (), paper: Sequence = ()) -> list:
             pytest.param("paper", marks=[pytest.mark.gpu, *paper], id="paper")]
 
 
-def variant_tiers(variants: Sequence[str], refuted_cpu: dict[str, str] | None = None) -> list:
+def variant_tiers(variants: Sequence[str], refuted_cpu: dict[str, str] | None = None,
+                  slow: Sequence[str] = ()) -> list:
     """Parameters for ``"variant,tier"``: every variant at both tiers; ``refuted_cpu`` maps a
-    variant to the measured numbers of its CPU-tier refutation."""
+    variant to the measured numbers of its CPU-tier refutation; ``slow`` variants are marked slow."""
     refuted_cpu = refuted_cpu or {}
     params = []
     for v in variants:
         cpu = [refuted(refuted_cpu[v])] if v in refuted_cpu else []
+        cpu += [pytest.mark.slow] if v in slow else []
         params += [pytest.param(v, "cpu", marks=cpu, id=f"cpu{v}"),
                    pytest.param(v, "paper", marks=[pytest.mark.gpu], id=f"paper{v}")]
     return params

@@ -187,7 +187,8 @@ def evaluate(model, task: Task, cfg: RunConfig, device, autocast) -> dict[str, f
                     total += float(task.loss(model(x), y))
             out[f"{name}_loss"] = total / cfg.train.eval_batches
         return out
-    for name, x_all, y_all in (("train", task.x_train, task.y_train),
+    n_train = cfg.train.eval_train_rows or len(task.y_train)
+    for name, x_all, y_all in (("train", task.x_train[:n_train], task.y_train[:n_train]),
                                ("test", task.x_test, task.y_test)):
         correct, loss = 0, 0.0
         for i in range(0, len(y_all), 512):
