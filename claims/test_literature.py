@@ -30,13 +30,18 @@ DEPTHS = (6, 12)
 
 
 def xiong_ratios(run, claim, placement: str, tier: str) -> dict[int, list[float]]:
-    ratios = {}
+    """Per depth, the per-seed last/first FFN gradient ratio; records and draws the profiles."""
+    ratios, profiles = {}, {}
     for layers in DEPTHS:
         recs = [run(xiong_config(placement, layers, s, tier)) for s in claim.seeds]
         ratios[layers] = [ffn_grad_ratio(r, layers) for r in recs]
-        claim.record(**{f"ffn_grad_profile_{layers}": [
+        profiles[f"{placement}-LN, {layers} blocks"] = [
             [math.sqrt(sum(r.init_grad_norms[f"blocks.{b}.mlp.{i}.weight"] ** 2 for i in (0, 2)))
-             for b in range(layers)] for r in recs]})
+             for b in range(layers)] for r in recs]
+    claim.record(ffn_grad_profiles=profiles)
+    claim.figure("profiles", lambda fig: figures.profiles(
+        fig, profiles, ylabel="||grad FFN weights|| at init", xlabel="block",
+        title=f"Xiong profile, {placement}-LN"))
     return ratios
 
 
@@ -46,9 +51,6 @@ def xiong_ratios(run, claim, placement: str, tier: str) -> dict[int, list[float]
                              "gradients in the last block than in the first: ratio > 2 at both.")
 def test_postln_gradients_grow_toward_output(claim, run, tier):
     ratios = xiong_ratios(run, claim, "post", tier)
-    claim.figure("profiles", lambda fig: figures.profiles(
-        fig, {f"post-LN, {n} blocks": claim.evidence[f"ffn_grad_profile_{n}"] for n in DEPTHS},
-        ylabel="||grad FFN weights|| at init", xlabel="block", title="Xiong profile, post-LN"))
     claim.check_all({f"{n} blocks": decide(ratios[n], ">", 2.0) for n in DEPTHS},
                     statistic="last / first FFN grad norm")
 
@@ -59,9 +61,6 @@ def test_postln_gradients_grow_toward_output(claim, run, tier):
                              "|log2(last / first)| < 1 at both depths.")
 def test_preln_gradients_flat(claim, run, tier):
     ratios = xiong_ratios(run, claim, "pre", tier)
-    claim.figure("profiles", lambda fig: figures.profiles(
-        fig, {f"pre-LN, {n} blocks": claim.evidence[f"ffn_grad_profile_{n}"] for n in DEPTHS},
-        ylabel="||grad FFN weights|| at init", xlabel="block", title="Xiong profile, pre-LN"))
     claim.check_all({f"{n} blocks": decide([abs(math.log2(r)) for r in ratios[n]], "<", 1.0)
                      for n in DEPTHS}, statistic="|log2(last / first)|")
 
