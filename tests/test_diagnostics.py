@@ -33,7 +33,7 @@ def test_effective_rank_is_scale_invariant_and_bounded(seed, n, d, c):
     a = seeded_randn((n, d), seed)
     e = dg.effective_rank(a)
     assert math.isclose(dg.effective_rank(c * a), e, rel_tol=1e-9)
-    assert 1.0 <= e <= min(n, d) + 1e-9
+    assert e >= 1.0 and e <= min(n, d) + 1e-9
 
 
 @given(seeds, st.integers(2, 64), st.integers(2, 32), st.integers(1, 32))
@@ -41,7 +41,7 @@ def test_stable_rank_at_most_rank(seed, n, d, k):
     k = min(k, n, d)
     a = seeded_randn((n, k), seed) @ seeded_randn((k, d), seed + 1)  # rank k
     sr = dg.stable_rank(a)
-    assert 1.0 - 1e-12 <= sr <= int(torch.linalg.matrix_rank(a)) + 1e-9
+    assert sr >= 1.0 - 1e-12 and sr <= int(torch.linalg.matrix_rank(a)) + 1e-9
 
 
 def test_normalized_rank_and_collapse_ratios():
