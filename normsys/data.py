@@ -141,7 +141,11 @@ def ag_news_pool(tier: str) -> tuple[list[tuple[int, str]], list[tuple[int, str]
 
 def bert_tokenizer():
     """distilbert-base-uncased's tokenizer from the Hub, else bert-base-uncased's vocab.txt."""
-    import transformers
+    try:
+        import transformers
+    except ImportError as err:
+        raise ImportError("AG News needs the tokenizer from transformers: "
+                          "pip install -e '.[data]'") from err
 
     if hub_allowed():
         try:
