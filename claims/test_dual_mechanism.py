@@ -77,6 +77,8 @@ def record_ranks(claim, runs, variant: str = "") -> None:
 @pytest.mark.parametrize("variant,tier", variant_tiers(VARIANTS, slow=SLOW, refuted_cpu={
     "": "mean kappa_6 0.872, 95% CI [0.805, 0.939], seeds 0-2 (0.881, 0.893, 0.842); rule < 0.5",
     "-nonpad": "mean kappa_6 0.863, 95% CI [0.815, 0.911], seeds 0-2 (0.867, 0.880, 0.842); "
+               "rule < 0.5",
+    "-masked": "mean kappa_6 0.871, 95% CI [0.797, 0.944], seeds 0-2 (0.891, 0.884, 0.836); "
                "rule < 0.5"}))
 @pytest.mark.claim("dm-none-collapses-with-depth", source=SOURCE,
                    statement="Without normalization the representation collapses with depth: "
@@ -93,6 +95,8 @@ def test_none_collapses_with_depth(claim, encoder_runs, tier, variant):
 @pytest.mark.parametrize("variant,tier", variant_tiers(VARIANTS, slow=SLOW, refuted_cpu={
     "": "mean kappa_6 0.106, 95% CI [-0.0005, 0.212], seeds 0-2 (0.155, 0.087, 0.075); rule >= 0.8",
     "-nonpad": "mean kappa_6 0.105, 95% CI [-0.009, 0.218], seeds 0-2 (0.157, 0.085, 0.072); "
+               "rule >= 0.8",
+    "-masked": "mean kappa_6 0.070, 95% CI [0.028, 0.112], seeds 0-2 (0.079, 0.081, 0.051); "
                "rule >= 0.8"}))
 @pytest.mark.claim("dm-l2-prevents-collapse", source=SOURCE,
                    statement="The manual L2 norm keeps representations from collapsing with depth: "
@@ -107,6 +111,8 @@ def test_l2_prevents_collapse(claim, encoder_runs, tier, variant):
 @pytest.mark.parametrize("variant,tier", variant_tiers(VARIANTS, slow=SLOW, refuted_cpu={
     "": "mean min rho 0.085, 95% CI [-0.013, 0.184], seeds 0-2 (0.131, 0.069, 0.056); rule >= 0.5",
     "-nonpad": "mean min rho 0.089, 95% CI [-0.020, 0.198], seeds 0-2 (0.139, 0.071, 0.057); "
+               "rule >= 0.5",
+    "-masked": "mean min rho 0.054, 95% CI [0.017, 0.091], seeds 0-2 (0.059, 0.065, 0.037); "
                "rule >= 0.5"}))
 @pytest.mark.claim("dm-l2-isotropic", source=SOURCE,
                    statement="L2-normalized representations stay isotropic: min over blocks "
