@@ -26,6 +26,12 @@ from normsys.plugin import refuted, tiers
 SOURCE = "LayerNorm deep-dive notebook"
 
 
+def metric_by_norm(runs, claim, make_config, norms, metric: str) -> dict[str, list[float]]:
+    """{norm: [metric of each seed's run]} for configs made by make_config(norm, seed)."""
+    return {n: [r.metrics[metric] for r in runs([make_config(n, s) for s in claim.seeds])]
+            for n in norms}
+
+
 @pytest.fixture
 def mlp_runs(runs, claim, tier):
     return lambda norm: runs([mlp_config(norm, s, tier=tier) for s in claim.seeds])
@@ -83,9 +89,8 @@ def test_layernorm_speeds_convergence(claim, mlp_runs, tier):
                    statement="With batch size 4, LayerNorm beats BatchNorm (eval mode, running "
                              "statistics): test acc difference > 0.02 after 2,000 steps.")
 def test_layernorm_small_batch(claim, runs, tier):
-    acc = {n: [r.metrics["test_acc"] for r in runs(
-        [mlp_config(n, s, batch_size=4, steps=2000, tier=tier) for s in claim.seeds])]
-        for n in ("layernorm", "batchnorm")}
+    acc = metric_by_norm(runs, claim, lambda n, s: mlp_config(n, s, 4, 2000, tier),
+                         ("layernorm", "batchnorm"), "test_acc")
     claim.check_paired(acc["layernorm"], acc["batchnorm"], ">", 0.02,
                        statistic="test_acc(layernorm) - test_acc(batchnorm)")
 
@@ -98,8 +103,8 @@ def test_layernorm_small_batch(claim, runs, tier):
                    statement="In a CNN with batch 128, BatchNorm beats LayerNorm: test acc "
                              "difference > 0 after 1 epoch.")
 def test_batchnorm_wins_cnn_large_batch(claim, runs, tier):
-    acc = {n: [r.metrics["test_acc"] for r in runs([cnn_config(n, s, tier) for s in claim.seeds])]
-           for n in ("batchnorm", "layernorm")}
+    acc = metric_by_norm(runs, claim, lambda n, s: cnn_config(n, s, tier),
+                         ("batchnorm", "layernorm"), "test_acc")
     claim.check_paired(acc["batchnorm"], acc["layernorm"], ">", 0.0,
                        statistic="test_acc(batchnorm) - test_acc(layernorm)")
 
@@ -110,8 +115,8 @@ def test_batchnorm_wins_cnn_large_batch(claim, runs, tier):
                    statement="Layer normalization helps an LSTM: validation loss of the plain LSTM "
                              "minus the layer-normalized LSTM > 0 after 1,000 steps.")
 def test_layernorm_helps_lstm(claim, runs, tier):
-    val = {n: [r.metrics["val_loss"] for r in runs([lstm_config(n, s, tier) for s in claim.seeds])]
-           for n in ("none", "layernorm")}
+    val = metric_by_norm(runs, claim, lambda n, s: lstm_config(n, s, tier),
+                         ("none", "layernorm"), "val_loss")
     claim.check_paired(val["none"], val["layernorm"], ">", 0.0,
                        statistic="val_loss(plain) - val_loss(LN-LSTM)")
 

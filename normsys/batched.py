@@ -60,7 +60,6 @@ def train_seeds(cfgs: list[RunConfig]) -> list[tuple[RunRecord, dict | None]]:
     autocast = autocast_for(device, cfg)
     task = make_task(cfg).to(device)
     models = [prepare_model(c).to(device) for c in cfgs]
-    x0, y0 = first_batch(task, cfg)  # fixed rows for classification; per-seed draws otherwise
     inits = [gradients_at_init(m, task, c, *first_batch(task, c), autocast, None)
              for m, c in zip(models, cfgs, strict=True)]
     params, buffers = stack_module_state(models)  # name -> (S, ...)

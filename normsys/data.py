@@ -76,12 +76,6 @@ def hub_allowed() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "0") not in ("1", "true", "True")
 
 
-def cache_dir() -> Path | None:
-    from normsys.cache import cache_root
-
-    return cache_root()
-
-
 # ----------------------------------------------------------------------------- AG News
 
 
@@ -166,7 +160,9 @@ def bert_tokenizer():
 def tokenize(texts: list[str], seq_len: int) -> Tensor:
     """Token ids (N, seq_len), padded with 0 / truncated, cached on disk by content hash."""
     key = hashlib.sha256(("\x00".join(texts) + f"|{seq_len}").encode()).hexdigest()[:20]
-    root = cache_dir()
+    from normsys.cache import cache_root
+
+    root = cache_root()
     path = root / "tokens" / f"{key}.pt" if root else None
     if path is not None and path.is_file():
         try:

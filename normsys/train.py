@@ -173,7 +173,7 @@ def grad_norm(model: nn.Module) -> float:
 
 
 @torch.no_grad()
-def evaluate(model, task: Task, cfg: RunConfig, device, autocast) -> dict[str, float]:
+def evaluate(model, task: Task, cfg: RunConfig, autocast) -> dict[str, float]:
     model.eval()
     if task.kind == "regress":
         return {}
@@ -275,7 +275,7 @@ def finish(cfg: RunConfig, model, task: Task, device, autocast, x0, init: tuple[
     if diverged:
         metrics.update({k: float("nan") for k in ("train_acc", "test_acc", "val_loss")})
     elif steps:  # a run without training steps measures gradients at init only
-        metrics.update(evaluate(model, task, cfg, device, autocast))
+        metrics.update(evaluate(model, task, cfg, autocast))
     probes = {} if diverged else probe(model, cfg, x0, autocast)
     record = RunRecord(
         config=json.loads(json.dumps(cfg.to_dict())), fingerprint=cfg.fingerprint(),
