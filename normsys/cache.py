@@ -17,7 +17,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import torch
-from filelock import FileLock
+from filelock import FileLock, Timeout
 
 from normsys import __version__
 from normsys.config import RunConfig
@@ -83,11 +83,13 @@ def _file_digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def cached_run(config: RunConfig, compute: Callable[[RunConfig], tuple[RunRecord, dict | None]]
-               ) -> RunRecord:
+def cached_run(config: RunConfig, compute: Callable[[RunConfig], tuple[RunRecord, dict | None]],
+               wait: bool = True) -> RunRecord | None:
     """The record of ``config``: from the cache when a valid entry exists, else computed and stored.
 
-    ``compute`` returns (record, state_dict or None).
+    ``compute`` returns (record, state_dict or None). With ``wait=False`` a run that another
+    process holds (is training) is not waited for: the answer is None, so that the caller can do
+    other work first and ask again.
     """
     root = cache_root()
     if root is None:
@@ -96,11 +98,14 @@ def cached_run(config: RunConfig, compute: Callable[[RunConfig], tuple[RunRecord
     runs.mkdir(parents=True, exist_ok=True)
     key = run_key(config)
     json_path, state_path = runs / f"{key}.json", runs / f"{key}.pt"
-    with FileLock(str(runs / f"{key}.lock")):
-        record = _load(json_path, config) if json_path.exists() else None
-        if record is None:
-            record = _store(*compute(config), json_path, state_path)
-        return record
+    try:
+        with FileLock(str(runs / f"{key}.lock"), timeout=-1 if wait else 0):
+            record = _load(json_path, config) if json_path.exists() else None
+            if record is None:
+                record = _store(*compute(config), json_path, state_path)
+            return record
+    except Timeout:
+        return None
 
 
 def cached_runs(configs: list[RunConfig],

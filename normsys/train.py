@@ -356,8 +356,9 @@ def train(cfg: RunConfig) -> RunRecord:
     return train_with_state(cfg)[0]
 
 
-def run(cfg: RunConfig) -> RunRecord:
-    """The record of ``cfg`` from the run cache, training it first if needed (claims use this)."""
+def run(cfg: RunConfig, wait: bool = True) -> RunRecord | None:
+    """The record of ``cfg`` from the run cache, training it first if needed (claims use this).
+    ``wait=False``: None instead of waiting while another process trains the same run."""
     from normsys.cache import cached_run
 
-    return cached_run(cfg, train_with_state)
+    return cached_run(cfg, train_with_state, wait)

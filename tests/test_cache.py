@@ -96,3 +96,42 @@ def test_cached_runs_compute_only_the_missing_ones_together(tmp_path, monkeypatc
     records = cached_runs(cfgs, many)
     assert calls == [[0, 2]] and [r.run_config.train.seed for r in records] == [0, 1, 2]
     assert cached_runs(cfgs, many) == records and len(calls) == 1
+
+
+def _hold_lock(lock_path: str, ready: str, seconds: float) -> None:
+    from filelock import FileLock
+
+    with FileLock(lock_path):
+        Path(ready).write_text("held")
+        time.sleep(seconds)
+
+
+def test_get_runs_trains_what_is_free_before_waiting_for_a_busy_run(tmp_path, monkeypatch):
+    """Two xdist workers needing the same runs split them: a run another process holds is left
+    for last instead of being queued behind."""
+    from normsys import experiments, train
+
+    monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path))
+    monkeypatch.setattr(experiments, "_MEMO", {})
+    cfgs = [CFG.override(**{"train.seed": s}) for s in range(2)]
+    order = []
+
+    def logged(cfg):
+        order.append(cfg.train.seed)
+        return train_with_state(cfg)
+
+    monkeypatch.setattr(train, "train_with_state", logged)
+    (tmp_path / "runs").mkdir()
+    ready = tmp_path / "ready"
+    holder = multiprocessing.get_context("spawn").Process(
+        target=_hold_lock, args=(str(tmp_path / "runs" / f"{run_key(cfgs[0])}.lock"), str(ready), 3.0))
+    holder.start()
+    deadline = time.monotonic() + 60
+    while not ready.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    records = experiments.get_runs(cfgs)
+    holder.join(60)
+    assert holder.exitcode == 0
+    assert order == [1, 0]  # seed 1 first, seed 0 once the other process let go of it
+    assert [r.run_config.train.seed for r in records] == [0, 1]
+    assert experiments.get_runs(cfgs) == records and order == [1, 0]  # memoized

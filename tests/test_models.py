@@ -93,6 +93,42 @@ def test_padding_mask_hides_pad_tokens_from_cls():
     torch.testing.assert_close(masked, model(ids), atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("attention", ["softmax", "sigmoid"])
+@pytest.mark.parametrize("pad_mask", [False, True])
+@pytest.mark.parametrize("placement", ["pre", "post"])
+@pytest.mark.parametrize("norm", list(NORMS))
+def test_encoder_last_block_at_cls_only_gives_the_same_logits_and_gradients(
+        norm, placement, pad_mask, attention):
+    """The training forward computes the last block at [CLS] alone (it is all the head reads);
+    logits and every parameter's gradient equal the full forward's, for fewer FLOPs."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    model, ids = tiny("encoder", norm, placement, pad_mask=pad_mask, attention=attention)
+    model = model.double()
+    ids[:, -2:] = 0  # some padding
+    grads = []
+    for full in (False, True):
+        model.zero_grad()
+        with FlopCounterMode(display=False) as flops:
+            logits = model(ids, return_hidden=True)[0] if full else model(ids)
+            logits.square().sum().backward()
+        grads.append((logits.detach(), [p.grad.clone() for p in model.parameters()],
+                      flops.get_total_flops()))
+    (cheap, g_cheap, f_cheap), (ref, g_ref, f_ref) = grads
+    torch.testing.assert_close(cheap, ref, rtol=1e-12, atol=1e-12)
+    for a, b in zip(g_cheap, g_ref, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+    assert (f_cheap < f_ref) == (norm != "batchnorm")  # batchnorm couples positions: full forward
+
+
+def test_a_hook_on_the_encoder_last_block_sees_every_position():
+    model, ids = tiny("encoder")
+    with capture(model, ["blocks.1"]) as hidden:
+        logits = model(ids)
+    assert hidden["blocks.1"].shape == (3, 6, 8)
+    torch.testing.assert_close(logits, model(ids))
+
+
 def test_sigmoid_attention_is_causal():
     model, ids = tiny("char_gpt", attention="sigmoid")
     changed = ids.clone()
