@@ -109,7 +109,7 @@ def test_batchnorm_wins_cnn_large_batch(claim, runs, tier):
                        statistic="test_acc(batchnorm) - test_acc(layernorm)")
 
 
-@pytest.mark.slow  # six 1,000-step LSTM runs, ~0.4 s a step on 2 cores: outside CI's budget
+@pytest.mark.slow  # six 1,000-step LSTM runs, ~2 min each on one core: outside CI's budget
 @pytest.mark.parametrize("tier", tiers())
 @pytest.mark.claim("ld-layernorm-helps-lstm", source=SOURCE,
                    statement="Layer normalization helps an LSTM: validation loss of the plain LSTM "
