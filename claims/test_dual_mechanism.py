@@ -26,7 +26,7 @@ NORMS = ("layernorm", "l2", "none")
 
 VARIANTS = ("", "-nonpad", "-masked")
 CHANGES = {"": {}, "-nonpad": {}, "-masked": {"model.pad_mask": True}}
-SLOW = ("-masked",)  # nine more encoder runs (~8 min on 2 cores): outside CI's time budget
+SLOW = ("-masked",)  # nine more encoder runs (~10 min of one core): outside CI's budget
 
 
 def rows_of(variant: str) -> str:
@@ -96,7 +96,7 @@ def test_none_collapses_with_depth(claim, encoder_runs, tier, variant):
     "": "mean kappa_6 0.115, 95% CI [0.016, 0.213], seeds 0-2 (0.154, 0.114, 0.075); rule >= 0.8",
     "-nonpad": "mean kappa_6 0.114, 95% CI [0.012, 0.215], seeds 0-2 (0.154, 0.115, 0.072); "
                "rule >= 0.8",
-    "-masked": "mean kappa_6 0.070, 95% CI [0.028, 0.112], seeds 0-2 (0.079, 0.081, 0.051); "
+    "-masked": "mean kappa_6 0.112, 95% CI [0.009, 0.215], seeds 0-2 (0.121, 0.148, 0.067); "
                "rule >= 0.8"}))
 @pytest.mark.claim("dm-l2-prevents-collapse", source=SOURCE,
                    statement="The manual L2 norm keeps representations from collapsing with depth: "
@@ -112,7 +112,7 @@ def test_l2_prevents_collapse(claim, encoder_runs, tier, variant):
     "": "mean min rho 0.093, 95% CI [-0.002, 0.187], seeds 0-2 (0.130, 0.094, 0.054); rule >= 0.5",
     "-nonpad": "mean min rho 0.097, 95% CI [-0.004, 0.198], seeds 0-2 (0.136, 0.100, 0.055); "
                "rule >= 0.5",
-    "-masked": "mean min rho 0.054, 95% CI [0.017, 0.091], seeds 0-2 (0.059, 0.065, 0.037); "
+    "-masked": "mean min rho 0.090, 95% CI [-0.009, 0.188], seeds 0-2 (0.096, 0.126, 0.047); "
                "rule >= 0.5"}))
 @pytest.mark.claim("dm-l2-isotropic", source=SOURCE,
                    statement="L2-normalized representations stay isotropic: min over blocks "
