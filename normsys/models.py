@@ -356,14 +356,19 @@ class NormLSTMCell(nn.Module):
         self.wh = nn.Linear(d, 4 * d, bias=True)
         self.nx, self.nh = build_norm(kind, 4 * d), build_norm(kind, 4 * d)
         self.nc = build_norm(kind, d)
+        self.per_step = kind == "batchnorm"  # its statistics are per time step, over the batch
 
     def input_gates(self, x: Tensor) -> Tensor:
-        """N(W_x x) of every time step at once (..., 4d): it does not depend on the state."""
-        return self.nx(self.wx(x))
+        """N(W_x x) of every time step at once (..., 4d): it does not depend on the state
+        (for batchnorm only W_x x; the norm then runs per step in ``forward``)."""
+        gx = self.wx(x)
+        return gx if self.per_step else self.nx(gx)
 
     def forward(self, gx: Tensor, state: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor]:
         """One step from the input gates ``gx = input_gates(x_t)`` and the state (h, c)."""
         h, c = state
+        if self.per_step:
+            gx = self.nx(gx)
         i, f, g, o = (gx + self.nh(self.wh(h))).chunk(4, -1)
         c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
         return torch.sigmoid(o) * torch.tanh(self.nc(c)), c

@@ -129,6 +129,27 @@ def test_a_hook_on_the_encoder_last_block_sees_every_position():
     torch.testing.assert_close(logits, model(ids))
 
 
+@pytest.mark.parametrize("norm", ["layernorm", "none", "batchnorm"])
+def test_lstm_equals_the_step_by_step_cell(norm):
+    """The LSTM's batched input projection and per-step recurrence equal Ba et al.'s cell written
+    one step at a time: gates = N(W_x x_t) + N(W_h h) + b (batchnorm: statistics per step)."""
+    import copy
+
+    model, ids = tiny("lstm", norm)
+    model = model.double().train()
+    ref = copy.deepcopy(model)
+    cell = ref.cells[0]
+    x = ref.tok(ids)
+    h = c = x.new_zeros(x.shape[0], ref.d)
+    outs = []
+    for t in range(x.shape[1]):
+        i, f, g, o = (cell.nx(cell.wx(x[:, t])) + cell.nh(cell.wh(h))).chunk(4, -1)
+        c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+        h = torch.sigmoid(o) * torch.tanh(cell.nc(c))
+        outs.append(h)
+    torch.testing.assert_close(model(ids), ref.lm_head(torch.stack(outs, 1)), rtol=1e-12, atol=1e-12)
+
+
 def test_sigmoid_attention_is_causal():
     model, ids = tiny("char_gpt", attention="sigmoid")
     changed = ids.clone()
