@@ -25,6 +25,7 @@ from normsys.record import RunRecord
 from normsys.train import (
     autocast_for,
     batches,
+    empty_curves,
     finish,
     first_batch,
     gradients_at_init,
@@ -60,8 +61,9 @@ def train_seeds(cfgs: list[RunConfig]) -> list[tuple[RunRecord, dict | None]]:
     autocast = autocast_for(device, cfg)
     task = make_task(cfg).to(device)
     models = [prepare_model(c).to(device) for c in cfgs]
-    inits = [gradients_at_init(m, task, c, *first_batch(task, c), autocast, None)
-             for m, c in zip(models, cfgs, strict=True)]
+    firsts = [first_batch(task, c) for c in cfgs]  # (x0, y0): fixed probe and init batch
+    inits = [gradients_at_init(m, task, c, *xy, autocast, None)
+             for m, c, xy in zip(models, cfgs, firsts, strict=True)]
     params, buffers = stack_module_state(models)  # name -> (S, ...)
     trainable = {k: v for k, v in params.items() if v.requires_grad}
     opt = make_optimizer(cfg, list(trainable.values()), device)
@@ -73,8 +75,7 @@ def train_seeds(cfgs: list[RunConfig]) -> list[tuple[RunRecord, dict | None]]:
 
     batched_loss = vmap(loss_of)
     n = len(cfgs)
-    curves = [{"loss": [], "grad_norm": [], "train_acc_running": [], "batch_acc": []}
-              for _ in cfgs]
+    curves = [empty_curves() for _ in cfgs]
     diverged, steps = [False] * n, 0
     correct, seen, epoch_now = torch.zeros(n), 0, 0
     streams = [batches(task, c, torch.Generator().manual_seed(c.train.seed)) for c in cfgs]
@@ -119,7 +120,6 @@ def train_seeds(cfgs: list[RunConfig]) -> list[tuple[RunRecord, dict | None]]:
     with torch.no_grad():
         for s, (model, c) in enumerate(zip(models, cfgs, strict=True)):
             model.load_state_dict({k: v[s] for k, v in {**params, **buffers}.items()})
-            x0_s = first_batch(task, c)[0]
-            results.append(finish(c, model, task, device, autocast, x0_s, inits[s], curves[s],
+            results.append(finish(c, model, task, device, autocast, firsts[s][0], inits[s], curves[s],
                                   diverged[s], len(curves[s]["loss"]), start))
     return results

@@ -118,20 +118,20 @@ class Encoder(nn.Module):
         # pre-norm leaves the stream unnormalized: one final norm before the head
         self.out_norm = build_norm(cfg.norm, cfg.d) if cfg.placement == "pre" else nn.Identity()
         self.head = nn.Linear(cfg.d, cfg.n_out)
-        # Only [CLS] reaches the head, so the last block needs its output at position 0 alone
-        # (attending to every key): the same logits and gradients for ~1/7 fewer FLOPs. Not with
-        # batchnorm, whose statistics couple the positions, nor when a hook reads the full output.
-        self.token_wise = cfg.norm != "batchnorm"
 
     def forward(self, ids: Tensor, return_hidden: bool = False):
         h = self.embed(ids)  # (B, T, d)
         if self.pos is not None:
             h = h + self.pos(torch.arange(ids.shape[1], device=ids.device))
         pad = ids == 0 if self.cfg.pad_mask else None  # [PAD] = 0
+        # Only [CLS] reaches the head, so the last block needs its output at position 0 alone
+        # (attending to every key): the same logits and gradients for ~1/7 fewer FLOPs. Not with
+        # batchnorm, whose statistics couple the positions, nor when the full output is read.
+        cls_only = not (self.cfg.norm == "batchnorm" or return_hidden
+                        or self._observed(self.blocks[-1]))
         hidden = [h]
-        for block in self.blocks:
-            last = block is self.blocks[-1] and not (return_hidden or self._observed(block))
-            h = block(h, pad, queries=1 if last and self.token_wise else None)
+        for i, block in enumerate(self.blocks, 1):
+            h = block(h, pad, queries=1 if cls_only and i == len(self.blocks) else None)
             hidden.append(h)
         logits = self.head(self.out_norm(h)[:, 0])  # [CLS] at position 0
         return (logits, hidden) if return_hidden else logits

@@ -287,6 +287,11 @@ def finish(cfg: RunConfig, model, task: Task, device, autocast, x0, init: tuple[
     return record, state
 
 
+def empty_curves() -> dict[str, list[float]]:
+    """Per-step loss and gradient norm, per-epoch running accuracy, per-step batch accuracy."""
+    return {"loss": [], "grad_norm": [], "train_acc_running": [], "batch_acc": []}
+
+
 def progress_bar(total: int, desc: str):
     from tqdm.auto import tqdm
 
@@ -320,8 +325,7 @@ def train_with_state(cfg: RunConfig) -> tuple[RunRecord, dict | None]:
         step_model = torch.compile(model)
 
     gen = torch.Generator().manual_seed(t.seed)
-    curves: dict[str, list[float]] = {"loss": [], "grad_norm": [], "train_acc_running": [],
-                                      "batch_acc": []}
+    curves = empty_curves()
     diverged, steps, correct, seen, epoch_now = False, 0, 0, 0, 0
     bar = progress_bar(total_steps(task, cfg), f"{cfg.model.family}/{cfg.model.norm}/s{t.seed}")
     for epoch, x, y in batches(task, cfg, gen):
