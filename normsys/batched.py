@@ -7,6 +7,8 @@ gives each seed exactly its own gradient. Each seed keeps its own initialization
 and its own data order (Generator(seed)), so the records match separate runs up to floating-point
 reduction order (tests/test_batched.py).
 
+On CUDA (train.compile=auto) the vmapped loss is compiled as one graph, as a single run's model is.
+
 Limits: backprop only (FA/DFA's custom backward has no vmap rule), no batchnorm (its running
 statistics mutate inside the pass), and the configs may differ in train.seed alone.
 """
@@ -14,7 +16,6 @@ statistics mutate inside the pass), and the configs may differ in train.seed alo
 from __future__ import annotations
 
 import copy
-import math
 import time
 
 import torch
@@ -23,8 +24,10 @@ from torch.func import functional_call, stack_module_state, vmap
 from normsys.config import RunConfig
 from normsys.record import RunRecord
 from normsys.train import (
+    StepLog,
     autocast_for,
     batches,
+    compiled,
     empty_curves,
     finish,
     first_batch,
@@ -73,19 +76,17 @@ def train_seeds(cfgs: list[RunConfig]) -> list[tuple[RunRecord, dict | None]]:
         out = functional_call(skeleton, (p, b), (x,))
         return task.loss(out, y), out
 
-    batched_loss = vmap(loss_of)
-    n = len(cfgs)
+    batched_loss = compiled(vmap(loss_of), cfg, device)
     curves = [empty_curves() for _ in cfgs]
-    diverged, steps = [False] * n, 0
-    correct, seen, epoch_now = torch.zeros(n), 0, 0
+    log = StepLog(curves, device, task.kind == "classify")
+    epoch_now = 0
     streams = [batches(task, c, torch.Generator().manual_seed(c.train.seed)) for c in cfgs]
-    bar = progress_bar(total_steps(task, cfg), f"{cfg.model.family}/{cfg.model.norm}/x{n} seeds")
+    bar = progress_bar(total_steps(task, cfg), f"{cfg.model.family}/{cfg.model.norm}/x{len(cfgs)} seeds")
     for items in zip(*streams, strict=True):
         epoch = items[0][0]
-        if task.kind == "classify" and epoch != epoch_now:
-            for s in range(n):
-                curves[s]["train_acc_running"].append(float(correct[s]) / max(seen, 1))
-            correct, seen, epoch_now = torch.zeros(n), 0, epoch
+        if epoch != epoch_now and log.end_epoch():
+            break
+        epoch_now = epoch
         x = torch.stack([it[1] for it in items])  # (S, B, ...)
         y = torch.stack([it[2] for it in items])
         opt.zero_grad(set_to_none=True)
@@ -93,33 +94,18 @@ def train_seeds(cfgs: list[RunConfig]) -> list[tuple[RunRecord, dict | None]]:
             losses, outs = batched_loss(params, buffers, x, y)
         losses.sum().backward()
         grads = torch.stack([g.grad.float().flatten(1).pow(2).sum(1) for g in trainable.values()])
-        norms = grads.sum(0).sqrt().tolist()
+        done = log.add(losses.detach(), grads.sum(0).sqrt(), outs.detach(), y)
         opt.step()
-        steps += 1
-        for s, (loss, gn) in enumerate(zip(losses.tolist(), norms, strict=True)):
-            if diverged[s] or not math.isfinite(loss):
-                diverged[s] = True
-                continue
-            curves[s]["loss"].append(loss)
-            curves[s]["grad_norm"].append(gn)
-        if task.kind == "classify":
-            hits = (outs.argmax(-1) == y).sum(-1).float().cpu()
-            for s, h in enumerate(hits.tolist()):
-                curves[s]["batch_acc"].append(h / y.shape[1])
-            correct += hits
-            seen += y.shape[1]
         bar.update()
-        if all(diverged):
+        if done:
             break
     bar.close()
-    if task.kind == "classify" and seen:
-        for s in range(n):
-            curves[s]["train_acc_running"].append(float(correct[s]) / seen)
+    log.close()
 
     results = []
     with torch.no_grad():
         for s, (model, c) in enumerate(zip(models, cfgs, strict=True)):
             model.load_state_dict({k: v[s] for k, v in {**params, **buffers}.items()})
             results.append(finish(c, model, task, device, autocast, firsts[s][0], inits[s], curves[s],
-                                  diverged[s], len(curves[s]["loss"]), start))
+                                  log.diverged[s], len(curves[s]["loss"]), start))
     return results

@@ -32,6 +32,7 @@ from normsys.record import RunRecord
 
 EVAL_SEED = 1_000_003  # fixed evaluation batches (LM), identical for every seed and norm
 LM_FAMILIES = ("char_gpt", "lstm")
+HOST_READ_EVERY = 50  # CUDA: steps between host reads of the losses (the divergence check)
 
 
 # ----------------------------------------------------------------------------- tasks
@@ -167,9 +168,10 @@ def forward_backward(model, task, x, y, feedback) -> tuple[Tensor, Tensor]:
     return loss.detach(), out.detach()
 
 
-def grad_norm(model: nn.Module) -> float:
-    grads = [p.grad.detach().float().norm() for p in model.parameters() if p.grad is not None]
-    return float(torch.stack(grads).norm()) if grads else 0.0
+def grad_norm(model: nn.Module) -> Tensor:
+    """||dL/dW|| over every parameter, as a device tensor (fused into one kernel on CUDA)."""
+    grads = [p.grad.detach() for p in model.parameters() if p.grad is not None]
+    return torch.nn.utils.get_total_norm(grads) if grads else torch.zeros(())
 
 
 @torch.no_grad()
@@ -287,6 +289,69 @@ def finish(cfg: RunConfig, model, task: Task, device, autocast, x0, init: tuple[
     return record, state
 
 
+class StepLog:
+    """Per-step loss, gradient norm and batch accuracy of S runs trained together (S = 1 for one
+    run), kept on the device and moved to the curves in one transfer every ``every`` steps and at
+    each epoch's end. On CUDA each host read stalls the queue of kernels, so it reads every
+    ``HOST_READ_EVERY`` steps; on the CPU reads cost nothing and it reads every step, which stops a
+    diverging run before its update exactly as an eager check would. A run whose loss turns
+    non-finite is marked diverged and records nothing after it.
+    """
+
+    def __init__(self, curves: list[dict], device: torch.device, classify: bool):
+        self.curves, self.classify = curves, classify
+        self.every = host_read_every(device)
+        self.diverged = [False] * len(curves)
+        self.correct, self.seen = [0.0] * len(curves), [0] * len(curves)
+        self.pending: list[tuple[Tensor, int]] = []
+
+    def add(self, losses: Tensor, norms: Tensor, out: Tensor, y: Tensor) -> bool:
+        """Log one step (losses and norms of shape (S,) or (), logits and targets with a leading S
+        when S > 1). True when the log was read and every run has diverged."""
+        hits = (out.argmax(-1) == y).sum(-1) if self.classify else torch.zeros_like(losses)
+        row = torch.stack([losses.float(), norms.float(), hits.float()]).reshape(3, -1)
+        self.pending.append((row, y.shape[-1] if self.classify else 0))
+        return len(self.pending) >= self.every and self.read()
+
+    def read(self) -> bool:
+        """Move the pending steps to the curves; True when every run has diverged."""
+        rows = torch.stack([row for row, _ in self.pending]).tolist() if self.pending else []
+        for (losses, norms, hits), (_, batch) in zip(rows, self.pending, strict=True):
+            for s, curves in enumerate(self.curves):
+                if self.diverged[s] or not math.isfinite(losses[s]):
+                    self.diverged[s] = True
+                    continue
+                curves["loss"].append(losses[s])
+                curves["grad_norm"].append(norms[s])
+                if self.classify:
+                    curves["batch_acc"].append(hits[s] / batch)
+                    self.correct[s] += hits[s]
+                    self.seen[s] += batch
+        self.pending.clear()
+        return all(self.diverged)
+
+    def end_epoch(self) -> bool:
+        """Close the epoch's running accuracy of the live runs; True when every run has diverged."""
+        done = self.read()
+        for s, curves in enumerate(self.curves):
+            if self.classify and not self.diverged[s]:
+                curves["train_acc_running"].append(self.correct[s] / max(self.seen[s], 1))
+                self.correct[s], self.seen[s] = 0.0, 0
+        return done
+
+    def close(self) -> None:
+        """Read what is pending and close the last (or, for a diverged run, partial) epoch."""
+        self.read()
+        for s, curves in enumerate(self.curves):
+            if self.classify and self.seen[s]:
+                curves["train_acc_running"].append(self.correct[s] / self.seen[s])
+
+
+def host_read_every(device: torch.device) -> int:
+    """Steps between host reads of the step log: every step on the CPU, HOST_READ_EVERY on CUDA."""
+    return 1 if device.type == "cpu" else HOST_READ_EVERY
+
+
 def empty_curves() -> dict[str, list[float]]:
     """Per-step loss and gradient norm, per-epoch running accuracy, per-step batch accuracy."""
     return {"loss": [], "grad_norm": [], "train_acc_running": [], "batch_acc": []}
@@ -305,6 +370,31 @@ def make_optimizer(cfg: RunConfig, params, device: torch.device) -> torch.optim.
     return opt_cls(params, lr=t.lr, weight_decay=t.weight_decay, fused=device.type == "cuda")
 
 
+def compiled(fn, cfg: RunConfig, device: torch.device):
+    """``torch.compile(fn)`` where it pays: backprop on CUDA with train.compile=auto (FA's custom
+    backward and DFA's hooks stay eager; on the CPU compiling costs more than it saves)."""
+    if cfg.train.compile == "auto" and cfg.train.method == "bp" and compile_on(device):
+        return torch.compile(fn)
+    return fn
+
+
+def compile_on(device: torch.device) -> bool:
+    return device.type == "cuda"
+
+
+def train_step(model, step_model, opt, task: Task, x, y, feedback, autocast, log: StepLog) -> bool:
+    """One update: forward and backward through ``step_model`` (the model, or its compiled form),
+    log the step without a host sync, then the optimizer step. False (and no update) when the log
+    was read and the loss is non-finite."""
+    opt.zero_grad(set_to_none=True)
+    with autocast:
+        loss, out = forward_backward(step_model, task, x, y, feedback)
+    if log.add(loss, grad_norm(model), out, y):
+        return False
+    opt.step()
+    return True
+
+
 def train_with_state(cfg: RunConfig) -> tuple[RunRecord, dict | None]:
     """Train ``cfg``; return its record and (if train.keep_state) the trained state_dict."""
     start = time.perf_counter()
@@ -319,39 +409,24 @@ def train_with_state(cfg: RunConfig) -> tuple[RunRecord, dict | None]:
     opt = make_optimizer(cfg, [p for p in model.parameters() if p.requires_grad], device)
     x0, y0 = first_batch(task, cfg)
     init = gradients_at_init(model, task, cfg, x0, y0, autocast, feedback)
-    # torch.compile on CUDA for backprop (FA's custom backward and DFA's hooks stay eager)
-    step_model = model
-    if t.compile == "auto" and device.type == "cuda" and t.method == "bp":
-        step_model = torch.compile(model)
+    step_model = compiled(model, cfg, device)
 
     gen = torch.Generator().manual_seed(t.seed)
     curves = empty_curves()
-    diverged, steps, correct, seen, epoch_now = False, 0, 0, 0, 0
+    log = StepLog([curves], device, task.kind == "classify")
+    epoch_now = 0
     bar = progress_bar(total_steps(task, cfg), f"{cfg.model.family}/{cfg.model.norm}/s{t.seed}")
     for epoch, x, y in batches(task, cfg, gen):
-        if task.kind == "classify" and epoch != epoch_now:
-            curves["train_acc_running"].append(correct / max(seen, 1))
-            correct, seen, epoch_now = 0, 0, epoch
-        model.train()
-        opt.zero_grad(set_to_none=True)
-        with autocast:
-            loss, out = forward_backward(step_model, task, x, y, feedback)
-        if not torch.isfinite(loss):
-            diverged = True
+        if epoch != epoch_now and log.end_epoch():
             break
-        curves["grad_norm"].append(grad_norm(model))
-        opt.step()
-        steps += 1
-        curves["loss"].append(float(loss))
-        if task.kind == "classify":
-            hits = int((out.argmax(-1) == y).sum())
-            curves["batch_acc"].append(hits / len(y))
-            correct += hits
-            seen += len(y)
+        epoch_now = epoch
+        model.train()
+        if not train_step(model, step_model, opt, task, x, y, feedback, autocast, log):
+            break
         bar.update()
     bar.close()
-    if task.kind == "classify" and seen:
-        curves["train_acc_running"].append(correct / seen)
+    log.close()
+    diverged, steps = log.diverged[0], len(curves["loss"])
     return finish(cfg, model, task, device, autocast, x0, init, curves, diverged, steps, start)
 
 

@@ -34,6 +34,19 @@ def test_batched_seeds_match_separate_runs(name, changes, data_env, no_cache):
             assert abs(rec_b.probes[layer]["erank"] - probe["erank"]) <= 1e-2
 
 
+def test_compiled_paths_match_eager_runs(no_cache, monkeypatch):
+    """The CUDA path compiles the model (one run) and the vmapped loss (batched seeds); forced on
+    here on the CPU, both must give the eager runs' losses."""
+    cfgs = [preset("ffn_stack", **{"train.steps": 6, "model.d": 16, "data.batch_shape": (4, 5, 16),
+                                   "train.seed": s}) for s in (0, 1)]
+    eager = [train_with_state(c)[0] for c in cfgs]
+    monkeypatch.setattr("normsys.train.compile_on", lambda device: True)
+    single = train_with_state(cfgs[0])[0]
+    batched = [record for record, _ in train_seeds(cfgs)]
+    for fast, ref in zip([single, *batched], [eager[0], *eager], strict=True):
+        assert fast.steps == ref.steps and close(fast.curves["loss"], ref.curves["loss"])
+
+
 def test_batched_seeds_reject_what_they_cannot_do():
     base = preset("ffn_stack", **{"train.steps": 2})
     with pytest.raises(ValueError, match="differ only in train.seed"):

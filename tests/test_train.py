@@ -10,7 +10,7 @@ import torch
 
 from normsys.config import preset
 from normsys.protocol import disjoint_batches, fa_protocol_report
-from normsys.train import train, train_with_state
+from normsys.train import StepLog, empty_curves, train, train_with_state
 
 SMALL_FFN = {"train.steps": 8, "model.d": 16, "data.batch_shape": (4, 5, 16)}
 
@@ -28,6 +28,36 @@ def test_divergence_is_recorded_not_raised(no_cache):
     record = train(cfg)
     assert record.diverged and record.steps < 8
     assert math.isnan(record.metrics["val_loss"])
+
+
+def test_step_log_reads_in_windows_and_stops_each_run_at_its_first_nan():
+    """The CUDA path reads the log every few steps: the curves must be what a per-step read gives."""
+    curves = [empty_curves(), empty_curves()]
+    log = StepLog(curves, torch.device("cuda"), classify=True)  # a device object; nothing runs there
+    log.every = 3
+    losses = [(1.0, 2.0), (0.5, float("nan")), (0.25, 1.0), (0.125, 0.5)]
+    y = torch.tensor([[0, 1], [1, 1]])
+    out = torch.tensor([[[1.0, 0.0], [1.0, 0.0]], [[0.0, 1.0], [0.0, 1.0]]])  # hits: 1 and 2 of 2
+    reads = [log.add(torch.tensor(pair), torch.tensor(pair) * 10, out, y) for pair in losses]
+    assert reads == [False, False, False, False] and len(log.pending) == 1  # one read, at step 3
+    assert curves[0]["loss"] == [1.0, 0.5, 0.25] and curves[1]["loss"] == [2.0]
+    log.close()
+    assert curves[0]["loss"] == [1.0, 0.5, 0.25, 0.125] and curves[1]["grad_norm"] == [20.0]
+    assert log.diverged == [False, True]
+    assert curves[0]["batch_acc"] == [0.5] * 4 and curves[1]["batch_acc"] == [1.0]
+    assert curves[0]["train_acc_running"] == [0.5] and curves[1]["train_acc_running"] == [1.0]
+
+
+def test_deferred_host_reads_give_the_per_step_record(no_cache, monkeypatch):
+    """Reading the log every 3 steps (as on CUDA) changes neither a run nor a divergence."""
+    live = preset("ffn_stack", **SMALL_FFN)
+    dead = live.override(**{"model.norm": "none", "model.residual": False, "train.lr": 1e30})
+    eager = [train(live), train(dead)]
+    monkeypatch.setattr("normsys.train.host_read_every", lambda device: 3)
+    deferred = [train(live), train(dead)]
+    assert deferred[0].curves == eager[0].curves and deferred[0].metrics == eager[0].metrics
+    assert deferred[1].diverged and deferred[1].steps == eager[1].steps
+    assert deferred[1].curves == eager[1].curves
 
 
 def test_gradients_at_init_per_layer(no_cache):
