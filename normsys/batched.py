@@ -55,6 +55,36 @@ def check_batchable(cfgs: list[RunConfig]) -> None:
                          "train those seeds separately")
 
 
+class SeedStack:
+    """The seeds' models stacked into one functional model, its optimizer and its update step."""
+
+    def __init__(self, cfgs: list[RunConfig], models: list, task, device: torch.device):
+        cfg = cfgs[0]
+        self.task, self.autocast = task, autocast_for(device, cfg)
+        self.params, self.buffers = stack_module_state(models)  # name -> (S, ...)
+        self.trainable = [v for v in self.params.values() if v.requires_grad]
+        self.opt = make_optimizer(cfg, self.trainable, device)
+        skeleton = copy.deepcopy(models[0]).to("meta")
+
+        def loss_of(p, b, x, y):
+            out = functional_call(skeleton, (p, b), (x,))
+            return task.loss(out, y), out
+
+        self.loss = compiled(vmap(loss_of), cfg, device)
+
+    def step(self, x: torch.Tensor, y: torch.Tensor, log: StepLog) -> bool:
+        """One update of every seed on its own batch (x, y stacked (S, B, ...)), logged without a
+        host sync; True when the log was read and every seed has diverged."""
+        self.opt.zero_grad(set_to_none=True)
+        with self.autocast:
+            losses, outs = self.loss(self.params, self.buffers, x, y)
+        losses.sum().backward()
+        norms = torch.stack([g.grad.float().flatten(1).pow(2).sum(1) for g in self.trainable])
+        done = log.add(losses.detach(), norms.sum(0).sqrt(), outs.detach(), y)
+        self.opt.step()
+        return done
+
+
 def train_seeds(cfgs: list[RunConfig]) -> list[tuple[RunRecord, dict | None]]:
     """Train the seeds of ``cfgs`` (same config, different train.seed) in one vmapped pass."""
     check_batchable(cfgs)
@@ -67,16 +97,7 @@ def train_seeds(cfgs: list[RunConfig]) -> list[tuple[RunRecord, dict | None]]:
     firsts = [first_batch(task, c) for c in cfgs]  # (x0, y0): fixed probe and init batch
     inits = [gradients_at_init(m, task, c, *xy, autocast, None)
              for m, c, xy in zip(models, cfgs, firsts, strict=True)]
-    params, buffers = stack_module_state(models)  # name -> (S, ...)
-    trainable = {k: v for k, v in params.items() if v.requires_grad}
-    opt = make_optimizer(cfg, list(trainable.values()), device)
-    skeleton = copy.deepcopy(models[0]).to("meta")
-
-    def loss_of(p, b, x, y):
-        out = functional_call(skeleton, (p, b), (x,))
-        return task.loss(out, y), out
-
-    batched_loss = compiled(vmap(loss_of), cfg, device)
+    stack = SeedStack(cfgs, models, task, device)
     curves = [empty_curves() for _ in cfgs]
     log = StepLog(curves, device, task.kind == "classify")
     epoch_now = 0
@@ -89,13 +110,7 @@ def train_seeds(cfgs: list[RunConfig]) -> list[tuple[RunRecord, dict | None]]:
         epoch_now = epoch
         x = torch.stack([it[1] for it in items])  # (S, B, ...)
         y = torch.stack([it[2] for it in items])
-        opt.zero_grad(set_to_none=True)
-        with autocast:
-            losses, outs = batched_loss(params, buffers, x, y)
-        losses.sum().backward()
-        grads = torch.stack([g.grad.float().flatten(1).pow(2).sum(1) for g in trainable.values()])
-        done = log.add(losses.detach(), grads.sum(0).sqrt(), outs.detach(), y)
-        opt.step()
+        done = stack.step(x, y, log)
         bar.update()
         if done:
             break
@@ -105,7 +120,7 @@ def train_seeds(cfgs: list[RunConfig]) -> list[tuple[RunRecord, dict | None]]:
     results = []
     with torch.no_grad():
         for s, (model, c) in enumerate(zip(models, cfgs, strict=True)):
-            model.load_state_dict({k: v[s] for k, v in {**params, **buffers}.items()})
+            model.load_state_dict({k: v[s] for k, v in {**stack.params, **stack.buffers}.items()})
             results.append(finish(c, model, task, device, autocast, firsts[s][0], inits[s], curves[s],
                                   log.diverged[s], len(curves[s]["loss"]), start))
     return results

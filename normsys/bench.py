@@ -1,9 +1,18 @@
-"""Benchmark helpers: device peaks, a measured copy bandwidth, and synchronized GPU timing
-(CUDA events with an L2 flush between repeats). Used by tests/benchmarks."""
+"""Benchmark helpers: device peaks, a measured copy bandwidth, synchronized GPU timing (CUDA events
+with an L2 flush between repeats), and the results' JSON: merging the files of one device and the
+short table that README shows. Used by tests/benchmarks.
+
+    python -m normsys.bench merge OUT.json IN.json [IN.json ...]   one file per device
+    python -m normsys.bench table RESULTS.json                     README's table, in markdown
+"""
 
 from __future__ import annotations
 
+import argparse
 import functools
+import json
+from collections import defaultdict
+from pathlib import Path
 
 import torch
 
@@ -101,3 +110,101 @@ def run_benchmark(benchmark, fn, rounds: int = 50):
     benchmark.pedantic(fn, rounds=min(rounds, 5), iterations=1)
     stats = getattr(benchmark, "stats", None)
     return stats.stats.median if stats is not None else float("nan")
+
+
+# ----------------------------------------------------------------------------- results JSON
+
+
+def merge(paths: list[Path]) -> dict:
+    """One pytest-benchmark JSON from several runs on the same machine (e.g. one per dtype)."""
+    runs = [json.loads(Path(p).read_text()) for p in paths]
+    devices = {r["machine_info"].get("normsys", {}).get("device") for r in runs}
+    if len(devices) != 1:
+        raise ValueError(f"merge takes the results of one device, got {sorted(map(str, devices))}")
+    merged = dict(runs[0])
+    merged["benchmarks"] = [b for r in runs for b in r["benchmarks"]]
+    return merged
+
+
+def _median(bench: dict) -> float:
+    return bench["stats"]["median"]
+
+
+def table(results: dict) -> str:
+    """README's short table: norm bandwidth, normsys against the best other provider per kind, the
+    training core against the eager loop, and the Figure 4 wall time."""
+    info = results["machine_info"].get("normsys", {})
+    lines = [f"**{info.get('device')}** (torch {info.get('torch')}, CUDA {info.get('cuda')}; peak "
+             f"bandwidth {(info.get('peak_memory_bandwidth_Bps') or 0) / 1e12:.2f} TB/s datasheet, "
+             f"{(info.get('measured_copy_bandwidth_Bps') or 0) / 1e12:.2f} TB/s measured copy)", ""]
+    norms = [b for b in results["benchmarks"] if "kind" in b.get("extra_info", {})]
+    cases = defaultdict(dict)  # (kind, mode, dtype, hidden) -> provider -> seconds
+    for b in norms:
+        e = b["extra_info"]
+        cases[(e["kind"], e["mode"], e["dtype"], e["hidden"])][e["provider"]] = (_median(b), e)
+    if norms:
+        lines += ["| norm | mode | dtype | hidden | normsys GB/s | fraction of peak | "
+                  "normsys / best of torch op, compile |", "|---|---|---|---|---|---|---|"]
+        for key in sorted(cases):
+            kind, mode, dtype, hidden = key
+            if kind not in ("layernorm", "rmsnorm") or dtype != "bf16" or hidden < 4096:
+                continue
+            lines.append(_norm_row(key, cases[key]))
+        lines += ["", "| norm | worst normsys / best other (all sizes, dtypes, modes) | at |",
+                  "|---|---|---|"]
+        worst = {}
+        for key, providers in cases.items():
+            others = [t for p, (t, _) in providers.items() if p != "normsys"]
+            if "normsys" in providers and others:
+                ratio = providers["normsys"][0] / min(others)
+                if ratio > worst.get(key[0], (0.0, None))[0]:
+                    worst[key[0]] = (ratio, key)
+        for kind, (ratio, key) in sorted(worst.items()):
+            lines.append(f"| {kind} | {ratio:.2f} | {key[1]} {key[2]} h={key[3]} |")
+    train = {b["name"]: b for b in results["benchmarks"] if "tokens_per_s" in b.get("extra_info", {})}
+    eager = [b for n, b in train.items() if "eager" in n]
+    if train:
+        base = eager[0]["extra_info"]["tokens_per_s"] if eager else None
+        lines += ["", "| training step (seed encoder, paper settings) | tokens/s | x eager | MFU |",
+                  "|---|---|---|---|"]
+        for name, b in sorted(train.items()):
+            e = b["extra_info"]
+            speedup = f"{e['tokens_per_s'] / base:.1f}" if base else "-"
+            mfu = f"{e['mfu']:.3f}" if e.get("mfu") is not None else "-"
+            lines.append(f"| {name} | {e['tokens_per_s']:,.0f} | {speedup} | {mfu} |")
+    for b in results["benchmarks"]:
+        if "wall_time_s" in b.get("extra_info", {}):
+            lines += ["", f"Paper-tier Figure 4 (3 norms x 5 seeds x 15 epochs): "
+                          f"{b['extra_info']['wall_time_s']:.0f} s"]
+    return "\n".join(lines)
+
+
+def _norm_row(key: tuple, providers: dict) -> str:
+    seconds, extra = providers.get("normsys", (None, {}))
+    others = [t for p, (t, _) in providers.items() if p != "normsys"]
+    ratio = f"{seconds / min(others):.2f}" if seconds and others else "-"
+    fraction = extra.get("fraction_of_peak_bandwidth")
+    cells = [*map(str, key), f"{extra.get('GBps', float('nan')):,.0f}",
+             f"{fraction:.2f}" if fraction is not None else "-", ratio]
+    return "| " + " | ".join(cells) + " |"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m normsys.bench", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    m = sub.add_parser("merge", help="merge benchmark JSONs of one device into one file")
+    m.add_argument("out", type=Path)
+    m.add_argument("inputs", type=Path, nargs="+")
+    t = sub.add_parser("table", help="print README's benchmark table for one results JSON")
+    t.add_argument("results", type=Path)
+    args = parser.parse_args(argv)
+    if args.command == "merge":
+        args.out.write_text(json.dumps(merge(args.inputs), indent=2))
+    else:
+        print(table(json.loads(args.results.read_text())))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -14,9 +14,20 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
+from normsys.batched import SeedStack
 from normsys.bench import peaks, run_benchmark
 from normsys.config import preset
-from normsys.train import autocast_for, forward_backward, make_optimizer, make_task, prepare_model
+from normsys.train import (
+    StepLog,
+    autocast_for,
+    compiled,
+    empty_curves,
+    make_optimizer,
+    make_task,
+    prepare_model,
+    resolve_device,
+    train_step,
+)
 
 PAPER = {"model.seq_len": 128, "model.d": 128, "train.batch_size": 256, "train.device": "auto"}
 SMOKE = {"model.seq_len": 16, "model.d": 16, "train.batch_size": 8, "data.n_train": 64,
@@ -56,34 +67,54 @@ def model_flops_per_token(cfg) -> float:
     return 6 * 12 * layers * d * d + 12 * layers * t * d
 
 
-def record(benchmark, cfg, seconds_per_step: float, dev) -> None:
-    tokens = cfg.train.batch_size * cfg.model.seq_len / seconds_per_step
+def record(benchmark, cfg, seconds_per_step: float, dev, seeds: int = 1) -> None:
+    tokens = seeds * cfg.train.batch_size * cfg.model.seq_len / seconds_per_step
     _, flops = peaks(dev)
     benchmark.extra_info.update({
         "tokens_per_s": tokens,
         "mfu": tokens * model_flops_per_token(cfg) / flops if flops else None,
-        "batch": cfg.train.batch_size, "seq_len": cfg.model.seq_len, "d": cfg.model.d})
+        "batch": cfg.train.batch_size, "seq_len": cfg.model.seq_len, "d": cfg.model.d,
+        "seeds": seeds})
 
 
 @pytest.mark.parametrize("changes,steps", CASES)
 def test_train_step_normsys_core(benchmark, dev, changes, steps, data_env):
+    """The training loop's own step (train_step: compiled model on CUDA, bf16, fused Adam, the step
+    log read once per 50 steps), on a batch resident on the device."""
     cfg = preset("encoder", **changes)
     task = make_task(cfg).to(dev)
     model = prepare_model(cfg).to(dev).train()
-    step_model = torch.compile(model) if dev.type == "cuda" else model
+    step_model = compiled(model, cfg, resolve_device(cfg.train.device))
     opt = make_optimizer(cfg, list(model.parameters()), dev)
-    autocast = autocast_for(dev, cfg)
+    autocast, log = autocast_for(dev, cfg), StepLog([empty_curves()], dev, classify=True)
     b = cfg.train.batch_size
     x, y = task.x_train[:b], task.y_train[:b]
 
     def train_steps():
         for _ in range(steps):
-            opt.zero_grad(set_to_none=True)
-            with autocast:
-                forward_backward(step_model, task, x, y, None)
-            opt.step()
+            train_step(model, step_model, opt, task, x, y, None, autocast, log)
+        log.read()
 
     record(benchmark, cfg, run_benchmark(benchmark, train_steps, rounds=5) / steps, dev)
+
+
+@pytest.mark.parametrize("changes,steps", CASES)
+def test_train_step_normsys_core_5_seeds_batched(benchmark, dev, changes, steps, data_env):
+    """Five seeds in one vmapped (on CUDA compiled) pass, as the claims train them: tokens/s of all
+    five together."""
+    cfgs = [preset("encoder", **changes, **{"train.seed": s}) for s in range(5)]
+    task = make_task(cfgs[0]).to(dev)
+    stack = SeedStack(cfgs, [prepare_model(c).to(dev).train() for c in cfgs], task, dev)
+    log = StepLog([empty_curves() for _ in cfgs], dev, classify=True)
+    b = cfgs[0].train.batch_size
+    x, y = (torch.stack([t[i * b:(i + 1) * b] for i in range(5)]) for t in (task.x_train, task.y_train))
+
+    def train_steps():
+        for _ in range(steps):
+            stack.step(x, y, log)
+        log.read()
+
+    record(benchmark, cfgs[0], run_benchmark(benchmark, train_steps, rounds=5) / steps, dev, seeds=5)
 
 
 @pytest.mark.parametrize("changes,steps", CASES)

@@ -1,0 +1,49 @@
+"""The benchmark results tools: merging one device's files, README's table from a results JSON."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from normsys.bench import main, merge, table
+
+
+def result(device: str, benchmarks: list[dict]) -> dict:
+    return {"machine_info": {"normsys": {"device": device, "peak_memory_bandwidth_Bps": 4.8e12}},
+            "benchmarks": benchmarks}
+
+
+def norm(provider: str, seconds: float, kind="layernorm", mode="fwd", hidden=4096) -> dict:
+    extra = {"kind": kind, "provider": provider, "mode": mode, "dtype": "bf16", "hidden": hidden,
+             "GBps": 16.8e6 / seconds / 1e9, "fraction_of_peak_bandwidth": 16.8e6 / seconds / 4.8e12}
+    return {"name": f"test_norm_kernel[{kind}-{provider}]", "stats": {"median": seconds},
+            "extra_info": extra}
+
+
+def test_table_reports_bandwidth_and_the_worst_ratio_to_the_best_other_provider():
+    data = result("NVIDIA H200", [
+        norm("normsys", 5e-6), norm("torch", 4e-6), norm("compile", 6e-6),
+        norm("normsys", 9e-6, kind="l2", hidden=8192), norm("compile", 3e-6, kind="l2", hidden=8192),
+        {"name": "test_train_step_eager_notebook_loop[paper]", "stats": {"median": 1.0},
+         "extra_info": {"tokens_per_s": 1000.0, "mfu": 0.01}},
+        {"name": "test_train_step_normsys_core[paper]", "stats": {"median": 0.1},
+         "extra_info": {"tokens_per_s": 12000.0, "mfu": 0.12}},
+        {"name": "test_paper_tier_figure4_wall_time", "stats": {"median": 250.0},
+         "extra_info": {"wall_time_s": 250.0}}])
+    text = table(data)
+    assert "| layernorm | fwd | bf16 | 4096 | 3,360 | 0.70 | 1.25 |" in text
+    assert "| l2 | 3.00 | fwd bf16 h=8192 |" in text and "| layernorm | 1.25 |" in text
+    assert "| test_train_step_normsys_core[paper] | 12,000 | 12.0 | 0.120 |" in text
+    assert "Figure 4 (3 norms x 5 seeds x 15 epochs): 250 s" in text
+
+
+def test_merge_joins_one_device_and_refuses_two(tmp_path):
+    a, b, c = (tmp_path / n for n in ("a.json", "b.json", "c.json"))
+    a.write_text(json.dumps(result("H200", [norm("normsys", 1e-5)])))
+    b.write_text(json.dumps(result("H200", [norm("torch", 1e-5)])))
+    c.write_text(json.dumps(result("H100", [norm("torch", 1e-5)])))
+    assert main(["merge", str(tmp_path / "m.json"), str(a), str(b)]) == 0
+    assert len(json.loads((tmp_path / "m.json").read_text())["benchmarks"]) == 2
+    with pytest.raises(ValueError, match="one device"):
+        merge([a, c])
