@@ -22,6 +22,7 @@ import torch
 from torch.func import functional_call, stack_module_state, vmap
 
 from normsys.config import RunConfig
+from normsys.norms import fusion
 from normsys.record import RunRecord
 from normsys.train import (
     StepLog,
@@ -88,6 +89,11 @@ class SeedStack:
 def train_seeds(cfgs: list[RunConfig]) -> list[tuple[RunRecord, dict | None]]:
     """Train the seeds of ``cfgs`` (same config, different train.seed) in one vmapped pass."""
     check_batchable(cfgs)
+    with fusion(cfgs[0].train.compile == "auto"):
+        return _train_seeds(cfgs)
+
+
+def _train_seeds(cfgs: list[RunConfig]) -> list[tuple[RunRecord, dict | None]]:
     start = time.perf_counter()
     cfg = cfgs[0]
     device = resolve_device(cfg.train.device)

@@ -10,8 +10,10 @@ analysis reasons about; the property tests check them against autograd in float6
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -19,6 +21,44 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 L2_FLOOR = 1e-9  # the seeds' manual L2: x / max(||x||, 1e-9)
+
+
+# ----------------------------------------------------------------------------- fused kernels
+
+FUSE_DEVICES = {"cuda"}  # device types on which the eager compositions run as compiled kernels
+_fusion = {"enabled": True}
+
+
+def fused(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
+    """Run ``fn`` through torch.compile when its input lives on a device in ``FUSE_DEVICES``.
+
+    For the norms that torch has no kernel for (l2 family, dyt): eager torch makes 3-5 passes over
+    memory per call (norm, divide, scale, affine; more backward), a compiled kernel one read and one
+    write. Eager inside an enclosing torch.compile (which fuses it with its neighbours anyway), on
+    other devices, and within ``fusion(False)`` (train.compile=off).
+    """
+    compiled = functools.cache(lambda: torch.compile(fn))  # dynamo loads on first use only
+
+    @functools.wraps(fn)
+    def run(x: Tensor, *args, **kwargs) -> Tensor:
+        if (_fusion["enabled"] and x.device.type in FUSE_DEVICES
+                and not torch.compiler.is_compiling()):
+            return compiled()(x, *args, **kwargs)
+        return fn(x, *args, **kwargs)
+
+    run.eager = fn
+    return run
+
+
+@contextmanager
+def fusion(enabled: bool) -> Iterator[None]:
+    """Turn the compiled norm kernels on or off for the duration (train.compile=off: off)."""
+    before = _fusion["enabled"]
+    _fusion["enabled"] = enabled
+    try:
+        yield
+    finally:
+        _fusion["enabled"] = before
 
 
 # ----------------------------------------------------------------------------- functional forms
@@ -55,6 +95,7 @@ def rms_norm_reference(x: Tensor, weight: Tensor | None = None, eps: float = 1e-
     return _affine(y, weight, None)
 
 
+@fused
 def l2_norm(x: Tensor, weight: Tensor | None = None, bias: Tensor | None = None,
             scale: float = 1.0) -> Tensor:
     """scale * x / max(||x||_2, 1e-9) over the last dim, then an optional per-feature affine."""
@@ -62,6 +103,7 @@ def l2_norm(x: Tensor, weight: Tensor | None = None, bias: Tensor | None = None,
     return _affine(y, weight, bias)
 
 
+@fused
 def dyt(x: Tensor, alpha: Tensor | float, weight: Tensor | None = None,
         bias: Tensor | None = None) -> Tensor:
     """Dynamic tanh (Zhu et al. 2025): weight * tanh(alpha * x) + bias, alpha a scalar."""

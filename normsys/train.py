@@ -28,6 +28,7 @@ from normsys import diagnostics as dg
 from normsys.config import RunConfig
 from normsys.feedback import dfa_feedback, dfa_loss_and_backward, to_feedback_alignment
 from normsys.models import build_model, capture
+from normsys.norms import fusion
 from normsys.record import RunRecord
 
 EVAL_SEED = 1_000_003  # fixed evaluation batches (LM), identical for every seed and norm
@@ -396,7 +397,13 @@ def train_step(model, step_model, opt, task: Task, x, y, feedback, autocast, log
 
 
 def train_with_state(cfg: RunConfig) -> tuple[RunRecord, dict | None]:
-    """Train ``cfg``; return its record and (if train.keep_state) the trained state_dict."""
+    """Train ``cfg``; return its record and (if train.keep_state) the trained state_dict.
+    train.compile=off turns every compile off, the norms' fused kernels included."""
+    with fusion(cfg.train.compile == "auto"):
+        return _train_with_state(cfg)
+
+
+def _train_with_state(cfg: RunConfig) -> tuple[RunRecord, dict | None]:
     start = time.perf_counter()
     t = cfg.train
     device = resolve_device(t.device)

@@ -301,3 +301,38 @@ def test_bad_options_and_dims_are_clear_errors():
         build_norm("layernorm", 0)
     with pytest.raises(ValueError, match="batch 1"):
         build_norm("batchnorm", 4).train()(torch.zeros(1, 4))
+
+
+# ----------------------------------------------------------------------------- fused kernels (CUDA path)
+
+FUSED_KINDS = ["l2", "scaled_l2", "l2_affine", "dyt"]
+
+
+def test_fused_kernels_compute_the_eager_function_forward_and_backward(monkeypatch):
+    """On CUDA the l2 family and dyt run compiled; forced on here on the CPU, the compiled kernels
+    must give the eager outputs and gradients (x and every parameter), also under vmap, and
+    fusion(False) must keep them eager."""
+    from torch._dynamo.utils import counters
+    from torch.func import vmap
+
+    monkeypatch.setattr(norms, "FUSE_DEVICES", {"cpu"})
+    x = seeded_randn((2, 6, 32), 0, dtype=torch.float32) * 3
+    dy = seeded_randn((2, 6, 32), 1, dtype=torch.float32)
+    for kind in FUSED_KINDS:
+        module = build_norm(kind, 32)
+        for p in module.parameters():
+            p.data.add_(0.1 * seeded_randn(p.shape, 2))
+        with norms.fusion(False):
+            graphs = counters["stats"]["unique_graphs"]
+            eager_x = x.clone().requires_grad_()
+            eager = module(eager_x)
+            eager_grads = torch.autograd.grad(eager, [eager_x, *module.parameters()], dy)
+            assert counters["stats"]["unique_graphs"] == graphs, "fusion(False) compiled"
+        fast_x = x.clone().requires_grad_()
+        fast = module(fast_x)
+        fast_grads = torch.autograd.grad(fast, [fast_x, *module.parameters()], dy)
+        assert counters["stats"]["unique_graphs"] > graphs, f"{kind}: no compiled kernel ran"
+        assert_close(fast, eager, rtol=1e-5, atol=1e-6)
+        for got, want in zip(fast_grads, eager_grads, strict=True):
+            assert_close(got, want, rtol=1e-4, atol=1e-6)
+    assert_close(vmap(norms.l2_norm)(x), norms.l2_norm.eager(x), rtol=1e-5, atol=1e-6)
