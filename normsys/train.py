@@ -172,7 +172,9 @@ def forward_backward(model, task, x, y, feedback) -> tuple[Tensor, Tensor]:
 def grad_norm(model: nn.Module) -> Tensor:
     """||dL/dW|| over every parameter, as a device tensor (fused into one kernel on CUDA)."""
     grads = [p.grad.detach() for p in model.parameters() if p.grad is not None]
-    return torch.nn.utils.get_total_norm(grads) if grads else torch.zeros(())
+    if not grads:
+        return torch.zeros((), device=next(model.parameters()).device)
+    return torch.nn.utils.get_total_norm(grads)
 
 
 @torch.no_grad()
