@@ -30,3 +30,16 @@ def data_env(monkeypatch):
 @pytest.fixture
 def no_cache(monkeypatch):
     monkeypatch.setenv("NORMSYS_CACHE", "off")
+
+
+@pytest.fixture
+def light_compile(monkeypatch):
+    """torch.compile with the aot_eager backend: dynamo's graph capture and AOT autograd (graph
+    breaks, vmap and autocast under compile, the backward graph) without inductor's C++ code
+    generation, which costs seconds per graph on CPU and is not the CUDA code anyway; the CUDA
+    numerics are checked by the gpu tests."""
+    import functools
+
+    import torch
+
+    monkeypatch.setattr(torch, "compile", functools.partial(torch.compile, backend="aot_eager"))

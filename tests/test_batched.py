@@ -34,7 +34,7 @@ def test_batched_seeds_match_separate_runs(name, changes, data_env, no_cache):
             assert abs(rec_b.probes[layer]["erank"] - probe["erank"]) <= 1e-2
 
 
-def test_compiled_paths_match_eager_runs(no_cache, monkeypatch):
+def test_compiled_paths_match_eager_runs(no_cache, monkeypatch, light_compile):
     """The CUDA path compiles the model (one run) and the vmapped loss (batched seeds); forced on
     here on the CPU, both must give the eager runs' losses."""
     cfgs = [preset("ffn_stack", **{"train.steps": 6, "model.d": 16, "data.batch_shape": (4, 5, 16),

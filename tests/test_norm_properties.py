@@ -308,7 +308,7 @@ def test_bad_options_and_dims_are_clear_errors():
 FUSED_KINDS = ["l2", "scaled_l2", "l2_affine", "dyt"]
 
 
-def test_fused_kernels_compute_the_eager_function_forward_and_backward(monkeypatch):
+def test_fused_kernels_compute_the_eager_function_forward_and_backward(monkeypatch, light_compile):
     """On CUDA the l2 family and dyt run compiled; forced on here on the CPU, the compiled kernels
     must give the eager outputs and gradients (x and every parameter), also under vmap, and
     fusion(False) must keep them eager."""
