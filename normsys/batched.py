@@ -61,7 +61,7 @@ class SeedStack:
 
     def __init__(self, cfgs: list[RunConfig], models: list, task, device: torch.device):
         cfg = cfgs[0]
-        self.task, self.autocast = task, autocast_for(device, cfg)
+        self.autocast = autocast_for(device, cfg)
         self.params, self.buffers = stack_module_state(models)  # name -> (S, ...)
         self.trainable = [v for v in self.params.values() if v.requires_grad]
         self.opt = make_optimizer(cfg, self.trainable, device)
