@@ -7,7 +7,8 @@ gives each seed exactly its own gradient. Each seed keeps its own initialization
 and its own data order (Generator(seed)), so the records match separate runs up to floating-point
 reduction order (tests/test_batched.py).
 
-On CUDA (train.compile=auto) the vmapped loss is compiled as one graph, as a single run's model is.
+On CUDA (train.compile=auto or cudagraphs) the vmapped loss is compiled as one graph, as a single
+run's model is.
 
 Limits: backprop only (FA/DFA's custom backward has no vmap rule), no batchnorm (its running
 statistics mutate inside the pass), and the configs may differ in train.seed alone.
@@ -89,7 +90,7 @@ class SeedStack:
 def train_seeds(cfgs: list[RunConfig]) -> list[tuple[RunRecord, dict | None]]:
     """Train the seeds of ``cfgs`` (same config, different train.seed) in one vmapped pass."""
     check_batchable(cfgs)
-    with fusion(cfgs[0].train.compile == "auto"):
+    with fusion(cfgs[0].train.compile != "off"):
         return _train_seeds(cfgs)
 
 

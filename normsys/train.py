@@ -374,10 +374,13 @@ def make_optimizer(cfg: RunConfig, params, device: torch.device) -> torch.optim.
 
 
 def compiled(fn, cfg: RunConfig, device: torch.device):
-    """``torch.compile(fn)`` where it pays: backprop on CUDA with train.compile=auto (FA's custom
-    backward and DFA's hooks stay eager; on the CPU compiling costs more than it saves)."""
-    if cfg.train.compile == "auto" and cfg.train.method == "bp" and compile_on(device):
-        return torch.compile(fn)
+    """``torch.compile(fn)`` where it pays: backprop on CUDA with train.compile=auto, or cudagraphs
+    (CUDA graphs replay each step's kernels in one launch: the shapes are static within an epoch).
+    FA's custom backward and DFA's hooks stay eager; on the CPU compiling costs more than it saves.
+    """
+    t = cfg.train
+    if t.compile != "off" and t.method == "bp" and compile_on(device):
+        return torch.compile(fn, mode="reduce-overhead" if t.compile == "cudagraphs" else None)
     return fn
 
 
@@ -401,7 +404,7 @@ def train_step(model, step_model, opt, task: Task, x, y, feedback, autocast, log
 def train_with_state(cfg: RunConfig) -> tuple[RunRecord, dict | None]:
     """Train ``cfg``; return its record and (if train.keep_state) the trained state_dict.
     train.compile=off turns every compile off, the norms' fused kernels included."""
-    with fusion(cfg.train.compile == "auto"):
+    with fusion(cfg.train.compile != "off"):
         return _train_with_state(cfg)
 
 

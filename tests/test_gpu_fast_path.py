@@ -36,9 +36,10 @@ def within_tolerance(diff: dict[str, float]) -> bool:
 
 
 @pytest.mark.gpu
-def test_bf16_autocast_and_compile_match_fp32_on_the_seed_encoder(data_env, no_cache):
+@pytest.mark.parametrize("compile_mode", ["auto", "cudagraphs"])
+def test_bf16_autocast_and_compile_match_fp32_on_the_seed_encoder(data_env, no_cache, compile_mode):
     cfg = preset("encoder", **{"train.device": "cuda", "train.epochs": 2})
-    fast = train(cfg)  # amp=auto (bf16), compile=auto, fused Adam, SDPA
+    fast = train(cfg.override(**{"train.compile": compile_mode}))  # bf16, compiled, fused Adam, SDPA
     plain = train(cfg.override(**{"train.amp": "off", "train.compile": "off"}))
     diff = differences(fast, plain)
     assert within_tolerance(diff), diff

@@ -6,6 +6,7 @@ import itertools
 import json
 import math
 
+import pytest
 import torch
 
 from normsys.config import preset
@@ -58,6 +59,26 @@ def test_deferred_host_reads_give_the_per_step_record(no_cache, monkeypatch):
     assert deferred[0].curves == eager[0].curves and deferred[0].metrics == eager[0].metrics
     assert deferred[1].diverged and deferred[1].steps == eager[1].steps
     assert deferred[1].curves == eager[1].curves
+
+
+def test_compile_setting_picks_the_mode_and_keeps_fa_eager(monkeypatch):
+    """train.compile: auto -> torch.compile's default, cudagraphs -> mode reduce-overhead, off -> none;
+    FA/DFA never (custom backward); CPU never (compile_on)."""
+    from normsys.train import compiled
+
+    calls = []
+    monkeypatch.setattr(torch, "compile", lambda fn, mode=None: calls.append(mode) or "compiled")
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    cfg = preset("resmlp")
+    assert compiled("fn", cfg, cpu) == "fn" and calls == []
+    monkeypatch.setattr("normsys.train.compile_on", lambda device: device.type == "cuda")
+    assert compiled("fn", cfg, cuda) == "compiled" and calls == [None]
+    assert compiled("fn", cfg.override(**{"train.compile": "cudagraphs"}), cuda) == "compiled"
+    assert calls == [None, "reduce-overhead"]
+    assert compiled("fn", cfg.override(**{"train.compile": "off"}), cuda) == "fn"
+    assert compiled("fn", cfg.override(**{"train.method": "fa"}), cuda) == "fn"
+    with pytest.raises(ValueError, match="compile"):
+        cfg.override(**{"train.compile": "max"})
 
 
 def test_gradients_at_init_per_layer(no_cache):

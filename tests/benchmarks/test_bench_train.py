@@ -34,6 +34,9 @@ SMOKE = {"model.seq_len": 16, "model.d": 16, "train.batch_size": 8, "data.n_trai
          "data.n_test": 16, "train.device": "auto"}
 CASES = [pytest.param(PAPER, 20, marks=pytest.mark.gpu, id="paper"),
          pytest.param(SMOKE, 2, id="cpu-smoke")]
+# the normsys core with torch.compile's default mode and with CUDA graphs (train.compile=cudagraphs)
+CORE_CASES = [pytest.param({**PAPER, "train.compile": mode}, 20, marks=pytest.mark.gpu,
+                           id=f"paper-{mode}") for mode in ("auto", "cudagraphs")] + CASES[1:]
 
 
 class NotebookBlock(nn.Module):
@@ -77,7 +80,7 @@ def record(benchmark, cfg, seconds_per_step: float, dev, seeds: int = 1) -> None
         "seeds": seeds})
 
 
-@pytest.mark.parametrize("changes,steps", CASES)
+@pytest.mark.parametrize("changes,steps", CORE_CASES)
 def test_train_step_normsys_core(benchmark, dev, changes, steps, data_env):
     """The training loop's own step (train_step: compiled model on CUDA, bf16, fused Adam, the step
     log read once per 50 steps), on a batch resident on the device."""
@@ -98,7 +101,7 @@ def test_train_step_normsys_core(benchmark, dev, changes, steps, data_env):
     record(benchmark, cfg, run_benchmark(benchmark, train_steps, rounds=5) / steps, dev)
 
 
-@pytest.mark.parametrize("changes,steps", CASES)
+@pytest.mark.parametrize("changes,steps", CORE_CASES)
 def test_train_step_normsys_core_5_seeds_batched(benchmark, dev, changes, steps, data_env):
     """Five seeds in one vmapped (on CUDA compiled) pass, as the claims train them: tokens/s of all
     five together."""
