@@ -30,6 +30,7 @@ from normsys.train import (
     autocast_for,
     batches,
     compiled,
+    drive,
     empty_curves,
     finish,
     first_batch,
@@ -107,22 +108,11 @@ def _train_seeds(cfgs: list[RunConfig]) -> list[tuple[RunRecord, dict | None]]:
     stack = SeedStack(cfgs, models, task, device)
     curves = [empty_curves() for _ in cfgs]
     log = StepLog(curves, device, task.kind == "classify")
-    epoch_now = 0
     streams = [batches(task, c, torch.Generator().manual_seed(c.train.seed)) for c in cfgs]
-    bar = progress_bar(total_steps(task, cfg), f"{cfg.model.family}/{cfg.model.norm}/x{len(cfgs)} seeds")
-    for items in zip(*streams, strict=True):
-        epoch = items[0][0]
-        if epoch != epoch_now and log.end_epoch():
-            break
-        epoch_now = epoch
-        x = torch.stack([it[1] for it in items])  # (S, B, ...)
-        y = torch.stack([it[2] for it in items])
-        done = stack.step(x, y, log)
-        bar.update()
-        if done:
-            break
-    bar.close()
-    log.close()
+    stacked = ((items[0][0], torch.stack([it[1] for it in items]), torch.stack([it[2] for it in items]))
+               for items in zip(*streams, strict=True))  # (epoch, x (S, B, ...), y (S, B))
+    desc = f"{cfg.model.family}/{cfg.model.norm}/x{len(cfgs)} seeds"
+    drive(stacked, lambda x, y: stack.step(x, y, log), log, progress_bar(total_steps(task, cfg), desc))
 
     results = []
     with torch.no_grad():

@@ -126,10 +126,6 @@ def merge(paths: list[Path]) -> dict:
     return merged
 
 
-def _median(bench: dict) -> float:
-    return bench["stats"]["median"]
-
-
 def table(results: dict) -> str:
     """README's short table: norm bandwidth, normsys against the best other provider per kind, the
     training core against the eager loop, and the Figure 4 wall time."""
@@ -141,7 +137,7 @@ def table(results: dict) -> str:
     cases = defaultdict(dict)  # (kind, mode, dtype, hidden) -> provider -> seconds
     for b in norms:
         e = b["extra_info"]
-        cases[(e["kind"], e["mode"], e["dtype"], e["hidden"])][e["provider"]] = (_median(b), e)
+        cases[(e["kind"], e["mode"], e["dtype"], e["hidden"])][e["provider"]] = (b["stats"]["median"], e)
     if norms:
         lines += ["| norm | mode | dtype | hidden | normsys GB/s | fraction of peak | "
                   "normsys / best of torch op, compile |", "|---|---|---|---|---|---|---|"]
@@ -154,11 +150,9 @@ def table(results: dict) -> str:
                   "|---|---|---|"]
         worst = {}
         for key, providers in cases.items():
-            others = [t for p, (t, _) in providers.items() if p != "normsys"]
-            if "normsys" in providers and others:
-                ratio = providers["normsys"][0] / min(others)
-                if ratio > worst.get(key[0], (0.0, None))[0]:
-                    worst[key[0]] = (ratio, key)
+            ratio = _ratio_to_best_other(providers)
+            if ratio is not None and ratio > worst.get(key[0], (0.0, None))[0]:
+                worst[key[0]] = (ratio, key)
         for kind, (ratio, key) in sorted(worst.items()):
             lines.append(f"| {kind} | {ratio:.2f} | {key[1]} {key[2]} h={key[3]} |")
     train = {b["name"]: b for b in results["benchmarks"] if "tokens_per_s" in b.get("extra_info", {})}
@@ -179,13 +173,18 @@ def table(results: dict) -> str:
     return "\n".join(lines)
 
 
-def _norm_row(key: tuple, providers: dict) -> str:
-    seconds, extra = providers.get("normsys", (None, {}))
+def _ratio_to_best_other(providers: dict) -> float | None:
+    """normsys's time over the fastest other provider's (None when either is missing)."""
     others = [t for p, (t, _) in providers.items() if p != "normsys"]
-    ratio = f"{seconds / min(others):.2f}" if seconds and others else "-"
-    fraction = extra.get("fraction_of_peak_bandwidth")
+    return providers["normsys"][0] / min(others) if "normsys" in providers and others else None
+
+
+def _norm_row(key: tuple, providers: dict) -> str:
+    extra = providers.get("normsys", (None, {}))[1]
+    ratio, fraction = _ratio_to_best_other(providers), extra.get("fraction_of_peak_bandwidth")
     cells = [*map(str, key), f"{extra.get('GBps', float('nan')):,.0f}",
-             f"{fraction:.2f}" if fraction is not None else "-", ratio]
+             f"{fraction:.2f}" if fraction is not None else "-",
+             f"{ratio:.2f}" if ratio is not None else "-"]
     return "| " + " | ".join(cells) + " |"
 
 

@@ -390,15 +390,30 @@ def compile_on(device: torch.device) -> bool:
 
 def train_step(model, step_model, opt, task: Task, x, y, feedback, autocast, log: StepLog) -> bool:
     """One update: forward and backward through ``step_model`` (the model, or its compiled form),
-    log the step without a host sync, then the optimizer step. False (and no update) when the log
+    log the step without a host sync, then the optimizer step. True (and no update) when the log
     was read and the loss is non-finite."""
     opt.zero_grad(set_to_none=True)
     with autocast:
         loss, out = forward_backward(step_model, task, x, y, feedback)
     if log.add(loss, grad_norm(model), out, y):
-        return False
+        return True
     opt.step()
-    return True
+    return False
+
+
+def drive(stream, step, log: StepLog, bar) -> None:
+    """The loop shared by one run and batched seeds: ``step(x, y)`` on every (epoch, x, y) of
+    ``stream`` until it returns True (every run diverged), closing the log at each epoch's end."""
+    epoch_now = 0
+    for epoch, x, y in stream:
+        if epoch != epoch_now and log.end_epoch():
+            break
+        epoch_now = epoch
+        if step(x, y):
+            break
+        bar.update()
+    bar.close()
+    log.close()
 
 
 def train_with_state(cfg: RunConfig) -> tuple[RunRecord, dict | None]:
@@ -426,18 +441,10 @@ def _train_with_state(cfg: RunConfig) -> tuple[RunRecord, dict | None]:
     gen = torch.Generator().manual_seed(t.seed)
     curves = empty_curves()
     log = StepLog([curves], device, task.kind == "classify")
-    epoch_now = 0
-    bar = progress_bar(total_steps(task, cfg), f"{cfg.model.family}/{cfg.model.norm}/s{t.seed}")
-    for epoch, x, y in batches(task, cfg, gen):
-        if epoch != epoch_now and log.end_epoch():
-            break
-        epoch_now = epoch
-        model.train()
-        if not train_step(model, step_model, opt, task, x, y, feedback, autocast, log):
-            break
-        bar.update()
-    bar.close()
-    log.close()
+    model.train()
+    drive(batches(task, cfg, gen),
+          lambda x, y: train_step(model, step_model, opt, task, x, y, feedback, autocast, log),
+          log, progress_bar(total_steps(task, cfg), f"{cfg.model.family}/{cfg.model.norm}/s{t.seed}"))
     diverged, steps = log.diverged[0], len(curves["loss"])
     return finish(cfg, model, task, device, autocast, x0, init, curves, diverged, steps, start)
 
