@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -117,7 +118,11 @@ def run_benchmark(benchmark, fn, rounds: int = 50):
 
 def merge(paths: list[Path]) -> dict:
     """One pytest-benchmark JSON from several runs on the same machine (e.g. one per dtype)."""
-    runs = [json.loads(Path(p).read_text()) for p in paths]
+    texts = {str(p): Path(p).read_text() for p in paths}
+    # pytest-benchmark leaves an empty file behind when nothing was measured (all cases skipped)
+    runs = [json.loads(text) for text in texts.values() if text.strip()]
+    if not runs:
+        raise ValueError(f"no measurements in {', '.join(texts)}: every file is empty")
     devices = {r["machine_info"].get("normsys", {}).get("device") for r in runs}
     if len(devices) != 1:
         raise ValueError(f"merge takes the results of one device, got {sorted(map(str, devices))}")
@@ -199,7 +204,11 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("results", type=Path)
     args = parser.parse_args(argv)
     if args.command == "merge":
-        args.out.write_text(json.dumps(merge(args.inputs), indent=2))
+        try:
+            args.out.write_text(json.dumps(merge(args.inputs), indent=2))
+        except ValueError as err:
+            print(f"normsys.bench merge: {err}", file=sys.stderr)
+            return 2
     else:
         print(table(json.loads(args.results.read_text())))
     return 0

@@ -47,3 +47,8 @@ def test_merge_joins_one_device_and_refuses_two(tmp_path):
     assert len(json.loads((tmp_path / "m.json").read_text())["benchmarks"]) == 2
     with pytest.raises(ValueError, match="one device"):
         merge([a, c])
+    empty = tmp_path / "skipped.json"  # what pytest-benchmark leaves when every case was skipped
+    empty.write_text("")
+    assert len(merge([a, empty])["benchmarks"]) == 1
+    with pytest.raises(ValueError, match="no measurements"):
+        merge([empty])

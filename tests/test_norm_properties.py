@@ -336,3 +336,27 @@ def test_fused_kernels_compute_the_eager_function_forward_and_backward(monkeypat
         for got, want in zip(fast_grads, eager_grads, strict=True):
             assert_close(got, want, rtol=1e-4, atol=1e-6)
     assert_close(vmap(norms.l2_norm)(x), norms.l2_norm.eager(x), rtol=1e-5, atol=1e-6)
+
+
+def test_fused_kernel_compiles_a_new_shape_static_only_after_a_dynamo_reset(monkeypatch):
+    """Why the norm benchmark resets dynamo before every case: a fused kernel's second input shape
+    is compiled with symbolic sizes (automatic dynamic), a slower kernel than the static one that
+    training compiles for its single shape; after a reset it is static again."""
+    import torch._dynamo
+
+    graphs: list[bool] = []  # per compiled graph: does it take symbolic sizes?
+
+    def backend(gm, example_inputs):
+        graphs.append(any(isinstance(i, torch.SymInt) for i in example_inputs))
+        return gm.forward
+
+    compile_ = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda fn, **kw: compile_(fn, backend=backend, **kw))
+    monkeypatch.setattr(norms, "FUSE_DEVICES", {"cpu"})
+    fn = norms.fused(norms.l2_norm.eager)  # its own compile cache, under the patched backend
+    torch._dynamo.reset()
+    fn(torch.randn(8, 16))
+    fn(torch.randn(4, 32))
+    torch._dynamo.reset()
+    fn(torch.randn(2, 64))
+    assert graphs == [False, True, False]

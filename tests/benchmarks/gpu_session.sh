@@ -9,11 +9,20 @@
 #           fastpath                tests marked gpu under tests/ (bf16+compile within tolerance of
 #                                   fp32, the CUDA batching rule for attention)
 #           claims PATH...          `pytest PATH -m gpu` (the paper tier) for the given claim files
+#   STAGE/PART runs one part of a stage (what $OUT/not-run.txt lists), e.g. norms-fp32/l2:
+#           norms parts layernorm-rmsnorm, l2 (l2, scaled_l2, l2_affine), dyt-batchnorm-none;
+#           train parts steps, figure4
 #
 # Before the call, here: copy the data beside the code, since ../shared does not travel:
 #   mkdir -p .gpu-data && cp -r ../shared/data/. .gpu-data/
 # then run `bash tests/benchmarks/gpu_session.sh STAGE [STAGE...]` with carry [".gpu-data"].
 # Afterwards: python -m normsys.bench merge tests/benchmarks/results/<device>.json <the JSONs>
+#
+# The call's limit kills everything at once and pytest-benchmark writes its JSON only at the end,
+# so each stage runs in parts (norms: three groups of kinds; train: step benchmarks, then Figure 4),
+# each part's JSON is merged into $OUT/<device>-<stage>.json as soon as it ends, and no part starts
+# or runs past GPU_SESSION_BUDGET_S (default 540 s) from the script's start: what did not run is
+# listed in $OUT/not-run.txt for the next call. Order a call's stages by priority.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
@@ -26,26 +35,54 @@ device=$(python3 -c "import torch; print(torch.cuda.get_device_name().replace(' 
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,clocks.max.mem --format=csv \
   >"$out/nvidia-smi.csv" 2>/dev/null || true
 status=0
-pytest_to() {  # pytest_to LOGNAME ARGS...: run pytest, log under $OUT, remember a failure
-  local log="$out/$1.log"; shift
-  python3 -m pytest -p no:cacheprovider -m gpu -ra "$@" 2>&1 | tee "$log"
-  local rc=${PIPESTATUS[0]}
-  [ "$rc" -eq 0 ] || { echo "gpu_session: pytest $* exited $rc" >&2; status=1; }
+budget=${GPU_SESSION_BUDGET_S:-540}
+parts="/tmp/gpu-session-parts"
+mkdir -p "$parts"
+
+wanted() {  # wanted PART: no part named with the stage, or this one
+  [ -z "$only" ] || [ "$only" = "$1" ]
 }
+
+pytest_part() {  # pytest_part STAGE PART ARGS...: pytest -m gpu within the budget, log under $OUT
+  local stage=$1 part=$2; shift 2
+  local left=$((budget - SECONDS))
+  if [ "$left" -lt 30 ]; then
+    echo "$stage $part" >>"$out/not-run.txt"
+    echo "gpu_session: budget spent, not run: $stage $part" >&2; status=1; return 1
+  fi
+  echo "== $stage $part (${left}s left)" >>"$out/$stage.log"
+  # SIGINT first: pytest stops as if interrupted and still writes what it measured
+  timeout --signal=INT --kill-after=20 "$left" \
+    python3 -m pytest -p no:cacheprovider -m gpu -ra "$@" 2>&1 | tee -a "$out/$stage.log"
+  local rc=${PIPESTATUS[0]}
+  [ "$rc" -eq 0 ] || { echo "gpu_session: $stage $part: pytest exited $rc" >&2; status=1; }
+}
+
+bench_part() {  # bench_part STAGE PART ARGS...: a benchmark part, merged into $OUT/<device>-STAGE.json
+  local stage=$1 part=$2; shift 2
+  local json="$parts/$stage-$part.json"
+  pytest_part "$stage" "$part" "$@" --benchmark-enable --benchmark-json "$json" || return 0
+  local done=("$parts/$stage"-*.json)
+  python3 -m normsys.bench merge "$out/$device-$stage.json" "${done[@]}" || true
+}
+
 while [ $# -gt 0 ]; do
-  stage=$1; shift
+  stage=${1%%/*} only=${1#"$stage"}; only=${only#/}; shift
   case "$stage" in
     norms-bf16|norms-fp32)
-      pytest_to "$stage" tests/benchmarks/test_bench_norms.py -k "${stage#norms-}" \
-        --benchmark-enable --benchmark-json "$out/$device-$stage.json" ;;
+      dtype=${stage#norms-}  # the targets' kinds first
+      for group in "layernorm or rmsnorm" "l2" "dyt or batchnorm or none"; do
+        wanted "${group// or /-}" && bench_part "$stage" "${group// or /-}" \
+          tests/benchmarks/test_bench_norms.py -k "$dtype and ($group)"
+      done ;;
     train)
-      pytest_to train tests/benchmarks/test_bench_train.py \
-        --benchmark-enable --benchmark-json "$out/$device-train.json" ;;
+      wanted steps && bench_part train steps tests/benchmarks/test_bench_train.py -k "not figure4"
+      wanted figure4 && bench_part train figure4 tests/benchmarks/test_bench_train.py -k figure4 ;;
     fastpath)
-      pytest_to fastpath tests --ignore tests/benchmarks ;;
+      pytest_part fastpath all tests --ignore tests/benchmarks ;;
     claims)
       # the report is a folder of files; $OUT returns at most 8 files, so it travels as one archive
-      pytest_to claims "$@" --claims-report /tmp/claims-report; shift $#
+      pytest_part claims "$*" "$@" --claims-report /tmp/claims-report; shift $#
       # run records only: the trained weights (*.pt) would pass the 16 MB a file that comes back
       tar czf "$out/claims-report.tgz" -C / --exclude='*.pt' --exclude='*.lock' \
         tmp/claims-report "${NORMSYS_CACHE#/}/runs" || true ;;

@@ -40,10 +40,6 @@ def norm_fn(kind: str, provider: str, module):
     if provider == "compile":
         if not torch.cuda.is_available() and kind not in CPU_COMPILE_SMOKE:
             pytest.skip(f"CPU smoke compiles {', '.join(CPU_COMPILE_SMOKE)} only")
-        # A fresh, static-shape compile per case: dynamo keys its cache on the forward's code, so
-        # without a reset the second size would get a dynamic-shape kernel and the ninth none at all
-        # (the recompile limit falls back to eager).
-        torch._dynamo.reset()
         return torch.compile(module, dynamic=False)
     return module
 
@@ -53,6 +49,11 @@ def norm_fn(kind: str, provider: str, module):
 @pytest.mark.parametrize("provider", ["normsys", "torch", "compile"])
 @pytest.mark.parametrize("kind", list(NORMS))
 def test_norm_kernel(benchmark, dev, kind, provider, mode, hidden, rows, dtype):
+    # Every case compiles from a fresh dynamo state, the compile provider's module and normsys's
+    # fused kernels (l2 family, dyt on CUDA) alike: dynamo keys its cache on the code, so without a
+    # reset a function's second shape gets a dynamic-shape kernel (automatic dynamic) and its ninth
+    # none at all (the recompile limit falls back to eager). Training compiles one static shape.
+    torch._dynamo.reset()
     dt = DTYPES[dtype]
     module = build_norm(kind, hidden).to(dev, dt).train()
     fn = norm_fn(kind, provider, module)
