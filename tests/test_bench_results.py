@@ -52,3 +52,25 @@ def test_merge_joins_one_device_and_refuses_two(tmp_path):
     assert len(merge([a, empty])["benchmarks"]) == 1
     with pytest.raises(ValueError, match="no measurements"):
         merge([empty])
+
+
+def test_device_times_replace_the_host_times_in_the_benchmark_stats():
+    """On CUDA the stats that pytest-benchmark writes (and `compare` shows) are the CUDA-event
+    times, also when a statistic was already computed from the host times."""
+    from types import SimpleNamespace
+
+    from pytest_benchmark.stats import Stats
+
+    from normsys.bench import use_times
+
+    stats = Stats()
+    for host in (3e-5, 2e-5, 4e-5):
+        stats.update(host)
+    assert stats.median == 3e-5  # cached from the host times
+    bench = SimpleNamespace(stats=SimpleNamespace(stats=stats))
+    use_times(bench, [1e-5, 3e-5, 2e-5])
+    assert stats.median == 2e-5 and stats.min == 1e-5 and stats.rounds == 3
+    assert stats.as_dict()["max"] == 3e-5
+    with pytest.raises(ValueError, match="2 device times for 3 benchmark rounds"):
+        use_times(bench, [1e-5, 2e-5])
+    use_times(SimpleNamespace(stats=None), [1e-5])  # benchmarks disabled: nothing to replace

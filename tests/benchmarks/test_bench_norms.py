@@ -66,7 +66,7 @@ def test_norm_kernel(benchmark, dev, kind, provider, mode, hidden, rows, dtype):
         if mode != "fwd":  # dx and the parameter gradients as fresh tensors: no accumulation pass
             torch.autograd.grad(y, wrt, dy)
 
-    seconds = run_benchmark(benchmark, step)
+    seconds = run_benchmark(benchmark, step, hide_launch=True)
     element = torch.finfo(dt).bits // 8
     moved = rows * hidden * element * (2 if mode == "fwd" else 5)  # fwd 2N, fwd+bwd 2N + 3N
     bandwidth, _ = peaks(dev)
