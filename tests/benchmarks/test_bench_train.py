@@ -130,6 +130,8 @@ def test_train_step_eager_notebook_loop(benchmark, dev, changes, steps, data_env
     loader = DataLoader(TensorDataset(task.x_train, task.y_train),
                         batch_size=cfg.train.batch_size, shuffle=True, drop_last=True)
 
+    assert len(loader) >= steps, f"{len(loader)} batches a pass, the benchmark times {steps}"
+
     def train_steps():
         for i, (x, y) in enumerate(loader):
             if i == steps:
