@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -57,8 +59,6 @@ def test_merge_joins_one_device_and_refuses_two(tmp_path):
 def test_device_times_replace_the_host_times_in_the_benchmark_stats():
     """On CUDA the stats that pytest-benchmark writes (and `compare` shows) are the CUDA-event
     times, also when a statistic was already computed from the host times."""
-    from types import SimpleNamespace
-
     from pytest_benchmark.stats import Stats
 
     from normsys.bench import use_times
@@ -74,3 +74,57 @@ def test_device_times_replace_the_host_times_in_the_benchmark_stats():
     with pytest.raises(ValueError, match="2 device times for 3 benchmark rounds"):
         use_times(bench, [1e-5, 2e-5])
     use_times(SimpleNamespace(stats=None), [1e-5])  # benchmarks disabled: nothing to replace
+
+
+class HostEvent:
+    """torch.cuda.Event on the host clock, so the CUDA timing path runs on a CPU."""
+
+    def __init__(self, enable_timing: bool):
+        self.at = None
+
+    def record(self):
+        self.at = time.perf_counter()
+
+    def elapsed_time(self, end: HostEvent) -> float:
+        return (end.at - self.at) * 1e3  # milliseconds, like CUDA events
+
+
+class PedanticOnly:
+    """The part of pytest-benchmark's fixture that run_benchmark uses, with real Stats."""
+
+    def __init__(self):
+        from pytest_benchmark.stats import Stats
+
+        self.stats, self.extra_info = SimpleNamespace(stats=Stats()), {}
+
+    def pedantic(self, target, setup=None, rounds=1, iterations=1):
+        for _ in range(rounds):
+            setup()
+            start = time.perf_counter()
+            target()
+            self.stats.stats.update(time.perf_counter() - start + 1.0)  # host time: 1 s too much
+
+
+@pytest.mark.parametrize("hide_launch", [True, False])
+def test_cuda_timing_path_on_the_host_clock(monkeypatch, hide_launch):
+    """run_benchmark's CUDA branch, with events, spin kernel and syncs faked: a kernel benchmark
+    spins once per repeat and synchronizes only to read the events; a training benchmark
+    synchronizes every repeat and never spins; either way the stats become the event times."""
+    import torch
+
+    from normsys import bench
+
+    calls = []
+    monkeypatch.setattr(bench, "device", lambda: torch.device("cuda"))
+    monkeypatch.setattr(torch.cuda, "Event", HostEvent)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: calls.append("sync"))
+    monkeypatch.setattr(torch.cuda, "_sleep", lambda cycles: calls.append("spin"))
+    empty = torch.empty
+    monkeypatch.setattr(torch, "empty", lambda *a, device=None, **kw: empty(*a, **kw))  # the flush
+    fake = PedanticOnly()
+    median = bench.run_benchmark(fake, lambda: time.sleep(2e-3), rounds=7, hide_launch=hide_launch)
+    assert 2e-3 <= median < 0.5 and median == fake.stats.stats.median  # event times, not host + 1 s
+    assert calls.count("spin") == (7 if hide_launch else 0)
+    # warm-up, (before and after every repeat), reading the events
+    assert calls.count("sync") == (2 if hide_launch else 1 + 7 + 7 + 1)
+    assert fake.extra_info["timer"] == "cuda events" + (", launch hidden" if hide_launch else "")
