@@ -36,7 +36,7 @@ nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,clocks.max.mem --format=c
   >"$out/nvidia-smi.csv" 2>/dev/null || true
 status=0
 budget=${GPU_SESSION_BUDGET_S:-540}
-parts="/tmp/gpu-session-parts"
+parts="${GPU_SESSION_PARTS:-/tmp/gpu-session-parts}"  # kept across calls on a warm machine
 mkdir -p "$parts"
 
 wanted() {  # wanted PART: no part named with the stage, or this one

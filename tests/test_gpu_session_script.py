@@ -1,0 +1,44 @@
+"""tests/benchmarks/gpu_session.sh, the device machine's measurement script, run on the CPU: its
+time budget, its parts, and its errors (on a CPU every gpu case is skipped)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).parent / "benchmarks" / "gpu_session.sh"
+
+
+def session(tmp_path: Path, *stages: str, budget: int = 540) -> tuple[int, str]:
+    env = {**os.environ, "OUT": str(tmp_path / "out"), "GPU_SESSION_BUDGET_S": str(budget),
+           "GPU_SESSION_PARTS": str(tmp_path / "parts"), "NORMSYS_CACHE": "off"}
+    done = subprocess.run(["bash", str(SCRIPT), *stages], env=env, capture_output=True, text=True)
+    return done.returncode, done.stdout + done.stderr
+
+
+def test_a_spent_budget_lists_every_part_left_for_the_next_call(tmp_path):
+    rc, _ = session(tmp_path, "norms-bf16", "train/figure4", budget=0)
+    assert rc == 1
+    assert (tmp_path / "out" / "not-run.txt").read_text().splitlines() == [
+        "norms-bf16 layernorm-rmsnorm", "norms-bf16 l2", "norms-bf16 dyt-batchnorm-none",
+        "train figure4"]
+
+
+def test_one_part_runs_alone_and_logs_under_out(tmp_path, data_env):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("on a GPU the part would measure for real (minutes): run the script itself")
+    rc, output = session(tmp_path, "train/figure4")
+    assert rc == 0, output
+    log = (tmp_path / "out" / "train.log").read_text()
+    assert "== train figure4" in log and "== train steps" not in log
+    assert "1 skipped" in log or "1 passed" in log  # the paper-tier case: skipped without CUDA
+
+
+def test_an_unknown_stage_is_refused(tmp_path):
+    rc, output = session(tmp_path, "norms-fp16")
+    assert rc == 2 and "unknown stage 'norms-fp16'" in output
