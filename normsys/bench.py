@@ -78,6 +78,11 @@ def measured_copy_bandwidth() -> float | None:
 class CudaTimer:
     """Device time per call with CUDA events and an L2 flush before every repeat.
 
+    The flush reads 256 MB by default (flush="read"): the lines a read leaves in L2 are clean, so
+    the timed call's own reads evict them without write-backs. Triton's do_bench writes instead
+    (flush="write", zero_()), which leaves up to an L2 (50-60 MB) of dirty lines whose write-back
+    could land inside a ~30 MB norm call; test_bench_norms measures both once.
+
     hide_launch (kernel benchmarks): as in Triton's do_bench, the host does not wait between
     repeats; after the flush a ~1 ms spin kernel keeps the GPU busy while the host launches the
     call, so the events time the call's kernels, not the Python that launches them (a norm kernel
@@ -88,13 +93,16 @@ class CudaTimer:
 
     LEAD_CYCLES = 2_000_000  # ~1 ms at H100/H200 clocks, far longer than launching one norm call
 
-    def __init__(self, hide_launch: bool, flush_bytes: int = 256 << 20):
-        self.flush = torch.empty(flush_bytes, dtype=torch.uint8, device="cuda")
+    def __init__(self, hide_launch: bool, flush: str = "read", flush_bytes: int = 256 << 20):
+        if flush not in ("read", "write"):
+            raise ValueError(f"flush must be 'read' or 'write', not {flush!r}")
+        self.buffer = torch.zeros(flush_bytes, dtype=torch.uint8, device="cuda")
+        self.flush = self.buffer.max if flush == "read" else self.buffer.zero_
         self.hide_launch = hide_launch
         self.events: list[tuple[torch.cuda.Event, torch.cuda.Event]] = []
 
     def setup(self):
-        self.flush.zero_()  # evict the operands from L2
+        self.flush()  # evict the operands from L2
         if self.hide_launch:
             torch.cuda._sleep(self.LEAD_CYCLES)
         else:
@@ -116,18 +124,20 @@ class CudaTimer:
         return [start.elapsed_time(end) / 1e3 for start, end in self.events]
 
 
-def run_benchmark(benchmark, fn, rounds: int = 50, hide_launch: bool = False) -> float:
+def run_benchmark(benchmark, fn, rounds: int = 50, hide_launch: bool = False,
+                  flush: str = "read") -> float:
     """Benchmark ``fn`` and return the median seconds per call. On CUDA these are CUDA-event
     device times (see CudaTimer), and they replace pytest-benchmark's host wall-clock times in its
     stats, so that its JSON and ``pytest-benchmark compare`` show what the GB/s were computed from."""
     if device().type == "cuda":
-        timer = CudaTimer(hide_launch)
+        timer = CudaTimer(hide_launch, flush)
         fn()  # warm-up (and compilation)
         torch.cuda.synchronize()
         benchmark.pedantic(timer.wrap(fn), setup=timer.setup, rounds=rounds, iterations=1)
         times = timer.seconds()
         use_times(benchmark, times)
-        benchmark.extra_info["timer"] = "cuda events" + (", launch hidden" if hide_launch else "")
+        benchmark.extra_info["timer"] = (f"cuda events, {flush} flush"
+                                         + (", launch hidden" if hide_launch else ""))
         return statistics.median(times)
     fn()
     benchmark.pedantic(fn, rounds=min(rounds, 5), iterations=1)
@@ -173,7 +183,7 @@ def table(results: dict) -> str:
     lines = [f"**{info.get('device')}** (torch {info.get('torch')}, CUDA {info.get('cuda')}; peak "
              f"bandwidth {(info.get('peak_memory_bandwidth_Bps') or 0) / 1e12:.2f} TB/s datasheet, "
              f"{(info.get('measured_copy_bandwidth_Bps') or 0) / 1e12:.2f} TB/s measured copy)", ""]
-    norms = [b for b in results["benchmarks"] if "kind" in b.get("extra_info", {})]
+    norms = [b for b in results["benchmarks"] if b["name"].startswith("test_norm_kernel[")]
     cases = defaultdict(dict)  # (kind, mode, dtype, hidden) -> provider -> seconds
     for b in norms:
         e = b["extra_info"]
@@ -195,6 +205,13 @@ def table(results: dict) -> str:
                 worst[key[0]] = (ratio, key)
         for kind, (ratio, key) in sorted(worst.items()):
             lines.append(f"| {kind} | {ratio:.2f} | {key[1]} {key[2]} h={key[3]} |")
+    flushes = {(b["extra_info"]["mode"], b["extra_info"]["flush"]): b["extra_info"]["GBps"]
+               for b in results["benchmarks"] if "flush" in b.get("extra_info", {})}
+    for mode in ("fwd", "fwd+bwd"):
+        if (mode, "read") in flushes and (mode, "write") in flushes:
+            lines += ["", f"L2 flush, torch layernorm {mode} bf16 h=4096: "
+                          f"{flushes[mode, 'read']:,.0f} GB/s after the read flush used above, "
+                          f"{flushes[mode, 'write']:,.0f} GB/s after a write flush (do_bench's)"]
     train = {b["name"]: b for b in results["benchmarks"] if "tokens_per_s" in b.get("extra_info", {})}
     eager = [b for n, b in train.items() if "eager" in n]
     if train:

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from normsys import bench as bench_module
 from normsys.bench import main, merge, table
 
 
@@ -23,6 +24,12 @@ def norm(provider: str, seconds: float, kind="layernorm", mode="fwd", hidden=409
             "extra_info": extra}
 
 
+def flushed(flush: str, seconds: float) -> dict:
+    case = norm("torch", seconds, mode="fwd+bwd")
+    case["extra_info"]["flush"] = flush
+    return {**case, "name": f"test_layernorm_bf16_4096_after_each_l2_flush[{flush}]"}
+
+
 def test_table_reports_bandwidth_and_the_worst_ratio_to_the_best_other_provider():
     data = result("NVIDIA H200", [
         norm("normsys", 5e-6), norm("torch", 4e-6), norm("compile", 6e-6),
@@ -32,12 +39,16 @@ def test_table_reports_bandwidth_and_the_worst_ratio_to_the_best_other_provider(
         {"name": "test_train_step_normsys_core[paper]", "stats": {"median": 0.1},
          "extra_info": {"tokens_per_s": 12000.0, "mfu": 0.12}},
         {"name": "test_paper_tier_figure4_wall_time", "stats": {"median": 250.0},
-         "extra_info": {"wall_time_s": 250.0}}])
+         "extra_info": {"wall_time_s": 250.0}},
+        flushed("read", 4e-6), flushed("write", 8e-6)])
     text = table(data)
     assert "| layernorm | fwd | bf16 | 4096 | 3,360 | 0.70 | 1.25 |" in text
     assert "| l2 | 3.00 | fwd bf16 h=8192 |" in text and "| layernorm | 1.25 |" in text
     assert "| test_train_step_normsys_core[paper] | 12,000 | 12.0 | 0.120 |" in text
     assert "Figure 4 (3 norms x 5 seeds x 15 epochs): 250 s" in text
+    assert ("torch layernorm fwd+bwd bf16 h=4096: 4,200 GB/s after the read flush used above, "
+            "2,100 GB/s after a write flush") in text
+    assert "fwd+bwd | bf16" not in text  # the flush cases stay out of the provider comparison
 
 
 def test_merge_joins_one_device_and_refuses_two(tmp_path):
@@ -74,6 +85,8 @@ def test_device_times_replace_the_host_times_in_the_benchmark_stats():
     with pytest.raises(ValueError, match="2 device times for 3 benchmark rounds"):
         use_times(bench, [1e-5, 2e-5])
     use_times(SimpleNamespace(stats=None), [1e-5])  # benchmarks disabled: nothing to replace
+    with pytest.raises(ValueError, match="'read' or 'write'"):
+        bench_module.CudaTimer(hide_launch=True, flush="none")
 
 
 class HostEvent:
@@ -105,8 +118,8 @@ class PedanticOnly:
             self.stats.stats.update(time.perf_counter() - start + 1.0)  # host time: 1 s too much
 
 
-@pytest.mark.parametrize("hide_launch", [True, False])
-def test_cuda_timing_path_on_the_host_clock(monkeypatch, hide_launch):
+@pytest.mark.parametrize("hide_launch,flush", [(True, "read"), (False, "read"), (True, "write")])
+def test_cuda_timing_path_on_the_host_clock(monkeypatch, hide_launch, flush):
     """run_benchmark's CUDA branch, with events, spin kernel and syncs faked: a kernel benchmark
     spins once per repeat and synchronizes only to read the events; a training benchmark
     synchronizes every repeat and never spins; either way the stats become the event times."""
@@ -119,12 +132,14 @@ def test_cuda_timing_path_on_the_host_clock(monkeypatch, hide_launch):
     monkeypatch.setattr(torch.cuda, "Event", HostEvent)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda: calls.append("sync"))
     monkeypatch.setattr(torch.cuda, "_sleep", lambda cycles: calls.append("spin"))
-    empty = torch.empty
-    monkeypatch.setattr(torch, "empty", lambda *a, device=None, **kw: empty(*a, **kw))  # the flush
+    zeros = torch.zeros
+    monkeypatch.setattr(torch, "zeros", lambda *a, device=None, **kw: zeros(*a, **kw))  # the flush
     fake = PedanticOnly()
-    median = bench.run_benchmark(fake, lambda: time.sleep(2e-3), rounds=7, hide_launch=hide_launch)
+    median = bench.run_benchmark(fake, lambda: time.sleep(2e-3), rounds=7, hide_launch=hide_launch,
+                                 flush=flush)
     assert 2e-3 <= median < 0.5 and median == fake.stats.stats.median  # event times, not host + 1 s
     assert calls.count("spin") == (7 if hide_launch else 0)
     # warm-up, (before and after every repeat), reading the events
     assert calls.count("sync") == (2 if hide_launch else 1 + 7 + 7 + 1)
-    assert fake.extra_info["timer"] == "cuda events" + (", launch hidden" if hide_launch else "")
+    assert fake.extra_info["timer"] == f"cuda events, {flush} flush" + (
+        ", launch hidden" if hide_launch else "")

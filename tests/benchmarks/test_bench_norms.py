@@ -49,6 +49,21 @@ def norm_fn(kind: str, provider: str, module):
 @pytest.mark.parametrize("provider", ["normsys", "torch", "compile"])
 @pytest.mark.parametrize("kind", list(NORMS))
 def test_norm_kernel(benchmark, dev, kind, provider, mode, hidden, rows, dtype):
+    measure(benchmark, dev, kind, provider, mode, hidden, rows, dtype)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", ["fwd", "fwd+bwd"])
+@pytest.mark.parametrize("flush", ["read", "write"])
+def test_layernorm_bf16_4096_after_each_l2_flush(benchmark, dev, flush, mode):
+    """The same kernel timed after the read flush the benchmarks use and after the write flush of
+    Triton's do_bench (dirty lines left in L2): how much the choice moves a target's GB/s."""
+    measure(benchmark, dev, "layernorm", "torch", mode, 4096, ELEMENTS // 4096, "bf16", flush)
+    benchmark.extra_info["flush"] = flush
+
+
+def measure(benchmark, dev, kind, provider, mode, hidden, rows, dtype, flush="read"):
+    """Time one case and put its bytes, GB/s and fraction of peak in extra_info."""
     # Every case compiles from a fresh dynamo state, the compile provider's module and normsys's
     # fused kernels (l2 family, dyt on CUDA) alike: dynamo keys its cache on the code, so without a
     # reset a function's second shape gets a dynamic-shape kernel (automatic dynamic) and its ninth
@@ -66,7 +81,7 @@ def test_norm_kernel(benchmark, dev, kind, provider, mode, hidden, rows, dtype):
         if mode != "fwd":  # dx and the parameter gradients as fresh tensors: no accumulation pass
             torch.autograd.grad(y, wrt, dy)
 
-    seconds = run_benchmark(benchmark, step, hide_launch=True)
+    seconds = run_benchmark(benchmark, step, hide_launch=True, flush=flush)
     element = torch.finfo(dt).bits // 8
     moved = rows * hidden * element * (2 if mode == "fwd" else 5)  # fwd 2N, fwd+bwd 2N + 3N
     if kind == "none":  # the identity returns x (and dy) itself: it moves no bytes, runs no kernel
