@@ -30,6 +30,7 @@ def captures_of(run, cfg):
 
 @pytest.mark.parametrize("tier", tiers())
 @pytest.mark.claim("lj-analytic-matches-autograd", source=SOURCE,
+                   solo_minutes=2.5,  # three 250-step char GPTs (~50 s each)
                    statement="The analytic LayerNorm input gradient equals autograd's at every "
                              "LayerNorm of a trained model: max relative error < 1e-4 (fp32).")
 def test_analytic_matches_autograd(claim, run, tier):

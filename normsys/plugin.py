@@ -190,6 +190,19 @@ def pytest_configure(config: pytest.Config) -> None:
             torch.cuda.set_device(int(worker.removeprefix("gw")) % torch.cuda.device_count())
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Claims that train runs no other claim shares go first, longest first (``solo_minutes`` on
+    the claim marker: minutes of training on one CPU core). Under pytest-xdist one worker then
+    trains them while the others share the common runs, instead of the last of them training on
+    one worker while the others idle (CI: ~4 idle minutes of worker time). Stable: the rest keep
+    their order."""
+    def solo_minutes(item: pytest.Item) -> float:
+        marker = item.get_closest_marker("claim")
+        return marker.kwargs.get("solo_minutes", 0) if marker else 0
+
+    items.sort(key=solo_minutes, reverse=True)
+
+
 @pytest.fixture
 def claim(request: pytest.FixtureRequest) -> Claim:
     marker = request.node.get_closest_marker("claim")

@@ -102,3 +102,28 @@ def test_results_reach_the_table_under_xdist(run_claims):
     data = json.loads((run_claims.path / "rep" / "claims.json").read_text())
     assert len(data["claims"]) == 7
     assert "c-inconclusive" in result.stdout.str()
+
+
+def test_claims_with_runs_of_their_own_are_scheduled_first_longest_first(pytester):
+    pytester.makeconftest('pytest_plugins = ["normsys.plugin"]')
+    pytester.makepyfile('''
+import pytest
+
+def test_plain():
+    pass
+
+@pytest.mark.claim("c-shared", statement="s", source="t")
+def test_shared(claim):
+    pass
+
+@pytest.mark.claim("c-short", statement="s", source="t", solo_minutes=2)
+def test_short(claim):
+    pass
+
+@pytest.mark.claim("c-long", statement="s", source="t", solo_minutes=9)
+def test_long(claim):
+    pass
+''')
+    result = pytester.runpytest("--collect-only", "-q", "-p", "no:cacheprovider")
+    names = [line.split("::")[1] for line in result.outlines if "::" in line]
+    assert names == ["test_long", "test_short", "test_plain", "test_shared"]
