@@ -8,8 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from normsys import bench as bench_module
-from normsys.bench import main, merge, table
+from normsys import bench
+from normsys.bench import CudaTimer, main, merge, table, use_times
 
 
 def result(device: str, benchmarks: list[dict]) -> dict:
@@ -72,8 +72,6 @@ def test_device_times_replace_the_host_times_in_the_benchmark_stats():
     times, also when a statistic was already computed from the host times."""
     from pytest_benchmark.stats import Stats
 
-    from normsys.bench import use_times
-
     stats = Stats()
     for host in (3e-5, 2e-5, 4e-5):
         stats.update(host)
@@ -86,7 +84,7 @@ def test_device_times_replace_the_host_times_in_the_benchmark_stats():
         use_times(bench, [1e-5, 2e-5])
     use_times(SimpleNamespace(stats=None), [1e-5])  # benchmarks disabled: nothing to replace
     with pytest.raises(ValueError, match="'read' or 'write'"):
-        bench_module.CudaTimer(hide_launch=True, flush="none")
+        CudaTimer(hide_launch=True, flush="none")
 
 
 class HostEvent:
@@ -124,8 +122,6 @@ def test_cuda_timing_path_on_the_host_clock(monkeypatch, hide_launch, flush):
     spins once per repeat and synchronizes only to read the events; a training benchmark
     synchronizes every repeat and never spins; either way the stats become the event times."""
     import torch
-
-    from normsys import bench
 
     calls = []
     monkeypatch.setattr(bench, "device", lambda: torch.device("cuda"))

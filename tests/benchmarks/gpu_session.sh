@@ -62,8 +62,8 @@ bench_part() {  # bench_part STAGE PART ARGS...: a benchmark part, merged into $
   local stage=$1 part=$2; shift 2
   local json="$parts/$stage-$part.json"
   pytest_part "$stage" "$part" "$@" --benchmark-enable --benchmark-json "$json" || return 0
-  local done=("$parts/$stage"-*.json)
-  python3 -m normsys.bench merge "$out/$device-$stage.json" "${done[@]}" || true
+  local finished=("$parts/$stage"-*.json)
+  python3 -m normsys.bench merge "$out/$device-$stage.json" "${finished[@]}" || true
 }
 
 while [ $# -gt 0 ]; do
@@ -72,8 +72,9 @@ while [ $# -gt 0 ]; do
     norms-bf16|norms-fp32)
       dtype=${stage#norms-}  # the targets' kinds first
       for group in "layernorm or rmsnorm" "l2" "dyt or batchnorm or none"; do
-        wanted "${group// or /-}" && bench_part "$stage" "${group// or /-}" \
-          tests/benchmarks/test_bench_norms.py -k "$dtype and ($group)"
+        part=${group// or /-}
+        wanted "$part" && bench_part "$stage" "$part" tests/benchmarks/test_bench_norms.py \
+          -k "$dtype and ($group)"
       done ;;
     train)
       wanted steps && bench_part train steps tests/benchmarks/test_bench_train.py -k "not figure4"
