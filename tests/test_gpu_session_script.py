@@ -12,9 +12,10 @@ import pytest
 SCRIPT = Path(__file__).parent / "benchmarks" / "gpu_session.sh"
 
 
-def session(tmp_path: Path, *stages: str, budget: int = 540) -> tuple[int, str]:
+def session(tmp_path: Path, *stages: str, budget: int = 540, pytest_args: str = "") -> tuple[int, str]:
     env = {**os.environ, "OUT": str(tmp_path / "out"), "GPU_SESSION_BUDGET_S": str(budget),
-           "GPU_SESSION_PARTS": str(tmp_path / "parts"), "NORMSYS_CACHE": "off"}
+           "GPU_SESSION_PARTS": str(tmp_path / "parts"), "NORMSYS_CACHE": "off",
+           "GPU_SESSION_PYTEST_ARGS": pytest_args}
     done = subprocess.run(["bash", str(SCRIPT), *stages], env=env, capture_output=True, text=True)
     return done.returncode, done.stdout + done.stderr
 
@@ -42,3 +43,21 @@ def test_one_part_runs_alone_and_logs_under_out(tmp_path, data_env):
 def test_an_unknown_stage_is_refused(tmp_path):
     rc, output = session(tmp_path, "norms-fp16")
     assert rc == 2 and "unknown stage 'norms-fp16'" in output
+
+
+def test_the_norms_parts_run_every_gpu_case_once(tmp_path):
+    """The parts' -k expressions partition each norms stage: every gpu case of its dtype in exactly
+    one part (a name-substring match such as 'l2' also matches test_layernorm_..._l2_flush)."""
+    rc, output = session(tmp_path, "norms-bf16", "norms-fp32", pytest_args="--collect-only -q")
+    assert rc == 0, output
+    ran = {dtype: [line for line in (tmp_path / "out" / f"norms-{dtype}.log").read_text()
+                   .splitlines() if "::" in line] for dtype in ("bf16", "fp32")}
+    every = subprocess.run(
+        ["python", "-m", "pytest", str(SCRIPT.parent / "test_bench_norms.py"), "--collect-only",
+         "-q", "-p", "no:cacheprovider", "-m", "gpu"],
+        capture_output=True, text=True, cwd=SCRIPT.parents[2]).stdout.splitlines()
+    every = [line for line in every if "::" in line]
+    for dtype, cases in ran.items():
+        assert len(cases) == len(set(cases)), f"norms-{dtype}: a case runs in two parts"
+    assert sorted(ran["bf16"] + ran["fp32"]) == sorted(every)
+    assert any("flush" in case for case in ran["bf16"])

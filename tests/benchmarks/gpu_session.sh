@@ -10,8 +10,10 @@
 #                                   fp32, the CUDA batching rule for attention)
 #           claims PATH...          `pytest PATH -m gpu` (the paper tier) for the given claim files
 #   STAGE/PART runs one part of a stage (what $OUT/not-run.txt lists), e.g. norms-fp32/l2:
-#           norms parts layernorm-rmsnorm, l2 (l2, scaled_l2, l2_affine), dyt-batchnorm-none;
-#           train parts steps, figure4
+#           norms parts layernorm-rmsnorm (with the L2-flush benchmark), l2 (l2, scaled_l2,
+#           l2_affine), dyt-batchnorm-none; train parts steps, figure4
+#   GPU_SESSION_PYTEST_ARGS: more pytest arguments for every part, e.g. "--collect-only -q" to see
+#           what a stage would run
 #
 # Before the call, here: copy the data beside the code, since ../shared does not travel:
 #   mkdir -p .gpu-data && cp -r ../shared/data/. .gpu-data/
@@ -53,7 +55,8 @@ pytest_part() {  # pytest_part STAGE PART ARGS...: pytest -m gpu within the budg
   echo "== $stage $part (${left}s left)" >>"$out/$stage.log"
   # SIGINT first: pytest stops as if interrupted and still writes what it measured
   timeout --signal=INT --kill-after=20 "$left" \
-    python3 -m pytest -p no:cacheprovider -m gpu -ra "$@" 2>&1 | tee -a "$out/$stage.log"
+    python3 -m pytest -p no:cacheprovider -m gpu -ra "$@" ${GPU_SESSION_PYTEST_ARGS:-} 2>&1 \
+    | tee -a "$out/$stage.log"
   local rc=${PIPESTATUS[0]}
   [ "$rc" -eq 0 ] || { echo "gpu_session: $stage $part: pytest exited $rc" >&2; status=1; }
 }
@@ -62,6 +65,7 @@ bench_part() {  # bench_part STAGE PART ARGS...: a benchmark part, merged into $
   local stage=$1 part=$2; shift 2
   local json="$parts/$stage-$part.json"
   pytest_part "$stage" "$part" "$@" --benchmark-enable --benchmark-json "$json" || return 0
+  [ -s "$json" ] || return 0  # nothing measured (every case skipped, or --collect-only)
   local finished=("$parts/$stage"-*.json)
   python3 -m normsys.bench merge "$out/$device-$stage.json" "${finished[@]}" || true
 }
@@ -70,11 +74,13 @@ while [ $# -gt 0 ]; do
   stage=${1%%/*} only=${1#"$stage"}; only=${only#/}; shift
   case "$stage" in
     norms-bf16|norms-fp32)
-      dtype=${stage#norms-}  # the targets' kinds first
-      for group in "layernorm or rmsnorm" "l2" "dyt or batchnorm or none"; do
-        part=${group// or /-}
+      dtype=${stage#norms-}  # PART:-k expression; the targets' kinds first. The flush benchmark
+      # (test_layernorm_..._l2_flush) is a layernorm one: the l2 part must not match it too
+      for group in "layernorm-rmsnorm:layernorm or rmsnorm" "l2:l2 and not flush" \
+                   "dyt-batchnorm-none:dyt or batchnorm or none"; do
+        part=${group%%:*}
         wanted "$part" && bench_part "$stage" "$part" tests/benchmarks/test_bench_norms.py \
-          -k "$dtype and ($group)"
+          -k "$dtype and (${group#*:})"
       done ;;
     train)
       wanted steps && bench_part train steps tests/benchmarks/test_bench_train.py -k "not figure4"
@@ -91,5 +97,9 @@ while [ $# -gt 0 ]; do
       echo "gpu_session: unknown stage '$stage' (norms-bf16, norms-fp32, train, fastpath, claims)" >&2
       exit 2 ;;
   esac
+done
+# what was measured, as README's table with issue 5's targets, last in the call's output
+for json in "$out/$device"-*.json; do
+  [ -s "$json" ] && { echo "== $json"; python3 -m normsys.bench table "$json"; }
 done
 exit "$status"
