@@ -4,6 +4,8 @@ short table that README shows. Used by tests/benchmarks.
 
     python -m normsys.bench merge OUT.json IN.json [IN.json ...]   one file per device
     python -m normsys.bench table RESULTS.json                     README's table, in markdown
+    python -m normsys.bench measured IN.json [IN.json ...]         the test ids they hold, a line
+                                                                   each (to --deselect on resuming)
 """
 
 from __future__ import annotations
@@ -161,19 +163,29 @@ def use_times(benchmark, times: list[float]) -> None:
 # ----------------------------------------------------------------------------- results JSON
 
 
+def load_runs(paths: list[Path]) -> list[dict]:
+    """The pytest-benchmark JSONs among ``paths``, skipping the empty files it leaves behind when
+    nothing was measured (every case skipped, or the run stopped before its first case)."""
+    return [json.loads(text) for text in (Path(p).read_text() for p in paths) if text.strip()]
+
+
 def merge(paths: list[Path]) -> dict:
-    """One pytest-benchmark JSON from several runs on the same machine (e.g. one per dtype)."""
-    texts = {str(p): Path(p).read_text() for p in paths}
-    # pytest-benchmark leaves an empty file behind when nothing was measured (all cases skipped)
-    runs = [json.loads(text) for text in texts.values() if text.strip()]
+    """One pytest-benchmark JSON from several runs on the same machine (one per dtype, part or
+    call). A case measured in two of them (a re-run) is kept once: the later file's."""
+    runs = load_runs(paths)
     if not runs:
-        raise ValueError(f"no measurements in {', '.join(texts)}: every file is empty")
+        raise ValueError(f"no measurements in {', '.join(map(str, paths))}: every file is empty")
     devices = {r["machine_info"].get("normsys", {}).get("device") for r in runs}
     if len(devices) != 1:
         raise ValueError(f"merge takes the results of one device, got {sorted(map(str, devices))}")
-    merged = dict(runs[0])
-    merged["benchmarks"] = [b for r in runs for b in r["benchmarks"]]
+    merged = dict(runs[-1])
+    merged["benchmarks"] = list({b["fullname"]: b for r in runs for b in r["benchmarks"]}.values())
     return merged
+
+
+def measured(paths: list[Path]) -> list[str]:
+    """The test ids (pytest node ids) measured in ``paths``: what a resumed session skips."""
+    return sorted({b["fullname"] for r in load_runs(paths) for b in r["benchmarks"]})
 
 
 FULL_SIZE = 8 << 20  # elements of a norm case the targets speak of (the CPU smoke cases are tiny)
@@ -327,6 +339,8 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("inputs", type=Path, nargs="+")
     t = sub.add_parser("table", help="print README's benchmark table for one results JSON")
     t.add_argument("results", type=Path)
+    d = sub.add_parser("measured", help="print the test ids that benchmark JSONs hold, a line each")
+    d.add_argument("inputs", type=Path, nargs="*")
     args = parser.parse_args(argv)
     if args.command == "merge":
         try:
@@ -334,6 +348,8 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as err:
             print(f"normsys.bench merge: {err}", file=sys.stderr)
             return 2
+    elif args.command == "measured":
+        print("\n".join(measured(args.inputs)))
     else:
         print(table(json.loads(args.results.read_text())))
     return 0

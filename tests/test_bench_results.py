@@ -13,6 +13,8 @@ from normsys.bench import CudaTimer, main, merge, table, use_times
 
 
 def result(device: str, benchmarks: list[dict]) -> dict:
+    for b in benchmarks:  # pytest-benchmark's test id of each case
+        b.setdefault("fullname", f"tests/benchmarks/test_bench.py::{b['name']}")
     return {"machine_info": {"normsys": {"device": device, "peak_memory_bandwidth_Bps": 4.8e12}},
             "benchmarks": benchmarks}
 
@@ -94,6 +96,22 @@ def test_merge_joins_one_device_and_refuses_two(tmp_path):
     assert len(merge([a, empty])["benchmarks"]) == 1
     with pytest.raises(ValueError, match="no measurements"):
         merge([empty])
+
+
+def test_a_case_measured_twice_is_merged_once_and_resuming_skips_what_was_measured(tmp_path, capsys):
+    """A resumed device session re-measures nothing it has (bench measured -> --deselect), and a
+    case that was measured again anyway appears once in the merge: the later file's."""
+    first, again = tmp_path / "first.json", tmp_path / "again.json"
+    first.write_text(json.dumps(result("H100", [norm("normsys", 1e-5), norm("torch", 1e-5)])))
+    again.write_text(json.dumps(result("H100", [norm("normsys", 2e-5)])))
+    merged = merge([first, again])["benchmarks"]
+    assert sorted((b["name"], b["stats"]["median"]) for b in merged) == [
+        ("test_norm_kernel[layernorm-normsys]", 2e-5), ("test_norm_kernel[layernorm-torch]", 1e-5)]
+    (tmp_path / "skipped.json").write_text("")
+    assert main(["measured", str(first), str(again), str(tmp_path / "skipped.json")]) == 0
+    assert capsys.readouterr().out.split() == [
+        "tests/benchmarks/test_bench.py::test_norm_kernel[layernorm-normsys]",
+        "tests/benchmarks/test_bench.py::test_norm_kernel[layernorm-torch]"]
 
 
 def test_device_times_replace_the_host_times_in_the_benchmark_stats():

@@ -3,6 +3,7 @@ time budget, its parts, and its errors (on a CPU every gpu case is skipped)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -24,8 +25,8 @@ def test_a_spent_budget_lists_every_part_left_for_the_next_call(tmp_path):
     rc, _ = session(tmp_path, "norms-bf16", "train/figure4", budget=0)
     assert rc == 1
     assert (tmp_path / "out" / "not-run.txt").read_text().splitlines() == [
-        "norms-bf16 layernorm-rmsnorm", "norms-bf16 l2", "norms-bf16 dyt-batchnorm-none",
-        "train figure4"]
+        "norms-bf16/layernorm-rmsnorm", "norms-bf16/l2", "norms-bf16/dyt-batchnorm-none",
+        "train/figure4"]
 
 
 def test_one_part_runs_alone_and_logs_under_out(tmp_path, data_env):
@@ -36,7 +37,7 @@ def test_one_part_runs_alone_and_logs_under_out(tmp_path, data_env):
     rc, output = session(tmp_path, "train/figure4")
     assert rc == 0, output
     log = (tmp_path / "out" / "train.log").read_text()
-    assert "== train figure4" in log and "== train steps" not in log
+    assert "== train/figure4" in log and "== train/steps" not in log
     assert "1 skipped" in log or "1 passed" in log  # the paper-tier case: skipped without CUDA
 
 
@@ -61,3 +62,17 @@ def test_the_norms_parts_run_every_gpu_case_once(tmp_path):
         assert len(cases) == len(set(cases)), f"norms-{dtype}: a case runs in two parts"
     assert sorted(ran["bf16"] + ran["fp32"]) == sorted(every)
     assert any("flush" in case for case in ran["bf16"])
+
+
+def test_a_resumed_part_skips_the_cases_measured_before(tmp_path):
+    """Cases any JSON in the parts folder holds (an earlier call's, cut short) are not run again."""
+    done = "tests/benchmarks/test_bench_norms.py::test_norm_kernel[l2-normsys-fwd-128-bf16]"
+    (tmp_path / "parts").mkdir()
+    (tmp_path / "parts" / "norms-bf16-l2-1.json").write_text(json.dumps({
+        "machine_info": {"normsys": {"device": "NVIDIA H100 80GB HBM3"}},
+        "benchmarks": [{"name": done.split("::")[1], "fullname": done}]}))
+    rc, output = session(tmp_path, "norms-bf16/l2", pytest_args="--collect-only -q")
+    assert rc == 0, output
+    ran = [line for line in (tmp_path / "out" / "norms-bf16.log").read_text().splitlines()
+           if "::" in line]
+    assert done not in ran and len(ran) == 107  # of the l2 part's 108 bf16 cases

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The GPU measurements of one session on the device machine, in stages that fit its 10-minute calls.
-# Results (benchmark JSON, logs; for claims an archive of the report and the run records) go to $OUT
-# (./gpu-out without one), which returns at most 8 files a call. A norms stage compiles ~150 graphs:
-# give each its own call; train and fastpath fit one call together.
+# Results go to $OUT (./gpu-out without one), which returns at most 8 files a call: the benchmark
+# results of every stage in one $OUT/<device>.json, a log per stage, for claims an archive of the
+# report and the run records. A norms stage compiles ~150 graphs: give each its own call; train and
+# fastpath fit one call together.
 #
 #   stages: norms-bf16 norms-fp32   norm-kernel benchmarks, one dtype each (~150 compiles each)
 #           train                   training-core benchmarks and the paper-tier Figure 4 wall time
@@ -15,16 +16,20 @@
 #   GPU_SESSION_PYTEST_ARGS: more pytest arguments for every part, e.g. "--collect-only -q" to see
 #           what a stage would run
 #
-# Before the call, here: copy the data beside the code, since ../shared does not travel:
+# Before the first call, here: copy the data beside the code, since ../shared does not travel:
 #   mkdir -p .gpu-data && cp -r ../shared/data/. .gpu-data/
 # then run `bash tests/benchmarks/gpu_session.sh STAGE [STAGE...]` with carry [".gpu-data"].
-# Afterwards: python -m normsys.bench merge tests/benchmarks/results/<device>.json <the JSONs>
 #
 # The call's limit kills everything at once and pytest-benchmark writes its JSON only at the end,
-# so each stage runs in parts (norms: three groups of kinds; train: step benchmarks, then Figure 4),
-# each part's JSON is merged into $OUT/<device>-<stage>.json as soon as it ends, and no part starts
-# or runs past GPU_SESSION_BUDGET_S (default 540 s) from the script's start: what did not run is
-# listed in $OUT/not-run.txt for the next call. Order a call's stages by priority.
+# so each stage runs in parts (norms: three groups of kinds; train: step benchmarks, then Figure 4)
+# under `timeout -s INT` (an interrupted pytest still writes the cases it finished), and no part
+# starts or runs past GPU_SESSION_BUDGET_S (default 540 s) from the script's start. Each part's
+# JSON goes to GPU_SESSION_PARTS (default .gpu-parts, git-ignored), and every JSON there is merged
+# into $OUT/<device>.json as each part ends. A part skips the cases any JSON there already holds,
+# so a part cut short resumes where it stopped. $OUT/not-run.txt lists the parts not run or cut
+# short, as arguments for the next call. On a fresh machine (a warm one keeps .gpu-parts), resume
+# by copying the returned <device>.json into .gpu-parts/ here and carrying ".gpu-parts" too.
+# Finally: cp <device>.json tests/benchmarks/results/ and commit it.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
@@ -38,36 +43,47 @@ nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,clocks.max.mem --format=c
   >"$out/nvidia-smi.csv" 2>/dev/null || true
 status=0
 budget=${GPU_SESSION_BUDGET_S:-540}
-parts="${GPU_SESSION_PARTS:-/tmp/gpu-session-parts}"  # kept across calls on a warm machine
+parts="${GPU_SESSION_PARTS:-$PWD/.gpu-parts}"  # one device's results so far, JSON per part
 mkdir -p "$parts"
+shopt -s nullglob
 
 wanted() {  # wanted PART: no part named with the stage, or this one
   [ -z "$only" ] || [ "$only" = "$1" ]
 }
 
-pytest_part() {  # pytest_part STAGE PART ARGS...: pytest -m gpu within the budget, log under $OUT
-  local stage=$1 part=$2; shift 2
+pytest_part() {  # pytest_part STAGE LABEL ARGS...: pytest -m gpu within the budget, log under $OUT
+  local stage=$1 label=$2; shift 2
   local left=$((budget - SECONDS))
   if [ "$left" -lt 30 ]; then
-    echo "$stage $part" >>"$out/not-run.txt"
-    echo "gpu_session: budget spent, not run: $stage $part" >&2; status=1; return 1
+    echo "$label" >>"$out/not-run.txt"
+    echo "gpu_session: budget spent, not run: $label" >&2; status=1; return 1
   fi
-  echo "== $stage $part (${left}s left)" >>"$out/$stage.log"
+  echo "== $label (${left}s left)" >>"$out/$stage.log"
   # SIGINT first: pytest stops as if interrupted and still writes what it measured
   timeout --signal=INT --kill-after=20 "$left" \
     python3 -m pytest -p no:cacheprovider -m gpu -ra "$@" ${GPU_SESSION_PYTEST_ARGS:-} 2>&1 \
     | tee -a "$out/$stage.log"
   local rc=${PIPESTATUS[0]}
-  [ "$rc" -eq 0 ] || { echo "gpu_session: $stage $part: pytest exited $rc" >&2; status=1; }
+  case "$rc" in
+    0) ;;
+    5) echo "gpu_session: $label: nothing left to run" >>"$out/$stage.log" ;;  # all measured
+    124|137) echo "$label" >>"$out/not-run.txt"
+       echo "gpu_session: $label: cut short at the budget; listed to resume" >&2; status=1 ;;
+    *) echo "gpu_session: $label: pytest exited $rc" >&2; status=1 ;;
+  esac
 }
 
-bench_part() {  # bench_part STAGE PART ARGS...: a benchmark part, merged into $OUT/<device>-STAGE.json
+bench_part() {  # bench_part STAGE PART ARGS...: a benchmark part, skipping the cases measured so far
   local stage=$1 part=$2; shift 2
-  local json="$parts/$stage-$part.json"
-  pytest_part "$stage" "$part" "$@" --benchmark-enable --benchmark-json "$json" || return 0
-  [ -s "$json" ] || return 0  # nothing measured (every case skipped, or --collect-only)
-  local finished=("$parts/$stage"-*.json)
-  python3 -m normsys.bench merge "$out/$device-$stage.json" "${finished[@]}" || true
+  local json="$parts/$stage-$part-$(date +%s).json" skip=() id
+  # read line by line: an unquoted $(...) would glob-expand the ids' [params] (to nothing)
+  while IFS= read -r id; do
+    [ -n "$id" ] && skip+=(--deselect "$id")
+  done < <(python3 -m normsys.bench measured "$parts"/*.json)
+  pytest_part "$stage" "$stage/$part" "$@" "${skip[@]}" --benchmark-enable \
+    --benchmark-json "$json" || return 0
+  [ -s "$json" ] || { rm -f "$json"; return 0; }  # nothing measured (all skipped, --collect-only)
+  python3 -m normsys.bench merge "$out/$device.json" "$parts"/*.json || true
 }
 
 while [ $# -gt 0 ]; do
@@ -86,10 +102,10 @@ while [ $# -gt 0 ]; do
       wanted steps && bench_part train steps tests/benchmarks/test_bench_train.py -k "not figure4"
       wanted figure4 && bench_part train figure4 tests/benchmarks/test_bench_train.py -k figure4 ;;
     fastpath)
-      pytest_part fastpath all tests --ignore tests/benchmarks ;;
+      pytest_part fastpath fastpath tests --ignore tests/benchmarks ;;
     claims)
       # the report is a folder of files; $OUT returns at most 8 files, so it travels as one archive
-      pytest_part claims "$*" "$@" --claims-report /tmp/claims-report; shift $#
+      pytest_part claims "claims $*" "$@" --claims-report /tmp/claims-report; shift $#
       # run records only: the trained weights (*.pt) would pass the 16 MB a file that comes back
       tar czf "$out/claims-report.tgz" -C / --exclude='*.pt' --exclude='*.lock' \
         tmp/claims-report "${NORMSYS_CACHE#/}/runs" || true ;;
@@ -98,8 +114,6 @@ while [ $# -gt 0 ]; do
       exit 2 ;;
   esac
 done
-# what was measured, as README's table with issue 5's targets, last in the call's output
-for json in "$out/$device"-*.json; do
-  [ -s "$json" ] && { echo "== $json"; python3 -m normsys.bench table "$json"; }
-done
+# what was measured so far, as README's table with issue 5's targets, last in the call's output
+[ -s "$out/$device.json" ] && python3 -m normsys.bench table "$out/$device.json"
 exit "$status"
