@@ -75,11 +75,11 @@ pytest_part() {  # pytest_part STAGE LABEL ARGS...: pytest -m gpu within the bud
 
 bench_part() {  # bench_part STAGE PART ARGS...: a benchmark part, skipping the cases measured so far
   local stage=$1 part=$2; shift 2
-  local json="$parts/$stage-$part-$(date +%s).json" skip=() id
+  local json="$parts/$stage-$part-$(date +%s).json" skip=() id earlier=("$parts"/*.json)
   # read line by line: an unquoted $(...) would glob-expand the ids' [params] (to nothing)
-  while IFS= read -r id; do
+  [ ${#earlier[@]} -eq 0 ] || while IFS= read -r id; do
     [ -n "$id" ] && skip+=(--deselect "$id")
-  done < <(python3 -m normsys.bench measured "$parts"/*.json)
+  done < <(python3 -m normsys.bench measured "${earlier[@]}")
   pytest_part "$stage" "$stage/$part" "$@" "${skip[@]}" --benchmark-enable \
     --benchmark-json "$json" || return 0
   [ -s "$json" ] || { rm -f "$json"; return 0; }  # nothing measured (all skipped, --collect-only)
