@@ -220,9 +220,8 @@ def table(results: dict) -> str:
         blocks.append(["| norm | mode | dtype | hidden | normsys GB/s | fraction of peak | "
                        "normsys / best of torch op, compile |", "|---|---|---|---|---|---|---|", *rows])
     worst = {}
-    for key, providers in cases.items():
-        ratio = _ratio_to_best_other(providers)
-        if ratio is not None and ratio > worst.get(key[0], (0.0, None))[0]:
+    for key, ratio in ratios(cases).items():
+        if ratio > worst.get(key[0], (0.0, None))[0]:
             worst[key[0]] = (ratio, key)
     if worst:
         blocks.append(["| norm | worst normsys / best other (all sizes, dtypes, modes) | at |",
@@ -261,27 +260,32 @@ def targets(results: dict) -> list[tuple[str, str, str]]:
     """Issue 5's GPU targets as (target, measured, 'met' / 'NOT met' / 'not measured'), each from
     the worst of the cases it speaks of that the results hold: full-size norm cases and paper-size
     training cases only, never the CPU smoke ones."""
-    cases, out = norm_cases(results), []
+    out = []
+
+    def target(name: str, measured: str | None = None, met: bool = False) -> None:
+        out.append((name, "-", "not measured") if measured is None
+                   else (name, measured, "met" if met else "NOT met"))
+
+    cases = norm_cases(results)
     for mode, goal in TARGET_FRACTION.items():
         name = f"layernorm, rmsnorm {mode} bf16 h>=4096: >= {goal:.2f} of peak bandwidth"
-        fractions = [(e["fraction_of_peak_bandwidth"], key) for key, providers in cases.items()
-                     if key[1] == mode and _bandwidth_target(key) and "normsys" in providers
-                     and (e := providers["normsys"][1]).get("fraction_of_peak_bandwidth") is not None]
-        if fractions:
-            worst, key = min(fractions)
-            out.append((name, f"worst {worst:.2f} ({key[0]} h={key[3]}; {len(fractions)} cases)",
-                        _verdict(worst >= goal)))
-        else:
-            out.append((name, "-", "not measured"))
+        normsys = {key: providers["normsys"][1] for key, providers in cases.items()
+                   if key[1] == mode and _bandwidth_target(key) and "normsys" in providers}
+        fractions = [(e["fraction_of_peak_bandwidth"], key) for key, e in normsys.items()
+                     if e.get("fraction_of_peak_bandwidth") is not None]
+        if not fractions:
+            target(name)
+            continue
+        worst, key = min(fractions)
+        target(name, f"worst {worst:.2f} ({key[0]} h={key[3]}; {len(fractions)} cases)",
+               worst >= goal)
     name = f"every norm within {TARGET_RATIO - 1:.0%} of the best of torch op, compile"
-    ratios = [(r, key) for key, providers in cases.items()
-              if (r := _ratio_to_best_other(providers)) is not None]
-    if ratios:
-        worst, key = max(ratios)
-        out.append((name, f"worst {worst:.2f} ({key[0]} {key[1]} {key[2]} h={key[3]}; "
-                          f"{len(ratios)} cases)", _verdict(worst <= TARGET_RATIO)))
+    if per_case := ratios(cases):
+        key = max(per_case, key=per_case.get)
+        target(name, f"worst {per_case[key]:.2f} ({key[0]} {key[1]} {key[2]} h={key[3]}; "
+                     f"{len(per_case)} cases)", per_case[key] <= TARGET_RATIO)
     else:
-        out.append((name, "-", "not measured"))
+        target(name)
     tokens = {b["name"]: b["extra_info"]["tokens_per_s"] for b in results["benchmarks"]
               if "[paper" in b["name"] and "tokens_per_s" in b.get("extra_info", {})}
     eager = [t for n, t in tokens.items() if n.startswith("test_train_step_eager")]
@@ -289,20 +293,24 @@ def targets(results: dict) -> list[tuple[str, str, str]]:
     name = f"training core (one run) >= {TARGET_SPEEDUP:.0f}x the eager loop's tokens/s"
     if eager and core:
         best = max(core, key=core.get)
-        speedup = core[best] / eager[0]
-        out.append((name, f"{speedup:.1f}x ({best})", _verdict(speedup >= TARGET_SPEEDUP)))
+        target(name, f"{core[best] / eager[0]:.1f}x ({best})",
+               core[best] / eager[0] >= TARGET_SPEEDUP)
     else:
-        out.append((name, "-", "not measured"))
+        target(name)
     name = f"paper-tier Figure 4 in < {TARGET_FIGURE4_S:.0f} s"
     walls = [b["extra_info"]["wall_time_s"] for b in results["benchmarks"]
              if b.get("extra_info", {}).get("tier") == "paper" and "wall_time_s" in b["extra_info"]]
-    out.append((name, f"{walls[0]:.0f} s", _verdict(walls[0] < TARGET_FIGURE4_S)) if walls
-               else (name, "-", "not measured"))
+    if walls:
+        target(name, f"{walls[0]:.0f} s", walls[0] < TARGET_FIGURE4_S)
+    else:
+        target(name)
     return out
 
 
-def _verdict(met: bool) -> str:
-    return "met" if met else "NOT met"
+def ratios(cases: dict[tuple, dict]) -> dict[tuple, float]:
+    """normsys's time over the best other provider's, per case that has both."""
+    per_case = {key: _ratio_to_best_other(providers) for key, providers in cases.items()}
+    return {key: r for key, r in per_case.items() if r is not None}
 
 
 def _bandwidth_target(key: tuple) -> bool:

@@ -21,6 +21,11 @@ def session(tmp_path: Path, *stages: str, budget: int = 540, pytest_args: str = 
     return done.returncode, done.stdout + done.stderr
 
 
+def collected_ids(text: str) -> list[str]:
+    """The test ids in pytest output (--collect-only -q prints one a line)."""
+    return [line for line in text.splitlines() if "::" in line]
+
+
 def test_a_spent_budget_lists_every_part_left_for_the_next_call(tmp_path):
     rc, _ = session(tmp_path, "norms-bf16", "train/figure4", budget=0)
     assert rc == 1
@@ -51,13 +56,12 @@ def test_the_norms_parts_run_every_gpu_case_once(tmp_path):
     one part (a name-substring match such as 'l2' also matches test_layernorm_..._l2_flush)."""
     rc, output = session(tmp_path, "norms-bf16", "norms-fp32", pytest_args="--collect-only -q")
     assert rc == 0, output
-    ran = {dtype: [line for line in (tmp_path / "out" / f"norms-{dtype}.log").read_text()
-                   .splitlines() if "::" in line] for dtype in ("bf16", "fp32")}
-    every = subprocess.run(
+    ran = {dtype: collected_ids((tmp_path / "out" / f"norms-{dtype}.log").read_text())
+           for dtype in ("bf16", "fp32")}
+    every = collected_ids(subprocess.run(
         ["python", "-m", "pytest", str(SCRIPT.parent / "test_bench_norms.py"), "--collect-only",
          "-q", "-p", "no:cacheprovider", "-m", "gpu"],
-        capture_output=True, text=True, cwd=SCRIPT.parents[2]).stdout.splitlines()
-    every = [line for line in every if "::" in line]
+        capture_output=True, text=True, cwd=SCRIPT.parents[2]).stdout)
     for dtype, cases in ran.items():
         assert len(cases) == len(set(cases)), f"norms-{dtype}: a case runs in two parts"
     assert sorted(ran["bf16"] + ran["fp32"]) == sorted(every)
@@ -73,6 +77,5 @@ def test_a_resumed_part_skips_the_cases_measured_before(tmp_path):
         "benchmarks": [{"name": done.split("::")[1], "fullname": done}]}))
     rc, output = session(tmp_path, "norms-bf16/l2", pytest_args="--collect-only -q")
     assert rc == 0, output
-    ran = [line for line in (tmp_path / "out" / "norms-bf16.log").read_text().splitlines()
-           if "::" in line]
+    ran = collected_ids((tmp_path / "out" / "norms-bf16.log").read_text())
     assert done not in ran and len(ran) == 107  # of the l2 part's 108 bf16 cases
