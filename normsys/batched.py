@@ -27,6 +27,7 @@ from normsys.norms import fusion
 from normsys.record import RunRecord
 from normsys.train import (
     StepLog,
+    Task,
     autocast_for,
     batches,
     compiled,
@@ -88,19 +89,20 @@ class SeedStack:
         return done
 
 
-def train_seeds(cfgs: list[RunConfig]) -> list[tuple[RunRecord, dict | None]]:
-    """Train the seeds of ``cfgs`` (same config, different train.seed) in one vmapped pass."""
+def train_seeds(cfgs: list[RunConfig], task: Task | None = None) -> list[tuple[RunRecord, dict | None]]:
+    """Train the seeds of ``cfgs`` (same config, different train.seed) in one vmapped pass, on
+    ``task`` (default: ``make_task`` of the config's data)."""
     check_batchable(cfgs)
     with fusion(cfgs[0].train.compile != "off"):
-        return _train_seeds(cfgs)
+        return _train_seeds(cfgs, task)
 
 
-def _train_seeds(cfgs: list[RunConfig]) -> list[tuple[RunRecord, dict | None]]:
+def _train_seeds(cfgs: list[RunConfig], task: Task | None) -> list[tuple[RunRecord, dict | None]]:
     start = time.perf_counter()
     cfg = cfgs[0]
     device = resolve_device(cfg.train.device)
     autocast = autocast_for(device, cfg)
-    task = make_task(cfg).to(device)
+    task = (task or make_task(cfg)).to(device)
     models = [prepare_model(c).to(device) for c in cfgs]
     firsts = [first_batch(task, c) for c in cfgs]  # (x0, y0): fixed probe and init batch
     inits = [gradients_at_init(m, task, c, *xy, autocast, None)

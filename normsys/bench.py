@@ -20,6 +20,9 @@ from pathlib import Path
 
 import torch
 
+from normsys.data import AG_NEWS_ROWS
+from normsys.train import Task
+
 # Datasheet peaks: (memory bandwidth B/s, dense bf16 FLOP/s). Measured ceilings go next to them.
 PEAKS = {
     "H200": (4.8e12, 989e12),
@@ -75,6 +78,23 @@ def measured_copy_bandwidth() -> float | None:
         torch.cuda.synchronize()
         times.append(start.elapsed_time(end) / 1e3)
     return 2 * src.numel() / sorted(times)[len(times) // 2]
+
+
+def at_official_size(task: Task) -> Task:
+    """The paper-tier task with AG News's official row counts (120,000 train / 7,600 test).
+    Offline (the device machine) only the fallback pool exists, 8,000 / 1,600 rows: its rows are
+    repeated up to the official counts, so that the timed run takes the full reproduction's steps
+    on the same shapes (what it learns from repeated rows is no result; only its time is)."""
+    def repeat(rows: torch.Tensor, n: int) -> torch.Tensor:
+        return rows.repeat(-(-n // len(rows)), *[1] * (rows.dim() - 1))[:n]
+
+    train, test = AG_NEWS_ROWS["train"], AG_NEWS_ROWS["test"]
+    if len(task.y_train) >= train and len(task.y_test) >= test:
+        return task
+    return Task(task.kind, repeat(task.x_train, train), repeat(task.y_train, train),
+                repeat(task.x_test, test), repeat(task.y_test, test),
+                f"{task.source}; rows repeated to the official {train} / {test} for timing")
+
 
 
 class CudaTimer:
@@ -247,10 +267,11 @@ def table(results: dict) -> str:
             lines.append(f"| {name} | {e['tokens_per_s']:,.0f} | {speedup} | {mfu} |")
         blocks.append(lines)
     for b in results["benchmarks"]:
-        if "wall_time_s" in b.get("extra_info", {}):
-            blocks.append([f"{b['extra_info'].get('tier', 'paper').capitalize()}-tier Figure 4 "
-                           f"(3 norms x {b['extra_info'].get('seeds', 5)} seeds): "
-                           f"{b['extra_info']['wall_time_s']:.0f} s"])
+        if "wall_time_s" in (e := b.get("extra_info", {})):
+            per_norm = ", ".join(f"{k} {v:.0f} s" for k, v in e.get("seconds_per_norm", {}).items())
+            blocks.append([f"{e.get('tier', 'paper').capitalize()}-tier Figure 4 (3 norms x "
+                           f"{e.get('seeds', 5)} seeds{_rows(e)}): {e['wall_time_s']:.0f} s"
+                           + (f" ({per_norm})" if per_norm else "")])
     blocks.append(["| target (issue 5) | measured | verdict |", "|---|---|---|",
                    *(f"| {name} | {value} | {verdict} |" for name, value, verdict in targets(results))])
     return "\n\n".join("\n".join(block) for block in blocks)
@@ -298,13 +319,25 @@ def targets(results: dict) -> list[tuple[str, str, str]]:
     else:
         target(name)
     name = f"paper-tier Figure 4 in < {TARGET_FIGURE4_S:.0f} s"
-    walls = [b["extra_info"]["wall_time_s"] for b in results["benchmarks"]
+    walls = [b["extra_info"] for b in results["benchmarks"]
              if b.get("extra_info", {}).get("tier") == "paper" and "wall_time_s" in b["extra_info"]]
-    if walls:
-        target(name, f"{walls[0]:.0f} s", walls[0] < TARGET_FIGURE4_S)
+    # the target speaks of the official splits' size; a run on fewer rows measures less work
+    full = [e for e in walls if e.get("train_rows", 0) >= AG_NEWS_ROWS["train"]]
+    if full:
+        target(name, f"{full[0]['wall_time_s']:.0f} s{_rows(full[0])}",
+               full[0]["wall_time_s"] < TARGET_FIGURE4_S)
     else:
         target(name)
     return out
+
+
+def _rows(extra: dict) -> str:
+    """'; N train rows' (and the smaller pool they repeat) when a Figure 4 result records them."""
+    if "train_rows" not in extra:
+        return ""
+    pool = extra.get("pool_train_rows", extra["train_rows"])
+    repeated = f": the {pool:,}-row offline pool repeated" if pool < extra["train_rows"] else ""
+    return f"; {extra['train_rows']:,} train rows{repeated}"
 
 
 def ratios(cases: dict[tuple, dict]) -> dict[tuple, float]:

@@ -27,6 +27,7 @@ from torch import Tensor
 POOL_SEED = 20_240_404  # fixes the CPU-tier AG News pool; never change (claims depend on it)
 AG_FILES = {"test": "ag_news/test.csv.gz", "train": "ag_news/train.csv.gz",
             "train_partial": "ag_news/train_first2000rows.csv.gz"}
+AG_NEWS_ROWS = {"train": 120_000, "test": 7_600}  # rows of the official splits (the paper tier's)
 VOCAB_FILE = "tokenizers/bert-base-uncased/vocab.txt"
 SHAKESPEARE_FILE = "tinyshakespeare/input.txt"
 MNIST_FILES = {"train_x": "mnist/train-images-idx3-ubyte.gz",

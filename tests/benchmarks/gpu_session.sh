@@ -2,8 +2,9 @@
 # The GPU measurements of one session on the device machine, in stages that fit its 10-minute calls.
 # Results go to $OUT (./gpu-out without one), which returns at most 8 files a call: the benchmark
 # results of every stage in one $OUT/<device>.json, a log per stage, for claims an archive of the
-# report and the run records. A norms stage compiles ~150 graphs: give each its own call; train and
-# fastpath fit one call together.
+# report and the run records. A norms stage compiles ~150 graphs: give each its own call. train's
+# figure4 part trains 3 x 7,031 steps (5 seeds each, AG News at its official size): give it a call
+# of its own too, after `train/steps fastpath`.
 #
 #   stages: norms-bf16 norms-fp32   norm-kernel benchmarks, one dtype each (~150 compiles each)
 #           train                   training-core benchmarks and the paper-tier Figure 4 wall time
