@@ -102,7 +102,7 @@ def _train_seeds(cfgs: list[RunConfig], task: Task | None) -> list[tuple[RunReco
     cfg = cfgs[0]
     device = resolve_device(cfg.train.device)
     autocast = autocast_for(device, cfg)
-    task = (task or make_task(cfg)).to(device)
+    task = (task if task is not None else make_task(cfg)).to(device)
     models = [prepare_model(c).to(device) for c in cfgs]
     firsts = [first_batch(task, c) for c in cfgs]  # (x0, y0): fixed probe and init batch
     inits = [gradients_at_init(m, task, c, *xy, autocast, None)

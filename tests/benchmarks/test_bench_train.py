@@ -161,14 +161,14 @@ def test_paper_tier_figure4_wall_time(benchmark, data_env, tier, seeds, changes)
 
     configs = {norm: [encoder_config(norm, s, tier, **changes) for s in range(seeds)]
                for norm in ("layernorm", "l2", "none")}
-    rows: dict[str, int | str] = {}
+    data: dict[str, int | str] = {}  # the rows trained on and where they came from
     per_norm: dict[str, float] = {}
 
     def reproduce():
         start = time.perf_counter()
         pool = make_task(configs["layernorm"][0])  # the same rows for every norm
         task = at_official_size(pool) if tier == "paper" else pool
-        rows.update(train_rows=len(task.y_train), test_rows=len(task.y_test),
+        data.update(train_rows=len(task.y_train), test_rows=len(task.y_test),
                     pool_train_rows=len(pool.y_train), data_source=task.source)
         for norm, cfgs in configs.items():
             begin = time.perf_counter()
@@ -179,4 +179,4 @@ def test_paper_tier_figure4_wall_time(benchmark, data_env, tier, seeds, changes)
 
     seconds = benchmark.pedantic(reproduce, rounds=1, iterations=1)
     benchmark.extra_info.update({"wall_time_s": seconds, "seconds_per_norm": per_norm, "tier": tier,
-                                 "seeds": seeds, "epochs": configs["none"][0].train.epochs, **rows})
+                                 "seeds": seeds, "epochs": configs["none"][0].train.epochs, **data})
