@@ -21,7 +21,6 @@ from pathlib import Path
 import torch
 
 from normsys.data import AG_NEWS_ROWS
-from normsys.train import Task
 
 # Datasheet peaks: (memory bandwidth B/s, dense bf16 FLOP/s). Measured ceilings go next to them.
 PEAKS = {
@@ -78,22 +77,6 @@ def measured_copy_bandwidth() -> float | None:
         torch.cuda.synchronize()
         times.append(start.elapsed_time(end) / 1e3)
     return 2 * src.numel() / sorted(times)[len(times) // 2]
-
-
-def at_official_size(task: Task) -> Task:
-    """The paper-tier task with AG News's official row counts (120,000 train / 7,600 test).
-    Offline (the device machine) only the fallback pool exists, 8,000 / 1,600 rows: its rows are
-    repeated up to the official counts, so that the timed run takes the full reproduction's steps
-    on the same shapes (what it learns from repeated rows is no result; only its time is)."""
-    def repeat(rows: torch.Tensor, n: int) -> torch.Tensor:  # rows 0, 1, ..., 0, 1, ... (n)
-        return rows[torch.arange(n) % len(rows)]
-
-    train, test = AG_NEWS_ROWS["train"], AG_NEWS_ROWS["test"]
-    if len(task.y_train) >= train and len(task.y_test) >= test:
-        return task
-    return Task(task.kind, repeat(task.x_train, train), repeat(task.y_train, train),
-                repeat(task.x_test, test), repeat(task.y_test, test),
-                f"{task.source}; rows repeated to the official {train} / {test} for timing")
 
 
 class CudaTimer:

@@ -66,8 +66,9 @@ class TrainConfig:
     eval_train_rows: int = 10_000  # training accuracy on the first N training rows (0: all)
     device: str = "cpu"          # cpu | cuda | auto
     amp: str = "auto"            # auto: bf16 autocast on CUDA only; off
-    compile: str = "auto"        # auto: torch.compile the model for bp on CUDA only; cudagraphs:
-    #                              the same with CUDA graphs (mode="reduce-overhead"); off
+    compile: str = "auto"        # auto: torch.compile the step of long bp runs on CUDA (see
+    #                              train.compile_mode); on: compile on any device; cudagraphs:
+    #                              compile with CUDA graphs (mode="reduce-overhead"); off
     keep_state: bool = True      # store the trained weights with the record
 
 
@@ -145,7 +146,7 @@ def validate(cfg: RunConfig) -> None:
     _one_of("optimizer", t.optimizer, ("adam", "adamw"))
     _one_of("device", t.device, ("cpu", "cuda", "auto"))
     _one_of("amp", t.amp, ("auto", "off"))
-    _one_of("compile", t.compile, ("auto", "cudagraphs", "off"))
+    _one_of("compile", t.compile, ("auto", "on", "cudagraphs", "off"))
     if m.d % m.heads and m.family in ("encoder", "char_gpt", "vit", "tblock"):
         raise ValueError(f"model.d={m.d} must be divisible by model.heads={m.heads}")
     for name, value in (("model.d", m.d), ("model.layers", m.layers),

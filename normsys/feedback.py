@@ -57,7 +57,7 @@ def uniform_like_linear(out_f: int, in_f: int, gen: torch.Generator) -> Tensor:
 def to_feedback_alignment(model: nn.Module, seed: int) -> nn.Module:
     """Replace every nn.Linear of ``model`` in place by an FALinear (names stay the same)."""
     gen = torch.Generator().manual_seed(seed + FEEDBACK_SEED_OFFSET)
-    targets = [(name, m) for name, m in model.named_modules() if type(m) is nn.Linear]
+    targets = [(name, m) for name, m in model.named_modules() if isinstance(m, nn.Linear)]
     if not targets:
         raise ValueError("feedback alignment needs at least one nn.Linear in the model")
     for name, linear in targets:

@@ -23,6 +23,7 @@ from torch import Tensor, nn
 
 from normsys.config import ModelConfig
 from normsys.norms import NORMS, build_norm
+from normsys.stacked import Embedding, Linear, add_rows, per_row
 
 ACTS = {"gelu": nn.GELU, "relu": nn.ReLU, "tanh": nn.Tanh}
 
@@ -34,7 +35,7 @@ def activation(name: str) -> nn.Module:
 
 
 def ffn(d: int, mult: int, act: str = "gelu") -> nn.Sequential:
-    return nn.Sequential(nn.Linear(d, mult * d), activation(act), nn.Linear(mult * d, d))
+    return nn.Sequential(Linear(d, mult * d), activation(act), Linear(mult * d, d))
 
 
 # ----------------------------------------------------------------------------- attention
@@ -50,8 +51,8 @@ class Attention(nn.Module):
     def __init__(self, d: int, heads: int, causal: bool = False, kind: str = "softmax"):
         super().__init__()
         self.heads, self.causal, self.kind = heads, causal, kind
-        self.qkv = nn.Linear(d, 3 * d)
-        self.proj = nn.Linear(d, d)
+        self.qkv = Linear(d, 3 * d)
+        self.proj = Linear(d, d)
         nn.init.xavier_uniform_(self.qkv.weight)  # as nn.MultiheadAttention's in_proj
         nn.init.zeros_(self.qkv.bias)
         nn.init.zeros_(self.proj.bias)
@@ -112,17 +113,17 @@ class Encoder(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.cfg = cfg
-        self.embed = nn.Embedding(cfg.vocab, cfg.d)
-        self.pos = nn.Embedding(cfg.seq_len, cfg.d) if cfg.pos_emb else None
+        self.embed = Embedding(cfg.vocab, cfg.d)
+        self.pos = Embedding(cfg.seq_len, cfg.d) if cfg.pos_emb else None
         self.blocks = nn.ModuleList(TransformerBlock(cfg) for _ in range(cfg.layers))
         # pre-norm leaves the stream unnormalized: one final norm before the head
         self.out_norm = build_norm(cfg.norm, cfg.d) if cfg.placement == "pre" else nn.Identity()
-        self.head = nn.Linear(cfg.d, cfg.n_out)
+        self.head = Linear(cfg.d, cfg.n_out)
 
     def forward(self, ids: Tensor, return_hidden: bool = False):
         h = self.embed(ids)  # (B, T, d)
         if self.pos is not None:
-            h = h + self.pos(torch.arange(ids.shape[1], device=ids.device))
+            h = add_rows(h, self.pos.weight)
         pad = ids == 0 if self.cfg.pad_mask else None  # [PAD] = 0
         # Only [CLS] reaches the head, so the last block needs its output at position 0 alone
         # (attending to every key): the same logits and gradients for ~1/7 fewer FLOPs. Not with
@@ -151,7 +152,7 @@ class TanhMLP(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.residual = cfg.residual
-        self.layers = nn.ModuleList(nn.Linear(cfg.d, cfg.d) for _ in range(cfg.layers))
+        self.layers = nn.ModuleList(Linear(cfg.d, cfg.d) for _ in range(cfg.layers))
         self.norms = nn.ModuleList(build_norm(cfg.norm, cfg.d) for _ in range(cfg.layers))
         self.act = activation(cfg.act)
 
@@ -215,12 +216,12 @@ class FAProtocolModel(nn.Module):
 class ResMLP(FAProtocolModel):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.embed = nn.Linear(cfg.in_dim, cfg.d)
+        self.embed = Linear(cfg.in_dim, cfg.d)
         self.blocks = nn.ModuleList(
             nn.Sequential(build_norm(cfg.norm, cfg.d), *ffn(cfg.d, cfg.ffn_mult, cfg.act))
             for _ in range(cfg.layers))
         self.out_ln = build_norm(cfg.norm, cfg.d)
-        self.out_head = nn.Linear(cfg.d, cfg.n_out)
+        self.out_head = Linear(cfg.d, cfg.n_out)
         self.add_hook_points()
 
 
@@ -231,7 +232,7 @@ class PatchEmbed(nn.Module):
         super().__init__()
         self.side, self.patch = side, cfg.patch
         n = (side // cfg.patch) ** 2
-        self.proj = nn.Linear(cfg.patch * cfg.patch, cfg.d)
+        self.proj = Linear(cfg.patch * cfg.patch, cfg.d)
         self.cls = nn.Parameter(torch.zeros(1, 1, cfg.d))
         self.pos = nn.Parameter(torch.randn(1, n + 1, cfg.d) * 0.02)
 
@@ -239,7 +240,8 @@ class PatchEmbed(nn.Module):
         b, p = x.shape[0], self.patch
         img = x.view(b, self.side // p, p, self.side // p, p).transpose(2, 3)
         tokens = self.proj(img.reshape(b, -1, p * p))  # (B, N, d)
-        return torch.cat([self.cls.expand(b, -1, -1), tokens], 1) + self.pos
+        cls = per_row(self.cls, b, 3).expand(b, -1, -1)
+        return torch.cat([cls, tokens], 1) + per_row(self.pos, b, 3)
 
 
 class ViTBranch(nn.Module):
@@ -264,7 +266,7 @@ class ViTMini(FAProtocolModel):
         self.embed = PatchEmbed(cfg)
         self.blocks = nn.ModuleList(ViTBranch(cfg) for _ in range(cfg.layers))
         self.out_ln = build_norm(cfg.norm, cfg.d)
-        self.out_head = nn.Linear(cfg.d, cfg.n_out)
+        self.out_head = Linear(cfg.d, cfg.n_out)
         self.add_hook_points()
 
 
@@ -276,14 +278,14 @@ class CharGPT(nn.Module):
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.tok = nn.Embedding(cfg.vocab, cfg.d)
-        self.pos = nn.Embedding(cfg.seq_len, cfg.d)
+        self.tok = Embedding(cfg.vocab, cfg.d)
+        self.pos = Embedding(cfg.seq_len, cfg.d)
         self.blocks = nn.ModuleList(TransformerBlock(cfg, causal=True) for _ in range(cfg.layers))
         self.ln_f = build_norm(cfg.norm, cfg.d) if cfg.placement == "pre" else nn.Identity()
-        self.lm_head = nn.Linear(cfg.d, cfg.vocab)
+        self.lm_head = Linear(cfg.d, cfg.vocab)
 
     def forward(self, ids: Tensor) -> Tensor:
-        h = self.tok(ids) + self.pos(torch.arange(ids.shape[1], device=ids.device))  # (B, T, d)
+        h = add_rows(self.tok(ids), self.pos.weight)  # (B, T, d)
         for block in self.blocks:
             h = block(h)
         return self.lm_head(self.ln_f(h))  # (B, T, vocab)
@@ -299,9 +301,9 @@ class MLP(nn.Module):
         super().__init__()
         dims = [cfg.in_dim] + [cfg.d] * cfg.layers
         self.layers = nn.ModuleList(
-            nn.Sequential(nn.Linear(a, b), build_norm(cfg.norm, b), activation(cfg.act))
+            nn.Sequential(Linear(a, b), build_norm(cfg.norm, b), activation(cfg.act))
             for a, b in zip(dims[:-1], dims[1:], strict=True))
-        self.head = nn.Linear(cfg.d, cfg.n_out)
+        self.head = Linear(cfg.d, cfg.n_out)
 
     def forward(self, x: Tensor) -> Tensor:
         for layer in self.layers:
@@ -337,7 +339,7 @@ class CNN(nn.Module):
                                         nn.MaxPool2d(2)))
             side //= 2
         self.layers = nn.ModuleList(layers)
-        self.head = nn.Linear(chans[min(cfg.layers, 3)], cfg.n_out)
+        self.head = Linear(chans[min(cfg.layers, 3)], cfg.n_out)
 
     def forward(self, x: Tensor) -> Tensor:
         x = x.view(-1, 1, 28, 28)
@@ -352,8 +354,8 @@ class NormLSTMCell(nn.Module):
 
     def __init__(self, d_in: int, d: int, kind: str):
         super().__init__()
-        self.wx = nn.Linear(d_in, 4 * d, bias=False)
-        self.wh = nn.Linear(d, 4 * d, bias=True)
+        self.wx = Linear(d_in, 4 * d, bias=False)
+        self.wh = Linear(d, 4 * d, bias=True)
         self.nx, self.nh = build_norm(kind, 4 * d), build_norm(kind, 4 * d)
         self.nc = build_norm(kind, d)
         self.per_step = kind == "batchnorm"  # its statistics are per time step, over the batch
@@ -378,9 +380,9 @@ class CharLSTM(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.d = cfg.d
-        self.tok = nn.Embedding(cfg.vocab, cfg.d)
+        self.tok = Embedding(cfg.vocab, cfg.d)
         self.cells = nn.ModuleList(NormLSTMCell(cfg.d, cfg.d, cfg.norm) for _ in range(cfg.layers))
-        self.lm_head = nn.Linear(cfg.d, cfg.vocab)
+        self.lm_head = Linear(cfg.d, cfg.vocab)
 
     def forward(self, ids: Tensor) -> Tensor:
         x = self.tok(ids)  # (B, T, d)
@@ -402,14 +404,15 @@ class TBlockClassifier(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.cfg = cfg
-        self.embed = nn.Linear(cfg.in_dim, cfg.d)
+        self.embed = Linear(cfg.in_dim, cfg.d)
         self.pos = nn.Parameter(torch.randn(1, cfg.seq_len, cfg.d) * 0.02)
         self.blocks = nn.ModuleList(TransformerBlock(cfg) for _ in range(cfg.layers))
         self.out_norm = build_norm(cfg.norm, cfg.d) if cfg.placement == "pre" else nn.Identity()
-        self.head = nn.Linear(cfg.d, cfg.n_out)
+        self.head = Linear(cfg.d, cfg.n_out)
 
     def forward(self, x: Tensor) -> Tensor:
-        h = self.embed(x.view(x.shape[0], self.cfg.seq_len, self.cfg.in_dim)) + self.pos
+        b = x.shape[0]
+        h = self.embed(x.view(b, self.cfg.seq_len, self.cfg.in_dim)) + per_row(self.pos, b, 3)
         for block in self.blocks:
             h = block(h)
         return self.head(self.out_norm(h).mean(1))

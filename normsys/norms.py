@@ -20,6 +20,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from normsys import stacked
+
 L2_FLOOR = 1e-9  # the seeds' manual L2: x / max(||x||, 1e-9)
 
 
@@ -69,14 +71,19 @@ def layer_norm(x: Tensor, weight: Tensor | None = None, bias: Tensor | None = No
     """(x - mean) / sqrt(var + eps) * weight + bias over the last dim, biased variance.
 
     Runs torch's fused kernel; ``layer_norm_reference`` is the same formula written out (the
-    property tests pin the two together, eps = 0 included).
+    property tests pin the two together, eps = 0 included). Seed-stacked gain and bias (S, d)
+    apply to each seed's rows (normsys.stacked).
     """
+    if weight is not None and stacked.seeds_of(weight, 1):
+        return stacked.affine(F.layer_norm(x, x.shape[-1:], None, None, eps), weight, bias)
     return F.layer_norm(x, x.shape[-1:], weight, bias, eps)
 
 
 def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float = 1e-6) -> Tensor:
     """x / sqrt(mean(x^2) + eps) * weight over the last dim (torch's fused kernel; see
-    ``rms_norm_reference``)."""
+    ``rms_norm_reference``); a seed-stacked gain (S, d) as in ``layer_norm``."""
+    if weight is not None and stacked.seeds_of(weight, 1):
+        return stacked.affine(F.rms_norm(x, x.shape[-1:], None, eps), weight, None)
     return F.rms_norm(x, x.shape[-1:], weight, eps)
 
 
@@ -86,13 +93,13 @@ def layer_norm_reference(x: Tensor, weight: Tensor | None = None, bias: Tensor |
     mean = x.mean(-1, keepdim=True)
     var = (x - mean).pow(2).mean(-1, keepdim=True)
     y = (x - mean) * torch.rsqrt(var + eps)
-    return _affine(y, weight, bias)
+    return stacked.affine(y, weight, bias)
 
 
 def rms_norm_reference(x: Tensor, weight: Tensor | None = None, eps: float = 1e-6) -> Tensor:
     """The RMSNorm formula written out: x / sqrt(mean(x^2) + eps) * weight."""
     y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
-    return _affine(y, weight, None)
+    return stacked.affine(y, weight, None)
 
 
 @fused
@@ -100,14 +107,14 @@ def l2_norm(x: Tensor, weight: Tensor | None = None, bias: Tensor | None = None,
             scale: float = 1.0) -> Tensor:
     """scale * x / max(||x||_2, 1e-9) over the last dim, then an optional per-feature affine."""
     y = scale * x / x.norm(dim=-1, keepdim=True).clamp_min(L2_FLOOR)
-    return _affine(y, weight, bias)
+    return stacked.affine(y, weight, bias)
 
 
 @fused
 def dyt(x: Tensor, alpha: Tensor | float, weight: Tensor | None = None,
         bias: Tensor | None = None) -> Tensor:
     """Dynamic tanh (Zhu et al. 2025): weight * tanh(alpha * x) + bias, alpha a scalar."""
-    return _affine(torch.tanh(alpha * x), weight, bias)
+    return stacked.affine(torch.tanh(stacked.scale(x, alpha)), weight, bias)
 
 
 def batch_norm(x: Tensor, running_mean: Tensor | None, running_var: Tensor | None,
@@ -118,13 +125,6 @@ def batch_norm(x: Tensor, running_mean: Tensor | None, running_var: Tensor | Non
     y = F.batch_norm(flat, running_mean, running_var, weight, bias, training, momentum, eps)
     return y.reshape(x.shape)
 
-
-def _affine(y: Tensor, weight: Tensor | None, bias: Tensor | None) -> Tensor:
-    if weight is not None:
-        y = y * weight
-    if bias is not None:
-        y = y + bias
-    return y
 
 
 # ----------------------------------------------------------------------------- modules

@@ -1,10 +1,13 @@
 """The training core: ``train(config) -> RunRecord`` and the cached ``run(config)``.
 
-One flat loop for every family and learning rule (bp, fa, dfa). Three task kinds feed it:
-classification (AG News, MNIST), next-character language modeling (Tiny Shakespeare) and regression
-on fresh random data (the notebook MLPs). Deterministic on CPU for a given config and seed. A
-non-finite loss ends the run early with ``diverged=True``. On CUDA: bf16 autocast, fused Adam, and
-fused attention (scaled_dot_product_attention in the models).
+One flat loop (``fit``) for every family and learning rule (bp, fa, dfa), for one run or for the
+seeds of one configuration trained together as one seed-stacked model (normsys.stacked; the
+checks are normsys.batched's). Three task kinds feed it, small classes with one interface
+(batches, probe batch, loss, evaluate): classification (AG News, MNIST), next-character language
+modeling (Tiny Shakespeare) and regression on fresh random data (the notebook MLPs).
+Deterministic on CPU for a given config and seed. A non-finite loss ends a run early with
+``diverged=True``. On CUDA: bf16 autocast, fused Adam, fused attention (scaled_dot_product_attention
+in the models), and torch.compile for runs long enough to earn its compile time back.
 """
 
 from __future__ import annotations
@@ -15,8 +18,9 @@ import platform
 import subprocess
 import sys
 import time
-from contextlib import nullcontext
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -30,36 +34,163 @@ from normsys.feedback import dfa_feedback, dfa_loss_and_backward, to_feedback_al
 from normsys.models import build_model, capture
 from normsys.norms import fusion
 from normsys.record import RunRecord
+from normsys.stacked import stack_modules, unstack_into
 
 EVAL_SEED = 1_000_003  # fixed evaluation batches (LM), identical for every seed and norm
-LM_FAMILIES = ("char_gpt", "lstm")
 HOST_READ_EVERY = 50  # CUDA: steps between host reads of the losses (the divergence check)
+# train.compile=auto compiles on CUDA from this many steps on. On one H100, a paper-size encoder
+# step took 18.3 ms in the eager notebook loop and 9.2 ms compiled, while compiling cost each
+# 480-step paper-tier run 70-170 s (most of its time): compiling pays only after thousands of
+# steps, so shorter runs (every claim's) train eager and reach their verdict sooner.
+COMPILE_MIN_STEPS = 5_000
 
 
 # ----------------------------------------------------------------------------- tasks
 
 
-@dataclass
 class Task:
-    """Data and loss of one run; ``kind`` is classify, lm or regress."""
+    """Data and loss of one run: what the loop asks of each kind of task."""
 
-    kind: str
-    x_train: Tensor | None = None
-    y_train: Tensor | None = None
-    x_test: Tensor | None = None
-    y_test: Tensor | None = None
     source: str = ""
+    accuracy = False  # whether the step log counts correct predictions (classification)
 
     def to(self, device: torch.device) -> Task:
         """The same task with its tensors resident on ``device`` (no host copies per step)."""
-        move = lambda z: None if z is None else z.to(device)  # noqa: E731
-        return Task(self.kind, move(self.x_train), move(self.y_train), move(self.x_test),
-                    move(self.y_test), self.source)
+        raise NotImplementedError
 
-    def loss(self, out: Tensor, y: Tensor) -> Tensor:
-        if self.kind == "regress":
-            return F.mse_loss(out, y)
-        return F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
+    def steps(self, cfg: RunConfig) -> int:
+        return cfg.train.steps
+
+    def batches(self, cfg: RunConfig, gen: torch.Generator) -> Iterator[tuple[int, Tensor, Tensor]]:
+        """(epoch, x, y) for every step of the run, drawn with ``gen``."""
+        raise NotImplementedError
+
+    def probe_batch(self, cfg: RunConfig) -> tuple[Tensor, Tensor]:
+        """The fixed batch for gradients at init and for probes."""
+        raise NotImplementedError
+
+    def evaluate(self, model: nn.Module, cfg: RunConfig, ctx: RunContext) -> dict[str, float]:
+        return {}
+
+    def criterion(self, out: Tensor, y: Tensor, reduction: str = "mean") -> Tensor:
+        return F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1), reduction=reduction)
+
+    def loss(self, out: Tensor, y: Tensor, seeds: int = 1) -> Tensor:
+        """Mean loss of a batch; of a seed-folded batch (seeds > 1), each seed's mean (S,)."""
+        if seeds == 1:
+            return self.criterion(out, y)
+        return self.criterion(out, y, reduction="none").reshape(seeds, -1).mean(1)
+
+
+@dataclass
+class Classify(Task):
+    x_train: Tensor
+    y_train: Tensor
+    x_test: Tensor
+    y_test: Tensor
+    source: str = ""
+    accuracy = True
+
+    def to(self, device: torch.device) -> Classify:
+        return Classify(self.x_train.to(device), self.y_train.to(device), self.x_test.to(device),
+                        self.y_test.to(device), self.source)
+
+    def steps(self, cfg: RunConfig) -> int:
+        t = cfg.train
+        return t.steps or t.epochs * math.ceil(len(self.y_train) / t.batch_size)
+
+    def batches(self, cfg, gen):
+        t = cfg.train
+        n, step = len(self.y_train), 0
+        for epoch in range(t.epochs if not t.steps else 10**9):
+            perm = torch.randperm(n, generator=gen).to(self.y_train.device)
+            for i in range(0, n, t.batch_size):
+                if t.steps and step >= t.steps:
+                    return
+                idx = perm[i : i + t.batch_size]
+                yield epoch, self.x_train[idx], self.y_train[idx]
+                step += 1
+
+    def probe_batch(self, cfg):
+        return self.x_train[: cfg.train.probe_batch], self.y_train[: cfg.train.probe_batch]
+
+    @torch.no_grad()
+    def evaluate(self, model, cfg, ctx):
+        """Accuracy and mean loss on the first eval_train_rows training rows and the test rows."""
+        model.eval()
+        out: dict[str, float] = {}
+        n_train = cfg.train.eval_train_rows or len(self.y_train)
+        for name, x_all, y_all in (("train", self.x_train[:n_train], self.y_train[:n_train]),
+                                   ("test", self.x_test, self.y_test)):
+            correct, loss = 0, 0.0
+            for i in range(0, len(y_all), 512):
+                x, y = x_all[i : i + 512], y_all[i : i + 512]
+                with ctx.autocast():
+                    logits = model(x).float()
+                loss += float(F.cross_entropy(logits, y, reduction="sum"))
+                correct += int((logits.argmax(-1) == y).sum())
+            out[f"{name}_acc"], out[f"{name}_loss"] = correct / len(y_all), loss / len(y_all)
+        return out
+
+
+@dataclass
+class LanguageModel(Task):
+    train_ids: Tensor
+    val_ids: Tensor
+    source: str = ""
+
+    def to(self, device: torch.device) -> LanguageModel:
+        return LanguageModel(self.train_ids.to(device), self.val_ids.to(device), self.source)
+
+    def batches(self, cfg, gen):
+        for _ in range(cfg.train.steps):
+            yield 0, *lm_batch(self.train_ids, cfg.model.seq_len, cfg.train.batch_size, gen)
+
+    def probe_batch(self, cfg):
+        gen = torch.Generator().manual_seed(EVAL_SEED + cfg.train.seed)
+        return lm_batch(self.val_ids, cfg.model.seq_len, cfg.train.batch_size, gen)
+
+    @torch.no_grad()
+    def evaluate(self, model, cfg, ctx):
+        """Mean loss over eval_batches fixed windows of the train and the validation text."""
+        model.eval()
+        out: dict[str, float] = {}
+        for name, ids in (("train", self.train_ids), ("val", self.val_ids)):
+            gen, total = torch.Generator().manual_seed(EVAL_SEED), 0.0
+            for _ in range(cfg.train.eval_batches):
+                x, y = lm_batch(ids, cfg.model.seq_len, cfg.train.batch_size, gen)
+                with ctx.autocast():
+                    total += float(self.loss(model(x), y))
+            out[f"{name}_loss"] = total / cfg.train.eval_batches
+        return out
+
+
+@dataclass
+class Regress(Task):
+    """Fresh standard-normal inputs of ``shape`` and targets of width ``width`` every step."""
+
+    shape: tuple[int, ...]
+    width: int
+    source: str = ""
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+
+    def to(self, device: torch.device) -> Regress:
+        return replace(self, device=device)
+
+    def draw(self, gen: torch.Generator) -> tuple[Tensor, Tensor]:
+        x = torch.randn(self.shape, generator=gen)
+        y = torch.randn(*self.shape[:-1], self.width, generator=gen)
+        return x.to(self.device), y.to(self.device)
+
+    def batches(self, cfg, gen):
+        for _ in range(cfg.train.steps):
+            yield 0, *self.draw(gen)
+
+    def probe_batch(self, cfg):
+        return self.draw(torch.Generator().manual_seed(EVAL_SEED + cfg.train.seed))
+
+    def criterion(self, out, y, reduction="mean"):
+        return F.mse_loss(out, y, reduction=reduction)
 
 
 def make_task(cfg: RunConfig) -> Task:
@@ -69,17 +200,17 @@ def make_task(cfg: RunConfig) -> Task:
     if d.name == "random":
         if not d.batch_shape:
             raise ValueError("data.name=random needs data.batch_shape, e.g. (32, 64)")
-        return Task("regress", source=f"random normal batches of shape {d.batch_shape}")
+        return Regress(d.batch_shape, m.d, f"random normal batches of shape {d.batch_shape}")
     if d.name == "tinyshakespeare":
         train_ids, val_ids, _ = data.tiny_shakespeare()
-        return Task("lm", train_ids, None, val_ids, None,
-                    f"Tiny Shakespeare: {len(train_ids)} train / {len(val_ids)} val characters")
+        return LanguageModel(train_ids, val_ids, f"Tiny Shakespeare: {len(train_ids)} train / "
+                                                 f"{len(val_ids)} val characters")
     split = data.ag_news(d.tier, m.seq_len) if d.name == "ag_news" else data.mnist()
     n_tr, n_te = d.n_train or len(split.y_train), d.n_test or len(split.y_test)
     source = split.source if (n_tr, n_te) == (len(split.y_train), len(split.y_test)) else \
         f"{split.source}; first {n_tr} train / {n_te} test rows"
-    return Task("classify", split.x_train[:n_tr], split.y_train[:n_tr], split.x_test[:n_te],
-                split.y_test[:n_te], source)
+    return Classify(split.x_train[:n_tr], split.y_train[:n_tr], split.x_test[:n_te],
+                    split.y_test[:n_te], source)
 
 
 def lm_batch(ids: Tensor, block: int, batch: int, gen: torch.Generator) -> tuple[Tensor, Tensor]:
@@ -90,52 +221,7 @@ def lm_batch(ids: Tensor, block: int, batch: int, gen: torch.Generator) -> tuple
     return window[:, :-1], window[:, 1:]
 
 
-def random_batch(cfg: RunConfig, gen: torch.Generator, device=None) -> tuple[Tensor, Tensor]:
-    """Random inputs of data.batch_shape and random targets of the model's output width d."""
-    shape = cfg.data.batch_shape
-    x, y = torch.randn(shape, generator=gen), torch.randn(*shape[:-1], cfg.model.d, generator=gen)
-    return x.to(device), y.to(device)
-
-
-def batches(task: Task, cfg: RunConfig, gen: torch.Generator):
-    """Yield (epoch, x, y) for the whole run, on the device where the task's tensors live."""
-    t = cfg.train
-    device = resolve_device(t.device)
-    if task.kind == "classify":
-        n, step = len(task.y_train), 0
-        for epoch in range(t.epochs if not t.steps else 10**9):
-            perm = torch.randperm(n, generator=gen).to(task.y_train.device)
-            for i in range(0, n, t.batch_size):
-                if t.steps and step >= t.steps:
-                    return
-                idx = perm[i : i + t.batch_size]
-                yield epoch, task.x_train[idx], task.y_train[idx]
-                step += 1
-        return
-    for _ in range(t.steps):
-        if task.kind == "lm":
-            yield 0, *lm_batch(task.x_train, cfg.model.seq_len, t.batch_size, gen)
-        else:
-            yield 0, *random_batch(cfg, gen, device)
-
-
-def total_steps(task: Task, cfg: RunConfig) -> int:
-    if cfg.train.steps or task.kind != "classify":
-        return cfg.train.steps
-    return cfg.train.epochs * math.ceil(len(task.y_train) / cfg.train.batch_size)
-
-
-def first_batch(task: Task, cfg: RunConfig) -> tuple[Tensor, Tensor]:
-    """The fixed batch for gradients at init and for probes (first rows, or a seeded draw)."""
-    if task.kind == "classify":
-        return task.x_train[: cfg.train.probe_batch], task.y_train[: cfg.train.probe_batch]
-    gen = torch.Generator().manual_seed(EVAL_SEED + cfg.train.seed)
-    if task.kind == "lm":
-        return lm_batch(task.x_test, cfg.model.seq_len, cfg.train.batch_size, gen)
-    return random_batch(cfg, gen, resolve_device(cfg.train.device))
-
-
-# ----------------------------------------------------------------------------- model and step
+# ----------------------------------------------------------------------------- how a run runs
 
 
 def resolve_device(name: str) -> torch.device:
@@ -144,6 +230,48 @@ def resolve_device(name: str) -> torch.device:
     if name == "cuda" and not torch.cuda.is_available():
         raise RuntimeError("train.device=cuda but no CUDA device is available; use cpu or auto")
     return torch.device(name)
+
+
+def compile_mode(cfg: RunConfig, device: torch.device, steps: int) -> str | None:
+    """How the training step runs: None (eager), "default" (torch.compile) or "reduce-overhead"
+    (torch.compile with CUDA graphs). train.compile=auto compiles on CUDA runs of at least
+    COMPILE_MIN_STEPS steps; on compiles on any device (the CPU tests take the compiled path
+    this way); cudagraphs needs CUDA. FA's custom backward and DFA's hooks always run eager."""
+    t = cfg.train
+    if t.method != "bp" or t.compile == "off":
+        return None
+    if t.compile == "on":
+        return "default"
+    if device.type != "cuda":
+        return None
+    if t.compile == "cudagraphs":
+        return "reduce-overhead"
+    return "default" if steps >= COMPILE_MIN_STEPS else None
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What every step of a run shares besides its model and data."""
+
+    device: torch.device
+    amp: bool = False                     # bf16 autocast (CUDA, train.amp=auto)
+    compile: str | None = None            # compile_mode's choice for the training step
+    read_every: int = 1                   # steps between host reads of the step log
+    feedback: list[Tensor] | None = None  # DFA's fixed B_l (None: gradients by autograd)
+
+    def autocast(self) -> AbstractContextManager:
+        return torch.autocast("cuda", torch.bfloat16) if self.amp else nullcontext()
+
+
+def run_context(cfg: RunConfig, device: torch.device, steps: int,
+                read_every: int | None = None) -> RunContext:
+    """The context of a run of ``steps`` steps. The step log is read every step on the CPU (reads
+    cost nothing, and a diverging run stops before its update, as an eager check would) and every
+    HOST_READ_EVERY steps on CUDA, where each read stalls the queue of kernels."""
+    if read_every is None:
+        read_every = 1 if device.type == "cpu" else HOST_READ_EVERY
+    return RunContext(device, device.type == "cuda" and cfg.train.amp == "auto",
+                      compile_mode(cfg, device, steps), read_every)
 
 
 def prepare_model(cfg: RunConfig) -> nn.Module:
@@ -159,60 +287,174 @@ def prepare_model(cfg: RunConfig) -> nn.Module:
     return model
 
 
-def forward_backward(model, task, x, y, feedback) -> tuple[Tensor, Tensor]:
-    if feedback is not None:
-        loss, out, _ = dfa_loss_and_backward(model, x, y, feedback)
+def make_optimizer(cfg: RunConfig, params, device: torch.device) -> torch.optim.Optimizer:
+    t = cfg.train
+    opt_cls = torch.optim.AdamW if t.optimizer == "adamw" else torch.optim.Adam
+    return opt_cls(params, lr=t.lr, weight_decay=t.weight_decay, fused=device.type == "cuda")
+
+
+class OneShape:
+    """The compiled model for inputs of the first shape it is called with, the eager model for any
+    other (the short last batch of an epoch): the compiled graph keeps one static shape, so it
+    never recompiles nor turns dynamic."""
+
+    def __init__(self, model: nn.Module, mode: str):
+        self.model, self.shape = model, None
+        self.compiled = torch.compile(model, mode=None if mode == "default" else mode, dynamic=False)
+
+    def __call__(self, x: Tensor) -> Tensor:
+        if self.shape is None:
+            self.shape = x.shape
+        return (self.compiled if x.shape == self.shape else self.model)(x)
+
+
+# ----------------------------------------------------------------------------- one step
+
+
+def forward_backward(model, task: Task, ctx: RunContext, x: Tensor, y: Tensor,
+                     seeds: int = 1) -> tuple[Tensor, Tensor]:
+    """Loss (each seed's, for stacked seeds) and outputs of one batch; gradients accumulated."""
+    if ctx.feedback is not None:
+        loss, out, _ = dfa_loss_and_backward(model, x, y, ctx.feedback)
         return loss, out
     out = model(x)
-    loss = task.loss(out, y)
-    loss.backward()
+    loss = task.loss(out, y, seeds)
+    (loss if seeds == 1 else loss.sum()).backward()  # the sum gives each seed its own gradient
     return loss.detach(), out.detach()
 
 
-def grad_norm(model: nn.Module) -> Tensor:
-    """||dL/dW|| over every parameter, as a device tensor (fused into one kernel on CUDA)."""
-    grads = [p.grad.detach() for p in model.parameters() if p.grad is not None]
+def grad_norms(params: list[Tensor], seeds: int = 1) -> Tensor:
+    """||dL/dW|| over every parameter, as a device tensor: one run's, or each seed's (S,) of
+    seed-stacked parameters (fused into one kernel on CUDA)."""
+    grads = [p.grad.detach() for p in params if p.grad is not None]
     if not grads:
-        return torch.zeros((), device=next(model.parameters()).device)
-    return torch.nn.utils.get_total_norm(grads)
+        return torch.zeros(() if seeds == 1 else seeds, device=params[0].device)
+    if seeds == 1:
+        return torch.nn.utils.get_total_norm(grads)
+    return torch.stack([g.float().reshape(seeds, -1).pow(2).sum(1) for g in grads]).sum(0).sqrt()
+
+
+class StepLog:
+    """Per-step loss, gradient norm and batch accuracy of S runs trained together (S = 1 for one
+    run), kept on the device and moved to the curves in one transfer every ``read_every`` steps
+    and at each epoch's end. A run whose loss turns non-finite is marked diverged and records
+    nothing after it."""
+
+    def __init__(self, curves: list[dict], read_every: int, accuracy: bool):
+        self.curves, self.accuracy, self.every = curves, accuracy, read_every
+        self.diverged = [False] * len(curves)
+        self.correct, self.seen = [0.0] * len(curves), [0] * len(curves)
+        self.pending: list[tuple[Tensor, int]] = []
+
+    def add(self, losses: Tensor, norms: Tensor, out: Tensor, y: Tensor) -> bool:
+        """Log one step: losses and norms (S,) or (), outputs and targets of the (seed-folded)
+        batch. True when the log was read and every run has diverged."""
+        s = len(self.curves)
+        if self.accuracy:
+            y = y.reshape(s, -1)
+            hits = (out.reshape(s, -1, out.shape[-1]).argmax(-1) == y).sum(-1)
+        else:
+            hits = torch.zeros(s, device=losses.device)
+        row = torch.stack([losses.float().reshape(s), norms.float().reshape(s), hits.float()])
+        self.pending.append((row, y.shape[-1] if self.accuracy else 0))
+        return len(self.pending) >= self.every and self.read()
+
+    def read(self) -> bool:
+        """Move the pending steps to the curves; True when every run has diverged."""
+        rows = torch.stack([row for row, _ in self.pending]).tolist() if self.pending else []
+        for (losses, norms, hits), (_, batch) in zip(rows, self.pending, strict=True):
+            for s, curves in enumerate(self.curves):
+                if self.diverged[s] or not math.isfinite(losses[s]):
+                    self.diverged[s] = True
+                    continue
+                curves["loss"].append(losses[s])
+                curves["grad_norm"].append(norms[s])
+                if self.accuracy:
+                    curves["batch_acc"].append(hits[s] / batch)
+                    self.correct[s] += hits[s]
+                    self.seen[s] += batch
+        self.pending.clear()
+        return all(self.diverged)
+
+    def end_epoch(self) -> bool:
+        """Close the epoch's running accuracy of the live runs; True when every run has diverged."""
+        done = self.read()
+        for s, curves in enumerate(self.curves):
+            if self.accuracy and not self.diverged[s]:
+                curves["train_acc_running"].append(self.correct[s] / max(self.seen[s], 1))
+                self.correct[s], self.seen[s] = 0.0, 0
+        return done
+
+    def close(self) -> None:
+        """Read what is pending and close the last (or, for a diverged run, partial) epoch."""
+        self.read()
+        for s, curves in enumerate(self.curves):
+            if self.accuracy and self.seen[s]:
+                curves["train_acc_running"].append(self.correct[s] / self.seen[s])
+
+
+def empty_curves() -> dict[str, list[float]]:
+    """Per-step loss and gradient norm, per-epoch running accuracy, per-step batch accuracy."""
+    return {"loss": [], "grad_norm": [], "train_acc_running": [], "batch_acc": []}
+
+
+class Learner:
+    """What updates a model: its optimizer, its step (compiled where the context says so) and its
+    step log. The model is one run's, or the seed-stacked model of ``seeds`` runs."""
+
+    def __init__(self, cfg: RunConfig, model: nn.Module, task: Task, ctx: RunContext,
+                 seeds: int = 1):
+        self.model, self.task, self.ctx, self.seeds = model, task, ctx, seeds
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.opt = make_optimizer(cfg, self.params, ctx.device)
+        self.forward = model if ctx.compile is None else OneShape(model, ctx.compile)
+        self.log = StepLog([empty_curves() for _ in range(seeds)], ctx.read_every, task.accuracy)
+
+    def step(self, x: Tensor, y: Tensor) -> bool:
+        """One update on a batch, logged without a host sync. True (and no update) when the log
+        was read and every run's loss is non-finite."""
+        self.opt.zero_grad(set_to_none=True)
+        with self.ctx.autocast():
+            loss, out = forward_backward(self.forward, self.task, self.ctx, x, y, self.seeds)
+        if self.log.add(loss, grad_norms(self.params, self.seeds), out, y):
+            return True
+        self.opt.step()
+        return False
+
+
+# ----------------------------------------------------------------------------- measurements
+
+
+@dataclass(frozen=True)
+class AtInit:
+    """What a run measured before its first update, on its fixed probe batch."""
+
+    x: Tensor
+    loss: float
+    grads: dict[str, float]  # ||dL/dW|| per parameter
+
+
+def gradients_at_init(model: nn.Module, task: Task, ctx: RunContext,
+                      x0: Tensor, y0: Tensor) -> AtInit:
+    """Loss and ||dL/dW|| per parameter on the fixed batch; buffers (BN stats) restored."""
+    buffers = {k: v.clone() for k, v in model.named_buffers()}
+    model.train()
+    with ctx.autocast():
+        loss, _ = forward_backward(model, task, ctx, x0, y0)
+    grads = {n: float(p.grad.float().norm()) for n, p in model.named_parameters()
+             if p.grad is not None}
+    model.load_state_dict(buffers, strict=False)
+    model.zero_grad(set_to_none=True)
+    return AtInit(x0, float(loss), grads)
 
 
 @torch.no_grad()
-def evaluate(model, task: Task, cfg: RunConfig, autocast) -> dict[str, float]:
-    model.eval()
-    if task.kind == "regress":
-        return {}
-    out: dict[str, float] = {}
-    if task.kind == "lm":
-        for name, ids in (("train", task.x_train), ("val", task.x_test)):
-            gen, total = torch.Generator().manual_seed(EVAL_SEED), 0.0
-            for _ in range(cfg.train.eval_batches):
-                x, y = lm_batch(ids, cfg.model.seq_len, cfg.train.batch_size, gen)
-                with autocast:
-                    total += float(task.loss(model(x), y))
-            out[f"{name}_loss"] = total / cfg.train.eval_batches
-        return out
-    n_train = cfg.train.eval_train_rows or len(task.y_train)
-    for name, x_all, y_all in (("train", task.x_train[:n_train], task.y_train[:n_train]),
-                               ("test", task.x_test, task.y_test)):
-        correct, loss = 0, 0.0
-        for i in range(0, len(y_all), 512):
-            x, y = x_all[i : i + 512], y_all[i : i + 512]
-            with autocast:
-                logits = model(x).float()
-            loss += float(F.cross_entropy(logits, y, reduction="sum"))
-            correct += int((logits.argmax(-1) == y).sum())
-        out[f"{name}_acc"], out[f"{name}_loss"] = correct / len(y_all), loss / len(y_all)
-    return out
-
-
-@torch.no_grad()
-def probe(model, cfg: RunConfig, x: Tensor, autocast) -> dict[str, dict]:
+def probe(model, cfg: RunConfig, x: Tensor, ctx: RunContext) -> dict[str, dict]:
     """Spectra and ranks of the probed hidden states on the fixed batch (rows = batch*tokens)."""
     if not cfg.train.probe:
         return {}
     model.eval()
-    with capture(model, cfg.train.probe) as hidden, autocast:
+    with capture(model, cfg.train.probe) as hidden, ctx.autocast():
         model(x)
     # token models: the rows that are not padding ([PAD] = 0), for measurements without them
     nonpad = (x != 0) if cfg.model.family == "encoder" else None
@@ -248,116 +490,84 @@ def environment(device: torch.device) -> dict[str, str]:
             "threads": str(torch.get_num_threads())}
 
 
-# ----------------------------------------------------------------------------- the loop
-
-
-def autocast_for(device: torch.device, cfg: RunConfig):
-    """bf16 autocast on CUDA (train.amp=auto), nothing on CPU."""
-    if device.type == "cuda" and cfg.train.amp == "auto":
-        return torch.autocast("cuda", torch.bfloat16)
-    return nullcontext()
-
-
-def gradients_at_init(model, task, cfg, x0, y0, autocast, feedback) -> tuple[float, dict]:
-    """Loss and ||dL/dW|| per parameter on the fixed first batch; buffers (BN stats) restored."""
-    buffers = {k: v.clone() for k, v in model.named_buffers()}
-    model.train()
-    with autocast:
-        init_loss, _ = forward_backward(model, task, x0, y0, feedback)
-    grads = {n: float(p.grad.float().norm()) for n, p in model.named_parameters()
-             if p.grad is not None}
-    model.load_state_dict(buffers, strict=False)
-    model.zero_grad(set_to_none=True)
-    return float(init_loss), grads
-
-
-def finish(cfg: RunConfig, model, task: Task, device, autocast, x0, init: tuple[float, dict],
-           curves: dict, diverged: bool, steps: int, start: float) -> tuple[RunRecord, dict | None]:
-    """Evaluate, probe and package one trained model as a RunRecord (+ its state_dict)."""
-    metrics = {"init_loss": init[0]}
+def finish(cfg: RunConfig, model, task: Task, ctx: RunContext, init: AtInit, curves: dict,
+           diverged: bool, start: float) -> tuple[RunRecord, dict | None]:
+    """Evaluate, probe and package one trained model as a RunRecord (+ its state_dict);
+    ``start``: the perf_counter time the run began."""
+    steps = len(curves["loss"])
+    metrics = {"init_loss": init.loss}
     if steps:
         metrics["final_loss"] = sum(curves["loss"][-10:]) / len(curves["loss"][-10:])
     if diverged:
         metrics.update({k: float("nan") for k in ("train_acc", "test_acc", "val_loss")})
     elif steps:  # a run without training steps measures gradients at init only
-        metrics.update(evaluate(model, task, cfg, autocast))
-    probes = {} if diverged else probe(model, cfg, x0, autocast)
+        metrics.update(task.evaluate(model, cfg, ctx))
+    probes = {} if diverged else probe(model, cfg, init.x, ctx)
     record = RunRecord(
         config=json.loads(json.dumps(cfg.to_dict())), fingerprint=cfg.fingerprint(),
         version=__version__, metrics=metrics, curves=curves, probes=probes,
-        init_grad_norms=init[1], diverged=diverged, steps=steps,
-        wall_time=time.perf_counter() - start, env=environment(device), data_source=task.source)
+        init_grad_norms=init.grads, diverged=diverged, steps=steps,
+        wall_time=time.perf_counter() - start, env=environment(ctx.device),
+        data_source=task.source)
     keep = cfg.train.keep_state
     state = {k: v.detach().cpu() for k, v in model.state_dict().items()} if keep else None
     return record, state
 
 
-class StepLog:
-    """Per-step loss, gradient norm and batch accuracy of S runs trained together (S = 1 for one
-    run), kept on the device and moved to the curves in one transfer every ``every`` steps and at
-    each epoch's end. On CUDA each host read stalls the queue of kernels, so it reads every
-    ``HOST_READ_EVERY`` steps; on the CPU reads cost nothing and it reads every step, which stops a
-    diverging run before its update exactly as an eager check would. A run whose loss turns
-    non-finite is marked diverged and records nothing after it.
-    """
-
-    def __init__(self, curves: list[dict], device: torch.device, classify: bool):
-        self.curves, self.classify = curves, classify
-        self.every = host_read_every(device)
-        self.diverged = [False] * len(curves)
-        self.correct, self.seen = [0.0] * len(curves), [0] * len(curves)
-        self.pending: list[tuple[Tensor, int]] = []
-
-    def add(self, losses: Tensor, norms: Tensor, out: Tensor, y: Tensor) -> bool:
-        """Log one step (losses and norms of shape (S,) or (), logits and targets with a leading S
-        when S > 1). True when the log was read and every run has diverged."""
-        hits = (out.argmax(-1) == y).sum(-1) if self.classify else torch.zeros_like(losses)
-        row = torch.stack([losses.float(), norms.float(), hits.float()]).reshape(3, -1)
-        self.pending.append((row, y.shape[-1] if self.classify else 0))
-        return len(self.pending) >= self.every and self.read()
-
-    def read(self) -> bool:
-        """Move the pending steps to the curves; True when every run has diverged."""
-        rows = torch.stack([row for row, _ in self.pending]).tolist() if self.pending else []
-        for (losses, norms, hits), (_, batch) in zip(rows, self.pending, strict=True):
-            for s, curves in enumerate(self.curves):
-                if self.diverged[s] or not math.isfinite(losses[s]):
-                    self.diverged[s] = True
-                    continue
-                curves["loss"].append(losses[s])
-                curves["grad_norm"].append(norms[s])
-                if self.classify:
-                    curves["batch_acc"].append(hits[s] / batch)
-                    self.correct[s] += hits[s]
-                    self.seen[s] += batch
-        self.pending.clear()
-        return all(self.diverged)
-
-    def end_epoch(self) -> bool:
-        """Close the epoch's running accuracy of the live runs; True when every run has diverged."""
-        done = self.read()
-        for s, curves in enumerate(self.curves):
-            if self.classify and not self.diverged[s]:
-                curves["train_acc_running"].append(self.correct[s] / max(self.seen[s], 1))
-                self.correct[s], self.seen[s] = 0.0, 0
-        return done
-
-    def close(self) -> None:
-        """Read what is pending and close the last (or, for a diverged run, partial) epoch."""
-        self.read()
-        for s, curves in enumerate(self.curves):
-            if self.classify and self.seen[s]:
-                curves["train_acc_running"].append(self.correct[s] / self.seen[s])
+# ----------------------------------------------------------------------------- the loop
 
 
-def host_read_every(device: torch.device) -> int:
-    """Steps between host reads of the step log: every step on the CPU, HOST_READ_EVERY on CUDA."""
-    return 1 if device.type == "cpu" else HOST_READ_EVERY
+def fit(cfgs: list[RunConfig], task: Task | None = None,
+        read_every: int | None = None) -> list[tuple[RunRecord, dict | None]]:
+    """Train the runs of ``cfgs``: one config, or the seeds of one configuration (see
+    normsys.batched) as one seed-stacked model, each seed with its own initialization and data
+    order. Returns each run's record and (train.keep_state) trained state_dict. ``task``: the data
+    (default ``make_task`` of the config); ``read_every``: steps between host reads of the log."""
+    start = time.perf_counter()
+    cfg, seeds = cfgs[0], len(cfgs)
+    device = resolve_device(cfg.train.device)
+    task = (task if task is not None else make_task(cfg)).to(device)
+    ctx = run_context(cfg, device, task.steps(cfg), read_every)
+    with fusion(ctx.compile is not None):  # the norms' fused kernels follow the step's choice
+        models = [prepare_model(c).to(device) for c in cfgs]
+        if cfg.train.method == "dfa":
+            ctx = replace(ctx, feedback=[b.to(device) for b in dfa_feedback(
+                models[0], cfg.model.n_out, cfg.train.seed)])
+        inits = [gradients_at_init(m, task, ctx, *task.probe_batch(c))
+                 for m, c in zip(models, cfgs, strict=True)]
+        learner = Learner(cfg, models[0] if seeds == 1 else stack_modules(models), task, ctx, seeds)
+        learner.model.train()
+        streams = [task.batches(c, torch.Generator().manual_seed(c.train.seed)) for c in cfgs]
+        desc = f"{cfg.model.family}/{cfg.model.norm}/" + (
+            f"s{cfg.train.seed}" if seeds == 1 else f"x{seeds} seeds")
+        drive(streams[0] if seeds == 1 else folded(streams), learner,
+              progress_bar(task.steps(cfg), desc))
+        if seeds > 1:
+            unstack_into(learner.model, models)
+        return [finish(c, m, task, ctx, init, curves, diverged, start)
+                for c, m, init, curves, diverged in zip(
+                    cfgs, models, inits, learner.log.curves, learner.log.diverged, strict=True)]
 
 
-def empty_curves() -> dict[str, list[float]]:
-    """Per-step loss and gradient norm, per-epoch running accuracy, per-step batch accuracy."""
-    return {"loss": [], "grad_norm": [], "train_acc_running": [], "batch_acc": []}
+def folded(streams: list[Iterator]) -> Iterator[tuple[int, Tensor, Tensor]]:
+    """The seeds' batches as one seed-major batch: (epoch, x (S*B, ...), y (S*B, ...))."""
+    for items in zip(*streams, strict=True):
+        yield items[0][0], torch.cat([x for _, x, _ in items]), torch.cat([y for _, _, y in items])
+
+
+def drive(stream, learner: Learner, bar) -> None:
+    """``learner.step`` on every (epoch, x, y) of ``stream`` until it returns True (every run
+    diverged), closing the log at each epoch's end."""
+    log, epoch_now = learner.log, 0
+    for epoch, x, y in stream:
+        if epoch != epoch_now and log.end_epoch():
+            break
+        epoch_now = epoch
+        if learner.step(x, y):
+            break
+        bar.update()
+    bar.close()
+    log.close()
 
 
 def progress_bar(total: int, desc: str):
@@ -367,86 +577,9 @@ def progress_bar(total: int, desc: str):
                 disable=None if sys.stderr.isatty() else True)
 
 
-def make_optimizer(cfg: RunConfig, params, device: torch.device) -> torch.optim.Optimizer:
-    t = cfg.train
-    opt_cls = torch.optim.AdamW if t.optimizer == "adamw" else torch.optim.Adam
-    return opt_cls(params, lr=t.lr, weight_decay=t.weight_decay, fused=device.type == "cuda")
-
-
-def compiled(fn, cfg: RunConfig, device: torch.device):
-    """``torch.compile(fn)`` where it pays: backprop on CUDA with train.compile=auto, or cudagraphs
-    (CUDA graphs replay each step's kernels in one launch: the shapes are static within an epoch).
-    FA's custom backward and DFA's hooks stay eager; on the CPU compiling costs more than it saves.
-    """
-    t = cfg.train
-    if t.compile != "off" and t.method == "bp" and compile_on(device):
-        return torch.compile(fn, mode="reduce-overhead" if t.compile == "cudagraphs" else None)
-    return fn
-
-
-def compile_on(device: torch.device) -> bool:
-    return device.type == "cuda"
-
-
-def train_step(model, step_model, opt, task: Task, x, y, feedback, autocast, log: StepLog) -> bool:
-    """One update: forward and backward through ``step_model`` (the model, or its compiled form),
-    log the step without a host sync, then the optimizer step. True (and no update) when the log
-    was read and the loss is non-finite."""
-    opt.zero_grad(set_to_none=True)
-    with autocast:
-        loss, out = forward_backward(step_model, task, x, y, feedback)
-    if log.add(loss, grad_norm(model), out, y):
-        return True
-    opt.step()
-    return False
-
-
-def drive(stream, step, log: StepLog, bar) -> None:
-    """The loop shared by one run and batched seeds: ``step(x, y)`` on every (epoch, x, y) of
-    ``stream`` until it returns True (every run diverged), closing the log at each epoch's end."""
-    epoch_now = 0
-    for epoch, x, y in stream:
-        if epoch != epoch_now and log.end_epoch():
-            break
-        epoch_now = epoch
-        if step(x, y):
-            break
-        bar.update()
-    bar.close()
-    log.close()
-
-
-def train_with_state(cfg: RunConfig) -> tuple[RunRecord, dict | None]:
-    """Train ``cfg``; return its record and (if train.keep_state) the trained state_dict.
-    train.compile=off turns every compile off, the norms' fused kernels included."""
-    with fusion(cfg.train.compile != "off"):
-        return _train_with_state(cfg)
-
-
-def _train_with_state(cfg: RunConfig) -> tuple[RunRecord, dict | None]:
-    start = time.perf_counter()
-    t = cfg.train
-    device = resolve_device(t.device)
-    autocast = autocast_for(device, cfg)
-    task = make_task(cfg).to(device)
-    model = prepare_model(cfg).to(device)
-    feedback = dfa_feedback(model, cfg.model.n_out, t.seed) if t.method == "dfa" else None
-    if feedback is not None:
-        feedback = [b.to(device) for b in feedback]
-    opt = make_optimizer(cfg, [p for p in model.parameters() if p.requires_grad], device)
-    x0, y0 = first_batch(task, cfg)
-    init = gradients_at_init(model, task, cfg, x0, y0, autocast, feedback)
-    step_model = compiled(model, cfg, device)
-
-    gen = torch.Generator().manual_seed(t.seed)
-    curves = empty_curves()
-    log = StepLog([curves], device, task.kind == "classify")
-    model.train()
-    drive(batches(task, cfg, gen),
-          lambda x, y: train_step(model, step_model, opt, task, x, y, feedback, autocast, log),
-          log, progress_bar(total_steps(task, cfg), f"{cfg.model.family}/{cfg.model.norm}/s{t.seed}"))
-    diverged, steps = log.diverged[0], len(curves["loss"])
-    return finish(cfg, model, task, device, autocast, x0, init, curves, diverged, steps, start)
+def train_with_state(cfg: RunConfig, read_every: int | None = None) -> tuple[RunRecord, dict | None]:
+    """Train ``cfg``; return its record and (if train.keep_state) the trained state_dict."""
+    return fit([cfg], read_every=read_every)[0]
 
 
 def train(cfg: RunConfig) -> RunRecord:

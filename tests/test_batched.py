@@ -1,15 +1,21 @@
-"""The batched multi-seed pass gives the same per-seed results as separate runs."""
+"""The seed-stacked pass gives the same per-seed results as separate runs, through the same
+module code as one run, and its compiled form keeps one static graph."""
 
 from __future__ import annotations
 
-import pytest
+import functools
 
-from normsys.batched import train_seeds
+import pytest
+import torch
+
+from normsys.batched import check_batchable, train_seeds
 from normsys.config import preset
 from normsys.train import train_with_state
 
 TINY_ENCODER = {"data.n_train": 96, "data.n_test": 32, "model.seq_len": 16, "model.d": 16,
                 "train.epochs": 2, "train.batch_size": 32, "train.probe_batch": 8}
+# 100 rows in batches of 32: every epoch ends with a short batch of 4
+SHORT_LAST_BATCH = {**TINY_ENCODER, "data.n_train": 100}
 
 
 def close(a, b, rel=2e-4, abs_=1e-6):
@@ -19,6 +25,12 @@ def close(a, b, rel=2e-4, abs_=1e-6):
 @pytest.mark.parametrize("name,changes", [
     ("ffn_stack", {"train.steps": 6, "model.d": 16, "data.batch_shape": (4, 5, 16)}),
     ("encoder", TINY_ENCODER),
+    ("encoder", {**SHORT_LAST_BATCH, "model.norm": "dyt", "model.pos_emb": True,
+                 "model.pad_mask": True}),  # every stacked op: Embedding rows, positions, DyT
+    ("char_gpt", {"train.steps": 3, "model.d": 32, "train.batch_size": 4,
+                  "train.eval_batches": 2, "model.norm": "rmsnorm"}),
+    ("lstm", {"train.steps": 3, "model.d": 16, "train.batch_size": 4, "train.eval_batches": 2}),
+    ("vit", {"data.n_train": 100, "data.n_test": 40, "model.d": 16, "model.norm": "l2_affine"}),
 ])
 def test_batched_seeds_match_separate_runs(name, changes, data_env, no_cache):
     cfgs = [preset(name, **changes, **{"train.seed": s}) for s in (0, 1, 2)]
@@ -34,17 +46,33 @@ def test_batched_seeds_match_separate_runs(name, changes, data_env, no_cache):
             assert abs(rec_b.probes[layer]["erank"] - probe["erank"]) <= 1e-2
 
 
-def test_compiled_paths_match_eager_runs(no_cache, monkeypatch, light_compile):
-    """The CUDA path compiles the model (one run) and the vmapped loss (batched seeds); forced on
-    here on the CPU, both must give the eager runs' losses."""
-    cfgs = [preset("ffn_stack", **{"train.steps": 6, "model.d": 16, "data.batch_shape": (4, 5, 16),
-                                   "train.seed": s}) for s in (0, 1)]
-    eager = [train_with_state(c)[0] for c in cfgs]
-    monkeypatch.setattr("normsys.train.compile_on", lambda device: True)
-    single = train_with_state(cfgs[0])[0]
-    batched = [record for record, _ in train_seeds(cfgs)]
-    for fast, ref in zip([single, *batched], [eager[0], *eager], strict=True):
-        assert fast.steps == ref.steps and close(fast.curves["loss"], ref.curves["loss"])
+@pytest.fixture
+def counted_compile(monkeypatch):
+    """torch.compile with the aot_eager backend (graph capture and AOT autograd, as on CUDA,
+    without inductor's code generation), counting the graphs it compiles."""
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    torch._dynamo.reset()
+    counter = CompileCounterWithBackend("aot_eager")
+    monkeypatch.setattr(torch, "compile", functools.partial(torch.compile, backend=counter))
+    yield counter
+    torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("stacked", [False, True], ids=["one-run", "two-seeds"])
+def test_compiled_step_is_one_static_graph_and_matches_eager(stacked, data_env, no_cache,
+                                                              counted_compile):
+    """The compiled step (train.compile=on: what CUDA runs) gives the eager runs' losses and
+    compiles exactly one graph for a run of two epochs that each end with a short batch: the
+    short batch runs eager instead of recompiling the graph or turning it dynamic."""
+    cfgs = [preset("encoder", **SHORT_LAST_BATCH, **{"train.seed": s, "train.compile": "on"})
+            for s in (0, 1)]
+    eager = [train_with_state(c.override(**{"train.compile": "off"}))[0] for c in cfgs]
+    assert counted_compile.frame_count == 0
+    fast = [r for r, _ in train_seeds(cfgs)] if stacked else [train_with_state(cfgs[0])[0]]
+    assert counted_compile.frame_count == 1
+    for record, ref in zip(fast, eager, strict=False):
+        assert record.steps == ref.steps == 8 and close(record.curves["loss"], ref.curves["loss"])
 
 
 def test_batched_seeds_reject_what_they_cannot_do():
@@ -55,3 +83,5 @@ def test_batched_seeds_reject_what_they_cannot_do():
         train_seeds([preset("resmlp", **{"train.method": "fa"})])
     with pytest.raises(ValueError, match="batchnorm"):
         train_seeds([preset("ffn_stack", **{"model.norm": "batchnorm"})])
+    with pytest.raises(ValueError, match=r"layers\.0\.0 \(Conv2d\)"):
+        check_batchable([preset("cnn", **{"model.norm": "layernorm"})])

@@ -87,23 +87,6 @@ def test_targets_take_the_worst_full_size_case_and_say_what_was_not_measured():
     assert "| paper-tier Figure 4 in < 300 s | - | not measured |" in table(data)
 
 
-def test_figure4_is_timed_at_the_official_size_with_the_real_rows_repeated():
-    """Offline only an 8,000-row pool exists; the timed run gets the official 120,000 / 7,600 rows
-    (the pool's own rows, in order, repeated), so it takes the full reproduction's steps."""
-    import torch
-
-    from normsys.train import Task
-
-    pool = Task("classify", torch.arange(30).reshape(10, 3), torch.arange(10) % 4,
-                torch.arange(12).reshape(4, 3), torch.arange(4), "pool")
-    full = bench.at_official_size(pool)
-    assert len(full.x_train) == len(full.y_train) == 120_000 and full.x_train.shape[1:] == (3,)
-    assert len(full.x_test) == len(full.y_test) == 7_600
-    assert torch.equal(full.x_train[10:20], pool.x_train) and torch.equal(full.y_test[-4:], pool.y_test)
-    assert full.source.startswith("pool; rows repeated to the official 120000 / 7600")
-    assert bench.at_official_size(full) is full  # the official splits themselves: unchanged
-
-
 def test_merge_joins_one_device_and_refuses_two(tmp_path):
     a, b, c = (tmp_path / n for n in ("a.json", "b.json", "c.json"))
     a.write_text(json.dumps(result("H200", [norm("normsys", 1e-5)])))

@@ -34,8 +34,7 @@ def test_divergence_is_recorded_not_raised(no_cache):
 def test_step_log_reads_in_windows_and_stops_each_run_at_its_first_nan():
     """The CUDA path reads the log every few steps: the curves must be what a per-step read gives."""
     curves = [empty_curves(), empty_curves()]
-    log = StepLog(curves, torch.device("cuda"), classify=True)  # a device object; nothing runs there
-    log.every = 3
+    log = StepLog(curves, read_every=3, accuracy=True)
     losses = [(1.0, 2.0), (0.5, float("nan")), (0.25, 1.0), (0.125, 0.5)]
     y = torch.tensor([[0, 1], [1, 1]])
     out = torch.tensor([[[1.0, 0.0], [1.0, 0.0]], [[0.0, 1.0], [0.0, 1.0]]])  # hits: 1 and 2 of 2
@@ -49,36 +48,38 @@ def test_step_log_reads_in_windows_and_stops_each_run_at_its_first_nan():
     assert curves[0]["train_acc_running"] == [0.5] and curves[1]["train_acc_running"] == [1.0]
 
 
-def test_deferred_host_reads_give_the_per_step_record(no_cache, monkeypatch):
+def test_deferred_host_reads_give_the_per_step_record(no_cache):
     """Reading the log every 3 steps (as on CUDA) changes neither a run nor a divergence."""
     live = preset("ffn_stack", **SMALL_FFN)
     dead = live.override(**{"model.norm": "none", "model.residual": False, "train.lr": 1e30})
     eager = [train(live), train(dead)]
-    monkeypatch.setattr("normsys.train.host_read_every", lambda device: 3)
-    deferred = [train(live), train(dead)]
+    deferred = [train_with_state(cfg, read_every=3)[0] for cfg in (live, dead)]
     assert deferred[0].curves == eager[0].curves and deferred[0].metrics == eager[0].metrics
     assert deferred[1].diverged and deferred[1].steps == eager[1].steps
     assert deferred[1].curves == eager[1].curves
 
 
-def test_compile_setting_picks_the_mode_and_keeps_fa_eager(monkeypatch):
-    """train.compile: auto -> torch.compile's default, cudagraphs -> mode reduce-overhead, off -> none;
-    FA/DFA never (custom backward); CPU never (compile_on)."""
-    from normsys.train import compiled
+def test_compile_setting_picks_the_mode_from_the_work_and_keeps_fa_eager():
+    """train.compile: auto compiles on CUDA from COMPILE_MIN_STEPS steps on (a short run trains
+    eager: compiling would cost more than it saves), on compiles anywhere, cudagraphs adds CUDA
+    graphs on CUDA, off never; FA/DFA never (custom backward)."""
+    from normsys.train import COMPILE_MIN_STEPS, compile_mode
 
-    calls = []
-    monkeypatch.setattr(torch, "compile", lambda fn, mode=None: calls.append(mode) or "compiled")
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
     cfg = preset("resmlp")
-    assert compiled("fn", cfg, cpu) == "fn" and calls == []
-    monkeypatch.setattr("normsys.train.compile_on", lambda device: device.type == "cuda")
-    assert compiled("fn", cfg, cuda) == "compiled" and calls == [None]
-    assert compiled("fn", cfg.override(**{"train.compile": "cudagraphs"}), cuda) == "compiled"
-    assert calls == [None, "reduce-overhead"]
-    assert compiled("fn", cfg.override(**{"train.compile": "off"}), cuda) == "fn"
-    assert compiled("fn", cfg.override(**{"train.method": "fa"}), cuda) == "fn"
+    setting = lambda value: cfg.override(**{"train.compile": value})  # noqa: E731
+    assert compile_mode(cfg, cpu, 10**6) is None
+    assert compile_mode(cfg, cuda, COMPILE_MIN_STEPS - 1) is None
+    assert compile_mode(cfg, cuda, COMPILE_MIN_STEPS) == "default"
+    assert compile_mode(setting("on"), cpu, 1) == "default"
+    assert compile_mode(setting("cudagraphs"), cuda, 1) == "reduce-overhead"
+    assert compile_mode(setting("cudagraphs"), cpu, 10**6) is None
+    assert compile_mode(setting("off"), cuda, 10**6) is None
+    for method in ("fa", "dfa"):
+        assert compile_mode(cfg.override(**{"train.method": method, "train.compile": "on"}),
+                            cuda, 10**6) is None
     with pytest.raises(ValueError, match="compile"):
-        cfg.override(**{"train.compile": "max"})
+        setting("max")
 
 
 def test_gradients_at_init_per_layer(no_cache):
