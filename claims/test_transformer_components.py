@@ -46,7 +46,11 @@ FFN_CONFIGS = {"residual+LN": (True, "layernorm"), "residual only": (True, "none
     "every comparison goes the other way: loss(residual only) - loss(residual+LN) mean -0.00877, "
     "95% CI [-0.00894, -0.00859]; LN only -0.01345 [-0.01385, -0.01306]; neither -0.01429 "
     "[-0.01478, -0.01380]; "
-    "final losses ~1.0 = the variance of the random targets; rule > 0 for all three")]))
+    "final losses ~1.0 = the variance of the random targets; rule > 0 for all three")],
+    paper=[refuted(
+        "one H100 80GB HBM3, 2026-11-23, seeds 0-4: every comparison goes the other way: "
+        "residual only -0.00898, 95% CI [-0.00946, -0.00850]; LN only -0.01365 [-0.01401, "
+        "-0.01329]; neither -0.01446 [-0.01479, -0.01412]; rule > 0 for all three")]))
 @pytest.mark.claim("tc-residual-layernorm-lowest-loss", source=SOURCE,
                    statement="In the FFN stack, residual+LN ends with lower loss than each of "
                              "residual only, LN only and neither (paired; all three must hold).")

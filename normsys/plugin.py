@@ -46,16 +46,18 @@ def tiers(cpu: Sequence = (), paper: Sequence = ()) -> list:
 
 
 def variant_tiers(variants: Sequence[str], refuted_cpu: dict[str, str] | None = None,
-                  slow: Sequence[str] = ()) -> list:
-    """Parameters for ``"variant,tier"``: every variant at both tiers; ``refuted_cpu`` maps a
-    variant to the measured numbers of its CPU-tier refutation; ``slow`` variants are marked slow."""
-    refuted_cpu = refuted_cpu or {}
+                  refuted_paper: dict[str, str] | None = None, slow: Sequence[str] = ()) -> list:
+    """Parameters for ``"variant,tier"``: every variant at both tiers; ``refuted_cpu`` and
+    ``refuted_paper`` map a variant to the measured numbers of its refutation at that tier;
+    ``slow`` variants are marked slow on the CPU tier."""
+    refuted_cpu, refuted_paper = refuted_cpu or {}, refuted_paper or {}
     params = []
     for v in variants:
         cpu = [refuted(refuted_cpu[v])] if v in refuted_cpu else []
         cpu += [pytest.mark.slow] if v in slow else []
+        paper = [pytest.mark.gpu] + ([refuted(refuted_paper[v])] if v in refuted_paper else [])
         params += [pytest.param(v, "cpu", marks=cpu, id=f"cpu{v}"),
-                   pytest.param(v, "paper", marks=[pytest.mark.gpu], id=f"paper{v}")]
+                   pytest.param(v, "paper", marks=paper, id=f"paper{v}")]
     return params
 
 

@@ -127,3 +127,17 @@ def test_long(claim):
     result = pytester.runpytest("--collect-only", "-q", "-p", "no:cacheprovider")
     names = [line.split("::")[1] for line in result.outlines if "::" in line]
     assert names == ["test_long", "test_short", "test_plain", "test_shared"]
+
+
+def test_variant_tiers_record_refutations_per_tier_and_variant():
+    """A refutation measured on one tier and variant marks that parameter alone."""
+    from normsys.plugin import variant_tiers
+
+    params = {p.id: p for p in variant_tiers(("", "-x"), refuted_cpu={"": "cpu numbers"},
+                                             refuted_paper={"-x": "gpu numbers"}, slow=("-x",))}
+    reasons = {pid: [m.kwargs.get("reason") for m in p.marks if m.name == "xfail"]
+               for pid, p in params.items()}
+    assert reasons == {"cpu": ["refuted: cpu numbers"], "paper": [], "cpu-x": [],
+                       "paper-x": ["refuted: gpu numbers"]}
+    assert all(any(m.name == "gpu" for m in params[i].marks) for i in ("paper", "paper-x"))
+    assert [m.name for m in params["cpu-x"].marks] == ["slow"]
