@@ -157,7 +157,7 @@ def validate(cfg: RunConfig) -> None:
 
 # ----------------------------------------------------------------------------- presets
 
-ENCODER_CPU = RunConfig(  # Dual-Mechanism Exp. 4, CPU tier (issue 4)
+ENCODER_CPU = RunConfig(  # Dual-Mechanism Exp. 4, CPU tier
     ModelConfig("encoder", "layernorm", "post", d=64, heads=4, layers=6, seq_len=64, n_out=4),
     DataConfig("ag_news", "cpu"),
     TrainConfig(lr=1e-3, batch_size=64, epochs=4,

@@ -1,7 +1,7 @@
 """The original experiments as configs per tier, and the statistics that claims compute from runs.
 
 Claims and their negative controls import these, so a statistic is defined once. Tier ``cpu`` is
-the CI-sized setting fixed in the issues; tier ``paper`` is SPEC.md's paper setting on a GPU.
+the CI-sized setting fixed with each claim's rule; tier ``paper`` is SPEC.md's paper setting on a GPU.
 """
 
 from __future__ import annotations

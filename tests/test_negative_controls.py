@@ -105,7 +105,7 @@ def test_stability_rules_flip_on_constructed_gradient_directions():
     assert stats.decide_paired(same, independent, ">", 0.3).verdict == stats.SUPPORTED
 
 
-# ----------------------------------------------------------------------------- issue 6 claims
+# ----------------------------------------------------------------- literature and deep-dive claims
 
 
 def test_all_of_rule_flips_when_one_comparison_is_absent():
