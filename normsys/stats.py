@@ -98,6 +98,7 @@ class Decision:
     rule: str  # e.g. "> 0.05", ">= 0.8", "within (-0.02, 0.02)"
     reason: str
     extra: dict = field(default_factory=dict)
+    margin: float = math.nan  # how far the interval lies inside the claimed region (< 0: outside)
 
     def to_dict(self) -> dict:
         return {"verdict": self.verdict, "rule": self.rule, "reason": self.reason,
@@ -126,7 +127,9 @@ def decide(values: Sequence[float], side: str, threshold: float,
         verdict = REFUTED
     else:
         verdict = INCONCLUSIVE
-    return Decision(verdict, s, rule, f"{_interval(s)}; claim: {SIDES[side]} {threshold:g}")
+    margin = s.low - threshold if side in (">", ">=") else threshold - s.high
+    return Decision(verdict, s, rule, f"{_interval(s)}; claim: {SIDES[side]} {threshold:g}",
+                    margin=margin)
 
 
 def paired_differences(a: Sequence[float], b: Sequence[float]) -> list[float]:
@@ -158,24 +161,23 @@ def decide_equivalence(values: Sequence[float], low: float, high: float,
         verdict = REFUTED
     else:
         verdict = INCONCLUSIVE
-    return Decision(verdict, s, rule, f"{_interval(s)}; claim: {rule}")
+    return Decision(verdict, s, rule, f"{_interval(s)}; claim: {rule}",
+                    margin=min(s.low - low, high - s.high))
 
 
 def decide_all(decisions: dict[str, Decision]) -> Decision:
     """A claim made of several comparisons that must all hold: supported if every one is
-    supported, refuted if any is refuted, inconclusive otherwise. The summary shown is the
-    deciding comparison (the refuted one, else an inconclusive one, else the weakest)."""
+    supported, refuted if any is refuted, inconclusive otherwise. The comparison shown is the one
+    the verdict rests on: among those with the deciding verdict, the weakest, whose interval lies
+    least far inside its claimed region (for a ``<`` rule the highest upper end, for ``>`` the
+    lowest lower end)."""
     if not decisions:
         raise ValueError("decide_all needs at least one decision")
-    items = list(decisions.items())
-    verdicts = [d.verdict for _, d in items]
-    if REFUTED in verdicts:
-        verdict, (name, key) = REFUTED, items[verdicts.index(REFUTED)]
-    elif INCONCLUSIVE in verdicts:
-        verdict, (name, key) = INCONCLUSIVE, items[verdicts.index(INCONCLUSIVE)]
-    else:
-        verdict, (name, key) = SUPPORTED, min(items, key=lambda kv: kv[1].summary.low)
-    reason = "; ".join(f"{n}: {d.verdict} ({_interval(d.summary)})" for n, d in items)
-    return Decision(verdict, key.summary, f"all of {len(items)}: {key.rule}",
+    verdicts = {d.verdict for d in decisions.values()}
+    verdict = next(v for v in (REFUTED, INCONCLUSIVE, SUPPORTED) if v in verdicts)
+    name, key = min(((n, d) for n, d in decisions.items() if d.verdict == verdict),
+                    key=lambda item: item[1].margin)
+    reason = "; ".join(f"{n}: {d.verdict} ({_interval(d.summary)})" for n, d in decisions.items())
+    return Decision(verdict, key.summary, f"all of {len(decisions)}: {key.rule}",
                     f"deciding: {name}. {reason}",
-                    {n: d.to_dict() for n, d in items})
+                    {n: d.to_dict() for n, d in decisions.items()}, key.margin)

@@ -88,3 +88,27 @@ def test_bad_rule_arguments_are_clear_errors():
         stats.decide_equivalence([1.0, 2.0], 0.1, -0.1)
     with pytest.raises(ValueError, match="at least one value"):
         stats.summarize([])
+
+
+@pytest.mark.parametrize("side,near,far", [
+    (">", [2.2, 2.3, 2.25], [5.0, 5.1, 4.9]),    # > 2: the nearer comparison has the lower values
+    ("<", [0.75, 0.8, 0.7], [0.1, 0.12, 0.11]),  # < 1: the nearer one has the higher values
+])
+def test_all_of_shows_the_weakest_comparison_on_either_side(side, near, far):
+    """The verdict of an 'all of' rule rests on its weakest comparison: the one whose interval
+    lies nearest the threshold, whichever side the rule claims."""
+    threshold = 2.0 if side == ">" else 1.0
+    for order in ((near, far), (far, near)):
+        decisions = {f"c{i}": stats.decide(v, side, threshold) for i, v in enumerate(order)}
+        result = stats.decide_all(decisions)
+        weakest = "c0" if order[0] is near else "c1"
+        assert result.verdict == SUPPORTED and result.reason.startswith(f"deciding: {weakest}.")
+        assert result.summary.values == tuple(near)
+
+
+def test_all_of_shows_the_most_refuted_comparison():
+    decisions = {"slightly": stats.decide([0.9, 0.95, 0.92], ">", 1.0),
+                 "clearly": stats.decide([0.1, 0.12, 0.11], ">", 1.0),
+                 "holds": stats.decide([3.0, 3.1, 3.2], ">", 1.0)}
+    result = stats.decide_all(decisions)
+    assert result.verdict == REFUTED and result.reason.startswith("deciding: clearly.")
