@@ -22,6 +22,7 @@ from normsys.experiments import (
     weight_grad_profile,
 )
 from normsys.plugin import refuted, tiers
+from normsys.train import trained_model
 
 SOURCE = "LayerNorm deep-dive notebook"
 
@@ -47,7 +48,7 @@ def draw_correlations(fig, records: dict) -> None:
     axes = fig.subplots(1, len(records))
     fig.set_size_inches(5 * len(records), 4.2)
     for ax, (norm, record) in zip(axes, records.items(), strict=True):
-        model = record.load_model()
+        model = trained_model(record)
         with torch.no_grad():
             h = x
             for layer in model.layers:

@@ -18,13 +18,14 @@ from normsys.experiments import (
     ln_vjp_errors,
 )
 from normsys.plugin import tiers
+from normsys.train import trained_model
 
 SOURCE = "LayerNorm-Jacobian analysis (char GPT, Tiny Shakespeare)"
 
 
 def captures_of(run, cfg):
     record = run(cfg)
-    model = record.load_model()
+    model = trained_model(record)  # FA nets keep their own backward: the analysis is of it
     return layernorm_gradients(model, *fresh_lm_batch(cfg))
 
 

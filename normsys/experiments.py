@@ -287,10 +287,13 @@ def fresh_lm_batch(cfg: RunConfig, seed: int = 12_345) -> tuple[Tensor, Tensor]:
 
 
 def fa_protocol(record: RunRecord, n_batches: int = 8, size: int = 128) -> dict:
-    """The protocol report of a trained FA-protocol model on disjoint MNIST test batches."""
+    """The protocol report of a trained FA-protocol model on disjoint MNIST test batches. The
+    protocol measures the backprop gradient of whatever net it is given, so the weights are loaded
+    into a plain model: an FA-trained net is measured through W^T, not its feedback matrices."""
     from normsys.data import mnist
     from normsys.protocol import disjoint_batches, fa_protocol_report
+    from normsys.train import trained_model
 
     split = mnist()
-    model = record.load_model()
+    model = trained_model(record, learning_rule=False)
     return fa_protocol_report(model, disjoint_batches(split.x_test, split.y_test, n_batches, size))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 from normsys.config import RunConfig
 
@@ -39,19 +38,6 @@ class RunRecord:
         """erank(layer) / erank(first probed layer)."""
         first = first or next(iter(self.probes))
         return self.erank(layer, rows) / self.erank(first, rows)
-
-    def load_model(self, device: str = "cpu"):
-        """Rebuild the model from the config and load the stored trained weights."""
-        import torch
-
-        from normsys.train import prepare_model
-
-        if self.state_path is None or not Path(self.state_path).is_file():
-            raise FileNotFoundError(f"run {self.fingerprint} kept no weights (state_path="
-                                    f"{self.state_path}); set train.keep_state=True and rerun")
-        model = prepare_model(self.run_config)
-        model.load_state_dict(torch.load(self.state_path, map_location=device))
-        return model.to(device).eval()
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), allow_nan=True)

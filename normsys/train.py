@@ -287,6 +287,25 @@ def prepare_model(cfg: RunConfig) -> nn.Module:
     return model
 
 
+def trained_model(record: RunRecord, learning_rule: bool = True,
+                  device: str = "cpu") -> nn.Module:
+    """The model of a run with its trained weights, in eval mode. ``learning_rule=False`` loads
+    the weights into a plain model, whose backward is autograd's through the true weights (an FA
+    net's feedback matrices left out): what a diagnostic of the net itself measures."""
+    if record.state_path is None or not Path(record.state_path).is_file():
+        raise FileNotFoundError(f"run {record.fingerprint} kept no weights (state_path="
+                                f"{record.state_path}); set train.keep_state=True and rerun")
+    cfg = record.run_config
+    state = torch.load(record.state_path, map_location=device)
+    if learning_rule:
+        model = prepare_model(cfg)
+    else:
+        model = build_model(cfg.model)
+        state = {k: v for k, v in state.items() if not k.endswith(".feedback")}
+    model.load_state_dict(state)
+    return model.to(device).eval()
+
+
 def make_optimizer(cfg: RunConfig, params, device: torch.device) -> torch.optim.Optimizer:
     t = cfg.train
     opt_cls = torch.optim.AdamW if t.optimizer == "adamw" else torch.optim.Adam

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from normsys.cache import cached_run, run_key
 from normsys.config import preset
-from normsys.train import train_with_state
+from normsys.train import train_with_state, trained_model
 
 CFG = preset("ffn_stack", **{"train.steps": 3, "model.d": 16, "data.batch_shape": (4, 5, 16)})
 
@@ -27,7 +27,7 @@ def test_round_trip_reuses_the_stored_run(tmp_path, monkeypatch):
     first = cached_run(CFG, counting(log))
     second = cached_run(CFG, counting(log))
     assert log.read_text() == "x" and first == second
-    model = second.load_model()
+    model = trained_model(second)
     assert sum(p.numel() for p in model.parameters()) > 0
 
 
@@ -41,7 +41,7 @@ def test_corrupted_entries_are_recomputed(tmp_path, monkeypatch):
     state = tmp_path / "runs" / f"{run_key(CFG)}.pt"
     state.write_bytes(b"garbage")  # weights that no longer match their checksum
     record = cached_run(CFG, counting(log))
-    assert log.read_text() == "xxx" and record.load_model() is not None
+    assert log.read_text() == "xxx" and trained_model(record) is not None
 
 
 def test_cache_off_always_computes(tmp_path, monkeypatch):

@@ -14,7 +14,7 @@ from normsys.experiments import (
     ln_vjp_errors,
     tanh_mlp_config,
 )
-from normsys.train import run
+from normsys.train import run, trained_model
 
 TINY_TRAIN = {"train.steps": 2, "train.batch_size": 8}
 
@@ -43,7 +43,7 @@ def test_tanh_mlp_paper_tier(cache):
 def test_char_gpt_paper_tier_fa_and_ln_captures(data_env, cache):
     cfg = char_gpt_config(0, attention="sigmoid", method="fa", tier="paper", steps=2)
     record = run(cfg.override(**{"train.batch_size": 4}))
-    captures = layernorm_gradients(record.load_model(), *fresh_lm_batch(cfg))
+    captures = layernorm_gradients(trained_model(record), *fresh_lm_batch(cfg))
     assert len(captures) == 9 and max(ln_vjp_errors(captures)) < 1e-4
 
 
