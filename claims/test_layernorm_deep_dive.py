@@ -3,7 +3,10 @@
 MLP: 3 hidden layers of 256 (Linear -> norm -> ReLU), Adam 1e-3, batch 64, 1 epoch; its last hidden
 layer is probed on 1,000 fixed training images. CNN: 3 x conv3x3 -> norm -> ReLU -> maxpool, batch
 128, 1 epoch; LayerNorm there normalizes each sample's whole (C, H, W) map (Ba et al. 2016).
-Char LSTM: 1 layer, hidden 256, 1,000 steps on Tiny Shakespeare. Tanh MLP: as in the residual claim.
+Char LSTM: 1 layer, hidden 256, 1,000 steps on Tiny Shakespeare (BatchNorm: statistics per time
+step). Transformer block: one pre-norm block as a character LM on Tiny Shakespeare (d=64, 4 heads,
+context 64, batch 32, Adam 1e-3, 500 steps). Tanh MLP: as in the residual claim. Models with
+BatchNorm are evaluated in eval mode (running statistics).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from normsys.experiments import (
     mlp_config,
     steps_to_accuracy,
     tanh_mlp_config,
+    tblock_lm_config,
     weight_grad_profile,
 )
 from normsys.plugin import refuted, tiers
@@ -120,6 +124,66 @@ def test_layernorm_helps_lstm(claim, runs, tier):
                          ("none", "layernorm"), "val_loss")
     claim.check_paired(val["none"], val["layernorm"], ">", 0.0,
                        statistic="val_loss(plain) - val_loss(LN-LSTM)")
+
+
+@pytest.mark.slow  # three more 1,000-step LSTM runs (and the LayerNorm three of the claim above)
+@pytest.mark.parametrize("tier", tiers())
+@pytest.mark.claim("ld-layernorm-beats-batchnorm-lstm", source=SOURCE,
+                   statement="In an LSTM, LayerNorm beats BatchNorm (statistics per time step): "
+                             "validation loss with BatchNorm minus with LayerNorm > 0 after "
+                             "1,000 steps, paired by seed.")
+def test_layernorm_beats_batchnorm_lstm(claim, runs, tier):
+    val = metric_by_norm(runs, claim, lambda n, s: lstm_config(n, s, tier),
+                         ("batchnorm", "layernorm"), "val_loss")
+    claim.check_paired(val["batchnorm"], val["layernorm"], ">", 0.0,
+                       statistic="val_loss(BN-LSTM) - val_loss(LN-LSTM)")
+
+
+@pytest.mark.parametrize("tier", tiers())
+@pytest.mark.claim("ld-layernorm-beats-batchnorm-transformer", source=SOURCE,
+                   statement="In a pre-norm Transformer block (a character LM), LayerNorm beats "
+                             "BatchNorm in both norm places: validation loss with BatchNorm minus "
+                             "with LayerNorm > 0 after 500 steps, paired by seed.")
+def test_layernorm_beats_batchnorm_transformer(claim, runs, tier):
+    val = metric_by_norm(runs, claim, lambda n, s: tblock_lm_config(n, s, tier),
+                         ("batchnorm", "layernorm"), "val_loss")
+    claim.check_paired(val["batchnorm"], val["layernorm"], ">", 0.0,
+                       statistic="val_loss(BN) - val_loss(LN)")
+
+
+@pytest.mark.parametrize("tier", tiers())
+@pytest.mark.claim("ld-layernorm-improves-final-accuracy", source=SOURCE,
+                   statement="LayerNorm improves the MLP's final accuracy: test acc(layernorm) - "
+                             "test acc(none) > 0 after 1 epoch, paired by seed.")
+def test_layernorm_improves_final_accuracy(claim, mlp_runs, tier):
+    ln, none = mlp_runs("layernorm"), mlp_runs("none")
+    claim.check_paired([r.metrics["test_acc"] for r in ln], [r.metrics["test_acc"] for r in none],
+                       ">", 0.0, statistic="test_acc(layernorm) - test_acc(none)")
+
+
+INIT_SCALES = (0.5, 1.0, 2.0)
+
+
+def accuracy_spread(accuracies: list[float]) -> float:
+    """max - min test accuracy over the initial weight scales."""
+    return max(accuracies) - min(accuracies)
+
+
+@pytest.mark.parametrize("tier", tiers())
+@pytest.mark.claim("ld-layernorm-robust-to-init-scale", source=SOURCE,
+                   statement="LayerNorm makes the MLP robust to its weight initialization: with the "
+                             "hidden weights scaled by 0.5, 1, 2 at init, the spread (max - min) "
+                             "of test accuracy without a norm minus with LayerNorm > 0.02, paired.")
+def test_layernorm_robust_to_init_scale(claim, runs, tier):
+    acc = {n: {scale: [r.metrics["test_acc"] for r in runs(
+        [mlp_config(n, s, tier=tier, init_scale=scale) for s in claim.seeds])]
+        for scale in INIT_SCALES} for n in ("none", "layernorm")}
+    spread = {n: [accuracy_spread([acc[n][scale][i] for scale in INIT_SCALES])
+                  for i in range(len(claim.seeds))] for n in acc}
+    claim.record(test_acc={n: {str(k): v for k, v in by.items()} for n, by in acc.items()},
+                 spread=spread)
+    claim.check_paired(spread["none"], spread["layernorm"], ">", 0.02,
+                       statistic="spread(none) - spread(layernorm)")
 
 
 @pytest.mark.parametrize("tier", tiers())

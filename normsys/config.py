@@ -17,6 +17,7 @@ from normsys.norms import check_kind
 FAMILIES = ("encoder", "tanh_mlp", "ffn_stack", "resmlp", "vit", "char_gpt",
             "mlp", "lstm", "cnn", "tblock")
 DATASETS = ("ag_news", "tinyshakespeare", "mnist", "random")
+LATER_FIELDS = {"model.init_scale": 1.0}  # fingerprinted only away from their defaults
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,7 @@ class ModelConfig:
     pos_emb: bool = False       # encoder: learned positional embedding (seed: none)
     patch: int = 7              # ViT-mini patch size
     act: str = "gelu"           # hidden activation of MLP-style families (tanh_mlp: tanh)
+    init_scale: float = 1.0     # mlp: hidden layers' initial weights times this (init robustness)
 
 
 @dataclass(frozen=True)
@@ -106,8 +108,15 @@ class RunConfig:
                    TrainConfig(**{**d["train"], "probe": tuple(d["train"]["probe"])}))
 
     def fingerprint(self) -> str:
-        """sha256 of the canonical JSON of the resolved config (first 16 hex digits)."""
-        text = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        """sha256 of the canonical JSON of the resolved config (first 16 hex digits). Fields added
+        after records were first kept (LATER_FIELDS) are left out while at their defaults, so the
+        records of every earlier config keep their fingerprints."""
+        d = self.to_dict()
+        for key, default in LATER_FIELDS.items():
+            section, _, name = key.partition(".")
+            if d[section][name] == default:
+                del d[section][name]
+        text = json.dumps(d, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -153,6 +162,10 @@ def validate(cfg: RunConfig) -> None:
                         ("train.batch_size", t.batch_size)):
         if value < 1:
             raise ValueError(f"{name} must be >= 1, got {value}")
+    if m.init_scale != 1.0 and m.family != "mlp":
+        raise ValueError(f"model.init_scale is for family mlp, not {m.family}")
+    if not m.init_scale > 0:
+        raise ValueError(f"model.init_scale must be > 0, got {m.init_scale}")
 
 
 # ----------------------------------------------------------------------------- presets

@@ -44,12 +44,14 @@ def char_gpt_config(seed: int, attention: str = "softmax", method: str = "bp", t
                                  "train.device": device})
 
 
-def fa_mlp_config(method: str, seed: int, tier: str = "cpu", frozen: bool = False) -> RunConfig:
+def fa_mlp_config(method: str, seed: int, tier: str = "cpu", frozen: bool = False,
+                  epochs: int = 2) -> RunConfig:
     """FA protocol: pre-LN residual MLP on MNIST (784 -> 256, 4 blocks LN-256x512-GELU-512x256),
-    Adam 1e-3, batch 128, 2 epochs; ``frozen``: the frozen-blocks baseline (trained with bp)."""
+    Adam 1e-3, batch 128, 2 epochs; ``frozen``: the frozen-blocks baseline (blocks fixed at init;
+    embed, out_ln and head trained by ``method``)."""
     device = "auto" if tier == "paper" else "cpu"
-    return preset("resmlp", **{"train.method": "bp" if frozen else method,
-                               "train.frozen_blocks": frozen, "train.seed": seed,
+    return preset("resmlp", **{"train.method": method, "train.frozen_blocks": frozen,
+                               "train.seed": seed, "train.epochs": epochs,
                                "train.device": device})
 
 
@@ -128,13 +130,15 @@ def ffn_stack_config(residual: bool, norm: str, seed: int, tier: str = "cpu") ->
 
 
 def mlp_config(norm: str, seed: int, batch_size: int = 64, steps: int = 0,
-               tier: str = "cpu") -> RunConfig:
+               tier: str = "cpu", init_scale: float = 1.0) -> RunConfig:
     """Deep-dive MLP on MNIST: 3 hidden layers of 256 (Linear -> norm -> ReLU), Adam 1e-3, 1 epoch
-    (or ``steps``); the last hidden layer is probed on 1,000 fixed training images."""
+    (or ``steps``); the last hidden layer is probed on 1,000 fixed training images;
+    ``init_scale`` multiplies the hidden layers' initial weights."""
     device = "auto" if tier == "paper" else "cpu"
     return preset("mlp", **{"model.norm": norm, "train.seed": seed, "train.batch_size": batch_size,
                             "train.steps": steps, "train.probe": ("layers.2",),
-                            "train.probe_batch": 1000, "train.device": device})
+                            "train.probe_batch": 1000, "train.device": device,
+                            "model.init_scale": init_scale})
 
 
 def cnn_config(norm: str, seed: int, tier: str = "cpu") -> RunConfig:
@@ -149,6 +153,17 @@ def lstm_config(norm: str, seed: int, tier: str = "cpu") -> RunConfig:
     the layer-normalized LSTM of Ba et al. 2016, none the plain LSTM (same cell code)."""
     device = "auto" if tier == "paper" else "cpu"
     return preset("lstm", **{"model.norm": norm, "train.seed": seed, "train.device": device})
+
+
+def tblock_lm_config(norm: str, seed: int, tier: str = "cpu") -> RunConfig:
+    """One pre-norm Transformer block as a character LM on Tiny Shakespeare: d=64, 4 heads,
+    context 64, batch 32, Adam 1e-3, 500 steps; ``norm`` in both of the block's norm places and
+    in the final norm before the head."""
+    device = "auto" if tier == "paper" else "cpu"
+    return preset("char_gpt", **{"model.norm": norm, "model.layers": 1, "model.d": 64,
+                                 "model.heads": 4, "model.seq_len": 64, "train.batch_size": 32,
+                                 "train.optimizer": "adam", "train.lr": 1e-3, "train.steps": 500,
+                                 "train.seed": seed, "train.device": device})
 
 
 def steps_to_accuracy(batch_acc: list[float], target: float = 0.9, window: int = 50) -> float:

@@ -295,7 +295,8 @@ class CharGPT(nn.Module):
 
 
 class MLP(nn.Module):
-    """layers.{i} = Linear -> norm -> activation; then a linear head."""
+    """layers.{i} = Linear -> norm -> activation; then a linear head. ``init_scale`` multiplies
+    the hidden layers' initial weights."""
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -304,6 +305,10 @@ class MLP(nn.Module):
             nn.Sequential(Linear(a, b), build_norm(cfg.norm, b), activation(cfg.act))
             for a, b in zip(dims[:-1], dims[1:], strict=True))
         self.head = Linear(cfg.d, cfg.n_out)
+        if cfg.init_scale != 1.0:  # the hidden layers' weights, scaled at init (not the head)
+            with torch.no_grad():
+                for layer in self.layers:
+                    layer[0].weight.mul_(cfg.init_scale)
 
     def forward(self, x: Tensor) -> Tensor:
         for layer in self.layers:

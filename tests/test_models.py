@@ -160,3 +160,22 @@ def test_sigmoid_attention_is_causal():
 def test_unknown_family_lists_valid_ones():
     with pytest.raises(ValueError, match="unknown model family.*encoder"):
         build_model(ModelConfig("transformerxl"))
+
+
+def test_init_scale_multiplies_the_mlp_hidden_weights_and_keeps_earlier_fingerprints():
+    """model.init_scale scales the hidden layers' initial weights (not the head); at its default
+    it is left out of the fingerprint, so every earlier record keeps its key."""
+    from normsys.config import preset
+
+    base, scaled = preset("mlp"), preset("mlp", **{"model.init_scale": 2.0})
+    assert base.fingerprint() == "6682f01329ca15ab"  # the mlp preset's key before the field existed
+    assert scaled.fingerprint() != base.fingerprint()
+    torch.manual_seed(0)
+    a = build_model(base.model)
+    torch.manual_seed(0)
+    b = build_model(scaled.model)
+    for i in range(3):
+        torch.testing.assert_close(b.layers[i][0].weight, 2 * a.layers[i][0].weight)
+    torch.testing.assert_close(b.head.weight, a.head.weight)
+    with pytest.raises(ValueError, match="init_scale is for family mlp"):
+        preset("encoder", **{"model.init_scale": 2.0})
