@@ -14,8 +14,7 @@ pytest_plugins = ["normsys.plugin"]  # the claims plugin: claim fixture, verdict
 MARKERS = (
     "gpu: needs a CUDA GPU (paper tier and GPU benchmarks); skipped without one",
     "slow: takes more than a few seconds on CPU",
-    "claim(id, statement, source, seeds=None, solo_minutes=0): an executable claim about "
-    "normalization; solo_minutes, the CPU minutes of runs it alone needs, schedules it early",
+    "claim(id, statement, source, seeds=None): an executable claim about normalization",
 )
 
 

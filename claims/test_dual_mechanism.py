@@ -20,6 +20,7 @@ import pytest
 
 from normsys.experiments import DM_PROBES, encoder_config, generalization_gap, kappa, min_rho
 from normsys.plugin import tiers, variant_tiers
+from normsys.stats import Rule
 
 SOURCE = "Dual-Mechanism paper, Experiment 4 (seed encoder, AG News)"
 NORMS = ("layernorm", "l2", "none")
@@ -69,6 +70,10 @@ def draw_figure_4(fig, runs_by_norm: dict, rows: str = "all") -> None:
     fig.suptitle("Figure 4 re-drawn: spectra of hidden states (mean over seeds, band min-max)")
 
 
+def accuracies(runs) -> list[float]:
+    return [r.metrics["test_acc"] for r in runs]
+
+
 def record_ranks(claim, runs, variant: str = "") -> None:
     rows = rows_of(variant)
     claim.record(erank={layer: [round(r.erank(layer, rows), 3) for r in runs]
@@ -78,120 +83,132 @@ def record_ranks(claim, runs, variant: str = "") -> None:
                  data=runs[0].data_source)
 
 
-@pytest.mark.parametrize("variant,tier", variant_tiers(VARIANTS, slow=SLOW, refuted_cpu={
-    "": "mean kappa_6 0.872, 95% CI [0.805, 0.939], seeds 0-2 (0.881, 0.893, 0.842); rule < 0.5",
-    "-nonpad": "mean kappa_6 0.863, 95% CI [0.815, 0.911], seeds 0-2 (0.867, 0.880, 0.842); "
-               "rule < 0.5",
-    "-masked": "mean kappa_6 0.871, 95% CI [0.797, 0.944], seeds 0-2 (0.891, 0.884, 0.836); "
-               "rule < 0.5"}, refuted_paper={
+NONE_COLLAPSES = Rule("kappa_6(none)", "<", 0.5)
+
+
+@pytest.mark.parametrize("variant,tier", variant_tiers(VARIANTS, NONE_COLLAPSES, slow=SLOW, refuted_cpu={
+    "": "mean kappa_6 0.872, 95% CI [0.805, 0.939], seeds 0-2 (0.881, 0.893, 0.842)",
+    "-nonpad": "mean kappa_6 0.863, 95% CI [0.815, 0.911], seeds 0-2 (0.867, 0.880, 0.842)",
+    "-masked": "mean kappa_6 0.871, 95% CI [0.797, 0.944], seeds 0-2 (0.891, 0.884, 0.836)"},
+    refuted_paper={
     "": f"{H100}: mean kappa_6 0.886, 95% CI [0.862, 0.910], seeds 0-4 (0.899, 0.862, 0.900, "
-        f"0.868, 0.900); rule < 0.5",
+        f"0.868, 0.900)",
     "-nonpad": f"{H100}: mean kappa_6 0.870, 95% CI [0.867, 0.873], seeds 0-4 (0.867, 0.869, "
-               f"0.874, 0.869, 0.869); rule < 0.5"}))
+               f"0.874, 0.869, 0.869)"}))
 @pytest.mark.claim("dm-none-collapses-with-depth", source=SOURCE,
-                   statement="Without normalization the representation collapses with depth: "
-                             "kappa_6 < 0.5.")
+                   statement=f"Without normalization the representation collapses with depth: "
+                             f"{NONE_COLLAPSES}.")
 def test_none_collapses_with_depth(claim, encoder_runs, tier, variant):
     runs = encoder_runs("none")
     record_ranks(claim, runs, variant)
     claim.figure("figure4", lambda fig: draw_figure_4(
         fig, {n: encoder_runs(n) for n in NORMS}, rows_of(variant)))
-    claim.check([kappa(r, rows=rows_of(variant)) for r in runs], "<", 0.5,
-                statistic="kappa_6(none)")
+    claim.check([kappa(r, rows=rows_of(variant)) for r in runs], NONE_COLLAPSES)
 
 
-@pytest.mark.parametrize("variant,tier", variant_tiers(VARIANTS, slow=SLOW, refuted_cpu={
-    "": "mean kappa_6 0.115, 95% CI [0.016, 0.213], seeds 0-2 (0.154, 0.114, 0.075); rule >= 0.8",
-    "-nonpad": "mean kappa_6 0.114, 95% CI [0.012, 0.215], seeds 0-2 (0.154, 0.115, 0.072); "
-               "rule >= 0.8",
-    "-masked": "mean kappa_6 0.112, 95% CI [0.009, 0.215], seeds 0-2 (0.121, 0.148, 0.067); "
-               "rule >= 0.8"}, refuted_paper={
+L2_PREVENTS = Rule("kappa_6(l2)", ">=", 0.8)
+
+
+@pytest.mark.parametrize("variant,tier", variant_tiers(VARIANTS, L2_PREVENTS, slow=SLOW, refuted_cpu={
+    "": "mean kappa_6 0.115, 95% CI [0.016, 0.213], seeds 0-2 (0.154, 0.114, 0.075)",
+    "-nonpad": "mean kappa_6 0.114, 95% CI [0.012, 0.215], seeds 0-2 (0.154, 0.115, 0.072)",
+    "-masked": "mean kappa_6 0.112, 95% CI [0.009, 0.215], seeds 0-2 (0.121, 0.148, 0.067)"},
+    refuted_paper={
     "": f"{H100}: mean kappa_6 0.243, 95% CI [0.173, 0.313], seeds 0-4 (0.197, 0.249, 0.223, "
-        f"0.208, 0.338); rule >= 0.8",
+        f"0.208, 0.338)",
     "-nonpad": f"{H100}: mean kappa_6 0.288, 95% CI [0.206, 0.370], seeds 0-4 (0.240, 0.287, "
-               f"0.269, 0.243, 0.400); rule >= 0.8"}))
+               f"0.269, 0.243, 0.400)"}))
 @pytest.mark.claim("dm-l2-prevents-collapse", source=SOURCE,
-                   statement="The manual L2 norm keeps representations from collapsing with depth: "
-                             "kappa_6 >= 0.8.")
+                   statement=f"The manual L2 norm keeps representations from collapsing with "
+                             f"depth: {L2_PREVENTS}.")
 def test_l2_prevents_collapse(claim, encoder_runs, tier, variant):
     runs = encoder_runs("l2")
     record_ranks(claim, runs, variant)
-    claim.check([kappa(r, rows=rows_of(variant)) for r in runs], ">=", 0.8,
-                statistic="kappa_6(l2)")
+    claim.check([kappa(r, rows=rows_of(variant)) for r in runs], L2_PREVENTS)
 
 
-@pytest.mark.parametrize("variant,tier", variant_tiers(VARIANTS, slow=SLOW, refuted_cpu={
-    "": "mean min rho 0.093, 95% CI [-0.002, 0.187], seeds 0-2 (0.130, 0.094, 0.054); rule >= 0.5",
-    "-nonpad": "mean min rho 0.097, 95% CI [-0.004, 0.198], seeds 0-2 (0.136, 0.100, 0.055); "
-               "rule >= 0.5",
-    "-masked": "mean min rho 0.090, 95% CI [-0.009, 0.188], seeds 0-2 (0.096, 0.126, 0.047); "
-               "rule >= 0.5"}, refuted_paper={
+L2_ISOTROPIC = Rule("min_l rho_l(l2)", ">=", 0.5)
+
+
+@pytest.mark.parametrize("variant,tier", variant_tiers(VARIANTS, L2_ISOTROPIC, slow=SLOW, refuted_cpu={
+    "": "mean min rho 0.093, 95% CI [-0.002, 0.187], seeds 0-2 (0.130, 0.094, 0.054)",
+    "-nonpad": "mean min rho 0.097, 95% CI [-0.004, 0.198], seeds 0-2 (0.136, 0.100, 0.055)",
+    "-masked": "mean min rho 0.090, 95% CI [-0.009, 0.188], seeds 0-2 (0.096, 0.126, 0.047)"},
+    refuted_paper={
     "": f"{H100}: mean min rho 0.190, 95% CI [0.136, 0.244], seeds 0-4 (0.155, 0.193, 0.175, "
-        f"0.164, 0.263); rule >= 0.5",
+        f"0.164, 0.263)",
     "-nonpad": f"{H100}: mean min rho 0.261, 95% CI [0.187, 0.335], seeds 0-4 (0.218, 0.257, "
-               f"0.245, 0.222, 0.364); rule >= 0.5"}))
+               f"0.245, 0.222, 0.364)"}))
 @pytest.mark.claim("dm-l2-isotropic", source=SOURCE,
-                   statement="L2-normalized representations stay isotropic: min over blocks "
-                             "1, 3, 6 of erank/d >= 0.5.")
+                   statement=f"L2-normalized representations stay isotropic: min over blocks "
+                             f"1, 3, 6 of erank/d: {L2_ISOTROPIC}.")
 def test_l2_isotropic(claim, encoder_runs, tier, variant):
     runs = encoder_runs("l2")
     record_ranks(claim, runs, variant)
-    claim.check([min_rho(r, rows=rows_of(variant)) for r in runs], ">=", 0.5,
-                statistic="min_l rho_l(l2)")
+    claim.check([min_rho(r, rows=rows_of(variant)) for r in runs], L2_ISOTROPIC)
+
+
+LN_PREVENTS = Rule("kappa_6(layernorm)", ">=", 0.8)
 
 
 @pytest.mark.parametrize("variant,tier", variant_tiers(VARIANTS, slow=SLOW))
 @pytest.mark.claim("dm-layernorm-prevents-collapse", source=SOURCE,
-                   statement="LayerNorm keeps representations from collapsing with depth: "
-                             "kappa_6 >= 0.8.")
+                   statement=f"LayerNorm keeps representations from collapsing with depth: "
+                             f"{LN_PREVENTS}.")
 def test_layernorm_prevents_collapse(claim, encoder_runs, tier, variant):
     runs = encoder_runs("layernorm")
     record_ranks(claim, runs, variant)
-    claim.check([kappa(r, rows=rows_of(variant)) for r in runs], ">=", 0.8,
-                statistic="kappa_6(layernorm)")
+    claim.check([kappa(r, rows=rows_of(variant)) for r in runs], LN_PREVENTS)
+
+
+LN_EXPRESSION = Rule("test_acc(layernorm) - test_acc(l2)", ">", 0.05)
 
 
 @pytest.mark.parametrize("variant,tier", variant_tiers(RUN_VARIANTS, slow=SLOW))
 @pytest.mark.claim("dm-layernorm-expression", source=SOURCE,
-                   statement="LayerNorm's affine 'expression' part buys accuracy over plain L2: "
-                             "test acc(layernorm) - test acc(l2) > 0.05, paired by seed.")
+                   statement=f"LayerNorm's affine 'expression' part buys accuracy over plain L2: "
+                             f"{LN_EXPRESSION}, paired by seed.")
 def test_layernorm_expression(claim, encoder_runs, tier, variant):
     ln, l2 = encoder_runs("layernorm"), encoder_runs("l2")
-    claim.check_paired([r.metrics["test_acc"] for r in ln], [r.metrics["test_acc"] for r in l2],
-                       ">", 0.05, statistic="test_acc(layernorm) - test_acc(l2)")
+    claim.check_paired(accuracies(ln), accuracies(l2), LN_EXPRESSION)
+
+
+NONE_MEMORIZES = Rule("gap(none) - gap(layernorm)", ">", 0.02)
 
 
 @pytest.mark.parametrize("variant,tier", variant_tiers(RUN_VARIANTS, slow=SLOW))
 @pytest.mark.claim("dm-none-memorizes", source=SOURCE,
-                   statement="Without normalization the encoder memorizes: its train-test gap "
-                             "exceeds LayerNorm's by > 0.02, paired by seed.")
+                   statement=f"Without normalization the encoder memorizes (gap = train - test "
+                             f"accuracy): {NONE_MEMORIZES}, paired by seed.")
 def test_none_memorizes(claim, encoder_runs, tier, variant):
     none, ln = encoder_runs("none"), encoder_runs("layernorm")
     claim.check_paired([generalization_gap(r) for r in none],
-                       [generalization_gap(r) for r in ln], ">", 0.02,
-                       statistic="gap(none) - gap(layernorm)")
+                       [generalization_gap(r) for r in ln], NONE_MEMORIZES)
+
+
+SCALE_NOT_AFFINE = Rule("test_acc(scaled_l2) - test_acc(l2_affine)", ">", 0.05)
 
 
 @pytest.mark.parametrize("tier", tiers())
 @pytest.mark.claim("dm-scale-not-affine-explains-l2", source="ours (scale confound)",
-                   statement="The l2 model's deficit is a matter of scale, not of missing affine "
-                             "parameters: test acc(scaled_l2) - test acc(l2_affine) > 0.05, paired.")
+                   statement=f"The l2 model's deficit is a matter of scale, not of missing affine "
+                             f"parameters: {SCALE_NOT_AFFINE}, paired.")
 def test_scale_not_affine_explains_l2(claim, encoder_runs, tier):
     scaled, affine = encoder_runs("scaled_l2"), encoder_runs("l2_affine")
     claim.record(kappa_6={"scaled_l2": [kappa(r) for r in scaled],
                           "l2_affine": [kappa(r) for r in affine]})
     claim.figure("figure4-all-kinds", lambda fig: draw_figure_4(
         fig, {n: encoder_runs(n) for n in (*NORMS, "scaled_l2", "l2_affine")}))
-    claim.check_paired([r.metrics["test_acc"] for r in scaled],
-                       [r.metrics["test_acc"] for r in affine], ">", 0.05,
-                       statistic="test_acc(scaled_l2) - test_acc(l2_affine)")
+    claim.check_paired(accuracies(scaled), accuracies(affine), SCALE_NOT_AFFINE)
+
+
+SCALED_L2_MATCHES = Rule("test_acc(layernorm) - test_acc(scaled_l2)", "within", (-0.02, 0.02))
 
 
 @pytest.mark.parametrize("tier", tiers())
 @pytest.mark.claim("dm-scaled-l2-matches-layernorm", source="ours (scale confound)",
-                   statement="At LayerNorm's output scale, L2 matches LayerNorm: test acc("
-                             "layernorm) - test acc(scaled_l2) within +-0.02.")
+                   statement=f"At LayerNorm's output scale, L2 matches LayerNorm: "
+                             f"{SCALED_L2_MATCHES}.")
 def test_scaled_l2_matches_layernorm(claim, encoder_runs, tier):
     ln, scaled = encoder_runs("layernorm"), encoder_runs("scaled_l2")
-    diff = [a.metrics["test_acc"] - b.metrics["test_acc"] for a, b in zip(ln, scaled, strict=True)]
-    claim.check_equivalence(diff, -0.02, 0.02, statistic="test_acc(layernorm) - test_acc(scaled_l2)")
+    claim.check_paired(accuracies(ln), accuracies(scaled), SCALED_L2_MATCHES)

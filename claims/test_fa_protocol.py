@@ -18,6 +18,7 @@ import pytest
 
 from normsys.experiments import fa_mlp_config, fa_protocol
 from normsys.plugin import refuted, tiers, variant_tiers
+from normsys.stats import Rule
 
 SOURCE = "FA evaluation protocol (pre-LN residual MLP, MNIST)"
 H100 = "one H100 80GB HBM3, 2026-11-23"  # where the paper tier (5 seeds) was measured
@@ -90,36 +91,43 @@ def draw_stability(fig, by_method: dict[str, list[float]]) -> None:
     ax.legend(fontsize=8)
 
 
+BP_UNSTABLE = Rule("stability(bp)", "<=", 0.2)
+
+
 @pytest.mark.parametrize("variant,tier", variant_tiers(VARIANTS))
 @pytest.mark.claim("fa-bp-direction-unstable", source=SOURCE,
-                   statement="In a BP-trained net, batch-mean gradient directions at the middle "
-                             "layer are batch-specific: stability <= 0.2.")
+                   statement=f"In a BP-trained net, batch-mean gradient directions at the middle "
+                             f"layer are batch-specific: {BP_UNSTABLE}.")
 def test_bp_direction_unstable(claim, protocol, tier, variant):
     bp = protocol("bp")
     claim.record(test_acc=accuracies(bp), residual_norms=[r["residual_norms"] for _, r in bp],
                  bp_grad_norms=[r["bp_grad_norms"] for _, r in bp])
-    claim.check(stabilities(bp), "<=", 0.2, statistic="stability(bp)")
+    claim.check(stabilities(bp), BP_UNSTABLE)
 
 
-@pytest.mark.parametrize("variant,tier", variant_tiers(VARIANTS, refuted_cpu={
-    "": "mean stability 0.275, 95% CI [0.122, 0.429], seeds 0-2 (0.336, 0.278, 0.213); "
-        "rule >= 0.5"}, refuted_paper={
-    "": f"{H100}: mean stability 0.197, 95% CI [0.055, 0.339], seeds 0-4; rule >= 0.5"}))
+DFA_STABLE = Rule("stability(dfa)", ">=", 0.5)
+
+
+@pytest.mark.parametrize("variant,tier", variant_tiers(VARIANTS, DFA_STABLE, refuted_cpu={
+    "": "mean stability 0.275, 95% CI [0.122, 0.429], seeds 0-2 (0.336, 0.278, 0.213)"},
+    refuted_paper={"": f"{H100}: mean stability 0.197, 95% CI [0.055, 0.339], seeds 0-4"}))
 @pytest.mark.claim("fa-dfa-direction-stable", source=SOURCE,
-                   statement="In a DFA-trained net, gradient directions are stable across "
-                             "batches: stability >= 0.5.")
+                   statement=f"In a DFA-trained net, gradient directions are stable across "
+                             f"batches: {DFA_STABLE}.")
 def test_dfa_direction_stable(claim, protocol, tier, variant):
     dfa = protocol("dfa")
     claim.record(test_acc=accuracies(dfa), residual_norms=[r["residual_norms"] for _, r in dfa])
-    claim.check(stabilities(dfa), ">=", 0.5, statistic="stability(dfa)")
+    claim.check(stabilities(dfa), DFA_STABLE)
 
 
-@pytest.mark.parametrize("variant,tier", variant_tiers(VARIANTS, refuted_paper={
-    "": f"{H100}: mean stability(dfa) - stability(bp) -0.0053, 95% CI [-0.223, 0.212], seeds "
-        f"0-4; rule > 0.3"}))
+SEPARATES = Rule("stability(dfa) - stability(bp)", ">", 0.3)
+
+
+@pytest.mark.parametrize("variant,tier", variant_tiers(VARIANTS, SEPARATES, refuted_paper={
+    "": f"{H100}: mean -0.0053, 95% CI [-0.223, 0.212], seeds 0-4"}))
 @pytest.mark.claim("fa-stability-separates", source=SOURCE,
-                   statement="Stability separates DFA from BP: stability(DFA) - stability(BP) > "
-                             "0.3, paired by seed (FA reported too).")
+                   statement=f"Stability separates DFA from BP: {SEPARATES}, paired by seed "
+                             f"(FA reported too).")
 def test_stability_separates(claim, protocol, tier, variant):
     by_method = {m: stabilities(protocol(m)) for m in ("bp", "fa", "dfa")}
     claim.record(stability=by_method)
@@ -129,37 +137,40 @@ def test_stability_separates(claim, protocol, tier, variant):
                      for m in ("bp", "fa", "dfa")}
         claim.record(stability_by_epochs=by_epochs)
         claim.figure("stability-by-epochs", lambda fig: draw_stability_by_epochs(fig, by_epochs))
-    claim.check_paired(by_method["dfa"], by_method["bp"], ">", 0.3,
-                       statistic="stability(dfa) - stability(bp)")
+    claim.check_paired(by_method["dfa"], by_method["bp"], SEPARATES)
 
 
-@pytest.mark.parametrize("tier", tiers(cpu=[refuted(
-    "mean acc difference -0.0062, 95% CI [-0.0196, 0.0072], seeds 0-2 "
-    "(-0.0058, -0.0118, -0.0010); rule > 0.02")],
-    paper=[refuted(f"{H100}: mean acc difference -0.0038, 95% CI [-0.0105, 0.0029], seeds 0-4; "
-                   f"rule > 0.02")]))
+DFA_BEATS_FROZEN = Rule("test_acc(dfa) - test_acc(frozen)", ">", 0.02)
+
+
+@pytest.mark.parametrize("tier", tiers(
+    cpu=[refuted(DFA_BEATS_FROZEN, "mean -0.0062, 95% CI [-0.0196, 0.0072], seeds 0-2 (-0.0058, "
+                                   "-0.0118, -0.0010)")],
+    paper=[refuted(DFA_BEATS_FROZEN, f"{H100}: mean -0.0038, 95% CI [-0.0105, 0.0029], "
+                                     f"seeds 0-4")]))
 @pytest.mark.claim("fa-dfa-beats-frozen-baseline", source=SOURCE,
-                   statement="DFA trains the blocks usefully: test acc(DFA) - test acc(frozen "
-                             "blocks) > 0.02, paired by seed.")
+                   statement=f"DFA trains the blocks usefully: {DFA_BEATS_FROZEN} (blocks frozen "
+                             f"at init, the rest trained by backprop), paired by seed.")
 def test_dfa_beats_frozen_baseline(claim, protocol, frozen_acc, tier):
-    claim.check_paired(accuracies(protocol("dfa")), frozen_acc(), ">", 0.02,
-                       statistic="test_acc(dfa) - test_acc(frozen)")
+    claim.check_paired(accuracies(protocol("dfa")), frozen_acc(), DFA_BEATS_FROZEN)
+
+
+DFA_BEATS_FROZEN_DFA = Rule("test_acc(dfa) - test_acc(frozen, dfa)", ">", 0.02)
 
 
 @pytest.mark.parametrize("tier", tiers())
 @pytest.mark.claim("fa-dfa-beats-frozen-dfa-baseline", source=SOURCE,
-                   statement="DFA trains the blocks usefully, against a baseline whose embedding "
-                             "also learns from DFA's signals: test acc(DFA) - test acc(frozen "
-                             "blocks, DFA) > 0.02, paired by seed.")
+                   statement=f"DFA trains the blocks usefully, against a baseline whose embedding "
+                             f"also learns from DFA's signals: {DFA_BEATS_FROZEN_DFA}, paired.")
 def test_dfa_beats_frozen_dfa_baseline(claim, protocol, frozen_acc, tier):
-    claim.check_paired(accuracies(protocol("dfa")), frozen_acc("dfa"), ">", 0.02,
-                       statistic="test_acc(dfa) - test_acc(frozen, dfa)")
+    claim.check_paired(accuracies(protocol("dfa")), frozen_acc("dfa"), DFA_BEATS_FROZEN_DFA)
+
+
+BP_BEATS_FROZEN = Rule("test_acc(bp) - test_acc(frozen)", ">", 0.02)
 
 
 @pytest.mark.parametrize("tier", tiers())
 @pytest.mark.claim("fa-bp-beats-frozen-baseline", source=SOURCE,
-                   statement="BP trains the blocks usefully: test acc(BP) - test acc(frozen "
-                             "blocks) > 0.02, paired by seed.")
+                   statement=f"BP trains the blocks usefully: {BP_BEATS_FROZEN}, paired by seed.")
 def test_bp_beats_frozen_baseline(claim, protocol, frozen_acc, tier):
-    claim.check_paired(accuracies(protocol("bp")), frozen_acc(), ">", 0.02,
-                       statistic="test_acc(bp) - test_acc(frozen)")
+    claim.check_paired(accuracies(protocol("bp")), frozen_acc(), BP_BEATS_FROZEN)

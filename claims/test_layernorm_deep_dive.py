@@ -26,6 +26,7 @@ from normsys.experiments import (
     weight_grad_profile,
 )
 from normsys.plugin import refuted, tiers
+from normsys.stats import Rule
 from normsys.train import trained_model
 
 SOURCE = "LayerNorm deep-dive notebook"
@@ -64,104 +65,127 @@ def draw_correlations(fig, records: dict) -> None:
     fig.suptitle("Hidden-unit correlations, last hidden layer (seed 0, first 64 live units)")
 
 
+def unit_correlations(runs) -> list[float]:
+    """Mean |off-diagonal correlation| of the last hidden layer's units, per run."""
+    return [r.probes["layers.2"]["unit_corr"] for r in runs]
+
+
+DECORRELATES = Rule("corr(none) - corr(layernorm)", ">", 0.0)
+
+
 @pytest.mark.parametrize("tier", tiers())
 @pytest.mark.claim("ld-layernorm-decorrelates", source=SOURCE,
-                   statement="LayerNorm decorrelates hidden units: mean |off-diagonal "
-                             "correlation| of the last hidden layer, none minus layernorm > 0.")
+                   statement=f"LayerNorm decorrelates hidden units (corr: mean |off-diagonal "
+                             f"correlation| of the last hidden layer): {DECORRELATES}, paired.")
 def test_layernorm_decorrelates(claim, mlp_runs, tier):
     none, ln = mlp_runs("none"), mlp_runs("layernorm")
-    corr = lambda runs: [r.probes["layers.2"]["unit_corr"] for r in runs]  # noqa: E731
     claim.figure("correlations", lambda fig: draw_correlations(
         fig, {"none": none[0], "layernorm": ln[0]}))
-    claim.check_paired(corr(none), corr(ln), ">", 0.0, statistic="corr(none) - corr(layernorm)")
+    claim.check_paired(unit_correlations(none), unit_correlations(ln), DECORRELATES)
+
+
+SPEEDS_CONVERGENCE = Rule("steps(layernorm) / steps(none)", "<", 0.8)
 
 
 @pytest.mark.parametrize("tier", tiers())
 @pytest.mark.claim("ld-layernorm-speeds-convergence", source=SOURCE,
-                   statement="LayerNorm speeds up convergence: steps to 90% accuracy on a running "
-                             "window of 50 training batches, layernorm / none < 0.8.")
+                   statement=f"LayerNorm speeds up convergence (steps: to 90% accuracy on a "
+                             f"running window of 50 training batches): {SPEEDS_CONVERGENCE}.")
 def test_layernorm_speeds_convergence(claim, mlp_runs, tier):
     none, ln = mlp_runs("none"), mlp_runs("layernorm")
     steps = {n: [steps_to_accuracy(r.curves["batch_acc"]) for r in rs]
              for n, rs in (("none", none), ("layernorm", ln))}
     claim.record(steps_to_90=steps)
     ratio = [a / b for a, b in zip(steps["layernorm"], steps["none"], strict=True)]
-    claim.check(ratio, "<", 0.8, statistic="steps(layernorm) / steps(none)")
+    claim.check(ratio, SPEEDS_CONVERGENCE)
+
+
+SMALL_BATCH = Rule("test_acc(layernorm) - test_acc(batchnorm)", ">", 0.02)
 
 
 @pytest.mark.parametrize("tier", tiers())
 @pytest.mark.claim("ld-layernorm-small-batch", source=SOURCE,
-                   statement="With batch size 4, LayerNorm beats BatchNorm (eval mode, running "
-                             "statistics): test acc difference > 0.02 after 2,000 steps.")
+                   statement=f"With batch size 4, LayerNorm beats BatchNorm (eval mode, running "
+                             f"statistics) after 2,000 steps: {SMALL_BATCH}, paired.")
 def test_layernorm_small_batch(claim, runs, tier):
     acc = metric_by_norm(runs, claim, lambda n, s: mlp_config(n, s, 4, 2000, tier),
                          ("layernorm", "batchnorm"), "test_acc")
-    claim.check_paired(acc["layernorm"], acc["batchnorm"], ">", 0.02,
-                       statistic="test_acc(layernorm) - test_acc(batchnorm)")
+    claim.check_paired(acc["layernorm"], acc["batchnorm"], SMALL_BATCH)
 
 
-@pytest.mark.slow  # six 1-epoch CNN runs, ~5 min on 2 cores: outside CI's time budget
+BN_WINS_CNN = Rule("test_acc(batchnorm) - test_acc(layernorm)", ">", 0.0)
+
+
+@pytest.mark.slow  # six 1-epoch CNN runs, ~5 min on 2 cores
 @pytest.mark.parametrize("tier", tiers(cpu=[refuted(
-    "mean acc difference -0.0172, 95% CI [-0.0292, -0.0052], seeds 0-2 (-0.0228, -0.0142, "
-    "-0.0147): LayerNorm (0.974) beats BatchNorm (0.957); rule > 0")]))
+    BN_WINS_CNN, "mean -0.0172, 95% CI [-0.0292, -0.0052], seeds 0-2 (-0.0228, -0.0142, "
+    "-0.0147): LayerNorm (0.974) beats BatchNorm (0.957)")]))
 @pytest.mark.claim("ld-batchnorm-wins-cnn-large-batch", source=SOURCE,
-                   statement="In a CNN with batch 128, BatchNorm beats LayerNorm: test acc "
-                             "difference > 0 after 1 epoch.")
+                   statement=f"In a CNN with batch 128, BatchNorm beats LayerNorm after 1 epoch: "
+                             f"{BN_WINS_CNN}, paired.")
 def test_batchnorm_wins_cnn_large_batch(claim, runs, tier):
     acc = metric_by_norm(runs, claim, lambda n, s: cnn_config(n, s, tier),
                          ("batchnorm", "layernorm"), "test_acc")
-    claim.check_paired(acc["batchnorm"], acc["layernorm"], ">", 0.0,
-                       statistic="test_acc(batchnorm) - test_acc(layernorm)")
+    claim.check_paired(acc["batchnorm"], acc["layernorm"], BN_WINS_CNN)
 
 
-@pytest.mark.slow  # six 1,000-step LSTM runs, ~2 min each on one core: outside CI's budget
+HELPS_LSTM = Rule("val_loss(plain) - val_loss(LN-LSTM)", ">", 0.0)
+
+
+@pytest.mark.slow  # six 1,000-step LSTM runs, ~2 min each on one core
 @pytest.mark.parametrize("tier", tiers())
 @pytest.mark.claim("ld-layernorm-helps-lstm", source=SOURCE,
-                   statement="Layer normalization helps an LSTM: validation loss of the plain LSTM "
-                             "minus the layer-normalized LSTM > 0 after 1,000 steps.")
+                   statement=f"Layer normalization helps an LSTM after 1,000 steps: {HELPS_LSTM}, "
+                             f"paired.")
 def test_layernorm_helps_lstm(claim, runs, tier):
     val = metric_by_norm(runs, claim, lambda n, s: lstm_config(n, s, tier),
                          ("none", "layernorm"), "val_loss")
-    claim.check_paired(val["none"], val["layernorm"], ">", 0.0,
-                       statistic="val_loss(plain) - val_loss(LN-LSTM)")
+    claim.check_paired(val["none"], val["layernorm"], HELPS_LSTM)
+
+
+BEATS_BN_LSTM = Rule("val_loss(BN-LSTM) - val_loss(LN-LSTM)", ">", 0.0)
 
 
 @pytest.mark.slow  # three more 1,000-step LSTM runs (and the LayerNorm three of the claim above)
 @pytest.mark.parametrize("tier", tiers())
 @pytest.mark.claim("ld-layernorm-beats-batchnorm-lstm", source=SOURCE,
-                   statement="In an LSTM, LayerNorm beats BatchNorm (statistics per time step): "
-                             "validation loss with BatchNorm minus with LayerNorm > 0 after "
-                             "1,000 steps, paired by seed.")
+                   statement=f"In an LSTM, LayerNorm beats BatchNorm (statistics per time step) "
+                             f"after 1,000 steps: {BEATS_BN_LSTM}, paired.")
 def test_layernorm_beats_batchnorm_lstm(claim, runs, tier):
     val = metric_by_norm(runs, claim, lambda n, s: lstm_config(n, s, tier),
                          ("batchnorm", "layernorm"), "val_loss")
-    claim.check_paired(val["batchnorm"], val["layernorm"], ">", 0.0,
-                       statistic="val_loss(BN-LSTM) - val_loss(LN-LSTM)")
+    claim.check_paired(val["batchnorm"], val["layernorm"], BEATS_BN_LSTM)
+
+
+BEATS_BN_TRANSFORMER = Rule("val_loss(BN) - val_loss(LN)", ">", 0.0)
 
 
 @pytest.mark.parametrize("tier", tiers())
 @pytest.mark.claim("ld-layernorm-beats-batchnorm-transformer", source=SOURCE,
-                   statement="In a pre-norm Transformer block (a character LM), LayerNorm beats "
-                             "BatchNorm in both norm places: validation loss with BatchNorm minus "
-                             "with LayerNorm > 0 after 500 steps, paired by seed.")
+                   statement=f"In a pre-norm Transformer block (a character LM), LayerNorm beats "
+                             f"BatchNorm in both norm places after 500 steps: "
+                             f"{BEATS_BN_TRANSFORMER}, paired.")
 def test_layernorm_beats_batchnorm_transformer(claim, runs, tier):
     val = metric_by_norm(runs, claim, lambda n, s: tblock_lm_config(n, s, tier),
                          ("batchnorm", "layernorm"), "val_loss")
-    claim.check_paired(val["batchnorm"], val["layernorm"], ">", 0.0,
-                       statistic="val_loss(BN) - val_loss(LN)")
+    claim.check_paired(val["batchnorm"], val["layernorm"], BEATS_BN_TRANSFORMER)
+
+
+IMPROVES_ACCURACY = Rule("test_acc(layernorm) - test_acc(none)", ">", 0.0)
 
 
 @pytest.mark.parametrize("tier", tiers())
 @pytest.mark.claim("ld-layernorm-improves-final-accuracy", source=SOURCE,
-                   statement="LayerNorm improves the MLP's final accuracy: test acc(layernorm) - "
-                             "test acc(none) > 0 after 1 epoch, paired by seed.")
+                   statement=f"LayerNorm improves the MLP's final accuracy after 1 epoch: "
+                             f"{IMPROVES_ACCURACY}, paired.")
 def test_layernorm_improves_final_accuracy(claim, mlp_runs, tier):
     ln, none = mlp_runs("layernorm"), mlp_runs("none")
     claim.check_paired([r.metrics["test_acc"] for r in ln], [r.metrics["test_acc"] for r in none],
-                       ">", 0.0, statistic="test_acc(layernorm) - test_acc(none)")
+                       IMPROVES_ACCURACY)
 
 
 INIT_SCALES = (0.5, 1.0, 2.0)
+ROBUST_TO_INIT = Rule("spread(none) - spread(layernorm)", ">", 0.02)
 
 
 def accuracy_spread(accuracies: list[float]) -> float:
@@ -171,9 +195,9 @@ def accuracy_spread(accuracies: list[float]) -> float:
 
 @pytest.mark.parametrize("tier", tiers())
 @pytest.mark.claim("ld-layernorm-robust-to-init-scale", source=SOURCE,
-                   statement="LayerNorm makes the MLP robust to its weight initialization: with the "
-                             "hidden weights scaled by 0.5, 1, 2 at init, the spread (max - min) "
-                             "of test accuracy without a norm minus with LayerNorm > 0.02, paired.")
+                   statement=f"LayerNorm makes the MLP robust to its weight initialization (spread: "
+                             f"max - min test accuracy with the hidden weights scaled by 0.5, 1, 2 "
+                             f"at init): {ROBUST_TO_INIT}, paired.")
 def test_layernorm_robust_to_init_scale(claim, runs, tier):
     acc = {n: {scale: [r.metrics["test_acc"] for r in runs(
         [mlp_config(n, s, tier=tier, init_scale=scale) for s in claim.seeds])]
@@ -182,15 +206,17 @@ def test_layernorm_robust_to_init_scale(claim, runs, tier):
                   for i in range(len(claim.seeds))] for n in acc}
     claim.record(test_acc={n: {str(k): v for k, v in by.items()} for n, by in acc.items()},
                  spread=spread)
-    claim.check_paired(spread["none"], spread["layernorm"], ">", 0.02,
-                       statistic="spread(none) - spread(layernorm)")
+    claim.check_paired(spread["none"], spread["layernorm"], ROBUST_TO_INIT)
+
+
+PREVENTS_VANISHING = Rule("log10 ratio(layernorm) - log10 ratio(plain)", ">", 1.0)
 
 
 @pytest.mark.parametrize("tier", tiers())
 @pytest.mark.claim("ld-layernorm-prevents-vanishing-gradients", source=SOURCE, seeds=5,
-                   statement="LayerNorm after each layer of a 10-layer tanh MLP (no residuals) "
-                             "prevents vanishing gradients at init: log10(||grad W_1|| / "
-                             "||grad W_10||) with LayerNorm minus without > 1.")
+                   statement=f"LayerNorm after each layer of a 10-layer tanh MLP (no residuals) "
+                             f"prevents vanishing gradients at init (ratio = ||grad W_1|| / "
+                             f"||grad W_10||): {PREVENTS_VANISHING}, paired.")
 def test_layernorm_prevents_vanishing_gradients(claim, run, tier):
     ln = [weight_grad_profile(run(tanh_mlp_config(False, s, "layernorm", tier)))
           for s in claim.seeds]
@@ -199,4 +225,4 @@ def test_layernorm_prevents_vanishing_gradients(claim, run, tier):
     claim.figure("grad-profile", lambda fig: figures.profiles(
         fig, {"LayerNorm after each layer": ln, "no normalization": plain}))
     claim.check_paired([log_grad_ratio(p) for p in ln], [log_grad_ratio(p) for p in plain],
-                       ">", 1.0, statistic="log10 ratio(layernorm) - log10 ratio(plain)")
+                       PREVENTS_VANISHING)

@@ -24,7 +24,7 @@ from normsys.experiments import (
     xiong_config,
 )
 from normsys.plugin import refuted, tiers
-from normsys.stats import decide
+from normsys.stats import Rule
 
 DEPTHS = (6, 12)
 
@@ -45,52 +45,75 @@ def xiong_ratios(run, claim, placement: str, tier: str) -> dict[int, list[float]
     return ratios
 
 
+POSTLN_GROWS = Rule("last / first FFN grad norm", ">", 2.0)
+
+
 @pytest.mark.parametrize("tier", tiers(cpu=[refuted(
-    "6 blocks: mean ratio 1.013, 95% CI [0.891, 1.134] (0.979, 1.069, 0.991); 12 blocks: mean "
-    "0.928, 95% CI [0.659, 1.197] (1.030, 0.940, 0.814); rule > 2 at both")]))
+    POSTLN_GROWS, "6 blocks: mean ratio 1.013, 95% CI [0.891, 1.134] (0.979, 1.069, 0.991); "
+    "12 blocks: mean 0.928, 95% CI [0.659, 1.197] (1.030, 0.940, 0.814); at both")]))
 @pytest.mark.claim("xiong-postln-gradients-grow-toward-output", source="Xiong et al. 2020",
-                   statement="At init, post-LN encoders (6 and 12 blocks) have larger FFN "
-                             "gradients in the last block than in the first: ratio > 2 at both.")
+                   statement=f"At init, post-LN encoders (6 and 12 blocks) have larger FFN "
+                             f"gradients in the last block than in the first: {POSTLN_GROWS} at "
+                             f"both depths.")
 def test_postln_gradients_grow_toward_output(claim, run, tier):
     ratios = xiong_ratios(run, claim, "post", tier)
-    claim.check_all({f"{n} blocks": decide(ratios[n], ">", 2.0) for n in DEPTHS},
-                    statistic="last / first FFN grad norm")
+    claim.check_all({f"{n} blocks": ratios[n] for n in DEPTHS}, POSTLN_GROWS)
+
+
+PRELN_FLAT = Rule("|log2(last / first)|", "<", 1.0)
 
 
 @pytest.mark.parametrize("tier", tiers())
 @pytest.mark.claim("xiong-preln-gradients-flat", source="Xiong et al. 2020",
-                   statement="At init, pre-LN encoders (6 and 12 blocks) have flat FFN gradients: "
-                             "|log2(last / first)| < 1 at both depths.")
+                   statement=f"At init, pre-LN encoders (6 and 12 blocks) have flat FFN gradients "
+                             f"(ratio = last / first block's): {PRELN_FLAT} at both depths.")
 def test_preln_gradients_flat(claim, run, tier):
     ratios = xiong_ratios(run, claim, "pre", tier)
-    claim.check_all({f"{n} blocks": decide([abs(math.log2(r)) for r in ratios[n]], "<", 1.0)
-                     for n in DEPTHS}, statistic="|log2(last / first)|")
+    claim.check_all({f"{n} blocks": [abs(math.log2(r)) for r in ratios[n]] for n in DEPTHS},
+                    PRELN_FLAT)
 
 
 def dong_residuals(claim, skips: bool) -> list[list[float]]:
     return [attention_stack_residuals(s, depth=6, skips=skips) for s in claim.seeds]
 
 
+def depth_ratio(residuals: list[float], depth: int = 6) -> float:
+    """The relative rank-collapse residual at ``depth`` over its value at the input."""
+    return residuals[depth] / residuals[0]
+
+
+PURE_COLLAPSES = Rule("res(depth 6) / res(depth 0)", "<", 1e-3)
+
+
 @pytest.mark.parametrize("tier", tiers())
 @pytest.mark.claim("dong-pure-attention-rank-collapse", source="Dong et al. 2021",
-                   statement="A stack of random self-attention layers without skips or MLPs "
-                             "collapses to rank 1: relative residual at depth 6 / depth 0 < 1e-3.")
+                   statement=f"A stack of random self-attention layers without skips or MLPs "
+                             f"collapses to rank 1 (res: relative residual of the best rank-1 "
+                             f"fit): {PURE_COLLAPSES}.")
 def test_pure_attention_rank_collapse(claim, tier):
     pure, skip = dong_residuals(claim, False), dong_residuals(claim, True)
     claim.record(residuals=pure)
     claim.figure("residual-vs-depth", lambda fig: figures.depth_residuals(
         fig, {"pure attention": pure, "with skip connections": skip}))
-    claim.check([r[6] / r[0] for r in pure], "<", 1e-3, statistic="res(depth 6) / res(depth 0)")
+    claim.check([depth_ratio(r) for r in pure], PURE_COLLAPSES)
+
+
+SKIPS_PREVENT = Rule("res(depth 6) / res(depth 0)", ">", 0.1)
 
 
 @pytest.mark.parametrize("tier", tiers())
 @pytest.mark.claim("dong-skips-prevent-rank-collapse", source="Dong et al. 2021",
-                   statement="With skip connections the same stack keeps its rank: relative "
-                             "residual at depth 6 / depth 0 > 0.1.")
+                   statement=f"With skip connections the same stack keeps its rank: "
+                             f"{SKIPS_PREVENT}.")
 def test_skips_prevent_rank_collapse(claim, tier):
     skip = dong_residuals(claim, True)
     claim.record(residuals=skip)
-    claim.check([r[6] / r[0] for r in skip], ">", 0.1, statistic="res(depth 6) / res(depth 0)")
+    claim.check([depth_ratio(r) for r in skip], SKIPS_PREVENT)
+
+
+def matches_layernorm(norm: str) -> Rule:
+    """The equivalence rule of a norm against LayerNorm: relative validation-loss gap within 2%."""
+    return Rule(f"(val({norm}) - val(LN)) / val(LN)", "within", (-0.02, 0.02))
 
 
 def equivalence_to_layernorm(claim, runs, norm: str, tier: str):
@@ -102,25 +125,23 @@ def equivalence_to_layernorm(claim, runs, norm: str, tier: str):
         fig, {n: [r.curves for r in rs] for n, rs in recs.items()}, ("loss",),
         f"Char GPT training loss, {norm} vs layernorm"))
     rel = [relative_difference(a, b) for a, b in zip(val[norm], val["layernorm"], strict=True)]
-    claim.check_equivalence(rel, -0.02, 0.02, statistic=f"(val({norm}) - val(LN)) / val(LN)")
+    claim.check(rel, matches_layernorm(norm))
 
 
 @pytest.mark.parametrize("tier", tiers())
 @pytest.mark.claim("rmsnorm-matches-layernorm", source="Zhang & Sennrich 2019",
-                   solo_minutes=9.6,  # six 500-step char GPTs, ~96 s each (dyt-matches-layernorm,
-                   # which shares the LayerNorm three, is slow: CI does not run it)
-                   statement="RMSNorm matches LayerNorm: relative difference of validation loss "
-                             "of a pre-norm char GPT within +-2%.")
+                   statement=f"RMSNorm matches LayerNorm on a pre-norm char GPT: "
+                             f"{matches_layernorm('rmsnorm')}.")
 def test_rmsnorm_matches_layernorm(claim, runs, tier):
     equivalence_to_layernorm(claim, runs, "rmsnorm", tier)
 
 
 @pytest.mark.parametrize("tier", tiers(cpu=[refuted(
-    "mean relative difference +0.0777, 95% CI [0.0677, 0.0877], seeds 0-2 (0.0734, 0.0781, "
-    "0.0815): dyt's validation loss is 7.8% higher; rule within +-0.02"),
-    pytest.mark.slow]))  # three 500-step DyT char GPTs (~100 s on 2 cores): outside CI's budget
+    matches_layernorm("dyt"), "mean relative difference +0.0777, 95% CI [0.0677, 0.0877], seeds "
+    "0-2 (0.0734, 0.0781, 0.0815): dyt's validation loss is 7.8% higher"),
+    pytest.mark.slow]))  # three 500-step DyT char GPTs (~100 s on 2 cores)
 @pytest.mark.claim("dyt-matches-layernorm", source="Zhu et al. 2025",
-                   statement="Dynamic tanh matches LayerNorm: relative difference of validation "
-                             "loss of a pre-norm char GPT within +-2%.")
+                   statement=f"Dynamic tanh matches LayerNorm on a pre-norm char GPT: "
+                             f"{matches_layernorm('dyt')}.")
 def test_dyt_matches_layernorm(claim, runs, tier):
     equivalence_to_layernorm(claim, runs, "dyt", tier)

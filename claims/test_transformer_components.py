@@ -19,15 +19,18 @@ from normsys.experiments import (
     weight_grad_profile,
 )
 from normsys.plugin import refuted, tiers
-from normsys.stats import decide_paired
+from normsys.stats import Rule, paired_differences
 
 SOURCE = "Transformer-components notebook (deep tanh MLP, gradients at init)"
 
 
+RESIDUAL_PRESERVES = Rule("log10 ratio(residual) - log10 ratio(plain)", ">", 1.0)
+
+
 @pytest.mark.parametrize("tier", tiers())
 @pytest.mark.claim("tc-residual-preserves-gradients", source=SOURCE, seeds=5,
-                   statement="Residual connections preserve gradients: log10(||grad W_1|| / "
-                             "||grad W_10||) with residuals minus without > 1.")
+                   statement=f"Residual connections preserve gradients (ratio = ||grad W_1|| / "
+                             f"||grad W_10||): {RESIDUAL_PRESERVES}, paired by seed.")
 def test_residual_preserves_gradients(claim, run, tier):
     with_res = [weight_grad_profile(run(tanh_mlp_config(True, s, tier=tier))) for s in claim.seeds]
     without = [weight_grad_profile(run(tanh_mlp_config(False, s, tier=tier))) for s in claim.seeds]
@@ -35,25 +38,34 @@ def test_residual_preserves_gradients(claim, run, tier):
     claim.figure("grad-profile", lambda fig: figures.profiles(
         fig, {"with residuals": with_res, "without residuals": without}))
     claim.check_paired([log_grad_ratio(p) for p in with_res], [log_grad_ratio(p) for p in without],
-                       ">", 1.0, statistic="log10 ratio(residual) - log10 ratio(plain)")
+                       RESIDUAL_PRESERVES)
 
 
 FFN_CONFIGS = {"residual+LN": (True, "layernorm"), "residual only": (True, "none"),
                "LN only": (False, "layernorm"), "neither": (False, "none")}
+LOWEST_LOSS = Rule("loss(other) - loss(residual+LN)", ">", 0.0)
 
 
-@pytest.mark.parametrize("tier", tiers(cpu=[refuted(
-    "every comparison goes the other way: loss(residual only) - loss(residual+LN) mean -0.00877, "
-    "95% CI [-0.00894, -0.00859]; LN only -0.01345 [-0.01385, -0.01306]; neither -0.01429 "
-    "[-0.01478, -0.01380]; "
-    "final losses ~1.0 = the variance of the random targets; rule > 0 for all three")],
-    paper=[refuted(
-        "one H100 80GB HBM3, 2026-11-23, seeds 0-4: every comparison goes the other way: "
-        "residual only -0.00898, 95% CI [-0.00946, -0.00850]; LN only -0.01365 [-0.01401, "
-        "-0.01329]; neither -0.01446 [-0.01479, -0.01412]; rule > 0 for all three")]))
+def loss_margins(final: dict[str, list[float]]) -> dict[str, list[float]]:
+    """Per other configuration, its per-seed final loss minus residual+LN's."""
+    return {f"loss({other}) - loss(residual+LN)": paired_differences(final[other],
+                                                                     final["residual+LN"])
+            for other in list(FFN_CONFIGS)[1:]}
+
+
+@pytest.mark.parametrize("tier", tiers(
+    cpu=[refuted(LOWEST_LOSS, "every comparison goes the other way: loss(residual only) - "
+                 "loss(residual+LN) mean -0.00877, 95% CI [-0.00894, -0.00859]; LN only -0.01345 "
+                 "[-0.01385, -0.01306]; neither -0.01429 [-0.01478, -0.01380]; final losses ~1.0 "
+                 "= the variance of the random targets; for all three")],
+    paper=[refuted(LOWEST_LOSS, "one H100 80GB HBM3, 2026-11-23, seeds 0-4: every comparison "
+                   "goes the other way: residual only -0.00898, 95% CI [-0.00946, -0.00850]; LN "
+                   "only -0.01365 [-0.01401, -0.01329]; neither -0.01446 [-0.01479, -0.01412]; "
+                   "for all three")]))
 @pytest.mark.claim("tc-residual-layernorm-lowest-loss", source=SOURCE,
-                   statement="In the FFN stack, residual+LN ends with lower loss than each of "
-                             "residual only, LN only and neither (paired; all three must hold).")
+                   statement=f"In the FFN stack, residual+LN ends with lower loss than each of "
+                             f"residual only, LN only and neither: {LOWEST_LOSS} for all three, "
+                             f"paired by seed.")
 def test_residual_layernorm_lowest_loss(claim, runs, tier):
     recs = {name: runs([ffn_stack_config(res, norm, s, tier) for s in claim.seeds])
             for name, (res, norm) in FFN_CONFIGS.items()}
@@ -62,6 +74,4 @@ def test_residual_layernorm_lowest_loss(claim, runs, tier):
     claim.figure("curves", lambda fig: figures.curves(
         fig, {n: [r.curves for r in rs] for n, rs in recs.items()}, ("loss", "grad_norm"),
         "FFN stack: loss and total gradient norm per step"))
-    claim.check_all({f"loss({other}) - loss(residual+LN)": decide_paired(
-        final[other], final["residual+LN"], ">", 0.0) for other in list(FFN_CONFIGS)[1:]},
-        statistic="loss(other) - loss(residual+LN)")
+    claim.check_all(loss_margins(final), LOWEST_LOSS)

@@ -1,15 +1,18 @@
 """The claims plugin: a marker, a fixture that turns per-seed evidence into a verdict, a verdict
 table at the end of the session, and a JSON + Markdown report with figures.
 
-    @pytest.mark.claim("dm-l2-prevents-collapse", statement="...", source="...")
+    RULE = Rule("kappa_6(l2)", ">=", 0.8)
+
+    @pytest.mark.claim("dm-l2-prevents-collapse", statement=f"... {RULE}.", source="...")
     def test_l2_prevents_collapse(claim, encoder_runs):
-        claim.check([kappa(r) for r in encoder_runs("l2")], ">=", 0.8, statistic="kappa_6")
+        claim.check([kappa(r) for r in encoder_runs("l2")], RULE)
 
 Outcomes (SPEC.md): supported passes; refuted raises ClaimRefuted, which a claim that the suite has
-measured as refuted records with ``@refuted("measured numbers")`` (xfail(strict=True) that only
-ClaimRefuted satisfies, so broken code is never counted as a verdict); inconclusive is a skip.
+measured as refuted records with ``@refuted(RULE, "measured numbers")`` (xfail(strict=True) that
+only ClaimRefuted satisfies, so broken code is never counted as a verdict); inconclusive is a skip.
 Results travel in ``report.user_properties``, so the table is right under pytest-xdist too.
-A claim parametrized over ``variant`` (e.g. "-nonpad") gets that suffix on its id.
+A claim parametrized with a ``Variant`` (e.g. Variant("-nonpad"), see ``variant_tiers``) gets
+that suffix on its id. ``pytest claims --claims-list`` lists every claim; ``-k`` matches ids.
 """
 
 from __future__ import annotations
@@ -30,13 +33,22 @@ PROPERTY = "normsys_claim"
 DEFAULT_REPORT_DIR = "claims-report"
 
 
+MARKER_KWARGS = ("statement", "source", "seeds")  # what @pytest.mark.claim(id, ...) accepts
+
+
 class ClaimRefuted(AssertionError):
     """The evidence lies wholly on the other side of the claim's threshold."""
 
 
-def refuted(reason: str):
-    """Mark a claim the suite has measured as refuted: strict xfail that only ClaimRefuted meets."""
-    return pytest.mark.xfail(strict=True, raises=ClaimRefuted, reason=f"refuted: {reason}")
+class Variant(str):
+    """A parameter value that names a variant of a claim: its text is the claim id's suffix."""
+
+
+def refuted(rule: stats.Rule, numbers: str):
+    """Mark a claim the suite has measured as refuted: strict xfail that only ClaimRefuted meets.
+    ``numbers``: what was measured (mean, interval, seeds, where); the rule is appended."""
+    return pytest.mark.xfail(strict=True, raises=ClaimRefuted,
+                             reason=f"refuted: {numbers}; rule {rule.text}")
 
 
 def tiers(cpu: Sequence = (), paper: Sequence = ()) -> list:
@@ -45,26 +57,46 @@ def tiers(cpu: Sequence = (), paper: Sequence = ()) -> list:
             pytest.param("paper", marks=[pytest.mark.gpu, *paper], id="paper")]
 
 
-def variant_tiers(variants: Sequence[str], refuted_cpu: dict[str, str] | None = None,
+def variant_tiers(variants: Sequence[str], rule: stats.Rule | None = None,
+                  refuted_cpu: dict[str, str] | None = None,
                   refuted_paper: dict[str, str] | None = None, slow: Sequence[str] = ()) -> list:
-    """Parameters for ``"variant,tier"``: every variant at both tiers; ``refuted_cpu`` and
-    ``refuted_paper`` map a variant to the measured numbers of its refutation at that tier;
-    ``slow`` variants are marked slow on the CPU tier."""
+    """Parameters for ``"variant,tier"``: every variant (a ``Variant``) at both tiers;
+    ``refuted_cpu`` and ``refuted_paper`` map a variant to the measured numbers of its refutation
+    of ``rule`` at that tier; ``slow`` variants are marked slow on the CPU tier."""
     refuted_cpu, refuted_paper = refuted_cpu or {}, refuted_paper or {}
+    if (refuted_cpu or refuted_paper) and rule is None:
+        raise ValueError("variant_tiers records refutations of a rule: pass rule=")
     params = []
-    for v in variants:
-        cpu = [refuted(refuted_cpu[v])] if v in refuted_cpu else []
+    for v in map(Variant, variants):
+        cpu = [refuted(rule, refuted_cpu[v])] if v in refuted_cpu else []
         cpu += [pytest.mark.slow] if v in slow else []
-        paper = [pytest.mark.gpu] + ([refuted(refuted_paper[v])] if v in refuted_paper else [])
+        paper = [pytest.mark.gpu] + ([refuted(rule, refuted_paper[v])] if v in refuted_paper else [])
         params += [pytest.param(v, "cpu", marks=cpu, id=f"cpu{v}"),
                    pytest.param(v, "paper", marks=paper, id=f"paper{v}")]
     return params
 
 
+def claim_marker(item: pytest.Item) -> pytest.Mark | None:
+    """The item's claim marker, its keyword arguments checked (an unknown one is an error)."""
+    marker = item.get_closest_marker("claim")
+    if marker is None:
+        return None
+    unknown = set(marker.kwargs) - set(MARKER_KWARGS) - {"id"}
+    if unknown or not (marker.args or "id" in marker.kwargs):
+        raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.claim(id, {', '.join(MARKER_KWARGS)}"
+                                f"=...) got unknown {sorted(unknown)}" if unknown else
+                                f"{item.nodeid}: @pytest.mark.claim needs the claim id first")
+    return marker
+
+
 def claim_id(item: pytest.Item, marker: pytest.Mark) -> str:
     base = marker.args[0] if marker.args else marker.kwargs["id"]
-    params = item.callspec.params if hasattr(item, "callspec") else {}
-    return base + params.get("variant", "")
+    params = item.callspec.params.values() if hasattr(item, "callspec") else ()
+    return base + "".join(v for v in params if isinstance(v, Variant))
+
+
+def claim_tier(item: pytest.Item) -> str:
+    return item.callspec.params.get("tier", "cpu") if hasattr(item, "callspec") else "cpu"
 
 
 @dataclass
@@ -126,26 +158,21 @@ class Claim:
         finally:
             plt.close(fig)
 
-    def check(self, values: Sequence[float], side: str, threshold: float,
-              statistic: str = "statistic") -> stats.Decision:
-        """Decide ``mean(values) <side> threshold`` on the t-interval; end the test accordingly."""
-        return self._conclude(stats.decide(values, side, threshold), statistic)
+    def check(self, values: Sequence[float], rule: stats.Rule) -> stats.Decision:
+        """Decide ``rule`` on per-seed values of its statistic; end the test accordingly."""
+        return self._conclude(rule.decide(values), rule.statistic)
 
-    def check_paired(self, a: Sequence[float], b: Sequence[float], side: str, threshold: float,
-                     statistic: str = "a - b") -> stats.Decision:
+    def check_paired(self, a: Sequence[float], b: Sequence[float],
+                     rule: stats.Rule) -> stats.Decision:
+        """Decide ``rule`` on the per-seed differences a - b (recorded as evidence)."""
         self.record(**{"a": list(a), "b": list(b)})
-        return self._conclude(stats.decide_paired(a, b, side, threshold), statistic)
+        return self._conclude(rule.decide_paired(a, b), rule.statistic)
 
-    def check_equivalence(self, values: Sequence[float], low: float, high: float,
-                          statistic: str = "difference") -> stats.Decision:
-        return self._conclude(stats.decide_equivalence(values, low, high), statistic)
-
-    def check_all(self, comparisons: dict[str, stats.Decision],
-                  statistic: str = "all comparisons") -> stats.Decision:
-        """Several comparisons (from normsys.stats.decide*) that must all hold."""
-        decision = stats.decide_all(comparisons)
+    def check_all(self, values: dict[str, Sequence[float]], rule: stats.Rule) -> stats.Decision:
+        """Decide ``rule`` on each named comparison's per-seed values; all must hold."""
+        decision = rule.decide_all(values)
         self.record(comparisons=decision.extra)
-        return self._conclude(decision, statistic)
+        return self._conclude(decision, rule.statistic)
 
     def _conclude(self, decision: stats.Decision, statistic: str) -> stats.Decision:
         s = decision.summary
@@ -178,6 +205,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="first seed (verdict robustness: rerun claims on other seeds)")
     group.addoption("--claims-report", default=DEFAULT_REPORT_DIR,
                     help=f"folder for the JSON and Markdown report (default {DEFAULT_REPORT_DIR}/)")
+    group.addoption("--claims-list", action="store_true",
+                    help="list the selected claims (id, tier, statement, source) and run nothing")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -192,28 +221,36 @@ def pytest_configure(config: pytest.Config) -> None:
             torch.cuda.set_device(int(worker.removeprefix("gw")) % torch.cuda.device_count())
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Claims that train runs no other claim shares go first, longest first (``solo_minutes`` on
-    the claim marker: minutes of training on one CPU core). Under pytest-xdist one worker then
-    trains them while the others share the common runs, instead of the last of them training on
-    one worker while the others idle (CI: ~4 idle minutes of worker time). Stable: the rest keep
-    their order."""
-    def solo_minutes(item: pytest.Item) -> float:
-        marker = item.get_closest_marker("claim")
-        return marker.kwargs.get("solo_minutes", 0) if marker else 0
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Check every claim marker, let ``-k`` match claim ids (each id is a keyword of its test),
+    and with --claims-list print the claims and run none of them."""
+    catalog = {}
+    for item in items:
+        if (marker := claim_marker(item)) is not None:
+            cid = claim_id(item, marker)
+            item.extra_keyword_matches.add(cid)
+            catalog[cid, claim_tier(item)] = (marker.kwargs.get("statement", ""),
+                                              marker.kwargs.get("source", ""))
+    if config.option.claims_list:
+        write = config.pluginmanager.get_plugin("terminalreporter").write_line
+        for (cid, tier), (statement, source) in sorted(catalog.items()):
+            write(f"{cid}  [{tier}]  {statement}  ({source})")
+        write(f"{len({cid for cid, _ in catalog})} claims, {len(catalog)} claim-tier pairs")
+        items.clear()
 
-    items.sort(key=solo_minutes, reverse=True)
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if session.config.option.claims_list and exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
+        session.exitstatus = pytest.ExitCode.OK  # listing is what was asked for
 
 
 @pytest.fixture
 def claim(request: pytest.FixtureRequest) -> Claim:
-    marker = request.node.get_closest_marker("claim")
+    marker = claim_marker(request.node)
     if marker is None:
         raise pytest.UsageError(f"{request.node.nodeid} uses the claim fixture without "
                                 f"@pytest.mark.claim(id, statement=..., source=...)")
-    tier = request.node.callspec.params.get("tier", "cpu") if hasattr(request.node, "callspec") \
-        else "cpu"
-    return Claim(request.node, marker, tier)
+    return Claim(request.node, marker, claim_tier(request.node))
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -225,9 +262,9 @@ def pytest_runtest_makereport(item: pytest.Item, call):
         return
     if report.failed or (report.skipped and report.when == "call"):
         verdict = "error" if report.failed else "not run"
-        tier = item.callspec.params.get("tier", "cpu") if hasattr(item, "callspec") else "cpu"
         reason = str(call.excinfo.value)[:500] if call.excinfo else ""
-        result = ClaimResult(claim_id(item, marker), tier, marker.kwargs.get("statement", ""),
+        result = ClaimResult(claim_id(item, marker), claim_tier(item),
+                             marker.kwargs.get("statement", ""),
                              marker.kwargs.get("source", ""), verdict, reason=reason,
                              seconds=call.duration, nodeid=item.nodeid)
         report.user_properties.append((PROPERTY, json.dumps(asdict(result))))

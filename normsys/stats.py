@@ -181,3 +181,45 @@ def decide_all(decisions: dict[str, Decision]) -> Decision:
     return Decision(verdict, key.summary, f"all of {len(decisions)}: {key.rule}",
                     f"deciding: {name}. {reason}",
                     {n: d.to_dict() for n, d in decisions.items()}, key.margin)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A claim's decision rule, fixed before its result is seen: ``statistic side threshold`` on
+    the t-interval of the per-seed mean, side one of >, >=, <, <= or ``within`` a band
+    (threshold = (low, high)). One object serves the claim's statement, its check, its recorded
+    refutation and its negative control."""
+
+    statistic: str
+    side: str
+    threshold: float | tuple[float, float]
+
+    def __post_init__(self) -> None:
+        if self.side not in (*SIDES, "within"):
+            raise ValueError(f"unknown side {self.side!r}; valid sides: {', '.join(SIDES)}, within")
+        if (self.side == "within") != isinstance(self.threshold, tuple):
+            raise ValueError("side 'within' takes a (low, high) band, the others one threshold")
+
+    @property
+    def text(self) -> str:
+        """The rule without its statistic, e.g. ``>= 0.8`` or ``within (-0.02, 0.02)``."""
+        if self.side == "within":
+            return f"within ({self.threshold[0]:g}, {self.threshold[1]:g})"
+        return f"{self.side} {self.threshold:g}"
+
+    def __str__(self) -> str:
+        return f"{self.statistic} {self.text}"
+
+    def decide(self, values: Sequence[float]) -> Decision:
+        """The verdict on per-seed values of the statistic."""
+        if self.side == "within":
+            return decide_equivalence(values, *self.threshold)
+        return decide(values, self.side, self.threshold)
+
+    def decide_paired(self, a: Sequence[float], b: Sequence[float]) -> Decision:
+        """The verdict on per-seed differences a - b."""
+        return self.decide(paired_differences(a, b))
+
+    def decide_all(self, values: dict[str, Sequence[float]]) -> Decision:
+        """The rule applied to each named comparison; all must hold (``decide_all``)."""
+        return decide_all({name: self.decide(v) for name, v in values.items()})

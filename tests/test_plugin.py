@@ -11,26 +11,29 @@ pytest_plugins = ["pytester"]
 CLAIMS = '''
 import pytest
 from normsys.plugin import refuted, tiers
+from normsys.stats import Rule
+
+KAPPA = Rule("kappa", ">=", 0.8)
 
 @pytest.mark.claim("c-supported", statement="big is big", source="test")
 def test_supported(claim):
     claim.record(note="fine")
-    claim.check([0.91, 0.92, 0.93], ">=", 0.8, statistic="kappa")
+    claim.check([0.91, 0.92, 0.93], KAPPA)
 
-@refuted("mean 0.31, CI [0.29, 0.33] < 0.8")
+@refuted(KAPPA, "mean 0.31, CI [0.29, 0.33]")
 @pytest.mark.claim("c-refuted", statement="small is big", source="test")
 def test_refuted(claim):
-    claim.check([0.30, 0.31, 0.32], ">=", 0.8, statistic="kappa")
+    claim.check([0.30, 0.31, 0.32], KAPPA)
 
 @pytest.mark.claim("c-refuted-unrecorded", statement="small is big", source="test")
 def test_refuted_unrecorded(claim):
-    claim.check([0.30, 0.31, 0.32], ">=", 0.8)
+    claim.check([0.30, 0.31, 0.32], KAPPA)
 
 @pytest.mark.claim("c-inconclusive", statement="noise", source="test")
 def test_inconclusive(claim):
-    claim.check_paired([0.5, 0.9, 0.1], [0.5, 0.5, 0.5], ">", 0.0)
+    claim.check_paired([0.5, 0.9, 0.1], [0.5, 0.5, 0.5], Rule("a - b", ">", 0.0))
 
-@refuted("a recorded refutation must not hide broken code")
+@refuted(KAPPA, "a recorded refutation must not hide broken code")
 @pytest.mark.claim("c-error", statement="breaks", source="test")
 def test_error(claim):
     raise KeyError("bug in the claim")
@@ -38,7 +41,7 @@ def test_error(claim):
 @pytest.mark.parametrize("tier", tiers())
 @pytest.mark.claim("c-tiers", statement="tiers", source="test")
 def test_tiers(claim, tier):
-    claim.check([1.0 + 0.01 * s for s in claim.seeds], ">", 0.5)
+    claim.check([1.0 + 0.01 * s for s in claim.seeds], Rule("x", ">", 0.5))
 '''
 
 
@@ -85,11 +88,14 @@ def test_strict_xfail_fails_when_the_verdict_flips(pytester):
     pytester.makepyfile('''
 import pytest
 from normsys.plugin import refuted
+from normsys.stats import Rule
 
-@refuted("was refuted last time")
+RULE = Rule("x", ">=", 0.8)
+
+@refuted(RULE, "was refuted last time")
 @pytest.mark.claim("c-flip", statement="s", source="t")
 def test_flip(claim):
-    claim.check([0.9, 0.91, 0.92], ">=", 0.8)
+    claim.check([0.9, 0.91, 0.92], RULE)
 ''')
     result = pytester.runpytest("-p", "no:cacheprovider", "--claims-report", "rep")
     result.assert_outcomes(failed=1)
@@ -104,40 +110,54 @@ def test_results_reach_the_table_under_xdist(run_claims):
     assert "c-inconclusive" in result.stdout.str()
 
 
-def test_claims_with_runs_of_their_own_are_scheduled_first_longest_first(pytester):
-    pytester.makeconftest('pytest_plugins = ["normsys.plugin"]')
-    pytester.makepyfile('''
+def test_claims_list_ids_match_k_and_unknown_marker_arguments_are_errors(run_claims):
+    """--claims-list prints every claim and runs none; -k selects by claim id; a misspelt marker
+    argument is an error, not silently ignored."""
+    listed = run_claims.runpytest("--claims-list", "-p", "no:cacheprovider")
+    assert listed.ret == 0
+    out = listed.stdout.str()
+    assert "c-supported  [cpu]  big is big  (test)" in out and "c-tiers  [paper]" in out
+    assert "6 claims, 7 claim-tier pairs" in out and "passed" not in out
+    picked = run_claims.runpytest("-k", "c-refuted-unr", "-p", "no:cacheprovider",
+                                  "--claims-report", "rep")
+    picked.assert_outcomes(failed=1)
+    run_claims.makepyfile(test_typo='''
 import pytest
 
-def test_plain():
-    pass
-
-@pytest.mark.claim("c-shared", statement="s", source="t")
-def test_shared(claim):
-    pass
-
-@pytest.mark.claim("c-short", statement="s", source="t", solo_minutes=2)
-def test_short(claim):
-    pass
-
-@pytest.mark.claim("c-long", statement="s", source="t", solo_minutes=9)
-def test_long(claim):
+@pytest.mark.claim("c-typo", statement="s", source="t", seed=4)
+def test_typo(claim):
     pass
 ''')
-    result = pytester.runpytest("--collect-only", "-q", "-p", "no:cacheprovider")
-    names = [line.split("::")[1] for line in result.outlines if "::" in line]
-    assert names == ["test_long", "test_short", "test_plain", "test_shared"]
+    typo = run_claims.runpytest("test_typo.py", "-p", "no:cacheprovider")
+    assert typo.ret != 0 and "got unknown ['seed']" in typo.stdout.str() + typo.stderr.str()
 
 
 def test_variant_tiers_record_refutations_per_tier_and_variant():
     """A refutation measured on one tier and variant marks that parameter alone."""
     from normsys.plugin import variant_tiers
+    from normsys.stats import Rule
 
-    params = {p.id: p for p in variant_tiers(("", "-x"), refuted_cpu={"": "cpu numbers"},
+    rule = Rule("x", ">", 1.0)
+    params = {p.id: p for p in variant_tiers(("", "-x"), rule, refuted_cpu={"": "cpu numbers"},
                                              refuted_paper={"-x": "gpu numbers"}, slow=("-x",))}
     reasons = {pid: [m.kwargs.get("reason") for m in p.marks if m.name == "xfail"]
                for pid, p in params.items()}
-    assert reasons == {"cpu": ["refuted: cpu numbers"], "paper": [], "cpu-x": [],
-                       "paper-x": ["refuted: gpu numbers"]}
+    assert reasons == {"cpu": ["refuted: cpu numbers; rule > 1"], "paper": [], "cpu-x": [],
+                       "paper-x": ["refuted: gpu numbers; rule > 1"]}
     assert all(any(m.name == "gpu" for m in params[i].marks) for i in ("paper", "paper-x"))
     assert [m.name for m in params["cpu-x"].marks] == ["slow"]
+
+
+def test_claims_with_runs_of_their_own_start_first_longest_first():
+    """Under xdist one worker trains the claims whose runs nobody else needs while the others
+    share the common runs: they are collected first, longest first (claims/conftest.py)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-m", "pytest", "claims", "--collect-only", "-q",
+                          "-p", "no:cacheprovider"], cwd=root, capture_output=True, text=True)
+    first = [line.split("::")[1] for line in out.stdout.splitlines() if "::" in line][:4]
+    assert first == ["test_rmsnorm_matches_layernorm[cpu]", "test_rmsnorm_matches_layernorm[paper]",
+                     "test_analytic_matches_autograd[cpu]", "test_analytic_matches_autograd[paper]"]
