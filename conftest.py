@@ -15,6 +15,8 @@ MARKERS = (
     "gpu: needs a CUDA GPU (paper tier and GPU benchmarks); skipped without one",
     "slow: takes more than a few seconds on CPU",
     "claim(id, statement, source, seeds=None): an executable claim about normalization",
+    "control(*claim_ids): a negative control of these claims: their own measurement and rule "
+    "on a case where the effect is absent or reversed, coming out the other way",
 )
 
 
@@ -33,3 +35,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def data_env(monkeypatch):
+    """Skip (or fail under NORMSYS_REQUIRE_DATA=1) when the offline data sets are absent."""
+    from normsys.data import DataMissingError, data_root
+
+    try:
+        root = data_root()
+        if not (root / "mnist").is_dir():
+            raise DataMissingError(f"NORMSYS_DATA={root} has no mnist/ folder")
+    except DataMissingError as err:
+        import os
+
+        if os.environ.get("NORMSYS_REQUIRE_DATA") == "1":
+            pytest.fail(str(err))
+        pytest.skip(str(err))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    return root

@@ -48,6 +48,20 @@ def run():
 
 
 @pytest.fixture
+def task_of():
+    """task_of(config) -> its data (train.make_task), for the negative controls."""
+    from normsys.train import make_task
+
+    def fetch(cfg: RunConfig):
+        try:
+            return make_task(cfg)
+        except DataMissingError as err:
+            _missing_data(err)
+
+    return fetch
+
+
+@pytest.fixture
 def runs():
     """runs([configs]) -> [RunRecord]: like run, with the seeds batched together on a GPU."""
 

@@ -17,10 +17,21 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
-from normsys.experiments import DM_PROBES, encoder_config, generalization_gap, kappa, min_rho
-from normsys.plugin import tiers, variant_tiers
-from normsys.stats import Rule
+from normsys.config import preset
+from normsys.experiments import (
+    DM_PROBES,
+    encoder_config,
+    erank,
+    generalization_gap,
+    kappa,
+    min_rho,
+)
+from normsys.plugin import Variant, tiers, variant_tiers
+from normsys.stats import REFUTED, SUPPORTED, Rule
+from normsys.testing import SMALL_CLASSIFIER, small_classifier_accuracies, trained_and_untrained
+from normsys.train import prepare_model, probe, run_context
 
 SOURCE = "Dual-Mechanism paper, Experiment 4 (seed encoder, AG News)"
 NORMS = ("layernorm", "l2", "none")
@@ -76,7 +87,7 @@ def accuracies(runs) -> list[float]:
 
 def record_ranks(claim, runs, variant: str = "") -> None:
     rows = rows_of(variant)
-    claim.record(erank={layer: [round(r.erank(layer, rows), 3) for r in runs]
+    claim.record(erank={layer: [round(erank(r.probes, layer, rows), 3) for r in runs]
                         for layer in DM_PROBES}, rows=rows,
                  test_acc=[r.metrics["test_acc"] for r in runs],
                  train_acc=[r.metrics["train_acc"] for r in runs],
@@ -103,7 +114,7 @@ def test_none_collapses_with_depth(claim, encoder_runs, tier, variant):
     record_ranks(claim, runs, variant)
     claim.figure("figure4", lambda fig: draw_figure_4(
         fig, {n: encoder_runs(n) for n in NORMS}, rows_of(variant)))
-    claim.check([kappa(r, rows=rows_of(variant)) for r in runs], NONE_COLLAPSES)
+    claim.check([kappa(r.probes, rows=rows_of(variant)) for r in runs], NONE_COLLAPSES)
 
 
 L2_PREVENTS = Rule("kappa_6(l2)", ">=", 0.8)
@@ -124,7 +135,7 @@ L2_PREVENTS = Rule("kappa_6(l2)", ">=", 0.8)
 def test_l2_prevents_collapse(claim, encoder_runs, tier, variant):
     runs = encoder_runs("l2")
     record_ranks(claim, runs, variant)
-    claim.check([kappa(r, rows=rows_of(variant)) for r in runs], L2_PREVENTS)
+    claim.check([kappa(r.probes, rows=rows_of(variant)) for r in runs], L2_PREVENTS)
 
 
 L2_ISOTROPIC = Rule("min_l rho_l(l2)", ">=", 0.5)
@@ -145,7 +156,7 @@ L2_ISOTROPIC = Rule("min_l rho_l(l2)", ">=", 0.5)
 def test_l2_isotropic(claim, encoder_runs, tier, variant):
     runs = encoder_runs("l2")
     record_ranks(claim, runs, variant)
-    claim.check([min_rho(r, rows=rows_of(variant)) for r in runs], L2_ISOTROPIC)
+    claim.check([min_rho(r.probes, rows=rows_of(variant)) for r in runs], L2_ISOTROPIC)
 
 
 LN_PREVENTS = Rule("kappa_6(layernorm)", ">=", 0.8)
@@ -158,7 +169,7 @@ LN_PREVENTS = Rule("kappa_6(layernorm)", ">=", 0.8)
 def test_layernorm_prevents_collapse(claim, encoder_runs, tier, variant):
     runs = encoder_runs("layernorm")
     record_ranks(claim, runs, variant)
-    claim.check([kappa(r, rows=rows_of(variant)) for r in runs], LN_PREVENTS)
+    claim.check([kappa(r.probes, rows=rows_of(variant)) for r in runs], LN_PREVENTS)
 
 
 LN_EXPRESSION = Rule("test_acc(layernorm) - test_acc(l2)", ">", 0.05)
@@ -195,8 +206,8 @@ SCALE_NOT_AFFINE = Rule("test_acc(scaled_l2) - test_acc(l2_affine)", ">", 0.05)
                              f"parameters: {SCALE_NOT_AFFINE}, paired.")
 def test_scale_not_affine_explains_l2(claim, encoder_runs, tier):
     scaled, affine = encoder_runs("scaled_l2"), encoder_runs("l2_affine")
-    claim.record(kappa_6={"scaled_l2": [kappa(r) for r in scaled],
-                          "l2_affine": [kappa(r) for r in affine]})
+    claim.record(kappa_6={"scaled_l2": [kappa(r.probes) for r in scaled],
+                          "l2_affine": [kappa(r.probes) for r in affine]})
     claim.figure("figure4-all-kinds", lambda fig: draw_figure_4(
         fig, {n: encoder_runs(n) for n in (*NORMS, "scaled_l2", "l2_affine")}))
     claim.check_paired(accuracies(scaled), accuracies(affine), SCALE_NOT_AFFINE)
@@ -212,3 +223,76 @@ SCALED_L2_MATCHES = Rule("test_acc(layernorm) - test_acc(scaled_l2)", "within", 
 def test_scaled_l2_matches_layernorm(claim, encoder_runs, tier):
     ln, scaled = encoder_runs("layernorm"), encoder_runs("scaled_l2")
     claim.check_paired(accuracies(ln), accuracies(scaled), SCALED_L2_MATCHES)
+
+
+# ----------------------------------------------------------------------------- negative controls
+# Each rule above through its own measurement (probes -> kappa and rho; test accuracy and the
+# train-test gap of trained runs), on small models where the effect is present or absent by
+# construction: the rule must come out both ways.
+
+CONTROL_ENCODER = {"data.n_train": 64, "data.n_test": 16, "model.seq_len": 32, "model.d": 32,
+                   "train.probe_batch": 16}
+CONTROL_SEEDS = range(5)
+RANK_RULES = {"dm-none-collapses-with-depth": NONE_COLLAPSES,
+              "dm-l2-prevents-collapse": L2_PREVENTS, "dm-layernorm-prevents-collapse": LN_PREVENTS}
+
+
+def rank_collapsing(model):
+    """Blocks 2-6 made rank-collapsing: each FFN's output projection a rank-1 map whose output
+    swamps the residual stream it is added to."""
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for block in model.blocks[1:]:
+            w = block.mlp[2].weight  # (d, 4d)
+            u, v = torch.randn(w.shape[0], 1, generator=gen), torch.randn(1, w.shape[1], generator=gen)
+            w.copy_(1e3 * u @ v / w.shape[1])
+    return model
+
+
+def probes_at_init(task_of, variant: str, collapse: bool) -> list[dict]:
+    """Per control seed, the probes (train.probe) of a small LayerNorm encoder at init."""
+    out, task = [], None
+    for seed in CONTROL_SEEDS:
+        cfg = encoder_config("layernorm", seed, **CONTROL_ENCODER, **CHANGES[variant])
+        model = prepare_model(cfg)
+        if collapse:
+            rank_collapsing(model)
+        task = task or task_of(cfg)  # the same rows for every seed
+        x0, _ = task.probe_batch(cfg)
+        out.append(probe(model, cfg, x0, run_context(cfg, torch.device("cpu"), 0)))
+    return out
+
+
+@pytest.mark.parametrize("variant", [pytest.param(
+    Variant(v), marks=pytest.mark.control(*(f"{c}{v}" for c in (*RANK_RULES, "dm-l2-isotropic"))),
+    id=v or "base") for v in VARIANTS])
+def test_control_rank_rules_flip_on_a_rank_collapsing_encoder(task_of, variant):
+    rows = rows_of(variant)
+    intact, collapsed = probes_at_init(task_of, variant, False), probes_at_init(task_of, variant, True)
+    kappa_intact = [kappa(p, rows=rows) for p in intact]
+    kappa_collapsed = [kappa(p, rows=rows) for p in collapsed]
+    assert NONE_COLLAPSES.decide(kappa_collapsed).verdict == SUPPORTED
+    assert NONE_COLLAPSES.decide(kappa_intact).verdict == REFUTED
+    for rule in (L2_PREVENTS, LN_PREVENTS):
+        assert rule.decide(kappa_intact).verdict == SUPPORTED
+        assert rule.decide(kappa_collapsed).verdict == REFUTED
+    assert L2_ISOTROPIC.decide([min_rho(p, rows=rows) for p in intact]).verdict == SUPPORTED
+    assert L2_ISOTROPIC.decide([min_rho(p, rows=rows) for p in collapsed]).verdict == REFUTED
+
+
+@pytest.mark.control(*(f"{c}{v}" for c in ("dm-layernorm-expression", "dm-none-memorizes")
+                       for v in RUN_VARIANTS),
+                     "dm-scale-not-affine-explains-l2", "dm-scaled-l2-matches-layernorm")
+def test_control_accuracy_rules_flip_between_a_trained_and_an_untrained_model(data_env):
+    """The accuracy rules on test accuracy, and the memorization rule on the train-test gap, of a
+    small classifier trained (and, for the gap, trained to memorize 256 rows) against the same
+    model left at its initialization (learning rate 0)."""
+    trained, untrained = small_classifier_accuracies()
+    for rule in (LN_EXPRESSION, SCALE_NOT_AFFINE):
+        assert rule.decide_paired(trained, untrained).verdict == SUPPORTED
+        assert rule.decide_paired(untrained, trained).verdict == REFUTED
+    assert SCALED_L2_MATCHES.decide_paired(trained, untrained).verdict == REFUTED
+    memorizing = preset("mlp", **{**SMALL_CLASSIFIER, "data.n_train": 256, "train.epochs": 30})
+    gaps = [[generalization_gap(r) for r in runs] for runs in trained_and_untrained(memorizing)]
+    assert NONE_MEMORIZES.decide_paired(*gaps).verdict == SUPPORTED
+    assert NONE_MEMORIZES.decide_paired(*reversed(gaps)).verdict == REFUTED

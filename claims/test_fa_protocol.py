@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
-from normsys.experiments import fa_mlp_config, fa_protocol
+from normsys.experiments import fa_mlp_config, fa_protocol, protocol_report
 from normsys.plugin import refuted, tiers, variant_tiers
-from normsys.stats import Rule
+from normsys.stats import REFUTED, SUPPORTED, Rule
+from normsys.testing import CONTROL_SEEDS, small_classifier_accuracies
+from normsys.train import prepare_model
 
 SOURCE = "FA evaluation protocol (pre-LN residual MLP, MNIST)"
 H100 = "one H100 80GB HBM3, 2026-11-23"  # where the paper tier (5 seeds) was measured
@@ -174,3 +177,52 @@ BP_BEATS_FROZEN = Rule("test_acc(bp) - test_acc(frozen)", ">", 0.02)
                    statement=f"BP trains the blocks usefully: {BP_BEATS_FROZEN}, paired by seed.")
 def test_bp_beats_frozen_baseline(claim, protocol, frozen_acc, tier):
     claim.check_paired(accuracies(protocol("bp")), frozen_acc(), BP_BEATS_FROZEN)
+
+
+# ----------------------------------------------------------------------------- negative controls
+
+
+def constructed_net(seed: int, shared: bool):
+    """An untrained protocol net whose gradient directions are shared across batches by
+    construction (its head predicts class 0 for every input: every batch's mean gradient points
+    the same way), or independent (blocks' outputs zeroed, head near zero with its bias the test
+    labels' log frequencies: a calibrated constant predictor, whose batch-mean gradients are
+    label-sampling noise)."""
+    from normsys.data import mnist
+
+    model = prepare_model(fa_mlp_config("bp", seed)).eval()
+    with torch.no_grad():
+        if shared:
+            model.out_head.bias.zero_()
+            model.out_head.bias[0] = 10.0
+        else:
+            y = mnist().y_test[:8 * 128]  # the protocol's batches
+            model.out_head.weight.mul_(1e-3)
+            model.out_head.bias.copy_((torch.bincount(y, minlength=10).float() / len(y)).log())
+            for block in model.blocks:
+                block[-1].weight.zero_()
+    return model
+
+
+@pytest.mark.control(*(f"{c}{v}" for c in ("fa-bp-direction-unstable", "fa-dfa-direction-stable",
+                                           "fa-stability-separates") for v in VARIANTS))
+def test_control_stability_rules_flip_between_shared_and_independent_directions(data_env):
+    """Direction stability through the protocol's own measurement (autograd through the net, 8
+    disjoint test batches of 128) on nets built with shared or independent gradient directions."""
+    shared = [protocol_report(constructed_net(s, True))["stability"] for s in CONTROL_SEEDS]
+    independent = [protocol_report(constructed_net(s, False))["stability"] for s in CONTROL_SEEDS]
+    assert BP_UNSTABLE.decide(independent).verdict == SUPPORTED
+    assert BP_UNSTABLE.decide(shared).verdict == REFUTED
+    assert DFA_STABLE.decide(shared).verdict == SUPPORTED
+    assert DFA_STABLE.decide(independent).verdict == REFUTED
+    assert SEPARATES.decide_paired(shared, independent).verdict == SUPPORTED
+    assert SEPARATES.decide_paired(independent, shared).verdict == REFUTED
+
+
+@pytest.mark.control("fa-dfa-beats-frozen-baseline", "fa-dfa-beats-frozen-dfa-baseline",
+                     "fa-bp-beats-frozen-baseline")
+def test_control_baseline_rules_flip_between_a_trained_and_an_untrained_model(data_env):
+    trained, untrained = small_classifier_accuracies()
+    for rule in (DFA_BEATS_FROZEN, DFA_BEATS_FROZEN_DFA, BP_BEATS_FROZEN):
+        assert rule.decide_paired(trained, untrained).verdict == SUPPORTED
+        assert rule.decide_paired(untrained, trained).verdict == REFUTED

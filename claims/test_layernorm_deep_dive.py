@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 from normsys import figures
 from normsys.experiments import (
@@ -26,8 +27,14 @@ from normsys.experiments import (
     weight_grad_profile,
 )
 from normsys.plugin import refuted, tiers
-from normsys.stats import Rule
-from normsys.train import trained_model
+from normsys.stats import REFUTED, SUPPORTED, Rule
+from normsys.testing import (
+    CONTROL_SEEDS,
+    SMALL_CLASSIFIER,
+    small_classifier_accuracies,
+    trained_and_untrained,
+)
+from normsys.train import prepare_model, probe, run, run_context, train, trained_model
 
 SOURCE = "LayerNorm deep-dive notebook"
 
@@ -45,8 +52,6 @@ def mlp_runs(runs, claim, tier):
 
 def draw_correlations(fig, records: dict) -> None:
     """Correlation heatmaps of the first 64 units of the last hidden layer, per norm."""
-    import torch
-
     from normsys.data import mnist
 
     x = mnist().x_train[:1000]
@@ -226,3 +231,85 @@ def test_layernorm_prevents_vanishing_gradients(claim, run, tier):
         fig, {"LayerNorm after each layer": ln, "no normalization": plain}))
     claim.check_paired([log_grad_ratio(p) for p in ln], [log_grad_ratio(p) for p in plain],
                        PREVENTS_VANISHING)
+
+
+# ----------------------------------------------------------------------------- negative controls
+
+
+def correlation_at_init(task_of, seed: int, shared: bool) -> float:
+    """The claim's correlation measurement (train.probe) of the MLP without a norm at init;
+    ``shared``: a common component added to every unit of the last hidden layer."""
+    cfg = mlp_config("none", seed)
+    model = prepare_model(cfg)
+    if shared:
+        with torch.no_grad():
+            w = model.layers[2][0].weight  # (d, d)
+            v = torch.randn(1, w.shape[1], generator=torch.Generator().manual_seed(seed))
+            w.add_(5 * torch.ones(w.shape[0], 1) @ v / w.shape[1] ** 0.5)
+    x0, _ = task_of(cfg).probe_batch(cfg)
+    return probe(model, cfg, x0, run_context(cfg, torch.device("cpu"), 0))["layers.2"]["unit_corr"]
+
+
+@pytest.mark.control("ld-layernorm-decorrelates")
+def test_control_correlation_rule_flips_with_a_shared_component(task_of):
+    shared = [correlation_at_init(task_of, s, True) for s in CONTROL_SEEDS]
+    plain = [correlation_at_init(task_of, s, False) for s in CONTROL_SEEDS]
+    assert DECORRELATES.decide_paired(shared, plain).verdict == SUPPORTED
+    assert DECORRELATES.decide_paired(plain, shared).verdict == REFUTED
+
+
+@pytest.mark.control("ld-layernorm-speeds-convergence")
+def test_control_convergence_rule_flips_between_a_fast_and_a_slow_learning_rate(data_env):
+    """Steps to 90% running accuracy (the claim's measurement) of the MLP at learning rates 1e-3
+    and 2e-4, both ways round (5 seeds: the slower run's step count varies)."""
+    def steps(lr: float) -> list[float]:
+        return [steps_to_accuracy(run(mlp_config("none", s).override(**{
+            **SMALL_CLASSIFIER, "data.n_train": 20_000, "train.lr": lr})).curves["batch_acc"])
+            for s in range(5)]
+
+    fast, slow = steps(1e-3), steps(2e-4)
+    assert SPEEDS_CONVERGENCE.decide([f / s for f, s in zip(fast, slow, strict=True)]).verdict \
+        == SUPPORTED
+    assert SPEEDS_CONVERGENCE.decide([s / f for f, s in zip(fast, slow, strict=True)]).verdict \
+        == REFUTED
+
+
+@pytest.mark.control("ld-layernorm-small-batch", "ld-batchnorm-wins-cnn-large-batch",
+                     "ld-layernorm-improves-final-accuracy", "ld-layernorm-robust-to-init-scale")
+def test_control_accuracy_rules_flip_between_a_trained_and_an_untrained_model(data_env):
+    """Test-accuracy differences of the small classifier trained and left at init; for the
+    robustness rule, spreads over three runs of which one did not train, against three trained
+    seeds."""
+    trained, untrained = small_classifier_accuracies()
+    for rule in (SMALL_BATCH, BN_WINS_CNN, IMPROVES_ACCURACY):
+        assert rule.decide_paired(trained, untrained).verdict == SUPPORTED
+        assert rule.decide_paired(untrained, trained).verdict == REFUTED
+    n = len(trained)
+    fragile = [accuracy_spread([trained[i], untrained[i], trained[i]]) for i in range(n)]
+    robust = [accuracy_spread([trained[i], trained[(i + 1) % n], trained[(i + 2) % n]])
+              for i in range(n)]
+    assert ROBUST_TO_INIT.decide_paired(fragile, robust).verdict == SUPPORTED
+    assert ROBUST_TO_INIT.decide_paired(robust, fragile).verdict == REFUTED
+
+
+@pytest.mark.control("ld-layernorm-helps-lstm", "ld-layernorm-beats-batchnorm-lstm",
+                     "ld-layernorm-beats-batchnorm-transformer")
+def test_control_validation_loss_rules_flip_between_a_trained_and_an_untrained_lm(data_env):
+    """Validation loss (the claims' measurement) of a small LSTM trained 60 steps and of the same
+    LSTM at its initialization, both ways round."""
+    cfg = lstm_config("layernorm", 0).override(**{"model.d": 32, "train.steps": 60,
+                                                  "train.batch_size": 8, "train.eval_batches": 2})
+    trained, untrained = ([r.metrics["val_loss"] for r in side]
+                          for side in trained_and_untrained(cfg))
+    for rule in (HELPS_LSTM, BEATS_BN_LSTM, BEATS_BN_TRANSFORMER):
+        assert rule.decide_paired(untrained, trained).verdict == SUPPORTED
+        assert rule.decide_paired(trained, untrained).verdict == REFUTED
+
+
+@pytest.mark.control("ld-layernorm-prevents-vanishing-gradients")
+def test_control_vanishing_gradient_rule_flips_when_the_sides_swap():
+    ln = [weight_grad_profile(train(tanh_mlp_config(False, s, "layernorm"))) for s in CONTROL_SEEDS]
+    plain = [weight_grad_profile(train(tanh_mlp_config(False, s, "none"))) for s in CONTROL_SEEDS]
+    ratios = [[log_grad_ratio(p) for p in side] for side in (ln, plain)]
+    assert PREVENTS_VANISHING.decide_paired(*ratios).verdict == SUPPORTED
+    assert PREVENTS_VANISHING.decide_paired(*reversed(ratios)).verdict == REFUTED

@@ -14,17 +14,21 @@ from __future__ import annotations
 import math
 
 import pytest
+import torch
 
 from normsys import figures
 from normsys.experiments import (
     attention_stack_residuals,
     char_gpt_config,
+    ffn_grad_norms,
     ffn_grad_ratio,
     relative_difference,
     xiong_config,
 )
 from normsys.plugin import refuted, tiers
-from normsys.stats import Rule
+from normsys.stats import REFUTED, SUPPORTED, Rule
+from normsys.testing import CONTROL_SEEDS, trained_and_untrained
+from normsys.train import gradients_at_init, prepare_model, run_context
 
 DEPTHS = (6, 12)
 
@@ -34,10 +38,9 @@ def xiong_ratios(run, claim, placement: str, tier: str) -> dict[int, list[float]
     ratios, profiles = {}, {}
     for layers in DEPTHS:
         recs = [run(xiong_config(placement, layers, s, tier)) for s in claim.seeds]
-        ratios[layers] = [ffn_grad_ratio(r, layers) for r in recs]
-        profiles[f"{placement}-LN, {layers} blocks"] = [
-            [math.sqrt(sum(r.init_grad_norms[f"blocks.{b}.mlp.{i}.weight"] ** 2 for i in (0, 2)))
-             for b in range(layers)] for r in recs]
+        ratios[layers] = [ffn_grad_ratio(r.init_grad_norms, layers) for r in recs]
+        profiles[f"{placement}-LN, {layers} blocks"] = [ffn_grad_norms(r.init_grad_norms, layers)
+                                                         for r in recs]
     claim.record(ffn_grad_profiles=profiles)
     claim.figure("profiles", lambda fig: figures.profiles(
         fig, profiles, ylabel="||grad FFN weights|| at init", xlabel="block",
@@ -145,3 +148,59 @@ def test_rmsnorm_matches_layernorm(claim, runs, tier):
                              f"{matches_layernorm('dyt')}.")
 def test_dyt_matches_layernorm(claim, runs, tier):
     equivalence_to_layernorm(claim, runs, "dyt", tier)
+
+
+# ----------------------------------------------------------------------------- negative controls
+
+
+def ffn_ratios_at_init(task_of, placement: str, layers: int, shrink_first: bool) -> list[float]:
+    """Per control seed, the claim's last / first FFN gradient ratio (train.gradients_at_init) of
+    an encoder at init; ``shrink_first``: the first block's FFN weights scaled by 0.1, which
+    shrinks their gradients tenfold, so gradients grow toward the output by construction."""
+    out, task = [], None
+    for seed in CONTROL_SEEDS:
+        cfg = xiong_config(placement, layers, seed).override(**{"data.n_train": 128,
+                                                                "data.n_test": 16})
+        model = prepare_model(cfg)
+        if shrink_first:
+            with torch.no_grad():
+                for i in (0, 2):
+                    model.blocks[0].mlp[i].weight.mul_(0.1)
+        task = task or task_of(cfg)  # the same rows for every seed
+        init = gradients_at_init(model, task, run_context(cfg, torch.device("cpu"), 0),
+                                 *task.probe_batch(cfg))
+        out.append(ffn_grad_ratio(init.grads, layers))
+    return out
+
+
+@pytest.mark.control("xiong-postln-gradients-grow-toward-output", "xiong-preln-gradients-flat")
+def test_control_xiong_rules_flip_on_a_profile_made_to_grow(task_of):
+    grows = {f"{n} blocks": ffn_ratios_at_init(task_of, "pre", n, True) for n in DEPTHS}
+    flat = {f"{n} blocks": ffn_ratios_at_init(task_of, "pre", n, False) for n in DEPTHS}
+    log_ratios = {side: {k: [abs(math.log2(r)) for r in v] for k, v in ratios.items()}
+                  for side, ratios in (("grows", grows), ("flat", flat))}
+    assert POSTLN_GROWS.decide_all(grows).verdict == SUPPORTED
+    assert POSTLN_GROWS.decide_all(flat).verdict == REFUTED
+    assert PRELN_FLAT.decide_all(log_ratios["flat"]).verdict == SUPPORTED
+    assert PRELN_FLAT.decide_all(log_ratios["grows"]).verdict == REFUTED
+
+
+@pytest.mark.control("dong-pure-attention-rank-collapse", "dong-skips-prevent-rank-collapse")
+def test_control_dong_rules_flip_between_pure_attention_and_skips():
+    pure = [depth_ratio(attention_stack_residuals(s, skips=False)) for s in CONTROL_SEEDS]
+    skips = [depth_ratio(attention_stack_residuals(s, skips=True)) for s in CONTROL_SEEDS]
+    assert PURE_COLLAPSES.decide(skips).verdict == REFUTED
+    assert SKIPS_PREVENT.decide(pure).verdict == REFUTED
+
+
+@pytest.mark.control("rmsnorm-matches-layernorm", "dyt-matches-layernorm")
+def test_control_equivalence_rules_fail_between_a_trained_and_an_untrained_lm(data_env):
+    """The relative validation-loss gap of a small char GPT trained 60 steps against the same
+    model at its initialization: far outside +-2%."""
+    cfg = char_gpt_config(0, steps=60).override(**{"model.d": 32, "model.layers": 1,
+                                                   "train.batch_size": 8, "train.eval_batches": 2})
+    trained, untrained = trained_and_untrained(cfg)
+    rel = [relative_difference(a.metrics["val_loss"], b.metrics["val_loss"])
+           for a, b in zip(untrained, trained, strict=True)]
+    for norm in ("rmsnorm", "dyt"):
+        assert matches_layernorm(norm).decide(rel).verdict == REFUTED

@@ -9,6 +9,7 @@ that the model's own backward pass delivers, and compare the analytic input grad
 from __future__ import annotations
 
 import pytest
+from torch import nn
 
 from normsys.experiments import (
     char_gpt_config,
@@ -17,9 +18,11 @@ from normsys.experiments import (
     ln_decomposition_summary,
     ln_vjp_errors,
 )
+from normsys.norms import LayerNorm, build_norm
 from normsys.plugin import tiers
-from normsys.stats import Rule
-from normsys.train import trained_model
+from normsys.stats import REFUTED, SUPPORTED, Rule
+from normsys.testing import CONTROL_SEEDS
+from normsys.train import prepare_model, trained_model
 
 SOURCE = "LayerNorm-Jacobian analysis (char GPT, Tiny Shakespeare)"
 
@@ -62,3 +65,46 @@ def test_center_scale_costs_more_with_softmax(claim, run, tier):
     claim.check_paired([s["cos_center_scale"] for s in summaries["sigmoid"]],
                        [s["cos_center_scale"] for s in summaries["softmax"]],
                        COSTS_MORE_WITH_SOFTMAX)
+
+
+# ----------------------------------------------------------------------------- negative controls
+
+
+def tiny_gpt(seed: int, scale_invariant_after_ln: bool = False):
+    """A small char GPT at init and a validation batch. ``scale_invariant_after_ln``: each
+    LayerNorm followed by a scale-invariant map (scaled_l2), so the gradient it receives has no
+    radial component and the center-and-scale surrogate is exact (cosine 1)."""
+    cfg = char_gpt_config(seed).override(**{"model.d": 32, "model.layers": 2,
+                                            "model.seq_len": 32, "train.batch_size": 8})
+    model = prepare_model(cfg)
+    if scale_invariant_after_ln:
+        for name, module in list(model.named_modules()):
+            if isinstance(module, LayerNorm):
+                parent, _, attr = name.rpartition(".")
+                owner = model.get_submodule(parent) if parent else model
+                setattr(owner, attr, nn.Sequential(module, build_norm("scaled_l2", module.dim)))
+    return model, fresh_lm_batch(cfg)
+
+
+@pytest.mark.control("lj-analytic-matches-autograd")
+def test_control_formula_without_its_radial_term_misses(data_env):
+    """The same error measurement with the analytic formula's radial term dropped."""
+    captures = [layernorm_gradients(model, *batch)
+                for model, batch in (tiny_gpt(s) for s in CONTROL_SEEDS)]
+    assert ANALYTIC_MATCHES.decide([max(ln_vjp_errors(c)) for c in captures]).verdict == SUPPORTED
+    dropped = [max(ln_vjp_errors(c, drop_radial=True)) for c in captures]
+    assert ANALYTIC_MATCHES.decide(dropped).verdict == REFUTED
+
+
+@pytest.mark.control("lj-center-scale-costs-more-with-softmax")
+def test_control_surrogate_rule_flips_where_the_radial_term_vanishes(data_env):
+    """cos_cs through the claim's own decomposition, on nets where it is exactly 1 (a
+    scale-invariant map after every LayerNorm) against plain nets, both ways round."""
+    def cos_cs(scale_invariant: bool) -> list[float]:
+        nets = [tiny_gpt(s, scale_invariant) for s in CONTROL_SEEDS]
+        return [ln_decomposition_summary(layernorm_gradients(m, *batch))["cos_center_scale"]
+                for m, batch in nets]
+
+    exact, plain = cos_cs(True), cos_cs(False)
+    assert COSTS_MORE_WITH_SOFTMAX.decide_paired(exact, plain).verdict == SUPPORTED
+    assert COSTS_MORE_WITH_SOFTMAX.decide_paired(plain, exact).verdict == REFUTED

@@ -19,7 +19,9 @@ from normsys.experiments import (
     weight_grad_profile,
 )
 from normsys.plugin import refuted, tiers
-from normsys.stats import Rule, paired_differences
+from normsys.stats import REFUTED, SUPPORTED, Rule, paired_differences
+from normsys.testing import CONTROL_SEEDS, trained_and_untrained
+from normsys.train import train
 
 SOURCE = "Transformer-components notebook (deep tanh MLP, gradients at init)"
 
@@ -75,3 +77,29 @@ def test_residual_layernorm_lowest_loss(claim, runs, tier):
         fig, {n: [r.curves for r in rs] for n, rs in recs.items()}, ("loss", "grad_norm"),
         "FFN stack: loss and total gradient norm per step"))
     claim.check_all(loss_margins(final), LOWEST_LOSS)
+
+
+# ----------------------------------------------------------------------------- negative controls
+
+
+@pytest.mark.control("tc-residual-preserves-gradients")
+def test_control_gradient_rule_flips_when_the_sides_swap():
+    """The rule on the same per-layer gradient profiles (train.gradients_at_init) with the effect
+    reversed: plain minus residual."""
+    with_res = [weight_grad_profile(train(tanh_mlp_config(True, s))) for s in CONTROL_SEEDS]
+    without = [weight_grad_profile(train(tanh_mlp_config(False, s))) for s in CONTROL_SEEDS]
+    ratios = [[log_grad_ratio(p) for p in side] for side in (with_res, without)]
+    assert RESIDUAL_PRESERVES.decide_paired(*ratios).verdict == SUPPORTED
+    assert RESIDUAL_PRESERVES.decide_paired(*reversed(ratios)).verdict == REFUTED
+
+
+@pytest.mark.control("tc-residual-layernorm-lowest-loss")
+def test_control_lowest_loss_rule_flips_between_a_trained_and_an_untrained_reference():
+    """The all-of rule on final losses of FFN stacks, where the reference is trained and every
+    other configuration left at its initialization (learning rate 0), and the other way round."""
+    trained, untrained = ([r.metrics["final_loss"] for r in side] for side in
+                          trained_and_untrained(ffn_stack_config(True, "layernorm", 0)))
+    lowest = {name: (trained if name == "residual+LN" else untrained) for name in FFN_CONFIGS}
+    highest = {name: (untrained if name == "residual+LN" else trained) for name in FFN_CONFIGS}
+    assert LOWEST_LOSS.decide_all(loss_margins(lowest)).verdict == SUPPORTED
+    assert LOWEST_LOSS.decide_all(loss_margins(highest)).verdict == REFUTED

@@ -92,30 +92,30 @@ def get_runs(cfgs: list[RunConfig]) -> list[RunRecord]:
 # ----------------------------------------------------------------------------- dual mechanism
 
 
-def kappa(record: RunRecord, layer: str = "blocks.5", first: str = "blocks.0",
+def erank(probes: dict, layer: str, rows: str = "all") -> float:
+    """Effective rank at a probed layer; ``rows="nonpad"`` leaves the padding positions out."""
+    probe = probes[layer]
+    return probe["erank"] if rows == "all" else probe[rows]["erank"]
+
+
+def kappa(probes: dict, layer: str = "blocks.5", first: str = "blocks.0",
           rows: str = "all") -> float:
-    """kappa_l = erank(block l) / erank(block 1); NaN for a diverged run. ``rows="nonpad"``
-    measures without the padding positions."""
-    if record.diverged:
+    """kappa_l = erank(block l) / erank(block 1) of a run's probes (train.probe); NaN for a run
+    without probes (diverged)."""
+    if not probes:
         return math.nan
-    return record.collapse_ratio(layer, first, rows)
+    return dg.collapse_ratios([erank(probes, first, rows), erank(probes, layer, rows)])[1]
 
 
-def min_rho(record: RunRecord, layers=DM_PROBES, rows: str = "all") -> float:
-    """min over probed blocks of erank / d."""
-    if record.diverged:
+def min_rho(probes: dict, layers=DM_PROBES, rows: str = "all") -> float:
+    """min over probed blocks of erank / d; NaN for a run without probes (diverged)."""
+    if not probes:
         return math.nan
-    pick = (lambda p: p) if rows == "all" else (lambda p: p[rows])  # noqa: E731
-    return min(pick(record.probes[name])["rho"] for name in layers)
+    return min((probes[name] if rows == "all" else probes[name][rows])["rho"] for name in layers)
 
 
 def generalization_gap(record: RunRecord) -> float:
     return record.metrics["train_acc"] - record.metrics["test_acc"]
-
-
-def kappa_of_activations(first: Tensor, last: Tensor) -> float:
-    """The same kappa computed straight from two activation tensors (negative controls)."""
-    return dg.effective_rank(last) / dg.effective_rank(first)
 
 
 # ----------------------------------------------------------------------------- notebooks, deep dive
@@ -193,14 +193,17 @@ def xiong_config(placement: str, layers: int, seed: int, tier: str = "cpu") -> R
                                                       "train.probe": ()})
 
 
-def ffn_grad_ratio(record: RunRecord, layers: int) -> float:
-    """||grad of the last block's FFN weights|| / ||grad of the first block's|| at init."""
-    g = record.init_grad_norms
+def ffn_grad_norms(grads: dict[str, float], layers: int) -> list[float]:
+    """||grad of block b's FFN weights|| (both Linears) for b = 0 ... layers - 1, from a run's
+    init_grad_norms."""
+    return [math.sqrt(sum(grads[f"blocks.{b}.mlp.{i}.weight"] ** 2 for i in (0, 2)))
+            for b in range(layers)]
 
-    def ffn(block: int) -> float:
-        return math.sqrt(sum(g[f"blocks.{block}.mlp.{i}.weight"] ** 2 for i in (0, 2)))
 
-    return ffn(layers - 1) / ffn(0)
+def ffn_grad_ratio(grads: dict[str, float], layers: int) -> float:
+    """||grad of the last block's FFN weights|| / ||the first block's|| at init."""
+    norms = ffn_grad_norms(grads, layers)
+    return norms[-1] / norms[0]
 
 
 def attention_stack_residuals(seed: int, depth: int = 6, skips: bool = False, d: int = 64,
@@ -305,10 +308,15 @@ def fa_protocol(record: RunRecord, n_batches: int = 8, size: int = 128) -> dict:
     """The protocol report of a trained FA-protocol model on disjoint MNIST test batches. The
     protocol measures the backprop gradient of whatever net it is given, so the weights are loaded
     into a plain model: an FA-trained net is measured through W^T, not its feedback matrices."""
-    from normsys.data import mnist
-    from normsys.protocol import disjoint_batches, fa_protocol_report
     from normsys.train import trained_model
 
+    return protocol_report(trained_model(record, learning_rule=False), n_batches, size)
+
+
+def protocol_report(model: nn.Module, n_batches: int = 8, size: int = 128) -> dict:
+    """The FA protocol's report of ``model`` on the first disjoint MNIST test batches."""
+    from normsys.data import mnist
+    from normsys.protocol import disjoint_batches, fa_protocol_report
+
     split = mnist()
-    model = trained_model(record, learning_rule=False)
     return fa_protocol_report(model, disjoint_batches(split.x_test, split.y_test, n_batches, size))

@@ -5,7 +5,7 @@ table at the end of the session, and a JSON + Markdown report with figures.
 
     @pytest.mark.claim("dm-l2-prevents-collapse", statement=f"... {RULE}.", source="...")
     def test_l2_prevents_collapse(claim, encoder_runs):
-        claim.check([kappa(r) for r in encoder_runs("l2")], RULE)
+        claim.check([kappa(r.probes) for r in encoder_runs("l2")], RULE)
 
 Outcomes (SPEC.md): supported passes; refuted raises ClaimRefuted, which a claim that the suite has
 measured as refuted records with ``@refuted(RULE, "measured numbers")`` (xfail(strict=True) that
@@ -222,10 +222,13 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Check every claim marker, let ``-k`` match claim ids (each id is a keyword of its test),
-    and with --claims-list print the claims and run none of them."""
-    catalog = {}
+    """Check every claim marker, let ``-k`` match claim ids (each id is a keyword of its test
+    and of its negative controls), and with --claims-list print the claims and run none."""
+    catalog, controls = {}, {}
     for item in items:
+        for cid in control_ids(item):
+            item.extra_keyword_matches.add(cid)
+            controls.setdefault(cid, []).append(item.name)
         if (marker := claim_marker(item)) is not None:
             cid = claim_id(item, marker)
             item.extra_keyword_matches.add(cid)
@@ -234,9 +237,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if config.option.claims_list:
         write = config.pluginmanager.get_plugin("terminalreporter").write_line
         for (cid, tier), (statement, source) in sorted(catalog.items()):
-            write(f"{cid}  [{tier}]  {statement}  ({source})")
+            control = ", ".join(controls.get(cid, [])) or "NONE"
+            write(f"{cid}  [{tier}]  {statement}  ({source})  control: {control}")
         write(f"{len({cid for cid, _ in catalog})} claims, {len(catalog)} claim-tier pairs")
         items.clear()
+
+
+def control_ids(item: pytest.Item) -> list[str]:
+    """The claim ids a negative control (``@pytest.mark.control(id, ...)``) stands for; a
+    parametrized control may name ids per parameter (a mark on each pytest.param)."""
+    return [cid for mark in item.iter_markers("control") for cid in mark.args]
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -29,16 +29,6 @@ class RunRecord:
     def run_config(self) -> RunConfig:
         return RunConfig.from_dict(self.config)
 
-    def erank(self, layer: str, rows: str = "all") -> float:
-        """Effective rank at a probed layer; ``rows="nonpad"`` leaves padding positions out."""
-        probe = self.probes[layer]
-        return probe["erank"] if rows == "all" else probe[rows]["erank"]
-
-    def collapse_ratio(self, layer: str, first: str | None = None, rows: str = "all") -> float:
-        """erank(layer) / erank(first probed layer)."""
-        first = first or next(iter(self.probes))
-        return self.erank(layer, rows) / self.erank(first, rows)
-
     def to_json(self) -> str:
         return json.dumps(asdict(self), allow_nan=True)
 

@@ -9,25 +9,6 @@ settings.load_profile("normsys")
 
 
 @pytest.fixture
-def data_env(monkeypatch):
-    """Skip (or fail under NORMSYS_REQUIRE_DATA=1) when the offline data sets are absent."""
-    from normsys.data import DataMissingError, data_root
-
-    try:
-        root = data_root()
-        if not (root / "mnist").is_dir():
-            raise DataMissingError(f"NORMSYS_DATA={root} has no mnist/ folder")
-    except DataMissingError as err:
-        import os
-
-        if os.environ.get("NORMSYS_REQUIRE_DATA") == "1":
-            pytest.fail(str(err))
-        pytest.skip(str(err))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    return root
-
-
-@pytest.fixture
 def no_cache(monkeypatch):
     monkeypatch.setenv("NORMSYS_CACHE", "off")
 
