@@ -38,19 +38,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture
-def data_env(monkeypatch):
-    """Skip (or fail under NORMSYS_REQUIRE_DATA=1) when the offline data sets are absent."""
-    from normsys.data import DataMissingError, data_root
+def data_env(request):
+    """The data folder (shipped with normsys, or $NORMSYS_DATA), its MNIST checked; missing data
+    fails the test with what to do, or skips it with --claims-skip-missing-data."""
+    from normsys.data import MNIST_FILES, DataError, DataMissingError, data_file, data_root
 
     try:
-        root = data_root()
-        if not (root / "mnist").is_dir():
-            raise DataMissingError(f"NORMSYS_DATA={root} has no mnist/ folder")
-    except DataMissingError as err:
-        import os
-
-        if os.environ.get("NORMSYS_REQUIRE_DATA") == "1":
-            pytest.fail(str(err))
-        pytest.skip(str(err))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    return root
+        for name in MNIST_FILES.values():
+            data_file(name, "MNIST")
+    except DataError as err:
+        if isinstance(err, DataMissingError) and \
+                request.config.getoption("claims_skip_missing_data", False):
+            pytest.skip(str(err))
+        pytest.fail(f"{type(err).__name__}: {err}", pytrace=False)
+    return data_root()

@@ -1,17 +1,20 @@
-"""Shared fixtures of the claims: cached runs, with missing data turned into a skip (or a failure
-under NORMSYS_REQUIRE_DATA=1, as in CI); and the order claims start in."""
+"""Shared fixtures of the claims: cached runs, with missing or damaged data failing the claim
+with what to do (or, asked with --claims-skip-missing-data, skipping it); and the order claims
+start in."""
 
 from __future__ import annotations
 
-import os
+from contextlib import contextmanager
 
 import pytest
 
 from normsys.config import RunConfig
-from normsys.data import DataMissingError
-from normsys.experiments import get_run, get_runs
+from normsys.data import DataError, DataMissingError
 from normsys.plugin import claim_id, claim_marker
 from normsys.record import RunRecord
+from normsys.runs import run as get_run
+from normsys.runs import runs as get_runs
+from normsys.runs import task_of as load_task
 
 # Claims whose runs no other claim needs, with the minutes of those runs on one CPU core. They
 # start first, longest first: under pytest-xdist one worker trains them while the others share
@@ -28,47 +31,45 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=solo_minutes, reverse=True)  # stable: the rest keep their order
 
 
-def _missing_data(err: DataMissingError):
-    if os.environ.get("NORMSYS_REQUIRE_DATA") == "1":
-        raise err
-    pytest.skip(f"data missing: {err}")
+@contextmanager
+def data_errors(config: pytest.Config):
+    """Missing or damaged data fails the claim with the message (the file, what was expected,
+    the fix); with --claims-skip-missing-data a missing data set skips it instead."""
+    try:
+        yield
+    except DataError as err:
+        if isinstance(err, DataMissingError) and config.option.claims_skip_missing_data:
+            pytest.skip(f"data missing: {err}")
+        pytest.fail(f"{type(err).__name__}: {err}", pytrace=False)
 
 
 @pytest.fixture
-def run():
+def run(request):
     """run(config) -> RunRecord, shared across claims through the in-process memo and disk cache."""
 
     def fetch(cfg: RunConfig) -> RunRecord:
-        try:
+        with data_errors(request.config):
             return get_run(cfg)
-        except DataMissingError as err:
-            _missing_data(err)
 
     return fetch
 
 
 @pytest.fixture
-def task_of():
+def task_of(request):
     """task_of(config) -> its data (train.make_task), for the negative controls."""
-    from normsys.train import make_task
-
     def fetch(cfg: RunConfig):
-        try:
-            return make_task(cfg)
-        except DataMissingError as err:
-            _missing_data(err)
+        with data_errors(request.config):
+            return load_task(cfg)
 
     return fetch
 
 
 @pytest.fixture
-def runs():
-    """runs([configs]) -> [RunRecord]: like run, with the seeds batched together on a GPU."""
+def runs(request):
+    """runs([configs]) -> [RunRecord]: like run, with the seeds stacked together on a GPU."""
 
     def fetch(cfgs: list[RunConfig]) -> list[RunRecord]:
-        try:
+        with data_errors(request.config):
             return get_runs(cfgs)
-        except DataMissingError as err:
-            _missing_data(err)
 
     return fetch

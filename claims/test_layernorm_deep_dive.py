@@ -27,6 +27,7 @@ from normsys.experiments import (
     weight_grad_profile,
 )
 from normsys.plugin import refuted, tiers
+from normsys.runs import run
 from normsys.stats import REFUTED, SUPPORTED, Rule
 from normsys.testing import (
     CONTROL_SEEDS,
@@ -34,7 +35,7 @@ from normsys.testing import (
     small_classifier_accuracies,
     trained_and_untrained,
 )
-from normsys.train import prepare_model, probe, run, run_context, train, trained_model
+from normsys.train import prepare_model, probe, run_context, train, trained_model
 
 SOURCE = "LayerNorm deep-dive notebook"
 

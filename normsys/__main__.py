@@ -1,23 +1,40 @@
-"""Command line: ``python -m normsys train --model encoder --norm l2 --seed 0 [--set key=value]``.
+"""Command line.
+
+    python -m normsys list                                   presets, norm kinds, config fields
+    python -m normsys train --model encoder --norm l2 --seed 0 [--set key=value] [--json PATH]
+    python -m normsys train ... --dry-run                    the resolved config, no training
 
 Any config field can be overridden with ``--set section.field=value`` (repeatable); ``--norm``,
-``--seed``, ``--method`` and ``--tier`` are shortcuts. Prints a short summary; ``--json PATH``
-writes the whole run record.
+``--seed``, ``--method`` and ``--tier`` are shortcuts. ``train`` prints a short summary and, with
+``--json PATH``, writes the whole run record. Every error is one ``error: ...`` line, exit 2.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import sys
 from pathlib import Path
 
-from normsys.config import PRESETS, preset
+from normsys.config import PRESETS, RunConfig, preset
+from normsys.norms import NORMS
+
+
+class UsageError(Exception):
+    """A command line that cannot be carried out; the message says why and what is accepted."""
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # argparse's own errors, in the one format
+        raise UsageError(message)
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m normsys", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = Parser(prog="python -m normsys", description=__doc__,
+                    formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("list", help="presets, norm kinds and config fields with their defaults")
     tr = sub.add_parser("train", help="train one run and print its summary")
     tr.add_argument("--model", default="encoder", choices=sorted(PRESETS),
                     help="preset with the original experiment's settings (default: encoder)")
@@ -29,6 +46,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                     help="override any config field, e.g. --set train.epochs=2")
     tr.add_argument("--json", type=Path, help="write the run record as JSON to this path")
     tr.add_argument("--no-cache", action="store_true", help="train even if a cached run exists")
+    tr.add_argument("--dry-run", action="store_true",
+                    help="print the resolved config and its fingerprint, train nothing")
     return parser.parse_args(argv)
 
 
@@ -39,15 +58,40 @@ def overrides(args: argparse.Namespace) -> dict[str, str]:
     for item in args.set:
         key, sep, value = item.partition("=")
         if not sep:
-            raise SystemExit(f"--set expects SECTION.FIELD=VALUE, got {item!r}")
+            raise UsageError(f"--set {item}: expected SECTION.FIELD=VALUE, e.g. train.epochs=2")
         changes[key.strip()] = value.strip()
     return changes
 
 
+def resolve(args: argparse.Namespace) -> RunConfig:
+    """The run's config, checked before any work starts."""
+    cfg = preset(args.model, **overrides(args))
+    t = cfg.train
+    if cfg.data.name != "random" and not t.steps and not t.epochs:
+        raise UsageError("train.epochs=0 and train.steps=0: the run would train no steps; use "
+                         "train.epochs >= 1 or train.steps >= 1")
+    if args.json is not None and not args.json.parent.is_dir():
+        raise UsageError(f"--json {args.json}: the folder {args.json.parent} does not exist")
+    return cfg
+
+
+def listing() -> str:
+    lines = ["presets:"]
+    lines += [f"  {name:<14} {cfg.model.family} on {cfg.data.name} ({cfg.data.tier} tier)"
+              for name, cfg in PRESETS.items()]
+    lines += ["norm kinds:"] + [f"  {kind:<14} {k.description}" for kind, k in NORMS.items()]
+    lines.append("config fields (defaults; override with --set section.field=value):")
+    for section in dataclasses.fields(RunConfig):
+        for f in dataclasses.fields(section.default_factory()):
+            lines.append(f"  {section.name}.{f.name:<18} {getattr(section.default_factory(), f.name)!r}")
+    return "\n".join(lines)
+
+
 def summary(record) -> str:
     m = record.metrics
-    lines = [f"run {record.fingerprint}  ({record.env['device']}, {record.wall_time:.1f} s, "
-             f"{record.steps} steps{', DIVERGED' if record.diverged else ''})",
+    lines = [f"run {record.fingerprint}  ({record.env['device']}, trained in "
+             f"{record.wall_time:.1f} s on {record.env.get('date', '?')}, {record.steps} steps"
+             f"{', DIVERGED' if record.diverged else ''})",
              f"data: {record.data_source}"]
     lines += [f"  {k:<12} {v:.4f}" for k, v in m.items()]
     for name, p in record.probes.items():
@@ -57,16 +101,33 @@ def summary(record) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(sys.argv[1:] if argv is None else argv)
-    from normsys.data import DataMissingError
-    from normsys.train import run, train
+    import os
+
+    from normsys import progress
+    from normsys.data import DataError
 
     try:
-        cfg = preset(args.model, **overrides(args))
+        args = parse_args(sys.argv[1:] if argv is None else argv)
+        if args.command == "list":
+            print(listing())
+            return 0
+        cfg = resolve(args)
+        if args.dry_run:
+            print(json.dumps({"fingerprint": cfg.fingerprint(), **cfg.to_dict()}, indent=2))
+            return 0
+        from normsys.runs import run
+        from normsys.train import train
+
+        progress.enable(os.dup(2))
         record = train(cfg) if args.no_cache else run(cfg)
-    except (KeyError, ValueError, DataMissingError) as err:
-        print(f"error: {err}", file=sys.stderr)
+    except (UsageError, KeyError, ValueError, DataError) as err:
+        text = err.args[0] if isinstance(err, KeyError) and err.args else str(err)
+        print(f"error: {text}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("interrupted: nothing was written (a run trained to the end stays cached)",
+              file=sys.stderr)
+        return 130
     print(summary(record))
     if args.json:
         args.json.write_text(record.to_json())

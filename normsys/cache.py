@@ -1,141 +1,109 @@
 """On-disk cache of run records so that several claims share one training run.
 
-Key: the config fingerprint and the normsys version. Location: ``$NORMSYS_CACHE`` (default
-``~/.cache/normsys``); ``NORMSYS_CACHE=off`` disables it. Writes are atomic (temp file + rename);
-an entry that cannot be read or does not match its key is recomputed, never trusted. A file lock
-per key makes concurrent pytest-xdist workers safe: one trains, the others wait and then read.
+Key: the config's fingerprint, a digest of the data the run reads (normsys.data: file checksums
+or the rows themselves), and the normsys version, so a config on other data never gets another
+data's record. Location: normsys.store (``$NORMSYS_CACHE``, ``off`` disables it). Writes are
+atomic; an entry that cannot be read or does not match its key is retrained, and says so. A file
+lock per key makes concurrent pytest-xdist workers safe: one trains, the others wait and then
+read.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
 
-import torch
 from filelock import FileLock, Timeout
 
-from normsys import __version__
+from normsys import __version__, progress
 from normsys.config import RunConfig
 from normsys.record import RunRecord
+from normsys.store import atomic_save, atomic_write_text, cache_root, file_sha256
+
+Compute = Callable[[list[RunConfig]], list[tuple[RunRecord, dict | None]]]
 
 
-def cache_root() -> Path | None:
-    value = os.environ.get("NORMSYS_CACHE", "")
-    if value.lower() == "off":
-        return None
-    if value:
-        return Path(value)
-    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "normsys"
+def run_key(config: RunConfig, data: str = "") -> str:
+    """The cache key: config fingerprint, data digest (when the run reads data), version."""
+    return f"{config.fingerprint()}-{data[:16]}-v{__version__}" if data else \
+        f"{config.fingerprint()}-v{__version__}"
 
 
-def _atomic_write(path: Path, write: Callable[[str], None]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
-def atomic_save(obj, path: Path) -> None:
-    """torch.save to ``path`` via a temporary file in the same folder and an atomic rename."""
-    _atomic_write(path, lambda tmp: torch.save(obj, tmp))
-
-
-def atomic_write_text(text: str, path: Path) -> None:
-    _atomic_write(path, lambda tmp: Path(tmp).write_text(text))
-
-
-def run_key(config: RunConfig) -> str:
-    return f"{config.fingerprint()}-v{__version__}"
-
-
-def _load(json_path: Path, config: RunConfig) -> RunRecord | None:
-    """The stored record if it is whole, matches the key and its weights check out; else None."""
+def _load(json_path: Path, config: RunConfig) -> tuple[RunRecord | None, str]:
+    """The stored record if it is whole, matches the key and its weights check out, else None and
+    what was wrong ('' when there is no entry)."""
+    if not json_path.exists():
+        return None, ""
     try:
         payload = json.loads(json_path.read_text())
         record = RunRecord.from_json(json.dumps(payload["record"]))
-        if (record.fingerprint != config.fingerprint() or record.version != __version__
-                or payload["sha256"] != _digest(payload["record"])):
-            return None
+        if payload["sha256"] != _digest(payload["record"]):
+            return None, "its checksum does not match"
+        if record.fingerprint != config.fingerprint() or record.version != __version__:
+            return None, "it belongs to another config or version"
         if record.state_path is not None:
             state = Path(record.state_path)
-            if not state.is_file() or payload.get("state_sha256") != _file_digest(state):
-                return None
-        return record
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+            if not state.is_file() or payload.get("state_sha256") != file_sha256(state):
+                return None, "its weights are missing or damaged"
+        return record, ""
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        return None, f"it cannot be read ({type(err).__name__})"
 
 
 def _digest(obj) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()
 
 
-def _file_digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def cached_run(config: RunConfig, compute: Callable[[RunConfig], tuple[RunRecord, dict | None]],
-               wait: bool = True) -> RunRecord | None:
-    """The record of ``config``: from the cache when a valid entry exists, else computed and stored.
-
-    ``compute`` returns (record, state_dict or None). With ``wait=False`` a run that another
-    process holds (is training) is not waited for: the answer is None, so that the caller can do
-    other work first and ask again.
-    """
+def cached_runs(configs: list[RunConfig], data: str, compute: Compute,
+                wait: bool = True) -> list[RunRecord] | None:
+    """The records of ``configs`` (runs on the same data, digest ``data``): from the cache where
+    a valid entry exists, the others computed together by ``compute(missing configs)`` and
+    stored. With ``wait=False``, None instead of waiting while another process holds one of them
+    (is training it), so that the caller can do other work first and ask again."""
     root = cache_root()
     if root is None:
-        return compute(config)[0]
+        progress.started(configs)
+        records = [record for record, _ in compute(configs)]
+        for record in records:
+            progress.finished(record, cached=False)
+        return records
     runs = root / "runs"
     runs.mkdir(parents=True, exist_ok=True)
-    key = run_key(config)
-    json_path, state_path = runs / f"{key}.json", runs / f"{key}.pt"
+    paths = {c: runs / run_key(c, data) for c in configs}
     try:
-        with FileLock(str(runs / f"{key}.lock"), timeout=-1 if wait else 0):
-            record = _load(json_path, config) if json_path.exists() else None
-            if record is None:
-                record = _store(*compute(config), json_path, state_path)
-            return record
+        with ExitStack() as stack:
+            for path in sorted(set(paths.values())):  # one global order: no deadlock
+                stack.enter_context(FileLock(f"{path}.lock", timeout=-1 if wait else 0))
+            found = {}
+            for c in dict.fromkeys(configs):
+                found[c], problem = _load(Path(f"{paths[c]}.json"), c)
+                if problem:
+                    progress.note(f"cache entry {paths[c].name} is unusable ({problem}): "
+                                  f"retraining {progress.label(c)}")
+                elif found[c] is not None:
+                    progress.finished(found[c], cached=True)
+            missing = [c for c in found if found[c] is None]
+            if missing:
+                progress.started(missing)
+                for c, (record, state) in zip(missing, compute(missing), strict=True):
+                    found[c] = _store(record, state, paths[c])
+                    progress.finished(record, cached=False)
+            return [found[c] for c in configs]
     except Timeout:
         return None
 
 
-def cached_runs(configs: list[RunConfig],
-                compute_many: Callable[[list[RunConfig]], list[tuple[RunRecord, dict | None]]]
-                ) -> list[RunRecord]:
-    """Like cached_run for several configs; the missing ones are computed together (one call)."""
-    root = cache_root()
-    if root is None:
-        return [record for record, _ in compute_many(configs)]
-    runs = root / "runs"
-    runs.mkdir(parents=True, exist_ok=True)
-    paths = {c: (runs / f"{run_key(c)}.json", runs / f"{run_key(c)}.pt") for c in configs}
-    with ExitStack() as stack:
-        for key in sorted({run_key(c) for c in configs}):  # one global order: no deadlock
-            stack.enter_context(FileLock(str(runs / f"{key}.lock")))
-        found = {c: _load(paths[c][0], c) if paths[c][0].exists() else None for c in configs}
-        missing = [c for c in dict.fromkeys(configs) if found[c] is None]
-        if missing:
-            for c, (record, state) in zip(missing, compute_many(missing), strict=True):
-                found[c] = _store(record, state, *paths[c])
-        return [found[c] for c in configs]
-
-
-def _store(record: RunRecord, state: dict | None, json_path: Path, state_path: Path) -> RunRecord:
+def _store(record: RunRecord, state: dict | None, path: Path) -> RunRecord:
     payload: dict = {}
     if state is not None:
+        state_path = Path(f"{path}.pt")
         atomic_save(state, state_path)
         record.state_path = str(state_path)
-        payload["state_sha256"] = _file_digest(state_path)
+        payload["state_sha256"] = file_sha256(state_path)
     body = json.loads(record.to_json())
     payload.update(record=body, sha256=_digest(body))
-    atomic_write_text(json.dumps(payload), json_path)
+    atomic_write_text(json.dumps(payload), Path(f"{path}.json"))
     return record

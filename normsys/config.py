@@ -95,7 +95,11 @@ class RunConfig:
             if name not in valid:
                 raise KeyError(f"unknown config key {key!r}; fields of {section}: "
                                f"{', '.join(valid)}")
-            sections[section] = replace(sections[section], **{name: _coerce(valid[name], value)})
+            try:
+                coerced = _coerce(valid[name], value)
+            except ValueError as err:
+                raise ValueError(f"{key}={value!r}: {err}") from None
+            sections[section] = replace(sections[section], **{name: coerced})
         return RunConfig(**sections)
 
     def to_dict(self) -> dict:
@@ -129,9 +133,15 @@ def _coerce(f: dataclasses.Field, value):
             raise ValueError(f"{f.name} expects true/false, got {value!r}")
         return value.lower() in ("true", "1")
     if f.type == "int":
-        return int(value)
+        try:
+            return int(value)
+        except ValueError:
+            raise ValueError("expects an integer") from None
     if f.type == "float":
-        return float(value)
+        try:
+            return float(value)
+        except ValueError:
+            raise ValueError("expects a number") from None
     if f.type.startswith("tuple"):
         items = [v for v in value.split(",") if v]
         return tuple(int(v) for v in items) if "int" in f.type else tuple(items)
@@ -158,10 +168,22 @@ def validate(cfg: RunConfig) -> None:
     _one_of("compile", t.compile, ("auto", "on", "cudagraphs", "off"))
     if m.d % m.heads and m.family in ("encoder", "char_gpt", "vit", "tblock"):
         raise ValueError(f"model.d={m.d} must be divisible by model.heads={m.heads}")
-    for name, value in (("model.d", m.d), ("model.layers", m.layers),
-                        ("train.batch_size", t.batch_size)):
-        if value < 1:
+    positive = {"model.d": m.d, "model.heads": m.heads, "model.layers": m.layers,
+                "model.ffn_mult": m.ffn_mult, "model.vocab": m.vocab, "model.n_out": m.n_out,
+                "model.in_dim": m.in_dim, "model.seq_len": m.seq_len, "model.patch": m.patch,
+                "train.batch_size": t.batch_size, "train.probe_batch": t.probe_batch,
+                "train.eval_batches": t.eval_batches}
+    at_least_zero = {"data.n_train": d.n_train, "data.n_test": d.n_test, "train.epochs": t.epochs,
+                     "train.steps": t.steps, "train.eval_train_rows": t.eval_train_rows,
+                     "train.lr": t.lr, "train.weight_decay": t.weight_decay}
+    for name, value in positive.items():
+        if not value >= 1:
             raise ValueError(f"{name} must be >= 1, got {value}")
+    for name, value in at_least_zero.items():  # 0: the tier's size, or no training at all
+        if not value >= 0:
+            raise ValueError(f"{name} must be >= 0, got {value}")
+    if any(v < 1 for v in d.batch_shape):
+        raise ValueError(f"data.batch_shape sizes must be >= 1, got {d.batch_shape}")
     if m.init_scale != 1.0 and m.family != "mlp":
         raise ValueError(f"model.init_scale is for family mlp, not {m.family}")
     if not m.init_scale > 0:

@@ -1,19 +1,27 @@
 """Real data sets: AG News (tokenized), Tiny Shakespeare (characters), MNIST (IDX files).
 
-Offline copies live under ``$NORMSYS_DATA`` (see ../shared/data/README.md); with a network and
-without ``HF_HUB_OFFLINE=1``, AG News and the tokenizer come from the Hugging Face Hub instead.
+The files the CPU tier needs ship with normsys (``normsys/datafiles``: the AG News test split and
+its first 2,000 train rows, the BERT uncased vocabulary, Tiny Shakespeare, MNIST; provenance in
+its README.md). ``$NORMSYS_DATA`` points normsys at another folder of the same layout instead.
+Every file is checked against the folder's ``SHA256SUMS`` when it is read: a missing file is a
+DataMissingError and a damaged one a DataCorruptError, each naming the file, what was expected
+and the fix. Each data set comes with a digest of what was read, which the run cache keys on.
 
-AG News pools (SPEC.md). Offline only the official test split (7,600 rows, 1,900 per class) and the
-first 2,000 train rows exist, so the CPU tier is defined on the test split alone, identical online
-and offline: per class, a permutation fixed by ``POOL_SEED`` gives 1,500 training and the next 400
-held-out rows (6,000 / 1,600). The paper tier uses the full official splits when present; otherwise
-the largest real pool: the CPU tier's 1,600 held-out rows, and for training every other real row
-(the 6,000 CPU-tier rows plus the 2,000 train rows), recorded as such in ``Split.source``.
+AG News pools (SPEC.md). Only the official test split (7,600 rows, 1,900 per class) and the first
+2,000 train rows ship, so the CPU tier is defined on the test split alone, identical on every
+machine: per class, a permutation fixed by ``POOL_SEED`` gives 1,500 training and the next 400
+held-out rows (6,000 / 1,600). The paper tier uses the full official splits: from the Hugging
+Face Hub when it is reachable, or a complete ``ag_news/train.csv.gz`` under ``$NORMSYS_DATA``;
+otherwise the largest real pool, the CPU tier's 1,600 held-out rows and for training every other
+real row (the 6,000 CPU-tier rows plus the 2,000 train rows), recorded as such in
+``Split.source``. Tokens come from the shipped vocabulary, byte-identical to the one of
+distilbert-base-uncased (its tokenizer is bert-base-uncased's).
 """
 
 from __future__ import annotations
 
 import csv
+import functools
 import gzip
 import hashlib
 import os
@@ -24,7 +32,10 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from normsys.store import atomic_save, cache_root, file_sha256
+
 POOL_SEED = 20_240_404  # fixes the CPU-tier AG News pool; never change (claims depend on it)
+SHIPPED = Path(__file__).parent / "datafiles"  # the data that ships with normsys
 AG_FILES = {"test": "ag_news/test.csv.gz", "train": "ag_news/train.csv.gz",
             "train_partial": "ag_news/train_first2000rows.csv.gz"}
 AG_NEWS_ROWS = {"train": 120_000, "test": 7_600}  # rows of the official splits (the paper tier's)
@@ -36,8 +47,16 @@ MNIST_FILES = {"train_x": "mnist/train-images-idx3-ubyte.gz",
 MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
 
 
-class DataMissingError(FileNotFoundError):
-    """A data set is not where normsys looks for it; the message says where and how to get it."""
+class DataError(Exception):
+    """Data normsys cannot use; the message names the file, what was expected and the fix."""
+
+
+class DataMissingError(DataError, FileNotFoundError):
+    """A data file is not where normsys looks for it."""
+
+
+class DataCorruptError(DataError, ValueError):
+    """A data file is there but is not the file it should be (checksum, format)."""
 
 
 @dataclass(frozen=True)
@@ -49,28 +68,74 @@ class Split:
     x_test: Tensor
     y_test: Tensor
     source: str  # where the rows came from and how many, for the record
+    digest: str = ""  # sha256 of what was read (files or rows): runs on other data differ
 
 
 def data_root() -> Path:
-    root = os.environ.get("NORMSYS_DATA")
-    if not root:
-        raise DataMissingError(
-            "NORMSYS_DATA is not set. Point it at a folder holding the offline data sets "
-            "(ag_news/, tokenizers/, tinyshakespeare/, mnist/ as in ../shared/data/README.md), "
-            "e.g. export NORMSYS_DATA=../shared/data")
-    return Path(root)
+    """``$NORMSYS_DATA`` when set (made absolute: a later ``cd`` changes nothing), else the data
+    shipped with normsys."""
+    value = os.environ.get("NORMSYS_DATA")
+    return Path(value).expanduser().resolve() if value else SHIPPED
+
+
+def _where(root: Path) -> str:
+    return f"NORMSYS_DATA={root}" if root != SHIPPED else f"the data shipped with normsys ({root})"
+
+
+def _fix(root: Path) -> str:
+    if root == SHIPPED:
+        return ("restore normsys's own copy (git checkout -- normsys/datafiles, or reinstall: "
+                "pip install -e .), or set NORMSYS_DATA to a folder that holds an intact one")
+    return (f"copy the original into {root} (sources and checksums in "
+            f"{SHIPPED / 'README.md'}), or unset NORMSYS_DATA to use the data shipped with normsys")
+
+
+@functools.lru_cache(maxsize=8)
+def _checksums(sums: Path, mtime_ns: int) -> dict[str, str]:
+    pairs = (line.split(maxsplit=1) for line in sums.read_text().splitlines() if line.strip())
+    return {name.strip().lstrip("*"): digest for digest, name in pairs}
+
+
+_VERIFIED: dict[tuple[str, int, int], str] = {}  # (path, size, mtime) -> sha256 checked this run
 
 
 def data_file(relative: str, what: str) -> Path:
-    """The path of a data file under $NORMSYS_DATA, or a DataMissingError naming what is needed."""
+    """The path of a data file, checked against its folder's SHA256SUMS; a DataMissingError or a
+    DataCorruptError naming the file, the expected checksum and the fix otherwise."""
     root = data_root()
     path = root / relative
     if not path.is_file():
-        raise DataMissingError(
-            f"{what}: expected {relative} under NORMSYS_DATA={root} but {path} does not exist. "
-            f"Copy the offline data set there (see ../shared/data/README.md for sources and "
-            f"checksums), or unset HF_HUB_OFFLINE on a machine with network access.")
+        raise DataMissingError(f"{what}: {path} does not exist ({_where(root)}). Fix: {_fix(root)}.")
+    sums = root / "SHA256SUMS"
+    if not sums.is_file():
+        raise DataMissingError(f"{what}: {root} has no SHA256SUMS to check {relative} against. "
+                               f"Fix: write one (cd {root} && sha256sum */* */*/* > SHA256SUMS).")
+    expected = _checksums(sums, sums.stat().st_mtime_ns).get(relative)
+    if expected is None:
+        raise DataCorruptError(f"{what}: {relative} is not listed in {sums}, so normsys cannot "
+                               f"tell it is the right file. Fix: add its sha256 (cd {root} && "
+                               f"sha256sum {relative} >> SHA256SUMS) after checking it.")
+    stat = path.stat()
+    key = (str(path), stat.st_size, stat.st_mtime_ns)
+    if _VERIFIED.get(key) != expected:
+        actual = file_sha256(path)
+        if actual != expected:
+            raise DataCorruptError(f"{what}: {path} fails its checksum: sha256 {actual}, expected "
+                                   f"{expected} ({sums}). The file is damaged or not the "
+                                   f"original. Fix: {_fix(root)}.")
+        _VERIFIED[key] = expected
     return path
+
+
+def checksum(relative: str, what: str = "data file") -> str:
+    """The sha256 of a data file, as listed in its folder's SHA256SUMS once the file is checked."""
+    data_file(relative, what)
+    sums = data_root() / "SHA256SUMS"
+    return _checksums(sums, sums.stat().st_mtime_ns)[relative]
+
+
+def _digest(*parts: str) -> str:
+    return hashlib.sha256("\x00".join(parts).encode()).hexdigest()
 
 
 def hub_allowed() -> bool:
@@ -82,18 +147,22 @@ def hub_allowed() -> bool:
 
 def _read_ag_csv(path: Path) -> list[tuple[int, str]]:
     rows = []
-    with gzip.open(path, "rt", encoding="utf-8", newline="") as fh:
-        for i, row in enumerate(csv.reader(fh)):
-            if len(row) != 3 or not row[0].isdigit() or not 1 <= int(row[0]) <= 4:
-                raise DataMissingError(f"malformed AG News row {i} in {path}: {row[:1]}...; "
-                                       f"expected 3 columns (class 1-4, title, description)")
-            rows.append((int(row[0]) - 1, row[1] + " " + row[2]))
+    try:
+        with gzip.open(path, "rt", encoding="utf-8", newline="") as fh:
+            for i, row in enumerate(csv.reader(fh)):
+                if len(row) != 3 or not row[0].isdigit() or not 1 <= int(row[0]) <= 4:
+                    raise DataCorruptError(f"malformed AG News row {i} in {path}: {row[:1]}...; "
+                                           f"expected 3 columns (class 1-4, title, description)")
+                rows.append((int(row[0]) - 1, row[1] + " " + row[2]))
+    except (OSError, EOFError, UnicodeDecodeError, csv.Error) as err:
+        raise DataCorruptError(f"{path} cannot be read as gzipped AG News CSV: {err}") from err
     return rows
 
 
-def ag_news_rows(split: str) -> list[tuple[int, str]]:
-    """(label 0-3, text) rows of an official split: ``test``, ``train`` or ``train_partial``."""
-    if hub_allowed() and split in ("test", "train"):
+def ag_news_rows(split: str, hub: bool = False) -> list[tuple[int, str]]:
+    """(label 0-3, text) rows of an official split: ``test``, ``train`` or ``train_partial``;
+    ``hub``: from the Hugging Face Hub when it is reachable, else from the files."""
+    if hub and hub_allowed() and split in ("test", "train"):
         try:
             from datasets import load_dataset
 
@@ -124,7 +193,7 @@ def ag_news_pool(tier: str) -> tuple[list[tuple[int, str]], list[tuple[int, str]
     if tier == "cpu":
         return cpu_train, held, "AG News CPU-tier pool: official test split, 6000 train / 1600 held-out"
     try:
-        full = ag_news_rows("train")
+        full = ag_news_rows("train", hub=True)
         return full, test, f"AG News official splits: {len(full)} train / {len(test)} test"
     except DataMissingError:
         partial = ag_news_rows("train_partial")
@@ -134,58 +203,56 @@ def ag_news_pool(tier: str) -> tuple[list[tuple[int, str]], list[tuple[int, str]
                 f"{len(held)} held-out; not the full reproduction")
 
 
-def bert_tokenizer():
-    """distilbert-base-uncased's tokenizer from the Hub, else bert-base-uncased's vocab.txt."""
+@functools.lru_cache(maxsize=1)
+def bert_tokenizer(vocab: str):
+    """The uncased BERT WordPiece tokenizer of the vocabulary file ``vocab``."""
     try:
         import transformers
     except ImportError as err:
         raise ImportError("AG News needs the tokenizer from transformers: "
                           "pip install -e '.[data]'") from err
 
-    if hub_allowed():
-        try:
-            return transformers.AutoTokenizer.from_pretrained("distilbert-base-uncased")
-        except Exception:  # noqa: BLE001 - offline: use the local vocabulary
-            pass
-    vocab = str(data_file(VOCAB_FILE, "BERT uncased vocabulary"))
     if int(transformers.__version__.split(".")[0]) >= 5:  # 5.x ignores vocab_file= silently
         tok = transformers.BertTokenizerFast(vocab=vocab, do_lower_case=True)
     else:
         tok = transformers.BertTokenizerFast(vocab_file=vocab, do_lower_case=True)
     if tok("Hello world")["input_ids"] != [101, 7592, 2088, 102]:
-        raise RuntimeError(f"tokenizer built from {vocab} does not encode 'Hello world' as "
-                           f"[101, 7592, 2088, 102]: the vocabulary did not load")
+        raise DataCorruptError(f"the tokenizer built from {vocab} does not encode 'Hello world' as "
+                               f"[101, 7592, 2088, 102]: the vocabulary did not load")
     return tok
 
 
-def tokenize(texts: list[str], seq_len: int) -> Tensor:
-    """Token ids (N, seq_len), padded with 0 / truncated, cached on disk by content hash."""
-    key = hashlib.sha256(("\x00".join(texts) + f"|{seq_len}").encode()).hexdigest()[:20]
-    from normsys.cache import cache_root
-
+def tokenize(texts: list[str], seq_len: int) -> tuple[Tensor, str]:
+    """Token ids (N, seq_len), padded with 0 / truncated, and the vocabulary's checksum; cached on
+    disk by the texts, the length and the vocabulary."""
+    vocab_sha = checksum(VOCAB_FILE, "BERT uncased vocabulary")
+    vocab = data_root() / VOCAB_FILE
+    key = _digest(*texts, str(seq_len), vocab_sha)[:20]
     root = cache_root()
     path = root / "tokens" / f"{key}.pt" if root else None
     if path is not None and path.is_file():
         try:
             ids = torch.load(path)
             if ids.shape == (len(texts), seq_len):
-                return ids
+                return ids, vocab_sha
         except Exception:  # noqa: BLE001 - unreadable cache entry: tokenize again
             pass
-    enc = bert_tokenizer()(texts, padding="max_length", truncation=True, max_length=seq_len)
+    enc = bert_tokenizer(str(vocab))(texts, padding="max_length", truncation=True,
+                                     max_length=seq_len)
     ids = torch.tensor(enc["input_ids"], dtype=torch.long)
     if path is not None:
-        from normsys.cache import atomic_save
-
         atomic_save(ids, path)
-    return ids
+    return ids, vocab_sha
 
 
 def ag_news(tier: str, seq_len: int) -> Split:
     train, held, source = ag_news_pool(tier)
-    return Split(tokenize([t for _, t in train], seq_len), torch.tensor([y for y, _ in train]),
-                 tokenize([t for _, t in held], seq_len), torch.tensor([y for y, _ in held]),
-                 source)
+    x_train, vocab_sha = tokenize([t for _, t in train], seq_len)
+    x_test, _ = tokenize([t for _, t in held], seq_len)
+    digest = _digest(vocab_sha, *(f"{y}\t{t}" for y, t in train), "|",
+                     *(f"{y}\t{t}" for y, t in held))
+    return Split(x_train, torch.tensor([y for y, _ in train]), x_test,
+                 torch.tensor([y for y, _ in held]), source, digest)
 
 
 # ----------------------------------------------------------------------------- Tiny Shakespeare
@@ -197,7 +264,7 @@ def tiny_shakespeare() -> tuple[Tensor, Tensor, list[str]]:
     text = path.read_text(encoding="utf-8")
     chars = sorted(set(text))
     if len(chars) != 65:
-        raise DataMissingError(f"{path} has {len(chars)} distinct characters, expected 65: "
+        raise DataCorruptError(f"{path} has {len(chars)} distinct characters, expected 65: "
                                f"not the Tiny Shakespeare input.txt")
     lookup = {c: i for i, c in enumerate(chars)}
     ids = torch.tensor([lookup[c] for c in text], dtype=torch.long)
@@ -211,16 +278,19 @@ def tiny_shakespeare() -> tuple[Tensor, Tensor, list[str]]:
 def _read_idx(path: Path, magic: int) -> Tensor:
     import numpy as np
 
-    with gzip.open(path, "rb") as fh:
-        raw = fh.read()
+    try:
+        with gzip.open(path, "rb") as fh:
+            raw = fh.read()
+    except (OSError, EOFError) as err:
+        raise DataCorruptError(f"{path} cannot be read as a gzipped IDX file: {err}") from err
     head = struct.unpack(">i", raw[:4])[0]
     ndim = magic - 2048
     if head != magic:
-        raise DataMissingError(f"{path}: IDX magic {head}, expected {magic}; the file is corrupt")
+        raise DataCorruptError(f"{path}: IDX magic {head}, expected {magic}; the file is corrupt")
     dims = struct.unpack(f">{ndim}i", raw[4 : 4 + 4 * ndim])
     data = np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim)
     if data.size != int(np.prod(dims)):
-        raise DataMissingError(f"{path}: {data.size} bytes of data, header says {dims}; truncated")
+        raise DataCorruptError(f"{path}: {data.size} bytes of data, header says {dims}; truncated")
     return torch.from_numpy(data.copy()).reshape(dims)
 
 
@@ -231,4 +301,5 @@ def mnist() -> Split:
           for k in ("train_x", "test_x")}
     ys = {k: _read_idx(paths[k], 2049).long() for k in ("train_y", "test_y")}
     return Split(xs["train_x"], ys["train_y"], xs["test_x"], ys["test_y"],
-                 "MNIST: 60000 train / 10000 test")
+                 "MNIST: 60000 train / 10000 test",
+                 _digest(*(checksum(v, "MNIST") for v in MNIST_FILES.values())))

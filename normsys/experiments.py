@@ -55,40 +55,6 @@ def fa_mlp_config(method: str, seed: int, tier: str = "cpu", frozen: bool = Fals
                                "train.device": device})
 
 
-_MEMO: dict[RunConfig, RunRecord] = {}  # records this process has fetched, shared by claims
-
-
-def get_run(cfg: RunConfig) -> RunRecord:
-    """The (disk-cached) record of ``cfg``, memoized in this process so claims share runs."""
-    from normsys.train import run
-
-    if cfg not in _MEMO:
-        _MEMO[cfg] = run(cfg)
-    return _MEMO[cfg]
-
-
-def get_runs(cfgs: list[RunConfig]) -> list[RunRecord]:
-    """Records of several configs. On CUDA, seeds of one configuration that are not cached yet
-    train together in one batched pass (normsys.batched). Elsewhere one after another; a run that
-    another pytest-xdist worker is training right now is left for last, so that workers that need
-    the same runs share them out instead of queueing behind each other."""
-    from normsys.batched import check_batchable, train_seeds
-    from normsys.cache import cached_runs
-    from normsys.train import resolve_device, run
-
-    if len(cfgs) > 1 and resolve_device(cfgs[0].train.device).type == "cuda":
-        try:
-            check_batchable(cfgs)
-        except ValueError:
-            pass
-        else:
-            return cached_runs(list(cfgs), train_seeds)
-    for cfg in dict.fromkeys(cfgs):  # first pass: train or read every run nobody else holds
-        if cfg not in _MEMO and (record := run(cfg, wait=False)) is not None:
-            _MEMO[cfg] = record
-    return [get_run(cfg) for cfg in cfgs]  # then wait for the others
-
-
 # ----------------------------------------------------------------------------- dual mechanism
 
 

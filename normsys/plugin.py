@@ -30,6 +30,8 @@ import pytest
 from normsys import stats
 
 PROPERTY = "normsys_claim"
+TERMINAL = pytest.StashKey[int]()
+COUNTER_ENV = "NORMSYS_RUN_COUNTER"
 DEFAULT_REPORT_DIR = "claims-report"
 
 
@@ -118,6 +120,8 @@ class ClaimResult:
     evidence: dict = field(default_factory=dict)
     figures: list[str] = field(default_factory=list)
     nodeid: str = ""
+    measured: str = field(default_factory=lambda: time.strftime("%Y-%m-%d %H:%M"))
+    commit: str = field(default_factory=lambda: git_commit())
 
 
 class Claim:
@@ -190,6 +194,40 @@ class Claim:
         return decision
 
 
+def git_commit() -> str:
+    """The commit of the code under test (with '+changes' when the tree differs from it)."""
+    import subprocess
+
+    here = Path(__file__).parent
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                              cwd=here, timeout=5).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, cwd=here, timeout=5).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return (head + ("+changes" if dirty else "")) if head else "unknown"
+
+
+def provenance(config: pytest.Config) -> dict:
+    """Where this session's claims were measured: code, torch, device, seeds, data."""
+    import torch
+
+    from normsys import __version__
+    from normsys.data import data_root
+
+    root = data_root()
+    sums = root / "SHA256SUMS"
+    device = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
+    opt = config.option
+    return {"normsys": __version__, "commit": git_commit(), "torch": torch.__version__,
+            "device": device, "seeds": opt.claims_seeds or "each claim's own (3 CPU, 5 paper)",
+            "seed_offset": opt.claims_seed_offset, "data": str(root),
+            "data_sha256": dict(line.split()[::-1] for line in sums.read_text().splitlines()
+                                if line.strip()) if sums.is_file() else {},
+            "date": time.strftime("%Y-%m-%d %H:%M:%S")}
+
+
 def _jsonable(obj):
     return json.loads(json.dumps(obj, default=float))
 
@@ -205,12 +243,28 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="first seed (verdict robustness: rerun claims on other seeds)")
     group.addoption("--claims-report", default=DEFAULT_REPORT_DIR,
                     help=f"folder for the JSON and Markdown report (default {DEFAULT_REPORT_DIR}/)")
+    group.addoption("--claims-skip-missing-data", action="store_true",
+                    help="skip a claim whose data set is missing instead of failing it")
     group.addoption("--claims-list", action="store_true",
                     help="list the selected claims (id, tier, statement, source) and run nothing")
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    opt = config.option
+    if opt.claims_seeds and opt.claims_seeds < 2:
+        raise pytest.UsageError(f"--claims-seeds {opt.claims_seeds}: a verdict needs >= 2 seeds "
+                                f"(the t-interval of one value is infinite)")
+    if opt.claims_seed_offset < 0:
+        raise pytest.UsageError(f"--claims-seed-offset {opt.claims_seed_offset}: seeds are >= 0")
     config.pluginmanager.register(ClaimsSession(config), "normsys-claims-session")
+    # the terminal, before pytest captures it: progress lines of training runs go there
+    config.stash[TERMINAL] = os.dup(2)
+    if not hasattr(config, "workerinput"):  # one run counter for the session's processes
+        import tempfile
+
+        fd, counter = tempfile.mkstemp(prefix="normsys-runs-")
+        os.close(fd)
+        os.environ[COUNTER_ENV] = counter
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     if worker is not None:  # share the cores among workers instead of oversubscribing them
         import torch
@@ -234,6 +288,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.extra_keyword_matches.add(cid)
             catalog[cid, claim_tier(item)] = (marker.kwargs.get("statement", ""),
                                               marker.kwargs.get("source", ""))
+    if catalog and not config.option.claims_list:  # a claims session: say what training does
+        from normsys import progress
+
+        counter = os.environ.get(COUNTER_ENV)
+        progress.enable(config.stash[TERMINAL], Path(counter) if counter else None)
     if config.option.claims_list:
         write = config.pluginmanager.get_plugin("terminalreporter").write_line
         for (cid, tier), (statement, source) in sorted(catalog.items()):
@@ -252,6 +311,16 @@ def control_ids(item: pytest.Item) -> list[str]:
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if session.config.option.claims_list and exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
         session.exitstatus = pytest.ExitCode.OK  # listing is what was asked for
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    from normsys import progress
+
+    progress.enable(None)
+    if not hasattr(config, "workerinput") and (counter := os.environ.pop(COUNTER_ENV, None)):
+        for path in (counter, counter + ".lock"):
+            if os.path.exists(path):
+                os.unlink(path)
 
 
 @pytest.fixture
@@ -296,10 +365,14 @@ class ClaimsSession:
     def pytest_terminal_summary(self, terminalreporter) -> None:
         if hasattr(self.config, "workerinput") or not self.results:
             return
-        from normsys.report import verdict_table, write_reports
+        from normsys.report import merged, verdict_table, write_reports
 
         results = sorted(self.results.values(), key=lambda r: (r.tier, r.id))
         terminalreporter.write_sep("=", "normsys claims")
         terminalreporter.write_line(verdict_table(results))
-        paths = write_reports(results, Path(self.config.option.claims_report))
-        terminalreporter.write_line("report: " + ", ".join(str(p) for p in paths))
+        folder = Path(self.config.option.claims_report)
+        rows = merged(results, folder, ClaimResult)
+        paths = write_reports(rows, folder, provenance(self.config))
+        kept = len(rows) - len(results)
+        terminalreporter.write_line("report: " + ", ".join(str(p) for p in paths)
+                                    + (f" ({kept} rows of earlier sessions kept)" if kept else ""))

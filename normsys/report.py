@@ -1,14 +1,21 @@
-"""The verdict table (terminal) and the JSON + Markdown claims report."""
+"""The verdict table (terminal) and the JSON + Markdown claims report.
+
+A session that ran some claims merges its rows into the report already in the folder (a row per
+claim and tier; each row keeps the date and commit it was measured at), so running one claim
+never erases the others. The report opens with where it was measured: normsys version, commit,
+torch, device, seeds, data and its checksums.
+"""
 
 from __future__ import annotations
 
 import json
 import math
 import time
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from pathlib import Path
 
 VERDICT_ORDER = ("supported", "refuted", "inconclusive", "error", "not run")
+HEADER = ["claim", "tier", "verdict", "statistic", "mean", "95% CI", "rule", "seeds", "time"]
 
 
 def _num(x: float) -> str:
@@ -25,9 +32,6 @@ def rows(results) -> list[list[str]]:
              str(len(r.seeds)), f"{r.seconds:.0f}s"] for r in results]
 
 
-HEADER = ["claim", "tier", "verdict", "statistic", "mean", "95% CI", "rule", "seeds", "time"]
-
-
 def verdict_table(results) -> str:
     """Plain-text table: one row per claim and tier, with a count line."""
     body = rows(results)
@@ -38,27 +42,46 @@ def verdict_table(results) -> str:
     return "\n".join([line(HEADER), line(["-" * w for w in widths]), *map(line, body), summary])
 
 
-def write_reports(results, folder: Path) -> list[Path]:
-    """claims.json (everything) and claims.md (table, per-claim evidence, figures) in ``folder``."""
+def merged(results, folder: Path, result_type) -> list:
+    """This session's results over the rows of the report in ``folder`` (by claim and tier)."""
+    path = folder / "claims.json"
+    earlier = {}
+    if path.is_file():
+        try:
+            names = {f.name for f in fields(result_type)}
+            for row in json.loads(path.read_text()).get("claims", []):
+                r = result_type(**{k: v for k, v in row.items() if k in names})
+                earlier[r.id, r.tier] = r
+        except (ValueError, TypeError, AttributeError):
+            earlier = {}  # an unreadable report is replaced, not merged
+    earlier.update({(r.id, r.tier): r for r in results})
+    return sorted(earlier.values(), key=lambda r: (r.tier, r.id))
+
+
+def write_reports(results, folder: Path, provenance: dict) -> list[Path]:
+    """claims.json (provenance, then every row) and claims.md (the same as a document)."""
     folder.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y-%m-%d %H:%M:%S")
     json_path = folder / "claims.json"
-    json_path.write_text(json.dumps({"generated": stamp,
+    json_path.write_text(json.dumps({"provenance": provenance, "generated": stamp,
                                      "claims": [asdict(r) for r in results]}, indent=1,
                                     default=float))
-    md = [f"# normsys claims report\n\nGenerated {stamp}.\n",
-          "| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
-    md += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows(results)]
+    md = [f"# normsys claims report\n\nGenerated {stamp}. This session:\n"]
+    md += [f"- {key}: `{json.dumps(value, default=str)}`" for key, value in provenance.items()]
+    md += ["", "| " + " | ".join([*HEADER, "measured"]) + " |", "|" + "---|" * (len(HEADER) + 1)]
+    md += ["| " + " | ".join(c.replace("|", "\\|") for c in [*row, f"{r.measured} {r.commit[:8]}"])
+           + " |" for row, r in zip(rows(results), results, strict=True)]
     for r in results:
-        md += [f"\n## {r.id} ({r.tier}): {r.verdict}\n", f"*{r.statement}*  \nSource: {r.source}\n"]
+        md += [f"\n## {r.id} ({r.tier}): {r.verdict}\n", f"*{r.statement}*  \nSource: {r.source}  ",
+               f"Measured {r.measured} at commit {r.commit or '?'}.\n"]
         if r.rule:
             md.append(f"Rule: `{r.statistic} {r.rule}` on the 95% t-interval of the mean over "
                       f"seeds {r.seeds}.  \nPer seed: {', '.join(_num(v) for v in r.values)}  \n"
                       f"{r.reason}\n")
         elif r.reason:
             md.append(f"```\n{r.reason}\n```\n")
-        for key, value in r.evidence.items():
-            md.append(f"- {key}: `{json.dumps(value, default=float)[:400]}`")
+        if r.evidence:
+            md += ["Evidence:", "```json", json.dumps(r.evidence, indent=1, default=float), "```"]
         md += [f"\n![{fig}]({fig})" for fig in r.figures]
     md_path = folder / "claims.md"
     md_path.write_text("\n".join(md) + "\n")

@@ -40,7 +40,7 @@ def trained_and_untrained(cfg, seeds=CONTROL_SEEDS) -> tuple[list, list]:
     """Records of ``cfg`` trained, and of the same config at learning rate 0 (its model never
     leaves its initialization), per seed: a pair with the effect of training present and absent,
     which the metric-difference controls compare. Through the run cache."""
-    from normsys.train import run
+    from normsys.runs import run
 
     trained = [run(cfg.override(**{"train.seed": s})) for s in seeds]
     untrained = [run(cfg.override(**{"train.seed": s, "train.lr": 0.0})) for s in seeds]

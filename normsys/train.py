@@ -52,6 +52,7 @@ class Task:
     """Data and loss of one run: what the loop asks of each kind of task."""
 
     source: str = ""
+    digest: str = ""  # what the data read hashes to ("" for data drawn fresh from the config)
     accuracy = False  # whether the step log counts correct predictions (classification)
 
     def to(self, device: torch.device) -> Task:
@@ -89,11 +90,12 @@ class Classify(Task):
     x_test: Tensor
     y_test: Tensor
     source: str = ""
+    digest: str = ""
     accuracy = True
 
     def to(self, device: torch.device) -> Classify:
         return Classify(self.x_train.to(device), self.y_train.to(device), self.x_test.to(device),
-                        self.y_test.to(device), self.source)
+                        self.y_test.to(device), self.source, self.digest)
 
     def steps(self, cfg: RunConfig) -> int:
         t = cfg.train
@@ -138,9 +140,11 @@ class LanguageModel(Task):
     train_ids: Tensor
     val_ids: Tensor
     source: str = ""
+    digest: str = ""
 
     def to(self, device: torch.device) -> LanguageModel:
-        return LanguageModel(self.train_ids.to(device), self.val_ids.to(device), self.source)
+        return LanguageModel(self.train_ids.to(device), self.val_ids.to(device), self.source,
+                             self.digest)
 
     def batches(self, cfg, gen):
         for _ in range(cfg.train.steps):
@@ -204,13 +208,14 @@ def make_task(cfg: RunConfig) -> Task:
     if d.name == "tinyshakespeare":
         train_ids, val_ids, _ = data.tiny_shakespeare()
         return LanguageModel(train_ids, val_ids, f"Tiny Shakespeare: {len(train_ids)} train / "
-                                                 f"{len(val_ids)} val characters")
+                                                 f"{len(val_ids)} val characters",
+                             data.checksum(data.SHAKESPEARE_FILE, "Tiny Shakespeare"))
     split = data.ag_news(d.tier, m.seq_len) if d.name == "ag_news" else data.mnist()
     n_tr, n_te = d.n_train or len(split.y_train), d.n_test or len(split.y_test)
     source = split.source if (n_tr, n_te) == (len(split.y_train), len(split.y_test)) else \
         f"{split.source}; first {n_tr} train / {n_te} test rows"
     return Classify(split.x_train[:n_tr], split.y_train[:n_tr], split.x_test[:n_te],
-                    split.y_test[:n_te], source)
+                    split.y_test[:n_te], source, split.digest)
 
 
 def lm_batch(ids: Tensor, block: int, batch: int, gen: torch.Generator) -> tuple[Tensor, Tensor]:
@@ -506,7 +511,7 @@ def environment(device: torch.device) -> dict[str, str]:
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor()
     return {"torch": torch.__version__, "device": f"{device.type}: {name or 'cpu'}",
             "commit": commit, "normsys": __version__, "python": platform.python_version(),
-            "threads": str(torch.get_num_threads())}
+            "threads": str(torch.get_num_threads()), "date": time.strftime("%Y-%m-%d %H:%M")}
 
 
 def finish(cfg: RunConfig, model, task: Task, ctx: RunContext, init: AtInit, curves: dict,
@@ -604,11 +609,3 @@ def train_with_state(cfg: RunConfig, read_every: int | None = None) -> tuple[Run
 def train(cfg: RunConfig) -> RunRecord:
     """Train one run (no cache) and return its record."""
     return train_with_state(cfg)[0]
-
-
-def run(cfg: RunConfig, wait: bool = True) -> RunRecord | None:
-    """The record of ``cfg`` from the run cache, training it first if needed (claims use this).
-    ``wait=False``: None instead of waiting while another process trains the same run."""
-    from normsys.cache import cached_run
-
-    return cached_run(cfg, train_with_state, wait)

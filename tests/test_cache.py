@@ -1,16 +1,23 @@
-"""Run cache: round trip, corruption recovery, disabled cache, concurrent workers."""
+"""Run cache: round trip, corruption recovery, data digests, disabled cache, concurrent
+workers, and what it says it did."""
 
 from __future__ import annotations
 
 import multiprocessing
+import os
 import time
 from pathlib import Path
 
-from normsys.cache import cached_run, run_key
+from normsys import progress
+from normsys.cache import cached_runs, run_key
 from normsys.config import preset
 from normsys.train import train_with_state, trained_model
 
 CFG = preset("ffn_stack", **{"train.steps": 3, "model.d": 16, "data.batch_shape": (4, 5, 16)})
+
+
+def cached_run(cfg, compute, data: str = ""):
+    return cached_runs([cfg], data, lambda cfgs: [compute(c) for c in cfgs])[0]
 
 
 def counting(log: Path):
@@ -36,6 +43,7 @@ def test_corrupted_entries_are_recomputed(tmp_path, monkeypatch):
     log = tmp_path / "calls"
     cached_run(CFG, counting(log))
     json_path = tmp_path / "runs" / f"{run_key(CFG)}.json"
+    assert json_path.exists()
     json_path.write_text(json_path.read_text()[:100])  # truncated
     cached_run(CFG, counting(log))
     state = tmp_path / "runs" / f"{run_key(CFG)}.pt"
@@ -81,9 +89,40 @@ def test_concurrent_workers_train_once_and_read_the_same_record(tmp_path):
     assert len(outs) == 1
 
 
-def test_cached_runs_compute_only_the_missing_ones_together(tmp_path, monkeypatch):
-    from normsys.cache import cached_runs
+def test_the_same_config_on_other_data_retrains(tmp_path, monkeypatch):
+    """The key holds the digest of the data a run read: other data, another entry."""
+    monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path))
+    log = tmp_path / "calls"
+    cached_run(CFG, counting(log), data="a" * 64)
+    cached_run(CFG, counting(log), data="a" * 64)
+    cached_run(CFG, counting(log), data="b" * 64)
+    assert log.read_text() == "xx"
 
+
+def test_progress_says_trained_cached_and_retrained(tmp_path, monkeypatch):
+    monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path / "cache"))
+    read, write = os.pipe()
+    progress.enable(write)
+    try:
+        cached_run(CFG, train_with_state)
+        cached_run(CFG, train_with_state)
+        json_path = tmp_path / "cache" / "runs" / f"{run_key(CFG)}.json"
+        json_path.write_text("{}")
+        cached_run(CFG, train_with_state)
+    finally:
+        progress.enable(None)
+        os.close(write)
+    lines = os.read(read, 1 << 16).decode().splitlines()
+    os.close(read)
+    label = f"ffn_stack/layernorm/bp/s0 (cpu, {CFG.fingerprint()[:8]})"
+    assert lines[0] == f"normsys: training {label} ..."
+    assert lines[1].startswith(f"normsys: [1 runs done] {label}: trained in ")
+    assert lines[2].startswith(f"normsys: [2 runs done] {label}: cached, trained in ")
+    assert "cannot be read" in lines[3] and f"retraining {label}" in lines[3]
+    assert lines[5].startswith(f"normsys: [3 runs done] {label}: trained in ")
+
+
+def test_cached_runs_compute_only_the_missing_ones_together(tmp_path, monkeypatch):
     monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path))
     cfgs = [CFG.override(**{"train.seed": s}) for s in range(3)]
     cached_run(cfgs[1], train_with_state)
@@ -93,9 +132,9 @@ def test_cached_runs_compute_only_the_missing_ones_together(tmp_path, monkeypatc
         calls.append([c.train.seed for c in missing])
         return [train_with_state(c) for c in missing]
 
-    records = cached_runs(cfgs, many)
+    records = cached_runs(cfgs, "", many)
     assert calls == [[0, 2]] and [r.run_config.train.seed for r in records] == [0, 1, 2]
-    assert cached_runs(cfgs, many) == records and len(calls) == 1
+    assert cached_runs(cfgs, "", many) == records and len(calls) == 1
 
 
 def _hold_lock(lock_path: str, ready: str, seconds: float) -> None:
@@ -109,18 +148,18 @@ def _hold_lock(lock_path: str, ready: str, seconds: float) -> None:
 def test_get_runs_trains_what_is_free_before_waiting_for_a_busy_run(tmp_path, monkeypatch):
     """Two xdist workers needing the same runs split them: a run another process holds is left
     for last instead of being queued behind."""
-    from normsys import experiments, train
+    from normsys import runs
 
     monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path))
-    monkeypatch.setattr(experiments, "_MEMO", {})
+    monkeypatch.setattr(runs, "_MEMO", {})
     cfgs = [CFG.override(**{"train.seed": s}) for s in range(2)]
     order = []
 
-    def logged(cfg):
-        order.append(cfg.train.seed)
-        return train_with_state(cfg)
+    def logged(cfgs, task=None, read_every=None):
+        order.extend(c.train.seed for c in cfgs)
+        return [train_with_state(c) for c in cfgs]
 
-    monkeypatch.setattr(train, "train_with_state", logged)
+    monkeypatch.setattr(runs, "fit", logged)
     (tmp_path / "runs").mkdir()
     ready = tmp_path / "ready"
     holder = multiprocessing.get_context("spawn").Process(
@@ -129,9 +168,9 @@ def test_get_runs_trains_what_is_free_before_waiting_for_a_busy_run(tmp_path, mo
     deadline = time.monotonic() + 60
     while not ready.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
-    records = experiments.get_runs(cfgs)
+    records = runs.runs(cfgs)
     holder.join(60)
     assert holder.exitcode == 0
     assert order == [1, 0]  # seed 1 first, seed 0 once the other process let go of it
     assert [r.run_config.train.seed for r in records] == [0, 1]
-    assert experiments.get_runs(cfgs) == records and order == [1, 0]  # memoized
+    assert runs.runs(cfgs) == records and order == [1, 0]  # memoized

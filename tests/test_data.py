@@ -1,8 +1,11 @@
-"""Data loaders on the shared offline data, and clear errors for missing or malformed files."""
+"""Data loaders on the data shipped with normsys (or $NORMSYS_DATA), checked against their
+checksums, and errors that name the file, what was expected and the fix."""
 
 from __future__ import annotations
 
 import gzip
+import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -11,7 +14,53 @@ from normsys import data
 
 
 def test_tokenizer_encodes_hello_world(data_env):
-    assert data.bert_tokenizer()("Hello world")["input_ids"] == [101, 7592, 2088, 102]
+    vocab = str(data.data_file(data.VOCAB_FILE, "vocabulary"))
+    assert data.bert_tokenizer(vocab)("Hello world")["input_ids"] == [101, 7592, 2088, 102]
+
+
+def test_the_shipped_data_is_the_default_and_matches_its_checksums(monkeypatch):
+    monkeypatch.delenv("NORMSYS_DATA", raising=False)
+    assert data.data_root() == data.SHIPPED
+    listed = data._checksums(data.SHIPPED / "SHA256SUMS", 0)
+    assert len(listed) == 10 and all(data.checksum(name) == sha for name, sha in listed.items())
+    monkeypatch.setenv("NORMSYS_DATA", "relative/folder")
+    assert data.data_root().is_absolute()  # a later cd changes nothing
+
+
+def copy_of_the_data(tmp_path: Path, monkeypatch) -> Path:
+    root = tmp_path / "data"
+    shutil.copytree(data.SHIPPED, root)
+    for path in root.rglob("*"):
+        path.chmod(0o644 if path.is_file() else 0o755)
+    monkeypatch.setenv("NORMSYS_DATA", str(root))
+    return root
+
+
+def test_damaged_files_are_named_with_the_expected_checksum_and_the_fix(tmp_path, monkeypatch):
+    root = copy_of_the_data(tmp_path, monkeypatch)
+    gz = root / "mnist" / "t10k-labels-idx1-ubyte.gz"
+    gz.write_bytes(gz.read_bytes()[:100])  # truncated
+    with pytest.raises(data.DataCorruptError) as err:
+        data.mnist()
+    message = str(err.value)
+    assert str(gz) in message and "fails its checksum" in message
+    assert "f7ae60f92e00ec6debd23a6088c31dbd2371eca3ffa0defaefb259924204aec6" in message
+    assert "Fix: copy the original" in message
+    vocab = root / data.VOCAB_FILE
+    lines = vocab.read_text().splitlines()
+    vocab.write_text("\n".join(lines[1:] + lines[:1]) + "\n")  # a shuffled vocabulary
+    with pytest.raises(data.DataCorruptError, match="vocab.txt fails its checksum"):
+        data.ag_news("cpu", 16)
+
+
+def test_missing_files_and_unlisted_files_are_errors_that_say_what_to_do(tmp_path, monkeypatch):
+    root = copy_of_the_data(tmp_path, monkeypatch)
+    (root / data.SHAKESPEARE_FILE).unlink()
+    with pytest.raises(data.DataMissingError, match=r"input.txt does not exist \(NORMSYS_DATA="):
+        data.tiny_shakespeare()
+    (root / "ag_news" / "train.csv.gz").write_bytes(b"")  # a full split, not listed
+    with pytest.raises(data.DataCorruptError, match="train.csv.gz is not listed in .*SHA256SUMS"):
+        data.ag_news_rows("train")
 
 
 def test_ag_news_cpu_pool_is_balanced_fixed_and_disjoint(data_env):
@@ -52,26 +101,77 @@ def test_mnist_shapes_and_label_counts(data_env):
     assert abs(float(split.x_train[:1000].mean())) < 0.2
 
 
-def test_missing_data_names_the_variable_and_the_files(tmp_path, monkeypatch):
+def test_malformed_files_listed_as_they_are_are_still_clear_errors(tmp_path, monkeypatch):
+    """A folder whose SHA256SUMS vouches for broken files: the readers say what is wrong."""
     monkeypatch.setenv("NORMSYS_DATA", str(tmp_path))
-    with pytest.raises(data.DataMissingError, match="NORMSYS_DATA=.*mnist/train-images"):
-        data.mnist()
-    monkeypatch.delenv("NORMSYS_DATA")
-    with pytest.raises(data.DataMissingError, match="NORMSYS_DATA is not set"):
-        data.tiny_shakespeare()
-
-
-def test_malformed_files_are_clear_errors(tmp_path, monkeypatch):
-    monkeypatch.setenv("NORMSYS_DATA", str(tmp_path))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     (tmp_path / "ag_news").mkdir()
     with gzip.open(tmp_path / "ag_news" / "test.csv.gz", "wt") as fh:
         fh.write('"9","title"\n')
-    with pytest.raises(data.DataMissingError, match="malformed AG News row 0"):
-        data.ag_news_rows("test")
     (tmp_path / "mnist").mkdir()
     for name in data.MNIST_FILES.values():
         with gzip.open(tmp_path / name, "wb") as fh:
             fh.write(b"\x00\x00\x08\x01garbage")
-    with pytest.raises(data.DataMissingError, match="IDX magic"):
+    (tmp_path / "tinyshakespeare").mkdir()
+    (tmp_path / data.SHAKESPEARE_FILE).write_bytes(b"\x1f\x8b not gzip")
+    from normsys.store import file_sha256
+
+    names = ["ag_news/test.csv.gz", *data.MNIST_FILES.values()]
+    (tmp_path / "SHA256SUMS").write_text("".join(f"{file_sha256(tmp_path / n)}  {n}\n"
+                                                 for n in names))
+    with pytest.raises(data.DataCorruptError, match="malformed AG News row 0"):
+        data.ag_news_rows("test")
+    with pytest.raises(data.DataCorruptError, match="IDX magic"):
         data.mnist()
+
+
+def test_a_claim_on_damaged_or_missing_data_fails_or_skips_with_the_message(tmp_path, monkeypatch):
+    """In pytest as in the command line: the file, the expected checksum and the fix."""
+    import os
+    import subprocess
+    import sys
+
+    root = copy_of_the_data(tmp_path, monkeypatch)
+    vocab = root / data.VOCAB_FILE
+    vocab.write_text(vocab.read_text().replace("hello", "hullo"))
+    env = {**os.environ, "NORMSYS_DATA": str(root), "NORMSYS_CACHE": str(tmp_path / "cache")}
+    top = Path(__file__).resolve().parents[1]
+    claim = [sys.executable, "-m", "pytest", "claims", "-k", "xiong-preln and cpu", "-q",
+             "-p", "no:cacheprovider", "--claims-report", str(tmp_path / "report")]
+    failed = subprocess.run(claim, cwd=top, env=env, capture_output=True, text=True)
+    assert failed.returncode == 1 and "DataCorruptError" in failed.stdout
+    assert f"{vocab} fails its checksum" in failed.stdout and "07eced375cec144d" in failed.stdout
+    cli = subprocess.run([sys.executable, "-m", "normsys", "train", "--model", "encoder"],
+                         cwd=top, env=env, capture_output=True, text=True)
+    assert cli.returncode == 2 and cli.stderr.startswith("error: BERT uncased vocabulary: ")
+    vocab.unlink()
+    skipped = subprocess.run(claim + ["--claims-skip-missing-data"], cwd=top, env=env,
+                             capture_output=True, text=True)
+    assert skipped.returncode == 0 and "1 skipped" in skipped.stdout
+
+
+def test_the_same_config_on_changed_data_is_trained_again(tmp_path, monkeypatch):
+    """The run cache keys on the data a run read: a cut-down Tiny Shakespeare (with its own
+    checksum) gets its own run, and the real data its own again."""
+    from normsys import runs
+    from normsys.config import preset
+    from normsys.store import file_sha256
+
+    monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(runs, "_MEMO", {})
+    monkeypatch.setattr(runs, "_TASKS", {})
+    cfg = preset("char_gpt", **{"train.steps": 2, "model.d": 16, "model.layers": 1,
+                                "train.batch_size": 2, "train.eval_batches": 1})
+    monkeypatch.delenv("NORMSYS_DATA", raising=False)
+    real = runs.run(cfg)
+    root = copy_of_the_data(tmp_path, monkeypatch)
+    text = root / data.SHAKESPEARE_FILE
+    text.write_text(text.read_text()[:810_000])
+    sums = root / "SHA256SUMS"
+    sums.write_text("".join(line.replace(line.split()[0], file_sha256(text))
+                            if line.rstrip().endswith(data.SHAKESPEARE_FILE) else line
+                            for line in sums.read_text().splitlines(keepends=True)))
+    monkeypatch.setattr(runs, "_MEMO", {})
+    monkeypatch.setattr(runs, "_TASKS", {})
+    cut = runs.run(cfg)
+    assert "729000 train" in cut.data_source and "1003854 train" in real.data_source
+    assert len(list((tmp_path / "cache" / "runs").glob("*.json"))) == 2

@@ -14,7 +14,8 @@ from normsys.experiments import (
     ln_vjp_errors,
     tanh_mlp_config,
 )
-from normsys.train import run, trained_model
+from normsys.runs import run
+from normsys.train import trained_model
 
 TINY_TRAIN = {"train.steps": 2, "train.batch_size": 8}
 

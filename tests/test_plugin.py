@@ -161,3 +161,18 @@ def test_claims_with_runs_of_their_own_start_first_longest_first():
     first = [line.split("::")[1] for line in out.stdout.splitlines() if "::" in line][:4]
     assert first == ["test_rmsnorm_matches_layernorm[cpu]", "test_rmsnorm_matches_layernorm[paper]",
                      "test_analytic_matches_autograd[cpu]", "test_analytic_matches_autograd[paper]"]
+
+
+def test_a_partial_run_merges_into_the_report_which_opens_with_its_provenance(run_claims):
+    run_claims.runpytest("--claims-report", "rep", "-p", "no:cacheprovider")
+    first = json.loads((run_claims.path / "rep" / "claims.json").read_text())
+    run_claims.runpytest("--claims-report", "rep", "-k", "c-tiers", "-p", "no:cacheprovider")
+    report = json.loads((run_claims.path / "rep" / "claims.json").read_text())
+    assert {(c["id"], c["tier"]) for c in report["claims"]} == \
+        {(c["id"], c["tier"]) for c in first["claims"]}  # nothing erased
+    assert all(c["measured"] and c["commit"] for c in report["claims"])
+    assert {"normsys", "commit", "torch", "device", "seeds", "seed_offset", "data",
+            "data_sha256", "date"} <= set(report["provenance"])
+    assert report["provenance"]["data_sha256"]["mnist/train-labels-idx1-ubyte.gz"].startswith("3552")
+    md = (run_claims.path / "rep" / "claims.md").read_text()
+    assert '"note": "fine"' in md and "Measured " in md  # evidence whole, as JSON

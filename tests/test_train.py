@@ -180,7 +180,8 @@ def test_fa_trained_net_is_measured_through_its_true_weights(data_env, tmp_path,
     from normsys.data import mnist
     from normsys.experiments import fa_protocol
     from normsys.models import build_model
-    from normsys.train import run, trained_model
+    from normsys.runs import run
+    from normsys.train import trained_model
 
     monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path))
     cfg = preset("resmlp", **{"data.n_train": 512, "data.n_test": 128, "train.epochs": 1,
@@ -196,3 +197,33 @@ def test_fa_trained_net_is_measured_through_its_true_weights(data_env, tmp_path,
     through_b = fa_protocol_report(trained_model(record), batches)  # the FA pseudo-gradient
     assert abs(through_b["stability"] - report["stability"]) > 1e-3
     assert through_b["residual_norms"] == report["residual_norms"]  # same forward, other backward
+
+
+@pytest.mark.parametrize("argv,says", [
+    (["train", "--set", "train.steps"], "--set train.steps: expected SECTION.FIELD=VALUE"),
+    (["train", "--set", "train.steps=abc"], "train.steps='abc': expects an integer"),
+    (["train", "--set", "data.n_train=-5"], "data.n_train must be >= 0, got -5"),
+    (["train", "--set", "train.epochs=0"], "the run would train no steps"),
+    (["train", "--set", "train.steps=-5"], "train.steps must be >= 0, got -5"),
+    (["train", "--set", "model.size=3"], "unknown config key 'model.size'"),
+    (["train", "--json", "/no/such/folder/run.json"], "the folder /no/such/folder does not exist"),
+    (["fly"], "invalid choice: 'fly'"),
+])
+def test_cli_refuses_bad_input_before_any_work_in_one_error_line(argv, says, capsys):
+    from normsys.__main__ import main
+
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and says in err and err.count("\n") == 1
+
+
+def test_cli_lists_and_dry_runs(capsys):
+    from normsys.__main__ import main
+
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert "encoder-paper" in out and "scaled_l2" in out and "train.compile" in out
+    assert main(["train", "--model", "mlp", "--set", "train.lr=0.01", "--dry-run"]) == 0
+    resolved = json.loads(capsys.readouterr().out)
+    assert resolved["train"]["lr"] == 0.01 and resolved["fingerprint"] == \
+        preset("mlp", **{"train.lr": 0.01}).fingerprint()
