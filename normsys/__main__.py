@@ -17,7 +17,10 @@ import json
 import sys
 from pathlib import Path
 
+import torch
+
 from normsys.config import PRESETS, RunConfig, preset
+from normsys.models import FAMILIES, build_model
 from normsys.norms import NORMS
 
 
@@ -72,6 +75,8 @@ def resolve(args: argparse.Namespace) -> RunConfig:
                          "train.epochs >= 1 or train.steps >= 1")
     if args.json is not None and not args.json.parent.is_dir():
         raise UsageError(f"--json {args.json}: the folder {args.json.parent} does not exist")
+    with torch.device("meta"):  # the model's structure, checked without memory or random draws
+        build_model(cfg.model)
     return cfg
 
 
@@ -80,6 +85,8 @@ def listing() -> str:
     lines += [f"  {name:<14} {cfg.model.family} on {cfg.data.name} ({cfg.data.tier} tier)"
               for name, cfg in PRESETS.items()]
     lines += ["norm kinds:"] + [f"  {kind:<14} {k.description}" for kind, k in NORMS.items()]
+    lines += ["model families:"] + [f"  {name:<14} {cls.__doc__.splitlines()[0]}"
+                                    for name, cls in FAMILIES.items()]
     lines.append("config fields (defaults; override with --set section.field=value):")
     for section in dataclasses.fields(RunConfig):
         for f in dataclasses.fields(section.default_factory()):

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from normsys.norms import layer_norm_vjp_parts
+
 
 def as_matrix(h: Tensor) -> Tensor:
     """Flatten an activation tensor (..., d) to a float64 matrix (rows, d) on the CPU."""
@@ -115,11 +117,6 @@ def rank_collapse_residual(h: Tensor) -> float:
     return float((res / x.flatten(1).norm(dim=1).clamp_min(1e-300)).mean())
 
 
-def grad_norms(module: torch.nn.Module) -> dict[str, float]:
-    """||grad|| of every parameter that has one, by parameter name."""
-    return {n: float(p.grad.norm()) for n, p in module.named_parameters() if p.grad is not None}
-
-
 # ----------------------------------------------------------------------------- LN Jacobian
 
 
@@ -158,12 +155,8 @@ def ln_jacobian_decomposition(x: Tensor, grad_out: Tensor, weight: Tensor | None
     if x.shape != grad_out.shape:
         raise ValueError(f"x {tuple(x.shape)} and grad_out {tuple(grad_out.shape)} must match")
     x, gy = x.detach().to(torch.float64), grad_out.detach().to(torch.float64)
-    mean = x.mean(-1, keepdim=True)
-    sigma = ((x - mean).pow(2).mean(-1, keepdim=True) + eps).sqrt()
-    z = (x - mean) / sigma
-    g_z = gy if weight is None else gy * weight.detach().to(torch.float64)
-    mean_comp = g_z.mean(-1, keepdim=True).expand_as(g_z)
-    radial_comp = z * (g_z * z).mean(-1, keepdim=True)
+    w = None if weight is None else weight.detach().to(torch.float64)
+    g_z, mean_comp, radial_comp, sigma = layer_norm_vjp_parts(x, gy, w, eps)
     true_grad = (g_z - mean_comp - radial_comp) / sigma
     center_scale = (g_z - mean_comp) / sigma
     energy = g_z.pow(2).sum().clamp_min(1e-300)

@@ -50,6 +50,8 @@ class Attention(nn.Module):
 
     def __init__(self, d: int, heads: int, causal: bool = False, kind: str = "softmax"):
         super().__init__()
+        if d % heads:
+            raise ValueError(f"model.d={d} must be divisible by model.heads={heads}")
         self.heads, self.causal, self.kind = heads, causal, kind
         self.qkv = Linear(d, 3 * d)
         self.proj = Linear(d, d)
@@ -127,20 +129,16 @@ class Encoder(nn.Module):
         pad = ids == 0 if self.cfg.pad_mask else None  # [PAD] = 0
         # Only [CLS] reaches the head, so the last block needs its output at position 0 alone
         # (attending to every key): the same logits and gradients for ~1/7 fewer FLOPs. Not with
-        # batchnorm, whose statistics couple the positions, nor when the full output is read.
+        # batchnorm, whose statistics couple the positions, nor when the full output is read
+        # (returned, or watched by ``capture``).
         cls_only = not (self.cfg.norm == "batchnorm" or return_hidden
-                        or self._observed(self.blocks[-1]))
+                        or any(getattr(m, "watched", False) for m in self.blocks[-1].modules()))
         hidden = [h]
         for i, block in enumerate(self.blocks, 1):
             h = block(h, pad, queries=1 if cls_only and i == len(self.blocks) else None)
             hidden.append(h)
         logits = self.head(self.out_norm(h)[:, 0])  # [CLS] at position 0
         return (logits, hidden) if return_hidden else logits
-
-    @staticmethod
-    def _observed(module: nn.Module) -> bool:
-        """Whether a forward hook (normsys.models.capture) watches ``module`` or a part of it."""
-        return any(m._forward_hooks or m._forward_pre_hooks for m in module.modules())
 
 
 # ----------------------------------------------------------------------------- 2./3. notebook MLPs
@@ -178,6 +176,8 @@ class FFNBlock(nn.Module):
 
 
 class FFNStack(nn.Module):
+    """L FFN blocks in a row (Transformer-components notebook): regression to random targets."""
+
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.blocks = nn.ModuleList(FFNBlock(cfg) for _ in range(cfg.layers))
@@ -214,6 +214,8 @@ class FAProtocolModel(nn.Module):
 
 
 class ResMLP(FAProtocolModel):
+    """Pre-LN residual MLP (FA protocol): Linear embed, blocks N-Linear-act-Linear, out_ln, head."""
+
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.embed = Linear(cfg.in_dim, cfg.d)
@@ -259,6 +261,8 @@ class ViTBranch(nn.Module):
 
 
 class ViTMini(FAProtocolModel):
+    """ViT-mini (FA protocol): patch embedding with a class token, pre-norm branches, head."""
+
     tokens = True
 
     def __init__(self, cfg: ModelConfig):
@@ -295,8 +299,9 @@ class CharGPT(nn.Module):
 
 
 class MLP(nn.Module):
-    """layers.{i} = Linear -> norm -> activation; then a linear head. ``init_scale`` multiplies
-    the hidden layers' initial weights."""
+    """Deep-dive MLP: layers.{i} = Linear -> norm -> activation, then a linear head.
+
+    ``init_scale`` multiplies the hidden layers' initial weights."""
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -382,6 +387,8 @@ class NormLSTMCell(nn.Module):
 
 
 class CharLSTM(nn.Module):
+    """Character LSTM (deep-dive notebook): embedding, NormLSTMCell layers, next-char head."""
+
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.d = cfg.d
@@ -441,7 +448,10 @@ def build_model(cfg: ModelConfig) -> nn.Module:
 def capture(model: nn.Module, names: list[str] | tuple[str, ...]) -> Iterator[dict[str, Tensor]]:
     """Record the outputs of the named submodules during forward passes inside the block.
 
-    The hooks are removed on exit, also when the block raises. Unknown names list valid ones.
+    The watched modules are marked (``module.watched = True``) while the block runs, so that a
+    model skips no computation whose output they would show (the encoder's [CLS]-only last
+    block). The hooks and marks are removed on exit, also when the block raises. Unknown names
+    list valid ones.
     """
     modules = dict(model.named_modules())
     missing = [n for n in names if n not in modules]
@@ -451,8 +461,12 @@ def capture(model: nn.Module, names: list[str] | tuple[str, ...]) -> Iterator[di
     out: dict[str, Tensor] = {}
     handles = [modules[n].register_forward_hook(
         lambda _m, _i, o, n=n: out.__setitem__(n, o)) for n in names]
+    for n in names:
+        modules[n].watched = True
     try:
         yield out
     finally:
+        for n in names:
+            modules[n].watched = False
         for h in handles:
             h.remove()

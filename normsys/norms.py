@@ -273,18 +273,25 @@ def build_norm(kind: str, dim: int, **options) -> nn.Module:
 # ----------------------------------------------------------------------------- analytic VJPs
 
 
-def layer_norm_vjp(x: Tensor, grad_out: Tensor, weight: Tensor | None = None,
-                   eps: float = 1e-5) -> Tensor:
-    """dL/dx of layer_norm from dL/dout, exact for any eps (SPEC.md's formula).
-
-    With sigma = sqrt(var + eps), z = (x - mean)/sigma and g_z = weight * dL/dout:
-    dL/dx = (g_z - mean(g_z) - z * mean(g_z * z)) / sigma.
-    """
+def layer_norm_vjp_parts(x: Tensor, grad_out: Tensor, weight: Tensor | None = None,
+                         eps: float = 1e-5) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """The pieces of LayerNorm's input gradient (SPEC.md): with sigma = sqrt(var + eps),
+    z = (x - mean)/sigma and g_z = weight * dL/dout, returns (g_z, its mean component mean(g_z),
+    its radial component z * mean(g_z * z), sigma); dL/dx = (g_z - mean - radial) / sigma."""
     mean = x.mean(-1, keepdim=True)
     sigma = ((x - mean).pow(2).mean(-1, keepdim=True) + eps).sqrt()
     z = (x - mean) / sigma
     g_z = grad_out if weight is None else grad_out * weight
-    return (g_z - g_z.mean(-1, keepdim=True) - z * (g_z * z).mean(-1, keepdim=True)) / sigma
+    return g_z, g_z.mean(-1, keepdim=True).expand_as(g_z), z * (g_z * z).mean(-1, keepdim=True), sigma
+
+
+def layer_norm_vjp(x: Tensor, grad_out: Tensor, weight: Tensor | None = None,
+                   eps: float = 1e-5, radial: bool = True) -> Tensor:
+    """dL/dx of layer_norm from dL/dout, exact for any eps (SPEC.md's formula):
+    (g_z - mean(g_z) - z * mean(g_z * z)) / sigma. ``radial=False`` drops the radial term: the
+    'center and scale' surrogate of the LN-Jacobian analysis."""
+    g_z, mean, rad, sigma = layer_norm_vjp_parts(x, grad_out, weight, eps)
+    return (g_z - mean - rad) / sigma if radial else (g_z - mean) / sigma
 
 
 def rms_norm_vjp(x: Tensor, grad_out: Tensor, weight: Tensor | None = None,

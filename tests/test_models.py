@@ -69,9 +69,14 @@ def test_capture_removes_hooks_and_names_unknown_modules():
         with capture(model, ["blocks.9"]):
             pass
     with pytest.raises(RuntimeError):
-        with capture(model, ["blocks.0.ln_1"]):
+        with capture(model, ["blocks.0.ln_1"]) as seen:
+            model(x)
             raise RuntimeError("inside")
-    assert all(not m._forward_hooks for m in model.modules())
+    assert set(seen) == {"blocks.0.ln_1"}
+    seen.clear()
+    model(x)
+    assert not seen  # the hook is gone
+    assert not any(getattr(m, "watched", False) for m in model.modules())
 
 
 def test_encoder_is_faithful_by_default_no_positions_no_mask():

@@ -6,10 +6,12 @@ import json
 import time
 from types import SimpleNamespace
 
+import bench_results
 import pytest
+from bench_results import main, merge, table
 
 from normsys import bench
-from normsys.bench import CudaTimer, main, merge, table, use_times
+from normsys.bench import CudaTimer, use_times
 
 
 def result(device: str, benchmarks: list[dict]) -> dict:
@@ -85,7 +87,7 @@ def test_targets_take_the_worst_full_size_case_and_say_what_was_not_measured():
         {"name": "test_claims_wall_time_end_to_end[paper]", "stats": {"median": 480.0},
          "extra_info": {"wall_time_s": 480.0, "claims": 41, "command": "pytest claims -m gpu",
                         "verdicts": {"supported": 20, "refuted": 21}}}])
-    assert [(value, verdict) for _, value, verdict in bench.targets(data)] == [
+    assert [(value, verdict) for _, value, verdict in bench_results.targets(data)] == [
         ("worst 0.88 (layernorm h=4096; 2 cases)", "met"),                 # fwd >= 0.80 of peak
         ("worst 0.39 (layernorm h=4096; 1 cases)", "NOT met"),             # fwd+bwd >= 0.50
         ("worst 1.12 (layernorm fwd+bwd bf16 h=4096; 3 cases)", "NOT met"),  # within 10%
