@@ -19,15 +19,8 @@ import numpy as np
 import pytest
 import torch
 
+from normsys import diagnostics as dg
 from normsys.config import preset
-from normsys.experiments import (
-    DM_PROBES,
-    encoder_config,
-    erank,
-    generalization_gap,
-    kappa,
-    min_rho,
-)
 from normsys.plugin import Variant, tiers, variant_tiers
 from normsys.stats import REFUTED, SUPPORTED, Rule
 from normsys.testing import SMALL_CLASSIFIER, small_classifier_accuracies, trained_and_untrained
@@ -35,6 +28,37 @@ from normsys.train import prepare_model, probe, run_context
 
 SOURCE = "Dual-Mechanism paper, Experiment 4 (seed encoder, AG News)"
 NORMS = ("layernorm", "l2", "none")
+DM_PROBES = ("blocks.0", "blocks.2", "blocks.5")  # blocks 1, 3, 6 (1-indexed block outputs)
+
+
+def encoder(norm: str, seed: int, tier: str = "cpu", **changes):
+    """The seed encoder's run: the encoder preset of the tier (see the module docstring)."""
+    return preset("encoder", tier, **{"model.norm": norm, "train.seed": seed, **changes})
+
+
+def erank(probes: dict, layer: str, rows: str = "all") -> float:
+    """Effective rank at a probed block; ``rows="nonpad"`` leaves the padding positions out."""
+    probe = probes[layer]
+    return probe["erank"] if rows == "all" else probe[rows]["erank"]
+
+
+def kappa(probes: dict, rows: str = "all") -> float:
+    """kappa_6 = erank(block 6) / erank(block 1) of a run's probes; NaN for a run without probes
+    (diverged)."""
+    if not probes:
+        return float("nan")
+    return dg.collapse_ratios([erank(probes, "blocks.0", rows), erank(probes, "blocks.5", rows)])[1]
+
+
+def min_rho(probes: dict, rows: str = "all") -> float:
+    """min over blocks 1, 3, 6 of erank / d; NaN for a run without probes (diverged)."""
+    if not probes:
+        return float("nan")
+    return min((probes[b] if rows == "all" else probes[b][rows])["rho"] for b in DM_PROBES)
+
+
+def generalization_gap(record) -> float:
+    return record.metrics["train_acc"] - record.metrics["test_acc"]
 
 
 VARIANTS = ("", "-nonpad", "-masked")
@@ -56,7 +80,7 @@ def variant():
 
 @pytest.fixture
 def encoder_runs(runs, claim, tier, variant):
-    return lambda norm: runs([encoder_config(norm, seed, tier, **CHANGES[variant])
+    return lambda norm: runs([encoder(norm, seed, tier, **CHANGES[variant])
                               for seed in claim.seeds])
 
 
@@ -253,7 +277,7 @@ def probes_at_init(task_of, variant: str, collapse: bool) -> list[dict]:
     """Per control seed, the probes (train.probe) of a small LayerNorm encoder at init."""
     out, task = [], None
     for seed in CONTROL_SEEDS:
-        cfg = encoder_config("layernorm", seed, **CONTROL_ENCODER, **CHANGES[variant])
+        cfg = encoder("layernorm", seed, **CONTROL_ENCODER, **CHANGES[variant])
         model = prepare_model(cfg)
         if collapse:
             rank_collapsing(model)

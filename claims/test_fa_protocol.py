@@ -17,11 +17,12 @@ import numpy as np
 import pytest
 import torch
 
-from normsys.experiments import fa_mlp_config, fa_protocol, protocol_report
+from normsys.config import preset
 from normsys.plugin import refuted, tiers, variant_tiers
+from normsys.protocol import mnist_report
 from normsys.stats import REFUTED, SUPPORTED, Rule
 from normsys.testing import CONTROL_SEEDS, small_classifier_accuracies
-from normsys.train import prepare_model
+from normsys.train import prepare_model, trained_model
 
 SOURCE = "FA evaluation protocol (pre-LN residual MLP, MNIST)"
 H100 = "one H100 80GB HBM3, 2026-11-23"  # where the paper tier (5 seeds) was measured
@@ -29,6 +30,20 @@ VARIANTS = ("", "-long")
 
 
 EPOCHS = {"": 2, "-long": 10}
+
+
+def fa_mlp(method: str, seed: int, tier: str = "cpu", frozen: bool = False, epochs: int = 2):
+    """The protocol's residual MLP (the resmlp preset: 784 -> 256, 4 blocks LN-256x512-GELU-
+    512x256, Adam 1e-3, batch 128) trained by ``method``; ``frozen``: its blocks fixed at init."""
+    return preset("resmlp", tier, **{"train.method": method, "train.frozen_blocks": frozen,
+                                     "train.seed": seed, "train.epochs": epochs})
+
+
+def fa_protocol(record) -> dict:
+    """The protocol's report of a trained net on 8 disjoint MNIST test batches of 128. It measures
+    the backprop gradient of whatever net it is given, so the weights are loaded into a plain
+    model: an FA-trained net is measured through W^T, not its feedback matrices."""
+    return mnist_report(trained_model(record, learning_rule=False))
 FIGURE_EPOCHS = (1, 2, 5, 10)
 
 
@@ -43,7 +58,7 @@ def protocol(run, claim, tier, variant):
     def measure(method: str, epochs: int | None = None):
         out = []
         for seed in claim.seeds:
-            record = run(fa_mlp_config(method, seed, tier, epochs=epochs or EPOCHS[variant]))
+            record = run(fa_mlp(method, seed, tier, epochs=epochs or EPOCHS[variant]))
             out.append((record, fa_protocol(record)))
         return out
     return measure
@@ -53,7 +68,7 @@ def protocol(run, claim, tier, variant):
 def frozen_acc(run, claim, tier):
     """frozen_acc(method) -> per-seed test accuracy of the frozen-blocks baseline whose embed,
     out_ln and head ``method`` trained."""
-    return lambda method="bp": [run(fa_mlp_config(method, s, tier, frozen=True)).metrics["test_acc"]
+    return lambda method="bp": [run(fa_mlp(method, s, tier, frozen=True)).metrics["test_acc"]
                                 for s in claim.seeds]
 
 
@@ -190,7 +205,7 @@ def constructed_net(seed: int, shared: bool):
     label-sampling noise)."""
     from normsys.data import mnist
 
-    model = prepare_model(fa_mlp_config("bp", seed)).eval()
+    model = prepare_model(fa_mlp("bp", seed)).eval()
     with torch.no_grad():
         if shared:
             model.out_head.bias.zero_()
@@ -209,8 +224,8 @@ def constructed_net(seed: int, shared: bool):
 def test_control_stability_rules_flip_between_shared_and_independent_directions(data_env):
     """Direction stability through the protocol's own measurement (autograd through the net, 8
     disjoint test batches of 128) on nets built with shared or independent gradient directions."""
-    shared = [protocol_report(constructed_net(s, True))["stability"] for s in CONTROL_SEEDS]
-    independent = [protocol_report(constructed_net(s, False))["stability"] for s in CONTROL_SEEDS]
+    shared = [mnist_report(constructed_net(s, True))["stability"] for s in CONTROL_SEEDS]
+    independent = [mnist_report(constructed_net(s, False))["stability"] for s in CONTROL_SEEDS]
     assert BP_UNSTABLE.decide(independent).verdict == SUPPORTED
     assert BP_UNSTABLE.decide(shared).verdict == REFUTED
     assert DFA_STABLE.decide(shared).verdict == SUPPORTED

@@ -15,17 +15,9 @@ import numpy as np
 import pytest
 import torch
 
+from normsys import diagnostics as dg
 from normsys import figures
-from normsys.experiments import (
-    cnn_config,
-    log_grad_ratio,
-    lstm_config,
-    mlp_config,
-    steps_to_accuracy,
-    tanh_mlp_config,
-    tblock_lm_config,
-    weight_grad_profile,
-)
+from normsys.config import preset
 from normsys.plugin import refuted, tiers
 from normsys.runs import run
 from normsys.stats import REFUTED, SUPPORTED, Rule
@@ -40,6 +32,47 @@ from normsys.train import prepare_model, probe, run_context, train, trained_mode
 SOURCE = "LayerNorm deep-dive notebook"
 
 
+def mlp(norm: str, seed: int, batch_size: int = 64, steps: int = 0, tier: str = "cpu",
+        init_scale: float = 1.0):
+    """The MLP (mlp preset: 784 -> 3 x 256 Linear-norm-ReLU -> 10, Adam 1e-3, 1 epoch or
+    ``steps``), its last hidden layer probed on 1,000 fixed training images."""
+    return preset("mlp", tier, **{"model.norm": norm, "train.seed": seed,
+                                  "train.batch_size": batch_size, "train.steps": steps,
+                                  "train.probe": ("layers.2",), "train.probe_batch": 1000,
+                                  "model.init_scale": init_scale})
+
+
+def cnn(norm: str, seed: int, tier: str = "cpu"):
+    """The CNN (cnn preset: 3 x conv3x3 (32, 64, 64) -> norm -> ReLU -> maxpool, batch 128)."""
+    return preset("cnn", tier, **{"model.norm": norm, "train.seed": seed})
+
+
+def lstm(norm: str, seed: int, tier: str = "cpu"):
+    """The char LSTM (lstm preset: 1 layer, hidden 256, 1,000 steps); norm layernorm is the
+    layer-normalized LSTM of Ba et al. 2016, none the plain LSTM (same cell code)."""
+    return preset("lstm", tier, **{"model.norm": norm, "train.seed": seed})
+
+
+def tblock_lm(norm: str, seed: int, tier: str = "cpu"):
+    """One pre-norm Transformer block as a character LM: d=64, 4 heads, context 64, batch 32,
+    Adam 1e-3, 500 steps; ``norm`` in both of the block's norm places and the final norm."""
+    return preset("char_gpt", tier, **{"model.norm": norm, "model.layers": 1, "model.d": 64,
+                                       "model.heads": 4, "model.seq_len": 64,
+                                       "train.batch_size": 32, "train.optimizer": "adam",
+                                       "train.lr": 1e-3, "train.steps": 500, "train.seed": seed})
+
+
+def tanh_mlp(seed: int, norm: str, tier: str = "cpu"):
+    """The 10-layer tanh MLP without residuals (tanh_mlp preset), at initialization."""
+    return preset("tanh_mlp", tier, **{"model.residual": False, "model.norm": norm,
+                                       "train.seed": seed})
+
+
+def weight_grad_profile(record, layers: int = 10) -> list[float]:
+    """||dL/dW_l|| for l = 1 ... L of the tanh MLP at initialization."""
+    return dg.layer_grad_norms(record.init_grad_norms, [[f"layers.{i}.weight"] for i in range(layers)])
+
+
 def metric_by_norm(runs, claim, make_config, norms, metric: str) -> dict[str, list[float]]:
     """{norm: [metric of each seed's run]} for configs made by make_config(norm, seed)."""
     return {n: [r.metrics[metric] for r in runs([make_config(n, s) for s in claim.seeds])]
@@ -48,7 +81,7 @@ def metric_by_norm(runs, claim, make_config, norms, metric: str) -> dict[str, li
 
 @pytest.fixture
 def mlp_runs(runs, claim, tier):
-    return lambda norm: runs([mlp_config(norm, s, tier=tier) for s in claim.seeds])
+    return lambda norm: runs([mlp(norm, s, tier=tier) for s in claim.seeds])
 
 
 def draw_correlations(fig, records: dict) -> None:
@@ -99,7 +132,7 @@ SPEEDS_CONVERGENCE = Rule("steps(layernorm) / steps(none)", "<", 0.8)
                              f"running window of 50 training batches): {SPEEDS_CONVERGENCE}.")
 def test_layernorm_speeds_convergence(claim, mlp_runs, tier):
     none, ln = mlp_runs("none"), mlp_runs("layernorm")
-    steps = {n: [steps_to_accuracy(r.curves["batch_acc"]) for r in rs]
+    steps = {n: [dg.steps_to_accuracy(r.curves["batch_acc"]) for r in rs]
              for n, rs in (("none", none), ("layernorm", ln))}
     claim.record(steps_to_90=steps)
     ratio = [a / b for a, b in zip(steps["layernorm"], steps["none"], strict=True)]
@@ -114,7 +147,7 @@ SMALL_BATCH = Rule("test_acc(layernorm) - test_acc(batchnorm)", ">", 0.02)
                    statement=f"With batch size 4, LayerNorm beats BatchNorm (eval mode, running "
                              f"statistics) after 2,000 steps: {SMALL_BATCH}, paired.")
 def test_layernorm_small_batch(claim, runs, tier):
-    acc = metric_by_norm(runs, claim, lambda n, s: mlp_config(n, s, 4, 2000, tier),
+    acc = metric_by_norm(runs, claim, lambda n, s: mlp(n, s, 4, 2000, tier),
                          ("layernorm", "batchnorm"), "test_acc")
     claim.check_paired(acc["layernorm"], acc["batchnorm"], SMALL_BATCH)
 
@@ -130,7 +163,7 @@ BN_WINS_CNN = Rule("test_acc(batchnorm) - test_acc(layernorm)", ">", 0.0)
                    statement=f"In a CNN with batch 128, BatchNorm beats LayerNorm after 1 epoch: "
                              f"{BN_WINS_CNN}, paired.")
 def test_batchnorm_wins_cnn_large_batch(claim, runs, tier):
-    acc = metric_by_norm(runs, claim, lambda n, s: cnn_config(n, s, tier),
+    acc = metric_by_norm(runs, claim, lambda n, s: cnn(n, s, tier),
                          ("batchnorm", "layernorm"), "test_acc")
     claim.check_paired(acc["batchnorm"], acc["layernorm"], BN_WINS_CNN)
 
@@ -144,7 +177,7 @@ HELPS_LSTM = Rule("val_loss(plain) - val_loss(LN-LSTM)", ">", 0.0)
                    statement=f"Layer normalization helps an LSTM after 1,000 steps: {HELPS_LSTM}, "
                              f"paired.")
 def test_layernorm_helps_lstm(claim, runs, tier):
-    val = metric_by_norm(runs, claim, lambda n, s: lstm_config(n, s, tier),
+    val = metric_by_norm(runs, claim, lambda n, s: lstm(n, s, tier),
                          ("none", "layernorm"), "val_loss")
     claim.check_paired(val["none"], val["layernorm"], HELPS_LSTM)
 
@@ -158,7 +191,7 @@ BEATS_BN_LSTM = Rule("val_loss(BN-LSTM) - val_loss(LN-LSTM)", ">", 0.0)
                    statement=f"In an LSTM, LayerNorm beats BatchNorm (statistics per time step) "
                              f"after 1,000 steps: {BEATS_BN_LSTM}, paired.")
 def test_layernorm_beats_batchnorm_lstm(claim, runs, tier):
-    val = metric_by_norm(runs, claim, lambda n, s: lstm_config(n, s, tier),
+    val = metric_by_norm(runs, claim, lambda n, s: lstm(n, s, tier),
                          ("batchnorm", "layernorm"), "val_loss")
     claim.check_paired(val["batchnorm"], val["layernorm"], BEATS_BN_LSTM)
 
@@ -172,7 +205,7 @@ BEATS_BN_TRANSFORMER = Rule("val_loss(BN) - val_loss(LN)", ">", 0.0)
                              f"BatchNorm in both norm places after 500 steps: "
                              f"{BEATS_BN_TRANSFORMER}, paired.")
 def test_layernorm_beats_batchnorm_transformer(claim, runs, tier):
-    val = metric_by_norm(runs, claim, lambda n, s: tblock_lm_config(n, s, tier),
+    val = metric_by_norm(runs, claim, lambda n, s: tblock_lm(n, s, tier),
                          ("batchnorm", "layernorm"), "val_loss")
     claim.check_paired(val["batchnorm"], val["layernorm"], BEATS_BN_TRANSFORMER)
 
@@ -206,7 +239,7 @@ def accuracy_spread(accuracies: list[float]) -> float:
                              f"at init): {ROBUST_TO_INIT}, paired.")
 def test_layernorm_robust_to_init_scale(claim, runs, tier):
     acc = {n: {scale: [r.metrics["test_acc"] for r in runs(
-        [mlp_config(n, s, tier=tier, init_scale=scale) for s in claim.seeds])]
+        [mlp(n, s, tier=tier, init_scale=scale) for s in claim.seeds])]
         for scale in INIT_SCALES} for n in ("none", "layernorm")}
     spread = {n: [accuracy_spread([acc[n][scale][i] for scale in INIT_SCALES])
                   for i in range(len(claim.seeds))] for n in acc}
@@ -224,13 +257,13 @@ PREVENTS_VANISHING = Rule("log10 ratio(layernorm) - log10 ratio(plain)", ">", 1.
                              f"prevents vanishing gradients at init (ratio = ||grad W_1|| / "
                              f"||grad W_10||): {PREVENTS_VANISHING}, paired.")
 def test_layernorm_prevents_vanishing_gradients(claim, run, tier):
-    ln = [weight_grad_profile(run(tanh_mlp_config(False, s, "layernorm", tier)))
+    ln = [weight_grad_profile(run(tanh_mlp(False, s, "layernorm", tier)))
           for s in claim.seeds]
-    plain = [weight_grad_profile(run(tanh_mlp_config(False, s, "none", tier))) for s in claim.seeds]
+    plain = [weight_grad_profile(run(tanh_mlp(False, s, "none", tier))) for s in claim.seeds]
     claim.record(profile_layernorm=ln, profile_plain=plain)
     claim.figure("grad-profile", lambda fig: figures.profiles(
         fig, {"LayerNorm after each layer": ln, "no normalization": plain}))
-    claim.check_paired([log_grad_ratio(p) for p in ln], [log_grad_ratio(p) for p in plain],
+    claim.check_paired([dg.log10_ratio(p) for p in ln], [dg.log10_ratio(p) for p in plain],
                        PREVENTS_VANISHING)
 
 
@@ -240,7 +273,7 @@ def test_layernorm_prevents_vanishing_gradients(claim, run, tier):
 def correlation_at_init(task_of, seed: int, shared: bool) -> float:
     """The claim's correlation measurement (train.probe) of the MLP without a norm at init;
     ``shared``: a common component added to every unit of the last hidden layer."""
-    cfg = mlp_config("none", seed)
+    cfg = mlp("none", seed)
     model = prepare_model(cfg)
     if shared:
         with torch.no_grad():
@@ -264,7 +297,7 @@ def test_control_convergence_rule_flips_between_a_fast_and_a_slow_learning_rate(
     """Steps to 90% running accuracy (the claim's measurement) of the MLP at learning rates 1e-3
     and 2e-4, both ways round (5 seeds: the slower run's step count varies)."""
     def steps(lr: float) -> list[float]:
-        return [steps_to_accuracy(run(mlp_config("none", s).override(**{
+        return [dg.steps_to_accuracy(run(mlp("none", s).override(**{
             **SMALL_CLASSIFIER, "data.n_train": 20_000, "train.lr": lr})).curves["batch_acc"])
             for s in range(5)]
 
@@ -298,7 +331,7 @@ def test_control_accuracy_rules_flip_between_a_trained_and_an_untrained_model(da
 def test_control_validation_loss_rules_flip_between_a_trained_and_an_untrained_lm(data_env):
     """Validation loss (the claims' measurement) of a small LSTM trained 60 steps and of the same
     LSTM at its initialization, both ways round."""
-    cfg = lstm_config("layernorm", 0).override(**{"model.d": 32, "train.steps": 60,
+    cfg = lstm("layernorm", 0).override(**{"model.d": 32, "train.steps": 60,
                                                   "train.batch_size": 8, "train.eval_batches": 2})
     trained, untrained = ([r.metrics["val_loss"] for r in side]
                           for side in trained_and_untrained(cfg))
@@ -309,8 +342,8 @@ def test_control_validation_loss_rules_flip_between_a_trained_and_an_untrained_l
 
 @pytest.mark.control("ld-layernorm-prevents-vanishing-gradients")
 def test_control_vanishing_gradient_rule_flips_when_the_sides_swap():
-    ln = [weight_grad_profile(train(tanh_mlp_config(False, s, "layernorm"))) for s in CONTROL_SEEDS]
-    plain = [weight_grad_profile(train(tanh_mlp_config(False, s, "none"))) for s in CONTROL_SEEDS]
-    ratios = [[log_grad_ratio(p) for p in side] for side in (ln, plain)]
+    ln = [weight_grad_profile(train(tanh_mlp(False, s, "layernorm"))) for s in CONTROL_SEEDS]
+    plain = [weight_grad_profile(train(tanh_mlp(False, s, "none"))) for s in CONTROL_SEEDS]
+    ratios = [[dg.log10_ratio(p) for p in side] for side in (ln, plain)]
     assert PREVENTS_VANISHING.decide_paired(*ratios).verdict == SUPPORTED
     assert PREVENTS_VANISHING.decide_paired(*reversed(ratios)).verdict == REFUTED

@@ -16,15 +16,10 @@ import math
 import pytest
 import torch
 
+from normsys import diagnostics as dg
 from normsys import figures
-from normsys.experiments import (
-    attention_stack_residuals,
-    char_gpt_config,
-    ffn_grad_norms,
-    ffn_grad_ratio,
-    relative_difference,
-    xiong_config,
-)
+from normsys.config import preset
+from normsys.models import Attention
 from normsys.plugin import refuted, tiers
 from normsys.stats import REFUTED, SUPPORTED, Rule
 from normsys.testing import CONTROL_SEEDS, trained_and_untrained
@@ -33,11 +28,31 @@ from normsys.train import gradients_at_init, prepare_model, run_context
 DEPTHS = (6, 12)
 
 
+def xiong(placement: str, layers: int, seed: int, tier: str = "cpu"):
+    """The seed encoder with LayerNorm (encoder preset), ``layers`` blocks, at initialization:
+    gradients on the first batch of 64 AG News sequences, no training."""
+    return preset("encoder", tier, **{"model.norm": "layernorm", "model.placement": placement,
+                                      "model.layers": layers, "train.seed": seed,
+                                      "train.epochs": 0, "train.probe": ()})
+
+
+def ffn_grad_norms(grads: dict[str, float], layers: int) -> list[float]:
+    """||grad of block b's FFN weights|| (both Linears) for b = 0 ... layers - 1."""
+    return dg.layer_grad_norms(grads, [[f"blocks.{b}.mlp.{i}.weight" for i in (0, 2)]
+                                       for b in range(layers)])
+
+
+def ffn_grad_ratio(grads: dict[str, float], layers: int) -> float:
+    """||grad of the last block's FFN weights|| / ||the first block's|| at init."""
+    norms = ffn_grad_norms(grads, layers)
+    return norms[-1] / norms[0]
+
+
 def xiong_ratios(run, claim, placement: str, tier: str) -> dict[int, list[float]]:
     """Per depth, the per-seed last/first FFN gradient ratio; records and draws the profiles."""
     ratios, profiles = {}, {}
     for layers in DEPTHS:
-        recs = [run(xiong_config(placement, layers, s, tier)) for s in claim.seeds]
+        recs = [run(xiong(placement, layers, s, tier)) for s in claim.seeds]
         ratios[layers] = [ffn_grad_ratio(r.init_grad_norms, layers) for r in recs]
         profiles[f"{placement}-LN, {layers} blocks"] = [ffn_grad_norms(r.init_grad_norms, layers)
                                                          for r in recs]
@@ -74,6 +89,21 @@ def test_preln_gradients_flat(claim, run, tier):
     ratios = xiong_ratios(run, claim, "pre", tier)
     claim.check_all({f"{n} blocks": [abs(math.log2(r)) for r in ratios[n]] for n in DEPTHS},
                     PRELN_FLAT)
+
+
+def attention_stack_residuals(seed: int, depth: int = 6, skips: bool = False, d: int = 64,
+                              tokens: int = 32, batch: int = 8, heads: int = 1) -> list[float]:
+    """Randomly initialized self-attention layers without MLPs: the relative rank-collapse
+    residual ||X - 1 x^T|| / ||X|| at depths 0 ... depth (skips: X + SA(X))."""
+    torch.manual_seed(seed)
+    layers = [Attention(d, heads) for _ in range(depth)]
+    x = torch.randn(batch, tokens, d, generator=torch.Generator().manual_seed(seed + 1))
+    residuals = [dg.rank_collapse_residual(x)]
+    with torch.no_grad():
+        for layer in layers:
+            x = x + layer(x) if skips else layer(x)
+            residuals.append(dg.rank_collapse_residual(x))
+    return residuals
 
 
 def dong_residuals(claim, skips: bool) -> list[list[float]]:
@@ -114,13 +144,24 @@ def test_skips_prevent_rank_collapse(claim, tier):
     claim.check([depth_ratio(r) for r in skip], SKIPS_PREVENT)
 
 
+def char_gpt(seed: int, norm: str, tier: str = "cpu", steps: int = 500):
+    """A pre-norm char GPT (char_gpt preset) trained ``steps`` steps on Tiny Shakespeare."""
+    return preset("char_gpt", tier, **{"model.norm": norm, "train.seed": seed,
+                                       "train.steps": steps})
+
+
+def relative_difference(a: float, b: float) -> float:
+    """(a - b) / b."""
+    return (a - b) / b
+
+
 def matches_layernorm(norm: str) -> Rule:
     """The equivalence rule of a norm against LayerNorm: relative validation-loss gap within 2%."""
     return Rule(f"(val({norm}) - val(LN)) / val(LN)", "within", (-0.02, 0.02))
 
 
 def equivalence_to_layernorm(claim, runs, norm: str, tier: str):
-    recs = {n: runs([char_gpt_config(s, tier=tier, steps=500, norm=n) for s in claim.seeds])
+    recs = {n: runs([char_gpt(s, n, tier) for s in claim.seeds])
             for n in (norm, "layernorm")}
     val = {n: [r.metrics["val_loss"] for r in rs] for n, rs in recs.items()}
     claim.record(val_loss=val)
@@ -159,7 +200,7 @@ def ffn_ratios_at_init(task_of, placement: str, layers: int, shrink_first: bool)
     shrinks their gradients tenfold, so gradients grow toward the output by construction."""
     out, task = [], None
     for seed in CONTROL_SEEDS:
-        cfg = xiong_config(placement, layers, seed).override(**{"data.n_train": 128,
+        cfg = xiong(placement, layers, seed).override(**{"data.n_train": 128,
                                                                 "data.n_test": 16})
         model = prepare_model(cfg)
         if shrink_first:
@@ -197,7 +238,7 @@ def test_control_dong_rules_flip_between_pure_attention_and_skips():
 def test_control_equivalence_rules_fail_between_a_trained_and_an_untrained_lm(data_env):
     """The relative validation-loss gap of a small char GPT trained 60 steps against the same
     model at its initialization: far outside +-2%."""
-    cfg = char_gpt_config(0, steps=60).override(**{"model.d": 32, "model.layers": 1,
+    cfg = char_gpt(0, "layernorm", steps=60).override(**{"model.d": 32, "model.layers": 1,
                                                    "train.batch_size": 8, "train.eval_batches": 2})
     trained, untrained = trained_and_untrained(cfg)
     rel = [relative_difference(a.metrics["val_loss"], b.metrics["val_loss"])

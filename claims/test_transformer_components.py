@@ -11,19 +11,33 @@ from __future__ import annotations
 
 import pytest
 
+from normsys import diagnostics as dg
 from normsys import figures
-from normsys.experiments import (
-    ffn_stack_config,
-    log_grad_ratio,
-    tanh_mlp_config,
-    weight_grad_profile,
-)
+from normsys.config import preset
 from normsys.plugin import refuted, tiers
 from normsys.stats import REFUTED, SUPPORTED, Rule, paired_differences
 from normsys.testing import CONTROL_SEEDS, trained_and_untrained
 from normsys.train import train
 
 SOURCE = "Transformer-components notebook (deep tanh MLP, gradients at init)"
+
+
+def tanh_mlp(residual: bool, seed: int, tier: str = "cpu"):
+    """The deep tanh MLP (tanh_mlp preset: d=64, 10 layers, batch 32, MSE to random targets),
+    measured at initialization."""
+    return preset("tanh_mlp", tier, **{"model.residual": residual, "train.seed": seed})
+
+
+def ffn_stack(residual: bool, norm: str, seed: int, tier: str = "cpu"):
+    """The FFN stack (ffn_stack preset: 4 x [pre-LN] Linear(128, 512)-GELU-Linear(512, 128)
+    [+ residual], 100 steps of Adam 1e-3 on fresh random data, seq 32, batch 16, MSE)."""
+    return preset("ffn_stack", tier, **{"model.residual": residual, "model.norm": norm,
+                                        "train.seed": seed})
+
+
+def weight_grad_profile(record, layers: int = 10) -> list[float]:
+    """||dL/dW_l|| for l = 1 ... L of the tanh MLP at initialization."""
+    return dg.layer_grad_norms(record.init_grad_norms, [[f"layers.{i}.weight"] for i in range(layers)])
 
 
 RESIDUAL_PRESERVES = Rule("log10 ratio(residual) - log10 ratio(plain)", ">", 1.0)
@@ -34,12 +48,12 @@ RESIDUAL_PRESERVES = Rule("log10 ratio(residual) - log10 ratio(plain)", ">", 1.0
                    statement=f"Residual connections preserve gradients (ratio = ||grad W_1|| / "
                              f"||grad W_10||): {RESIDUAL_PRESERVES}, paired by seed.")
 def test_residual_preserves_gradients(claim, run, tier):
-    with_res = [weight_grad_profile(run(tanh_mlp_config(True, s, tier=tier))) for s in claim.seeds]
-    without = [weight_grad_profile(run(tanh_mlp_config(False, s, tier=tier))) for s in claim.seeds]
+    with_res = [weight_grad_profile(run(tanh_mlp(True, s, tier))) for s in claim.seeds]
+    without = [weight_grad_profile(run(tanh_mlp(False, s, tier))) for s in claim.seeds]
     claim.record(profile_residual=with_res, profile_plain=without)
     claim.figure("grad-profile", lambda fig: figures.profiles(
         fig, {"with residuals": with_res, "without residuals": without}))
-    claim.check_paired([log_grad_ratio(p) for p in with_res], [log_grad_ratio(p) for p in without],
+    claim.check_paired([dg.log10_ratio(p) for p in with_res], [dg.log10_ratio(p) for p in without],
                        RESIDUAL_PRESERVES)
 
 
@@ -69,7 +83,7 @@ def loss_margins(final: dict[str, list[float]]) -> dict[str, list[float]]:
                              f"residual only, LN only and neither: {LOWEST_LOSS} for all three, "
                              f"paired by seed.")
 def test_residual_layernorm_lowest_loss(claim, runs, tier):
-    recs = {name: runs([ffn_stack_config(res, norm, s, tier) for s in claim.seeds])
+    recs = {name: runs([ffn_stack(res, norm, s, tier) for s in claim.seeds])
             for name, (res, norm) in FFN_CONFIGS.items()}
     final = {name: [r.metrics["final_loss"] for r in rs] for name, rs in recs.items()}
     claim.record(final_loss=final)
@@ -86,9 +100,9 @@ def test_residual_layernorm_lowest_loss(claim, runs, tier):
 def test_control_gradient_rule_flips_when_the_sides_swap():
     """The rule on the same per-layer gradient profiles (train.gradients_at_init) with the effect
     reversed: plain minus residual."""
-    with_res = [weight_grad_profile(train(tanh_mlp_config(True, s))) for s in CONTROL_SEEDS]
-    without = [weight_grad_profile(train(tanh_mlp_config(False, s))) for s in CONTROL_SEEDS]
-    ratios = [[log_grad_ratio(p) for p in side] for side in (with_res, without)]
+    with_res = [weight_grad_profile(train(tanh_mlp(True, s))) for s in CONTROL_SEEDS]
+    without = [weight_grad_profile(train(tanh_mlp(False, s))) for s in CONTROL_SEEDS]
+    ratios = [[dg.log10_ratio(p) for p in side] for side in (with_res, without)]
     assert RESIDUAL_PRESERVES.decide_paired(*ratios).verdict == SUPPORTED
     assert RESIDUAL_PRESERVES.decide_paired(*reversed(ratios)).verdict == REFUTED
 
@@ -98,7 +112,7 @@ def test_control_lowest_loss_rule_flips_between_a_trained_and_an_untrained_refer
     """The all-of rule on final losses of FFN stacks, where the reference is trained and every
     other configuration left at its initialization (learning rate 0), and the other way round."""
     trained, untrained = ([r.metrics["final_loss"] for r in side] for side in
-                          trained_and_untrained(ffn_stack_config(True, "layernorm", 0)))
+                          trained_and_untrained(ffn_stack(True, "layernorm", 0)))
     lowest = {name: (trained if name == "residual+LN" else untrained) for name in FFN_CONFIGS}
     highest = {name: (untrained if name == "residual+LN" else trained) for name in FFN_CONFIGS}
     assert LOWEST_LOSS.decide_all(loss_margins(lowest)).verdict == SUPPORTED

@@ -14,14 +14,19 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
 from pathlib import Path
 
 import torch
 
+from normsys import progress
 from normsys.config import PRESETS, RunConfig, preset
+from normsys.data import DataError
 from normsys.models import FAMILIES, build_model
 from normsys.norms import NORMS
+from normsys.runs import run
+from normsys.train import train
 
 
 class UsageError(Exception):
@@ -108,11 +113,6 @@ def summary(record) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import os
-
-    from normsys import progress
-    from normsys.data import DataError
-
     try:
         args = parse_args(sys.argv[1:] if argv is None else argv)
         if args.command == "list":
@@ -122,9 +122,6 @@ def main(argv: list[str] | None = None) -> int:
         if args.dry_run:
             print(json.dumps({"fingerprint": cfg.fingerprint(), **cfg.to_dict()}, indent=2))
             return 0
-        from normsys.runs import run
-        from normsys.train import train
-
         progress.enable(os.dup(2))
         record = train(cfg) if args.no_cache else run(cfg)
     except (UsageError, KeyError, ValueError, DataError) as err:

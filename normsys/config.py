@@ -237,8 +237,21 @@ PRESETS: dict[str, RunConfig] = {
 }
 
 
-def preset(name: str, **changes) -> RunConfig:
-    """A preset with dotted-key overrides; an unknown name lists the valid ones."""
+# The tiers every claim runs at, and what a tier changes in an experiment's preset. The paper
+# tier's own settings, where they differ from the CPU tier's (the encoder's), are a preset of
+# their own, "<name>-paper".
+TIERS: dict[str, dict] = {
+    "cpu": {},                          # CI-sized: minutes on a CPU, fixed with each claim's rule
+    "paper": {"train.device": "auto"},  # the original experiments' settings, on a GPU
+}
+
+
+def preset(name: str, tier: str = "cpu", **changes) -> RunConfig:
+    """The experiment ``name`` at ``tier`` with dotted-key overrides; an unknown name or tier
+    lists the valid ones."""
     if name not in PRESETS:
         raise KeyError(f"unknown preset {name!r}; valid presets: {', '.join(PRESETS)}")
-    return PRESETS[name].override(**changes)
+    if tier not in TIERS:
+        raise KeyError(f"unknown tier {tier!r}; valid tiers: {', '.join(TIERS)}")
+    base = PRESETS.get(f"{name}-{tier}", PRESETS[name])
+    return base.override(**{**TIERS[tier], **changes})

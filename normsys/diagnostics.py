@@ -74,6 +74,29 @@ def collapse_ratios(eranks: Sequence[float]) -> list[float]:
     return [float("nan") if first == 0 else e / first for e in eranks]
 
 
+def layer_grad_norms(grads: dict[str, float], names: Sequence[Sequence[str]]) -> list[float]:
+    """Per layer, ||dL/dW|| over that layer's parameters (each a list of parameter names) from
+    the per-parameter norms a run records (RunRecord.init_grad_norms)."""
+    return [math.sqrt(sum(grads[n] ** 2 for n in layer)) for layer in names]
+
+
+def log10_ratio(norms: Sequence[float]) -> float:
+    """log10(first / last) of a per-layer profile: > 0 when gradients vanish toward the output,
+    < 0 when they vanish toward the input."""
+    return math.log10(norms[0] / norms[-1])
+
+
+def steps_to_accuracy(batch_acc: Sequence[float], target: float = 0.9, window: int = 50) -> float:
+    """First step at which the mean accuracy of the last ``window`` training batches reaches
+    ``target`` (NaN if never)."""
+    acc = torch.tensor(list(batch_acc), dtype=torch.float64)
+    if len(acc) < window:
+        return math.nan
+    running = acc.unfold(0, window, 1).mean(1)  # running[i] covers steps i+1 ... i+window
+    hit = torch.nonzero(running >= target).flatten()
+    return float(hit[0] + window) if len(hit) else math.nan
+
+
 def token_cosine(h: Tensor) -> float:
     """Mean cosine similarity over pairs of distinct tokens (rows) of (T, d) or (B, T, d) input,
     averaged over the batch. Zero rows count as cosine 0."""

@@ -27,7 +27,9 @@ from pathlib import Path
 
 import pytest
 
-from normsys import stats
+from normsys import __version__, progress, stats
+from normsys.data import data_root
+from normsys.report import merged, verdict_table, write_reports
 
 PROPERTY = "normsys_claim"
 TERMINAL = pytest.StashKey[int]()
@@ -213,9 +215,6 @@ def provenance(config: pytest.Config) -> dict:
     """Where this session's claims were measured: code, torch, device, seeds, data."""
     import torch
 
-    from normsys import __version__
-    from normsys.data import data_root
-
     root = data_root()
     sums = root / "SHA256SUMS"
     device = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
@@ -289,8 +288,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             catalog[cid, claim_tier(item)] = (marker.kwargs.get("statement", ""),
                                               marker.kwargs.get("source", ""))
     if catalog and not config.option.claims_list:  # a claims session: say what training does
-        from normsys import progress
-
         counter = os.environ.get(COUNTER_ENV)
         progress.enable(config.stash[TERMINAL], Path(counter) if counter else None)
     if config.option.claims_list:
@@ -314,8 +311,6 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    from normsys import progress
-
     progress.enable(None)
     if not hasattr(config, "workerinput") and (counter := os.environ.pop(COUNTER_ENV, None)):
         for path in (counter, counter + ".lock"):
@@ -365,8 +360,6 @@ class ClaimsSession:
     def pytest_terminal_summary(self, terminalreporter) -> None:
         if hasattr(self.config, "workerinput") or not self.results:
             return
-        from normsys.report import merged, verdict_table, write_reports
-
         results = sorted(self.results.values(), key=lambda r: (r.tier, r.id))
         terminalreporter.write_sep("=", "normsys claims")
         terminalreporter.write_line(verdict_table(results))

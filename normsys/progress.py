@@ -15,6 +15,8 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from normsys.config import RunConfig
+
 _state: dict = {"fd": None, "counter": None, "done": 0}
 
 
@@ -53,8 +55,6 @@ def started(cfgs) -> None:
 
 def finished(record, cached: bool) -> None:
     """A run ended: trained now, or read from the cache (when and where it was trained)."""
-    from normsys.config import RunConfig
-
     cfg = RunConfig.from_dict(record.config)
     done = _count()
     where = record.env.get("device", "?")

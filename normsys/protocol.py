@@ -1,4 +1,7 @@
-"""The FA evaluation protocol's diagnostics for FA-protocol models (embed, blocks, out_ln, out_head).
+"""Measurement protocols that run a model: the FA evaluation protocol's diagnostics and the
+LN-Jacobian analysis's captures. (normsys.diagnostics holds the pure functions they end in.)
+
+FA protocol, for FA-protocol models (embed, blocks, out_ln, out_head).
 
 Definitions (SPEC.md): for h_0 ... h_L of ``forward(x, return_hidden=True)``, taking token 0 of
 3-D hidden states,
@@ -19,7 +22,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from normsys import diagnostics as dg
+from normsys.data import mnist
 from normsys.feedback import check_fa_protocol
+from normsys.norms import LayerNorm, layer_norm_vjp
 
 BP_RANGE, DFA_RANGE = (0.05, 0.18), (0.5, 0.99)
 
@@ -74,3 +80,57 @@ def disjoint_batches(x: Tensor, y: Tensor, n: int = 8, size: int = 128) -> list[
     if n * size > len(y):
         raise ValueError(f"{n} disjoint batches of {size} need {n * size} rows, have {len(y)}")
     return [(x[i * size : (i + 1) * size], y[i * size : (i + 1) * size]) for i in range(n)]
+
+
+def mnist_report(model: nn.Module, n_batches: int = 8, size: int = 128) -> dict:
+    """The FA protocol's report of ``model`` on the first disjoint MNIST test batches."""
+    split = mnist()
+    return fa_protocol_report(model, disjoint_batches(split.x_test, split.y_test, n_batches, size))
+
+
+# ----------------------------------------------------------------------------- LN Jacobian
+
+
+def layernorm_gradients(model: nn.Module, x: Tensor, y: Tensor) -> list[dict]:
+    """At every LayerNorm: its input, module and the dL/dout that the model's own backward pass
+    (BP, or FA for an FA model) delivers, on the next-token batch (x, y)."""
+    lns = [(name, m) for name, m in model.named_modules() if isinstance(m, LayerNorm)]
+    captured: dict[str, dict] = {}
+
+    def hook(name):
+        def fn(module, inputs, output):
+            captured[name] = {"x": inputs[0].detach(), "module": module}
+            output.register_hook(lambda g: captured[name].__setitem__("grad_out", g.detach()))
+        return fn
+
+    handles = [m.register_forward_hook(hook(name)) for name, m in lns]
+    try:
+        model.train()
+        model.zero_grad(set_to_none=True)
+        logits = model(x)
+        F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1)).backward()
+    finally:
+        for h in handles:
+            h.remove()
+    return [{"name": n, **captured[n]} for n, _ in lns]
+
+
+def ln_vjp_errors(captures: list[dict], radial: bool = True) -> list[float]:
+    """||analytic - autograd|| / ||autograd|| of each LayerNorm's input gradient (fp32);
+    ``radial=False``: of the formula without its radial term."""
+    errors = []
+    for c in captures:
+        m, x, g = c["module"], c["x"], c["grad_out"]
+        x_ = x.clone().requires_grad_(True)
+        (auto,) = torch.autograd.grad(m(x_), x_, g)
+        analytic = layer_norm_vjp(x, g, m.weight.detach(), m.eps, radial=radial)
+        errors.append(float((analytic - auto).norm() / auto.norm()))
+    return errors
+
+
+def ln_decomposition_summary(captures: list[dict]) -> dict[str, float]:
+    """Means over LayerNorms of the center-and-scale and identity cosines, r_mean, r_radial."""
+    decs = [dg.ln_jacobian_decomposition(c["x"], c["grad_out"], c["module"].weight, c["module"].eps)
+            for c in captures]
+    return {k: sum(getattr(d, k) for d in decs) / len(decs)
+            for k in ("cos_center_scale", "cos_identity", "r_mean", "r_radial")}

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import torch
 
+from normsys.config import preset
+from normsys.runs import run
+
 # (dtype, atol, rtol, reason): one row per dtype used in parity checks against torch's own ops.
 TOLERANCES: dict[torch.dtype, tuple[float, float, str]] = {
     torch.float64: (1e-12, 1e-10, "same formula, different reduction order: ~1e-15 relative"),
@@ -40,8 +43,6 @@ def trained_and_untrained(cfg, seeds=CONTROL_SEEDS) -> tuple[list, list]:
     """Records of ``cfg`` trained, and of the same config at learning rate 0 (its model never
     leaves its initialization), per seed: a pair with the effect of training present and absent,
     which the metric-difference controls compare. Through the run cache."""
-    from normsys.runs import run
-
     trained = [run(cfg.override(**{"train.seed": s})) for s in seeds]
     untrained = [run(cfg.override(**{"train.seed": s, "train.lr": 0.0})) for s in seeds]
     return trained, untrained
@@ -49,7 +50,5 @@ def trained_and_untrained(cfg, seeds=CONTROL_SEEDS) -> tuple[list, list]:
 
 def small_classifier_accuracies(seeds=CONTROL_SEEDS) -> tuple[list[float], list[float]]:
     """Test accuracy of the small classifier trained and untrained, per seed."""
-    from normsys.config import preset
-
     trained, untrained = trained_and_untrained(preset("mlp", **SMALL_CLASSIFIER), seeds)
     return ([r.metrics["test_acc"] for r in trained], [r.metrics["test_acc"] for r in untrained])

@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from normsys import __version__
+from normsys import __version__, data
 from normsys import diagnostics as dg
 from normsys.config import RunConfig
 from normsys.feedback import dfa_feedback, dfa_loss_and_backward, to_feedback_alignment
@@ -198,8 +198,6 @@ class Regress(Task):
 
 
 def make_task(cfg: RunConfig) -> Task:
-    from normsys import data
-
     d, m = cfg.data, cfg.model
     if d.name == "random":
         if not d.batch_shape:

@@ -1,21 +1,16 @@
-"""Every paper-tier code path runs on CPU at tiny size (the real paper tier needs a GPU)."""
+"""Every paper-tier code path runs on CPU at tiny size (the real paper tier needs a GPU): the
+tier's presets, and the measurements claims take of their runs."""
 
 from __future__ import annotations
 
 import pytest
+import torch
 
-from normsys.experiments import (
-    char_gpt_config,
-    encoder_config,
-    fa_mlp_config,
-    fa_protocol,
-    fresh_lm_batch,
-    layernorm_gradients,
-    ln_vjp_errors,
-    tanh_mlp_config,
-)
+from normsys.config import preset
+from normsys.data import tiny_shakespeare
+from normsys.protocol import layernorm_gradients, ln_vjp_errors, mnist_report
 from normsys.runs import run
-from normsys.train import trained_model
+from normsys.train import lm_batch, trained_model
 
 TINY_TRAIN = {"train.steps": 2, "train.batch_size": 8}
 
@@ -26,7 +21,7 @@ def cache(tmp_path, monkeypatch):
 
 
 def test_encoder_paper_tier_settings_and_tiny_run(data_env, cache):
-    cfg = encoder_config("l2", 0, "paper")
+    cfg = preset("encoder", "paper", **{"model.norm": "l2"})
     assert (cfg.model.d, cfg.model.seq_len, cfg.train.lr, cfg.train.batch_size,
             cfg.train.epochs, cfg.data.tier) == (128, 128, 2e-4, 256, 15, "paper")
     tiny = cfg.override(**TINY_TRAIN, **{"data.n_train": 32, "data.n_test": 16,
@@ -37,20 +32,22 @@ def test_encoder_paper_tier_settings_and_tiny_run(data_env, cache):
 
 
 def test_tanh_mlp_paper_tier(cache):
-    record = run(tanh_mlp_config(True, 0, tier="paper"))
+    record = run(preset("tanh_mlp", "paper", **{"model.residual": True}))
     assert record.env["device"].startswith("cpu") and len(record.init_grad_norms) == 20
 
 
 def test_char_gpt_paper_tier_fa_and_ln_captures(data_env, cache):
-    cfg = char_gpt_config(0, attention="sigmoid", method="fa", tier="paper", steps=2)
-    record = run(cfg.override(**{"train.batch_size": 4}))
-    captures = layernorm_gradients(trained_model(record), *fresh_lm_batch(cfg))
+    cfg = preset("char_gpt", "paper", **{"model.attention": "sigmoid", "train.method": "fa",
+                                         "train.steps": 2, "train.batch_size": 4})
+    record = run(cfg)
+    batch = lm_batch(tiny_shakespeare()[1], 64, 4, torch.Generator().manual_seed(0))
+    captures = layernorm_gradients(trained_model(record), *batch)
     assert len(captures) == 9 and max(ln_vjp_errors(captures)) < 1e-4
 
 
 @pytest.mark.parametrize("method,frozen", [("dfa", False), ("bp", True)])
 def test_fa_protocol_paper_tier(method, frozen, data_env, cache):
-    cfg = fa_mlp_config(method, 0, "paper", frozen=frozen)
+    cfg = preset("resmlp", "paper", **{"train.method": method, "train.frozen_blocks": frozen})
     record = run(cfg.override(**TINY_TRAIN, **{"data.n_train": 64, "data.n_test": 64}))
-    report = fa_protocol(record, n_batches=2, size=16)
+    report = mnist_report(trained_model(record, learning_rule=False), n_batches=2, size=16)
     assert len(report["residual_norms"]) == 5 and -1 <= report["stability"] <= 1

@@ -178,7 +178,6 @@ def test_fa_trained_net_is_measured_through_its_true_weights(data_env, tmp_path,
     report equals the report of the same weights loaded into a plain model, and differs from one
     taken through the FA layers' feedback matrices."""
     from normsys.data import mnist
-    from normsys.experiments import fa_protocol
     from normsys.models import build_model
     from normsys.runs import run
     from normsys.train import trained_model
@@ -187,7 +186,8 @@ def test_fa_trained_net_is_measured_through_its_true_weights(data_env, tmp_path,
     cfg = preset("resmlp", **{"data.n_train": 512, "data.n_test": 128, "train.epochs": 1,
                               "train.method": "fa"})
     record = run(cfg)
-    report = fa_protocol(record, n_batches=4, size=64)
+    report = fa_protocol_report(trained_model(record, learning_rule=False),
+                                disjoint_batches(mnist().x_test, mnist().y_test, n=4, size=64))
     plain = build_model(cfg.model)
     state = torch.load(record.state_path)
     plain.load_state_dict({k: v for k, v in state.items() if not k.endswith(".feedback")})

@@ -21,6 +21,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
+from normsys.batched import train_seeds
 from normsys.bench import peaks, run_benchmark
 from normsys.config import preset
 from normsys.data import AG_NEWS_ROWS
@@ -177,11 +178,8 @@ def test_paper_tier_figure4_wall_time(benchmark, data_env, tier, seeds, changes)
     official splits' size (offline: the real pool's rows repeated, see at_official_size). Data
     loading and compile time are included: they are part of what a user waits for. train_seeds
     trains without the run cache."""
-    from normsys.batched import train_seeds
-    from normsys.experiments import encoder_config
-
-    configs = {norm: [encoder_config(norm, s, tier, **changes) for s in range(seeds)]
-               for norm in ("layernorm", "l2", "none")}
+    configs = {norm: [preset("encoder", tier, **{"model.norm": norm, "train.seed": s, **changes})
+                      for s in range(seeds)] for norm in ("layernorm", "l2", "none")}
     data: dict[str, int | str] = {}  # the rows trained on and where they came from
     per_norm: dict[str, float] = {}
 

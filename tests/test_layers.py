@@ -1,0 +1,63 @@
+"""The library's modules import downwards only: each layer may use the layers below it, never one
+above or beside it, and each module imports on its own in a fresh interpreter (no cycle held
+together by imports inside functions)."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "normsys"
+
+# bottom to top; a module may import only modules of lower layers
+LAYERS = [
+    {"store", "stats", "stacked"},
+    {"norms"},
+    {"config"},
+    {"data", "models", "feedback", "diagnostics", "progress"},
+    {"record", "protocol"},
+    {"train"},
+    {"batched", "cache"},
+    {"runs"},
+    {"bench", "figures", "report", "testing"},
+    {"plugin", "__main__"},
+]
+LAYER = {name: i for i, layer in enumerate(LAYERS) for name in layer}
+MODULES = sorted(p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__")
+
+
+def normsys_imports(module: str) -> set[str]:
+    """The normsys modules ``module`` imports, anywhere in its source."""
+    tree = ast.parse((PACKAGE / f"{module}.py").read_text())
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("normsys"):
+            parts = node.module.split(".")
+            if len(parts) > 1:
+                found.add(parts[1])
+            else:  # from normsys import x, y
+                found |= {a.name for a in node.names if (PACKAGE / f"{a.name}.py").exists()}
+        elif isinstance(node, ast.Import):
+            found |= {a.name.split(".")[1] for a in node.names if a.name.startswith("normsys.")}
+    return found - {module}
+
+
+def test_every_module_has_a_layer():
+    assert set(MODULES) <= set(LAYER), sorted(set(MODULES) - set(LAYER))
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_imports_go_downwards_only(module):
+    upward = sorted(m for m in normsys_imports(module) if LAYER[m] >= LAYER[module])
+    assert not upward, f"normsys.{module} (layer {LAYER[module]}) imports {upward}"
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_each_module_imports_alone_in_a_fresh_interpreter(module):
+    done = subprocess.run([sys.executable, "-c", f"import normsys.{module}"],
+                          capture_output=True, text=True, cwd=PACKAGE.parent)
+    assert done.returncode == 0, done.stderr[-2000:]
