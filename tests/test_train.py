@@ -227,3 +227,23 @@ def test_cli_lists_and_dry_runs(capsys):
     resolved = json.loads(capsys.readouterr().out)
     assert resolved["train"]["lr"] == 0.01 and resolved["fingerprint"] == \
         preset("mlp", **{"train.lr": 0.01}).fingerprint()
+
+
+def test_cli_ctrl_c_ends_with_one_line(tmp_path):
+    """An interrupted training run ends with one line on stderr and exit 130, no traceback."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    env = {**os.environ, "NORMSYS_CACHE": str(tmp_path)}
+    proc = subprocess.Popen([sys.executable, "-m", "normsys", "train", "--model", "ffn_stack",
+                             "--set", "train.steps=100000"], env=env, stderr=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    time.sleep(8)  # past the imports, into training
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    lines = [line for line in err.splitlines() if not line.startswith("normsys: ")]
+    assert proc.returncode == 130 and lines == [
+        "interrupted: nothing was written (a run trained to the end stays cached)"]
