@@ -138,6 +138,9 @@ def _digest(*parts: str) -> str:
     return hashlib.sha256("\x00".join(parts).encode()).hexdigest()
 
 
+_HUB = {"unreachable": False}
+
+
 def hub_allowed() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "0") not in ("1", "true", "True")
 
@@ -162,14 +165,14 @@ def _read_ag_csv(path: Path) -> list[tuple[int, str]]:
 def ag_news_rows(split: str, hub: bool = False) -> list[tuple[int, str]]:
     """(label 0-3, text) rows of an official split: ``test``, ``train`` or ``train_partial``;
     ``hub``: from the Hugging Face Hub when it is reachable, else from the files."""
-    if hub and hub_allowed() and split in ("test", "train"):
+    if hub and hub_allowed() and split in ("test", "train") and not _HUB["unreachable"]:
         try:
             from datasets import load_dataset
 
             ds = load_dataset("ag_news", split=split)
             return [(int(r["label"]), r["text"]) for r in ds]
         except Exception:  # noqa: BLE001 - no network or no datasets: fall back to the files
-            pass
+            _HUB["unreachable"] = True  # a failed attempt takes ~30 s: once per process
     return _read_ag_csv(data_file(AG_FILES[split], f"AG News {split} split"))
 
 
