@@ -30,21 +30,25 @@ VARIANTS = ("", "-long")
 
 
 EPOCHS = {"": 2, "-long": 10}
+FIGURE_EPOCHS = (1, 2, 5, 10)
 
 
 def fa_mlp(method: str, seed: int, tier: str = "cpu", frozen: bool = False, epochs: int = 2):
     """The protocol's residual MLP (the resmlp preset: 784 -> 256, 4 blocks LN-256x512-GELU-
-    512x256, Adam 1e-3, batch 128) trained by ``method``; ``frozen``: its blocks fixed at init."""
+    512x256, Adam 1e-3, batch 128) trained by ``method``; ``frozen``: its blocks fixed at init.
+    A 10-epoch run keeps its weights after epochs 1, 2 and 5 too, for the figure."""
+    snapshots = tuple(e for e in FIGURE_EPOCHS if e < epochs) if epochs == EPOCHS["-long"] else ()
     return preset("resmlp", tier, **{"train.method": method, "train.frozen_blocks": frozen,
-                                     "train.seed": seed, "train.epochs": epochs})
+                                     "train.seed": seed, "train.epochs": epochs,
+                                     "train.snapshots": snapshots})
 
 
-def fa_protocol(record) -> dict:
-    """The protocol's report of a trained net on 8 disjoint MNIST test batches of 128. It measures
-    the backprop gradient of whatever net it is given, so the weights are loaded into a plain
-    model: an FA-trained net is measured through W^T, not its feedback matrices."""
-    return mnist_report(trained_model(record, learning_rule=False))
-FIGURE_EPOCHS = (1, 2, 5, 10)
+def fa_protocol(record, epoch: int | None = None) -> dict:
+    """The protocol's report of a trained net (or of its weights after ``epoch``) on 8 disjoint
+    MNIST test batches of 128. It measures the backprop gradient of whatever net it is given, so
+    the weights are loaded into a plain model: an FA-trained net is measured through W^T, not
+    its feedback matrices."""
+    return mnist_report(trained_model(record, learning_rule=False, epoch=epoch))
 
 
 @pytest.fixture
@@ -54,12 +58,13 @@ def variant():
 
 @pytest.fixture
 def protocol(run, claim, tier, variant):
-    """protocol(method, epochs=the variant's) -> per-seed (record, report) of that learning rule."""
-    def measure(method: str, epochs: int | None = None):
+    """protocol(method, at=None) -> per-seed (record, report) of that learning rule after the
+    variant's epochs (or, ``at``, its weights after that epoch)."""
+    def measure(method: str, at: int | None = None):
         out = []
         for seed in claim.seeds:
-            record = run(fa_mlp(method, seed, tier, epochs=epochs or EPOCHS[variant]))
-            out.append((record, fa_protocol(record)))
+            record = run(fa_mlp(method, seed, tier, epochs=EPOCHS[variant]))
+            out.append((record, fa_protocol(record, None if at == EPOCHS[variant] else at)))
         return out
     return measure
 
@@ -152,8 +157,8 @@ def test_stability_separates(claim, protocol, tier, variant):
     by_method = {m: stabilities(protocol(m)) for m in ("bp", "fa", "dfa")}
     claim.record(stability=by_method)
     claim.figure("stability", lambda fig: draw_stability(fig, by_method))
-    if variant == "-long":  # 1 and 5 epochs are the figure's alone: 2 and 10 are the claims' runs
-        by_epochs = {m: {e: stabilities(protocol(m, e)) for e in FIGURE_EPOCHS}
+    if variant == "-long":  # the 10-epoch runs' weights after epochs 1, 2, 5 and 10
+        by_epochs = {m: {e: stabilities(protocol(m, at=e)) for e in FIGURE_EPOCHS}
                      for m in ("bp", "fa", "dfa")}
         claim.record(stability_by_epochs=by_epochs)
         claim.figure("stability-by-epochs", lambda fig: draw_stability_by_epochs(fig, by_epochs))

@@ -259,9 +259,9 @@ PREVENTS_VANISHING = Rule("log10 ratio(layernorm) - log10 ratio(plain)", ">", 1.
                              f"prevents vanishing gradients at init (ratio = ||grad W_1|| / "
                              f"||grad W_10||): {PREVENTS_VANISHING}, paired.")
 def test_layernorm_prevents_vanishing_gradients(claim, run, tier):
-    ln = [weight_grad_profile(run(tanh_mlp(False, s, "layernorm", tier)))
+    ln = [weight_grad_profile(run(tanh_mlp(s, "layernorm", tier)))
           for s in claim.seeds]
-    plain = [weight_grad_profile(run(tanh_mlp(False, s, "none", tier))) for s in claim.seeds]
+    plain = [weight_grad_profile(run(tanh_mlp(s, "none", tier))) for s in claim.seeds]
     claim.record(profile_layernorm=ln, profile_plain=plain)
     claim.figure("grad-profile", lambda fig: figures.profiles(
         fig, {"LayerNorm after each layer": ln, "no normalization": plain}))
@@ -344,8 +344,8 @@ def test_control_validation_loss_rules_flip_between_a_trained_and_an_untrained_l
 
 @pytest.mark.control("ld-layernorm-prevents-vanishing-gradients")
 def test_control_vanishing_gradient_rule_flips_when_the_sides_swap():
-    ln = [weight_grad_profile(train(tanh_mlp(False, s, "layernorm"))) for s in CONTROL_SEEDS]
-    plain = [weight_grad_profile(train(tanh_mlp(False, s, "none"))) for s in CONTROL_SEEDS]
+    ln = [weight_grad_profile(train(tanh_mlp(s, "layernorm"))) for s in CONTROL_SEEDS]
+    plain = [weight_grad_profile(train(tanh_mlp(s, "none"))) for s in CONTROL_SEEDS]
     ratios = [[dg.log10_ratio(p) for p in side] for side in (ln, plain)]
     assert PREVENTS_VANISHING.decide_paired(*ratios).verdict == SUPPORTED
     assert PREVENTS_VANISHING.decide_paired(*reversed(ratios)).verdict == REFUTED

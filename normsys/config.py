@@ -15,7 +15,8 @@ from dataclasses import dataclass, field, fields, replace
 from normsys.norms import check_kind
 
 DATASETS = ("ag_news", "tinyshakespeare", "mnist", "random")
-LATER_FIELDS = {"model.init_scale": 1.0}  # fingerprinted only away from their defaults
+LATER_FIELDS = {"model.init_scale": 1.0,  # fingerprinted only away from their defaults
+                "train.snapshots": ()}
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,7 @@ class TrainConfig:
     #                              train.compile_mode); on: compile on any device; cudagraphs:
     #                              compile with CUDA graphs (mode="reduce-overhead"); off
     keep_state: bool = True      # store the trained weights with the record
+    snapshots: tuple[int, ...] = ()  # epochs after which the weights are kept too (progress)
 
 
 @dataclass(frozen=True)
@@ -107,7 +109,8 @@ class RunConfig:
     def from_dict(cls, d: dict) -> RunConfig:
         return cls(ModelConfig(**d["model"]),
                    DataConfig(**{**d["data"], "batch_shape": tuple(d["data"]["batch_shape"])}),
-                   TrainConfig(**{**d["train"], "probe": tuple(d["train"]["probe"])}))
+                   TrainConfig(**{**d["train"], "probe": tuple(d["train"]["probe"]),
+                                  "snapshots": tuple(d["train"].get("snapshots", ()))}))
 
     def fingerprint(self) -> str:
         """sha256 of the canonical JSON of the resolved config (first 16 hex digits). Fields added
@@ -177,6 +180,9 @@ def validate(cfg: RunConfig) -> None:
     for name, value in at_least_zero.items():  # 0: the tier's size, or no training at all
         if not value >= 0:
             raise ValueError(f"{name} must be >= 0, got {value}")
+    if any(not 1 <= e <= t.epochs for e in t.snapshots):
+        raise ValueError(f"train.snapshots={t.snapshots}: epochs between 1 and train.epochs="
+                         f"{t.epochs}")
     if any(v < 1 for v in d.batch_shape):
         raise ValueError(f"data.batch_shape sizes must be >= 1, got {d.batch_shape}")
     if m.init_scale != 1.0 and m.family != "mlp":

@@ -290,16 +290,23 @@ def prepare_model(cfg: RunConfig) -> nn.Module:
     return model
 
 
-def trained_model(record: RunRecord, learning_rule: bool = True,
-                  device: str = "cpu") -> nn.Module:
+def trained_model(record: RunRecord, learning_rule: bool = True, device: str = "cpu",
+                  epoch: int | None = None) -> nn.Module:
     """The model of a run with its trained weights, in eval mode. ``learning_rule=False`` loads
     the weights into a plain model, whose backward is autograd's through the true weights (an FA
-    net's feedback matrices left out): what a diagnostic of the net itself measures."""
+    net's feedback matrices left out): what a diagnostic of the net itself measures. ``epoch``:
+    the weights after that epoch instead (one of the config's train.snapshots)."""
     if record.state_path is None or not Path(record.state_path).is_file():
         raise FileNotFoundError(f"run {record.fingerprint} kept no weights (state_path="
                                 f"{record.state_path}); set train.keep_state=True and rerun")
     cfg = record.run_config
-    state = torch.load(record.state_path, map_location=device)
+    stored = torch.load(record.state_path, map_location=device)
+    if epoch is not None and epoch not in cfg.train.snapshots:
+        raise ValueError(f"run {record.fingerprint} kept no weights after epoch {epoch}; "
+                         f"train.snapshots={cfg.train.snapshots}")
+    prefix = snapshot_key(epoch, "") if epoch is not None else None
+    state = {k.removeprefix(prefix): v for k, v in stored.items() if k.startswith(prefix)} \
+        if prefix else {k: v for k, v in stored.items() if not k.startswith("snapshot@")}
     if learning_rule:
         model = prepare_model(cfg)
     else:
@@ -431,6 +438,13 @@ class Learner:
         self.opt = make_optimizer(cfg, self.params, ctx.device)
         self.forward = model if ctx.compile is None else OneShape(model, ctx.compile)
         self.log = StepLog([empty_curves() for _ in range(seeds)], ctx.read_every, task.accuracy)
+        self.wanted, self.snapshots = set(cfg.train.snapshots), {}
+
+    def epoch_done(self, epoch: int) -> None:
+        """Keep the weights after ``epoch`` (counting from 1) when the config asks for them."""
+        if epoch in self.wanted:
+            self.snapshots[epoch] = {k: v.detach().cpu().clone()
+                                     for k, v in self.model.state_dict().items()}
 
     def step(self, x: Tensor, y: Tensor) -> bool:
         """One update on a batch, logged without a host sync. True (and no update) when the log
@@ -513,9 +527,11 @@ def environment(device: torch.device) -> dict[str, str]:
 
 
 def finish(cfg: RunConfig, model, task: Task, ctx: RunContext, init: AtInit, curves: dict,
-           diverged: bool, start: float) -> tuple[RunRecord, dict | None]:
-    """Evaluate, probe and package one trained model as a RunRecord (+ its state_dict);
-    ``start``: the perf_counter time the run began."""
+           diverged: bool, start: float,
+           snapshots: dict[int, dict] | None = None) -> tuple[RunRecord, dict | None]:
+    """Evaluate, probe and package one trained model as a RunRecord (+ its state_dict, with the
+    weights of earlier epochs kept under ``snapshot_key``); ``start``: the perf_counter time the
+    run began."""
     steps = len(curves["loss"])
     metrics = {"init_loss": init.loss}
     if steps:
@@ -531,9 +547,17 @@ def finish(cfg: RunConfig, model, task: Task, ctx: RunContext, init: AtInit, cur
         init_grad_norms=init.grads, diverged=diverged, steps=steps,
         wall_time=time.perf_counter() - start, env=environment(ctx.device),
         data_source=task.source)
-    keep = cfg.train.keep_state
-    state = {k: v.detach().cpu() for k, v in model.state_dict().items()} if keep else None
+    if not cfg.train.keep_state:
+        return record, None
+    state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
+    for epoch, weights in (snapshots or {}).items():
+        state.update({snapshot_key(epoch, k): v for k, v in weights.items()})
     return record, state
+
+
+def snapshot_key(epoch: int, name: str) -> str:
+    """Where a snapshot's weight sits in a run's stored state."""
+    return f"snapshot@{epoch}/{name}"
 
 
 # ----------------------------------------------------------------------------- the loop
@@ -566,9 +590,12 @@ def fit(cfgs: list[RunConfig], task: Task | None = None,
               progress_bar(task.steps(cfg), desc))
         if seeds > 1:
             unstack_into(learner.model, models)
-        return [finish(c, m, task, ctx, init, curves, diverged, start)
-                for c, m, init, curves, diverged in zip(
-                    cfgs, models, inits, learner.log.curves, learner.log.diverged, strict=True)]
+        snapshots = [{e: {k: v if seeds == 1 else v[s] for k, v in w.items()}
+                      for e, w in learner.snapshots.items()} for s in range(seeds)]
+        return [finish(c, m, task, ctx, init, curves, diverged, start, snaps)
+                for c, m, init, curves, diverged, snaps in zip(
+                    cfgs, models, inits, learner.log.curves, learner.log.diverged, snapshots,
+                    strict=True)]
 
 
 def folded(streams: list[Iterator]) -> Iterator[tuple[int, Tensor, Tensor]]:
@@ -582,14 +609,17 @@ def drive(stream, learner: Learner, bar) -> None:
     diverged), closing the log at each epoch's end."""
     log, epoch_now = learner.log, 0
     for epoch, x, y in stream:
-        if epoch != epoch_now and log.end_epoch():
-            break
+        if epoch != epoch_now:
+            if log.end_epoch():
+                break
+            learner.epoch_done(epoch_now + 1)
         epoch_now = epoch
         if learner.step(x, y):
             break
         bar.update()
     bar.close()
     log.close()
+    learner.epoch_done(epoch_now + 1)  # the last epoch
 
 
 def progress_bar(total: int, desc: str):

@@ -247,3 +247,25 @@ def test_cli_ctrl_c_ends_with_one_line(tmp_path):
     lines = [line for line in err.splitlines() if not line.startswith("normsys: ")]
     assert proc.returncode == 130 and lines == [
         "interrupted: nothing was written (a run trained to the end stays cached)"]
+
+
+def test_snapshots_are_the_weights_a_shorter_run_ends_with(data_env, tmp_path, monkeypatch):
+    """train.snapshots keeps the weights after earlier epochs: the same weights a run of that many
+    epochs ends with (same data order, same updates), at no extra training."""
+    from normsys.runs import run
+    from normsys.train import trained_model
+
+    monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path))
+    small = {"data.n_train": 300, "data.n_test": 100, "train.eval_train_rows": 100}
+    long = run(preset("resmlp", **small, **{"train.epochs": 3, "train.snapshots": (1, 2)}))
+    short = run(preset("resmlp", **small, **{"train.epochs": 1}))
+    at_1, after_1 = trained_model(long, epoch=1).state_dict(), trained_model(short).state_dict()
+    assert all(torch.equal(at_1[k], after_1[k]) for k in after_1)
+    final = trained_model(long).state_dict()
+    assert not all(torch.equal(final[k], at_1[k]) for k in final)
+    with pytest.raises(ValueError, match="kept no weights after epoch 3"):
+        trained_model(long, epoch=3)
+    with pytest.raises(ValueError, match="train.snapshots"):
+        preset("resmlp", **{"train.epochs": 2, "train.snapshots": (5,)})
+    assert preset("resmlp").fingerprint() == \
+        preset("resmlp", **{"train.snapshots": ()}).fingerprint()
