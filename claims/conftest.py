@@ -67,7 +67,7 @@ def run(request):
 
 @pytest.fixture
 def task_of(request):
-    """task_of(config) -> its data (train.make_task), for the negative controls."""
+    """task_of(config) -> its data (tasks.make_task), for the negative controls."""
     def fetch(cfg: RunConfig):
         with data_errors(request.config):
             return load_task(cfg)

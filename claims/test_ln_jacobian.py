@@ -18,8 +18,9 @@ from normsys.norms import LayerNorm, build_norm
 from normsys.plugin import tiers
 from normsys.protocol import layernorm_gradients, ln_decomposition_summary, ln_vjp_errors
 from normsys.stats import REFUTED, SUPPORTED, Rule
+from normsys.tasks import lm_batch
 from normsys.testing import CONTROL_SEEDS
-from normsys.train import lm_batch, prepare_model, trained_model
+from normsys.train import prepare_model, trained_model
 
 SOURCE = "LayerNorm-Jacobian analysis (char GPT, Tiny Shakespeare)"
 

@@ -25,7 +25,8 @@ from torch import nn
 from normsys import models, norms, stacked
 from normsys.config import RunConfig
 from normsys.record import RunRecord
-from normsys.train import Task, fit
+from normsys.tasks import Task
+from normsys.train import fit
 
 # the layers whose parameters may be seed-stacked: each applies them through normsys.stacked
 STACKABLE = (stacked.Linear, stacked.Embedding, norms.LayerNorm, norms.RMSNorm, norms.L2Norm,

@@ -13,7 +13,8 @@ from normsys.batched import check_batchable
 from normsys.cache import cached_runs
 from normsys.config import RunConfig
 from normsys.record import RunRecord
-from normsys.train import Task, fit, make_task, resolve_device
+from normsys.tasks import Task, make_task
+from normsys.train import fit, resolve_device
 
 _MEMO: dict[RunConfig, RunRecord] = {}  # records this process has fetched, shared by claims
 _TASKS: dict[tuple, Task] = {}  # data this process has loaded, by the fields make_task reads
@@ -21,7 +22,7 @@ _KEEP_TASKS = 4  # MNIST is ~190 MB as float tensors: keep the last few data set
 
 
 def task_of(cfg: RunConfig) -> Task:
-    """The data of ``cfg`` (train.make_task), loaded once per process for each data setting."""
+    """The data of ``cfg`` (tasks.make_task), loaded once per process for each data setting."""
     key = (cfg.data, cfg.model.seq_len, cfg.model.d)
     if key not in _TASKS:
         while len(_TASKS) >= _KEEP_TASKS:

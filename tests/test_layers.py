@@ -19,6 +19,7 @@ LAYERS = [
     {"norms"},
     {"config"},
     {"data", "models", "feedback", "diagnostics", "progress"},
+    {"tasks"},
     {"record", "protocol"},
     {"train"},
     {"batched", "cache"},

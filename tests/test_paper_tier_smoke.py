@@ -10,7 +10,8 @@ from normsys.config import preset
 from normsys.data import tiny_shakespeare
 from normsys.protocol import layernorm_gradients, ln_vjp_errors, mnist_report
 from normsys.runs import run
-from normsys.train import lm_batch, trained_model
+from normsys.tasks import lm_batch
+from normsys.train import trained_model
 
 TINY_TRAIN = {"train.steps": 2, "train.batch_size": 8}
 

@@ -26,7 +26,8 @@ from normsys.bench import peaks, run_benchmark
 from normsys.config import preset
 from normsys.data import AG_NEWS_ROWS
 from normsys.stacked import stack_modules
-from normsys.train import Classify, Learner, make_task, prepare_model, run_context
+from normsys.tasks import Classify, make_task
+from normsys.train import Learner, prepare_model, run_context
 
 ROOT = Path(__file__).resolve().parents[2]
 
