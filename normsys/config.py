@@ -2,7 +2,7 @@
 
 A ``RunConfig`` has three sections (``model``, ``data``, ``train``). Override any field with dotted
 keys: ``cfg.override(**{"model.norm": "rmsnorm", "train.seed": 3})``; unknown keys are an error.
-``PRESETS`` holds the settings of the original experiments (SPEC.md), CPU tier and paper tier.
+``PRESETS`` holds the settings of the original experiments, CPU tier and paper tier.
 """
 
 from __future__ import annotations
@@ -199,7 +199,7 @@ ENCODER_CPU = RunConfig(  # Dual-Mechanism Exp. 4, CPU tier
     TrainConfig(lr=1e-3, batch_size=64, epochs=4,
                 probe=("blocks.0", "blocks.2", "blocks.5"), probe_batch=64),
 )
-ENCODER_PAPER = ENCODER_CPU.override(**{  # the paper's settings (SPEC.md)
+ENCODER_PAPER = ENCODER_CPU.override(**{  # the Dual-Mechanism paper's settings
     "model.d": 128, "model.seq_len": 128, "data.tier": "paper",
     "train.lr": 2e-4, "train.batch_size": 256, "train.epochs": 15, "train.device": "auto"})
 

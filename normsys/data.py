@@ -7,7 +7,7 @@ Every file is checked against the folder's ``SHA256SUMS`` when it is read: a mis
 DataMissingError and a damaged one a DataCorruptError, each naming the file, what was expected
 and the fix. Each data set comes with a digest of what was read, which the run cache keys on.
 
-AG News pools (SPEC.md). Only the official test split (7,600 rows, 1,900 per class) and the first
+AG News pools. Only the official test split (7,600 rows, 1,900 per class) and the first
 2,000 train rows ship, so the CPU tier is defined on the test split alone, identical on every
 machine: per class, a permutation fixed by ``POOL_SEED`` gives 1,500 training and the next 400
 held-out rows (6,000 / 1,600). The paper tier uses the full official splits: from the Hugging

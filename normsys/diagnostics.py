@@ -1,9 +1,8 @@
 """Measurement functions: tensors in, floats (or small dicts of floats / tensors) out.
 
-They do not train, load data or print (STYLE.md lesson 6). Definitions follow SPEC.md:
-effective rank of Roy & Vetterli 2007, stable rank, collapse ratio, token cosine, hidden-unit
-correlation, the rank-collapse residual of Dong et al. 2021, and the LayerNorm Jacobian
-decomposition of the LN-Jacobian analysis.
+They do not train, load data or print. Definitions: the effective rank of Roy & Vetterli 2007,
+stable rank, collapse ratio, token cosine, hidden-unit correlation, the rank-collapse residual of
+Dong et al. 2021, and the LayerNorm Jacobian decomposition of the LN-Jacobian analysis.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The model families of the original experiments (SPEC.md), each built from a ModelConfig.
+"""The model families of the original experiments, each built from a ModelConfig.
 
 Every norm comes from the registry (``build_norm(cfg.norm, d)``), so any kind drops in. Hidden
 states have stable module names: block families (``encoder``, ``resmlp``, ``vit``, ``char_gpt``,

@@ -1,6 +1,6 @@
 """Normalization layers: functional forms, modules, a registry and analytic input gradients.
 
-Every kind of SPEC.md's table is one entry of ``NORMS``; ``build_norm(kind, dim)`` builds its
+Every norm kind of README's list is one entry of ``NORMS``; ``build_norm(kind, dim)`` builds its
 module. All norms act on the last dimension (size ``d``) except ``batchnorm``, which normalizes each
 feature over every leading dimension (batch and time) and keeps running statistics.
 
@@ -275,7 +275,7 @@ def build_norm(kind: str, dim: int, **options) -> nn.Module:
 
 def layer_norm_vjp_parts(x: Tensor, grad_out: Tensor, weight: Tensor | None = None,
                          eps: float = 1e-5) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """The pieces of LayerNorm's input gradient (SPEC.md): with sigma = sqrt(var + eps),
+    """The pieces of LayerNorm's input gradient: with sigma = sqrt(var + eps),
     z = (x - mean)/sigma and g_z = weight * dL/dout, returns (g_z, its mean component mean(g_z),
     its radial component z * mean(g_z * z), sigma); dL/dx = (g_z - mean - radial) / sigma."""
     mean = x.mean(-1, keepdim=True)
@@ -287,7 +287,7 @@ def layer_norm_vjp_parts(x: Tensor, grad_out: Tensor, weight: Tensor | None = No
 
 def layer_norm_vjp(x: Tensor, grad_out: Tensor, weight: Tensor | None = None,
                    eps: float = 1e-5, radial: bool = True) -> Tensor:
-    """dL/dx of layer_norm from dL/dout, exact for any eps (SPEC.md's formula):
+    """dL/dx of layer_norm from dL/dout, exact for any eps:
     (g_z - mean(g_z) - z * mean(g_z * z)) / sigma. ``radial=False`` drops the radial term: the
     'center and scale' surrogate of the LN-Jacobian analysis."""
     g_z, mean, rad, sigma = layer_norm_vjp_parts(x, grad_out, weight, eps)

@@ -7,9 +7,10 @@ table at the end of the session, and a JSON + Markdown report with figures.
     def test_l2_prevents_collapse(claim, encoder_runs):
         claim.check([kappa(r.probes) for r in encoder_runs("l2")], RULE)
 
-Outcomes (SPEC.md): supported passes; refuted raises ClaimRefuted, which a claim that the suite has
-measured as refuted records with ``@refuted(RULE, "measured numbers")`` (xfail(strict=True) that
-only ClaimRefuted satisfies, so broken code is never counted as a verdict); inconclusive is a skip.
+Outcomes (README, "Verdicts"): supported passes; refuted raises ClaimRefuted, which a claim that
+the suite has measured as refuted records with ``@refuted(RULE, "measured numbers")``
+(xfail(strict=True) that only ClaimRefuted satisfies, so broken code is never counted as a
+verdict); inconclusive is a skip.
 Results travel in ``report.user_properties``, so the table is right under pytest-xdist too.
 A claim parametrized with a ``Variant`` (e.g. Variant("-nonpad"), see ``variant_tiers``) gets
 that suffix on its id. ``pytest claims --claims-list`` lists every claim; ``-k`` matches ids.

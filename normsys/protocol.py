@@ -3,8 +3,8 @@ LN-Jacobian analysis's captures. (normsys.diagnostics holds the pure functions t
 
 FA protocol, for FA-protocol models (embed, blocks, out_ln, out_head).
 
-Definitions (SPEC.md): for h_0 ... h_L of ``forward(x, return_hidden=True)``, taking token 0 of
-3-D hidden states,
+Definitions (the FA evaluation protocol): for h_0 ... h_L of ``forward(x, return_hidden=True)``,
+taking token 0 of 3-D hidden states,
 - residual norm at l: median over the batch of ||h_l||_2;
 - BP gradient norm at l: median over the batch of ||dL/dh_l||_2, dL/dh_l by backprop through the
   explicit residual path (whatever rule trained the model);

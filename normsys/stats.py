@@ -1,4 +1,4 @@
-"""Per-seed summaries and the three-way decision of SPEC.md's claims protocol.
+"""Per-seed summaries and the three-way decision of the claims protocol.
 
 A statistic is measured once per seed; the verdict uses the Student-t 95% confidence interval of the
 mean: *supported* if the interval lies wholly on the claimed side of the threshold, *refuted* if

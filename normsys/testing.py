@@ -1,7 +1,7 @@
 """Helpers shared by the tests, benchmarks and claims: seeded tensors and the tolerance table.
 
 Hypothesis draws shapes, scales and seeds; a seeded torch generator fills the tensor (element-wise
-draws shrink to constant rows, where eps dominates a norm; STYLE.md).
+draws shrink to constant rows, where eps dominates a norm).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The CUDA fast path keeps results within numerical tolerance of plain fp32 (SPEC.md: bf16 autocast,
-fused attention and torch.compile 'must not change results beyond numerical tolerance').
+"""The CUDA fast path keeps results within numerical tolerance of plain fp32 (bf16 autocast,
+fused attention and torch.compile must not change results beyond numerical tolerance).
 
 GPU cases are marked gpu (skipped without CUDA). The CPU case checks the comparison itself: it must
 tell a genuinely different run apart, or the GPU cases could not fail.

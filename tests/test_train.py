@@ -122,7 +122,7 @@ def test_cli_prints_summary_and_writes_json(tmp_path, capsys, no_cache):
 
 
 def _independent_stability(model, batches, layer):
-    """SPEC.md's definition written out separately: manual forward through the residual path."""
+    """The protocol's definition written out separately: manual forward through the residual path."""
     directions = []
     for x, y in batches:
         h = model.embed(x)
