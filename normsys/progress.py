@@ -45,7 +45,7 @@ def _count() -> int:
 def label(cfg) -> str:
     """family/norm/method/seed (tier, fingerprint) of a run config."""
     return (f"{cfg.model.family}/{cfg.model.norm}/{cfg.train.method}/s{cfg.train.seed}"
-            f" ({cfg.data.tier}, {cfg.fingerprint()[:8]})")
+            f" ({cfg.data.tier} tier, {cfg.fingerprint()[:8]})")
 
 
 def started(cfgs) -> None:
@@ -58,6 +58,8 @@ def finished(record, cached: bool) -> None:
     cfg = RunConfig.from_dict(record.config)
     done = _count()
     where = record.env.get("device", "?")
+    if where.startswith("cpu") and "threads" in record.env:
+        where = f"cpu, {record.env['threads']} thread(s)"
     if cached:
         when = record.env.get("date", "an earlier session")
         _write(f"[{done} runs done] {label(cfg)}: cached, trained in {record.wall_time:.0f} s "

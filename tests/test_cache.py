@@ -8,6 +8,8 @@ import os
 import time
 from pathlib import Path
 
+import torch
+
 from normsys import progress
 from normsys.cache import cached_runs, run_key
 from normsys.config import preset
@@ -114,9 +116,10 @@ def test_progress_says_trained_cached_and_retrained(tmp_path, monkeypatch):
         os.close(write)
     lines = os.read(read, 1 << 16).decode().splitlines()
     os.close(read)
-    label = f"ffn_stack/layernorm/bp/s0 (cpu, {CFG.fingerprint()[:8]})"
+    label = f"ffn_stack/layernorm/bp/s0 (cpu tier, {CFG.fingerprint()[:8]})"
     assert lines[0] == f"normsys: training {label} ..."
     assert lines[1].startswith(f"normsys: [1 runs done] {label}: trained in ")
+    assert lines[1].endswith(f" s (cpu, {torch.get_num_threads()} thread(s))")
     assert lines[2].startswith(f"normsys: [2 runs done] {label}: cached, trained in ")
     assert "cannot be read" in lines[3] and f"retraining {label}" in lines[3]
     assert lines[5].startswith(f"normsys: [3 runs done] {label}: trained in ")
