@@ -338,8 +338,10 @@ def environment(device: torch.device) -> dict[str, str]:
                                 cwd=Path(__file__).parent, timeout=5).stdout.strip() or "unknown"
     except (OSError, subprocess.SubprocessError):
         commit = "unknown"
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor()
-    return {"torch": torch.__version__, "device": f"{device.type}: {name or 'cpu'}",
+    # platform.processor() is empty on many Linux hosts; the architecture still says something
+    name = (torch.cuda.get_device_name(device) if device.type == "cuda"
+            else platform.processor() or platform.machine())
+    return {"torch": torch.__version__, "device": f"{device.type}: {name or 'unknown'}",
             "commit": commit, "normsys": __version__, "python": platform.python_version(),
             "threads": str(torch.get_num_threads()), "date": time.strftime("%Y-%m-%d %H:%M")}
 
