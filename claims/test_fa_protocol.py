@@ -243,6 +243,31 @@ def test_control_stability_rules_flip_between_shared_and_independent_directions(
     assert SEPARATES.decide_paired(independent, shared).verdict == REFUTED
 
 
+# a protocol net that trains in seconds: 4,096 MNIST rows, one epoch (32 steps)
+SHORT_NET = {"data.n_train": 4096, "train.epochs": 1}
+SAME_NETS = Rule("stability(a) - stability(b)", "within", (-1e-9, 1e-9))
+
+
+@pytest.mark.control(*(f"{c}{v}" for c in ("fa-dfa-direction-stable", "fa-stability-separates")
+                       for v in VARIANTS))
+def test_control_dfa_trains_other_nets_than_backprop(run, data_env):
+    """The stability claims compare nets trained by different rules. Training is deterministic on
+    the CPU, so a net trained again by backprop on the same seed and data is the same net (the
+    second run differs only in what it probes, which training does not read): its stability equals
+    the first's, and the equality rule holds. A DFA net of the same seed and data must come out
+    otherwise; were DFA silently trained by backprop, its nets would be those BP nets and this
+    fails. Through the run cache and the protocol's own measurement, seed by seed."""
+    def stability(method: str, **changes) -> list[float]:
+        cfgs = [fa_mlp(method, s).override(**SHORT_NET, **changes) for s in CONTROL_SEEDS]
+        return [fa_protocol(run(c))["stability"] for c in cfgs]
+
+    bp, bp_again = stability("bp"), stability("bp", **{"train.probe": ("resid.2",)})
+    dfa = stability("dfa")
+    assert SAME_NETS.decide_paired(bp_again, bp).verdict == SUPPORTED
+    assert SAME_NETS.decide_paired(dfa, bp).verdict != SUPPORTED
+    assert all(abs(a - b) > 1e-3 for a, b in zip(dfa, bp, strict=True))
+
+
 @pytest.mark.control("fa-dfa-beats-frozen-baseline", "fa-dfa-beats-frozen-dfa-baseline",
                      "fa-bp-beats-frozen-baseline")
 def test_control_baseline_rules_flip_between_a_trained_and_an_untrained_model(data_env):
