@@ -128,9 +128,15 @@ def ln_vjp_errors(captures: list[dict], radial: bool = True) -> list[float]:
     return errors
 
 
-def ln_decomposition_summary(captures: list[dict]) -> dict[str, float]:
-    """Means over LayerNorms of the center-and-scale and identity cosines, r_mean, r_radial."""
-    decs = [dg.ln_jacobian_decomposition(c["x"], c["grad_out"], c["module"].weight, c["module"].eps)
+def ln_decomposition_summary(captures: list[dict], through_gain: bool = True) -> dict[str, float]:
+    """Means over LayerNorms of the center-and-scale and identity cosines, r_mean, r_radial.
+
+    ``through_gain``: g_z = gain * dL/dout, the true gradient at z (the analysis's definition).
+    False reads dL/dout as g_z, ignoring the gain, as the analysis's seed script does; the two
+    agree only where the gain is uniform."""
+    decs = [dg.ln_jacobian_decomposition(c["x"], c["grad_out"],
+                                         c["module"].weight if through_gain else None,
+                                         c["module"].eps)
             for c in captures]
     return {k: sum(getattr(d, k) for d in decs) / len(decs)
             for k in ("cos_center_scale", "cos_identity", "r_mean", "r_radial")}

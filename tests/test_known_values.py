@@ -274,3 +274,19 @@ def test_ln_vjp_errors_of_a_hand_computed_row():
     assert ln_vjp_errors([capture])[0] < 1e-6
     expected = (math.sqrt(14) / 7) / math.sqrt(13 / 28)
     assert ln_vjp_errors([capture], radial=False)[0] == pytest.approx(expected, rel=1e-5)
+
+
+def test_ln_decomposition_summary_reads_the_gain_or_leaves_it_out():
+    """The LN-Jacobian claim's summary over captured LayerNorms, on the row above: through the gain
+    (the rule's statistic) cos_cs = 1; the seed script's gain-free reading 75 / sqrt(5775)."""
+    from normsys.protocol import ln_decomposition_summary
+
+    module = LayerNorm(4, eps=0.0)
+    with torch.no_grad():
+        module.weight.copy_(torch.tensor([1.0, 2.0, 1.0, 1.0]))
+    capture = {"module": module, "x": torch.tensor([[1.0, 2.0, 3.0, 6.0]]),
+               "grad_out": torch.tensor([[1.0, -1.0, 1.0, 0.0]])}
+    through = ln_decomposition_summary([capture, capture])
+    free = ln_decomposition_summary([capture], through_gain=False)
+    assert through["cos_center_scale"] == pytest.approx(1.0, abs=1e-6)
+    assert free["cos_center_scale"] == pytest.approx(75 / math.sqrt(5775), abs=1e-6)
