@@ -18,14 +18,13 @@ import pytest
 import torch
 
 from normsys.config import preset
-from normsys.plugin import refuted, tiers, variant_tiers
+from normsys.plugin import tiers, variant_tiers
 from normsys.protocol import mnist_report
 from normsys.stats import REFUTED, SUPPORTED, Rule
 from normsys.testing import CONTROL_SEEDS, small_classifier_accuracies
 from normsys.train import prepare_model, trained_model
 
 SOURCE = "FA evaluation protocol (pre-LN residual MLP, MNIST)"
-H100 = "one H100 80GB HBM3, 2026-11-23"  # where the paper tier (5 seeds) was measured
 VARIANTS = ("", "-long")
 
 
@@ -131,11 +130,7 @@ def test_bp_direction_unstable(claim, protocol, tier, variant):
 DFA_STABLE = Rule("stability(dfa)", ">=", 0.5)
 
 
-@pytest.mark.parametrize("variant,tier", variant_tiers(VARIANTS, DFA_STABLE, refuted_cpu={
-    "": "mean stability 0.275, 95% CI [0.122, 0.429], seeds 0-2 (0.336, 0.278, 0.213)",
-    "-long": "mean stability 0.098, 95% CI [-0.061, 0.257], seeds 0-2 (0.163, 0.035, 0.096): "
-             "after 10 epochs DFA's directions are as batch-specific as BP's (0.099)"},
-    refuted_paper={"": f"{H100}: mean stability 0.197, 95% CI [0.055, 0.339], seeds 0-4"}))
+@pytest.mark.parametrize("variant,tier", variant_tiers(VARIANTS))
 @pytest.mark.claim("fa-dfa-direction-stable", source=SOURCE,
                    statement=f"In a DFA-trained net, gradient directions are stable across "
                              f"batches: {DFA_STABLE}.")
@@ -148,8 +143,7 @@ def test_dfa_direction_stable(claim, protocol, tier, variant):
 SEPARATES = Rule("stability(dfa) - stability(bp)", ">", 0.3)
 
 
-@pytest.mark.parametrize("variant,tier", variant_tiers(VARIANTS, SEPARATES, refuted_paper={
-    "": f"{H100}: mean -0.0053, 95% CI [-0.223, 0.212], seeds 0-4"}))
+@pytest.mark.parametrize("variant,tier", variant_tiers(VARIANTS))
 @pytest.mark.claim("fa-stability-separates", source=SOURCE,
                    statement=f"Stability separates DFA from BP: {SEPARATES}, paired by seed "
                              f"(FA reported too).")
@@ -168,11 +162,7 @@ def test_stability_separates(claim, protocol, tier, variant):
 DFA_BEATS_FROZEN = Rule("test_acc(dfa) - test_acc(frozen)", ">", 0.02)
 
 
-@pytest.mark.parametrize("tier", tiers(
-    cpu=[refuted(DFA_BEATS_FROZEN, "mean -0.0062, 95% CI [-0.0196, 0.0072], seeds 0-2 (-0.0058, "
-                                   "-0.0118, -0.0010)")],
-    paper=[refuted(DFA_BEATS_FROZEN, f"{H100}: mean -0.0038, 95% CI [-0.0105, 0.0029], "
-                                     f"seeds 0-4")]))
+@pytest.mark.parametrize("tier", tiers())
 @pytest.mark.claim("fa-dfa-beats-frozen-baseline", source=SOURCE,
                    statement=f"DFA trains the blocks usefully: {DFA_BEATS_FROZEN} (blocks frozen "
                              f"at init, the rest trained by backprop), paired by seed.")
@@ -183,9 +173,7 @@ def test_dfa_beats_frozen_baseline(claim, protocol, frozen_acc, tier):
 DFA_BEATS_FROZEN_DFA = Rule("test_acc(dfa) - test_acc(frozen, dfa)", ">", 0.02)
 
 
-@pytest.mark.parametrize("tier", tiers(cpu=[refuted(
-    DFA_BEATS_FROZEN_DFA, "mean 0.0108, 95% CI [0.0039, 0.0178], seeds 0-2 (0.0102, 0.0084, "
-    "0.0139): DFA (0.931) does beat its frozen-blocks baseline (0.920), by less than 0.02")]))
+@pytest.mark.parametrize("tier", tiers())
 @pytest.mark.claim("fa-dfa-beats-frozen-dfa-baseline", source=SOURCE,
                    statement=f"DFA trains the blocks usefully, against a baseline whose embedding "
                              f"also learns from DFA's signals: {DFA_BEATS_FROZEN_DFA}, paired.")

@@ -18,7 +18,7 @@ import torch
 from normsys import diagnostics as dg
 from normsys import figures
 from normsys.config import preset
-from normsys.plugin import refuted, tiers
+from normsys.plugin import tiers
 from normsys.runs import run
 from normsys.stats import REFUTED, SUPPORTED, Rule
 from normsys.testing import (
@@ -156,9 +156,7 @@ BN_WINS_CNN = Rule("test_acc(batchnorm) - test_acc(layernorm)", ">", 0.0)
 
 
 @pytest.mark.slow  # six 1-epoch CNN runs, ~5 min on 2 cores
-@pytest.mark.parametrize("tier", tiers(cpu=[refuted(
-    BN_WINS_CNN, "mean -0.0172, 95% CI [-0.0292, -0.0052], seeds 0-2 (-0.0228, -0.0142, "
-    "-0.0147): LayerNorm (0.974) beats BatchNorm (0.957)")]))
+@pytest.mark.parametrize("tier", tiers())
 @pytest.mark.claim("ld-batchnorm-wins-cnn-large-batch", source=SOURCE,
                    statement=f"In a CNN with batch 128, BatchNorm beats LayerNorm after 1 epoch: "
                              f"{BN_WINS_CNN}, paired.")
@@ -232,9 +230,7 @@ def accuracy_spread(accuracies: list[float]) -> float:
     return max(accuracies) - min(accuracies)
 
 
-@pytest.mark.parametrize("tier", tiers(cpu=[refuted(
-    ROBUST_TO_INIT, "mean -0.0008, 95% CI [-0.0093, 0.0077], seeds 0-2 (0.0022, -0.0001, "
-    "-0.0045): over scales 0.5-2 test accuracy spreads 0.001-0.006 with and without LayerNorm")]))
+@pytest.mark.parametrize("tier", tiers())
 @pytest.mark.claim("ld-layernorm-robust-to-init-scale", source=SOURCE,
                    statement=f"LayerNorm makes the MLP robust to its weight initialization (spread: "
                              f"max - min test accuracy with the hidden weights scaled by 0.5, 1, 2 "

@@ -14,7 +14,7 @@ import pytest
 from normsys import diagnostics as dg
 from normsys import figures
 from normsys.config import preset
-from normsys.plugin import refuted, tiers
+from normsys.plugin import tiers
 from normsys.stats import REFUTED, SUPPORTED, Rule, paired_differences
 from normsys.testing import CONTROL_SEEDS, trained_and_untrained
 from normsys.train import train
@@ -69,15 +69,7 @@ def loss_margins(final: dict[str, list[float]]) -> dict[str, list[float]]:
             for other in list(FFN_CONFIGS)[1:]}
 
 
-@pytest.mark.parametrize("tier", tiers(
-    cpu=[refuted(LOWEST_LOSS, "every comparison goes the other way: loss(residual only) - "
-                 "loss(residual+LN) mean -0.00877, 95% CI [-0.00894, -0.00859]; LN only -0.01345 "
-                 "[-0.01385, -0.01306]; neither -0.01429 [-0.01478, -0.01380]; final losses ~1.0 "
-                 "= the variance of the random targets; for all three")],
-    paper=[refuted(LOWEST_LOSS, "one H100 80GB HBM3, 2026-11-23, seeds 0-4: every comparison "
-                   "goes the other way: residual only -0.00898, 95% CI [-0.00946, -0.00850]; LN "
-                   "only -0.01365 [-0.01401, -0.01329]; neither -0.01446 [-0.01479, -0.01412]; "
-                   "for all three")]))
+@pytest.mark.parametrize("tier", tiers())
 @pytest.mark.claim("tc-residual-layernorm-lowest-loss", source=SOURCE,
                    statement=f"In the FFN stack, residual+LN ends with lower loss than each of "
                              f"residual only, LN only and neither: {LOWEST_LOSS} for all three, "

@@ -3,6 +3,8 @@
     python -m normsys list                                   presets, norm kinds, config fields
     python -m normsys train --model encoder --norm l2 --seed 0 [--set key=value] [--json PATH]
     python -m normsys train ... --dry-run                    the resolved config, no training
+    python -m normsys compare A.json B.json [...] [--markdown]   verdict ledgers side by side
+    python -m normsys import-report REPORT --device NAME ...    a report into the ledger
 
 Any config field can be overridden with ``--set section.field=value`` (repeatable); ``--norm``,
 ``--seed``, ``--method`` and ``--tier`` are shortcuts. ``train`` prints a short summary and, with
@@ -20,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from normsys import progress
+from normsys import ledger, progress
 from normsys.config import PRESETS, RunConfig, preset
 from normsys.data import DataError
 from normsys.models import FAMILIES, build_model
@@ -56,7 +58,40 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     tr.add_argument("--no-cache", action="store_true", help="train even if a cached run exists")
     tr.add_argument("--dry-run", action="store_true",
                     help="print the resolved config and its fingerprint, train nothing")
+    cmp = sub.add_parser("compare", help="verdict ledgers side by side, with an agreement line")
+    cmp.add_argument("ledgers", nargs="+", type=Path, metavar="LEDGER.json")
+    cmp.add_argument("--markdown", action="store_true", help="the table as Markdown")
+    imp = sub.add_parser("import-report", help="the decided claims of a report (claims.json, or "
+                                               "a saved verdict table) into the verdict ledger")
+    imp.add_argument("report", type=Path)
+    imp.add_argument("--ledger", type=Path, default=Path("claims/ledger"))
+    for name in ("device", "commit", "torch", "normsys", "measured"):
+        imp.add_argument(f"--{name}", required=True, help=f"{name} the report was measured on")
+    imp.add_argument("--data", default="", help="the data it read (e.g. a pool's description)")
     return parser.parse_args(argv)
+
+
+def compare(args: argparse.Namespace) -> str:
+    header, rows, agreement = ledger.compare(args.ledgers)
+    table = ledger.as_markdown(header, rows) if args.markdown else ledger.as_text(header, rows)
+    return f"{table}\n\n{agreement}"
+
+
+def import_report(args: argparse.Namespace) -> str:
+    """Write the report's decided claims into their tier's ledger file for --device."""
+    if not args.report.is_file():
+        raise UsageError(f"{args.report}: no such report")
+    provenance = {k: getattr(args, k) for k in ("device", "commit", "torch", "normsys",
+                                                 "measured", "data")}
+    by_tier: dict[str, dict] = {}
+    for (cid, tier), entry in ledger.from_report(args.report, provenance).items():
+        by_tier.setdefault(tier, {})[cid] = entry
+    lines = []
+    for tier, entries in by_tier.items():
+        path = args.ledger / ledger.file_name(tier, args.device)
+        ledger.write(path, {**ledger.read(path), **entries})
+        lines.append(f"{len(entries)} entries to {path}")
+    return "wrote " + "; ".join(lines) if lines else "no decided claims in the report"
 
 
 def overrides(args: argparse.Namespace) -> dict[str, str]:
@@ -117,6 +152,9 @@ def main(argv: list[str] | None = None) -> int:
         args = parse_args(sys.argv[1:] if argv is None else argv)
         if args.command == "list":
             print(listing())
+            return 0
+        if args.command in ("compare", "import-report"):
+            print(compare(args) if args.command == "compare" else import_report(args))
             return 0
         cfg = resolve(args)
         if args.dry_run:

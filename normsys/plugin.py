@@ -7,10 +7,12 @@ table at the end of the session, and a JSON + Markdown report with figures.
     def test_l2_prevents_collapse(claim, encoder_runs):
         claim.check([kappa(r.probes) for r in encoder_runs("l2")], RULE)
 
-Outcomes (README, "Verdicts"): supported passes; refuted raises ClaimRefuted, which a claim that
-the suite has measured as refuted records with ``@refuted(RULE, "measured numbers")``
-(xfail(strict=True) that only ClaimRefuted satisfies, so broken code is never counted as a
-verdict); inconclusive is a skip.
+Outcomes (README, "Verdicts"): supported passes, refuted raises ClaimRefuted, inconclusive is a
+skip, each checked against the verdict ledger (normsys.ledger, ``claims/ledger/``): a claim the
+ledger records as refuted is a strict xfail that only ClaimRefuted meets (so broken code is never
+counted as a verdict), and any verdict other than the recorded one fails with one line naming
+both. ``--claims-update`` rewrites the ledger from the run; ``--claims-strict`` fails claims the
+ledger does not hold.
 Results travel in ``report.user_properties``, so the table is right under pytest-xdist too.
 A claim parametrized with a ``Variant`` (e.g. Variant("-nonpad"), see ``variant_tiers``) gets
 that suffix on its id. ``pytest claims --claims-list`` lists every claim; ``-k`` matches ids.
@@ -28,12 +30,14 @@ from pathlib import Path
 
 import pytest
 
-from normsys import __version__, progress, stats
+from normsys import __version__, ledger, progress, stats
 from normsys.data import data_root
 from normsys.report import merged, verdict_table, write_reports
+from normsys.store import file_sha256
 
 PROPERTY = "normsys_claim"
 TERMINAL = pytest.StashKey[int]()
+LEDGERS = pytest.StashKey["Ledgers"]()
 COUNTER_ENV = "NORMSYS_RUN_COUNTER"
 DEFAULT_REPORT_DIR = "claims-report"
 
@@ -49,35 +53,20 @@ class Variant(str):
     """A parameter value that names a variant of a claim: its text is the claim id's suffix."""
 
 
-def refuted(rule: stats.Rule, numbers: str):
-    """Mark a claim the suite has measured as refuted: strict xfail that only ClaimRefuted meets.
-    ``numbers``: what was measured (mean, interval, seeds, where); the rule is appended."""
-    return pytest.mark.xfail(strict=True, raises=ClaimRefuted,
-                             reason=f"refuted: {numbers}; rule {rule.text}")
-
-
 def tiers(cpu: Sequence = (), paper: Sequence = ()) -> list:
     """The two tiers as parametrize values; ``paper`` is marked gpu. Extra marks per tier."""
     return [pytest.param("cpu", marks=list(cpu), id="cpu"),
             pytest.param("paper", marks=[pytest.mark.gpu, *paper], id="paper")]
 
 
-def variant_tiers(variants: Sequence[str], rule: stats.Rule | None = None,
-                  refuted_cpu: dict[str, str] | None = None,
-                  refuted_paper: dict[str, str] | None = None, slow: Sequence[str] = ()) -> list:
-    """Parameters for ``"variant,tier"``: every variant (a ``Variant``) at both tiers;
-    ``refuted_cpu`` and ``refuted_paper`` map a variant to the measured numbers of its refutation
-    of ``rule`` at that tier; ``slow`` variants are marked slow on the CPU tier."""
-    refuted_cpu, refuted_paper = refuted_cpu or {}, refuted_paper or {}
-    if (refuted_cpu or refuted_paper) and rule is None:
-        raise ValueError("variant_tiers records refutations of a rule: pass rule=")
+def variant_tiers(variants: Sequence[str], slow: Sequence[str] = ()) -> list:
+    """Parameters for ``"variant,tier"``: every variant (a ``Variant``) at both tiers; ``slow``
+    variants are marked slow on the CPU tier."""
     params = []
     for v in map(Variant, variants):
-        cpu = [refuted(rule, refuted_cpu[v])] if v in refuted_cpu else []
-        cpu += [pytest.mark.slow] if v in slow else []
-        paper = [pytest.mark.gpu] + ([refuted(rule, refuted_paper[v])] if v in refuted_paper else [])
+        cpu = [pytest.mark.slow] if v in slow else []
         params += [pytest.param(v, "cpu", marks=cpu, id=f"cpu{v}"),
-                   pytest.param(v, "paper", marks=paper, id=f"paper{v}")]
+                   pytest.param(v, "paper", marks=[pytest.mark.gpu], id=f"paper{v}")]
     return params
 
 
@@ -125,6 +114,57 @@ class ClaimResult:
     nodeid: str = ""
     measured: str = field(default_factory=lambda: time.strftime("%Y-%m-%d %H:%M"))
     commit: str = field(default_factory=lambda: git_commit())
+    ledger: str = ""       # same | drift | changed | new | unrecorded | updated (normsys.ledger)
+    ledger_note: str = ""  # the ledger's line for this claim, or what to do
+    entry: dict = field(default_factory=dict)  # this measurement as a ledger entry
+
+
+def device_name() -> str:
+    """The machine kind a ledger file is kept for: the GPU's name, or "cpu"."""
+    import torch
+
+    return torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
+
+
+class Ledgers:
+    """The ledger files of this session (one per tier), read once; --claims-update writes them."""
+
+    def __init__(self, config: pytest.Config):
+        opt = config.option
+        self.folder = Path(opt.claims_ledger or config.rootpath / "claims" / "ledger")
+        self.update, self.strict = opt.claims_update, opt.claims_strict
+        self.offset, self.seeds = opt.claims_seed_offset, opt.claims_seeds
+        self.read: dict[str, dict[str, ledger.Entry]] = {}
+
+    def path(self, tier: str) -> Path:
+        return self.folder / ledger.file_name(tier, device_name(), self.offset, self.seeds)
+
+    def entries(self, tier: str) -> dict[str, ledger.Entry]:
+        if tier not in self.read:
+            self.read[tier] = ledger.read(self.path(tier))
+        return self.read[tier]
+
+    def judge(self, cid: str, tier: str, fresh: ledger.Entry) -> ledger.Judgement:
+        if self.update:
+            return ledger.Judgement("updated", f"ledger updated from this run ({self.path(tier)})")
+        return ledger.judge(self.entries(tier).get(cid), fresh, self.path(tier).is_file())
+
+    def write(self, results: list[ClaimResult]) -> list[str]:
+        """Put this session's measured verdicts into their tiers' files; what was written."""
+        written = []
+        for tier in sorted({r.tier for r in results}):
+            fresh = {r.id: ledger.Entry(**r.entry) for r in results if r.tier == tier and r.entry}
+            if fresh:
+                path = self.path(tier)
+                ledger.write(path, {**ledger.read(path), **fresh})
+                written.append(f"{len(fresh)} entries to {path}")
+        return written
+
+
+def data_digest() -> str:
+    """sha256 of the data folder's checksum list: which data files the runs read."""
+    sums = data_root() / "SHA256SUMS"
+    return file_sha256(sums)[:16] if sums.is_file() else ""
 
 
 class Claim:
@@ -182,18 +222,33 @@ class Claim:
         return self._conclude(decision, rule.statistic)
 
     def _conclude(self, decision: stats.Decision, statistic: str) -> stats.Decision:
+        import torch
+
         s = decision.summary
         result = ClaimResult(
             self.id, self.tier, self.statement, self.source, decision.verdict, statistic,
             decision.rule, s.mean, s.low, s.high, self.seeds[: s.n], list(s.values),
             decision.reason, time.perf_counter() - self.start, _jsonable(self.evidence),
             self.figures, self.item.nodeid)
+        fresh = ledger.Entry(result.verdict, statistic, result.rule, result.seeds, result.values,
+                             result.mean, result.low, result.high, result.measured, result.commit,
+                             __version__, torch.__version__, device_name(), data_digest())
+        ledgers = self.item.config.stash[LEDGERS]
+        judgement = ledgers.judge(self.id, self.tier, fresh)
+        result.ledger, result.ledger_note = judgement.status, judgement.message
+        result.entry = _jsonable(asdict(fresh))
         self.item.user_properties.append((PROPERTY, json.dumps(asdict(result))))
         text = f"[{self.id}/{self.tier}] {statistic}: {decision.reason}"
+        unrecorded = judgement.status in ("new", "unrecorded")
+        if judgement.fails or (unrecorded and ledgers.strict):
+            pytest.fail(f"[{self.id}/{self.tier}] {judgement.message}"
+                        + (" (--claims-strict)" if unrecorded else ""), pytrace=False)
         if decision.verdict == stats.REFUTED:
-            raise ClaimRefuted(text)
+            if unrecorded or ledgers.update:
+                pytest.xfail(f"refuted ({judgement.status}): {text}")
+            raise ClaimRefuted(f"{text}; {judgement.message}")
         if decision.verdict == stats.INCONCLUSIVE:
-            pytest.skip(f"inconclusive: {text}")
+            pytest.skip(f"inconclusive: {text}; {judgement.message}")
         return decision
 
 
@@ -247,6 +302,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="skip a claim whose data set is missing instead of failing it")
     group.addoption("--claims-list", action="store_true",
                     help="list the selected claims (id, tier, statement, source) and run nothing")
+    group.addoption("--claims-update", action="store_true",
+                    help="write this run's verdicts into the ledger (after reviewing them)")
+    group.addoption("--claims-strict", action="store_true",
+                    help="fail claims the ledger does not hold (CI)")
+    group.addoption("--claims-ledger", default="",
+                    help="folder of the verdict ledger (default: claims/ledger/ under the rootdir)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -256,6 +317,7 @@ def pytest_configure(config: pytest.Config) -> None:
                                 f"(the t-interval of one value is infinite)")
     if opt.claims_seed_offset < 0:
         raise pytest.UsageError(f"--claims-seed-offset {opt.claims_seed_offset}: seeds are >= 0")
+    config.stash[LEDGERS] = Ledgers(config)
     config.pluginmanager.register(ClaimsSession(config), "normsys-claims-session")
     # the terminal, before pytest captures it: progress lines of training runs go there
     config.stash[TERMINAL] = os.dup(2)
@@ -288,6 +350,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.extra_keyword_matches.add(cid)
             catalog[cid, claim_tier(item)] = (marker.kwargs.get("statement", ""),
                                               marker.kwargs.get("source", ""))
+    ledgers = config.stash[LEDGERS]
+    for item in items:  # a refutation the ledger records: strict xfail that only ClaimRefuted meets
+        if (marker := claim_marker(item)) is None or config.option.claims_list or ledgers.update:
+            continue
+        try:
+            entry = ledgers.entries(claim_tier(item)).get(claim_id(item, marker))
+        except ledger.LedgerError as err:
+            raise pytest.UsageError(str(err)) from None
+        if entry is not None and entry.verdict == stats.REFUTED:
+            item.add_marker(pytest.mark.xfail(strict=True, raises=ClaimRefuted,
+                                              reason=f"ledger: {entry.line()}"))
     if catalog and not config.option.claims_list:  # a claims session: say what training does
         counter = os.environ.get(COUNTER_ENV)
         progress.enable(config.stash[TERMINAL], Path(counter) if counter else None)
@@ -370,3 +443,7 @@ class ClaimsSession:
         kept = len(rows) - len(results)
         terminalreporter.write_line("report: " + ", ".join(str(p) for p in paths)
                                     + (f" ({kept} rows of earlier sessions kept)" if kept else ""))
+        ledgers = self.config.stash[LEDGERS]
+        if ledgers.update:
+            for line in ledgers.write(results):
+                terminalreporter.write_line(f"ledger: wrote {line}")

@@ -85,7 +85,8 @@ def test_direction_stability_of_hand_computed_directions():
     # cos((1,0),(1,1)) = cos((1,1),(0,1)) = 1/sqrt(2), cos((1,0),(0,1)) = 0: mean 0.471405
     three = [torch.tensor([1.0, 0.0]), torch.tensor([3.0, 3.0]), torch.tensor([0.0, 0.5])]
     assert direction_stability(three) == pytest.approx(math.sqrt(2) / 3, abs=1e-12)
-    assert direction_stability([torch.tensor([1.0, 2.0]), torch.tensor([-2.0, -4.0])]) == pytest.approx(-1.0)
+    opposite = [torch.tensor([1.0, 2.0]), torch.tensor([-2.0, -4.0])]
+    assert direction_stability(opposite) == pytest.approx(-1.0)
 
 
 class TwoClassProbe(nn.Module):

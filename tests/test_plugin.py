@@ -10,7 +10,7 @@ pytest_plugins = ["pytester"]
 
 CLAIMS = '''
 import pytest
-from normsys.plugin import refuted, tiers
+from normsys.plugin import tiers
 from normsys.stats import Rule
 
 KAPPA = Rule("kappa", ">=", 0.8)
@@ -20,20 +20,14 @@ def test_supported(claim):
     claim.record(note="fine")
     claim.check([0.91, 0.92, 0.93], KAPPA)
 
-@refuted(KAPPA, "mean 0.31, CI [0.29, 0.33]")
 @pytest.mark.claim("c-refuted", statement="small is big", source="test")
 def test_refuted(claim):
-    claim.check([0.30, 0.31, 0.32], KAPPA)
-
-@pytest.mark.claim("c-refuted-unrecorded", statement="small is big", source="test")
-def test_refuted_unrecorded(claim):
     claim.check([0.30, 0.31, 0.32], KAPPA)
 
 @pytest.mark.claim("c-inconclusive", statement="noise", source="test")
 def test_inconclusive(claim):
     claim.check_paired([0.5, 0.9, 0.1], [0.5, 0.5, 0.5], Rule("a - b", ">", 0.0))
 
-@refuted(KAPPA, "a recorded refutation must not hide broken code")
 @pytest.mark.claim("c-error", statement="breaks", source="test")
 def test_error(claim):
     raise KeyError("bug in the claim")
@@ -44,70 +38,153 @@ def test_tiers(claim, tier):
     claim.check([1.0 + 0.01 * s for s in claim.seeds], Rule("x", ">", 0.5))
 '''
 
+CONFTEST = ('pytest_plugins = ["normsys.plugin"]\n'
+            'def pytest_configure(config):\n'
+            '    config.addinivalue_line("markers", "claim: c")\n'
+            '    config.addinivalue_line("markers", "gpu: g")\n')
+
 
 @pytest.fixture
 def run_claims(pytester):
-    pytester.makeconftest('pytest_plugins = ["normsys.plugin"]\n'
-                          'def pytest_configure(config):\n'
-                          '    config.addinivalue_line("markers", "claim: c")\n'
-                          '    config.addinivalue_line("markers", "gpu: g")\n')
+    pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_claims=CLAIMS)
     return pytester
 
 
-def test_outcomes_table_and_json(run_claims):
-    result = run_claims.runpytest("--claims-report", "rep", "-p", "no:cacheprovider")
-    result.assert_outcomes(passed=3, xfailed=1, failed=2, skipped=1)
+def run(pytester, *args):
+    return pytester.runpytest("--claims-report", "rep", "-p", "no:cacheprovider", *args)
+
+
+def test_outcomes_table_and_json_without_a_ledger(run_claims):
+    """No ledger for this tier and device: every verdict is reported as unrecorded, a refutation
+    as a (non-strict) xfail; an error is never a verdict."""
+    result = run(run_claims)
+    result.assert_outcomes(passed=3, xfailed=1, failed=1, skipped=1)
     out = result.stdout.str()
     assert "normsys claims" in out and "c-supported" in out and "REFUTED" in out
-    assert "1 error" in out and "inconclusive" in out
+    assert "1 error" in out and "inconclusive" in out and "unrecorded" in out
     data = json.loads((run_claims.path / "rep" / "claims.json").read_text())
     by_id = {(c["id"], c["tier"]): c for c in data["claims"]}
     assert by_id[("c-supported", "cpu")]["verdict"] == "supported"
     assert by_id[("c-supported", "cpu")]["evidence"] == {"note": "fine"}
     assert by_id[("c-refuted", "cpu")]["verdict"] == "refuted"
-    assert by_id[("c-refuted-unrecorded", "cpu")]["verdict"] == "refuted"  # fails: must be recorded
     assert by_id[("c-inconclusive", "cpu")]["verdict"] == "inconclusive"
     assert by_id[("c-error", "cpu")]["verdict"] == "error"  # never a verdict
     assert "bug in the claim" in by_id[("c-error", "cpu")]["reason"]
     assert by_id[("c-tiers", "paper")]["seeds"] == [0, 1, 2, 3, 4]
+    assert {c["ledger"] for c in data["claims"] if c["verdict"] != "error"} == {"unrecorded"}
     md = (run_claims.path / "rep" / "claims.md").read_text()
     assert "| c-supported | cpu | supported |" in md
 
 
-def test_seed_options(run_claims):
-    result = run_claims.runpytest("--claims-seeds", "4", "--claims-seed-offset", "10",
-                                  "--claims-report", "rep", "-k", "tiers", "-p", "no:cacheprovider")
+def test_update_writes_the_ledger_and_the_next_run_holds_to_it(run_claims):
+    updated = run(run_claims, "--claims-update")
+    updated.assert_outcomes(passed=3, xfailed=1, failed=1, skipped=1)
+    assert "ledger: wrote 4 entries to" in updated.stdout.str()
+    path = run_claims.path / "claims" / "ledger" / "cpu.json"
+    text = path.read_text()
+    body = json.loads(text)
+    assert sorted(body["claims"]) == ["c-inconclusive", "c-refuted", "c-supported", "c-tiers"]
+    assert text == json.dumps(body, indent=1, sort_keys=True) + "\n"  # stable, sorted keys
+    entry = body["claims"]["c-refuted"]
+    assert entry["verdict"] == "refuted" and entry["values"] == [0.30, 0.31, 0.32]
+    assert entry["seeds"] == [0, 1, 2] and entry["rule"] == ">= 0.8" and entry["device"] == "cpu"
+    assert {"measured", "commit", "normsys", "torch", "data", "mean", "low", "high"} <= set(entry)
+    assert (run_claims.path / "claims" / "ledger" / "paper-cpu.json").is_file()
+
+    again = run(run_claims, "--claims-strict", "-rxs")
+    again.assert_outcomes(passed=3, xfailed=1, failed=1, skipped=1)  # the recorded refutation
+    out = again.stdout.str()
+    assert "ledger: refuted 0.31 [0.2852, 0.3348] seeds 0-2" in out  # the strict xfail's reason
+    data = json.loads((run_claims.path / "rep" / "claims.json").read_text())
+    assert {c["ledger"] for c in data["claims"] if c["verdict"] != "error"} == {"same"}
+
+
+SWITCH = '''
+import json, pytest
+from normsys.stats import Rule
+
+@pytest.mark.claim("c-switch", statement="s", source="t")
+def test_switch(claim):
+    claim.check(json.load(open("values.json")), Rule("x", ">", 0.5))
+'''
+VALUES = {"supported": [0.9, 0.91, 0.92], "refuted": [0.1, 0.11, 0.12],
+          "inconclusive": [0.1, 0.9, 0.5]}
+
+
+@pytest.fixture
+def switch(pytester):
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_switch=SWITCH)
+    return pytester
+
+
+@pytest.mark.parametrize("old,new", [(a, b) for a in VALUES for b in VALUES if a != b])
+def test_every_change_of_verdict_fails_with_the_ledger_line(switch, old, new):
+    (switch.path / "values.json").write_text(json.dumps(VALUES[old]))
+    run(switch, "--claims-update")
+    (switch.path / "values.json").write_text(json.dumps(VALUES[new]))
+    result = run(switch)
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert f"[c-switch/cpu] ledger: {old} " in out and f"; now: {new} " in out
+    assert "review, then rerun with --claims-update" in out
+    assert "CHANGED" in out  # the verdict table's ledger column
+    run(switch, "--claims-update")  # the update restores agreement
+    run(switch).assert_outcomes(**{"supported": {"passed": 1}, "refuted": {"xfailed": 1},
+                                   "inconclusive": {"skipped": 1}}[new])
+
+
+def test_drift_is_flagged_not_failed(switch):
+    (switch.path / "values.json").write_text(json.dumps([0.9, 0.91, 0.92]))
+    run(switch, "--claims-update")
+    (switch.path / "values.json").write_text(json.dumps([0.95, 0.96, 0.97]))  # still supported
+    result = run(switch)
+    result.assert_outcomes(passed=1)
+    assert "drift" in result.stdout.str()
+
+
+def test_a_claim_missing_from_the_ledger_is_new_and_fails_under_strict(switch):
+    (switch.path / "values.json").write_text(json.dumps([0.9, 0.91, 0.92]))
+    run(switch, "--claims-update")
+    switch.makepyfile(test_more=SWITCH.replace("c-switch", "c-more"))
+    lenient = run(switch)
+    lenient.assert_outcomes(passed=2)
+    assert "new" in lenient.stdout.str()
+    strict = run(switch, "--claims-strict")
+    strict.assert_outcomes(passed=1, failed=1)
+    assert "[c-more/cpu] new: not in the ledger" in strict.stdout.str()
+
+
+def test_a_corrupt_ledger_is_a_clear_error_naming_the_file(switch):
+    (switch.path / "values.json").write_text(json.dumps([0.9, 0.91, 0.92]))
+    folder = switch.path / "claims" / "ledger"
+    folder.mkdir(parents=True)
+    (folder / "cpu.json").write_text("{not json")
+    result = run(switch)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    err = result.stderr.str()
+    assert "cpu.json cannot be read" in err and "--claims-update" in err
+
+
+def test_seed_options_have_a_ledger_of_their_own(run_claims):
+    result = run(run_claims, "--claims-seeds", "4", "--claims-seed-offset", "10", "-k", "tiers",
+                 "--claims-update")
     result.assert_outcomes(passed=2)
     data = json.loads((run_claims.path / "rep" / "claims.json").read_text())
     assert all(c["seeds"] == [10, 11, 12, 13] for c in data["claims"])
+    assert (run_claims.path / "claims" / "ledger" / "cpu-seeds-10-13.json").is_file()
+    assert not (run_claims.path / "claims" / "ledger" / "cpu.json").exists()
 
 
-def test_strict_xfail_fails_when_the_verdict_flips(pytester):
-    pytester.makeconftest('pytest_plugins = ["normsys.plugin"]')
-    pytester.makepyfile('''
-import pytest
-from normsys.plugin import refuted
-from normsys.stats import Rule
-
-RULE = Rule("x", ">=", 0.8)
-
-@refuted(RULE, "was refuted last time")
-@pytest.mark.claim("c-flip", statement="s", source="t")
-def test_flip(claim):
-    claim.check([0.9, 0.91, 0.92], RULE)
-''')
-    result = pytester.runpytest("-p", "no:cacheprovider", "--claims-report", "rep")
-    result.assert_outcomes(failed=1)
-    assert "XPASS(strict)" in result.stdout.str()
-
-
-def test_results_reach_the_table_under_xdist(run_claims):
-    result = run_claims.runpytest("-n", "2", "--claims-report", "rep", "-p", "no:cacheprovider")
-    result.assert_outcomes(passed=3, xfailed=1, failed=2, skipped=1)
+def test_results_reach_the_table_and_the_ledger_under_xdist(run_claims):
+    result = run(run_claims, "-n", "2", "--claims-update")
+    result.assert_outcomes(passed=3, xfailed=1, failed=1, skipped=1)
     data = json.loads((run_claims.path / "rep" / "claims.json").read_text())
-    assert len(data["claims"]) == 7
+    assert len(data["claims"]) == 6
     assert "c-inconclusive" in result.stdout.str()
+    body = json.loads((run_claims.path / "claims" / "ledger" / "cpu.json").read_text())
+    assert len(body["claims"]) == 4
 
 
 def test_claims_list_ids_match_k_and_unknown_marker_arguments_are_errors(run_claims):
@@ -117,10 +194,9 @@ def test_claims_list_ids_match_k_and_unknown_marker_arguments_are_errors(run_cla
     assert listed.ret == 0
     out = listed.stdout.str()
     assert "c-supported  [cpu]  big is big  (test)" in out and "c-tiers  [paper]" in out
-    assert "6 claims, 7 claim-tier pairs" in out and "passed" not in out
-    picked = run_claims.runpytest("-k", "c-refuted-unr", "-p", "no:cacheprovider",
-                                  "--claims-report", "rep")
-    picked.assert_outcomes(failed=1)
+    assert "5 claims, 6 claim-tier pairs" in out and "passed" not in out
+    picked = run(run_claims, "-k", "c-refuted")
+    picked.assert_outcomes(xfailed=1)
     run_claims.makepyfile(test_typo='''
 import pytest
 
@@ -132,20 +208,13 @@ def test_typo(claim):
     assert typo.ret != 0 and "got unknown ['seed']" in typo.stdout.str() + typo.stderr.str()
 
 
-def test_variant_tiers_record_refutations_per_tier_and_variant():
-    """A refutation measured on one tier and variant marks that parameter alone."""
+def test_variant_tiers_mark_the_paper_tier_gpu_and_slow_variants_slow():
     from normsys.plugin import variant_tiers
-    from normsys.stats import Rule
 
-    rule = Rule("x", ">", 1.0)
-    params = {p.id: p for p in variant_tiers(("", "-x"), rule, refuted_cpu={"": "cpu numbers"},
-                                             refuted_paper={"-x": "gpu numbers"}, slow=("-x",))}
-    reasons = {pid: [m.kwargs.get("reason") for m in p.marks if m.name == "xfail"]
-               for pid, p in params.items()}
-    assert reasons == {"cpu": ["refuted: cpu numbers; rule > 1"], "paper": [], "cpu-x": [],
-                       "paper-x": ["refuted: gpu numbers; rule > 1"]}
-    assert all(any(m.name == "gpu" for m in params[i].marks) for i in ("paper", "paper-x"))
-    assert [m.name for m in params["cpu-x"].marks] == ["slow"]
+    params = {p.id: p for p in variant_tiers(("", "-x"), slow=("-x",))}
+    assert set(params) == {"cpu", "paper", "cpu-x", "paper-x"}
+    assert all([m.name for m in params[i].marks] == ["gpu"] for i in ("paper", "paper-x"))
+    assert [m.name for m in params["cpu-x"].marks] == ["slow"] and not params["cpu"].marks
 
 
 def test_claims_with_runs_of_their_own_start_first_longest_first():
@@ -176,3 +245,16 @@ def test_a_partial_run_merges_into_the_report_which_opens_with_its_provenance(ru
     assert report["provenance"]["data_sha256"]["mnist/train-labels-idx1-ubyte.gz"].startswith("3552")
     md = (run_claims.path / "rep" / "claims.md").read_text()
     assert '"note": "fine"' in md and "Measured " in md  # evidence whole, as JSON
+
+
+def test_a_recorded_refutation_does_not_hide_broken_code(run_claims):
+    """A claim the ledger records as refuted that raises anything but its refutation fails."""
+    from normsys import ledger
+
+    run(run_claims, "--claims-update")
+    path = run_claims.path / "claims" / "ledger" / "cpu.json"
+    entries = ledger.read(path)
+    ledger.write(path, {**entries, "c-error": entries["c-refuted"]})
+    result = run(run_claims, "-k", "c-error")
+    result.assert_outcomes(failed=1)
+    assert "KeyError" in result.stdout.str()

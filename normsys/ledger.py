@@ -1,0 +1,247 @@
+"""The verdict ledger: what each claim was measured to be, one JSON file per tier and machine kind.
+
+    claims/ledger/cpu.json                            the CPU tier, the claims' own seeds
+    claims/ledger/cpu-seeds-3-5.json                  the same claims on seeds 3, 4, 5, ...
+    claims/ledger/paper-NVIDIA-H100-80GB-HBM3.json    the paper tier on that GPU
+
+Each entry holds a claim's verdict, statistic, rule, seeds, per-seed values, mean and interval, and
+where and when it was measured (date, commit, normsys and torch versions, device, data). The files
+are written only by ``pytest claims --claims-update`` from a run someone has reviewed (keys sorted,
+so a change reads as a diff of a table); every run compares its fresh verdicts with them
+(``judge``): the same verdict passes as before, any other verdict fails the claim with one line
+naming both, and a mean that moved while the verdict held is flagged as drift. This is snapshot
+testing (syrupy, pytest-snapshot) applied to verdicts.
+
+``compare`` puts several ledgers side by side: machines, seed sets, tiers.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+from normsys.stats import REFUTED, SUPPORTED
+from normsys.store import atomic_write_text
+
+DEFAULT_SEEDS = {"cpu": 3, "paper": 5}  # what a file without -seeds- in its name was run on
+# a mean that moved by more than this fraction of its recorded interval's half-width (or by more
+# than DRIFT_FLOOR where that width is 0) while its verdict held is flagged as drift
+DRIFT_FRACTION, DRIFT_FLOOR = 0.1, 1e-9
+
+
+class LedgerError(ValueError):
+    """A ledger file that cannot be read; the message names the file and what is wrong."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One claim's recorded measurement."""
+
+    verdict: str
+    statistic: str
+    rule: str
+    seeds: list[int]
+    values: list[float]
+    mean: float
+    low: float
+    high: float
+    measured: str  # date and time
+    commit: str
+    normsys: str
+    torch: str
+    device: str
+    data: str  # the data folder's checksum list, as sha256 of SHA256SUMS (or "" if none)
+
+    def line(self) -> str:
+        """``supported 0.82 [0.8, 0.84] seeds 0-2 (2026-11-23, a59fd79)``."""
+        return f"{self.verdict} {interval(self.mean, self.low, self.high)} seeds " \
+               f"{seed_span(self.seeds)} ({self.measured.split()[0]}, {self.commit[:7]})"
+
+
+def interval(mean: float, low: float, high: float) -> str:
+    return f"{num(mean)} [{num(low)}, {num(high)}]"
+
+
+def num(x: float | None) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "nan"
+    return f"{x:.4g}"
+
+
+def seed_span(seeds: Sequence[int]) -> str:
+    if not seeds:
+        return "-"
+    consecutive = list(seeds) == list(range(seeds[0], seeds[0] + len(seeds)))
+    return f"{seeds[0]}-{seeds[-1]}" if consecutive and len(seeds) > 1 else \
+        ",".join(map(str, seeds))
+
+
+def file_name(tier: str, device: str, seed_offset: int = 0, seeds: int = 0) -> str:
+    """The ledger file of a tier on a device: ``cpu.json``, ``paper-<GPU name>.json``, with
+    ``-seeds-<first>-<last>`` when the run used other seeds than the claims' own."""
+    stem = "cpu" if tier == "cpu" else f"{tier}-{'-'.join(device.split())}"
+    if seed_offset or seeds:
+        n = seeds or DEFAULT_SEEDS.get(tier, 3)
+        stem += f"-seeds-{seed_offset}-{seed_offset + n - 1}"
+    return stem + ".json"
+
+
+def read(path: Path) -> dict[str, Entry]:
+    """The entries of a ledger file by claim id ({} if there is no such file)."""
+    if not path.is_file():
+        return {}
+    try:
+        body = json.loads(path.read_text())
+        claims = body["claims"]
+        names = {f.name for f in fields(Entry)}
+        return {cid: Entry(**{k: v for k, v in e.items() if k in names})
+                for cid, e in claims.items()}
+    except (ValueError, KeyError, TypeError, AttributeError) as err:
+        raise LedgerError(f"ledger {path} cannot be read ({type(err).__name__}: {err}); it is "
+                          f"written by `pytest claims --claims-update`: restore it from git "
+                          f"(git checkout -- {path}) or rewrite it with --claims-update") from None
+
+
+def write(path: Path, entries: dict[str, Entry]) -> None:
+    """Write ``entries`` (by claim id) to ``path``, keys sorted, one field per line."""
+    body = {"about": "normsys verdict ledger: written by `pytest claims --claims-update`, "
+                     "never by hand; every claims run is checked against it",
+            "claims": {cid: asdict(entries[cid]) for cid in sorted(entries)}}
+    atomic_write_text(json.dumps(body, indent=1, sort_keys=True, default=float) + "\n", path)
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """How a fresh verdict stands against the ledger."""
+
+    status: str   # same | drift | changed | new | unrecorded
+    message: str  # one line for the test's outcome and the verdict table
+
+    @property
+    def fails(self) -> bool:
+        return self.status == "changed"
+
+
+def judge(entry: Entry | None, fresh: Entry, file_exists: bool) -> Judgement:
+    """Compare a fresh measurement with its ledger entry (None: the claim has none)."""
+    if not file_exists:
+        return Judgement("unrecorded", "no ledger for this tier and device: run with "
+                                       "--claims-update to start one")
+    if entry is None:
+        return Judgement("new", "new: not in the ledger; review, then rerun with --claims-update")
+    now = f"{fresh.verdict} {interval(fresh.mean, fresh.low, fresh.high)}"
+    if entry.verdict != fresh.verdict:
+        return Judgement("changed", f"ledger: {entry.line()}; now: {now}; review, then rerun "
+                                    f"with --claims-update")
+    width = (entry.high - entry.low) / 2 if math.isfinite(entry.high - entry.low) else math.inf
+    tolerance = max(DRIFT_FRACTION * width, DRIFT_FLOOR)
+    moved = abs(fresh.mean - entry.mean)
+    if math.isfinite(moved) and moved > tolerance:
+        return Judgement("drift", f"ledger: {entry.line()}; now: {now} (mean moved {num(moved)})")
+    return Judgement("same", f"ledger: {entry.line()}")
+
+
+# ----------------------------------------------------------------------------- comparing ledgers
+
+
+def compare(paths: Sequence[Path]) -> tuple[list[str], list[list[str]], str]:
+    """Header, rows (claim, then verdict, mean [CI] and seeds per ledger) and the agreement line
+    of several ledger files: claims in all of them agree when their verdicts are equal; a
+    decisive flip is supported in one and refuted in another."""
+    for p in paths:
+        if not p.is_file():
+            raise LedgerError(f"ledger {p} does not exist")
+    ledgers = [read(p) for p in paths]
+    ids = sorted(set().union(*ledgers))
+    header = ["claim"] + [x for p in paths for x in (f"{p.stem}: verdict", "mean [95% CI]",
+                                                       "seeds")]
+    rows, common, agree, flips = [], 0, 0, []
+    for cid in ids:
+        entries = [ledger.get(cid) for ledger in ledgers]
+        row = [cid]
+        for e in entries:
+            row += ["-", "", ""] if e is None else [
+                e.verdict.upper() if e.verdict == REFUTED else e.verdict,
+                interval(e.mean, e.low, e.high), seed_span(e.seeds)]
+        rows.append(row)
+        if all(e is not None for e in entries):
+            common += 1
+            verdicts = {e.verdict for e in entries}
+            agree += len(verdicts) == 1
+            if {SUPPORTED, REFUTED} <= verdicts:
+                flips.append(cid)
+    line = f"{agree} of {common} agree; {len(flips)} decisive flips" + (
+        f" ({', '.join(flips)})" if flips else "")
+    if common < len(ids):
+        line += f"; {len(ids) - common} claims not in every ledger"
+    return header, rows, line
+
+
+def as_text(header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
+              for i, h in enumerate(header)]
+    fmt = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()  # noqa: E731
+    return "\n".join([fmt(header), fmt(["-" * w for w in widths]), *map(fmt, rows)])
+
+
+def as_markdown(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(f"`{c}`" if i == 0 else c for i, c in enumerate(row)) + " |"
+              for row in rows]
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------- earlier reports
+
+
+def from_report(path: Path, provenance: dict[str, str]) -> dict[tuple[str, str], Entry]:
+    """Ledger entries, by (claim id, tier), of the decided claims of a claims report written before
+    the ledger existed: ``claims.json``, or the verdict table pytest printed (saved as text, whose
+    rows carry no per-seed values; seeds 0 to n-1). ``provenance`` fills what the report lacks:
+    measured, commit, normsys, torch, device, data."""
+    text = path.read_text()
+    try:
+        rows = json.loads(text)["claims"]
+    except ValueError:
+        rows = table_rows(text)
+    except (KeyError, TypeError):
+        raise LedgerError(f"{path}: neither a claims report (claims.json) nor a verdict "
+                          f"table") from None
+    out = {}
+    for r in rows:
+        if r["verdict"].lower() not in (SUPPORTED, REFUTED, "inconclusive"):
+            continue
+        fields_ = {**provenance, **{k: r[k] for k in ("measured", "commit") if r.get(k)}}
+        out[r["id"], r["tier"]] = Entry(
+            r["verdict"].lower(), r["statistic"], r["rule"], list(r["seeds"]),
+            list(r.get("values", [])), float(r["mean"]), float(r["low"]), float(r["high"]),
+            fields_["measured"], fields_["commit"], fields_["normsys"], fields_["torch"],
+            fields_["device"], fields_.get("data", ""))
+    return out
+
+
+def table_rows(text: str) -> list[dict]:
+    """The rows of a printed verdict table (columns apart by two or more spaces)."""
+    import re
+
+    lines = text.splitlines()
+    try:
+        top = next(i for i, line in enumerate(lines) if line.split()[:3] == ["claim", "tier",
+                                                                             "verdict"])
+    except StopIteration:
+        raise LedgerError("no verdict table (a line 'claim  tier  verdict ...') found") from None
+    header = re.split(r"\s{2,}", lines[top].strip())
+    rows = []
+    for line in lines[top + 2:]:
+        cells = re.split(r"\s{2,}", line.strip())
+        if len(cells) < len(header) - 1:
+            break
+        row = dict(zip(header, cells, strict=False))
+        low, high = row["95% CI"].strip("[]").split(", ")
+        rows.append({"id": row["claim"], "tier": row["tier"], "verdict": row["verdict"],
+                     "statistic": row["statistic"], "rule": row["rule"], "mean": row["mean"],
+                     "low": low, "high": high, "seeds": list(range(int(row["seeds"])))})
+    return rows

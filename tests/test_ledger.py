@@ -1,0 +1,119 @@
+"""The verdict ledger's files, judgements and comparisons (the plugin's use of it: test_plugin)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from normsys import ledger
+from normsys.__main__ import main
+
+
+def entry(verdict: str = "supported", mean: float = 0.82, low: float = 0.80, high: float = 0.84,
+          seeds=(0, 1, 2), **changes) -> ledger.Entry:
+    fields = dict(verdict=verdict, statistic="kappa", rule=">= 0.8", seeds=list(seeds),
+                  values=[mean] * len(seeds), mean=mean, low=low, high=high,
+                  measured="2026-11-23 10:00", commit="a59fd79c0ffee", normsys="0.2.0",
+                  torch="2.13.0+cpu", device="cpu", data="abc")
+    return ledger.Entry(**{**fields, **changes})
+
+
+def test_file_names_per_tier_device_and_seed_set():
+    assert ledger.file_name("cpu", "cpu") == "cpu.json"
+    assert ledger.file_name("cpu", "NVIDIA H100 80GB HBM3") == "cpu.json"
+    assert ledger.file_name("paper", "NVIDIA H100 80GB HBM3") == "paper-NVIDIA-H100-80GB-HBM3.json"
+    assert ledger.file_name("cpu", "cpu", seed_offset=3) == "cpu-seeds-3-5.json"
+    assert ledger.file_name("paper", "NVIDIA H200", seed_offset=5) == "paper-NVIDIA-H200-seeds-5-9.json"
+    assert ledger.file_name("cpu", "cpu", seed_offset=0, seeds=8) == "cpu-seeds-0-7.json"
+
+
+def test_write_then_read_round_trips_with_sorted_keys(tmp_path):
+    path = tmp_path / "cpu.json"
+    ledger.write(path, {"b": entry(), "a": entry("refuted", 0.1, 0.0, 0.2)})
+    assert ledger.read(path) == {"a": entry("refuted", 0.1, 0.0, 0.2), "b": entry()}
+    text = path.read_text()
+    assert text.index('"a"') < text.index('"b"') and text.endswith("}\n")
+    assert ledger.read(tmp_path / "absent.json") == {}
+
+
+@pytest.mark.parametrize("content", ["{not json", '{"claims": [1, 2]}', '{"other": 1}',
+                                     '{"claims": {"x": {"verdict": "supported"}}}'])
+def test_a_damaged_file_is_an_error_naming_it(tmp_path, content):
+    path = tmp_path / "cpu.json"
+    path.write_text(content)
+    with pytest.raises(ledger.LedgerError, match=r"cpu\.json cannot be read.*--claims-update"):
+        ledger.read(path)
+
+
+def test_judgements():
+    recorded = entry()
+    same = ledger.judge(recorded, entry(mean=0.821, low=0.80, high=0.84), True)
+    assert same.status == "same" and not same.fails
+    assert same.message == "ledger: supported 0.82 [0.8, 0.84] seeds 0-2 (2026-11-23, a59fd79)"
+    # moved by more than a tenth of the recorded half-width (0.002) with the verdict unchanged
+    assert ledger.judge(recorded, entry(mean=0.83, low=0.81, high=0.85), True).status == "drift"
+    changed = ledger.judge(recorded, entry("inconclusive", 0.79, 0.74, 0.84), True)
+    assert changed.fails and changed.message == (
+        "ledger: supported 0.82 [0.8, 0.84] seeds 0-2 (2026-11-23, a59fd79); now: inconclusive "
+        "0.79 [0.74, 0.84]; review, then rerun with --claims-update")
+    assert ledger.judge(None, recorded, True).status == "new"
+    assert ledger.judge(None, recorded, False).status == "unrecorded"
+    zero_width = entry(mean=0.0, low=0.0, high=0.0)
+    assert ledger.judge(zero_width, entry(mean=1e-12, low=0, high=0), True).status == "same"
+    assert ledger.judge(zero_width, entry(mean=1e-6, low=0, high=0), True).status == "drift"
+
+
+def small_ledgers(tmp_path):
+    a, b = tmp_path / "cpu.json", tmp_path / "cpu-seeds-3-5.json"
+    ledger.write(a, {"c-1": entry(), "c-2": entry("refuted", 0.1, 0.0, 0.2),
+                     "c-3": entry("inconclusive", 0.5, 0.1, 0.9), "c-only-a": entry()})
+    ledger.write(b, {"c-1": entry(seeds=(3, 4, 5)), "c-2": entry("supported", seeds=(3, 4, 5)),
+                     "c-3": entry("supported", seeds=(3, 4, 5))})
+    return a, b
+
+
+def test_compare_counts_agreement_and_decisive_flips(tmp_path):
+    header, rows, line = ledger.compare(small_ledgers(tmp_path))
+    assert header[0] == "claim" and header[1] == "cpu: verdict" and len(header) == 7
+    assert rows[0] == ["c-1", "supported", "0.82 [0.8, 0.84]", "0-2",
+                       "supported", "0.82 [0.8, 0.84]", "3-5"]
+    assert rows[-1][4:] == ["-", "", ""]
+    assert line == "1 of 3 agree; 1 decisive flips (c-2); 1 claims not in every ledger"
+
+
+def test_compare_command_prints_the_table_and_markdown(tmp_path, capsys):
+    a, b = small_ledgers(tmp_path)
+    assert main(["compare", str(a), str(b)]) == 0
+    out = capsys.readouterr().out
+    assert "c-only-a" in out and out.rstrip().endswith("1 claims not in every ledger")
+    assert main(["compare", str(a), str(b), "--markdown"]) == 0
+    md = capsys.readouterr().out
+    assert md.startswith("| claim | cpu: verdict |") and "| `c-2` | REFUTED |" in md
+    assert main(["compare", str(a), str(tmp_path / "nope.json")]) == 2
+    assert "nope.json does not exist" in capsys.readouterr().err
+
+
+def test_import_report_from_a_claims_json_and_from_a_printed_table(tmp_path, capsys):
+    report = tmp_path / "claims.json"
+    report.write_text(json.dumps({"claims": [
+        {"id": "c-1", "tier": "paper", "verdict": "refuted", "statistic": "k", "rule": "> 1",
+         "seeds": [0, 1], "values": [0.1, 0.2], "mean": 0.15, "low": -0.48, "high": 0.78},
+        {"id": "c-err", "tier": "paper", "verdict": "error", "statistic": "", "rule": "",
+         "seeds": [], "values": [], "mean": None, "low": None, "high": None}]}))
+    table = tmp_path / "table.txt"
+    table.write_text(
+        "claim  tier   verdict       statistic  mean   95% CI            rule           seeds  time\n"
+        "-----  -----  ------------  ---------  -----  ----------------  -------------  -----  ----\n"
+        "c-2    paper  REFUTED       a - b      -0.01  [-0.02, -0.005]   all of 3: > 0  5      3s\n"
+        "1 refuted\n")
+    folder = tmp_path / "ledger"
+    common = ["--ledger", str(folder), "--device", "NVIDIA H100 80GB HBM3", "--commit", "1f572e4",
+              "--torch", "2.11.0+cu130", "--normsys", "0.2.0", "--measured", "2026-11-23"]
+    assert main(["import-report", str(report), *common]) == 0
+    assert main(["import-report", str(table), *common]) == 0
+    entries = ledger.read(folder / "paper-NVIDIA-H100-80GB-HBM3.json")
+    assert sorted(entries) == ["c-1", "c-2"]  # the error is not a verdict
+    assert entries["c-1"].values == [0.1, 0.2] and entries["c-1"].commit == "1f572e4"
+    assert entries["c-2"].verdict == "refuted" and entries["c-2"].seeds == [0, 1, 2, 3, 4]
+    assert entries["c-2"].rule == "all of 3: > 0" and entries["c-2"].high == -0.005
