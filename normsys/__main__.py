@@ -113,11 +113,30 @@ def resolve(args: argparse.Namespace) -> RunConfig:
     if cfg.data.name != "random" and not t.steps and not t.epochs:
         raise UsageError("train.epochs=0 and train.steps=0: the run would train no steps; use "
                          "train.epochs >= 1 or train.steps >= 1")
-    if args.json is not None and not args.json.parent.is_dir():
-        raise UsageError(f"--json {args.json}: the folder {args.json.parent} does not exist")
+    if args.json is not None:
+        check_writable_file(args.json, "--json")
+    if t.device == "cuda" and not torch.cuda.is_available():
+        raise UsageError("train.device=cuda but no CUDA device is available here; use "
+                         "train.device=cpu or auto")
     with torch.device("meta"):  # the model's structure, checked without memory or random draws
-        build_model(cfg.model)
+        model = build_model(cfg.model)
+    names = dict(model.named_modules())
+    if unknown := [n for n in t.probe if n not in names]:
+        top = [n for n in names if n and n.count(".") <= 1][:12]
+        raise UsageError(f"train.probe: no layer named {unknown} in {cfg.model.family}; "
+                         f"layers include {', '.join(top)}")
     return cfg
+
+
+def check_writable_file(path: Path, option: str) -> None:
+    """A file that can be written: not a folder, in a folder that exists and can be written."""
+    if path.is_dir():
+        raise UsageError(f"{option} {path}: is a folder; give a file path, e.g. {path / 'run.json'}")
+    folder = path.parent
+    if not folder.is_dir():
+        raise UsageError(f"{option} {path}: the folder {folder} does not exist")
+    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise UsageError(f"{option} {path}: not writable")
 
 
 def listing() -> str:

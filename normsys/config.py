@@ -171,7 +171,8 @@ def validate(cfg: RunConfig) -> None:
                 "model.in_dim": m.in_dim, "model.seq_len": m.seq_len, "model.patch": m.patch,
                 "train.batch_size": t.batch_size, "train.probe_batch": t.probe_batch,
                 "train.eval_batches": t.eval_batches}
-    at_least_zero = {"data.n_train": d.n_train, "data.n_test": d.n_test, "train.epochs": t.epochs,
+    at_least_zero = {"train.seed": t.seed,
+                     "data.n_train": d.n_train, "data.n_test": d.n_test, "train.epochs": t.epochs,
                      "train.steps": t.steps, "train.eval_train_rows": t.eval_train_rows,
                      "train.lr": t.lr, "train.weight_decay": t.weight_decay}
     for name, value in positive.items():

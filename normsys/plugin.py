@@ -317,6 +317,8 @@ def pytest_configure(config: pytest.Config) -> None:
                                 f"(the t-interval of one value is infinite)")
     if opt.claims_seed_offset < 0:
         raise pytest.UsageError(f"--claims-seed-offset {opt.claims_seed_offset}: seeds are >= 0")
+    if not hasattr(config, "workerinput"):
+        check_report_folder(Path(opt.claims_report))
     config.stash[LEDGERS] = Ledgers(config)
     config.pluginmanager.register(ClaimsSession(config), "normsys-claims-session")
     # the terminal, before pytest captures it: progress lines of training runs go there
@@ -335,6 +337,18 @@ def pytest_configure(config: pytest.Config) -> None:
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // n))
         if torch.cuda.is_available() and torch.cuda.device_count() > 1:  # one GPU per worker
             torch.cuda.set_device(int(worker.removeprefix("gw")) % torch.cuda.device_count())
+
+
+def check_report_folder(folder: Path) -> None:
+    """The report is what a long run is for: a folder it cannot be written to is a usage error
+    before anything trains, not a lost report after."""
+    if folder.exists() and not folder.is_dir():
+        raise pytest.UsageError(f"--claims-report {folder}: is a file, not a folder; name a "
+                                f"folder for the report (default {DEFAULT_REPORT_DIR}/)")
+    existing = next(p for p in (folder, *folder.absolute().parents) if p.exists())
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise pytest.UsageError(f"--claims-report {folder}: cannot be created or written "
+                                f"({existing} is not a writable folder)")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

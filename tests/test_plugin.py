@@ -258,3 +258,14 @@ def test_a_recorded_refutation_does_not_hide_broken_code(run_claims):
     result = run(run_claims, "-k", "c-error")
     result.assert_outcomes(failed=1)
     assert "KeyError" in result.stdout.str()
+
+
+@pytest.mark.parametrize("make", ["file", "under_a_file"])
+def test_a_report_path_that_cannot_be_written_is_a_usage_error_before_any_claim_runs(
+        run_claims, make):
+    (run_claims.path / "f").write_text("")
+    target = "f" if make == "file" else "f/rep"
+    result = run_claims.runpytest("--claims-report", target, "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert f"--claims-report {target}" in result.stderr.str()
+    assert "normsys claims" not in result.stdout.str()  # nothing ran

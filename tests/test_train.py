@@ -208,6 +208,10 @@ def test_fa_trained_net_is_measured_through_its_true_weights(data_env, tmp_path,
     (["train", "--set", "model.size=3"], "unknown config key 'model.size'"),
     (["train", "--json", "/no/such/folder/run.json"], "the folder /no/such/folder does not exist"),
     (["fly"], "invalid choice: 'fly'"),
+    (["train", "--seed", "-1"], "train.seed must be >= 0, got -1"),
+    (["train", "--json", "/tmp"], "--json /tmp: is a folder"),
+    (["train", "--model", "tanh_mlp", "--set", "train.probe=nosuchlayer", "--dry-run"],
+     "train.probe: no layer named ['nosuchlayer'] in tanh_mlp"),
 ])
 def test_cli_refuses_bad_input_before_any_work_in_one_error_line(argv, says, capsys):
     from normsys.__main__ import main
@@ -215,6 +219,18 @@ def test_cli_refuses_bad_input_before_any_work_in_one_error_line(argv, says, cap
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and says in err and err.count("\n") == 1
+
+
+def test_cli_refuses_cuda_without_a_gpu_before_training(capsys, monkeypatch):
+    """train.device=cuda on a machine without CUDA: one error line, exit 2, --dry-run included
+    (checked on a CUDA host too, by pretending it has none)."""
+    from normsys.__main__ import main
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    for extra in ([], ["--dry-run"]):
+        assert main(["train", "--model", "tanh_mlp", "--set", "train.device=cuda", *extra]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: train.device=cuda but no CUDA") and err.count("\n") == 1
 
 
 def test_cli_lists_and_dry_runs(capsys):
