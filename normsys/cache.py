@@ -1,8 +1,10 @@
 """On-disk cache of run records so that several claims share one training run.
 
 Key: the config's fingerprint, a digest of the data the run reads (normsys.data: file checksums
-or the rows themselves), and the normsys version, so a config on other data never gets another
-data's record. Location: normsys.store (``$NORMSYS_CACHE``, ``off`` disables it). Writes are
+or the rows themselves), a digest of the code a run's result depends on (the source of the
+training path's modules, ``TRAINING_PATH``, and the torch version) and the normsys version: a
+config on other data never gets another data's record, and an edit of the training code retrains
+every run, while an edit of the report, the plugin or a claim file retrains nothing. Location: normsys.store (``$NORMSYS_CACHE``, ``off`` disables it). Writes are
 atomic; an entry that cannot be read or does not match its key is retrained, and says so. A file
 lock per key makes concurrent pytest-xdist workers safe: one trains, the others wait and then
 read.
@@ -10,6 +12,7 @@ read.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Callable
@@ -24,12 +27,29 @@ from normsys.record import RunRecord
 from normsys.store import atomic_save, atomic_write_text, cache_root, file_sha256
 
 Compute = Callable[[list[RunConfig]], list[tuple[RunRecord, dict | None]]]
+PACKAGE = Path(__file__).parent
+# the modules whose code decides what a run records: its config, data, model, learning rule,
+# loop, and the measurements the record holds (probes)
+TRAINING_PATH = ("config", "data", "models", "norms", "stacked", "feedback", "tasks",
+                 "diagnostics", "record", "train", "batched")
+
+
+@functools.cache
+def code_digest(package: Path = PACKAGE) -> str:
+    """sha256 of the training path's source files and the torch version (12 hex digits)."""
+    import torch
+
+    digest = hashlib.sha256(torch.__version__.encode())
+    for name in TRAINING_PATH:
+        digest.update(name.encode() + b"\0" + (package / f"{name}.py").read_bytes())
+    return digest.hexdigest()[:12]
 
 
 def run_key(config: RunConfig, data: str = "") -> str:
-    """The cache key: config fingerprint, data digest (when the run reads data), version."""
-    return f"{config.fingerprint()}-{data[:16]}-v{__version__}" if data else \
-        f"{config.fingerprint()}-v{__version__}"
+    """The cache key: config fingerprint, data digest (when the run reads data), code digest,
+    version."""
+    data_part = f"-{data[:16]}" if data else ""
+    return f"{config.fingerprint()}{data_part}-c{code_digest()}-v{__version__}"
 
 
 def _load(json_path: Path, config: RunConfig) -> tuple[RunRecord | None, str]:

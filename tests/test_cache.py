@@ -177,3 +177,24 @@ def test_get_runs_trains_what_is_free_before_waiting_for_a_busy_run(tmp_path, mo
     assert order == [1, 0]  # seed 1 first, seed 0 once the other process let go of it
     assert [r.run_config.train.seed for r in records] == [0, 1]
     assert runs.runs(cfgs) == records and order == [1, 0]  # memoized
+
+
+def test_the_key_follows_the_training_code_and_nothing_else(tmp_path):
+    """Editing a comment in train.py changes the code digest (every cached run retrains); editing
+    report.py or plugin.py does not."""
+    import shutil
+
+    from normsys import cache
+
+    copy = tmp_path / "normsys"
+    shutil.copytree(cache.PACKAGE, copy, ignore=shutil.ignore_patterns("datafiles", "__pycache__"))
+    before = cache.code_digest(copy)
+    for name in ("report", "plugin", "__main__"):
+        (copy / f"{name}.py").write_text((copy / f"{name}.py").read_text() + "\n# a comment\n")
+        assert cache.code_digest.__wrapped__(copy) == before, name
+    for name in cache.TRAINING_PATH:
+        edited = tmp_path / name
+        shutil.copytree(copy, edited)
+        (edited / f"{name}.py").write_text((edited / f"{name}.py").read_text() + "\n# comment\n")
+        assert cache.code_digest(edited) != before, name
+    assert f"-c{cache.code_digest()}-" in run_key(CFG)
