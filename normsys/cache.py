@@ -4,10 +4,11 @@ Key: the config's fingerprint, a digest of the data the run reads (normsys.data:
 or the rows themselves), a digest of the code a run's result depends on (the source of the
 training path's modules, ``TRAINING_PATH``, and the torch version) and the normsys version: a
 config on other data never gets another data's record, and an edit of the training code retrains
-every run, while an edit of the report, the plugin or a claim file retrains nothing. Location: normsys.store (``$NORMSYS_CACHE``, ``off`` disables it). Writes are
-atomic; an entry that cannot be read or does not match its key is retrained, and says so. A file
-lock per key makes concurrent pytest-xdist workers safe: one trains, the others wait and then
-read.
+every run, while an edit of the report, the plugin or a claim file retrains nothing.
+Location: normsys.store (``$NORMSYS_CACHE``, ``off`` disables it). Writes are atomic; an entry
+that cannot be read or does not match its key is retrained, and says so. A file lock per key
+makes concurrent pytest-xdist workers safe: one trains, the others wait (and say whom they wait
+on) and then read.
 """
 
 from __future__ import annotations
@@ -95,8 +96,18 @@ def cached_runs(configs: list[RunConfig], data: str, compute: Compute,
     paths = {c: runs / run_key(c, data) for c in configs}
     try:
         with ExitStack() as stack:
+            held_by = {p: c for c, p in paths.items()}
             for path in sorted(set(paths.values())):  # one global order: no deadlock
-                stack.enter_context(FileLock(f"{path}.lock", timeout=-1 if wait else 0))
+                lock = FileLock(f"{path}.lock")
+                try:
+                    lock.acquire(timeout=0)
+                except Timeout:
+                    if not wait:
+                        raise
+                    progress.note(f"waiting for {progress.label(held_by[path])}: another "
+                                  f"process is training it")
+                    lock.acquire()
+                stack.callback(lock.release)
             found = {}
             for c in dict.fromkeys(configs):
                 found[c], problem = _load(Path(f"{paths[c]}.json"), c)

@@ -211,8 +211,11 @@ class Claim:
 
     def check_paired(self, a: Sequence[float], b: Sequence[float],
                      rule: stats.Rule) -> stats.Decision:
-        """Decide ``rule`` on the per-seed differences a - b (recorded as evidence)."""
-        self.record(**{"a": list(a), "b": list(b)})
+        """Decide ``rule`` on the per-seed differences a - b (recorded as evidence under the
+        names the rule's statistic gives its two sides, e.g. "val(BN)" and "val(LN)")."""
+        first, _, second = rule.statistic.partition(" - ")
+        names = (first, second) if second and first != second else ("a", "b")
+        self.record(**{names[0]: list(a), names[1]: list(b)})
         return self._conclude(rule.decide_paired(a, b), rule.statistic)
 
     def check_all(self, values: dict[str, Sequence[float]], rule: stats.Rule) -> stats.Decision:
@@ -446,7 +449,15 @@ class ClaimsSession:
                 self.results[result.nodeid] = result
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
-        if hasattr(self.config, "workerinput") or not self.results:
+        if hasattr(self.config, "workerinput"):
+            return
+        ran = {"passed", "failed", "skipped", "xfailed", "xpassed", "error"}
+        if self.config.option.keyword and terminalreporter.stats.get("deselected") and \
+                not ran & set(terminalreporter.stats):
+            terminalreporter.write_line(f"normsys: no claim or test matches -k "
+                                        f"'{self.config.option.keyword}'; `pytest claims "
+                                        f"--claims-list` lists the claim ids")
+        if not self.results:
             return
         results = sorted(self.results.values(), key=lambda r: (r.tier, r.id))
         terminalreporter.write_sep("=", "normsys claims")

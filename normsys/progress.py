@@ -15,7 +15,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from normsys.config import RunConfig
+from normsys.config import PRESETS, RunConfig, preset
 
 _state: dict = {"fd": None, "counter": None, "done": 0}
 
@@ -42,10 +42,26 @@ def _count() -> int:
     return done
 
 
+SHOWN = {"model.norm", "train.method", "train.seed"}  # in every label already
+UNSHOWN = {"train.probe", "train.probe_batch", "train.snapshots", "train.keep_state"}
+
+
 def label(cfg) -> str:
-    """family/norm/method/seed (tier, fingerprint) of a run config."""
-    return (f"{cfg.model.family}/{cfg.model.norm}/{cfg.train.method}/s{cfg.train.seed}"
-            f" ({cfg.data.tier} tier, {cfg.fingerprint()[:8]})")
+    """family/norm/method/seed, what else differs from the family's preset, (tier, fingerprint):
+    two runs of one family, norm and seed read apart, e.g. ``tanh_mlp/none/bp/s0 residual=False``."""
+    name = (f"{cfg.model.family}/{cfg.model.norm}/{cfg.train.method}/s{cfg.train.seed}"
+            + "".join(f" {k.split('.')[1]}={v}" for k, v in differences(cfg)))
+    return f"{name} ({cfg.data.tier} tier, {cfg.fingerprint()[:8]})"
+
+
+def differences(cfg, most: int = 4) -> list[tuple[str, object]]:
+    """Up to ``most`` fields in which ``cfg`` differs from its family's preset at its tier."""
+    if cfg.model.family not in PRESETS:
+        return []
+    flat = lambda c: {f"{s}.{k}": v for s, d in c.to_dict().items() for k, v in d.items()}  # noqa: E731
+    ours, base = flat(cfg), flat(preset(cfg.model.family, cfg.data.tier))
+    return [(k, v) for k, v in ours.items()
+            if k not in SHOWN | UNSHOWN and base.get(k) != v][:most]
 
 
 def started(cfgs) -> None:

@@ -74,7 +74,11 @@ def write_reports(results, folder: Path, provenance: dict) -> list[Path]:
                                      "claims": [asdict(r) for r in results]}, indent=1,
                                     default=float))
     md = [f"# normsys claims report\n\nGenerated {stamp}. This session:\n"]
-    md += [f"- {key}: `{json.dumps(value, default=str)}`" for key, value in provenance.items()]
+    md += [f"- {key}: {value}" if isinstance(value, str | int | float) else
+           f"- {key}: `{json.dumps(value, default=str)}`" for key, value in provenance.items()]
+    per_row = sorted({len(r.seeds) for r in results if r.seeds})
+    md.append(f"- seeds of the rows below (each row lists its own; rows of earlier sessions are "
+              f"kept): {', '.join(map(str, per_row)) or '-'}")
     md += ["", "| " + " | ".join([*HEADER, "measured"]) + " |", "|" + "---|" * (len(HEADER) + 1)]
     md += ["| " + " | ".join(c.replace("|", "\\|") for c in [*row, f"{r.measured} {r.commit[:8]}"])
            + " |" for row, r in zip(rows(results), results, strict=True)]

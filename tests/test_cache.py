@@ -165,16 +165,26 @@ def test_get_runs_trains_what_is_free_before_waiting_for_a_busy_run(tmp_path, mo
     monkeypatch.setattr(runs, "fit", logged)
     (tmp_path / "runs").mkdir()
     ready = tmp_path / "ready"
+    lock = tmp_path / "runs" / f"{run_key(cfgs[0])}.lock"
     holder = multiprocessing.get_context("spawn").Process(
-        target=_hold_lock, args=(str(tmp_path / "runs" / f"{run_key(cfgs[0])}.lock"), str(ready), 3.0))
+        target=_hold_lock, args=(str(lock), str(ready), 6.0))
     holder.start()
     deadline = time.monotonic() + 60
     while not ready.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
-    records = runs.runs(cfgs)
+    said = tmp_path / "progress.txt"
+    fd = os.open(said, os.O_WRONLY | os.O_CREAT)
+    progress.enable(fd)
+    try:
+        records = runs.runs(cfgs)
+    finally:
+        progress.enable(None)
+        os.close(fd)
     holder.join(60)
     assert holder.exitcode == 0
     assert order == [1, 0]  # seed 1 first, seed 0 once the other process let go of it
+    waiting = f"waiting for {progress.label(cfgs[0])}: another process is training it"
+    assert waiting in said.read_text()  # not silent while it waits
     assert [r.run_config.train.seed for r in records] == [0, 1]
     assert runs.runs(cfgs) == records and order == [1, 0]  # memoized
 

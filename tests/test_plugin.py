@@ -26,7 +26,7 @@ def test_refuted(claim):
 
 @pytest.mark.claim("c-inconclusive", statement="noise", source="test")
 def test_inconclusive(claim):
-    claim.check_paired([0.5, 0.9, 0.1], [0.5, 0.5, 0.5], Rule("a - b", ">", 0.0))
+    claim.check_paired([0.5, 0.9, 0.1], [0.5, 0.5, 0.5], Rule("val(BN) - val(LN)", ">", 0.0))
 
 @pytest.mark.claim("c-error", statement="breaks", source="test")
 def test_error(claim):
@@ -269,3 +269,21 @@ def test_a_report_path_that_cannot_be_written_is_a_usage_error_before_any_claim_
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert f"--claims-report {target}" in result.stderr.str()
     assert "normsys claims" not in result.stdout.str()  # nothing ran
+
+
+def test_a_k_that_matches_nothing_points_to_the_claims_list(run_claims):
+    result = run(run_claims, "-k", "no-such-claim")
+    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+    assert "no claim or test matches -k 'no-such-claim'" in result.stdout.str()
+    assert "--claims-list" in result.stdout.str()
+
+
+def test_paired_evidence_is_named_by_the_rule_and_the_report_reads_plainly(run_claims):
+    run(run_claims)
+    data = json.loads((run_claims.path / "rep" / "claims.json").read_text())
+    by_id = {(c["id"], c["tier"]): c for c in data["claims"]}
+    assert by_id[("c-inconclusive", "cpu")]["evidence"] == {"val(BN)": [0.5, 0.9, 0.1],
+                                                            "val(LN)": [0.5, 0.5, 0.5]}
+    md = (run_claims.path / "rep" / "claims.md").read_text()
+    assert "- normsys: 0." in md and '`"0.' not in md  # plain values, not JSON strings
+    assert "seeds of the rows below (each row lists its own" in md
