@@ -10,8 +10,9 @@ import pytest
 
 from normsys.config import RunConfig
 from normsys.data import DataError, DataMissingError
-from normsys.plugin import claim_id, claim_marker
+from normsys.plugin import claim_id, claim_marker, claim_tier
 from normsys.record import RunRecord
+from normsys.runs import recording, write_index
 from normsys.runs import run as get_run
 from normsys.runs import runs as get_runs
 from normsys.runs import task_of as load_task
@@ -40,6 +41,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return SOLO_MINUTES.get(claim_id(item, marker), 0) if marker else 0
 
     items.sort(key=solo_minutes, reverse=True)  # stable: the rest keep their order
+
+
+@pytest.fixture(autouse=True)
+def index_runs(request):
+    """Keep which runs each claim fetched, so that --claims-list can tell what it costs."""
+    marker = claim_marker(request.node)
+    if marker is None:
+        yield
+        return
+    with recording() as fetched:
+        yield
+    write_index(claim_id(request.node, marker), claim_tier(request.node), fetched)
 
 
 @contextmanager

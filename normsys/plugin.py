@@ -382,10 +382,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         counter = os.environ.get(COUNTER_ENV)
         progress.enable(config.stash[TERMINAL], Path(counter) if counter else None)
     if config.option.claims_list:
+        from normsys.runs import cost
+
         write = config.pluginmanager.get_plugin("terminalreporter").write_line
         for (cid, tier), (statement, source) in sorted(catalog.items()):
             control = ", ".join(controls.get(cid, [])) or "NONE"
-            write(f"{cid}  [{tier}]  {statement}  ({source})  control: {control}")
+            write(f"{cid}  [{tier}]  {statement}  ({source})  control: {control}  "
+                  f"cost: {cost(cid, tier)}")
         write(f"{len({cid for cid, _ in catalog})} claims, {len(catalog)} claim-tier pairs")
         items.clear()
 

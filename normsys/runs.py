@@ -5,20 +5,33 @@ of one configuration as one seed-stacked model (normsys.batched), and on the CPU
 runs no other pytest-xdist worker holds, leaving for last the ones another worker is training, so
 that workers needing the same runs share them out instead of queueing. Records fetched once are
 kept for the rest of the process, and the data of each data setting is loaded once.
+
+What a claim needs is known once it has run: ``recording()`` collects the runs fetched inside it,
+and ``write_index`` keeps them in the cache folder (``claims/<id>-<tier>.json``: each run's config,
+data digest and training time), from which ``cost`` tells ``--claims-list`` how many runs a claim
+needs, how many are cached now, and what training the others would take on this machine.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
 from normsys.batched import check_batchable
-from normsys.cache import cached_runs
+from normsys.cache import cached_runs, run_key
 from normsys.config import RunConfig
 from normsys.record import RunRecord
+from normsys.store import atomic_write_text, cache_root
 from normsys.tasks import Task, make_task
 from normsys.train import fit, resolve_device
 
 _MEMO: dict[RunConfig, RunRecord] = {}  # records this process has fetched, shared by claims
 _TASKS: dict[tuple, Task] = {}  # data this process has loaded, by the fields make_task reads
 _KEEP_TASKS = 4  # MNIST is ~190 MB as float tensors: keep the last few data settings only
+_DIGESTS: dict[RunConfig, str] = {}  # the data digest of each run fetched
+_FETCHED: list[list[RunConfig]] = []  # the open recordings (innermost last)
 
 
 def task_of(cfg: RunConfig) -> Task:
@@ -34,14 +47,15 @@ def task_of(cfg: RunConfig) -> Task:
 def run(cfg: RunConfig, wait: bool = True) -> RunRecord | None:
     """The record of ``cfg`` from the run cache, training it first if needed. ``wait=False``:
     None instead of waiting while another process trains the same run."""
-    if cfg in _MEMO:
-        return _MEMO[cfg]
-    task = task_of(cfg)
-    found = cached_runs([cfg], task.digest, lambda cfgs: fit(cfgs, task), wait)
-    if found is None:
-        return None
-    _MEMO[cfg] = found[0]
-    return found[0]
+    if cfg not in _MEMO:
+        task = task_of(cfg)
+        found = cached_runs([cfg], task.digest, lambda cfgs: fit(cfgs, task), wait)
+        if found is None:
+            return None
+        _MEMO[cfg], _DIGESTS[cfg] = found[0], task.digest
+    for fetched in _FETCHED:
+        fetched.append(cfg)
+    return _MEMO[cfg]
 
 
 def runs(cfgs: list[RunConfig]) -> list[RunRecord]:
@@ -57,7 +71,58 @@ def runs(cfgs: list[RunConfig]) -> list[RunRecord]:
                 task = task_of(missing[0])
                 _MEMO.update(zip(missing, cached_runs(missing, task.digest,
                                                       lambda todo: fit(todo, task)), strict=True))
+                _DIGESTS.update(dict.fromkeys(missing, task.digest))
+            for fetched in _FETCHED:
+                fetched.extend(cfgs)
             return [_MEMO[c] for c in cfgs]
     for cfg in dict.fromkeys(cfgs):  # first pass: train or read every run nobody else holds
         run(cfg, wait=False)
     return [run(cfg) for cfg in cfgs]  # then wait for the others
+
+
+# ----------------------------------------------------------------------------- what claims need
+
+
+@contextmanager
+def recording() -> Iterator[list[RunConfig]]:
+    """The configs of the runs fetched inside the block, in order (repeats included)."""
+    fetched: list[RunConfig] = []
+    _FETCHED.append(fetched)
+    try:
+        yield fetched
+    finally:
+        _FETCHED.remove(fetched)
+
+
+def index_path(claim: str, tier: str) -> Path | None:
+    root = cache_root()
+    return None if root is None else root / "claims" / f"{claim}-{tier}.json"
+
+
+def write_index(claim: str, tier: str, fetched: list[RunConfig]) -> None:
+    """Keep which runs ``claim`` at ``tier`` fetched, with their data digests and training times."""
+    path = index_path(claim, tier)
+    if path is None or not fetched:
+        return
+    runs_ = [{"config": c.to_dict(), "data": _DIGESTS.get(c, ""),
+              "seconds": _MEMO[c].wall_time if c in _MEMO else None}
+             for c in dict.fromkeys(fetched)]
+    atomic_write_text(json.dumps({"runs": runs_}), path)
+
+
+def cost(claim: str, tier: str) -> str:
+    """``9 runs (6 cached; the others ~4.1 min of training as last timed)``, from the claim's
+    last run, or what is not known."""
+    path = index_path(claim, tier)
+    if path is None or not path.is_file():
+        return "runs: not known until it has run once with this cache"
+    try:
+        runs_ = json.loads(path.read_text())["runs"]
+        keys = [run_key(RunConfig.from_dict(r["config"]), r["data"]) for r in runs_]
+    except (ValueError, KeyError, TypeError):
+        return "runs: not known (its index cannot be read)"
+    cached = [(path.parent.parent / "runs" / f"{k}.json").is_file() for k in keys]
+    todo = sum(r["seconds"] or 0 for r, c in zip(runs_, cached, strict=True) if not c)
+    return (f"{len(runs_)} runs ({sum(cached)} cached"
+            + (f"; the others ~{todo / 60:.1f} min of training as last timed)"
+               if not all(cached) else ")"))

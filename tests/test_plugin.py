@@ -287,3 +287,31 @@ def test_paired_evidence_is_named_by_the_rule_and_the_report_reads_plainly(run_c
     md = (run_claims.path / "rep" / "claims.md").read_text()
     assert "- normsys: 0." in md and '`"0.' not in md  # plain values, not JSON strings
     assert "seeds of the rows below (each row lists its own" in md
+
+
+def test_claims_list_shows_what_each_claim_costs(tmp_path):
+    """Once a claim has run, --claims-list shows its runs, how many are cached, and the training
+    time of the others as last timed; before, that it is not known yet."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    env = {**__import__("os").environ, "NORMSYS_CACHE": str(tmp_path / "cache")}
+
+    def pytest_claims(*args):
+        return subprocess.run([sys.executable, "-m", "pytest", "claims", "-p", "no:cacheprovider",
+                               "-k", "tc-residual-preserves-gradients and cpu", *args],
+                              cwd=root, env=env, capture_output=True, text=True)
+
+    def listed() -> str:
+        out = pytest_claims("--claims-list").stdout
+        return next(line for line in out.splitlines()
+                    if line.startswith("tc-residual-preserves-gradients  [cpu]"))
+
+    assert "cost: runs: not known until it has run once" in listed()
+    ran = pytest_claims("--claims-report", str(tmp_path / "rep"))
+    assert ran.returncode == 0, ran.stdout[-2000:]
+    assert listed().endswith("cost: 10 runs (10 cached)")  # five seeds, with and without residual
+    next((tmp_path / "cache" / "runs").glob("*.json")).unlink()
+    assert " cost: 10 runs (9 cached; the others ~0.0 min of training as last timed)" in listed()
