@@ -226,7 +226,9 @@ def test_control_xiong_rules_flip_on_a_profile_made_to_grow(task_of):
 def test_control_dong_rules_flip_between_pure_attention_and_skips():
     pure = [depth_ratio(attention_stack_residuals(s, skips=False)) for s in CONTROL_SEEDS]
     skips = [depth_ratio(attention_stack_residuals(s, skips=True)) for s in CONTROL_SEEDS]
+    assert PURE_COLLAPSES.decide(pure).verdict == SUPPORTED
     assert PURE_COLLAPSES.decide(skips).verdict == REFUTED
+    assert SKIPS_PREVENT.decide(skips).verdict == SUPPORTED
     assert SKIPS_PREVENT.decide(pure).verdict == REFUTED
 
 

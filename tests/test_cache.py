@@ -51,7 +51,9 @@ def test_corrupted_entries_are_recomputed(tmp_path, monkeypatch):
     state = tmp_path / "runs" / f"{run_key(CFG)}.pt"
     state.write_bytes(b"garbage")  # weights that no longer match their checksum
     record = cached_run(CFG, counting(log))
-    assert log.read_text() == "xxx" and trained_model(record) is not None
+    assert log.read_text() == "xxx"
+    weights, fresh = trained_model(record).state_dict(), train_with_state(CFG)[1]
+    assert weights.keys() == fresh.keys() and all(torch.equal(weights[k], fresh[k]) for k in fresh)
 
 
 def test_cache_off_always_computes(tmp_path, monkeypatch):
@@ -116,7 +118,9 @@ def test_progress_says_trained_cached_and_retrained(tmp_path, monkeypatch):
         os.close(write)
     lines = os.read(read, 1 << 16).decode().splitlines()
     os.close(read)
-    label = f"ffn_stack/layernorm/bp/s0 (cpu tier, {CFG.fingerprint()[:8]})"
+    # what differs from the family's preset is in the label: d, batch shape, steps
+    label = f"ffn_stack/layernorm/bp/s0 d=16 batch_shape=(4, 5, 16) steps=3 (cpu tier, " \
+            f"{CFG.fingerprint()[:8]})"
     assert lines[0] == f"normsys: training {label} ..."
     assert lines[1].startswith(f"normsys: [1 runs done] {label}: trained in ")
     assert lines[1].endswith(f" s (cpu, {torch.get_num_threads()} thread(s))")

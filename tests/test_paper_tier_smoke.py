@@ -7,8 +7,15 @@ import pytest
 import torch
 
 from normsys.config import preset
-from normsys.data import tiny_shakespeare
-from normsys.protocol import layernorm_gradients, ln_vjp_errors, mnist_report
+from normsys.data import mnist, tiny_shakespeare
+from normsys.protocol import (
+    direction_stability,
+    disjoint_batches,
+    hidden_and_grads,
+    layernorm_gradients,
+    ln_vjp_errors,
+    mnist_report,
+)
 from normsys.runs import run
 from normsys.tasks import lm_batch
 from normsys.train import trained_model
@@ -34,7 +41,8 @@ def test_encoder_paper_tier_settings_and_tiny_run(data_env, cache):
 
 def test_tanh_mlp_paper_tier(cache):
     record = run(preset("tanh_mlp", "paper", **{"model.residual": True}))
-    assert record.env["device"].startswith("cpu") and len(record.init_grad_norms) == 20
+    here = "cuda" if torch.cuda.is_available() else "cpu"  # the paper tier's device=auto
+    assert record.env["device"].startswith(here) and len(record.init_grad_norms) == 20
 
 
 def test_char_gpt_paper_tier_fa_and_ln_captures(data_env, cache):
@@ -50,5 +58,10 @@ def test_char_gpt_paper_tier_fa_and_ln_captures(data_env, cache):
 def test_fa_protocol_paper_tier(method, frozen, data_env, cache):
     cfg = preset("resmlp", "paper", **{"train.method": method, "train.frozen_blocks": frozen})
     record = run(cfg.override(**TINY_TRAIN, **{"data.n_train": 64, "data.n_test": 64}))
-    report = mnist_report(trained_model(record, learning_rule=False), n_batches=2, size=16)
-    assert len(report["residual_norms"]) == 5 and -1 <= report["stability"] <= 1
+    model = trained_model(record, learning_rule=False)
+    report = mnist_report(model, n_batches=2, size=16)
+    assert len(report["residual_norms"]) == 5 and report["layer"] == 2
+    split = mnist()
+    means = [hidden_and_grads(model, *batch)[1][2].mean(0)
+             for batch in disjoint_batches(split.x_test, split.y_test, n=2, size=16)]
+    assert report["stability"] == pytest.approx(direction_stability(means), abs=1e-12)
