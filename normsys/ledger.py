@@ -79,13 +79,17 @@ def seed_span(seeds: Sequence[int]) -> str:
         ",".join(map(str, seeds))
 
 
-def file_name(tier: str, device: str, seed_offset: int = 0, seeds: int = 0) -> str:
+def file_name(tier: str, device: str, seed_offset: int = 0, seeds: int = 0,
+              max_seeds: int = 0) -> str:
     """The ledger file of a tier on a device: ``cpu.json``, ``paper-<GPU name>.json``, with
-    ``-seeds-<first>-<last>`` when the run used other seeds than the claims' own."""
+    ``-seeds-<first>-<last>`` when the run used other seeds than the claims' own and
+    ``-max-seeds-<N>`` when open claims could add seeds up to N (--claims-max-seeds)."""
     stem = "cpu" if tier == "cpu" else f"{tier}-{'-'.join(device.split())}"
     if seed_offset or seeds:
         n = seeds or DEFAULT_SEEDS.get(tier, 3)
         stem += f"-seeds-{seed_offset}-{seed_offset + n - 1}"
+    if max_seeds:
+        stem += f"-max-seeds-{max_seeds}"
     return stem + ".json"
 
 

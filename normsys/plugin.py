@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from normsys import __version__, ledger, progress, stats
+from normsys import __version__, ledger, progress, sequential, stats
 from normsys.data import data_root
 from normsys.report import merged, verdict_table, write_reports
 from normsys.store import file_sha256
@@ -47,6 +47,14 @@ MARKER_KWARGS = ("statement", "source", "seeds")  # what @pytest.mark.claim(id, 
 
 class ClaimRefuted(AssertionError):
     """The evidence lies wholly on the other side of the claim's threshold."""
+
+
+class StillOpen(Exception):
+    """Inconclusive at a look with more seeds to come (--claims-max-seeds)."""
+
+    def __init__(self, decision: stats.Decision):
+        super().__init__(decision.reason)
+        self.decision = decision
 
 
 class Variant(str):
@@ -116,6 +124,7 @@ class ClaimResult:
     commit: str = field(default_factory=lambda: git_commit())
     ledger: str = ""       # same | drift | changed | new | unrecorded | updated (normsys.ledger)
     ledger_note: str = ""  # the ledger's line for this claim, or what to do
+    looks: list[dict] = field(default_factory=list)  # with --claims-max-seeds: each look's verdict
     entry: dict = field(default_factory=dict)  # this measurement as a ledger entry
 
 
@@ -134,10 +143,12 @@ class Ledgers:
         self.folder = Path(opt.claims_ledger or config.rootpath / "claims" / "ledger")
         self.update, self.strict = opt.claims_update, opt.claims_strict
         self.offset, self.seeds = opt.claims_seed_offset, opt.claims_seeds
+        self.max_seeds = opt.claims_max_seeds
         self.read: dict[str, dict[str, ledger.Entry]] = {}
 
     def path(self, tier: str) -> Path:
-        return self.folder / ledger.file_name(tier, device_name(), self.offset, self.seeds)
+        return self.folder / ledger.file_name(tier, device_name(), self.offset, self.seeds,
+                                              self.max_seeds)
 
     def entries(self, tier: str) -> dict[str, ledger.Entry]:
         if tier not in self.read:
@@ -178,11 +189,20 @@ class Claim:
         self.source = marker.kwargs.get("source", "")
         self.default_seeds = marker.kwargs.get("seeds", 3 if tier == "cpu" else 5)
         n = opt.claims_seeds or self.default_seeds
-        self.seeds = list(range(opt.claims_seed_offset, opt.claims_seed_offset + n))
+        self.offset = opt.claims_seed_offset
+        self.plan = sequential.looks(n, opt.claims_max_seeds)  # seeds at each look
+        self.looks: list[dict] = []
+        self.decision: stats.Decision | None = None
+        self.at_look(n, sequential.levels(self.plan)[0])
         self.report_dir = Path(opt.claims_report)
         self.evidence: dict = {}
         self.figures: list[str] = []
         self.start = time.perf_counter()
+
+    def at_look(self, n: int, confidence: float) -> None:
+        """Decide on the first ``n`` seeds at ``confidence`` (a look of --claims-max-seeds)."""
+        self.seeds = list(range(self.offset, self.offset + n))
+        self.confidence, self.final = confidence, n == self.plan[-1]
 
     def record(self, **evidence) -> None:
         """Attach evidence (numbers, per-seed lists, small dicts) to the report."""
@@ -207,7 +227,7 @@ class Claim:
 
     def check(self, values: Sequence[float], rule: stats.Rule) -> stats.Decision:
         """Decide ``rule`` on per-seed values of its statistic; end the test accordingly."""
-        return self._conclude(rule.decide(values), rule.statistic)
+        return self._conclude(rule.decide(values, self.confidence), rule.statistic)
 
     def check_paired(self, a: Sequence[float], b: Sequence[float],
                      rule: stats.Rule) -> stats.Decision:
@@ -216,11 +236,11 @@ class Claim:
         first, _, second = rule.statistic.partition(" - ")
         names = (first, second) if second and first != second else ("a", "b")
         self.record(**{names[0]: list(a), names[1]: list(b)})
-        return self._conclude(rule.decide_paired(a, b), rule.statistic)
+        return self._conclude(rule.decide_paired(a, b, self.confidence), rule.statistic)
 
     def check_all(self, values: dict[str, Sequence[float]], rule: stats.Rule) -> stats.Decision:
         """Decide ``rule`` on each named comparison's per-seed values; all must hold."""
-        decision = rule.decide_all(values)
+        decision = rule.decide_all(values, self.confidence)
         self.record(comparisons=decision.extra)
         return self._conclude(decision, rule.statistic)
 
@@ -228,6 +248,12 @@ class Claim:
         import torch
 
         s = decision.summary
+        if len(self.plan) > 1:
+            self.looks.append({"seeds": s.n, "confidence": self.confidence,
+                               "verdict": decision.verdict, "mean": s.mean, "low": s.low,
+                               "high": s.high})
+            if decision.verdict == stats.INCONCLUSIVE and not self.final:
+                raise StillOpen(decision)
         result = ClaimResult(
             self.id, self.tier, self.statement, self.source, decision.verdict, statistic,
             decision.rule, s.mean, s.low, s.high, self.seeds[: s.n], list(s.values),
@@ -240,6 +266,7 @@ class Claim:
         judgement = ledgers.judge(self.id, self.tier, fresh)
         result.ledger, result.ledger_note = judgement.status, judgement.message
         result.entry = _jsonable(asdict(fresh))
+        result.looks = _jsonable(self.looks)
         self.item.user_properties.append((PROPERTY, json.dumps(asdict(result))))
         text = f"[{self.id}/{self.tier}] {statistic}: {decision.reason}"
         unrecorded = judgement.status in ("new", "unrecorded")
@@ -252,6 +279,7 @@ class Claim:
             raise ClaimRefuted(f"{text}; {judgement.message}")
         if decision.verdict == stats.INCONCLUSIVE:
             pytest.skip(f"inconclusive: {text}; {judgement.message}")
+        self.decision = decision
         return decision
 
 
@@ -305,6 +333,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="skip a claim whose data set is missing instead of failing it")
     group.addoption("--claims-list", action="store_true",
                     help="list the selected claims (id, tier, statement, source) and run nothing")
+    group.addoption("--claims-max-seeds", type=int, default=0,
+                    help="a claim still inconclusive on its seeds adds seeds at fixed looks "
+                         "(3, 5, 8, 13, ...) up to N, each look at an alpha-spending level")
     group.addoption("--claims-update", action="store_true",
                     help="write this run's verdicts into the ledger (after reviewing them)")
     group.addoption("--claims-strict", action="store_true",
@@ -318,6 +349,9 @@ def pytest_configure(config: pytest.Config) -> None:
     if opt.claims_seeds and opt.claims_seeds < 2:
         raise pytest.UsageError(f"--claims-seeds {opt.claims_seeds}: a verdict needs >= 2 seeds "
                                 f"(the t-interval of one value is infinite)")
+    if opt.claims_max_seeds and opt.claims_max_seeds < 2:
+        raise pytest.UsageError(f"--claims-max-seeds {opt.claims_max_seeds}: a verdict needs "
+                                f">= 2 seeds")
     if opt.claims_seed_offset < 0:
         raise pytest.UsageError(f"--claims-seed-offset {opt.claims_seed_offset}: seeds are >= 0")
     if not hasattr(config, "workerinput"):
@@ -410,6 +444,26 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         for path in (counter, counter + ".lock"):
             if os.path.exists(path):
                 os.unlink(path)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function):
+    """With --claims-max-seeds: run a claim's body at each look until its verdict is decisive or
+    the looks run out (normsys.sequential); the runs of earlier looks come from the cache."""
+    claim = pyfuncitem.funcargs.get("claim")
+    if not isinstance(claim, Claim) or len(claim.plan) == 1:
+        return None
+    args = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
+
+    def decide_at(n: int, confidence: float) -> stats.Decision:
+        claim.at_look(n, confidence)
+        try:
+            return pyfuncitem.obj(**args) or claim.decision  # a supported claim returns
+        except StillOpen as open_:
+            return open_.decision
+
+    sequential.sequential(decide_at, claim.plan)
+    return True
 
 
 @pytest.fixture

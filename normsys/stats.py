@@ -13,6 +13,7 @@ The t quantile is computed from the exact closed-form t CDF for integer degrees 
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -42,6 +43,7 @@ def t_cdf_two_sided(t: float, df: int) -> float:
     return s * acc
 
 
+@functools.lru_cache(maxsize=1024)
 def t_quantile(df: int, confidence: float = 0.95) -> float:
     """Two-sided critical value t* with P(|T| < t*) = confidence (bisection on the exact CDF)."""
     lo, hi = 0.0, 1.0
@@ -106,7 +108,7 @@ class Decision:
 
 
 def _interval(s: Summary) -> str:
-    return f"mean {s.mean:.4g}, 95% CI [{s.low:.4g}, {s.high:.4g}], n={s.n}"
+    return f"mean {s.mean:.4g}, {100 * s.confidence:.4g}% CI [{s.low:.4g}, {s.high:.4g}], n={s.n}"
 
 
 def decide(values: Sequence[float], side: str, threshold: float,
@@ -210,16 +212,17 @@ class Rule:
     def __str__(self) -> str:
         return f"{self.statistic} {self.text}"
 
-    def decide(self, values: Sequence[float]) -> Decision:
+    def decide(self, values: Sequence[float], confidence: float = 0.95) -> Decision:
         """The verdict on per-seed values of the statistic."""
         if self.side == "within":
-            return decide_equivalence(values, *self.threshold)
-        return decide(values, self.side, self.threshold)
+            return decide_equivalence(values, *self.threshold, confidence)
+        return decide(values, self.side, self.threshold, confidence)
 
-    def decide_paired(self, a: Sequence[float], b: Sequence[float]) -> Decision:
+    def decide_paired(self, a: Sequence[float], b: Sequence[float],
+                      confidence: float = 0.95) -> Decision:
         """The verdict on per-seed differences a - b."""
-        return self.decide(paired_differences(a, b))
+        return self.decide(paired_differences(a, b), confidence)
 
-    def decide_all(self, values: dict[str, Sequence[float]]) -> Decision:
+    def decide_all(self, values: dict[str, Sequence[float]], confidence: float = 0.95) -> Decision:
         """The rule applied to each named comparison; all must hold (``decide_all``)."""
-        return decide_all({name: self.decide(v) for name, v in values.items()})
+        return decide_all({name: self.decide(v, confidence) for name, v in values.items()})

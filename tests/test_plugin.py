@@ -315,3 +315,44 @@ def test_claims_list_shows_what_each_claim_costs(tmp_path):
     assert listed().endswith("cost: 10 runs (10 cached)")  # five seeds, with and without residual
     next((tmp_path / "cache" / "runs").glob("*.json")).unlink()
     assert " cost: 10 runs (9 cached; the others ~0.0 min of training as last timed)" in listed()
+
+
+SEQUENTIAL = '''
+import pytest
+from normsys.stats import Rule
+
+VALUES = [0.9, 0.1, 0.5, 0.8, 0.85, 0.9, 0.88, 0.86]
+SEEN = []
+
+@pytest.mark.claim("c-open", statement="s", source="t")
+def test_open(claim):
+    SEEN.append(len(claim.seeds))
+    claim.check([VALUES[s] for s in claim.seeds], Rule("x", ">", 0.2))
+
+@pytest.mark.claim("c-never", statement="s", source="t")
+def test_never(claim):
+    claim.check([(-1) ** s * 1.0 for s in claim.seeds], Rule("x", ">", 0.0))
+
+def test_seen():
+    assert SEEN == [3, 5, 8]
+'''
+
+
+def test_max_seeds_adds_seeds_at_the_looks_until_a_verdict(pytester):
+    """c-open is inconclusive on 3 and 5 seeds and supported on 8; c-never stays inconclusive
+    through every look; the report shows each look, its seeds and its level."""
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_seq=SEQUENTIAL)
+    result = run(pytester, "--claims-max-seeds", "8")
+    result.assert_outcomes(passed=2, skipped=1)
+    data = json.loads((pytester.path / "rep" / "claims.json").read_text())
+    by_id = {c["id"]: c for c in data["claims"]}
+    looks = by_id["c-open"]["looks"]
+    assert [(x["seeds"], x["verdict"]) for x in looks] == [
+        (3, "inconclusive"), (5, "inconclusive"), (8, "supported")]
+    assert [round(x["confidence"], 5) for x in looks] == [0.99863, 0.9882, 0.96317]
+    assert by_id["c-open"]["seeds"] == list(range(8))
+    assert [x["seeds"] for x in by_id["c-never"]["looks"]] == [3, 5, 8]
+    assert (pytester.path / "claims" / "ledger").exists() is False  # no update asked
+    plain = run(pytester, "-k", "c-open")
+    plain.assert_outcomes(skipped=1)  # without the option: 3 seeds at 95%, inconclusive

@@ -1,0 +1,83 @@
+"""More seeds only where a verdict is still open: the claims protocol read group-sequentially.
+
+A claim decides on its tier's seeds (the first look). Asked for up to N seeds
+(``pytest claims --claims-max-seeds N``), a claim still inconclusive there adds seeds at looks fixed
+in advance (``SCHEDULE``: 3 -> 5 -> 8 -> 13 ..., then N) until it decides or reaches N. Every look
+is another chance to decide wrongly, so the looks share the error rate by a fixed alpha-spending
+function, O'Brien-Fleming's in the form of Lan & DeMets (1983): by the share t = n / N of the
+final seeds, alpha(t) = 1 - Phi(z_{1-alpha} / sqrt(t)) per side has been spent, and look k may err
+on each side with probability alpha(t_k) - alpha(t_{k-1}); its interval has confidence one minus
+twice that. Early looks spend little (3 of 8 seeds: 0.07% a side), so a claim decides early only
+on strong evidence, and the last look keeps most of the power. By the union bound, over all looks
+the chance of a decisive verdict on the wrong side when the true mean sits exactly on the threshold
+is at most alpha = 2.5% per side for per-seed values for which the t-interval is exact (normal);
+tests/test_sequential.py measures it by Monte Carlo, for skewed values too (README, "More seeds
+where a verdict is open"). With one look (N no more than the tier's seeds) the level is the
+protocol's 95%, so a run without the option is unchanged.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from statistics import NormalDist
+
+import numpy as np
+
+from normsys.stats import INCONCLUSIVE, REFUTED, SUPPORTED, Decision, Rule
+
+SCHEDULE = (3, 5, 8, 13, 21, 34, 55)  # seeds at which an open claim looks again
+ALPHA_PER_SIDE = 0.025
+
+
+def looks(first: int, most: int) -> tuple[int, ...]:
+    """The seed counts at which a claim decides: its own seeds, the schedule's counts beyond them
+    and below ``most``, then ``most``."""
+    if most <= first:
+        return (first,)
+    return (first, *(n for n in SCHEDULE if first < n < most), most)
+
+
+def levels(plan: Sequence[int], alpha: float = ALPHA_PER_SIDE) -> tuple[float, ...]:
+    """The two-sided confidence of each look of ``plan`` under O'Brien-Fleming-type spending."""
+    if len(plan) == 1:
+        return (1 - 2 * alpha,)
+    z = NormalDist().inv_cdf(1 - alpha)
+    spent, out = 0.0, []
+    for n in plan:
+        total = 1 - NormalDist().cdf(z / math.sqrt(n / plan[-1]))  # spent by this look
+        out.append(1 - 2 * (total - spent))
+        spent = total
+    return tuple(out)
+
+
+def sequential(decide_at: Callable[[int, float], Decision], plan: Sequence[int],
+               alpha: float = ALPHA_PER_SIDE) -> tuple[Decision, list[dict]]:
+    """Decide at each look of ``plan`` (``decide_at(n_seeds, confidence)``) until a verdict is
+    decisive or the looks run out; the last decision and a record of every look."""
+    record = []
+    for n, level in zip(plan, levels(plan, alpha), strict=True):
+        decision = decide_at(n, level)
+        s = decision.summary
+        record.append({"seeds": n, "confidence": level, "verdict": decision.verdict,
+                       "mean": s.mean, "low": s.low, "high": s.high})
+        if decision.verdict != INCONCLUSIVE:
+            break
+    return decision, record
+
+
+def simulate(rule: Rule, draw: Callable[[np.random.Generator, int], np.ndarray],
+             plan: Sequence[int], reps: int = 10_000, seed: int = 0) -> dict[str, float]:
+    """Monte Carlo of the procedure: ``reps`` claims whose per-seed values come from
+    ``draw(gen, n)``, each decided by ``sequential`` over ``plan``; the share of each final
+    verdict and the mean number of seeds used."""
+    gen = np.random.default_rng(seed)
+    counts = {SUPPORTED: 0, REFUTED: 0, INCONCLUSIVE: 0}
+    seeds_used = 0
+    for _ in range(reps):
+        values = draw(gen, plan[-1]).tolist()
+        decision, record = sequential(
+            lambda n, level, values=values: rule.decide(values[:n], level), plan)
+        counts[decision.verdict] += 1
+        seeds_used += record[-1]["seeds"]
+    return {**{v: c / reps for v, c in counts.items()}, "mean_seeds": seeds_used / reps}
