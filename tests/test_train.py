@@ -257,13 +257,16 @@ def test_cli_ctrl_c_ends_with_one_line(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "normsys", "train", "--model", "ffn_stack",
                              "--set", "train.steps=100000"], env=env, stderr=subprocess.PIPE,
                             stdout=subprocess.PIPE, text=True)
-    # interrupt once training has started (the progress line says so), however long the imports
-    # take on a loaded machine
-    deadline = time.monotonic() + 120
-    while "normsys: training" not in (line := proc.stderr.readline()):
-        assert line and time.monotonic() < deadline, "the run never started training"
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
+    try:
+        # interrupt once training has started (the progress line says so), however long the
+        # imports take on a loaded machine
+        deadline = time.monotonic() + 120
+        while "normsys: training" not in (line := proc.stderr.readline()):
+            assert line and time.monotonic() < deadline, "the run never started training"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()  # never leave a 100,000-step run behind when the test fails
     lines = [line for line in err.splitlines() if not line.startswith("normsys: ")]
     assert proc.returncode == 130 and lines == [
         "interrupted: nothing was written (a run trained to the end stays cached)"]
