@@ -18,6 +18,10 @@ from normsys import data
 from normsys.config import RunConfig
 
 EVAL_SEED = 1_000_003  # fixed evaluation batches (LM), identical for every seed and norm
+# rows per forward pass when evaluating a classifier: on one CPU core the seed encoder evaluated
+# 1,024 rows in 1.02 s in chunks of 128 against 1.78 s in chunks of 512, with bit-identical logits
+# (mlp, cnn with batchnorm, resmlp, vit too)
+EVAL_CHUNK = 128
 
 
 class Task:
@@ -98,8 +102,8 @@ class Classify(Task):
         for name, x_all, y_all in (("train", self.x_train[:n_train], self.y_train[:n_train]),
                                    ("test", self.x_test, self.y_test)):
             correct, loss = 0, 0.0
-            for i in range(0, len(y_all), 512):
-                x, y = x_all[i : i + 512], y_all[i : i + 512]
+            for i in range(0, len(y_all), EVAL_CHUNK):
+                x, y = x_all[i : i + EVAL_CHUNK], y_all[i : i + EVAL_CHUNK]
                 with ctx.autocast():
                     logits = model(x).float()
                 loss += float(F.cross_entropy(logits, y, reduction="sum"))

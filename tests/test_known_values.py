@@ -291,3 +291,24 @@ def test_ln_decomposition_summary_reads_the_gain_or_leaves_it_out():
     free = ln_decomposition_summary([capture], through_gain=False)
     assert through["cos_center_scale"] == pytest.approx(1.0, abs=1e-6)
     assert free["cos_center_scale"] == pytest.approx(75 / math.sqrt(5775), abs=1e-6)
+
+
+def test_held_out_logits_do_not_depend_on_the_evaluation_chunk():
+    """Evaluation runs in chunks of EVAL_CHUNK rows for speed: on one thread (a CI worker's) each
+    row's logits are bit-identical to a pass over 512 rows at once. (On two threads torch splits
+    the two batch sizes differently: logits then differ by up to ~4e-7.)"""
+    from normsys.tasks import EVAL_CHUNK
+    from normsys.train import prepare_model
+
+    cfg = preset("encoder", **{"model.layers": 2})
+    model = prepare_model(cfg).eval()
+    x = torch.randint(1, 1000, (512, cfg.model.seq_len), generator=torch.Generator().manual_seed(0))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with torch.no_grad():
+            whole = model(x)
+            chunked = torch.cat([model(x[i:i + EVAL_CHUNK]) for i in range(0, 512, EVAL_CHUNK)])
+    finally:
+        torch.set_num_threads(threads)
+    assert EVAL_CHUNK < 512 and torch.equal(whole, chunked)
