@@ -1,22 +1,19 @@
-"""Root conftest: markers shared by tests/ and claims/.
+"""Root conftest: loads the claims plugin (which registers its markers and options) and keeps
+the GPU marker honest on machines without CUDA.
 
 - ``gpu``: needs CUDA; skipped with a clear reason when none is present.
 - ``slow``: longer than a few seconds on CPU.
-- ``claim``: an executable claim (see claims/).
 """
 
 from __future__ import annotations
 
 import pytest
 
-pytest_plugins = ["normsys.plugin"]  # the claims plugin: claim fixture, verdict table, report
+pytest_plugins = ["normsys.plugin"]  # the claims plugin: markers, claim fixture, table, report
 
 MARKERS = (
     "gpu: needs a CUDA GPU (paper tier and GPU benchmarks); skipped without one",
     "slow: takes more than a few seconds on CPU",
-    "claim(id, statement, source, seeds=None): an executable claim about normalization",
-    "control(*claim_ids): a negative control of these claims: their own measurement and rule "
-    "on a case where the effect is absent or reversed, coming out the other way",
 )
 
 

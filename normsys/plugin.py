@@ -344,7 +344,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="folder of the verdict ledger (default: claims/ledger/ under the rootdir)")
 
 
+MARKERS = (
+    "claim(id, statement, source, seeds=None): an executable claim about normalization",
+    "control(*claim_ids): a negative control of these claims: their own measurement and rule "
+    "on a case where the effect is absent or reversed, coming out the other way",
+)
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    for line in MARKERS:
+        config.addinivalue_line("markers", line)
     opt = config.option
     if opt.claims_seeds and opt.claims_seeds < 2:
         raise pytest.UsageError(f"--claims-seeds {opt.claims_seeds}: a verdict needs >= 2 seeds "

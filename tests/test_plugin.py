@@ -38,9 +38,9 @@ def test_tiers(claim, tier):
     claim.check([1.0 + 0.01 * s for s in claim.seeds], Rule("x", ">", 0.5))
 '''
 
+# a project of its own: the plugin and nothing else (it registers the claim marker itself)
 CONFTEST = ('pytest_plugins = ["normsys.plugin"]\n'
             'def pytest_configure(config):\n'
-            '    config.addinivalue_line("markers", "claim: c")\n'
             '    config.addinivalue_line("markers", "gpu: g")\n')
 
 
@@ -356,3 +356,23 @@ def test_max_seeds_adds_seeds_at_the_looks_until_a_verdict(pytester):
     assert (pytester.path / "claims" / "ledger").exists() is False  # no update asked
     plain = run(pytester, "-k", "c-open")
     plain.assert_outcomes(skipped=1)  # without the option: 3 seeds at 95%, inconclusive
+
+
+def test_the_plugin_registers_its_own_markers(pytester):
+    """A project that loads normsys.plugin and nothing else can use @pytest.mark.claim under
+    --strict-markers."""
+    pytester.makeconftest('pytest_plugins = ["normsys.plugin"]\n')
+    pytester.makepyfile(test_one='''
+import pytest
+from normsys.stats import Rule
+
+@pytest.mark.claim("c-one", statement="s", source="t")
+def test_one(claim):
+    claim.check([1.0, 1.1, 1.2], Rule("x", ">", 0.5))
+
+@pytest.mark.control("c-one")
+def test_control():
+    assert Rule("x", ">", 0.5).decide([0.1, 0.2, 0.1]).verdict == "refuted"
+''')
+    result = run(pytester, "--strict-markers")
+    result.assert_outcomes(passed=2)
