@@ -21,7 +21,7 @@ import torch
 
 from normsys import diagnostics as dg
 from normsys.config import preset
-from normsys.plugin import Variant, tiers, variant_tiers
+from normsys.params import Variant, tiers, variant_tiers
 from normsys.stats import REFUTED, SUPPORTED, Rule
 from normsys.testing import SMALL_CLASSIFIER, small_classifier_accuracies, trained_and_untrained
 from normsys.train import prepare_model, probe, run_context

@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from normsys.config import preset
-from normsys.plugin import tiers, variant_tiers
+from normsys.params import tiers, variant_tiers
 from normsys.protocol import mnist_report
 from normsys.stats import REFUTED, SUPPORTED, Rule
 from normsys.testing import CONTROL_SEEDS, small_classifier_accuracies

@@ -18,7 +18,7 @@ import torch
 from normsys import diagnostics as dg
 from normsys import figures
 from normsys.config import preset
-from normsys.plugin import tiers
+from normsys.params import tiers
 from normsys.runs import run
 from normsys.stats import REFUTED, SUPPORTED, Rule
 from normsys.testing import (

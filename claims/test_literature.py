@@ -20,7 +20,7 @@ from normsys import diagnostics as dg
 from normsys import figures
 from normsys.config import preset
 from normsys.models import Attention
-from normsys.plugin import tiers
+from normsys.params import tiers
 from normsys.stats import REFUTED, SUPPORTED, Rule
 from normsys.testing import CONTROL_SEEDS, trained_and_untrained
 from normsys.train import gradients_at_init, prepare_model, run_context

@@ -15,7 +15,7 @@ from torch import nn
 from normsys.config import preset
 from normsys.data import tiny_shakespeare
 from normsys.norms import LayerNorm, build_norm
-from normsys.plugin import tiers
+from normsys.params import tiers
 from normsys.protocol import layernorm_gradients, ln_decomposition_summary, ln_vjp_errors
 from normsys.stats import REFUTED, SUPPORTED, Rule
 from normsys.tasks import lm_batch

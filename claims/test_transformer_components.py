@@ -14,7 +14,7 @@ import pytest
 from normsys import diagnostics as dg
 from normsys import figures
 from normsys.config import preset
-from normsys.plugin import tiers
+from normsys.params import tiers
 from normsys.stats import REFUTED, SUPPORTED, Rule, paired_differences
 from normsys.testing import CONTROL_SEEDS, trained_and_untrained
 from normsys.train import train

@@ -30,8 +30,9 @@ from pathlib import Path
 
 import pytest
 
-from normsys import __version__, ledger, progress, sequential, stats
+from normsys import __version__, ledger, progress, sequential, stats, workers
 from normsys.data import data_root
+from normsys.params import Variant
 from normsys.report import merged, verdict_table, write_reports
 from normsys.store import file_sha256
 
@@ -55,27 +56,6 @@ class StillOpen(Exception):
     def __init__(self, decision: stats.Decision):
         super().__init__(decision.reason)
         self.decision = decision
-
-
-class Variant(str):
-    """A parameter value that names a variant of a claim: its text is the claim id's suffix."""
-
-
-def tiers(cpu: Sequence = (), paper: Sequence = ()) -> list:
-    """The two tiers as parametrize values; ``paper`` is marked gpu. Extra marks per tier."""
-    return [pytest.param("cpu", marks=list(cpu), id="cpu"),
-            pytest.param("paper", marks=[pytest.mark.gpu, *paper], id="paper")]
-
-
-def variant_tiers(variants: Sequence[str], slow: Sequence[str] = ()) -> list:
-    """Parameters for ``"variant,tier"``: every variant (a ``Variant``) at both tiers; ``slow``
-    variants are marked slow on the CPU tier."""
-    params = []
-    for v in map(Variant, variants):
-        cpu = [pytest.mark.slow] if v in slow else []
-        params += [pytest.param(v, "cpu", marks=cpu, id=f"cpu{v}"),
-                   pytest.param(v, "paper", marks=[pytest.mark.gpu], id=f"paper{v}")]
-    return params
 
 
 def claim_marker(item: pytest.Item) -> pytest.Mark | None:
@@ -375,14 +355,7 @@ def pytest_configure(config: pytest.Config) -> None:
         fd, counter = tempfile.mkstemp(prefix="normsys-runs-")
         os.close(fd)
         os.environ[COUNTER_ENV] = counter
-    worker = os.environ.get("PYTEST_XDIST_WORKER")
-    if worker is not None:  # share the cores among workers instead of oversubscribing them
-        import torch
-
-        n = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // n))
-        if torch.cuda.is_available() and torch.cuda.device_count() > 1:  # one GPU per worker
-            torch.cuda.set_device(int(worker.removeprefix("gw")) % torch.cuda.device_count())
+    workers.share_the_machine()
 
 
 def check_report_folder(folder: Path) -> None:

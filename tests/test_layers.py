@@ -15,7 +15,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "normsys"
 
 # bottom to top; a module may import only modules of lower layers
 LAYERS = [
-    {"store", "stats", "stacked"},
+    {"store", "stats", "stacked", "params", "workers"},
     {"norms", "sequential"},
     {"config"},
     {"data", "models", "feedback", "diagnostics", "progress"},

@@ -10,7 +10,7 @@ pytest_plugins = ["pytester"]
 
 CLAIMS = '''
 import pytest
-from normsys.plugin import tiers
+from normsys.params import tiers
 from normsys.stats import Rule
 
 KAPPA = Rule("kappa", ">=", 0.8)
@@ -209,7 +209,7 @@ def test_typo(claim):
 
 
 def test_variant_tiers_mark_the_paper_tier_gpu_and_slow_variants_slow():
-    from normsys.plugin import variant_tiers
+    from normsys.params import variant_tiers
 
     params = {p.id: p for p in variant_tiers(("", "-x"), slow=("-x",))}
     assert set(params) == {"cpu", "paper", "cpu-x", "paper-x"}
