@@ -21,10 +21,10 @@ import torch
 
 from normsys import diagnostics as dg
 from normsys.config import preset
+from normsys.measure import at_init
 from normsys.params import Variant, tiers, variant_tiers
 from normsys.stats import REFUTED, SUPPORTED, Rule
 from normsys.testing import SMALL_CLASSIFIER, small_classifier_accuracies, trained_and_untrained
-from normsys.train import prepare_model, probe, run_context
 
 SOURCE = "Dual-Mechanism paper, Experiment 4 (seed encoder, AG News)"
 NORMS = ("layernorm", "l2", "none")
@@ -253,12 +253,8 @@ def probes_at_init(task_of, variant: str, collapse: bool) -> list[dict]:
     out, task = [], None
     for seed in CONTROL_SEEDS:
         cfg = encoder("layernorm", seed, **CONTROL_ENCODER, **CHANGES[variant])
-        model = prepare_model(cfg)
-        if collapse:
-            rank_collapsing(model)
         task = task or task_of(cfg)  # the same rows for every seed
-        x0, _ = task.probe_batch(cfg)
-        out.append(probe(model, cfg, x0, run_context(cfg, torch.device("cpu"), 0)))
+        out.append(at_init(cfg, task, rank_collapsing if collapse else None).probes)
     return out
 
 

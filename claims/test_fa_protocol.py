@@ -18,11 +18,12 @@ import pytest
 import torch
 
 from normsys.config import preset
+from normsys.models import prepare_model
 from normsys.params import tiers, variant_tiers
 from normsys.protocol import mnist_report
+from normsys.record import trained_model
 from normsys.stats import REFUTED, SUPPORTED, Rule
 from normsys.testing import CONTROL_SEEDS, small_classifier_accuracies
-from normsys.train import prepare_model, trained_model
 
 SOURCE = "FA evaluation protocol (pre-LN residual MLP, MNIST)"
 VARIANTS = ("", "-long")

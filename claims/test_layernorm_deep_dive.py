@@ -18,7 +18,9 @@ import torch
 from normsys import diagnostics as dg
 from normsys import figures
 from normsys.config import preset
+from normsys.measure import at_init
 from normsys.params import tiers
+from normsys.record import trained_model
 from normsys.runs import run
 from normsys.stats import REFUTED, SUPPORTED, Rule
 from normsys.testing import (
@@ -27,7 +29,7 @@ from normsys.testing import (
     small_classifier_accuracies,
     trained_and_untrained,
 )
-from normsys.train import prepare_model, probe, run_context, train, trained_model
+from normsys.train import train
 
 SOURCE = "LayerNorm deep-dive notebook"
 
@@ -272,14 +274,14 @@ def correlation_at_init(task_of, seed: int, shared: bool) -> float:
     """The claim's correlation measurement (train.probe) of the MLP without a norm at init;
     ``shared``: a common component added to every unit of the last hidden layer."""
     cfg = mlp("none", seed)
-    model = prepare_model(cfg)
-    if shared:
-        with torch.no_grad():
-            w = model.layers[2][0].weight  # (d, d)
-            v = torch.randn(1, w.shape[1], generator=torch.Generator().manual_seed(seed))
-            w.add_(5 * torch.ones(w.shape[0], 1) @ v / w.shape[1] ** 0.5)
-    x0, _ = task_of(cfg).probe_batch(cfg)
-    return probe(model, cfg, x0, run_context(cfg, torch.device("cpu"), 0))["layers.2"]["unit_corr"]
+
+    def add_shared_component(model):
+        w = model.layers[2][0].weight  # (d, d)
+        v = torch.randn(1, w.shape[1], generator=torch.Generator().manual_seed(seed))
+        w.add_(5 * torch.ones(w.shape[0], 1) @ v / w.shape[1] ** 0.5)
+
+    init = at_init(cfg, task_of(cfg), add_shared_component if shared else None)
+    return init.probes["layers.2"]["unit_corr"]
 
 
 @pytest.mark.control("ld-layernorm-decorrelates")

@@ -19,11 +19,11 @@ import torch
 from normsys import diagnostics as dg
 from normsys import figures
 from normsys.config import preset
+from normsys.measure import at_init
 from normsys.models import Attention
 from normsys.params import tiers
 from normsys.stats import REFUTED, SUPPORTED, Rule
 from normsys.testing import CONTROL_SEEDS, trained_and_untrained
-from normsys.train import gradients_at_init, prepare_model, run_context
 
 DEPTHS = (6, 12)
 
@@ -190,6 +190,11 @@ def test_dyt_matches_layernorm(claim, runs, tier):
 # ----------------------------------------------------------------------------- negative controls
 
 
+def shrink_first_ffn(model) -> None:
+    for i in (0, 2):
+        model.blocks[0].mlp[i].weight.mul_(0.1)
+
+
 def ffn_ratios_at_init(task_of, placement: str, layers: int, shrink_first: bool) -> list[float]:
     """Per control seed, the claim's last / first FFN gradient ratio (train.gradients_at_init) of
     an encoder at init; ``shrink_first``: the first block's FFN weights scaled by 0.1, which
@@ -198,15 +203,9 @@ def ffn_ratios_at_init(task_of, placement: str, layers: int, shrink_first: bool)
     for seed in CONTROL_SEEDS:
         cfg = xiong(placement, layers, seed).override(**{"data.n_train": 128,
                                                                 "data.n_test": 16})
-        model = prepare_model(cfg)
-        if shrink_first:
-            with torch.no_grad():
-                for i in (0, 2):
-                    model.blocks[0].mlp[i].weight.mul_(0.1)
         task = task or task_of(cfg)  # the same rows for every seed
-        init = gradients_at_init(model, task, run_context(cfg, torch.device("cpu"), 0),
-                                 *task.probe_batch(cfg))
-        out.append(ffn_grad_ratio(init.grads, layers))
+        out.append(ffn_grad_ratio(at_init(cfg, task, shrink_first_ffn if shrink_first else None)
+                                  .grads, layers))
     return out
 
 

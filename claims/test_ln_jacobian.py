@@ -14,13 +14,14 @@ from torch import nn
 
 from normsys.config import preset
 from normsys.data import tiny_shakespeare
+from normsys.models import prepare_model
 from normsys.norms import LayerNorm, build_norm
 from normsys.params import tiers
 from normsys.protocol import layernorm_gradients, ln_decomposition_summary, ln_vjp_errors
+from normsys.record import trained_model
 from normsys.stats import REFUTED, SUPPORTED, Rule
 from normsys.tasks import lm_batch
 from normsys.testing import CONTROL_SEEDS
-from normsys.train import prepare_model, trained_model
 
 SOURCE = "LayerNorm-Jacobian analysis (char GPT, Tiny Shakespeare)"
 

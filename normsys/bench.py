@@ -10,6 +10,8 @@ import statistics
 
 import torch
 
+from normsys.provenance import device_name
+
 # Datasheet peaks: (memory bandwidth B/s, dense bf16 FLOP/s). Measured ceilings go next to them.
 PEAKS = {
     "H200": (4.8e12, 989e12),
@@ -29,7 +31,7 @@ def machine_info() -> dict:
     dev = device()
     bandwidth, flops = peaks(dev)
     return {
-        "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu",
+        "device": device_name(dev),
         "peak_memory_bandwidth_Bps": bandwidth,
         "peak_bf16_flops": flops,
         "measured_copy_bandwidth_Bps": measured_copy_bandwidth(),

@@ -21,7 +21,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from normsys.config import ModelConfig
+from normsys.config import ModelConfig, RunConfig
+from normsys.feedback import to_feedback_alignment
 from normsys.norms import NORMS, build_norm
 from normsys.stacked import Embedding, Linear, add_rows, per_row
 
@@ -442,6 +443,20 @@ def build_model(cfg: ModelConfig) -> nn.Module:
     if cfg.family not in FAMILIES:
         raise ValueError(f"unknown model family {cfg.family!r}; valid: {', '.join(FAMILIES)}")
     return FAMILIES[cfg.family](cfg)
+
+
+def prepare_model(cfg: RunConfig) -> nn.Module:
+    """The model of a run at initialization: seeded with train.seed, with its learning rule applied
+    (FA swaps each Linear for one whose backward uses a fixed B; frozen blocks stop gradients)."""
+    torch.manual_seed(cfg.train.seed)
+    model = build_model(cfg.model)
+    if cfg.train.method == "fa":
+        to_feedback_alignment(model, cfg.train.seed)
+    if cfg.train.frozen_blocks:
+        if not hasattr(model, "blocks"):
+            raise ValueError(f"train.frozen_blocks needs a block family, not {cfg.model.family}")
+        model.blocks.requires_grad_(False)
+    return model
 
 
 @contextmanager

@@ -33,6 +33,7 @@ import pytest
 from normsys import __version__, ledger, progress, sequential, stats, workers
 from normsys.data import data_root
 from normsys.params import Variant
+from normsys.provenance import device_name, git_commit
 from normsys.report import merged, verdict_table, write_reports
 from normsys.store import file_sha256
 
@@ -106,13 +107,6 @@ class ClaimResult:
     ledger_note: str = ""  # the ledger's line for this claim, or what to do
     looks: list[dict] = field(default_factory=list)  # with --claims-max-seeds: each look's verdict
     entry: dict = field(default_factory=dict)  # this measurement as a ledger entry
-
-
-def device_name() -> str:
-    """The machine kind a ledger file is kept for: the GPU's name, or "cpu"."""
-    import torch
-
-    return torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
 
 
 class Ledgers:
@@ -263,28 +257,13 @@ class Claim:
         return decision
 
 
-def git_commit() -> str:
-    """The commit of the code under test (with '+changes' when the tree differs from it)."""
-    import subprocess
-
-    here = Path(__file__).parent
-    try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                              cwd=here, timeout=5).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, cwd=here, timeout=5).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return (head + ("+changes" if dirty else "")) if head else "unknown"
-
-
 def provenance(config: pytest.Config) -> dict:
     """Where this session's claims were measured: code, torch, device, seeds, data."""
     import torch
 
     root = data_root()
     sums = root / "SHA256SUMS"
-    device = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
+    device = device_name()
     opt = config.option
     return {"normsys": __version__, "commit": git_commit(), "torch": torch.__version__,
             "device": device, "seeds": opt.claims_seeds or "each claim's own (3 CPU, 5 paper)",

@@ -1,11 +1,24 @@
-"""RunRecord: what one training run produced, stored next to the config that produced it."""
+"""RunRecord: what one training run produced, stored next to the config that produced it, and
+the trained model it describes (``trained_model``).
+
+What ``metrics`` and ``probes`` hold (names as constants where claims read them):
+- metrics: init_loss, final_loss (mean of the last 10 steps' losses); classification: train_acc,
+  test_acc, train_loss, test_loss; language models: train_loss, val_loss. NaN for a diverged run.
+- probes: {module name: {"singular_values", "erank", "rho", "stable_rank", "mean_norm",
+  "unit_corr", "token_cosine" (3-D states), "nonpad" (encoder: the same without padding rows)}}.
+"""
 
 from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+from torch import nn
 
 from normsys.config import RunConfig
+from normsys.models import build_model, prepare_model
 
 
 @dataclass
@@ -35,3 +48,34 @@ class RunRecord:
     @classmethod
     def from_json(cls, text: str) -> RunRecord:
         return cls(**json.loads(text))
+
+
+def snapshot_key(epoch: int, name: str) -> str:
+    """Where a snapshot's weight sits in a run's stored state."""
+    return f"snapshot@{epoch}/{name}"
+
+
+def trained_model(record: RunRecord, learning_rule: bool = True, device: str = "cpu",
+                  epoch: int | None = None) -> nn.Module:
+    """The model of a run with its trained weights, in eval mode. ``learning_rule=False`` loads
+    the weights into a plain model, whose backward is autograd's through the true weights (an FA
+    net's feedback matrices left out): what a diagnostic of the net itself measures. ``epoch``:
+    the weights after that epoch instead (one of the config's train.snapshots)."""
+    if record.state_path is None or not Path(record.state_path).is_file():
+        raise FileNotFoundError(f"run {record.fingerprint} kept no weights (state_path="
+                                f"{record.state_path}); set train.keep_state=True and rerun")
+    cfg = record.run_config
+    stored = torch.load(record.state_path, map_location=device)
+    if epoch is not None and epoch not in cfg.train.snapshots:
+        raise ValueError(f"run {record.fingerprint} kept no weights after epoch {epoch}; "
+                         f"train.snapshots={cfg.train.snapshots}")
+    prefix = snapshot_key(epoch, "") if epoch is not None else None
+    state = {k.removeprefix(prefix): v for k, v in stored.items() if k.startswith(prefix)} \
+        if prefix else {k: v for k, v in stored.items() if not k.startswith("snapshot@")}
+    if learning_rule:
+        model = prepare_model(cfg)
+    else:
+        model = build_model(cfg.model)
+        state = {k: v for k, v in state.items() if not k.endswith(".feedback")}
+    model.load_state_dict(state)
+    return model.to(device).eval()

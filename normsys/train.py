@@ -11,27 +11,25 @@ in the models), and torch.compile for runs long enough to earn its compile time 
 from __future__ import annotations
 
 import json
-import math
-import platform
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, replace
-from pathlib import Path
+from dataclasses import dataclass, field, replace
 
 import torch
 from torch import Tensor, nn
 
 from normsys import __version__
-from normsys import diagnostics as dg
 from normsys.config import RunConfig
-from normsys.feedback import dfa_feedback, dfa_loss_and_backward, to_feedback_alignment
-from normsys.models import build_model, capture
+from normsys.feedback import dfa_feedback
+from normsys.measure import AtInit, backward, gradients_at_init, probe
+from normsys.models import prepare_model
 from normsys.norms import fusion
-from normsys.record import RunRecord
+from normsys.provenance import environment
+from normsys.record import RunRecord, snapshot_key
 from normsys.stacked import stack_modules, unstack_into
+from normsys.steplog import StepLog, empty_curves
 from normsys.tasks import Task, make_task
 
 HOST_READ_EVERY = 50  # CUDA: steps between host reads of the losses (the divergence check)
@@ -95,45 +93,6 @@ def run_context(cfg: RunConfig, device: torch.device, steps: int,
                       compile_mode(cfg, device, steps), read_every)
 
 
-def prepare_model(cfg: RunConfig) -> nn.Module:
-    """Seeded model with the learning rule applied (FA swaps Linears; frozen blocks stop grads)."""
-    torch.manual_seed(cfg.train.seed)
-    model = build_model(cfg.model)
-    if cfg.train.method == "fa":
-        to_feedback_alignment(model, cfg.train.seed)
-    if cfg.train.frozen_blocks:
-        if not hasattr(model, "blocks"):
-            raise ValueError(f"train.frozen_blocks needs a block family, not {cfg.model.family}")
-        model.blocks.requires_grad_(False)
-    return model
-
-
-def trained_model(record: RunRecord, learning_rule: bool = True, device: str = "cpu",
-                  epoch: int | None = None) -> nn.Module:
-    """The model of a run with its trained weights, in eval mode. ``learning_rule=False`` loads
-    the weights into a plain model, whose backward is autograd's through the true weights (an FA
-    net's feedback matrices left out): what a diagnostic of the net itself measures. ``epoch``:
-    the weights after that epoch instead (one of the config's train.snapshots)."""
-    if record.state_path is None or not Path(record.state_path).is_file():
-        raise FileNotFoundError(f"run {record.fingerprint} kept no weights (state_path="
-                                f"{record.state_path}); set train.keep_state=True and rerun")
-    cfg = record.run_config
-    stored = torch.load(record.state_path, map_location=device)
-    if epoch is not None and epoch not in cfg.train.snapshots:
-        raise ValueError(f"run {record.fingerprint} kept no weights after epoch {epoch}; "
-                         f"train.snapshots={cfg.train.snapshots}")
-    prefix = snapshot_key(epoch, "") if epoch is not None else None
-    state = {k.removeprefix(prefix): v for k, v in stored.items() if k.startswith(prefix)} \
-        if prefix else {k: v for k, v in stored.items() if not k.startswith("snapshot@")}
-    if learning_rule:
-        model = prepare_model(cfg)
-    else:
-        model = build_model(cfg.model)
-        state = {k: v for k, v in state.items() if not k.endswith(".feedback")}
-    model.load_state_dict(state)
-    return model.to(device).eval()
-
-
 def make_optimizer(cfg: RunConfig, params, device: torch.device) -> torch.optim.Optimizer:
     t = cfg.train
     opt_cls = torch.optim.AdamW if t.optimizer == "adamw" else torch.optim.Adam
@@ -160,14 +119,10 @@ class OneShape:
 
 def forward_backward(model, task: Task, ctx: RunContext, x: Tensor, y: Tensor,
                      seeds: int = 1) -> tuple[Tensor, Tensor]:
-    """Loss (each seed's, for stacked seeds) and outputs of one batch; gradients accumulated."""
-    if ctx.feedback is not None:
-        loss, out, _ = dfa_loss_and_backward(model, x, y, ctx.feedback)
-        return loss, out
-    out = model(x)
-    loss = task.loss(out, y, seeds)
-    (loss if seeds == 1 else loss.sum()).backward()  # the sum gives each seed its own gradient
-    return loss.detach(), out.detach()
+    """Loss (each seed's, for stacked seeds) and outputs of one batch under the run's autocast,
+    with the learning rule's gradients accumulated (measure.backward)."""
+    with ctx.autocast():
+        return backward(model, task, x, y, ctx.feedback, seeds)
 
 
 def grad_norms(params: list[Tensor], seeds: int = 1) -> Tensor:
@@ -179,70 +134,6 @@ def grad_norms(params: list[Tensor], seeds: int = 1) -> Tensor:
     if seeds == 1:
         return torch.nn.utils.get_total_norm(grads)
     return torch.stack([g.float().reshape(seeds, -1).pow(2).sum(1) for g in grads]).sum(0).sqrt()
-
-
-class StepLog:
-    """Per-step loss, gradient norm and batch accuracy of S runs trained together (S = 1 for one
-    run), kept on the device and moved to the curves in one transfer every ``read_every`` steps
-    and at each epoch's end. A run whose loss turns non-finite is marked diverged and records
-    nothing after it."""
-
-    def __init__(self, curves: list[dict], read_every: int, accuracy: bool):
-        self.curves, self.accuracy, self.every = curves, accuracy, read_every
-        self.diverged = [False] * len(curves)
-        self.correct, self.seen = [0.0] * len(curves), [0] * len(curves)
-        self.pending: list[tuple[Tensor, int]] = []
-
-    def add(self, losses: Tensor, norms: Tensor, out: Tensor, y: Tensor) -> bool:
-        """Log one step: losses and norms (S,) or (), outputs and targets of the (seed-folded)
-        batch. True when the log was read and every run has diverged."""
-        s = len(self.curves)
-        if self.accuracy:
-            y = y.reshape(s, -1)
-            hits = (out.reshape(s, -1, out.shape[-1]).argmax(-1) == y).sum(-1)
-        else:
-            hits = torch.zeros(s, device=losses.device)
-        row = torch.stack([losses.float().reshape(s), norms.float().reshape(s), hits.float()])
-        self.pending.append((row, y.shape[-1] if self.accuracy else 0))
-        return len(self.pending) >= self.every and self.read()
-
-    def read(self) -> bool:
-        """Move the pending steps to the curves; True when every run has diverged."""
-        rows = torch.stack([row for row, _ in self.pending]).tolist() if self.pending else []
-        for (losses, norms, hits), (_, batch) in zip(rows, self.pending, strict=True):
-            for s, curves in enumerate(self.curves):
-                if self.diverged[s] or not math.isfinite(losses[s]):
-                    self.diverged[s] = True
-                    continue
-                curves["loss"].append(losses[s])
-                curves["grad_norm"].append(norms[s])
-                if self.accuracy:
-                    curves["batch_acc"].append(hits[s] / batch)
-                    self.correct[s] += hits[s]
-                    self.seen[s] += batch
-        self.pending.clear()
-        return all(self.diverged)
-
-    def end_epoch(self) -> bool:
-        """Close the epoch's running accuracy of the live runs; True when every run has diverged."""
-        done = self.read()
-        for s, curves in enumerate(self.curves):
-            if self.accuracy and not self.diverged[s]:
-                curves["train_acc_running"].append(self.correct[s] / max(self.seen[s], 1))
-                self.correct[s], self.seen[s] = 0.0, 0
-        return done
-
-    def close(self) -> None:
-        """Read what is pending and close the last (or, for a diverged run, partial) epoch."""
-        self.read()
-        for s, curves in enumerate(self.curves):
-            if self.accuracy and self.seen[s]:
-                curves["train_acc_running"].append(self.correct[s] / self.seen[s])
-
-
-def empty_curves() -> dict[str, list[float]]:
-    """Per-step loss and gradient norm, per-epoch running accuracy, per-step batch accuracy."""
-    return {"loss": [], "grad_norm": [], "train_acc_running": [], "batch_acc": []}
 
 
 class Learner:
@@ -268,116 +159,53 @@ class Learner:
         """One update on a batch, logged without a host sync. True (and no update) when the log
         was read and every run's loss is non-finite."""
         self.opt.zero_grad(set_to_none=True)
-        with self.ctx.autocast():
-            loss, out = forward_backward(self.forward, self.task, self.ctx, x, y, self.seeds)
+        loss, out = forward_backward(self.forward, self.task, self.ctx, x, y, self.seeds)
         if self.log.add(loss, grad_norms(self.params, self.seeds), out, y):
             return True
         self.opt.step()
         return False
 
 
-# ----------------------------------------------------------------------------- measurements
+@dataclass
+class Trained:
+    """One run at the end of the loop: its config and model, what it measured before training,
+    its curves, whether it diverged, and its weights after earlier epochs (train.snapshots)."""
+
+    cfg: RunConfig
+    model: nn.Module
+    init: AtInit
+    curves: dict
+    diverged: bool
+    snapshots: dict[int, dict] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class AtInit:
-    """What a run measured before its first update, on its fixed probe batch."""
-
-    x: Tensor
-    loss: float
-    grads: dict[str, float]  # ||dL/dW|| per parameter
-
-
-def gradients_at_init(model: nn.Module, task: Task, ctx: RunContext,
-                      x0: Tensor, y0: Tensor) -> AtInit:
-    """Loss and ||dL/dW|| per parameter on the fixed batch; buffers (BN stats) restored."""
-    buffers = {k: v.clone() for k, v in model.named_buffers()}
-    model.train()
-    with ctx.autocast():
-        loss, _ = forward_backward(model, task, ctx, x0, y0)
-    grads = {n: float(p.grad.float().norm()) for n, p in model.named_parameters()
-             if p.grad is not None}
-    model.load_state_dict(buffers, strict=False)
-    model.zero_grad(set_to_none=True)
-    return AtInit(x0, float(loss), grads)
-
-
-@torch.no_grad()
-def probe(model, cfg: RunConfig, x: Tensor, ctx: RunContext) -> dict[str, dict]:
-    """Spectra and ranks of the probed hidden states on the fixed batch (rows = batch*tokens)."""
-    if not cfg.train.probe:
-        return {}
-    model.eval()
-    with capture(model, cfg.train.probe) as hidden, ctx.autocast():
-        model(x)
-    # token models: the rows that are not padding ([PAD] = 0), for measurements without them
-    nonpad = (x != 0) if cfg.model.family == "encoder" else None
-    result = {}
-    for name in cfg.train.probe:
-        h = hidden[name][0] if isinstance(hidden[name], tuple) else hidden[name]
-        result[name] = spectrum(h.float())
-        result[name]["unit_corr"] = dg.hidden_unit_correlation(h.float())
-        if h.dim() == 3:
-            result[name]["token_cosine"] = dg.token_cosine(h.float())
-        if nonpad is not None:
-            result[name]["nonpad"] = spectrum(h.float()[nonpad])
-    return result
-
-
-def spectrum(h: Tensor) -> dict:
-    """Singular values, effective rank, rho = erank/d, stable rank and mean row norm of (..., d)."""
-    s = dg.singular_values(h)
-    erank = dg.effective_rank(s=s)
-    return {"singular_values": s.tolist(), "erank": erank, "rho": erank / h.shape[-1],
-            "stable_rank": dg.stable_rank(h), "mean_norm": float(h.norm(dim=-1).mean())}
-
-
-def environment(device: torch.device) -> dict[str, str]:
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                                cwd=Path(__file__).parent, timeout=5).stdout.strip() or "unknown"
-    except (OSError, subprocess.SubprocessError):
-        commit = "unknown"
-    # platform.processor() is empty on many Linux hosts; the architecture still says something
-    name = (torch.cuda.get_device_name(device) if device.type == "cuda"
-            else platform.processor() or platform.machine())
-    return {"torch": torch.__version__, "device": f"{device.type}: {name or 'unknown'}",
-            "commit": commit, "normsys": __version__, "python": platform.python_version(),
-            "threads": str(torch.get_num_threads()), "date": time.strftime("%Y-%m-%d %H:%M")}
-
-
-def finish(cfg: RunConfig, model, task: Task, ctx: RunContext, init: AtInit, curves: dict,
-           diverged: bool, start: float,
-           snapshots: dict[int, dict] | None = None) -> tuple[RunRecord, dict | None]:
+def finish(run: Trained, task: Task, ctx: RunContext,
+           start: float) -> tuple[RunRecord, dict | None]:
     """Evaluate, probe and package one trained model as a RunRecord (+ its state_dict, with the
     weights of earlier epochs kept under ``snapshot_key``); ``start``: the perf_counter time the
     run began."""
+    cfg, curves = run.cfg, run.curves
     steps = len(curves["loss"])
-    metrics = {"init_loss": init.loss}
+    metrics = {"init_loss": run.init.loss}
     if steps:
         metrics["final_loss"] = sum(curves["loss"][-10:]) / len(curves["loss"][-10:])
-    if diverged:
+    if run.diverged:
         metrics.update({k: float("nan") for k in ("train_acc", "test_acc", "val_loss")})
     elif steps:  # a run without training steps measures gradients at init only
-        metrics.update(task.evaluate(model, cfg, ctx))
-    probes = {} if diverged else probe(model, cfg, init.x, ctx)
+        metrics.update(task.evaluate(run.model, cfg, ctx))
+    probes = {} if run.diverged else probe(run.model, cfg, run.init.x, ctx.autocast)
     record = RunRecord(
         config=json.loads(json.dumps(cfg.to_dict())), fingerprint=cfg.fingerprint(),
         version=__version__, metrics=metrics, curves=curves, probes=probes,
-        init_grad_norms=init.grads, diverged=diverged, steps=steps,
+        init_grad_norms=run.init.grads, diverged=run.diverged, steps=steps,
         wall_time=time.perf_counter() - start, env=environment(ctx.device),
         data_source=task.source)
     if not cfg.train.keep_state:
         return record, None
-    state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
-    for epoch, weights in (snapshots or {}).items():
+    state = {k: v.detach().cpu() for k, v in run.model.state_dict().items()}
+    for epoch, weights in run.snapshots.items():
         state.update({snapshot_key(epoch, k): v for k, v in weights.items()})
     return record, state
-
-
-def snapshot_key(epoch: int, name: str) -> str:
-    """Where a snapshot's weight sits in a run's stored state."""
-    return f"snapshot@{epoch}/{name}"
 
 
 # ----------------------------------------------------------------------------- the loop
@@ -399,7 +227,8 @@ def fit(cfgs: list[RunConfig], task: Task | None = None,
         if cfg.train.method == "dfa":
             ctx = replace(ctx, feedback=[b.to(device) for b in dfa_feedback(
                 models[0], cfg.model.n_out, cfg.train.seed)])
-        inits = [gradients_at_init(m, task, ctx, *task.probe_batch(c))
+        rule = lambda m, x, y: forward_backward(m, task, ctx, x, y)[0]  # noqa: E731
+        inits = [gradients_at_init(m, rule, *task.probe_batch(c))
                  for m, c in zip(models, cfgs, strict=True)]
         learner = Learner(cfg, models[0] if seeds == 1 else stack_modules(models), task, ctx, seeds)
         learner.model.train()
@@ -412,10 +241,9 @@ def fit(cfgs: list[RunConfig], task: Task | None = None,
             unstack_into(learner.model, models)
         snapshots = [{e: {k: v if seeds == 1 else v[s] for k, v in w.items()}
                       for e, w in learner.snapshots.items()} for s in range(seeds)]
-        return [finish(c, m, task, ctx, init, curves, diverged, start, snaps)
-                for c, m, init, curves, diverged, snaps in zip(
-                    cfgs, models, inits, learner.log.curves, learner.log.diverged, snapshots,
-                    strict=True)]
+        runs = zip(cfgs, models, inits, learner.log.curves, learner.log.diverged, snapshots,
+                   strict=True)
+        return [finish(Trained(*run), task, ctx, start) for run in runs]
 
 
 def folded(streams: list[Iterator]) -> Iterator[tuple[int, Tensor, Tensor]]:

@@ -13,7 +13,8 @@ import torch
 from normsys import progress
 from normsys.cache import cached_runs, run_key
 from normsys.config import preset
-from normsys.train import train_with_state, trained_model
+from normsys.record import trained_model
+from normsys.train import train_with_state
 
 CFG = preset("ffn_stack", **{"train.steps": 3, "model.d": 16, "data.batch_shape": (4, 5, 16)})
 

@@ -15,10 +15,11 @@ from torch import nn
 
 from normsys import diagnostics as dg
 from normsys.config import preset
+from normsys.measure import probe, spectrum
 from normsys.norms import LayerNorm
 from normsys.protocol import direction_stability, fa_protocol_report, ln_vjp_errors
 from normsys.tasks import Classify, LanguageModel
-from normsys.train import probe, run_context, spectrum, train
+from normsys.train import run_context, train
 
 F64 = torch.float64
 
@@ -73,7 +74,7 @@ def test_probe_measures_the_named_layers_on_the_fixed_batch(no_cache):
         model.layers[0].weight.copy_(torch.eye(4))
     model.forward = lambda x: model.layers[1](model.layers[0](x))
     x = diag(2, 1, 0, 0).float()
-    out = probe(model, cfg, x, run_context(cfg, torch.device("cpu"), 0))
+    out = probe(model, cfg, x)
     assert out["layers.0"]["singular_values"] == pytest.approx([2.0, 1.0, 0.0, 0.0], abs=1e-6)
     assert out["layers.0"]["erank"] == pytest.approx(1.889882, abs=1e-6)
 
@@ -152,8 +153,8 @@ def test_gradient_profile_statistics_of_hand_computed_norms():
 
 def test_gradients_at_init_are_per_parameter_norms_on_the_probe_batch(no_cache):
     """The record's init_grad_norms equal ||dL/dW|| computed by hand on the run's probe batch."""
+    from normsys.models import prepare_model
     from normsys.tasks import make_task
-    from normsys.train import prepare_model
 
     cfg = preset("tanh_mlp", **{"model.d": 8, "model.layers": 3, "data.batch_shape": (32, 8)})
     record = train(cfg)
@@ -297,8 +298,8 @@ def test_held_out_logits_do_not_depend_on_the_evaluation_chunk():
     """Evaluation runs in chunks of EVAL_CHUNK rows for speed: on one thread (a CI worker's) each
     row's logits are bit-identical to a pass over 512 rows at once. (On two threads torch splits
     the two batch sizes differently: logits then differ by up to ~4e-7.)"""
+    from normsys.models import prepare_model
     from normsys.tasks import EVAL_CHUNK
-    from normsys.train import prepare_model
 
     cfg = preset("encoder", **{"model.layers": 2})
     model = prepare_model(cfg).eval()

@@ -15,12 +15,12 @@ PACKAGE = Path(__file__).resolve().parents[1] / "normsys"
 
 # bottom to top; a module may import only modules of lower layers
 LAYERS = [
-    {"store", "stats", "stacked", "params", "workers"},
-    {"norms", "sequential"},
+    {"store", "stats", "stacked", "params", "workers", "provenance", "steplog"},
+    {"norms", "sequential", "feedback"},
     {"config"},
-    {"data", "models", "feedback", "diagnostics", "progress"},
+    {"data", "models", "diagnostics", "progress"},
     {"tasks"},
-    {"record", "protocol"},
+    {"record", "protocol", "measure"},
     {"train"},
     {"batched", "cache"},
     {"runs"},

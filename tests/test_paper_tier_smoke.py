@@ -16,9 +16,9 @@ from normsys.protocol import (
     ln_vjp_errors,
     mnist_report,
 )
+from normsys.record import trained_model
 from normsys.runs import run
 from normsys.tasks import lm_batch
-from normsys.train import trained_model
 
 TINY_TRAIN = {"train.steps": 2, "train.batch_size": 8}
 

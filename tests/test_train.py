@@ -11,7 +11,8 @@ import torch
 
 from normsys.config import preset
 from normsys.protocol import disjoint_batches, fa_protocol_report
-from normsys.train import StepLog, empty_curves, train, train_with_state
+from normsys.steplog import StepLog, empty_curves
+from normsys.train import train, train_with_state
 
 SMALL_FFN = {"train.steps": 8, "model.d": 16, "data.batch_shape": (4, 5, 16)}
 
@@ -142,7 +143,7 @@ def test_fa_protocol_diagnostics_agree_with_an_independent_implementation(data_e
 
     cfg = preset("resmlp", **{"data.n_train": 1024, "data.n_test": 256, "train.epochs": 1})
     record, state = train_with_state(cfg)
-    from normsys.train import prepare_model
+    from normsys.models import prepare_model
 
     model = prepare_model(cfg)
     model.load_state_dict(state)
@@ -179,8 +180,8 @@ def test_fa_trained_net_is_measured_through_its_true_weights(data_env, tmp_path,
     taken through the FA layers' feedback matrices."""
     from normsys.data import mnist
     from normsys.models import build_model
+    from normsys.record import trained_model
     from normsys.runs import run
-    from normsys.train import trained_model
 
     monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path))
     cfg = preset("resmlp", **{"data.n_train": 512, "data.n_test": 128, "train.epochs": 1,
@@ -275,8 +276,8 @@ def test_cli_ctrl_c_ends_with_one_line(tmp_path):
 def test_snapshots_are_the_weights_a_shorter_run_ends_with(data_env, tmp_path, monkeypatch):
     """train.snapshots keeps the weights after earlier epochs: the same weights a run of that many
     epochs ends with (same data order, same updates), at no extra training."""
+    from normsys.record import trained_model
     from normsys.runs import run
-    from normsys.train import trained_model
 
     monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path))
     small = {"data.n_train": 300, "data.n_test": 100, "train.eval_train_rows": 100}

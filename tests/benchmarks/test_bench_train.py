@@ -25,9 +25,10 @@ from normsys.batched import train_seeds
 from normsys.bench import peaks, run_benchmark
 from normsys.config import preset
 from normsys.data import AG_NEWS_ROWS
+from normsys.models import prepare_model
 from normsys.stacked import stack_modules
 from normsys.tasks import Classify, make_task
-from normsys.train import Learner, prepare_model, run_context
+from normsys.train import Learner, run_context
 
 ROOT = Path(__file__).resolve().parents[2]
 
