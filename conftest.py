@@ -38,14 +38,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def data_env(request):
     """The data folder (shipped with normsys, or $NORMSYS_DATA), its MNIST checked; missing data
     fails the test with what to do, or skips it with --claims-skip-missing-data."""
-    from normsys.data import MNIST_FILES, DataError, DataMissingError, data_file, data_root
+    from normsys.data import MNIST_FILES, data_file, data_root
+    from normsys.testing import data_errors
 
-    try:
+    with data_errors(request.config.getoption("claims_skip_missing_data", False)):
         for name in MNIST_FILES.values():
             data_file(name, "MNIST")
-    except DataError as err:
-        if isinstance(err, DataMissingError) and \
-                request.config.getoption("claims_skip_missing_data", False):
-            pytest.skip(str(err))
-        pytest.fail(f"{type(err).__name__}: {err}", pytrace=False)
     return data_root()

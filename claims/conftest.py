@@ -4,18 +4,14 @@ start in."""
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-
 import pytest
 
+import normsys.runs
 from normsys.config import RunConfig
-from normsys.data import DataError, DataMissingError
 from normsys.plugin import claim_id, claim_marker, claim_tier
 from normsys.record import RunRecord
 from normsys.runs import recording, write_index
-from normsys.runs import run as get_run
-from normsys.runs import runs as get_runs
-from normsys.runs import task_of as load_task
+from normsys.testing import data_errors
 
 # Claims whose runs few other claims need, with the minutes of those runs on one CPU core (the
 # CPU tier). They start first, longest first: under pytest-xdist the workers split these long
@@ -55,25 +51,13 @@ def index_runs(request):
     write_index(claim_id(request.node, marker), claim_tier(request.node), fetched)
 
 
-@contextmanager
-def data_errors(config: pytest.Config):
-    """Missing or damaged data fails the claim with the message (the file, what was expected,
-    the fix); with --claims-skip-missing-data a missing data set skips it instead."""
-    try:
-        yield
-    except DataError as err:
-        if isinstance(err, DataMissingError) and config.option.claims_skip_missing_data:
-            pytest.skip(f"data missing: {err}")
-        pytest.fail(f"{type(err).__name__}: {err}", pytrace=False)
-
-
 @pytest.fixture
 def run(request):
     """run(config) -> RunRecord, shared across claims through the in-process memo and disk cache."""
 
     def fetch(cfg: RunConfig) -> RunRecord:
-        with data_errors(request.config):
-            return get_run(cfg)
+        with data_errors(request.config.option.claims_skip_missing_data):
+            return normsys.runs.run(cfg)
 
     return fetch
 
@@ -82,8 +66,8 @@ def run(request):
 def task_of(request):
     """task_of(config) -> its data (tasks.make_task), for the negative controls."""
     def fetch(cfg: RunConfig):
-        with data_errors(request.config):
-            return load_task(cfg)
+        with data_errors(request.config.option.claims_skip_missing_data):
+            return normsys.runs.task_of(cfg)
 
     return fetch
 
@@ -93,7 +77,14 @@ def runs(request):
     """runs([configs]) -> [RunRecord]: like run, with the seeds stacked together on a GPU."""
 
     def fetch(cfgs: list[RunConfig]) -> list[RunRecord]:
-        with data_errors(request.config):
-            return get_runs(cfgs)
+        with data_errors(request.config.option.claims_skip_missing_data):
+            return normsys.runs.runs(cfgs)
 
     return fetch
+
+
+@pytest.fixture
+def variant():
+    """The claim variant ("" for the claim itself); a claim parametrized over variants
+    (normsys.params.variant_tiers) overrides it with its parameter."""
+    return ""

@@ -72,10 +72,6 @@ def rows_of(variant: str) -> str:
     return "nonpad" if variant == "-nonpad" else "all"
 
 
-@pytest.fixture
-def variant():
-    return ""  # overridden by the variant parameter of the claims below
-
 
 @pytest.fixture
 def encoder_runs(runs, claim, tier, variant):

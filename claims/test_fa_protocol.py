@@ -51,10 +51,6 @@ def fa_protocol(record, epoch: int | None = None) -> dict:
     return mnist_report(trained_model(record, learning_rule=False, epoch=epoch))
 
 
-@pytest.fixture
-def variant():
-    return ""  # overridden by the variant parameter of the stability claims
-
 
 @pytest.fixture
 def protocol(run, claim, tier, variant):

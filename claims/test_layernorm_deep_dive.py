@@ -18,10 +18,10 @@ import torch
 from normsys import diagnostics as dg
 from normsys import figures
 from normsys.config import preset
+from normsys.experiments import tanh_mlp, weight_grad_profile
 from normsys.measure import at_init
 from normsys.params import tiers
 from normsys.record import trained_model
-from normsys.runs import run
 from normsys.stats import REFUTED, SUPPORTED, Rule
 from normsys.testing import (
     CONTROL_SEEDS,
@@ -29,7 +29,6 @@ from normsys.testing import (
     small_classifier_accuracies,
     trained_and_untrained,
 )
-from normsys.train import train
 
 SOURCE = "LayerNorm deep-dive notebook"
 
@@ -62,17 +61,6 @@ def tblock_lm(norm: str, seed: int, tier: str = "cpu"):
                                        "model.heads": 4, "model.seq_len": 64,
                                        "train.batch_size": 32, "train.optimizer": "adam",
                                        "train.lr": 1e-3, "train.steps": 500, "train.seed": seed})
-
-
-def tanh_mlp(seed: int, norm: str, tier: str = "cpu"):
-    """The 10-layer tanh MLP without residuals (tanh_mlp preset), at initialization."""
-    return preset("tanh_mlp", tier, **{"model.residual": False, "model.norm": norm,
-                                       "train.seed": seed})
-
-
-def weight_grad_profile(record, layers: int = 10) -> list[float]:
-    """||dL/dW_l|| for l = 1 ... L of the tanh MLP at initialization."""
-    return dg.layer_grad_norms(record.init_grad_norms, [[f"layers.{i}.weight"] for i in range(layers)])
 
 
 def metric_by_norm(runs, claim, make_config, norms, metric: str) -> dict[str, list[float]]:
@@ -257,9 +245,9 @@ PREVENTS_VANISHING = Rule("log10 ratio(layernorm) - log10 ratio(plain)", ">", 1.
                              f"prevents vanishing gradients at init (ratio = ||grad W_1|| / "
                              f"||grad W_10||): {PREVENTS_VANISHING}, paired.")
 def test_layernorm_prevents_vanishing_gradients(claim, run, tier):
-    ln = [weight_grad_profile(run(tanh_mlp(s, "layernorm", tier)))
+    ln = [weight_grad_profile(run(tanh_mlp(s, tier, "layernorm")))
           for s in claim.seeds]
-    plain = [weight_grad_profile(run(tanh_mlp(s, "none", tier))) for s in claim.seeds]
+    plain = [weight_grad_profile(run(tanh_mlp(s, tier, "none"))) for s in claim.seeds]
     claim.record(profile_layernorm=ln, profile_plain=plain)
     claim.figure("grad-profile", lambda fig: figures.profiles(
         fig, {"LayerNorm after each layer": ln, "no normalization": plain}))
@@ -293,7 +281,7 @@ def test_control_correlation_rule_flips_with_a_shared_component(task_of):
 
 
 @pytest.mark.control("ld-layernorm-speeds-convergence")
-def test_control_convergence_rule_flips_between_a_fast_and_a_slow_learning_rate(data_env):
+def test_control_convergence_rule_flips_between_a_fast_and_a_slow_learning_rate(run, data_env):
     """Steps to 90% running accuracy (the claim's measurement) of the MLP at learning rates 1e-3
     and 2e-4, both ways round (5 seeds: the slower run's step count varies)."""
     def steps(lr: float) -> list[float]:
@@ -341,9 +329,9 @@ def test_control_validation_loss_rules_flip_between_a_trained_and_an_untrained_l
 
 
 @pytest.mark.control("ld-layernorm-prevents-vanishing-gradients")
-def test_control_vanishing_gradient_rule_flips_when_the_sides_swap():
-    ln = [weight_grad_profile(train(tanh_mlp(s, "layernorm"))) for s in CONTROL_SEEDS]
-    plain = [weight_grad_profile(train(tanh_mlp(s, "none"))) for s in CONTROL_SEEDS]
+def test_control_vanishing_gradient_rule_flips_when_the_sides_swap(run):
+    ln = [weight_grad_profile(run(tanh_mlp(s, norm="layernorm"))) for s in CONTROL_SEEDS]
+    plain = [weight_grad_profile(run(tanh_mlp(s, norm="none"))) for s in CONTROL_SEEDS]
     ratios = [[dg.log10_ratio(p) for p in side] for side in (ln, plain)]
     assert PREVENTS_VANISHING.decide_paired(*ratios).verdict == SUPPORTED
     assert PREVENTS_VANISHING.decide_paired(*reversed(ratios)).verdict == REFUTED

@@ -19,6 +19,7 @@ import torch
 from normsys import diagnostics as dg
 from normsys import figures
 from normsys.config import preset
+from normsys.experiments import char_gpt
 from normsys.measure import at_init
 from normsys.models import Attention
 from normsys.params import tiers
@@ -142,12 +143,6 @@ def test_skips_prevent_rank_collapse(claim, tier):
     claim.check([depth_ratio(r) for r in skip], SKIPS_PREVENT)
 
 
-def char_gpt(seed: int, norm: str, tier: str = "cpu", steps: int = 500):
-    """A pre-norm char GPT (char_gpt preset) trained ``steps`` steps on Tiny Shakespeare."""
-    return preset("char_gpt", tier, **{"model.norm": norm, "train.seed": seed,
-                                       "train.steps": steps})
-
-
 def relative_difference(a: float, b: float) -> float:
     """(a - b) / b."""
     return (a - b) / b
@@ -159,7 +154,7 @@ def matches_layernorm(norm: str) -> Rule:
 
 
 def equivalence_to_layernorm(claim, runs, norm: str, tier: str):
-    recs = {n: runs([char_gpt(s, n, tier) for s in claim.seeds])
+    recs = {n: runs([char_gpt(s, tier, n, steps=500) for s in claim.seeds])
             for n in (norm, "layernorm")}
     val = {n: [r.metrics["val_loss"] for r in rs] for n, rs in recs.items()}
     claim.record(val_loss=val)
@@ -235,7 +230,7 @@ def test_control_dong_rules_flip_between_pure_attention_and_skips():
 def test_control_equivalence_rules_fail_between_a_trained_and_an_untrained_lm(data_env):
     """The relative validation-loss gap of a small char GPT trained 60 steps against the same
     model at its initialization: far outside +-2%."""
-    cfg = char_gpt(0, "layernorm", steps=60).override(**{"model.d": 32, "model.layers": 1,
+    cfg = char_gpt(0, steps=60).override(**{"model.d": 32, "model.layers": 1,
                                                    "train.batch_size": 8, "train.eval_batches": 2})
     trained, untrained = trained_and_untrained(cfg)
     rel = [relative_difference(a.metrics["val_loss"], b.metrics["val_loss"])

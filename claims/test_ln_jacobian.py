@@ -12,8 +12,8 @@ import pytest
 import torch
 from torch import nn
 
-from normsys.config import preset
 from normsys.data import tiny_shakespeare
+from normsys.experiments import char_gpt
 from normsys.models import prepare_model
 from normsys.norms import LayerNorm, build_norm
 from normsys.params import tiers
@@ -24,13 +24,6 @@ from normsys.tasks import lm_batch
 from normsys.testing import CONTROL_SEEDS
 
 SOURCE = "LayerNorm-Jacobian analysis (char GPT, Tiny Shakespeare)"
-
-
-def char_gpt(seed: int, attention: str = "softmax", method: str = "bp", tier: str = "cpu"):
-    """The analysis's char GPT (char_gpt preset: block 64, 4 layers, 4 heads, d=128, pre-LN,
-    AdamW 1e-3, batch 32), 250 steps."""
-    return preset("char_gpt", tier, **{"model.attention": attention, "train.method": method,
-                                       "train.seed": seed, "train.steps": 250})
 
 
 def fresh_lm_batch(cfg, seed: int = 12_345):
@@ -54,7 +47,7 @@ ANALYTIC_MATCHES = Rule("max_LN rel. error", "<", 1e-4)
                    statement=f"The analytic LayerNorm input gradient equals autograd's at every "
                              f"LayerNorm of a trained model (fp32): {ANALYTIC_MATCHES}.")
 def test_analytic_matches_autograd(claim, run, tier):
-    per_seed = [ln_vjp_errors(captures_of(run, char_gpt(s, tier=tier)))
+    per_seed = [ln_vjp_errors(captures_of(run, char_gpt(s, tier)))
                 for s in claim.seeds]
     claim.record(errors_per_layernorm=per_seed, layernorms=len(per_seed[0]))
     claim.check([max(e) for e in per_seed], ANALYTIC_MATCHES)
@@ -70,7 +63,7 @@ COSTS_MORE_WITH_SOFTMAX = Rule("cos_cs(sigmoid) - cos_cs(softmax)", ">", 0.0)
                              f"to the true LayerNorm gradient with sigmoid than with softmax "
                              f"attention: {COSTS_MORE_WITH_SOFTMAX}, paired by seed.")
 def test_center_scale_costs_more_with_softmax(claim, run, tier):
-    captures = {att: [captures_of(run, char_gpt(s, attention=att, method="fa", tier=tier))
+    captures = {att: [captures_of(run, char_gpt(s, tier, attention=att, method="fa"))
                       for s in claim.seeds] for att in ("sigmoid", "softmax")}
     # The rule reads g_z = gain * dL/dout, the true gradient at z. The analysis's seed script
     # took dL/dout itself as g_z; that reading is measured too and kept as evidence only.

@@ -14,18 +14,12 @@ import pytest
 from normsys import diagnostics as dg
 from normsys import figures
 from normsys.config import preset
+from normsys.experiments import tanh_mlp, weight_grad_profile
 from normsys.params import tiers
 from normsys.stats import REFUTED, SUPPORTED, Rule, paired_differences
 from normsys.testing import CONTROL_SEEDS, trained_and_untrained
-from normsys.train import train
 
 SOURCE = "Transformer-components notebook (deep tanh MLP, gradients at init)"
-
-
-def tanh_mlp(residual: bool, seed: int, tier: str = "cpu"):
-    """The deep tanh MLP (tanh_mlp preset: d=64, 10 layers, batch 32, MSE to random targets),
-    measured at initialization."""
-    return preset("tanh_mlp", tier, **{"model.residual": residual, "train.seed": seed})
 
 
 def ffn_stack(residual: bool, norm: str, seed: int, tier: str = "cpu"):
@@ -33,11 +27,6 @@ def ffn_stack(residual: bool, norm: str, seed: int, tier: str = "cpu"):
     [+ residual], 100 steps of Adam 1e-3 on fresh random data, seq 32, batch 16, MSE)."""
     return preset("ffn_stack", tier, **{"model.residual": residual, "model.norm": norm,
                                         "train.seed": seed})
-
-
-def weight_grad_profile(record, layers: int = 10) -> list[float]:
-    """||dL/dW_l|| for l = 1 ... L of the tanh MLP at initialization."""
-    return dg.layer_grad_norms(record.init_grad_norms, [[f"layers.{i}.weight"] for i in range(layers)])
 
 
 RESIDUAL_PRESERVES = Rule("log10 ratio(residual) - log10 ratio(plain)", ">", 1.0)
@@ -48,8 +37,8 @@ RESIDUAL_PRESERVES = Rule("log10 ratio(residual) - log10 ratio(plain)", ">", 1.0
                    statement=f"Residual connections preserve gradients (ratio = ||grad W_1|| / "
                              f"||grad W_10||): {RESIDUAL_PRESERVES}, paired by seed.")
 def test_residual_preserves_gradients(claim, run, tier):
-    with_res = [weight_grad_profile(run(tanh_mlp(True, s, tier))) for s in claim.seeds]
-    without = [weight_grad_profile(run(tanh_mlp(False, s, tier))) for s in claim.seeds]
+    with_res = [weight_grad_profile(run(tanh_mlp(s, tier, residual=True))) for s in claim.seeds]
+    without = [weight_grad_profile(run(tanh_mlp(s, tier))) for s in claim.seeds]
     claim.record(profile_residual=with_res, profile_plain=without)
     claim.figure("grad-profile", lambda fig: figures.profiles(
         fig, {"with residuals": with_res, "without residuals": without}))
@@ -89,11 +78,11 @@ def test_residual_layernorm_lowest_loss(claim, runs, tier):
 
 
 @pytest.mark.control("tc-residual-preserves-gradients")
-def test_control_gradient_rule_flips_when_the_sides_swap():
+def test_control_gradient_rule_flips_when_the_sides_swap(run):
     """The rule on the same per-layer gradient profiles (train.gradients_at_init) with the effect
     reversed: plain minus residual."""
-    with_res = [weight_grad_profile(train(tanh_mlp(True, s))) for s in CONTROL_SEEDS]
-    without = [weight_grad_profile(train(tanh_mlp(False, s))) for s in CONTROL_SEEDS]
+    with_res = [weight_grad_profile(run(tanh_mlp(s, residual=True))) for s in CONTROL_SEEDS]
+    without = [weight_grad_profile(run(tanh_mlp(s))) for s in CONTROL_SEEDS]
     ratios = [[dg.log10_ratio(p) for p in side] for side in (with_res, without)]
     assert RESIDUAL_PRESERVES.decide_paired(*ratios).verdict == SUPPORTED
     assert RESIDUAL_PRESERVES.decide_paired(*reversed(ratios)).verdict == REFUTED

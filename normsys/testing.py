@@ -6,9 +6,13 @@ draws shrink to constant rows, where eps dominates a norm).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import torch
 
 from normsys.config import preset
+from normsys.data import DataError, DataMissingError
 from normsys.runs import run
 
 # (dtype, atol, rtol, reason): one row per dtype used in parity checks against torch's own ops.
@@ -52,3 +56,17 @@ def small_classifier_accuracies(seeds=CONTROL_SEEDS) -> tuple[list[float], list[
     """Test accuracy of the small classifier trained and untrained, per seed."""
     trained, untrained = trained_and_untrained(preset("mlp", **SMALL_CLASSIFIER), seeds)
     return ([r.metrics["test_acc"] for r in trained], [r.metrics["test_acc"] for r in untrained])
+
+
+@contextmanager
+def data_errors(skip_missing: bool = False) -> Iterator[None]:
+    """Missing or damaged data fails the test with the message (the file, what was expected, the
+    fix); with ``skip_missing`` (--claims-skip-missing-data) a missing data set skips it."""
+    import pytest
+
+    try:
+        yield
+    except DataError as err:
+        if isinstance(err, DataMissingError) and skip_missing:
+            pytest.skip(f"data missing: {err}")
+        pytest.fail(f"{type(err).__name__}: {err}", pytrace=False)

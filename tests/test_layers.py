@@ -24,7 +24,7 @@ LAYERS = [
     {"train"},
     {"batched", "cache"},
     {"runs"},
-    {"bench", "figures", "ledger", "report", "testing"},
+    {"bench", "experiments", "figures", "ledger", "report", "testing"},
     {"plugin", "__main__"},
 ]
 LAYER = {name: i for i, layer in enumerate(LAYERS) for name in layer}
