@@ -23,6 +23,7 @@ from normsys import diagnostics as dg
 from normsys.config import preset
 from normsys.measure import at_init
 from normsys.params import Variant, tiers, variant_tiers
+from normsys.record import TEST_ACC, TRAIN_ACC, probe_of
 from normsys.stats import REFUTED, SUPPORTED, Rule
 from normsys.testing import SMALL_CLASSIFIER, small_classifier_accuracies, trained_and_untrained
 
@@ -36,29 +37,24 @@ def encoder(norm: str, seed: int, tier: str = "cpu", **changes):
     return preset("encoder", tier, **{"model.norm": norm, "train.seed": seed, **changes})
 
 
-def erank(probes: dict, layer: str, rows: str = "all") -> float:
-    """Effective rank at a probed block; ``rows="nonpad"`` leaves the padding positions out."""
-    probe = probes[layer]
-    return probe["erank"] if rows == "all" else probe[rows]["erank"]
-
-
 def kappa(probes: dict, rows: str = "all") -> float:
-    """kappa_6 = erank(block 6) / erank(block 1) of a run's probes; NaN for a run without probes
-    (diverged)."""
+    """kappa_6 = erank(block 6) / erank(block 1) of a run's probes (``rows="nonpad"``: without the
+    padding positions); NaN for a run without probes (diverged)."""
     if not probes:
         return float("nan")
-    return dg.collapse_ratios([erank(probes, "blocks.0", rows), erank(probes, "blocks.5", rows)])[1]
+    return dg.collapse_ratios([probe_of(probes, b, rows)["erank"]
+                               for b in ("blocks.0", "blocks.5")])[1]
 
 
 def min_rho(probes: dict, rows: str = "all") -> float:
     """min over blocks 1, 3, 6 of erank / d; NaN for a run without probes (diverged)."""
     if not probes:
         return float("nan")
-    return min((probes[b] if rows == "all" else probes[b][rows])["rho"] for b in DM_PROBES)
+    return min(probe_of(probes, b, rows)["rho"] for b in DM_PROBES)
 
 
 def generalization_gap(record) -> float:
-    return record.metrics["train_acc"] - record.metrics["test_acc"]
+    return record.metrics[TRAIN_ACC] - record.metrics[TEST_ACC]
 
 
 VARIANTS = ("", "-nonpad", "-masked")
@@ -85,10 +81,10 @@ def draw_figure_4(fig, runs_by_norm: dict, rows: str = "all") -> None:
     fig.set_size_inches(12, 3.8)
     for ax, layer in zip(axes, DM_PROBES, strict=True):
         for norm, runs in runs_by_norm.items():
-            probes = [r.probes[layer] if rows == "all" else r.probes[layer][rows] for r in runs]
+            probes = [probe_of(r.probes, layer, rows) for r in runs]
             s = np.array([p["singular_values"] for p in probes])
             s = s / s.sum(1, keepdims=True)  # spectra as fractions, comparable across norms
-            acc = np.mean([r.metrics["test_acc"] for r in runs])
+            acc = np.mean([r.metrics[TEST_ACC] for r in runs])
             idx = np.arange(1, s.shape[1] + 1)
             ax.plot(idx, s.mean(0), label=f"{norm} (test acc {acc:.3f})")
             ax.fill_between(idx, s.min(0), s.max(0), alpha=0.25)
@@ -101,15 +97,15 @@ def draw_figure_4(fig, runs_by_norm: dict, rows: str = "all") -> None:
 
 
 def accuracies(runs) -> list[float]:
-    return [r.metrics["test_acc"] for r in runs]
+    return [r.metrics[TEST_ACC] for r in runs]
 
 
 def record_ranks(claim, runs, variant: str = "") -> None:
     rows = rows_of(variant)
-    claim.record(erank={layer: [round(erank(r.probes, layer, rows), 3) for r in runs]
+    claim.record(erank={layer: [round(probe_of(r.probes, layer, rows)["erank"], 3) for r in runs]
                         for layer in DM_PROBES}, rows=rows,
-                 test_acc=[r.metrics["test_acc"] for r in runs],
-                 train_acc=[r.metrics["train_acc"] for r in runs],
+                 test_acc=[r.metrics[TEST_ACC] for r in runs],
+                 train_acc=[r.metrics[TRAIN_ACC] for r in runs],
                  data=runs[0].data_source)
 
 

@@ -21,7 +21,7 @@ from normsys.config import preset
 from normsys.models import prepare_model
 from normsys.params import tiers, variant_tiers
 from normsys.protocol import mnist_report
-from normsys.record import trained_model
+from normsys.record import TEST_ACC, trained_model
 from normsys.stats import REFUTED, SUPPORTED, Rule
 from normsys.testing import CONTROL_SEEDS, small_classifier_accuracies
 
@@ -69,7 +69,7 @@ def protocol(run, claim, tier, variant):
 def frozen_acc(run, claim, tier):
     """frozen_acc(method) -> per-seed test accuracy of the frozen-blocks baseline whose embed,
     out_ln and head ``method`` trained."""
-    return lambda method="bp": [run(fa_mlp(method, s, tier, frozen=True)).metrics["test_acc"]
+    return lambda method="bp": [run(fa_mlp(method, s, tier, frozen=True)).metrics[TEST_ACC]
                                 for s in claim.seeds]
 
 
@@ -78,7 +78,7 @@ def stabilities(results) -> list[float]:
 
 
 def accuracies(results) -> list[float]:
-    return [record.metrics["test_acc"] for record, _ in results]
+    return [record.metrics[TEST_ACC] for record, _ in results]
 
 
 def draw_stability_by_epochs(fig, by_epochs: dict[str, dict[int, list[float]]]) -> None:

@@ -21,7 +21,7 @@ from normsys.config import preset
 from normsys.experiments import tanh_mlp, weight_grad_profile
 from normsys.measure import at_init
 from normsys.params import tiers
-from normsys.record import trained_model
+from normsys.record import TEST_ACC, VAL_LOSS, probe_of, trained_model
 from normsys.stats import REFUTED, SUPPORTED, Rule
 from normsys.testing import (
     CONTROL_SEEDS,
@@ -89,14 +89,14 @@ def draw_correlations(fig, records: dict) -> None:
                 h = layer(h)
         h = h[:, h.std(0) > 0][:, :64]
         im = ax.imshow(np.corrcoef(h.T.numpy()), vmin=-1, vmax=1, cmap="RdBu_r")
-        ax.set_title(f"{norm}: mean |corr| {record.probes['layers.2']['unit_corr']:.3f}")
+        ax.set_title(f"{norm}: mean |corr| {probe_of(record.probes, 'layers.2')['unit_corr']:.3f}")
     fig.colorbar(im, ax=axes, shrink=0.8)
     fig.suptitle("Hidden-unit correlations, last hidden layer (seed 0, first 64 live units)")
 
 
 def unit_correlations(runs) -> list[float]:
     """Mean |off-diagonal correlation| of the last hidden layer's units, per run."""
-    return [r.probes["layers.2"]["unit_corr"] for r in runs]
+    return [probe_of(r.probes, "layers.2")["unit_corr"] for r in runs]
 
 
 DECORRELATES = Rule("corr(none) - corr(layernorm)", ">", 0.0)
@@ -138,7 +138,7 @@ SMALL_BATCH = Rule("test_acc(layernorm) - test_acc(batchnorm)", ">", 0.02)
                              f"statistics) after 2,000 steps: {SMALL_BATCH}, paired.")
 def test_layernorm_small_batch(claim, runs, tier):
     acc = metric_by_norm(runs, claim, lambda n, s: mlp(n, s, 4, 2000, tier),
-                         ("layernorm", "batchnorm"), "test_acc")
+                         ("layernorm", "batchnorm"), TEST_ACC)
     claim.check_paired(acc["layernorm"], acc["batchnorm"], SMALL_BATCH)
 
 
@@ -152,7 +152,7 @@ BN_WINS_CNN = Rule("test_acc(batchnorm) - test_acc(layernorm)", ">", 0.0)
                              f"{BN_WINS_CNN}, paired.")
 def test_batchnorm_wins_cnn_large_batch(claim, runs, tier):
     acc = metric_by_norm(runs, claim, lambda n, s: cnn(n, s, tier),
-                         ("batchnorm", "layernorm"), "test_acc")
+                         ("batchnorm", "layernorm"), TEST_ACC)
     claim.check_paired(acc["batchnorm"], acc["layernorm"], BN_WINS_CNN)
 
 
@@ -166,7 +166,7 @@ HELPS_LSTM = Rule("val_loss(plain) - val_loss(LN-LSTM)", ">", 0.0)
                              f"paired.")
 def test_layernorm_helps_lstm(claim, runs, tier):
     val = metric_by_norm(runs, claim, lambda n, s: lstm(n, s, tier),
-                         ("none", "layernorm"), "val_loss")
+                         ("none", "layernorm"), VAL_LOSS)
     claim.check_paired(val["none"], val["layernorm"], HELPS_LSTM)
 
 
@@ -180,7 +180,7 @@ BEATS_BN_LSTM = Rule("val_loss(BN-LSTM) - val_loss(LN-LSTM)", ">", 0.0)
                              f"after 1,000 steps: {BEATS_BN_LSTM}, paired.")
 def test_layernorm_beats_batchnorm_lstm(claim, runs, tier):
     val = metric_by_norm(runs, claim, lambda n, s: lstm(n, s, tier),
-                         ("batchnorm", "layernorm"), "val_loss")
+                         ("batchnorm", "layernorm"), VAL_LOSS)
     claim.check_paired(val["batchnorm"], val["layernorm"], BEATS_BN_LSTM)
 
 
@@ -194,7 +194,7 @@ BEATS_BN_TRANSFORMER = Rule("val_loss(BN) - val_loss(LN)", ">", 0.0)
                              f"{BEATS_BN_TRANSFORMER}, paired.")
 def test_layernorm_beats_batchnorm_transformer(claim, runs, tier):
     val = metric_by_norm(runs, claim, lambda n, s: tblock_lm(n, s, tier),
-                         ("batchnorm", "layernorm"), "val_loss")
+                         ("batchnorm", "layernorm"), VAL_LOSS)
     claim.check_paired(val["batchnorm"], val["layernorm"], BEATS_BN_TRANSFORMER)
 
 
@@ -207,7 +207,7 @@ IMPROVES_ACCURACY = Rule("test_acc(layernorm) - test_acc(none)", ">", 0.0)
                              f"{IMPROVES_ACCURACY}, paired.")
 def test_layernorm_improves_final_accuracy(claim, mlp_runs, tier):
     ln, none = mlp_runs("layernorm"), mlp_runs("none")
-    claim.check_paired([r.metrics["test_acc"] for r in ln], [r.metrics["test_acc"] for r in none],
+    claim.check_paired([r.metrics[TEST_ACC] for r in ln], [r.metrics[TEST_ACC] for r in none],
                        IMPROVES_ACCURACY)
 
 
@@ -226,7 +226,7 @@ def accuracy_spread(accuracies: list[float]) -> float:
                              f"max - min test accuracy with the hidden weights scaled by 0.5, 1, 2 "
                              f"at init): {ROBUST_TO_INIT}, paired.")
 def test_layernorm_robust_to_init_scale(claim, runs, tier):
-    acc = {n: {scale: [r.metrics["test_acc"] for r in runs(
+    acc = {n: {scale: [r.metrics[TEST_ACC] for r in runs(
         [mlp(n, s, tier=tier, init_scale=scale) for s in claim.seeds])]
         for scale in INIT_SCALES} for n in ("none", "layernorm")}
     spread = {n: [accuracy_spread([acc[n][scale][i] for scale in INIT_SCALES])
@@ -269,7 +269,7 @@ def correlation_at_init(task_of, seed: int, shared: bool) -> float:
         w.add_(5 * torch.ones(w.shape[0], 1) @ v / w.shape[1] ** 0.5)
 
     init = at_init(cfg, task_of(cfg), add_shared_component if shared else None)
-    return init.probes["layers.2"]["unit_corr"]
+    return probe_of(init.probes, "layers.2")["unit_corr"]
 
 
 @pytest.mark.control("ld-layernorm-decorrelates")
@@ -321,7 +321,7 @@ def test_control_validation_loss_rules_flip_between_a_trained_and_an_untrained_l
     LSTM at its initialization, both ways round."""
     cfg = lstm("layernorm", 0).override(**{"model.d": 32, "train.steps": 60,
                                                   "train.batch_size": 8, "train.eval_batches": 2})
-    trained, untrained = ([r.metrics["val_loss"] for r in side]
+    trained, untrained = ([r.metrics[VAL_LOSS] for r in side]
                           for side in trained_and_untrained(cfg))
     for rule in (HELPS_LSTM, BEATS_BN_LSTM, BEATS_BN_TRANSFORMER):
         assert rule.decide_paired(untrained, trained).verdict == SUPPORTED

@@ -23,6 +23,7 @@ from normsys.experiments import char_gpt
 from normsys.measure import at_init
 from normsys.models import Attention
 from normsys.params import tiers
+from normsys.record import VAL_LOSS
 from normsys.stats import REFUTED, SUPPORTED, Rule
 from normsys.testing import CONTROL_SEEDS, trained_and_untrained
 
@@ -156,7 +157,7 @@ def matches_layernorm(norm: str) -> Rule:
 def equivalence_to_layernorm(claim, runs, norm: str, tier: str):
     recs = {n: runs([char_gpt(s, tier, n, steps=500) for s in claim.seeds])
             for n in (norm, "layernorm")}
-    val = {n: [r.metrics["val_loss"] for r in rs] for n, rs in recs.items()}
+    val = {n: [r.metrics[VAL_LOSS] for r in rs] for n, rs in recs.items()}
     claim.record(val_loss=val)
     claim.figure("loss-curves", lambda fig: figures.curves(
         fig, {n: [r.curves for r in rs] for n, rs in recs.items()}, ("loss",),
@@ -233,7 +234,7 @@ def test_control_equivalence_rules_fail_between_a_trained_and_an_untrained_lm(da
     cfg = char_gpt(0, steps=60).override(**{"model.d": 32, "model.layers": 1,
                                                    "train.batch_size": 8, "train.eval_batches": 2})
     trained, untrained = trained_and_untrained(cfg)
-    rel = [relative_difference(a.metrics["val_loss"], b.metrics["val_loss"])
+    rel = [relative_difference(a.metrics[VAL_LOSS], b.metrics[VAL_LOSS])
            for a, b in zip(untrained, trained, strict=True)]
     for norm in ("rmsnorm", "dyt"):
         assert matches_layernorm(norm).decide(rel).verdict == REFUTED

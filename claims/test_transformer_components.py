@@ -16,6 +16,7 @@ from normsys import figures
 from normsys.config import preset
 from normsys.experiments import tanh_mlp, weight_grad_profile
 from normsys.params import tiers
+from normsys.record import FINAL_LOSS
 from normsys.stats import REFUTED, SUPPORTED, Rule, paired_differences
 from normsys.testing import CONTROL_SEEDS, trained_and_untrained
 
@@ -66,7 +67,7 @@ def loss_margins(final: dict[str, list[float]]) -> dict[str, list[float]]:
 def test_residual_layernorm_lowest_loss(claim, runs, tier):
     recs = {name: runs([ffn_stack(res, norm, s, tier) for s in claim.seeds])
             for name, (res, norm) in FFN_CONFIGS.items()}
-    final = {name: [r.metrics["final_loss"] for r in rs] for name, rs in recs.items()}
+    final = {name: [r.metrics[FINAL_LOSS] for r in rs] for name, rs in recs.items()}
     claim.record(final_loss=final)
     claim.figure("curves", lambda fig: figures.curves(
         fig, {n: [r.curves for r in rs] for n, rs in recs.items()}, ("loss", "grad_norm"),
@@ -92,7 +93,7 @@ def test_control_gradient_rule_flips_when_the_sides_swap(run):
 def test_control_lowest_loss_rule_flips_between_a_trained_and_an_untrained_reference():
     """The all-of rule on final losses of FFN stacks, where the reference is trained and every
     other configuration left at its initialization (learning rate 0), and the other way round."""
-    trained, untrained = ([r.metrics["final_loss"] for r in side] for side in
+    trained, untrained = ([r.metrics[FINAL_LOSS] for r in side] for side in
                           trained_and_untrained(ffn_stack(True, "layernorm", 0)))
     lowest = {name: (trained if name == "residual+LN" else untrained) for name in FFN_CONFIGS}
     highest = {name: (untrained if name == "residual+LN" else trained) for name in FFN_CONFIGS}

@@ -1,11 +1,6 @@
-"""RunRecord: what one training run produced, stored next to the config that produced it, and
+"""RunRecord: what one training run produced, stored next to the config that produced it; the
+layout of its metrics and probes, declared once (``Probe``, the metric names, ``probe_of``); and
 the trained model it describes (``trained_model``).
-
-What ``metrics`` and ``probes`` hold (names as constants where claims read them):
-- metrics: init_loss, final_loss (mean of the last 10 steps' losses); classification: train_acc,
-  test_acc, train_loss, test_loss; language models: train_loss, val_loss. NaN for a diverged run.
-- probes: {module name: {"singular_values", "erank", "rho", "stable_rank", "mean_norm",
-  "unit_corr", "token_cosine" (3-D states), "nonpad" (encoder: the same without padding rows)}}.
 """
 
 from __future__ import annotations
@@ -13,6 +8,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TypedDict
 
 import torch
 from torch import nn
@@ -20,15 +16,50 @@ from torch import nn
 from normsys.config import RunConfig
 from normsys.models import build_model, prepare_model
 
+# the metrics a record holds (NaN for a diverged run): losses at init and at the end of training
+# (mean of the last 10 steps); classification: accuracy and mean loss on the first
+# train.eval_train_rows training rows and on the held-out rows; language models: mean loss on
+# fixed windows of the train and validation text
+INIT_LOSS, FINAL_LOSS = "init_loss", "final_loss"
+TRAIN_ACC, TEST_ACC, TRAIN_LOSS, TEST_LOSS, VAL_LOSS = (
+    "train_acc", "test_acc", "train_loss", "test_loss", "val_loss")
+
+
+class Spectrum(TypedDict):
+    """A probed hidden state's spectrum (rows = batch x tokens)."""
+
+    singular_values: list[float]
+    erank: float        # effective rank (Roy & Vetterli 2007)
+    rho: float          # erank / d
+    stable_rank: float
+    mean_norm: float    # mean row norm
+
+
+class Probe(Spectrum, total=False):
+    """What a run measures of one probed module (train.probe) on its fixed probe batch."""
+
+    unit_corr: float     # mean |off-diagonal| correlation of hidden units
+    token_cosine: float  # (B, T, d) states: mean cosine of distinct tokens
+    nonpad: Spectrum     # encoder: the spectrum without the padding rows
+
+
+def probe_of(probes: dict[str, Probe], layer: str, rows: str = "all") -> Probe | Spectrum:
+    """The probe of ``layer`` in a run's probes (RunRecord.probes, or measure.at_init's): over all
+    rows, or ``rows="nonpad"`` without the encoder's padding rows."""
+    if layer not in probes:
+        raise KeyError(f"no probe of {layer!r}; probed: {sorted(probes) or 'none (diverged?)'}")
+    return probes[layer] if rows == "all" else probes[layer][rows]
+
 
 @dataclass
 class RunRecord:
     config: dict                      # the resolved RunConfig as a dict
     fingerprint: str                  # RunConfig.fingerprint()
     version: str                      # normsys version that produced it
-    metrics: dict[str, float]         # train_acc, test_acc, train_loss, test_loss / val_loss ...
-    curves: dict[str, list[float]]    # per step: loss, grad_norm; per epoch: train_acc_running
-    probes: dict[str, dict]           # module name -> singular_values, erank, stable_rank, norms
+    metrics: dict[str, float]         # by the metric names above
+    curves: dict[str, list[float]]    # per step: loss, grad_norm, batch_acc; per epoch:
+                                      # train_acc_running
+    probes: dict[str, Probe]          # module name -> its Probe
     init_grad_norms: dict[str, float]  # ||dL/dW|| per parameter on the first batch, at init
     diverged: bool                    # a non-finite loss ended the run early
     steps: int                        # optimizer steps taken
