@@ -77,7 +77,7 @@ def stabilities(results) -> list[float]:
     return [report["stability"] for _, report in results]
 
 
-def accuracies(results) -> list[float]:
+def trained_accuracies(results) -> list[float]:
     return [record.metrics[TEST_ACC] for record, _ in results]
 
 
@@ -119,7 +119,8 @@ BP_UNSTABLE = Rule("stability(bp)", "<=", 0.2)
                              f"layer are batch-specific: {BP_UNSTABLE}.")
 def test_bp_direction_unstable(claim, protocol, tier, variant):
     bp = protocol("bp")
-    claim.record(test_acc=accuracies(bp), residual_norms=[r["residual_norms"] for _, r in bp],
+    claim.record(test_acc=trained_accuracies(bp),
+                 residual_norms=[r["residual_norms"] for _, r in bp],
                  bp_grad_norms=[r["bp_grad_norms"] for _, r in bp])
     claim.check(stabilities(bp), BP_UNSTABLE)
 
@@ -133,7 +134,8 @@ DFA_STABLE = Rule("stability(dfa)", ">=", 0.5)
                              f"batches: {DFA_STABLE}.")
 def test_dfa_direction_stable(claim, protocol, tier, variant):
     dfa = protocol("dfa")
-    claim.record(test_acc=accuracies(dfa), residual_norms=[r["residual_norms"] for _, r in dfa])
+    claim.record(test_acc=trained_accuracies(dfa),
+                 residual_norms=[r["residual_norms"] for _, r in dfa])
     claim.check(stabilities(dfa), DFA_STABLE)
 
 
@@ -164,7 +166,7 @@ DFA_BEATS_FROZEN = Rule("test_acc(dfa) - test_acc(frozen)", ">", 0.02)
                    statement=f"DFA trains the blocks usefully: {DFA_BEATS_FROZEN} (blocks frozen "
                              f"at init, the rest trained by backprop), paired by seed.")
 def test_dfa_beats_frozen_baseline(claim, protocol, frozen_acc, tier):
-    claim.check_paired(accuracies(protocol("dfa")), frozen_acc(), DFA_BEATS_FROZEN)
+    claim.check_paired(trained_accuracies(protocol("dfa")), frozen_acc(), DFA_BEATS_FROZEN)
 
 
 DFA_BEATS_FROZEN_DFA = Rule("test_acc(dfa) - test_acc(frozen, dfa)", ">", 0.02)
@@ -175,7 +177,7 @@ DFA_BEATS_FROZEN_DFA = Rule("test_acc(dfa) - test_acc(frozen, dfa)", ">", 0.02)
                    statement=f"DFA trains the blocks usefully, against a baseline whose embedding "
                              f"also learns from DFA's signals: {DFA_BEATS_FROZEN_DFA}, paired.")
 def test_dfa_beats_frozen_dfa_baseline(claim, protocol, frozen_acc, tier):
-    claim.check_paired(accuracies(protocol("dfa")), frozen_acc("dfa"), DFA_BEATS_FROZEN_DFA)
+    claim.check_paired(trained_accuracies(protocol("dfa")), frozen_acc("dfa"), DFA_BEATS_FROZEN_DFA)
 
 
 BP_BEATS_FROZEN = Rule("test_acc(bp) - test_acc(frozen)", ">", 0.02)
@@ -185,7 +187,7 @@ BP_BEATS_FROZEN = Rule("test_acc(bp) - test_acc(frozen)", ">", 0.02)
 @pytest.mark.claim("fa-bp-beats-frozen-baseline", source=SOURCE,
                    statement=f"BP trains the blocks usefully: {BP_BEATS_FROZEN}, paired by seed.")
 def test_bp_beats_frozen_baseline(claim, protocol, frozen_acc, tier):
-    claim.check_paired(accuracies(protocol("bp")), frozen_acc(), BP_BEATS_FROZEN)
+    claim.check_paired(trained_accuracies(protocol("bp")), frozen_acc(), BP_BEATS_FROZEN)
 
 
 # ----------------------------------------------------------------------------- negative controls

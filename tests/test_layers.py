@@ -62,3 +62,32 @@ def test_each_module_imports_alone_in_a_fresh_interpreter(module):
     done = subprocess.run([sys.executable, "-c", f"import normsys.{module}"],
                           capture_output=True, text=True, cwd=PACKAGE.parent)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_no_function_takes_more_than_six_parameters():
+    """A function with more needs a small state object (norms.batch_norm mirrors F.batch_norm)."""
+    crowded = []
+    for module in MODULES:
+        for node in ast.walk(ast.parse((PACKAGE / f"{module}.py").read_text())):
+            if isinstance(node, ast.FunctionDef):
+                args = node.args
+                names = [a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)]
+                if len([n for n in names if n not in ("self", "cls")]) > 6:
+                    crowded.append(f"{module}.{node.name}")
+    assert crowded == ["norms.batch_norm"]
+
+
+def test_no_claim_file_defines_a_helper_another_claim_file_defines():
+    """An experiment or helper two claim files need is defined once (normsys.experiments,
+    normsys.testing, claims/conftest.py)."""
+    claims = PACKAGE.parent / "claims"
+    seen: dict[str, str] = {}
+    twice = []
+    for path in sorted(claims.glob("test_*.py")):
+        tree = ast.parse(path.read_text())
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef) and not node.name.startswith("test_"):
+                if node.name in seen:
+                    twice.append(f"{node.name}: {seen[node.name]} and {path.name}")
+                seen[node.name] = path.name
+    assert not twice
