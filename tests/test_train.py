@@ -255,9 +255,12 @@ def test_cli_ctrl_c_ends_with_one_line(tmp_path):
     import time
 
     env = {**os.environ, "NORMSYS_CACHE": str(tmp_path)}
+    # as from a terminal: a process started in the background of a script (CI's runner, mutmut)
+    # inherits SIGINT ignored, and Python then leaves Ctrl-C ignored too
     proc = subprocess.Popen([sys.executable, "-m", "normsys", "train", "--model", "ffn_stack",
                              "--set", "train.steps=100000"], env=env, stderr=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         # interrupt once training has started (the progress line says so), however long the
         # imports take on a loaded machine
