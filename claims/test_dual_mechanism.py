@@ -19,8 +19,16 @@ import numpy as np
 import pytest
 import torch
 
-from normsys import diagnostics as dg
 from normsys.config import preset
+from normsys.experiments import (
+    DM_PROBES,
+    accuracy_matches_layernorm,
+    encoder,
+    kappa,
+    min_rho,
+    prevents_collapse,
+    stays_isotropic,
+)
 from normsys.measure import at_init
 from normsys.params import Variant, tiers, variant_tiers
 from normsys.record import TEST_ACC, TRAIN_ACC, probe_of
@@ -29,28 +37,6 @@ from normsys.testing import SMALL_CLASSIFIER, small_classifier_accuracies, train
 
 SOURCE = "Dual-Mechanism paper, Experiment 4 (seed encoder, AG News)"
 NORMS = ("layernorm", "l2", "none")
-DM_PROBES = ("blocks.0", "blocks.2", "blocks.5")  # blocks 1, 3, 6 (1-indexed block outputs)
-
-
-def encoder(norm: str, seed: int, tier: str = "cpu", **changes):
-    """The seed encoder's run: the encoder preset of the tier (see the module docstring)."""
-    return preset("encoder", tier, **{"model.norm": norm, "train.seed": seed, **changes})
-
-
-def kappa(probes: dict, rows: str = "all") -> float:
-    """kappa_6 = erank(block 6) / erank(block 1) of a run's probes (``rows="nonpad"``: without the
-    padding positions); NaN for a run without probes (diverged)."""
-    if not probes:
-        return float("nan")
-    return dg.collapse_ratios([probe_of(probes, b, rows)["erank"]
-                               for b in ("blocks.0", "blocks.5")])[1]
-
-
-def min_rho(probes: dict, rows: str = "all") -> float:
-    """min over blocks 1, 3, 6 of erank / d; NaN for a run without probes (diverged)."""
-    if not probes:
-        return float("nan")
-    return min(probe_of(probes, b, rows)["rho"] for b in DM_PROBES)
 
 
 def generalization_gap(record) -> float:
@@ -124,7 +110,7 @@ def test_none_collapses_with_depth(claim, encoder_runs, tier, variant):
     claim.check([kappa(r.probes, rows=rows_of(variant)) for r in runs], NONE_COLLAPSES)
 
 
-L2_PREVENTS = Rule("kappa_6(l2)", ">=", 0.8)
+L2_PREVENTS = prevents_collapse("l2")
 
 
 @pytest.mark.parametrize("variant,tier", variant_tiers(VARIANTS, slow=SLOW))
@@ -137,7 +123,7 @@ def test_l2_prevents_collapse(claim, encoder_runs, tier, variant):
     claim.check([kappa(r.probes, rows=rows_of(variant)) for r in runs], L2_PREVENTS)
 
 
-L2_ISOTROPIC = Rule("min_l rho_l(l2)", ">=", 0.5)
+L2_ISOTROPIC = stays_isotropic("l2")
 
 
 @pytest.mark.parametrize("variant,tier", variant_tiers(VARIANTS, slow=SLOW))
@@ -150,7 +136,7 @@ def test_l2_isotropic(claim, encoder_runs, tier, variant):
     claim.check([min_rho(r.probes, rows=rows_of(variant)) for r in runs], L2_ISOTROPIC)
 
 
-LN_PREVENTS = Rule("kappa_6(layernorm)", ">=", 0.8)
+LN_PREVENTS = prevents_collapse("layernorm")
 
 
 @pytest.mark.parametrize("variant,tier", variant_tiers(VARIANTS, slow=SLOW))
@@ -204,7 +190,7 @@ def test_scale_not_affine_explains_l2(claim, encoder_runs, tier):
     claim.check_paired(accuracies(scaled), accuracies(affine), SCALE_NOT_AFFINE)
 
 
-SCALED_L2_MATCHES = Rule("test_acc(layernorm) - test_acc(scaled_l2)", "within", (-0.02, 0.02))
+SCALED_L2_MATCHES = accuracy_matches_layernorm("scaled_l2")
 
 
 @pytest.mark.parametrize("tier", tiers())

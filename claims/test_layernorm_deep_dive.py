@@ -18,7 +18,17 @@ import torch
 from normsys import diagnostics as dg
 from normsys import figures
 from normsys.config import preset
-from normsys.experiments import tanh_mlp, weight_grad_profile
+from normsys.experiments import (
+    INIT_SCALES,
+    accuracy_spread,
+    decorrelates,
+    mlp,
+    prevents_vanishing,
+    robust_to_init,
+    tanh_mlp,
+    unit_correlation,
+    weight_grad_profile,
+)
 from normsys.measure import at_init
 from normsys.params import tiers
 from normsys.record import TEST_ACC, VAL_LOSS, probe_of, trained_model
@@ -31,16 +41,6 @@ from normsys.testing import (
 )
 
 SOURCE = "LayerNorm deep-dive notebook"
-
-
-def mlp(norm: str, seed: int, batch_size: int = 64, steps: int = 0, tier: str = "cpu",
-        init_scale: float = 1.0):
-    """The MLP (mlp preset: 784 -> 3 x 256 Linear-norm-ReLU -> 10, Adam 1e-3, 1 epoch or
-    ``steps``), its last hidden layer probed on 1,000 fixed training images."""
-    return preset("mlp", tier, **{"model.norm": norm, "train.seed": seed,
-                                  "train.batch_size": batch_size, "train.steps": steps,
-                                  "train.probe": ("layers.2",), "train.probe_batch": 1000,
-                                  "model.init_scale": init_scale})
 
 
 def cnn(norm: str, seed: int, tier: str = "cpu"):
@@ -94,12 +94,7 @@ def draw_correlations(fig, records: dict) -> None:
     fig.suptitle("Hidden-unit correlations, last hidden layer (seed 0, first 64 live units)")
 
 
-def unit_correlations(runs) -> list[float]:
-    """Mean |off-diagonal correlation| of the last hidden layer's units, per run."""
-    return [probe_of(r.probes, "layers.2")["unit_corr"] for r in runs]
-
-
-DECORRELATES = Rule("corr(none) - corr(layernorm)", ">", 0.0)
+DECORRELATES = decorrelates("layernorm")
 
 
 @pytest.mark.parametrize("tier", tiers())
@@ -110,7 +105,8 @@ def test_layernorm_decorrelates(claim, mlp_runs, tier):
     none, ln = mlp_runs("none"), mlp_runs("layernorm")
     claim.figure("correlations", lambda fig: draw_correlations(
         fig, {"none": none[0], "layernorm": ln[0]}))
-    claim.check_paired(unit_correlations(none), unit_correlations(ln), DECORRELATES)
+    claim.check_paired([unit_correlation(r) for r in none], [unit_correlation(r) for r in ln],
+                       DECORRELATES)
 
 
 SPEEDS_CONVERGENCE = Rule("steps(layernorm) / steps(none)", "<", 0.8)
@@ -211,13 +207,7 @@ def test_layernorm_improves_final_accuracy(claim, mlp_runs, tier):
                        IMPROVES_ACCURACY)
 
 
-INIT_SCALES = (0.5, 1.0, 2.0)
-ROBUST_TO_INIT = Rule("spread(none) - spread(layernorm)", ">", 0.02)
-
-
-def accuracy_spread(accuracies: list[float]) -> float:
-    """max - min test accuracy over the initial weight scales."""
-    return max(accuracies) - min(accuracies)
+ROBUST_TO_INIT = robust_to_init("layernorm")
 
 
 @pytest.mark.parametrize("tier", tiers())
@@ -236,7 +226,7 @@ def test_layernorm_robust_to_init_scale(claim, runs, tier):
     claim.check_paired(spread["none"], spread["layernorm"], ROBUST_TO_INIT)
 
 
-PREVENTS_VANISHING = Rule("log10 ratio(layernorm) - log10 ratio(plain)", ">", 1.0)
+PREVENTS_VANISHING = prevents_vanishing("layernorm")
 
 
 @pytest.mark.parametrize("tier", tiers())

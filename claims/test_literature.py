@@ -18,8 +18,15 @@ import torch
 
 from normsys import diagnostics as dg
 from normsys import figures
-from normsys.config import preset
-from normsys.experiments import char_gpt
+from normsys.experiments import (
+    PRELN_FLAT,
+    char_gpt,
+    ffn_grad_norms,
+    ffn_grad_ratio,
+    loss_matches_layernorm,
+    relative_difference,
+    xiong,
+)
 from normsys.measure import at_init
 from normsys.models import Attention
 from normsys.params import tiers
@@ -28,26 +35,6 @@ from normsys.stats import REFUTED, SUPPORTED, Rule
 from normsys.testing import CONTROL_SEEDS, trained_and_untrained
 
 DEPTHS = (6, 12)
-
-
-def xiong(placement: str, layers: int, seed: int, tier: str = "cpu"):
-    """The seed encoder with LayerNorm (encoder preset), ``layers`` blocks, at initialization:
-    gradients on the first batch of 64 AG News sequences, no training."""
-    return preset("encoder", tier, **{"model.norm": "layernorm", "model.placement": placement,
-                                      "model.layers": layers, "train.seed": seed,
-                                      "train.epochs": 0, "train.probe": ()})
-
-
-def ffn_grad_norms(grads: dict[str, float], layers: int) -> list[float]:
-    """||grad of block b's FFN weights|| (both Linears) for b = 0 ... layers - 1."""
-    return dg.layer_grad_norms(grads, [[f"blocks.{b}.mlp.{i}.weight" for i in (0, 2)]
-                                       for b in range(layers)])
-
-
-def ffn_grad_ratio(grads: dict[str, float], layers: int) -> float:
-    """||grad of the last block's FFN weights|| / ||the first block's|| at init."""
-    norms = ffn_grad_norms(grads, layers)
-    return norms[-1] / norms[0]
 
 
 def xiong_ratios(run, claim, placement: str, tier: str) -> dict[int, list[float]]:
@@ -76,9 +63,6 @@ POSTLN_GROWS = Rule("last / first FFN grad norm", ">", 2.0)
 def test_postln_gradients_grow_toward_output(claim, run, tier):
     ratios = xiong_ratios(run, claim, "post", tier)
     claim.check_all({f"{n} blocks": ratios[n] for n in DEPTHS}, POSTLN_GROWS)
-
-
-PRELN_FLAT = Rule("|log2(last / first)|", "<", 1.0)
 
 
 @pytest.mark.parametrize("tier", tiers())
@@ -144,16 +128,6 @@ def test_skips_prevent_rank_collapse(claim, tier):
     claim.check([depth_ratio(r) for r in skip], SKIPS_PREVENT)
 
 
-def relative_difference(a: float, b: float) -> float:
-    """(a - b) / b."""
-    return (a - b) / b
-
-
-def matches_layernorm(norm: str) -> Rule:
-    """The equivalence rule of a norm against LayerNorm: relative validation-loss gap within 2%."""
-    return Rule(f"(val({norm}) - val(LN)) / val(LN)", "within", (-0.02, 0.02))
-
-
 def equivalence_to_layernorm(claim, runs, norm: str, tier: str):
     recs = {n: runs([char_gpt(s, tier, n, steps=500) for s in claim.seeds])
             for n in (norm, "layernorm")}
@@ -163,14 +137,14 @@ def equivalence_to_layernorm(claim, runs, norm: str, tier: str):
         fig, {n: [r.curves for r in rs] for n, rs in recs.items()}, ("loss",),
         f"Char GPT training loss, {norm} vs layernorm"))
     rel = [relative_difference(a, b) for a, b in zip(val[norm], val["layernorm"], strict=True)]
-    claim.check(rel, matches_layernorm(norm))
+    claim.check(rel, loss_matches_layernorm(norm))
 
 
 @pytest.mark.parametrize("tier", tiers())
 @pytest.mark.claim("rmsnorm-matches-layernorm", source="Zhang & Sennrich 2019",
                    statement=f"RMSNorm matches LayerNorm on a pre-norm char GPT: "
-                             f"{matches_layernorm('rmsnorm')}.")
-def test_rmsnorm_matches_layernorm(claim, runs, tier):
+                             f"{loss_matches_layernorm('rmsnorm')}.")
+def test_rmsnorm_loss_matches_layernorm(claim, runs, tier):
     equivalence_to_layernorm(claim, runs, "rmsnorm", tier)
 
 
@@ -178,8 +152,8 @@ def test_rmsnorm_matches_layernorm(claim, runs, tier):
 @pytest.mark.parametrize("tier", tiers(cpu=[pytest.mark.slow]))
 @pytest.mark.claim("dyt-matches-layernorm", source="Zhu et al. 2025",
                    statement=f"Dynamic tanh matches LayerNorm on a pre-norm char GPT: "
-                             f"{matches_layernorm('dyt')}.")
-def test_dyt_matches_layernorm(claim, runs, tier):
+                             f"{loss_matches_layernorm('dyt')}.")
+def test_dyt_loss_matches_layernorm(claim, runs, tier):
     equivalence_to_layernorm(claim, runs, "dyt", tier)
 
 
@@ -237,4 +211,4 @@ def test_control_equivalence_rules_fail_between_a_trained_and_an_untrained_lm(da
     rel = [relative_difference(a.metrics[VAL_LOSS], b.metrics[VAL_LOSS])
            for a, b in zip(untrained, trained, strict=True)]
     for norm in ("rmsnorm", "dyt"):
-        assert matches_layernorm(norm).decide(rel).verdict == REFUTED
+        assert loss_matches_layernorm(norm).decide(rel).verdict == REFUTED

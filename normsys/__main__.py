@@ -5,6 +5,8 @@
     python -m normsys train ... --dry-run                    the resolved config, no training
     python -m normsys compare A.json B.json [...] [--markdown]   verdict ledgers side by side
     python -m normsys import-report REPORT --device NAME ...    a report into the ledger
+    python -m normsys scorecard mynorm.py:MyNorm [--out DIR]  a new norm beside the built-in ones
+    python -m normsys scorecard --builtin                    the built-in kinds compared
 
 Any config field can be overridden with ``--set section.field=value`` (repeatable); ``--norm``,
 ``--seed``, ``--method`` and ``--tier`` are shortcuts. ``train`` prints a short summary and, with
@@ -22,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from normsys import ledger, progress
+from normsys import ledger, progress, scorecard
 from normsys.config import PRESETS, RunConfig, preset
 from normsys.data import DataError
 from normsys.models import FAMILIES, build_model
@@ -68,7 +70,56 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     for name in ("device", "commit", "torch", "normsys", "measured"):
         imp.add_argument(f"--{name}", required=True, help=f"{name} the report was measured on")
     imp.add_argument("--data", default="", help="the data it read (e.g. a pool's description)")
+    sc = sub.add_parser("scorecard", help="a norm kind judged by every norm-generic claim, "
+                                          "beside the built-in kinds")
+    sc.add_argument("norms", nargs="*", metavar="MODULE:CLASS",
+                    help="a norm to add: package.module:Class or path/to/file.py:Class (a class "
+                         "or function taking d, returning an nn.Module)")
+    sc.add_argument("--builtin", action="store_true", help="the built-in kinds alone")
+    sc.add_argument("--name", action="append", default=[],
+                    help="the row name of each norm given (default: its class name in lower case)")
+    sc.add_argument("--against", default=",".join(scorecard.BUILTIN_ROWS),
+                    help="the built-in rows, comma-separated (default: all)")
+    sc.add_argument("--tier", choices=["cpu", "paper"], default="cpu")
+    sc.add_argument("--out", type=Path, default=Path("scorecard"),
+                    help="folder for scorecard.json, .md and .png (default: scorecard/)")
+    sc.add_argument("--workers", type=int, default=0,
+                    help="training processes (default: one per core on the CPU, one on a GPU)")
+    sc.add_argument("--dry-run", action="store_true",
+                    help="list the runs it needs, cached or with their estimated cost")
     return parser.parse_args(argv)
+
+
+def score(args: argparse.Namespace) -> str:
+    """The scorecard of the norms given (or of the built-in kinds): checked, planned, trained,
+    judged and written, or with --dry-run what it would train."""
+    if bool(args.norms) == args.builtin:
+        raise UsageError("scorecard: give a norm (e.g. mynorm.py:MyNorm) or --builtin")
+    if args.name and len(args.name) != len(args.norms):
+        raise UsageError(f"scorecard: {len(args.name)} --name for {len(args.norms)} norms")
+    if args.tier == "paper" and not torch.cuda.is_available():
+        print("warning: the paper tier on the CPU takes hours", file=sys.stderr)
+    if args.out.exists() and not args.out.is_dir():
+        raise UsageError(f"--out {args.out}: is a file; give a folder")
+    specs = list(zip(args.norms, args.name or [""] * len(args.norms), strict=True))
+    names = [scorecard.load(spec, name) for spec, name in specs]
+    specs = [(spec, name) for (spec, _), name in zip(specs, names, strict=True)]
+    rows = names + scorecard.builtin_rows([n for n in args.against.split(",") if n])
+    plan = scorecard.plan(list(dict.fromkeys(rows)), args.tier)
+    if args.dry_run:
+        runs, seconds, unknown = scorecard.estimate(plan)
+        lines = [f"  {progress.label(cfg)}: {cost}" for cfg, cost in runs]
+        todo = sum(cost != "cached" for _, cost in runs)
+        return "\n".join([f"{len(runs)} runs, {len(runs) - todo} cached; the other {todo} ~"
+                          f"{seconds / 60:.1f} min of training on one core"
+                          + (f" plus {unknown} not timed yet" if unknown else ""), *lines])
+    progress.enable(os.dup(2))
+    cuda = torch.cuda.is_available() and args.tier == "paper"
+    workers = args.workers or (1 if cuda else min(os.cpu_count() or 1, len(plan.configs)))
+    records = scorecard.fetch(plan, specs, workers)
+    table = scorecard.judge(plan, records)
+    paths = scorecard.write(args.out, table, scorecard.provenance(args.tier, specs))
+    return f"{scorecard.as_text(table)}\n\nwritten: {', '.join(map(str, paths))}"
 
 
 def compare(args: argparse.Namespace) -> str:
@@ -172,8 +223,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "list":
             print(listing())
             return 0
-        if args.command in ("compare", "import-report"):
-            print(compare(args) if args.command == "compare" else import_report(args))
+        if args.command in ("compare", "import-report", "scorecard"):
+            print({"compare": compare, "import-report": import_report,
+                   "scorecard": score}[args.command](args))
             return 0
         cfg = resolve(args)
         if args.dry_run:

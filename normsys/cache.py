@@ -24,6 +24,7 @@ from filelock import FileLock, Timeout
 
 from normsys import __version__, progress
 from normsys.config import RunConfig
+from normsys.norms import NORMS
 from normsys.record import RunRecord
 from normsys.store import atomic_save, atomic_write_text, cache_root, file_sha256
 
@@ -47,10 +48,21 @@ def code_digest(package: Path = PACKAGE) -> str:
 
 
 def run_key(config: RunConfig, data: str = "") -> str:
-    """The cache key: config fingerprint, data digest (when the run reads data), code digest,
-    version."""
+    """The cache key: config fingerprint, data digest (when the run reads data), code digest
+    (with a registered norm kind's source digest, normsys.norms.register), version."""
     data_part = f"-{data[:16]}" if data else ""
-    return f"{config.fingerprint()}{data_part}-c{code_digest()}-v{__version__}"
+    kind = NORMS.get(config.model.norm)
+    norm_part = f"-n{kind.source}" if kind is not None and kind.source else ""
+    return f"{config.fingerprint()}{data_part}-c{code_digest()}{norm_part}-v{__version__}"
+
+
+def lookup(config: RunConfig, data: str = "") -> RunRecord | None:
+    """The cached record of ``config`` on data ``data`` if a valid one exists (no lock, no
+    training): what a cost estimate reads."""
+    root = cache_root()
+    if root is None:
+        return None
+    return _load(root / "runs" / f"{run_key(config, data)}.json", config)[0]
 
 
 def _load(json_path: Path, config: RunConfig) -> tuple[RunRecord | None, str]:

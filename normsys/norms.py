@@ -11,6 +11,8 @@ analysis reasons about; the property tests check them against autograd in float6
 from __future__ import annotations
 
 import functools
+import hashlib
+import inspect
 import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -229,6 +231,7 @@ class NormKind:
     build: Callable[..., nn.Module]  # build(dim, **options) -> module
     description: str
     per_row: bool = True  # normalizes each row alone (False: statistics across the batch)
+    source: str = ""  # a registered kind's source digest (normsys.cache keys its runs on it)
 
 
 NORMS: dict[str, NormKind] = {
@@ -244,6 +247,82 @@ NORMS: dict[str, NormKind] = {
     "scaled_l2": NormKind(lambda dim, **kw: L2Norm(dim, scale=math.sqrt(dim), **kw),
                           "sqrt(d) * x / max(||x||, 1e-9): rmsnorm without gain, up to eps"),
 }
+
+
+BUILTIN = frozenset(NORMS)
+
+
+def register(name: str, factory: Callable[[int], nn.Module], description: str = "") -> str:
+    """Add a norm kind: ``factory(d)`` returns a module mapping (..., d) to the same shape.
+
+    The kind then works wherever a built-in one does (configs, models, the run cache, the
+    scorecard). It is checked first (``check_norm``); every failure is a ValueError naming the
+    factory and what was wrong. Registering the same name again replaces the entry (an edited
+    class in the same session); a built-in name is refused. Returns ``name``.
+    """
+    if not isinstance(name, str) or not name.replace("_", "").replace("-", "").isalnum():
+        raise ValueError(f"norm name {name!r}: use letters, digits, '_' or '-'")
+    if name in BUILTIN:
+        raise ValueError(f"norm name {name!r} is a built-in kind ({', '.join(sorted(BUILTIN))}); "
+                         f"register it under another name")
+    check_norm(factory)
+    doc = (inspect.getdoc(factory) or "").split("\n")[0]
+    NORMS[name] = NormKind(lambda dim: factory(dim), description or doc or qualified(factory),
+                           source=source_digest(factory))
+    return name
+
+
+def qualified(factory: Callable) -> str:
+    """``module:qualname`` of a class or function, for messages."""
+    return f"{getattr(factory, '__module__', '?')}:{getattr(factory, '__qualname__', factory)!s}"
+
+
+def check_norm(factory: Callable[[int], nn.Module], dim: int = 64) -> None:
+    """Build ``factory(dim)`` and run it forward and backward on a random (4, 8, dim) input:
+    it must be an nn.Module, keep the shape, and give finite outputs and gradients. Raises a
+    ValueError naming the factory and the first problem. Global random state is left as it was."""
+    where = qualified(factory)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        try:
+            module = factory(dim)
+        except Exception as err:  # noqa: BLE001 - any failure of user code is reported as such
+            raise ValueError(f"{where}: building it for d={dim} failed: "
+                             f"{type(err).__name__}: {err}") from None
+        if not isinstance(module, nn.Module):
+            raise ValueError(f"{where}({dim}) returned a {type(module).__name__}, not a "
+                             f"torch.nn.Module")
+        x = torch.randn(4, 8, dim, requires_grad=True)
+        try:
+            y = module(x)
+        except Exception as err:  # noqa: BLE001
+            raise ValueError(f"{where}: its forward pass on a (4, 8, {dim}) input failed: "
+                             f"{type(err).__name__}: {err}") from None
+        if not isinstance(y, Tensor) or y.shape != x.shape:
+            got = tuple(y.shape) if isinstance(y, Tensor) else type(y).__name__
+            raise ValueError(f"{where}: maps a (4, 8, {dim}) input to {got}; a norm must keep "
+                             f"the shape (..., d)")
+        if not torch.isfinite(y).all():
+            raise ValueError(f"{where}: gives non-finite outputs (NaN or inf) on random input")
+        (y * torch.randn_like(y)).sum().backward()
+        grads = [("its input", x.grad)] + [(n, p.grad) for n, p in module.named_parameters()]
+        if bad := [n for n, g in grads if g is not None and not torch.isfinite(g).all()]:
+            raise ValueError(f"{where}: gives non-finite gradients (NaN or inf) for "
+                             f"{', '.join(bad)} on random input")
+        if x.grad is None:
+            raise ValueError(f"{where}: its output does not depend on its input (no gradient)")
+
+
+def source_digest(factory: Callable) -> str:
+    """sha256 (12 hex digits) of the source file defining ``factory``: an edit of the class, or of
+    a helper beside it, changes the digest and so the cache key of the kind's runs."""
+    try:
+        path = inspect.getsourcefile(factory)
+        text = open(path, "rb").read() if path else inspect.getsource(factory).encode()
+    except (OSError, TypeError):
+        raise ValueError(f"{qualified(factory)}: its source cannot be found; define the norm in "
+                         f"a .py file") from None
+    return hashlib.sha256(text).hexdigest()[:12]
 
 
 def check_kind(kind: str) -> str:

@@ -22,6 +22,7 @@ from pathlib import Path
 from normsys.batched import check_batchable
 from normsys.cache import cached_runs, run_key
 from normsys.config import RunConfig
+from normsys.norms import NORMS
 from normsys.record import RunRecord
 from normsys.store import atomic_write_text, cache_root
 from normsys.tasks import Task, make_task
@@ -60,7 +61,8 @@ def run(cfg: RunConfig, wait: bool = True) -> RunRecord | None:
 
 def runs(cfgs: list[RunConfig]) -> list[RunRecord]:
     """Records of several configs (see the module doc for how they are trained)."""
-    if len(cfgs) > 1 and resolve_device(cfgs[0].train.device).type == "cuda":
+    if (len(cfgs) > 1 and resolve_device(cfgs[0].train.device).type == "cuda"
+            and not NORMS[cfgs[0].model.norm].source):  # a registered norm knows no stacked seeds
         try:
             check_batchable(cfgs)
         except ValueError:

@@ -25,6 +25,7 @@ LAYERS = [
     {"batched", "cache"},
     {"runs"},
     {"bench", "experiments", "figures", "ledger", "report", "testing"},
+    {"scorecard"},
     {"plugin", "__main__"},
 ]
 LAYER = {name: i for i, layer in enumerate(LAYERS) for name in layer}

@@ -1,0 +1,389 @@
+"""The scorecard: any norm kind, built in or brought by the user, judged by every claim whose
+statistic is defined for any kind, each with that claim's own experiment, seeds and ``Rule``.
+
+A statistic is one claim made norm-generic: ``kappa_6(layernorm) >= 0.8`` becomes
+``kappa_6(N) >= 0.8`` for every kind N, on the runs the claim trains, with N in place of its norm.
+Paired rules keep their reference (LayerNorm, or no norm). Every cell is a verdict with its
+interval, so a new layer's row reads like the built-in ones:
+
+    python -m normsys scorecard mynorm.py:MyNorm       # its row beside the built-in kinds
+    python -m normsys scorecard --builtin              # the built-in kinds alone
+
+Runs come from the run cache (normsys.runs), so built-in rows a claims session trained cost
+nothing; the others train in worker processes, one per core on the CPU.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import math
+import os
+import sys
+import tempfile
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from multiprocessing import get_context
+from pathlib import Path
+
+from normsys import diagnostics as dg
+from normsys import progress
+from normsys.cache import lookup
+from normsys.config import RunConfig
+from normsys.experiments import (
+    INIT_SCALES,
+    PRELN_FLAT,
+    accuracy_matches_layernorm,
+    char_gpt,
+    decorrelates,
+    encoder,
+    ffn_grad_ratio,
+    init_scale_spread,
+    kappa,
+    loss_matches_layernorm,
+    min_rho,
+    mlp,
+    prevents_collapse,
+    prevents_vanishing,
+    relative_difference,
+    robust_to_init,
+    stays_isotropic,
+    tanh_mlp,
+    unit_correlation,
+    weight_grad_profile,
+    xiong,
+)
+from normsys.norms import BUILTIN, register
+from normsys.provenance import device_name, git_commit
+from normsys.record import TEST_ACC, VAL_LOSS, RunRecord
+from normsys.runs import run, task_of
+from normsys.stats import SUPPORTED, Decision, Rule
+
+BUILTIN_ROWS = ("layernorm", "rmsnorm", "l2", "scaled_l2", "l2_affine", "dyt", "none",
+                "batchnorm")
+# BatchNorm's statistics run over the batch and time: in the encoder they take in the padding
+# positions, in the causal char GPT the tokens a position must not see; it is measured where the
+# deep dive measures it, in the MLPs.
+SEQUENCES = frozenset({"batchnorm"})
+DEPTHS = (6, 12)  # the Xiong profile's encoder depths
+
+
+@dataclass(frozen=True)
+class Statistic:
+    """One claim's statistic for any norm kind N: the runs of one seed (``configs(N, seed,
+    tier)``), the per-seed value read from them, and the claim's rule for N. With ``versus``, the
+    rule is on ``combine(value(N), value(versus))`` per seed (the claim's paired statistic)."""
+
+    name: str
+    claim: str  # the claim whose experiment, seeds and rule this is
+    rule: Callable[[str], Rule]
+    configs: Callable[[str, int, str], list[RunConfig]]
+    value: Callable[[list[RunRecord]], float | dict[str, float]]
+    versus: str = ""
+    combine: Callable[[float, float], float] | None = None
+    claim_norm: str = "layernorm"  # the kind the claim itself is about
+    cpu_seeds: int = 3  # the claim's seeds at the CPU tier (5 at the paper tier)
+    excludes: frozenset[str] = frozenset()  # built-in kinds the experiment does not take
+
+    def seeds(self, tier: str) -> list[int]:
+        return list(range(self.cpu_seeds if tier == "cpu" else 5))
+
+    def applies(self, norm: str) -> bool:
+        return norm not in self.excludes
+
+    def decide(self, norm: str, own: list, reference: list | None) -> Decision:
+        """The claim's verdict for ``norm`` from its per-seed values (and the reference's)."""
+        rule = self.rule(norm)
+        if self.versus:
+            return rule.decide([self.combine(a, b) for a, b in zip(own, reference, strict=True)])
+        if parts := next((v for v in own if isinstance(v, dict)), None):
+            # a rule that must hold for each part (each depth); NaN where a run diverged
+            return rule.decide_all({part: [v[part] if isinstance(v, dict) else math.nan
+                                           for v in own] for part in parts})
+        return rule.decide(own)
+
+
+def _difference(a: float, b: float) -> float:
+    return a - b
+
+
+def _reverse_difference(a: float, b: float) -> float:
+    return b - a
+
+
+STATISTICS = (
+    Statistic("kappa_6", "dm-layernorm-prevents-collapse", prevents_collapse,
+              lambda n, s, t: [encoder(n, s, t)], lambda rs: kappa(rs[0].probes),
+              excludes=SEQUENCES),
+    Statistic("min_rho", "dm-l2-isotropic", stays_isotropic,
+              lambda n, s, t: [encoder(n, s, t)], lambda rs: min_rho(rs[0].probes),
+              claim_norm="l2", excludes=SEQUENCES),
+    Statistic("test_acc_vs_ln", "dm-scaled-l2-matches-layernorm", accuracy_matches_layernorm,
+              lambda n, s, t: [encoder(n, s, t)], lambda rs: rs[0].metrics[TEST_ACC],
+              versus="layernorm", combine=_reverse_difference, claim_norm="scaled_l2",
+              excludes=SEQUENCES),
+    Statistic("val_loss_vs_ln", "rmsnorm-matches-layernorm", loss_matches_layernorm,
+              lambda n, s, t: [char_gpt(s, t, n, steps=500)], lambda rs: rs[0].metrics[VAL_LOSS],
+              versus="layernorm", combine=relative_difference, claim_norm="rmsnorm",
+              excludes=SEQUENCES),
+    Statistic("grad_ratio_vs_none", "ld-layernorm-prevents-vanishing-gradients",
+              prevents_vanishing, lambda n, s, t: [tanh_mlp(s, t, n)],
+              lambda rs: dg.log10_ratio(weight_grad_profile(rs[0])),
+              versus="none", combine=_difference, cpu_seeds=5),
+    Statistic("decorrelation", "ld-layernorm-decorrelates", decorrelates,
+              lambda n, s, t: [mlp(n, s, tier=t)], lambda rs: unit_correlation(rs[0]),
+              versus="none", combine=_reverse_difference),
+    Statistic("init_robustness", "ld-layernorm-robust-to-init-scale", robust_to_init,
+              lambda n, s, t: [mlp(n, s, tier=t, init_scale=k) for k in INIT_SCALES],
+              init_scale_spread, versus="none", combine=_reverse_difference),
+    Statistic("preln_flat", "xiong-preln-gradients-flat", lambda n: PRELN_FLAT,
+              lambda n, s, t: [xiong("pre", depth, s, t, n) for depth in DEPTHS],
+              lambda rs: {f"{depth} blocks": abs(math.log2(ffn_grad_ratio(r.init_grad_norms,
+                                                                           depth)))
+                          for depth, r in zip(DEPTHS, rs, strict=True)},
+              excludes=SEQUENCES),
+)
+
+# ----------------------------------------------------------------------------- the user's norm
+
+
+def load(spec: str, name: str = "") -> str:
+    """Register the norm ``spec`` names and return its kind name. ``spec`` is
+    ``package.module:Attribute`` or ``path/to/file.py:Attribute``; the name is ``name`` or the
+    attribute in lower case. Raises ValueError saying what was wrong."""
+    target, sep, attr = spec.rpartition(":")
+    if not sep or not target or not attr:
+        raise ValueError(f"{spec!r}: expected MODULE:ATTRIBUTE or FILE.py:ATTRIBUTE, e.g. "
+                         f"mynorm.py:MyNorm")
+    if target.endswith(".py"):
+        path = Path(target)
+        if not path.is_file():
+            raise ValueError(f"{spec!r}: no such file {path}")
+        module_spec = importlib.util.spec_from_file_location(path.stem, path.resolve())
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[path.stem] = module  # classes pickle and inspect by their module
+        try:
+            module_spec.loader.exec_module(module)
+        except Exception as err:  # noqa: BLE001 - the user's file failed to import
+            raise ValueError(f"{spec!r}: importing {path} failed: {type(err).__name__}: "
+                             f"{err}") from None
+    else:
+        try:
+            module = importlib.import_module(target)
+        except Exception as err:  # noqa: BLE001
+            raise ValueError(f"{spec!r}: cannot import {target}: {type(err).__name__}: "
+                             f"{err}") from None
+    if not hasattr(module, attr):
+        public = [a for a in vars(module) if not a.startswith("_")]
+        raise ValueError(f"{spec!r}: {target} has no attribute {attr!r}; it has "
+                         f"{', '.join(public[:12]) or 'none'}")
+    return register(name or attr.lower(), getattr(module, attr))
+
+
+def absolute(spec: str) -> str:
+    """The spec with a file path made absolute (worker processes start elsewhere)."""
+    target, _, attr = spec.rpartition(":")
+    return f"{Path(target).resolve()}:{attr}" if target.endswith(".py") else spec
+
+# ----------------------------------------------------------------------------- what it trains
+
+
+@dataclass
+class Plan:
+    """Per (statistic, norm), the configs of each seed; and every distinct config to fetch."""
+
+    tier: str
+    norms: list[str]
+    cells: dict[tuple[str, str], list[list[RunConfig]]]
+
+    @property
+    def configs(self) -> list[RunConfig]:
+        return list(dict.fromkeys(c for seeds in self.cells.values() for cs in seeds for c in cs))
+
+
+def plan(norms: list[str], tier: str = "cpu", statistics=STATISTICS,
+         shrink: Callable[[RunConfig], RunConfig] | None = None) -> Plan:
+    """The runs behind each cell, reference rows included (``shrink``: a smaller config for each,
+    as the tests use)."""
+    cells = {}
+    for stat in statistics:
+        needed = [n for n in norms if stat.applies(n)]
+        if stat.versus and needed:
+            needed = list(dict.fromkeys([*needed, stat.versus]))
+        for norm in needed:
+            cells[stat.name, norm] = [[shrink(c) if shrink else c
+                                       for c in stat.configs(norm, seed, tier)]
+                                      for seed in stat.seeds(tier)]
+    return Plan(tier, norms, cells)
+
+
+def estimate(p: Plan) -> tuple[list[tuple[RunConfig, str]], float, int]:
+    """Each config with what it costs ('cached', '~N s as timed', '~N s as LayerNorm's run was
+    timed' or 'time unknown'), the seconds of training known, and how many have no estimate."""
+    rows, seconds, unknown = [], 0.0, 0
+    for cfg in p.configs:
+        digest = task_of(cfg).digest
+        if lookup(cfg, digest) is not None:
+            rows.append((cfg, "cached"))
+            continue
+        twin = lookup(cfg.override(**{"model.norm": "layernorm"}), digest)
+        if twin is None:
+            rows.append((cfg, "time unknown"))
+            unknown += 1
+        else:
+            rows.append((cfg, f"~{twin.wall_time:.0f} s (its LayerNorm run's time)"))
+            seconds += twin.wall_time
+    return rows, seconds, unknown
+
+
+def _start_worker(specs: list[tuple[str, str]], threads: int, counter: str) -> None:
+    import torch
+
+    torch.set_num_threads(threads)
+    for spec, name in specs:
+        load(spec, name)
+    progress.enable(os.dup(2), Path(counter))
+
+
+def _fetch(cfg: RunConfig) -> RunRecord:
+    return run(cfg)
+
+
+def fetch(p: Plan, specs: list[tuple[str, str]], workers: int) -> dict[RunConfig, RunRecord]:
+    """Every run of the plan, from the cache or trained: in ``workers`` processes (each with the
+    user's norms registered again), longest runs first; in this process when ``workers`` <= 1."""
+    configs = sorted(p.configs, key=lambda c: c.model.family not in ("encoder", "char_gpt"))
+    if workers <= 1:
+        return {c: run(c) for c in configs}
+    threads = max(1, (os.cpu_count() or 1) // workers)
+    with tempfile.TemporaryDirectory() as tmp, ProcessPoolExecutor(
+            workers, get_context("spawn"), _start_worker,
+            ([(absolute(s), n) for s, n in specs], threads, str(Path(tmp) / "done"))) as pool:
+        return dict(zip(configs, pool.map(_fetch, configs), strict=True))
+
+# ----------------------------------------------------------------------------- the verdicts
+
+
+def judge(p: Plan, records: dict[RunConfig, RunRecord],
+          statistics=STATISTICS) -> dict[str, dict[str, dict]]:
+    """{norm: {statistic: cell}}: a cell holds mean, low, high, verdict, rule, per-seed values;
+    ``{"verdict": "n/a"}`` where the experiment does not take the kind."""
+    per_seed = {key: [stat_value(key[0], [records[c] for c in cs], statistics) for cs in seeds]
+                for key, seeds in p.cells.items()}
+    table: dict[str, dict[str, dict]] = {}
+    for norm in p.norms:
+        row = table.setdefault(norm, {})
+        for stat in statistics:
+            if not stat.applies(norm):
+                row[stat.name] = {"verdict": "n/a", "rule": str(stat.rule(norm))}
+                continue
+            d = stat.decide(norm, per_seed[stat.name, norm],
+                            per_seed[stat.name, stat.versus] if stat.versus else None)
+            s = d.summary
+            row[stat.name] = {"mean": s.mean, "low": s.low, "high": s.high,
+                              "verdict": d.verdict, "rule": str(stat.rule(norm)),
+                              "values": list(s.values), "reason": d.reason}
+    return table
+
+
+def stat_value(name: str, records: list[RunRecord], statistics=STATISTICS):
+    stat = next(s for s in statistics if s.name == name)
+    if any(r.diverged for r in records):
+        return math.nan
+    return stat.value(records)
+
+
+def provenance(tier: str, specs: list[tuple[str, str]]) -> dict:
+    import torch
+
+    from normsys import __version__
+
+    return {"tier": tier, "device": device_name(), "commit": git_commit(),
+            "torch": torch.__version__, "normsys": __version__,
+            "user_norms": {name: spec for spec, name in specs},
+            "claims": {s.name: s.claim for s in STATISTICS}}
+
+# ----------------------------------------------------------------------------- the outputs
+
+MARK = {SUPPORTED: "+", "refuted": "x", "inconclusive": "?", "n/a": ""}
+
+
+def cell_text(cell: dict) -> str:
+    if cell["verdict"] == "n/a":
+        return "n/a"
+    return f"{cell['mean']:.3g} {MARK[cell['verdict']]}"
+
+
+def as_text(table: dict, statistics=STATISTICS) -> str:
+    names = [s.name for s in statistics]
+    width = max(len(n) for n in table) + 2
+    cols = [max(len(n), 10) + 2 for n in names]
+    lines = ["".ljust(width) + "".join(n.ljust(c) for n, c in zip(names, cols, strict=True))]
+    for norm, row in table.items():
+        lines.append(norm.ljust(width) + "".join(cell_text(row[n]).ljust(c)
+                                                 for n, c in zip(names, cols, strict=True)))
+    return "\n".join(lines + ["", legend(statistics)])
+
+
+def legend(statistics=STATISTICS) -> str:
+    rows = [f"  {s.name}: {s.rule('N')}  (claim {s.claim}, {s.cpu_seeds} seeds at the CPU tier)"
+            for s in statistics]
+    return ("mean over seeds; + supported, x refuted, ? inconclusive (95% t-interval against the "
+            "claim's rule, N = the row's norm):\n" + "\n".join(rows))
+
+
+def as_markdown(table: dict, statistics=STATISTICS) -> str:
+    names = [s.name for s in statistics]
+    lines = ["| norm | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
+    lines += [f"| {norm} | " + " | ".join(cell_text(row[n]) for n in names) + " |"
+              for norm, row in table.items()]
+    return "\n".join(lines) + "\n\n" + legend(statistics).replace("\n  ", "\n- ") + "\n"
+
+
+def draw(fig, table: dict, statistics=STATISTICS) -> None:
+    """Norms x statistics, each cell coloured by its verdict with the mean written in it."""
+    from matplotlib.colors import ListedColormap
+
+    verdicts = ["n/a", "refuted", "inconclusive", SUPPORTED]
+    norms, names = list(table), [s.name for s in statistics]
+    grid = [[verdicts.index(table[n][s]["verdict"]) for s in names] for n in norms]
+    ax = fig.subplots()
+    fig.set_size_inches(1.3 * len(names) + 2, 0.45 * len(norms) + 1.6)
+    ax.imshow(grid, cmap=ListedColormap(["#f0f0f0", "#e8a0a0", "#f2e3a0", "#9fd49f"]),
+              vmin=0, vmax=3, aspect="auto")
+    for i, n in enumerate(norms):
+        for j, s in enumerate(names):
+            ax.text(j, i, cell_text(table[n][s]).rstrip(" +x?"), ha="center", va="center",
+                    fontsize=8)
+    ax.set_xticks(range(len(names)), names, rotation=30, ha="right")
+    ax.set_yticks(range(len(norms)), norms)
+    ax.set_title("Scorecard: green supported, red refuted, yellow inconclusive, grey n/a")
+
+
+def write(out: Path, table: dict, prov: dict, statistics=STATISTICS) -> list[Path]:
+    """scorecard.json, scorecard.md and scorecard.png in ``out``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / "scorecard.json", out / "scorecard.md", out / "scorecard.png"]
+    paths[0].write_text(json.dumps({"norms": table, "provenance": prov}, indent=1,
+                                   sort_keys=True) + "\n")
+    paths[1].write_text(f"# Scorecard ({prov['tier']} tier, {prov['device']}, "
+                        f"{prov['commit'][:12]})\n\n{as_markdown(table, statistics)}")
+    fig = plt.figure()
+    draw(fig, table, statistics)
+    fig.savefig(paths[2], dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return paths
+
+
+def builtin_rows(against: list[str]) -> list[str]:
+    if unknown := [n for n in against if n not in BUILTIN]:
+        raise ValueError(f"--against {','.join(unknown)}: not a built-in kind; built-in kinds: "
+                         f"{', '.join(BUILTIN_ROWS)}")
+    return against

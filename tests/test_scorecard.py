@@ -1,0 +1,190 @@
+"""The scorecard: a registered norm is checked before anything trains, its runs are keyed on its
+source, each statistic is its claim's rule, and a norm that is LayerNorm (or the identity) under
+another name lands on the built-in layernorm (or none) row."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+from normsys import norms, scorecard
+from normsys.__main__ import main
+from normsys.cache import run_key
+from normsys.experiments import encoder
+from normsys.ledger import read
+
+USER_NORMS = textwrap.dedent('''
+    import torch
+    from torch import nn
+
+
+    class LNWrap(nn.Module):
+        """torch's LayerNorm under another name."""
+
+        def __init__(self, d):
+            super().__init__()
+            self.inner = nn.LayerNorm(d)
+
+        def forward(self, x):
+            return self.inner(x)
+
+
+    class Same(nn.Module):
+        def __init__(self, d):
+            super().__init__()
+
+        def forward(self, x):
+            return x
+
+
+    class Wider(nn.Module):
+        def __init__(self, d):
+            super().__init__()
+            self.lin = nn.Linear(d, d + 1)
+
+        def forward(self, x):
+            return self.lin(x)
+
+
+    class Poisoned(nn.Module):
+        def __init__(self, d):
+            super().__init__()
+
+        def forward(self, x):
+            return x * float("nan")
+
+
+    class LayerNorm(LNWrap):
+        pass
+''')
+# small versions of each experiment: the same code path, seconds instead of minutes
+TINY = {"encoder": {"data.n_train": 64, "data.n_test": 16, "model.seq_len": 32, "model.d": 32,
+                    "train.probe_batch": 16},
+        "char_gpt": {"train.steps": 5, "model.d": 32, "model.layers": 2},
+        "mlp": {"data.n_train": 256, "data.n_test": 64, "train.probe_batch": 64}}
+
+
+def tiny(cfg):
+    return cfg.override(**TINY.get(cfg.model.family, {}))
+
+
+@pytest.fixture
+def user_file(tmp_path, monkeypatch):
+    monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path / "cache"))
+    path = tmp_path / "usernorms.py"
+    path.write_text(USER_NORMS)
+    yield path
+    for name in [n for n in norms.NORMS if n not in norms.BUILTIN]:
+        del norms.NORMS[name]
+
+
+@pytest.mark.parametrize("spec,expected", [
+    ("Wider", "maps a (4, 8, 64) input to (4, 8, 65); a norm must keep the shape"),
+    ("Poisoned", "gives non-finite outputs"),
+    ("LayerNorm", "'layernorm' is a built-in kind"),
+    ("Missing", "has no attribute 'Missing'"),
+])
+def test_a_bad_norm_exits_2_naming_the_problem_before_anything_trains(user_file, tmp_path,
+                                                                       capsys, spec, expected):
+    assert main(["scorecard", f"{user_file}:{spec}", "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and expected in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "cache").exists() and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("argv,expected", [
+    (["no_such_module:X"], "cannot import no_such_module"),
+    (["nofile.py:X"], "no such file nofile.py"),
+    (["justaname"], "expected MODULE:ATTRIBUTE"),
+    ([], "give a norm"),
+    (["--builtin", "--against", "layernorm,mine"], "--against mine: not a built-in kind"),
+])
+def test_bad_scorecard_arguments_exit_2(user_file, capsys, argv, expected):
+    assert main(["scorecard", *argv]) == 2
+    assert expected in capsys.readouterr().err
+
+
+def test_a_registered_kind_keys_its_runs_on_its_source(user_file):
+    name = scorecard.load(f"{user_file}:LNWrap", "wrap")
+    before, builtin = run_key(encoder(name, 0)), run_key(encoder("layernorm", 0))
+    user_file.write_text(USER_NORMS + "\n# an edit\n")
+    scorecard.load(f"{user_file}:LNWrap", "wrap")
+    assert run_key(encoder(name, 0)) != before  # an edited class never reads a stale run
+    assert run_key(encoder("layernorm", 0)) == builtin
+
+
+def test_each_statistic_is_its_claims_recorded_rule():
+    """The rule of each scorecard column, written for the claim's own norm, is the statistic and
+    rule the CPU tier's ledger recorded for that claim, on as many seeds."""
+    ledger = read(scorecard.Path(__file__).parents[1] / "claims" / "ledger" / "cpu.json")
+    for stat in scorecard.STATISTICS:
+        entry = ledger[stat.claim]
+        rule = entry.rule.split(": ", 1)[1] if entry.rule.startswith("all of") else entry.rule
+        assert str(stat.rule(stat.claim_norm)) == f"{entry.statistic} {rule}", stat.name
+        assert len(entry.seeds) == stat.cpu_seeds, stat.name
+
+
+def test_layernorm_and_identity_under_other_names_land_on_their_rows(user_file, data_env,
+                                                                       tmp_path):
+    """Every statistic of the LayerNorm wrapper equals the layernorm row's, and the identity
+    module's the none row's (identical models: identical arithmetic, tolerance 1e-9)."""
+    wrap = scorecard.load(f"{user_file}:LNWrap", "wrap")
+    same = scorecard.load(f"{user_file}:Same", "same")
+    plan = scorecard.plan([wrap, "layernorm", same, "none"], shrink=tiny)
+    records = scorecard.fetch(plan, [], workers=1)
+    table = scorecard.judge(plan, records)
+    check_paired_statistics_by_hand(plan, records, table)
+    for mine, builtin in ((wrap, "layernorm"), (same, "none")):
+        for stat in scorecard.STATISTICS:
+            a, b = table[mine][stat.name], table[builtin][stat.name]
+            assert a["verdict"] == b["verdict"], (mine, stat.name)
+            assert a["mean"] == pytest.approx(b["mean"], abs=1e-9), (mine, stat.name)
+    # and the rows differ where the norms do: LayerNorm is not the identity
+    assert table[wrap]["kappa_6"]["mean"] != table[same]["kappa_6"]["mean"]
+    paths = scorecard.write(tmp_path / "out", table, scorecard.provenance("cpu", []))
+    saved = json.loads(paths[0].read_text())
+    assert set(saved["norms"]) == {wrap, "layernorm", same, "none"}
+    assert {"mean", "low", "high", "verdict", "rule"} <= set(saved["norms"][wrap]["kappa_6"])
+    assert "| wrap |" in paths[1].read_text() and paths[2].stat().st_size > 0
+
+
+def check_paired_statistics_by_hand(plan, records, table):
+    """Each paired statistic, recomputed from the runs as its claim writes it (which side is
+    subtracted from which)."""
+    from normsys import diagnostics as dg
+    from normsys.experiments import init_scale_spread, unit_correlation, weight_grad_profile
+    from normsys.record import TEST_ACC, VAL_LOSS
+
+    def per_seed(stat, norm, read):
+        return [read([records[c] for c in cs]) for cs in plan.cells[stat, norm]]
+
+    acc = lambda rs: rs[0].metrics[TEST_ACC]  # noqa: E731
+    val = lambda rs: rs[0].metrics[VAL_LOSS]  # noqa: E731
+    ratio = lambda rs: dg.log10_ratio(weight_grad_profile(rs[0]))  # noqa: E731
+    corr = lambda rs: unit_correlation(rs[0])  # noqa: E731
+    pairs = lambda stat, ref, other, read: zip(  # noqa: E731
+        per_seed(stat, ref, read), per_seed(stat, other, read), strict=True)
+    by_hand = {
+        ("test_acc_vs_ln", "none"): [ln - x for ln, x in pairs(
+            "test_acc_vs_ln", "layernorm", "none", acc)],
+        ("val_loss_vs_ln", "none"): [(x - ln) / ln for ln, x in pairs(
+            "val_loss_vs_ln", "layernorm", "none", val)],
+        ("grad_ratio_vs_none", "layernorm"): [ln - x for ln, x in pairs(
+            "grad_ratio_vs_none", "layernorm", "none", ratio)],
+        ("decorrelation", "layernorm"): [x - ln for ln, x in pairs(
+            "decorrelation", "layernorm", "none", corr)],
+        ("init_robustness", "layernorm"): [x - ln for ln, x in pairs(
+            "init_robustness", "layernorm", "none", init_scale_spread)],
+    }
+    assert {s.name for s in scorecard.STATISTICS if s.versus} == {k for k, _ in by_hand}
+    for (stat, norm), values in by_hand.items():
+        assert table[norm][stat]["values"] == pytest.approx(values, abs=1e-12), stat
+        assert any(v != 0 for v in values), stat  # the two sides differ: the order is tested
+
+
+def test_batchnorm_is_not_applicable_where_its_statistics_would_see_padding_or_the_future():
+    plan = scorecard.plan(["batchnorm"])
+    families = {c.model.family for c in plan.configs}
+    assert families == {"tanh_mlp", "mlp"}
