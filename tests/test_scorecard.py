@@ -188,3 +188,17 @@ def test_batchnorm_is_not_applicable_where_its_statistics_would_see_padding_or_t
     plan = scorecard.plan(["batchnorm"])
     families = {c.model.family for c in plan.configs}
     assert families == {"tanh_mlp", "mlp"}
+
+
+def test_worker_processes_register_the_users_norm_again(user_file, monkeypatch):
+    """Runs trained in worker processes (spawned: nothing inherited) know the user's kind, by its
+    spec, and give what the same runs give in this process."""
+    spec = f"{user_file}:LNWrap"
+    wrap = scorecard.load(spec, "wrap")
+    stats = [s for s in scorecard.STATISTICS if s.name == "grad_ratio_vs_none"]
+    plan = scorecard.plan([wrap], statistics=stats)
+    in_workers = scorecard.fetch(plan, [(spec, wrap)], workers=2)
+    assert {c.model.norm for c in in_workers} == {wrap, "none"}
+    monkeypatch.setenv("NORMSYS_CACHE", "off")  # trained again here, not read back
+    here = scorecard.judge(plan, scorecard.fetch(plan, [], workers=1), stats)
+    assert scorecard.judge(plan, in_workers, stats) == here
