@@ -1,0 +1,176 @@
+"""Edges the known values leave open, each found by mutation testing (README, "Mutation
+testing"): reductions over the last dimension seen on 3-D input, defaults that must be the norms'
+own eps, boundaries, float64 where float32 rounds a measured value away, the t distribution away
+from the 95% point, and the fields a decision carries into the report and the ledger."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from normsys import diagnostics as dg
+from normsys import norms, stats
+from normsys.protocol import ln_decomposition_summary, ln_vjp_errors
+
+# ----------------------------------------------------------------------------- the t distribution
+
+
+@pytest.mark.parametrize("t", [0.3, 1.0, 2.5, 7.0])
+def test_t_cdf_has_its_closed_forms_for_one_to_four_degrees_of_freedom(t):
+    """P(|T| < t): df 1: 2/pi atan(t); df 2: t / sqrt(t^2 + 2); df 3: 2/pi (th + sin th cos th),
+    th = atan(t / sqrt 3); df 4: sin th (1 + cos^2 th / 2), th = atan(t / 2)."""
+    th3, th4 = math.atan(t / math.sqrt(3)), math.atan(t / 2)
+    closed = {1: 2 / math.pi * math.atan(t), 2: t / math.sqrt(t * t + 2),
+              3: 2 / math.pi * (th3 + math.sin(th3) * math.cos(th3)),
+              4: math.sin(th4) * (1 + math.cos(th4) ** 2 / 2)}
+    for df, p in closed.items():
+        assert stats.t_cdf_two_sided(t, df) == pytest.approx(p, rel=1e-12)
+        assert stats.t_cdf_two_sided(-t, df) == stats.t_cdf_two_sided(t, df)
+
+
+@pytest.mark.parametrize("df,t95,t99", [(5, 2.5706, 4.0321), (6, 2.4469, 3.7074),
+                                        (7, 2.3646, 3.4995), (10, 2.2281, 3.1693),
+                                        (11, 2.2010, 3.1058), (30, 2.0423, 2.7500)])
+def test_t_cdf_and_quantile_match_the_table_where_the_series_runs_long(df, t95, t99):
+    assert stats.t_cdf_two_sided(t95, df) == pytest.approx(0.95, abs=2e-5)
+    assert stats.t_cdf_two_sided(t99, df) == pytest.approx(0.99, abs=2e-5)
+    stats.t_quantile.cache_clear()  # computed here, not read from an earlier test's cache
+    assert stats.t_quantile(df) == pytest.approx(t95, abs=1e-4)
+    assert stats.t_quantile(df, 0.99) == pytest.approx(t99, abs=1e-4)
+
+# ----------------------------------------------------------------------------- decisions
+
+
+def test_paired_differences_refuse_unpaired_seeds():
+    with pytest.raises(ValueError):
+        stats.paired_differences([1.0, 2.0, 3.0], [1.0, 2.0])
+
+
+def test_decide_paired_uses_the_confidence_it_is_given():
+    a, b = [1.0, 1.3, 0.8], [0.0, 0.0, 0.0]  # mean 1.03, sd 0.25: t* 4.30 crosses 0, t* 0.82 not
+    assert stats.decide_paired(a, b, ">", 0.5).verdict == stats.INCONCLUSIVE
+    assert stats.decide_paired(a, b, ">", 0.5, confidence=0.5).verdict == stats.SUPPORTED
+
+
+def test_decision_to_dict_names_its_fields():
+    d = stats.decide([1.0, 2.0, 3.0], ">", 0.0)
+    assert set(d.to_dict()) == {"verdict", "rule", "reason", "summary", "extra"}
+    assert d.to_dict()["verdict"] == d.verdict and d.to_dict()["rule"] == "> 0"
+
+
+def test_decide_all_says_which_comparison_holds_how_and_keeps_each():
+    parts = {"6 blocks": stats.decide([2.0, 2.1, 2.2], ">", 1.0),
+             "12 blocks": stats.decide([3.0, 3.1, 3.2], ">", 1.0)}
+    d = stats.decide_all(parts)
+    assert d.rule == "all of 2: > 1"
+    assert d.reason == ("deciding: 6 blocks. 6 blocks: supported (mean 2.1, 95% CI [1.852, "
+                        "2.348], n=3); 12 blocks: supported (mean 3.1, 95% CI [2.852, 3.348], n=3)")
+    assert d.extra == {name: p.to_dict() for name, p in parts.items()}
+    assert d.margin == min(p.margin for p in parts.values())
+    with pytest.raises(ValueError, match="at least one decision"):
+        stats.decide_all({})
+
+# ----------------------------------------------------------------------------- diagnostics
+
+
+def test_normalized_effective_rank_divides_by_the_feature_size_of_3d_input():
+    h = torch.randn(2, 5, 4, dtype=torch.float64)
+    assert dg.normalized_effective_rank(h) == pytest.approx(dg.effective_rank(h) / 4)
+
+
+def test_collapse_ratios_of_one_layer_and_of_none():
+    assert dg.collapse_ratios([2.5]) == [1.0]
+    with pytest.raises(ValueError, match="at least one effective rank"):
+        dg.collapse_ratios([])
+
+
+def test_steps_to_accuracy_with_exactly_one_window_of_batches():
+    assert dg.steps_to_accuracy([1.0] * 50) == 50.0
+    assert math.isnan(dg.steps_to_accuracy([1.0] * 49))
+
+
+def test_rank_collapse_residual_is_float64_per_sequence_and_scale_free():
+    # float32 rows 1 and 1 + 2^-23: their mean 1 + 2^-24 is not a float32, so float32 arithmetic
+    # measures a residual sqrt(2) too large; in float64 it is 2^-24 (the Dong claim reads 1e-8s)
+    eps = 2.0**-23
+    h = torch.tensor([[1.0], [1.0 + eps]], dtype=torch.float32)
+    assert dg.rank_collapse_residual(h) == pytest.approx(eps / 2, rel=1e-6)
+    a, b = torch.randn(4, 3, dtype=torch.float64), torch.ones(4, 3, dtype=torch.float64)
+    b[0] += 1.0
+    both = torch.stack([a, 100 * b])  # a batch of two: the mean of their two residuals
+    expected = (dg.rank_collapse_residual(a) + dg.rank_collapse_residual(b)) / 2
+    assert dg.rank_collapse_residual(both) == pytest.approx(expected, rel=1e-12)
+    assert dg.rank_collapse_residual(1e-3 * a) == pytest.approx(dg.rank_collapse_residual(a))
+    with pytest.raises(ValueError, match=r"needs \(T, d\) or \(B, T, d\), got \(2, 2, 2, 2\)"):
+        dg.rank_collapse_residual(torch.ones(2, 2, 2, 2))
+
+
+def test_row_cosine_is_over_the_last_dimension_of_3d_input():
+    a, b = torch.randn(2, 3, 5, dtype=torch.float64), torch.randn(2, 3, 5, dtype=torch.float64)
+    expected = F.cosine_similarity(a, b, dim=-1).mean()
+    assert dg.row_cosine(a, b) == pytest.approx(float(expected), rel=1e-12)
+
+
+def test_ln_jacobian_decomposition_is_float64_with_layernorms_eps_by_default():
+    x = 1e-3 * torch.randn(3, 8)  # small variance: eps matters
+    g = torch.randn(3, 8)
+    d = dg.ln_jacobian_decomposition(x, g)
+    for field in ("true_grad", "center_scale", "identity", "mean_component", "radial_component",
+                  "sigma"):
+        assert getattr(d, field).dtype == torch.float64, field
+    assert torch.equal(d.identity, g.double())
+    explicit = dg.ln_jacobian_decomposition(x, g, eps=1e-5)
+    assert torch.equal(d.true_grad, explicit.true_grad)
+    assert not torch.allclose(dg.ln_jacobian_decomposition(x, g, eps=1.0).true_grad, d.true_grad)
+
+# ----------------------------------------------------------------------------- analytic VJPs
+
+
+def vjp_by_autograd(f, x, g):
+    x = x.clone().requires_grad_(True)
+    (grad,) = torch.autograd.grad(f(x), x, g)
+    return grad
+
+
+def test_rms_and_l2_vjps_reduce_over_the_last_dim_with_and_without_a_gain():
+    x, g = torch.randn(2, 3, 6, dtype=torch.float64), torch.randn(2, 3, 6, dtype=torch.float64)
+    w = torch.rand(6, dtype=torch.float64) + 0.5
+    for weight in (None, w):
+        assert torch.allclose(norms.rms_norm_vjp(x, g, weight),
+                              vjp_by_autograd(lambda t, w_=weight: norms.rms_norm(t, w_), x, g))
+        assert torch.allclose(norms.l2_norm_vjp(x, g, weight),
+                              vjp_by_autograd(lambda t, w_=weight: norms.l2_norm.eager(t, w_), x, g))
+
+
+def test_rms_defaults_are_rms_norms_eps():
+    x, g = 1e-4 * torch.randn(3, 6, dtype=torch.float64), torch.randn(3, 6, dtype=torch.float64)
+    assert torch.equal(norms.rms_norm_reference(x), norms.rms_norm_reference(x, eps=1e-6))
+    assert torch.allclose(norms.rms_norm_vjp(x, g), vjp_by_autograd(norms.rms_norm, x, g))
+
+
+def test_l2_vjp_at_the_floor_is_autograds():
+    """A row whose norm is exactly the 1e-9 floor is on the normalizing side (autograd's
+    clamp_min passes the gradient at equality)."""
+    x = torch.zeros(1, 3, dtype=torch.float64)
+    x[0, 0] = norms.L2_FLOOR
+    g = torch.tensor([[1.0, 2.0, 3.0]], dtype=torch.float64)
+    assert torch.allclose(norms.l2_norm_vjp(x, g), vjp_by_autograd(norms.l2_norm.eager, x, g))
+
+
+def test_protocol_reads_the_layernorms_own_gain_and_eps():
+    """ln_vjp_errors through a LayerNorm with a trained-like gain (not 1), and the decomposition
+    summary with the module's eps (not the default)."""
+    torch.manual_seed(0)
+    m = norms.LayerNorm(8, eps=0.1)
+    with torch.no_grad():
+        m.weight.copy_(torch.rand(8) + 0.5)
+    captures = [{"module": m, "x": 0.1 * torch.randn(4, 8), "grad_out": torch.randn(4, 8)}]
+    assert max(ln_vjp_errors(captures)) < 1e-5
+    summary = ln_decomposition_summary(captures)
+    direct = dg.ln_jacobian_decomposition(captures[0]["x"], captures[0]["grad_out"], m.weight,
+                                          eps=0.1)
+    assert summary["cos_center_scale"] == pytest.approx(direct.cos_center_scale, rel=1e-12)
+    assert summary["r_radial"] == pytest.approx(direct.r_radial, rel=1e-12)
