@@ -13,6 +13,7 @@ import torch.nn.functional as F
 
 from normsys import diagnostics as dg
 from normsys import norms, stats
+from normsys.config import preset
 from normsys.protocol import ln_decomposition_summary, ln_vjp_errors
 
 # ----------------------------------------------------------------------------- the t distribution
@@ -174,3 +175,51 @@ def test_protocol_reads_the_layernorms_own_gain_and_eps():
                                           eps=0.1)
     assert summary["cos_center_scale"] == pytest.approx(direct.cos_center_scale, rel=1e-12)
     assert summary["r_radial"] == pytest.approx(direct.r_radial, rel=1e-12)
+
+# ----------------------------------------------------------------------------- protocol captures
+
+
+def test_layernorm_gradients_capture_each_layernorms_input_and_output_gradient():
+    """What a capture holds is checked against the gain's and bias's own gradients, which the
+    same backward pass fills: dL/dgain = sum over rows of dL/dout * z, dL/dbias = sum dL/dout."""
+    from normsys.models import build_model
+    from normsys.protocol import layernorm_gradients
+
+    torch.manual_seed(0)
+    cfg = preset("char_gpt", **{"model.d": 32, "model.layers": 2})
+    model = build_model(cfg.model)
+    x = torch.randint(0, cfg.model.vocab, (4, cfg.model.seq_len))
+    y = torch.randint(0, cfg.model.vocab, (4, cfg.model.seq_len))
+    captures = layernorm_gradients(model, x, y)
+    names = [n for n, m in model.named_modules() if isinstance(m, norms.LayerNorm)]
+    assert [c["name"] for c in captures] == names and len(names) == 5
+    for c in captures:
+        m, g = c["module"], c["grad_out"]
+        z = norms.layer_norm(c["x"], eps=m.eps)
+        assert torch.allclose(m.weight.grad, (g * z).sum((0, 1)), atol=1e-6)
+        assert torch.allclose(m.bias.grad, g.sum((0, 1)), atol=1e-6)
+
+
+def test_mnist_report_reads_eight_disjoint_test_batches_of_128(data_env):
+    from normsys.data import mnist
+    from normsys.models import build_model
+    from normsys.protocol import disjoint_batches, fa_protocol_report, mnist_report
+
+    torch.manual_seed(0)
+    model = build_model(preset("resmlp", **{"model.d": 32}).model)
+    report = mnist_report(model)
+    split = mnist()
+    assert report == fa_protocol_report(model, disjoint_batches(split.x_test, split.y_test, 8, 128))
+    assert report["n_batches"] == 8
+    assert report != fa_protocol_report(model, disjoint_batches(split.x_test, split.y_test, 8, 64))
+
+
+def test_rule_decides_paired_and_all_as_the_functions_do():
+    rule = stats.Rule("a - b", ">", 0.5)
+    a, b = [1.0, 1.3, 0.8], [0.0, 0.0, 0.0]
+    assert rule.decide_paired(a, b) == stats.decide_paired(a, b, ">", 0.5)
+    assert rule.decide_paired(a, b, 0.5).verdict == stats.SUPPORTED  # its confidence is used
+    parts = {"x": [1.0, 1.1, 1.2], "y": [0.6, 0.7, 2.0]}
+    assert rule.decide_all(parts) == stats.decide_all({k: rule.decide(v) for k, v in parts.items()})
+    assert rule.decide_all(parts, 0.5) == stats.decide_all(
+        {k: rule.decide(v, 0.5) for k, v in parts.items()})
