@@ -28,8 +28,8 @@ SMALL = {"model.d": 32, "model.layers": 2, "data.n_train": 256, "data.n_test": 1
          "train.batch_size": 64, "train.steps": 1, "train.probe": ()}
 
 
-def config(method: str, seed: int = 0, **changes):
-    return preset("resmlp", **{**SMALL, "train.method": method, "train.seed": seed, **changes})
+def config(method: str, seed: int = 0, family: str = "resmlp", **changes):
+    return preset(family, **{**SMALL, "train.method": method, "train.seed": seed, **changes})
 
 
 def loop_first_step(cfg, monkeypatch) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
@@ -99,6 +99,7 @@ def dfa_gradients(model: nn.Module, feedback: list[Tensor], x: Tensor,
                   y: Tensor) -> dict[str, Tensor]:
     """Each piece's parameter gradient: embed and block l from B_l e delivered to their output,
     the head from the true loss with h_L held fixed."""
+    tokens = getattr(model, "tokens", False)  # a token model: the head and B_l e at token 0
     h = model.embed(x)
     pieces = [(model.embed, h)]
     for block in model.blocks:
@@ -106,15 +107,18 @@ def dfa_gradients(model: nn.Module, feedback: list[Tensor], x: Tensor,
         branch = block(h_in)
         pieces.append((block, branch))
         h = h_in + branch
-    logits = model.out_head(model.out_ln(h.detach()))
+    logits = model.out_head(model.out_ln(h.detach()[:, 0] if tokens else h.detach()))
     loss = F.cross_entropy(logits, y)
     e = torch.softmax(logits, -1).detach() - F.one_hot(y, logits.shape[-1]).float()
     e = e / len(y)  # dL/dlogits of the mean cross-entropy, (B, n_out)
     grads = {}
     for (module, out), b_l in zip(pieces, feedback, strict=True):
+        signal = e @ b_l
+        if tokens:
+            signal = torch.zeros_like(out).index_copy(1, torch.tensor([0]), signal[:, None])
         params = list(module.parameters())
         grads.update(zip([id(p) for p in params],
-                         torch.autograd.grad(out, params, e @ b_l), strict=True))
+                         torch.autograd.grad(out, params, signal), strict=True))
     head = [*model.out_ln.parameters(), *model.out_head.parameters()]
     grads.update(zip([id(p) for p in head], torch.autograd.grad(loss, head), strict=True))
     return {n: grads[id(p)] for n, p in model.named_parameters()}
@@ -142,10 +146,11 @@ def relative_difference(a: Tensor, b: Tensor) -> float:
 BLOCKS = ("blocks.0.1.weight", "blocks.0.3.weight", "blocks.1.1.weight", "blocks.1.3.weight")
 
 
-@pytest.mark.parametrize("method", ["bp", "fa", "dfa"])
-def test_first_update_of_the_loop_uses_the_rules_gradient(method, data_env, no_cache,
+@pytest.mark.parametrize("method,family", [("bp", "resmlp"), ("fa", "resmlp"),
+                                           ("dfa", "resmlp"), ("dfa", "vit")])
+def test_first_update_of_the_loop_uses_the_rules_gradient(method, family, data_env, no_cache,
                                                           monkeypatch):
-    cfg = config(method)
+    cfg = config(method, family=family)
     loop, state = loop_first_step(cfg, monkeypatch)
     expected = hand_gradients(cfg)
     assert set(loop) == set(expected)

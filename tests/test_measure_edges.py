@@ -223,3 +223,136 @@ def test_rule_decides_paired_and_all_as_the_functions_do():
     assert rule.decide_all(parts) == stats.decide_all({k: rule.decide(v) for k, v in parts.items()})
     assert rule.decide_all(parts, 0.5) == stats.decide_all(
         {k: rule.decide(v, 0.5) for k, v in parts.items()})
+
+# ----------------------------------------------------------------------------- the FA protocol
+
+
+def protocol_model(family: str):
+    from normsys.models import build_model
+
+    torch.manual_seed(0)
+    return build_model(preset(family, **{"model.d": 32, "model.layers": 2}).model)
+
+
+def mnist_batches(n: int, size: int):
+    from normsys.data import mnist
+    from normsys.protocol import disjoint_batches
+
+    split = mnist()
+    return disjoint_batches(split.x_test, split.y_test, n, size)
+
+
+def test_protocol_reads_token_models_at_their_class_token(data_env):
+    from normsys.protocol import hidden_and_grads
+
+    model = protocol_model("vit")
+    x, y = mnist_batches(1, 16)[0]
+    hidden, grads = hidden_and_grads(model, x, y)
+    _, full = model.eval()(x, return_hidden=True)
+    assert len(hidden) == len(full) and all(h.dim() == 2 and g.dim() == 2
+                                            for h, g in zip(hidden, grads, strict=True))
+    for h, f in zip(hidden, full, strict=True):
+        assert torch.equal(h, f[:, 0].detach())
+
+
+def test_fa_protocol_report_at_a_given_layer_and_out_of_range(data_env):
+    from normsys.protocol import fa_protocol_report
+
+    model, batches = protocol_model("resmlp"), mnist_batches(3, 32)
+    assert fa_protocol_report(model, batches)["layer"] == 1  # h_0 ... h_2: the middle one
+    assert fa_protocol_report(model, batches, layer=0)["layer"] == 0
+    with pytest.raises(ValueError, match=r"^layer 3 out of range: the model has h_0 \.\.\. h_2$"):
+        fa_protocol_report(model, batches, layer=3)
+
+
+def test_disjoint_batches_default_to_eight_of_128_and_need_the_rows():
+    from normsys.protocol import disjoint_batches
+
+    x, y = torch.randn(1024, 3), torch.arange(1024)
+    batches = disjoint_batches(x, y)
+    assert [len(b[1]) for b in batches] == [128] * 8
+    assert torch.equal(torch.cat([b[1] for b in batches]), y)  # disjoint and in order
+    with pytest.raises(ValueError, match=r"^8 disjoint batches of 128 need 1024 rows, have 1023$"):
+        disjoint_batches(x[:1023], y[:1023])
+
+
+def test_mnist_report_passes_its_batch_size_on(data_env):
+    from normsys.protocol import fa_protocol_report, mnist_report
+
+    model = protocol_model("resmlp")
+    assert mnist_report(model, 2, 64) == fa_protocol_report(model, mnist_batches(2, 64))
+
+
+def test_layernorm_gradients_start_from_cleared_gradients():
+    from normsys.models import build_model
+    from normsys.protocol import layernorm_gradients
+
+    torch.manual_seed(0)
+    cfg = preset("char_gpt", **{"model.d": 32, "model.layers": 1})
+    model = build_model(cfg.model)
+    x = torch.randint(0, cfg.model.vocab, (2, cfg.model.seq_len))
+    layernorm_gradients(model, x, x)
+    once = {n: p.grad.clone() for n, p in model.named_parameters()}
+    layernorm_gradients(model, x, x)
+    assert all(torch.equal(p.grad, once[n]) for n, p in model.named_parameters())
+
+# ----------------------------------------------------------------------------- decisions (band)
+
+
+def test_equivalence_band_edges_margin_and_diverged_seeds():
+    low, high = -0.02, 0.02
+    assert stats.decide_equivalence([0.02] * 3, low, high).verdict == stats.REFUTED
+    assert stats.decide_equivalence([-0.02] * 3, low, high).verdict == stats.REFUTED
+    d = stats.decide_equivalence([0.0, 0.001, -0.001], low, high)
+    assert d.verdict == stats.SUPPORTED and d.rule == "within (-0.02, 0.02)"
+    assert d.margin == pytest.approx(min(d.summary.low - low, high - d.summary.high))
+    assert d.reason == f"mean 0, 95% CI [{d.summary.low:.4g}, {d.summary.high:.4g}], n=3; " \
+                      f"claim: within (-0.02, 0.02)"
+    nan = stats.decide_equivalence([0.0, math.nan, 0.01], low, high)
+    assert (nan.verdict, nan.rule, nan.reason) == (
+        stats.INCONCLUSIVE, "within (-0.02, 0.02)", "1 of 3 seeds gave NaN (diverged)")
+    assert nan.summary.n == 3 and nan.summary.n_nan == 1
+    with pytest.raises(ValueError, match="low < high"):
+        stats.decide_equivalence([0.0, 0.1], 0.02, 0.02)
+
+# ----------------------------------------------------------------------------- norms' defaults
+
+
+def test_functional_defaults_are_the_norms_own_eps():
+    x, g = 1e-3 * torch.randn(2, 3, 6, dtype=torch.float64), torch.randn(2, 3, 6, dtype=torch.float64)
+    assert torch.equal(norms.layer_norm_reference(x), norms.layer_norm_reference(x, eps=1e-5))
+    assert torch.equal(norms.layer_norm_vjp(x, g), norms.layer_norm_vjp(x, g, eps=1e-5))
+    parts, explicit = norms.layer_norm_vjp_parts(x, g), norms.layer_norm_vjp_parts(x, g, eps=1e-5)
+    assert all(torch.equal(a, b) for a, b in zip(parts, explicit, strict=True))
+    # and over the last dim of 3-D input, as autograd has it
+    assert torch.allclose(norms.layer_norm_vjp(x, g), vjp_by_autograd(norms.layer_norm, x, g))
+
+
+def test_stacked_rms_norm_keeps_its_eps():
+    x = 1e-4 * torch.randn(2 * 3, 5, dtype=torch.float64)  # two seeds' rows, stacked
+    w = torch.rand(2, 5, dtype=torch.float64) + 0.5
+    out = norms.rms_norm(x, w, eps=1e-6)
+    for s in range(2):
+        rows = x.reshape(2, 3, 5)[s]
+        assert torch.allclose(out.reshape(2, 3, 5)[s], norms.rms_norm_reference(rows, w[s], 1e-6))
+
+
+def test_batch_norm_function_defaults_train_with_momentum_and_eps():
+    x = 1e-3 * torch.randn(8, 4, dtype=torch.float64)
+    mean, var = torch.zeros(4, dtype=torch.float64), torch.ones(4, dtype=torch.float64)
+    out = norms.batch_norm(x, mean, var)
+    assert torch.allclose(out, F.batch_norm(x, None, None, training=True, eps=1e-5))
+    assert torch.allclose(mean, 0.1 * x.mean(0))  # running statistics moved by momentum 0.1
+
+
+def test_norm_modules_keep_their_options():
+    assert norms.RMSNorm(4).eps == 1e-6 and isinstance(norms.RMSNorm(4).weight, torch.nn.Parameter)
+    assert norms.RMSNorm(4, affine=False).weight is None
+    assert [n for n, _ in norms.BatchNorm(4).named_parameters()] == ["weight", "bias"]
+    x = 1e-2 * torch.randn(6, 4)
+    assert torch.allclose(norms.RMSNorm(4, eps=0.1)(x), norms.rms_norm_reference(x, None, 0.1))
+    bn = norms.BatchNorm(4, eps=0.5)
+    assert torch.allclose(bn(x), F.batch_norm(x, None, None, training=True, eps=0.5), atol=1e-6)
+    assert norms.BatchNorm(4)(torch.randn(2, 4)).shape == (2, 4)  # two rows: enough statistics
+    for kind in norms.BUILTIN:
+        assert norms.build_norm(kind, 7).dim == 7, kind
