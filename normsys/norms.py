@@ -266,8 +266,8 @@ def register(name: str, factory: Callable[[int], nn.Module], description: str = 
         raise ValueError(f"norm name {name!r} is a built-in kind ({', '.join(sorted(BUILTIN))}); "
                          f"register it under another name")
     check_norm(factory)
-    doc = (inspect.getdoc(factory) or "").split("\n")[0]
-    NORMS[name] = NormKind(lambda dim: factory(dim), description or doc or qualified(factory),
+    doc = inspect.cleandoc(factory.__doc__ or "").split("\n")[0]  # its own, not a base class's
+    NORMS[name] = NormKind(factory, description or doc or qualified(factory),
                            source=source_digest(factory))
     return name
 
@@ -304,25 +304,25 @@ def check_norm(factory: Callable[[int], nn.Module], dim: int = 64) -> None:
                              f"the shape (..., d)")
         if not torch.isfinite(y).all():
             raise ValueError(f"{where}: gives non-finite outputs (NaN or inf) on random input")
-        (y * torch.randn_like(y)).sum().backward()
+        if y.requires_grad:
+            (y * torch.randn_like(y)).sum().backward()
+        if x.grad is None:
+            raise ValueError(f"{where}: its output does not depend on its input (no gradient)")
         grads = [("its input", x.grad)] + [(n, p.grad) for n, p in module.named_parameters()]
         if bad := [n for n, g in grads if g is not None and not torch.isfinite(g).all()]:
             raise ValueError(f"{where}: gives non-finite gradients (NaN or inf) for "
                              f"{', '.join(bad)} on random input")
-        if x.grad is None:
-            raise ValueError(f"{where}: its output does not depend on its input (no gradient)")
 
 
 def source_digest(factory: Callable) -> str:
     """sha256 (12 hex digits) of the source file defining ``factory``: an edit of the class, or of
     a helper beside it, changes the digest and so the cache key of the kind's runs."""
     try:
-        path = inspect.getsourcefile(factory)
-        text = open(path, "rb").read() if path else inspect.getsource(factory).encode()
-    except (OSError, TypeError):
+        with open(inspect.getsourcefile(factory), "rb") as file:
+            return hashlib.sha256(file.read()).hexdigest()[:12]
+    except (OSError, TypeError):  # a builtin, or defined where no file holds it
         raise ValueError(f"{qualified(factory)}: its source cannot be found; define the norm in "
                          f"a .py file") from None
-    return hashlib.sha256(text).hexdigest()[:12]
 
 
 def check_kind(kind: str) -> str:

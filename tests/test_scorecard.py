@@ -4,10 +4,13 @@ another name lands on the built-in layernorm (or none) row."""
 
 from __future__ import annotations
 
+import functools
 import json
 import textwrap
 
 import pytest
+import torch
+from torch import nn
 
 from normsys import norms, scorecard
 from normsys.__main__ import main
@@ -202,3 +205,129 @@ def test_worker_processes_register_the_users_norm_again(user_file, monkeypatch):
     monkeypatch.setenv("NORMSYS_CACHE", "off")  # trained again here, not read back
     here = scorecard.judge(plan, scorecard.fetch(plan, [], workers=1), stats)
     assert scorecard.judge(plan, in_workers, stats) == here
+
+
+# ----------------------------------------------------------------------------- register's checks
+
+CHECKS = textwrap.dedent('''
+    import torch
+    from torch import nn
+
+
+    def failing(d):
+        raise RuntimeError("no weights file")
+
+
+    def not_a_module(d):
+        return torch.eye(d)
+
+
+    class Crashes(nn.Module):
+        def __init__(self, d):
+            super().__init__()
+
+        def forward(self, x):
+            raise RuntimeError("bad matmul")
+
+
+    class ReturnsTuple(nn.Module):
+        def __init__(self, d):
+            super().__init__()
+
+        def forward(self, x):
+            return x, x
+
+
+    class NaNGradient(nn.Module):
+        def __init__(self, d):
+            super().__init__()
+
+        def forward(self, x):
+            return x + 0 * torch.sqrt(0 * x)  # finite, but 0 * inf in its gradient
+
+
+    class NaNWeightGradient(nn.Module):
+        def __init__(self, d):
+            super().__init__()
+            self.w = nn.Parameter(torch.zeros(d))
+
+        def forward(self, x):
+            return x + 0 * torch.sqrt(self.w)
+
+
+    class Constant(nn.Module):
+        def __init__(self, d):
+            super().__init__()
+
+        def forward(self, x):
+            return torch.zeros_like(x)
+''')
+
+
+@pytest.fixture
+def checks(tmp_path, monkeypatch):
+    path = tmp_path / "checks.py"
+    path.write_text(CHECKS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import importlib
+
+    import checks as module
+    yield importlib.reload(module)
+    for name in [n for n in norms.NORMS if n not in norms.BUILTIN]:
+        del norms.NORMS[name]
+
+
+@pytest.mark.parametrize("attr,message", [
+    ("failing", "checks:failing: building it for d=64 failed: RuntimeError: no weights file"),
+    ("not_a_module", "checks:not_a_module(64) returned a Tensor, not a torch.nn.Module"),
+    ("Crashes", "checks:Crashes: its forward pass on a (4, 8, 64) input failed: RuntimeError: "
+                "bad matmul"),
+    ("ReturnsTuple", "checks:ReturnsTuple: maps a (4, 8, 64) input to tuple; a norm must keep the "
+                     "shape (..., d)"),
+    ("NaNGradient", "checks:NaNGradient: gives non-finite gradients (NaN or inf) for its input on "
+                    "random input"),
+    ("NaNWeightGradient", "checks:NaNWeightGradient: gives non-finite gradients (NaN or inf) for "
+                          "w on random input"),
+    ("Constant", "checks:Constant: its output does not depend on its input (no gradient)"),
+])
+def test_register_says_what_is_wrong_with_a_norm(checks, attr, message):
+    factory = getattr(checks, attr)
+    state = torch.random.get_rng_state()
+    with pytest.raises(ValueError) as err:
+        norms.register("mine", factory)
+    assert str(err.value) == message
+    assert torch.equal(torch.random.get_rng_state(), state)  # the check draws on its own generator
+
+
+def test_register_names_descriptions_and_builds(user_file):
+    scorecard.load(f"{user_file}:LNWrap", "my_norm-2")
+    kind = norms.NORMS["my_norm-2"]
+    assert kind.description == "torch's LayerNorm under another name."
+    module = norms.build_norm("my_norm-2", 8)
+    assert type(module).__name__ == "LNWrap" and module.inner.normalized_shape == (8,)
+    scorecard.load(f"{user_file}:Same", "same")  # no docstring of its own: where it is defined
+    assert norms.NORMS["same"].description == "usernorms:Same"
+    scorecard.load(f"{user_file}:Same", "same2")
+    norms.register("same3", norms.NORMS["same"].build, description="identity, as mine")
+    assert norms.NORMS["same3"].description == "identity, as mine"
+    assert len(kind.source) == 12
+    for bad in ("bad name!", "", "a.b"):
+        with pytest.raises(ValueError) as err:
+            norms.register(bad, nn.Identity)
+        assert str(err.value) == f"norm name {bad!r}: use letters, digits, '_' or '-'"
+    with pytest.raises(ValueError, match="use letters"):
+        norms.register(3, nn.Identity)
+    with pytest.raises(ValueError) as err:
+        norms.register("layernorm", nn.Identity)
+    assert str(err.value) == ("norm name 'layernorm' is a built-in kind (batchnorm, dyt, l2, "
+                              "l2_affine, layernorm, none, rmsnorm, scaled_l2); register it under "
+                              "another name")
+
+
+def test_a_norm_without_a_source_file_is_refused():
+    with pytest.raises(ValueError) as err:
+        norms.source_digest(len)
+    assert str(err.value) == ("builtins:len: its source cannot be found; define the norm in a .py "
+                              "file")
+    partial = functools.partial(nn.LayerNorm, eps=1e-3)  # a factory without a __qualname__
+    assert norms.qualified(partial) == f"functools:{partial}"
