@@ -65,7 +65,7 @@ def test_cpu_tier_training_step(benchmark, name, data_env):
             learner.step(x, y)
         learner.log.read()
 
-    benchmark.pedantic(steps, rounds=3, iterations=1, warmup_rounds=1)
+    benchmark.pedantic(steps, rounds=7, iterations=1, warmup_rounds=1)
     seconds = benchmark.stats.stats.median / STEPS if benchmark.stats else timed(steps) / STEPS
     threads = torch.get_num_threads()
     peak = matmul_peak_gflops(threads)
