@@ -24,3 +24,20 @@ def light_compile(monkeypatch):
     import torch
 
     monkeypatch.setattr(torch, "compile", functools.partial(torch.compile, backend="aot_eager"))
+
+
+@pytest.fixture(autouse=True)
+def fresh_memo_per_mutant():
+    """mutmut forks each mutant's test run from a process that has already run the tests: the runs
+    it fetched and the t quantiles it computed would answer for the mutant's code, and a mutant of
+    the training loop would pass on its parent's records. Clear them there (only under mutmut:
+    elsewhere the memo is what keeps one process from training a run twice)."""
+    import os
+
+    if "MUTANT_UNDER_TEST" in os.environ:
+        from normsys import runs, stats
+
+        runs._MEMO.clear()
+        runs._DIGESTS.clear()
+        stats.t_quantile.cache_clear()
+    yield

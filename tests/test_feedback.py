@@ -69,3 +69,81 @@ def test_fa_and_dfa_reduce_the_loss_on_mnist(method, data_env, no_cache):
     record = train(cfg)
     assert record.metrics["final_loss"] < 0.8 * record.metrics["init_loss"]
     assert record.metrics["test_acc"] > 0.3  # well above chance (0.1)
+
+
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "no-bias"])
+def test_fa_linear_on_token_input_reduces_over_every_leading_dim(bias):
+    """On (B, T, d) input (the ViT's tokens) the weight and bias gradients sum over batch and
+    tokens, as a Linear's do; the input gradient still uses B; a Linear without bias works."""
+    torch.manual_seed(0)
+    linear = nn.Linear(5, 3, bias=bias)
+    b = seeded_randn((3, 5), 1, dtype=torch.float32)
+    x = seeded_randn((4, 7, 5), 2, dtype=torch.float32).requires_grad_(True)
+    gy = seeded_randn((4, 7, 3), 3, dtype=torch.float32)
+    FALinear(linear, b)(x).backward(gy)
+    plain = nn.Linear(5, 3, bias=bias)
+    plain.load_state_dict(linear.state_dict())
+    plain(x.detach()).backward(gy)
+    torch.testing.assert_close(linear.weight.grad, plain.weight.grad)
+    if bias:
+        torch.testing.assert_close(linear.bias.grad, plain.bias.grad)
+    torch.testing.assert_close(x.grad, gy @ b)
+
+
+def test_fa_feedback_is_drawn_from_the_seed_plus_the_offset_in_module_order():
+    """Each Linear's B is the next draw of one generator seeded with seed + FEEDBACK_SEED_OFFSET,
+    whatever the global RNG holds (the weights' stream stays apart)."""
+    from normsys.feedback import FEEDBACK_SEED_OFFSET, uniform_like_linear
+
+    model = build_model(ModelConfig("resmlp", d=8, layers=2, n_out=10))
+    torch.manual_seed(123)  # the global stream: must not matter
+    to_feedback_alignment(model, seed=3)
+    gen = torch.Generator().manual_seed(3 + FEEDBACK_SEED_OFFSET)
+    fa = [m for m in model.modules() if isinstance(m, FALinear)]
+    for m in fa:
+        assert torch.equal(m.feedback, uniform_like_linear(m.out_features, m.in_features, gen))
+    with pytest.raises(ValueError,
+                       match=r"^feedback alignment needs at least one nn\.Linear in the model$"):
+        to_feedback_alignment(nn.Sequential(nn.ReLU()), seed=0)
+
+
+def test_feedback_rules_run_on_a_float64_model_with_float32_feedback():
+    """The feedback matrices are drawn in float32; a float64 model (as the exactness checks use)
+    takes them in its own dtype, under FA and DFA alike."""
+    torch.manual_seed(0)
+    model = build_model(ModelConfig("resmlp", d=8, layers=2, n_out=10, in_dim=20)).double()
+    x, y = torch.randn(6, 20, dtype=torch.float64), torch.randint(0, 10, (6,))
+    feedback = dfa_feedback(model, 10, seed=0)
+    assert all(b.dtype == torch.float32 for b in feedback)
+    _, logits, signals = dfa_loss_and_backward(model, x, y, feedback)
+    e = (torch.softmax(logits, -1) - nn.functional.one_hot(y, 10).double()) / len(y)
+    for signal, b_l in zip(signals, feedback, strict=True):
+        torch.testing.assert_close(signal, e @ b_l.double())
+    to_feedback_alignment(model, seed=0)
+    model.zero_grad()
+    nn.functional.cross_entropy(model(x), y).backward()
+    assert all(p.grad.dtype == torch.float64 for p in model.parameters())
+
+
+class RowModel(nn.Module):
+    """An FA-protocol model written by a user: embed, blocks, out_ln, out_head, no ``tokens``."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Linear(6, 4)
+        self.blocks = nn.ModuleList([nn.Sequential(nn.Linear(4, 4), nn.ReLU())])
+        self.out_ln, self.out_head = nn.LayerNorm(4), nn.Linear(4, 3)
+
+
+def test_dfa_reads_a_model_without_tokens_as_a_row_model():
+    torch.manual_seed(0)
+    model = RowModel()
+    x, y = torch.randn(5, 6), torch.randint(0, 3, (5,))
+    feedback = dfa_feedback(model, 3, seed=0)
+    _, logits, signals = dfa_loss_and_backward(model, x, y, feedback)
+    e = (torch.softmax(logits, -1) - nn.functional.one_hot(y, 3).float()) / len(y)
+    assert [s.shape for s in signals] == [(5, 4), (5, 4)]
+    torch.testing.assert_close(signals[0], e @ feedback[0])
+    with pytest.raises(ValueError, match=r"; Sequential lacks \['embed', 'blocks', 'out_ln', "
+                                         r"'out_head'\]: use family resmlp or vit$"):
+        dfa_feedback(nn.Sequential(nn.Linear(2, 2)), 3, 0)

@@ -223,3 +223,18 @@ def test_feedback_matrices_are_fixed_random_draws_of_the_seed():
             assert fb.shape == w.shape, name
             assert fb.abs().max() <= 1 / w.shape[1] ** 0.5
             assert not torch.equal(fb, w.detach())
+
+
+@pytest.mark.parametrize("method", ["bp", "dfa"])
+def test_frozen_blocks_stay_at_their_initialization_through_the_loop(method, data_env, no_cache):
+    """The frozen baselines (train.frozen_blocks) train embedding and head only: after the loop
+    every block weight is the initial one, the rest moved."""
+    cfg = config(method, **{"train.frozen_blocks": True, "train.steps": 3})
+    _, state = train_module.fit([cfg])[0]
+    init = train_module.prepare_model(cfg).state_dict()
+    blocks = [k for k in init if k.startswith("blocks.")]
+    assert blocks and all(torch.equal(state[k], init[k]) for k in blocks)
+    assert not torch.equal(state["embed.weight"], init["embed.weight"])
+    assert not torch.equal(state["out_head.weight"], init["out_head.weight"])
+    with pytest.raises(ValueError, match=r"^train\.frozen_blocks needs a block family, not lstm$"):
+        train_module.prepare_model(preset("lstm", **{"train.frozen_blocks": True}))

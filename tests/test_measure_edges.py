@@ -356,3 +356,167 @@ def test_norm_modules_keep_their_options():
     assert norms.BatchNorm(4)(torch.randn(2, 4)).shape == (2, 4)  # two rows: enough statistics
     for kind in norms.BUILTIN:
         assert norms.build_norm(kind, 7).dim == 7, kind
+
+# ----------------------------------------------------------------------------- summaries, decisions
+
+
+def test_summary_fields_when_seeds_diverge_with_one_seed_and_with_several():
+    """Every field of the three kinds of summary: a diverged seed makes the statistics NaN but
+    keeps the values and counts; one seed has an infinite interval; the confidence carries."""
+    nan = stats.summarize([0.1, math.nan, 0.3], confidence=0.9)
+    assert nan.values[0] == 0.1 and math.isnan(nan.values[1]) and nan.values[2] == 0.3
+    assert all(math.isnan(v) for v in (nan.mean, nan.std, nan.low, nan.high))
+    assert (nan.n, nan.n_nan, nan.confidence) == (3, 1, 0.9)
+    one = stats.summarize([0.25], confidence=0.9)
+    assert (one.values, one.mean, one.n, one.low, one.high, one.n_nan, one.confidence) == (
+        (0.25,), 0.25, 1, -math.inf, math.inf, 0, 0.9)
+    assert math.isnan(one.std)
+    many = stats.summarize([1.0, 2.0, 3.0], confidence=0.9)
+    half = stats.t_quantile(2, 0.9) * 1.0 / math.sqrt(3)
+    assert (many.values, many.mean, many.std, many.n, many.n_nan, many.confidence) == (
+        (1.0, 2.0, 3.0), 2.0, 1.0, 3, 0, 0.9)
+    assert (many.low, many.high) == pytest.approx((2.0 - half, 2.0 + half), rel=1e-12)
+    assert stats.summarize([1.0, 2.0]).confidence == 0.95
+
+
+@pytest.mark.parametrize("side,verdict", [(">", stats.REFUTED), (">=", stats.SUPPORTED),
+                                          ("<", stats.REFUTED), ("<=", stats.SUPPORTED)])
+def test_an_interval_ending_exactly_on_the_threshold(side, verdict):
+    """Zero spread puts the whole interval on the threshold: strict sides fail there, the others
+    hold."""
+    d = stats.decide([0.5, 0.5, 0.5], side, 0.5)
+    assert d.verdict == verdict and d.margin == 0.0
+
+
+def test_margin_reason_and_rule_of_a_decision():
+    up = stats.decide([0.9, 1.0, 1.1], ">", 0.4)
+    assert up.margin == pytest.approx(up.summary.low - 0.4)
+    at_least = stats.decide([0.9, 1.0, 1.1], ">=", 0.4)
+    assert at_least.margin == pytest.approx(at_least.summary.low - 0.4)
+    down = stats.decide([0.9, 1.0, 1.1], "<=", 2.0)
+    assert down.margin == pytest.approx(2.0 - down.summary.high)
+    assert up.rule == "> 0.4" and up.reason == (
+        f"mean 1, 95% CI [{up.summary.low:.4g}, {up.summary.high:.4g}], n=3; claim: greater than 0.4")
+    diverged = stats.decide([0.9, math.nan, 1.1], ">", 0.4)
+    assert (diverged.verdict, diverged.rule) == (stats.INCONCLUSIVE, "> 0.4")
+
+
+def test_equivalence_margin_is_the_nearer_edge_of_a_lopsided_interval():
+    d = stats.decide_equivalence([0.005, 0.006, 0.007], -0.02, 0.02)
+    assert d.verdict == stats.SUPPORTED
+    assert d.margin == pytest.approx(0.02 - d.summary.high)  # the upper edge is the nearer
+    assert d.margin < d.summary.low + 0.02
+
+
+@pytest.mark.parametrize("stability,verdict", [
+    (0.5, "stable gradient directions (DFA-like: reference 0.5-0.99)"),
+    (0.4999, "intermediate stability (between the BP and DFA reference ranges)"),
+    (0.2001, "intermediate stability (between the BP and DFA reference ranges)"),
+    (0.2, "batch-specific gradient directions (healthy BP-like: reference 0.05-0.18)"),
+])
+def test_fa_protocol_report_verdict_at_the_range_edges(stability, verdict, data_env, monkeypatch):
+    """The report's verdict: from 0.5 (the DFA reference range's start) stable, up to 0.2
+    batch-specific, between them intermediate."""
+    from normsys import protocol
+
+    monkeypatch.setattr(protocol, "direction_stability", lambda means: stability)
+    report = protocol.fa_protocol_report(protocol_model("resmlp"), mnist_batches(2, 16))
+    assert (report["stability"], report["verdict"]) == (stability, verdict)
+
+# ----------------------------------------------------------------------------- diagnostics' edges
+
+
+def test_hidden_unit_correlation_needs_two_live_units():
+    """Two live units have one correlation (here exactly 1: the second unit is twice the first);
+    a single live unit, or none, has none (NaN)."""
+    live = torch.tensor([[1.0, 2.0, 5.0], [2.0, 4.0, 5.0], [4.0, 8.0, 5.0]])  # third unit constant
+    assert dg.hidden_unit_correlation(live) == pytest.approx(1.0, rel=1e-12)
+    assert math.isnan(dg.hidden_unit_correlation(live[:, 1:]))
+    assert math.isnan(dg.hidden_unit_correlation(torch.ones(4, 3)))
+
+
+def test_token_cosine_needs_two_tokens_and_computes_in_float64():
+    with pytest.raises(ValueError, match=r"^token_cosine needs \(T, d\) or \(B, T, d\) with "
+                                         r"T >= 2, got \(3, 1, 4\)$"):
+        dg.token_cosine(torch.randn(3, 1, 4))
+    with pytest.raises(ValueError, match=r"got \(4,\)$"):
+        dg.token_cosine(torch.randn(4))
+    assert dg.token_cosine(torch.rand(3, 2, 1) + 0.1) == 1.0  # one positive feature: parallel
+    x = torch.randn(2, 5, 64) + 10  # nearly parallel rows: float32 would round their cosines
+    assert dg.token_cosine(x) == pytest.approx(dg.token_cosine(x.double()), rel=1e-14, abs=0)
+
+
+def test_activation_matrix_is_float64_rows_of_the_last_dim_and_nan_for_non_finite():
+    h = torch.randn(2, 3, 5)
+    a = dg.as_matrix(h)
+    assert a.shape == (6, 5) and a.dtype == torch.float64 and torch.equal(a, h.reshape(6, 5).double())
+    with pytest.raises(ValueError, match=r"^activation tensor needs shape \(\.\.\., d\) with >= 2 "
+                                         r"dims, got \(5,\)$"):
+        dg.as_matrix(torch.randn(5))
+    s = dg.singular_values(torch.tensor([[1.0, math.inf], [0.0, 1.0], [2.0, 2.0]]))
+    assert s.shape == (2,) and s.dtype == torch.float64 and bool(s.isnan().all())
+
+
+def test_effective_rank_of_given_singular_values_is_computed_in_float64():
+    s = torch.tensor([3.0, 1.0, 0.1, 1e-4])  # float32 values, entropy in float64
+    p = s.double() / s.double().sum()
+    exact = math.exp(-math.fsum(float(v) * math.log(float(v)) for v in p))
+    assert dg.effective_rank(s=s) == pytest.approx(exact, rel=1e-14, abs=0)
+
+
+def test_layer_norm_keeps_its_eps_one_run_and_stacked_and_its_options():
+    x = 1e-3 * torch.randn(2 * 3, 5, dtype=torch.float64)  # small rows: eps shows
+    assert torch.equal(norms.layer_norm(x), F.layer_norm(x, (5,), eps=1e-5))
+    w, b = torch.rand(2, 5, dtype=torch.float64) + 0.5, torch.randn(2, 5, dtype=torch.float64)
+    out = norms.layer_norm(x, w, b, eps=1e-2)  # two seeds' gains and biases, stacked
+    for s in range(2):
+        rows = x.reshape(2, 3, 5)[s]
+        assert torch.allclose(out.reshape(2, 3, 5)[s], F.layer_norm(rows, (5,), w[s], b[s], 1e-2))
+    assert norms.LayerNorm(4).eps == 1e-5
+    plain = norms.LayerNorm(4, affine=False)
+    assert plain.weight is None and plain.bias is None and not list(plain.parameters())
+
+
+def test_gradients_at_init_are_the_plain_losss_by_autograd(data_env):
+    """at_init measures one model (not a stack of seeds): its loss and ||dL/dW|| are those of
+    the mean cross-entropy of its probe batch, by autograd here."""
+    from normsys.measure import at_init
+    from normsys.models import prepare_model
+    from normsys.tasks import make_task
+
+    cfg = preset("resmlp", **{"model.d": 16, "model.layers": 2, "data.n_train": 256,
+                              "data.n_test": 128, "train.probe_batch": 32})
+    task = make_task(cfg)
+    init = at_init(cfg, task)
+    model = prepare_model(cfg).train()
+    x0, y0 = task.probe_batch(cfg)
+    loss = F.cross_entropy(model(x0), y0)
+    params = dict(model.named_parameters())
+    grads = torch.autograd.grad(loss, list(params.values()))
+    assert init.loss == pytest.approx(float(loss), rel=1e-6)
+    for (name, _), g in zip(params.items(), grads, strict=True):
+        assert init.grads[name] == pytest.approx(float(g.norm()), rel=1e-5), name
+
+
+@pytest.mark.parametrize("call,message", [
+    (lambda: stats.decide([1.0, 2.0], "=", 0), "unknown side '='; valid sides: >, >=, <, <="),
+    (lambda: stats.Rule("s", "=", 0), "unknown side '='; valid sides: >, >=, <, <=, within"),
+    (lambda: stats.Rule("s", "within", 0),
+     "side 'within' takes a (low, high) band, the others one threshold"),
+    (lambda: stats.Rule("s", ">", (0, 1)),
+     "side 'within' takes a (low, high) band, the others one threshold"),
+    (lambda: stats.decide_all({}), "decide_all needs at least one decision"),
+    (lambda: stats.summarize([]), "summarize needs at least one value (one per seed)"),
+])
+def test_bad_decisions_say_what_is_accepted(call, message):
+    with pytest.raises(ValueError) as err:
+        call()
+    assert str(err.value) == message
+
+
+def test_direction_stability_needs_two_batches():
+    from normsys.protocol import direction_stability
+
+    with pytest.raises(ValueError) as err:
+        direction_stability([torch.ones(3)])
+    assert str(err.value) == "direction stability needs >= 2 disjoint batches, got 1"

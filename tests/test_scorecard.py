@@ -255,6 +255,20 @@ CHECKS = textwrap.dedent('''
             return x + 0 * torch.sqrt(self.w)
 
 
+    class NaNEverywhere(nn.Module):
+        """Non-finite gradients for its input and its weight.
+
+        The check names both.
+        """
+
+        def __init__(self, d):
+            super().__init__()
+            self.w = nn.Parameter(torch.zeros(d))
+
+        def forward(self, x):
+            return x + 0 * torch.sqrt(0 * x) + 0 * torch.sqrt(self.w)
+
+
     class Constant(nn.Module):
         def __init__(self, d):
             super().__init__()
@@ -288,6 +302,8 @@ def checks(tmp_path, monkeypatch):
                     "random input"),
     ("NaNWeightGradient", "checks:NaNWeightGradient: gives non-finite gradients (NaN or inf) for "
                           "w on random input"),
+    ("NaNEverywhere", "checks:NaNEverywhere: gives non-finite gradients (NaN or inf) for its "
+                      "input, w on random input"),
     ("Constant", "checks:Constant: its output does not depend on its input (no gradient)"),
 ])
 def test_register_says_what_is_wrong_with_a_norm(checks, attr, message):
@@ -311,7 +327,7 @@ def test_register_names_descriptions_and_builds(user_file):
     norms.register("same3", norms.NORMS["same"].build, description="identity, as mine")
     assert norms.NORMS["same3"].description == "identity, as mine"
     assert len(kind.source) == 12
-    for bad in ("bad name!", "", "a.b"):
+    for bad in ("bad name!", "", "a.b", "_", "-", "_-"):
         with pytest.raises(ValueError) as err:
             norms.register(bad, nn.Identity)
         assert str(err.value) == f"norm name {bad!r}: use letters, digits, '_' or '-'"
@@ -331,3 +347,20 @@ def test_a_norm_without_a_source_file_is_refused():
                               "file")
     partial = functools.partial(nn.LayerNorm, eps=1e-3)  # a factory without a __qualname__
     assert norms.qualified(partial) == f"functools:{partial}"
+
+
+def test_a_registered_kinds_description_is_the_first_line_of_its_docstring(checks):
+    class Finite(nn.Module):
+        """A finite norm.
+
+        Its second paragraph stays out of the table.
+        """
+
+        def __init__(self, d):
+            super().__init__()
+
+        def forward(self, x):
+            return torch.nn.functional.layer_norm(x, x.shape[-1:])
+
+    norms.register("finite", Finite)
+    assert norms.NORMS["finite"].description == "A finite norm."

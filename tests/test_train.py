@@ -296,3 +296,56 @@ def test_snapshots_are_the_weights_a_shorter_run_ends_with(data_env, tmp_path, m
         preset("resmlp", **{"train.epochs": 2, "train.snapshots": (5,)})
     assert preset("resmlp").fingerprint() == \
         preset("resmlp", **{"train.snapshots": ()}).fingerprint()
+
+
+def test_fit_hands_the_run_its_step_count_read_cadence_and_progress_bar(no_cache, monkeypatch):
+    """What the loop is told: the task's step count (compile_mode decides from it on CUDA; the
+    bar counts it), the caller's read_every, and a bar named after the run (one seed or several)."""
+    from normsys import train as train_module
+    from normsys.batched import train_seeds
+    from normsys.tasks import make_task
+
+    contexts, bars = [], []
+    run_context, progress_bar = train_module.run_context, train_module.progress_bar
+
+    def ctx_spy(cfg, device, steps, read_every=None):
+        contexts.append((steps, read_every))
+        return run_context(cfg, device, steps, read_every)
+
+    def bar_spy(total, desc):
+        bars.append((total, desc))
+        return progress_bar(total, desc)
+
+    monkeypatch.setattr(train_module, "run_context", ctx_spy)
+    monkeypatch.setattr(train_module, "progress_bar", bar_spy)
+    cfg = preset("ffn_stack", **SMALL_FFN)
+    steps = make_task(cfg).steps(cfg)
+    train_with_state(cfg, read_every=3)
+    train_seeds([cfg, cfg.override(**{"train.seed": 1})])
+    assert contexts == [(steps, 3), (steps, None)]
+    assert bars == [(steps, f"ffn_stack/{cfg.model.norm}/s0"),
+                    (steps, f"ffn_stack/{cfg.model.norm}/x2 seeds")]
+
+
+@pytest.mark.parametrize("compile_setting,fused", [("off", False), ("on", True)])
+def test_fit_turns_the_norms_fused_kernels_off_with_the_compiled_step(compile_setting, fused,
+                                                                      no_cache, monkeypatch):
+    """train.compile=off runs every norm eager (no compiled kernel anywhere in the run); a
+    compiled step leaves the fused kernels on. Read where the loop runs, before its first step."""
+    from normsys import norms
+    from normsys import train as train_module
+
+    class Stop(Exception):
+        pass
+
+    seen = []
+
+    def drive_spy(stream, learner, bar):
+        seen.append(norms._fusion["enabled"])
+        bar.close()
+        raise Stop
+
+    monkeypatch.setattr(train_module, "drive", drive_spy)
+    with pytest.raises(Stop):
+        train(preset("ffn_stack", **SMALL_FFN, **{"train.compile": compile_setting}))
+    assert seen == [fused] and norms._fusion["enabled"] is True  # restored after the run
