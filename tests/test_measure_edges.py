@@ -520,3 +520,12 @@ def test_direction_stability_needs_two_batches():
     with pytest.raises(ValueError) as err:
         direction_stability([torch.ones(3)])
     assert str(err.value) == "direction stability needs >= 2 disjoint batches, got 1"
+
+
+def test_collapse_ratios_need_a_rank_and_l2_norms_show_their_settings():
+    with pytest.raises(ValueError) as err:
+        dg.collapse_ratios([])
+    assert str(err.value) == "collapse_ratios needs at least one effective rank"
+    assert repr(norms.L2Norm(4)) == "L2Norm(4, scale=1, affine=False)"
+    assert repr(norms.build_norm("l2_affine", 4)) == "L2Norm(4, scale=1, affine=True)"
+    assert repr(norms.build_norm("scaled_l2", 4)) == "L2Norm(4, scale=2, affine=False)"

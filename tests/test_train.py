@@ -349,3 +349,18 @@ def test_fit_turns_the_norms_fused_kernels_off_with_the_compiled_step(compile_se
     with pytest.raises(Stop):
         train(preset("ffn_stack", **SMALL_FFN, **{"train.compile": compile_setting}))
     assert seen == [fused] and norms._fusion["enabled"] is True  # restored after the run
+
+
+def test_fit_trains_on_the_task_it_is_given(data_env, no_cache):
+    """A caller's own data (here half the training rows) is what the run trains on: its step
+    count follows the rows given, not the config's data."""
+    from normsys.tasks import Classify, make_task
+    from normsys.train import fit
+
+    cfg = preset("resmlp", **{"model.d": 16, "model.layers": 1, "data.n_train": 256,
+                              "data.n_test": 128, "train.epochs": 1, "train.batch_size": 64})
+    full = make_task(cfg)
+    half = Classify(full.x_train[:128], full.y_train[:128], full.x_test, full.y_test,
+                    full.source, full.digest)
+    assert fit([cfg], full)[0][0].steps == 4
+    assert fit([cfg], half)[0][0].steps == 2
