@@ -1,10 +1,12 @@
 """On-disk cache of run records so that several claims share one training run.
 
 Key: the config's fingerprint, a digest of the data the run reads (normsys.data: file checksums
-or the rows themselves), a digest of the code a run's result depends on (the source of the
-training path's modules, ``TRAINING_PATH``, and the torch version) and the normsys version: a
-config on other data never gets another data's record, and an edit of the training code retrains
-every run, while an edit of the report, the plugin or a claim file retrains nothing.
+or the rows themselves), a digest of the code a run's result depends on and the normsys version.
+The code is the training path: the modules that train a run (``ENTRY_POINTS``) and every normsys
+module they import, found by reading their imports (``training_path``), so a module the loop
+comes to use keys the cache the day it is imported; with them the torch version. A config on
+other data never gets another data's record, and an edit of the training code retrains every
+run, while an edit of the report, the plugin, the ledger or a claim file retrains nothing.
 Location: normsys.store (``$NORMSYS_CACHE``, ``off`` disables it). Writes are atomic; an entry
 that cannot be read or does not match its key is retrained, and says so. A file lock per key
 makes concurrent pytest-xdist workers safe: one trains, the others wait (and say whom they wait
@@ -13,6 +15,7 @@ on) and then read.
 
 from __future__ import annotations
 
+import ast
 import functools
 import hashlib
 import json
@@ -30,10 +33,47 @@ from normsys.store import atomic_save, atomic_write_text, cache_root, file_sha25
 
 Compute = Callable[[list[RunConfig]], list[tuple[RunRecord, dict | None]]]
 PACKAGE = Path(__file__).parent
-# the modules whose code decides what a run records: its config, data, model, learning rule,
-# loop, and the measurements the record holds (probes)
-TRAINING_PATH = ("config", "data", "models", "norms", "stacked", "feedback", "tasks",
-                 "diagnostics", "record", "train", "batched")
+ENTRY_POINTS = ("train", "batched")  # what trains a run: one run or stacked seeds (fit)
+
+
+def module_file(module: str, package: Path = PACKAGE) -> Path | None:
+    """The source file of ``module`` (dotted, relative to the package; "" is the package's
+    __init__), or None when no such module exists."""
+    base = package.joinpath(*module.split(".")) if module else package
+    for path in (base.with_suffix(".py") if module else None, base / "__init__.py"):
+        if path is not None and path.is_file():
+            return path
+    return None
+
+
+def imported_modules(module: str, package: Path = PACKAGE) -> set[str]:
+    """The modules of the package that ``module``'s source imports, anywhere in it (inside
+    functions too), with the package __init__s each import runs ("" is the package's own)."""
+    found = set()
+    for node in ast.walk(ast.parse(module_file(module, package).read_bytes())):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            targets = [f"{node.module}.{a.name}" for a in node.names]  # a module or a name in one
+        elif isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        else:
+            continue
+        for target in targets:
+            top, *parts = target.split(".")
+            if top == package.name:  # the module, and each package on the way to it
+                found |= {".".join(parts[:i]) for i in range(len(parts) + 1)}
+    return {m for m in found if module_file(m, package) is not None}
+
+
+def training_path(package: Path = PACKAGE) -> tuple[str, ...]:
+    """The modules whose source decides what a run records: the entry points and every module
+    of the package they import, transitively (sorted; "" is the package's __init__)."""
+    seen, todo = set(), list(ENTRY_POINTS)
+    while todo:
+        module = todo.pop()
+        if module not in seen:
+            seen.add(module)
+            todo += imported_modules(module, package) - seen
+    return tuple(sorted(seen))
 
 
 @functools.cache
@@ -42,8 +82,8 @@ def code_digest(package: Path = PACKAGE) -> str:
     import torch
 
     digest = hashlib.sha256(torch.__version__.encode())
-    for name in TRAINING_PATH:
-        digest.update(name.encode() + b"\0" + (package / f"{name}.py").read_bytes())
+    for name in training_path(package):
+        digest.update(name.encode() + b"\0" + module_file(name, package).read_bytes())
     return digest.hexdigest()[:12]
 
 

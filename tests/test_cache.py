@@ -194,22 +194,85 @@ def test_get_runs_trains_what_is_free_before_waiting_for_a_busy_run(tmp_path, mo
     assert runs.runs(cfgs) == records and order == [1, 0]  # memoized
 
 
-def test_the_key_follows_the_training_code_and_nothing_else(tmp_path):
-    """Editing a comment in train.py changes the code digest (every cached run retrains); editing
-    report.py or plugin.py does not."""
+def package_copy(tmp_path: Path, name: str = "normsys") -> Path:
     import shutil
 
     from normsys import cache
 
-    copy = tmp_path / "normsys"
+    copy = tmp_path / name / "normsys"
     shutil.copytree(cache.PACKAGE, copy, ignore=shutil.ignore_patterns("datafiles", "__pycache__"))
+    return copy
+
+
+def all_modules(package: Path) -> list[str]:
+    return sorted(".".join(p.relative_to(package).with_suffix("").parts).removesuffix("__init__")
+                  .rstrip(".") for p in package.rglob("*.py"))
+
+
+def test_the_training_path_is_what_the_entry_points_import():
+    """The modules read from the source's imports are every normsys module a fresh interpreter
+    holds after importing the entry points (and the ones imported inside functions besides)."""
+    import subprocess
+    import sys
+
+    from normsys import cache
+
+    entry = ", ".join(f"normsys.{m}" for m in cache.ENTRY_POINTS)
+    shown = subprocess.run(
+        [sys.executable, "-c", f"import sys, {entry}; print(*sorted(m for m in sys.modules "
+                               f"if m == 'normsys' or m.startswith('normsys.')))"],
+        capture_output=True, text=True, check=True).stdout.split()
+    loaded = {m.partition(".")[2] for m in shown}
+    path = set(cache.training_path())
+    assert loaded <= path, sorted(loaded - path)
+    # the learning rule's gradients and the probes, the step log: measured into every record
+    assert {"measure", "steplog", "train", "batched", "models", "tasks", ""} <= path
+    assert not {"report", "plugin", "ledger", "runs", "cache", "scorecard"} & path
+
+
+def test_the_key_follows_every_module_of_the_training_path_and_nothing_else(tmp_path):
+    """A one-byte edit of any module the training path holds changes the code digest (every
+    cached run retrains); the same edit of any other module does not."""
+    from normsys import cache
+
+    copy = package_copy(tmp_path, "base")
     before = cache.code_digest(copy)
-    for name in ("report", "plugin", "__main__"):
-        (copy / f"{name}.py").write_text((copy / f"{name}.py").read_text() + "\n# a comment\n")
-        assert cache.code_digest.__wrapped__(copy) == before, name
-    for name in cache.TRAINING_PATH:
-        edited = tmp_path / name
-        shutil.copytree(copy, edited)
-        (edited / f"{name}.py").write_text((edited / f"{name}.py").read_text() + "\n# comment\n")
-        assert cache.code_digest(edited) != before, name
+    assert before == cache.code_digest()  # a copy of the same code keys the same runs
+    inside = set(cache.training_path(copy))
+    for module in all_modules(copy):
+        edited = package_copy(tmp_path, f"edit-{module or 'init'}")
+        source = cache.module_file(module, edited)
+        source.write_bytes(source.read_bytes() + b"#")
+        assert (cache.code_digest(edited) != before) == (module in inside), module
     assert f"-c{cache.code_digest()}-" in run_key(CFG)
+
+
+def test_a_module_the_loop_comes_to_import_keys_the_cache(tmp_path):
+    from normsys import cache
+
+    copy = package_copy(tmp_path)
+    assert "ledger" not in cache.training_path(copy)
+    train = copy / "train.py"
+    train.write_text(train.read_text() + "\n\ndef later():\n    from normsys.ledger import read\n")
+    assert {"ledger", "stats"} <= set(cache.training_path(copy))  # and what it imports
+    before = cache.code_digest(copy)
+    ledger = copy / "ledger.py"
+    ledger.write_bytes(ledger.read_bytes() + b"#")
+    assert cache.code_digest.__wrapped__(copy) != before
+
+
+def test_imports_are_read_in_every_form(tmp_path):
+    from normsys import cache
+
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    for name in ("__init__.py", "a.py", "b.py", "c.py", "d.py", "sub/__init__.py", "sub/e.py",
+                 "unused.py"):
+        (package / name).write_text("X = 1\n")
+    (package / "main.py").write_text(
+        "import os\nfrom pkg import a, X\nimport pkg.b as bee\nfrom pkg.c import X as Y\n"
+        "def f():\n    from pkg.sub.e import X\n    from pkg import d\n"
+        "from . import unused\n")  # relative imports are not followed (the package uses none)
+    assert cache.imported_modules("main", package) == {"", "a", "b", "c", "d", "sub", "sub.e"}
+    assert cache.module_file("sub", package) == package / "sub" / "__init__.py"
+    assert cache.module_file("nothing", package) is None

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from normsys.cache import imported_modules
+
 PACKAGE = Path(__file__).resolve().parents[1] / "normsys"
 
 # bottom to top; a module may import only modules of lower layers
@@ -33,19 +35,9 @@ MODULES = sorted(p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__")
 
 
 def normsys_imports(module: str) -> set[str]:
-    """The normsys modules ``module`` imports, anywhere in its source."""
-    tree = ast.parse((PACKAGE / f"{module}.py").read_text())
-    found = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("normsys"):
-            parts = node.module.split(".")
-            if len(parts) > 1:
-                found.add(parts[1])
-            else:  # from normsys import x, y
-                found |= {a.name for a in node.names if (PACKAGE / f"{a.name}.py").exists()}
-        elif isinstance(node, ast.Import):
-            found |= {a.name.split(".")[1] for a in node.names if a.name.startswith("normsys.")}
-    return found - {module}
+    """The normsys modules ``module`` imports, anywhere in its source (the reader that keys the
+    run cache)."""
+    return imported_modules(module, PACKAGE) - {module, ""}
 
 
 def test_every_module_has_a_layer():
