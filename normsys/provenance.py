@@ -15,17 +15,23 @@ from normsys import __version__
 HERE = Path(__file__).parent
 
 
-def git_commit() -> str:
+def git_commit(where: Path = HERE) -> str:
     """The commit of the code (with '+changes' when the tracked files differ from it), or
-    'unknown' outside a git checkout."""
+    'unknown' where the package's own files are not tracked by the git repository around them
+    (none, or another project's that holds a copy of normsys)."""
+    git = ["git", "-C", str(where)]
     try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                              cwd=HERE, timeout=5).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, cwd=HERE, timeout=5).stdout.strip()
+        tracked = subprocess.run([*git, "ls-files", "--error-unmatch", "__init__.py"],
+                                 capture_output=True, timeout=5).returncode == 0
+        head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True,
+                              timeout=5).stdout.strip()
+        dirty = subprocess.run([*git, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=5).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "unknown"
-    return (head + ("+changes" if dirty else "")) if head else "unknown"
+    if not (tracked and head):
+        return "unknown"
+    return head + ("+changes" if dirty else "")
 
 
 def device_name(device: torch.device | None = None) -> str:

@@ -1,0 +1,49 @@
+"""Where a result was computed: the commit names the repository that tracks normsys, never one
+that merely encloses a copy of it."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+from normsys import provenance
+
+
+def git(where: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(where), "-c", "user.name=t", "-c", "user.email=t@t",
+                           *args], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def package_in(repo: Path) -> Path:
+    copy = repo / "normsys"
+    shutil.copytree(provenance.HERE, copy, ignore=shutil.ignore_patterns("datafiles",
+                                                                          "__pycache__"))
+    return copy
+
+
+def test_the_commit_of_the_repository_that_tracks_the_package(tmp_path):
+    git(tmp_path, "init", "-q")
+    package = package_in(tmp_path)
+    git(tmp_path, "add", "normsys")
+    git(tmp_path, "commit", "-qm", "normsys")
+    head = git(tmp_path, "rev-parse", "HEAD")
+    assert provenance.git_commit(package) == head
+    (package / "norms.py").write_text("# edited\n")
+    assert provenance.git_commit(package) == head + "+changes"
+
+
+def test_a_copy_inside_another_repository_has_no_commit(tmp_path):
+    """A copy of normsys unpacked inside another project's checkout (a GPU session's scratch
+    folder, say) is not that project's commit."""
+    git(tmp_path, "init", "-q")
+    (tmp_path / "other.txt").write_text("another project\n")
+    git(tmp_path, "add", "other.txt")
+    git(tmp_path, "commit", "-qm", "other")
+    package = package_in(tmp_path / "scratch")
+    assert provenance.git_commit(package) == "unknown"
+
+
+def test_no_repository_at_all(tmp_path):
+    assert provenance.git_commit(package_in(tmp_path)) == "unknown"
+
