@@ -8,9 +8,8 @@ import pytest
 
 import normsys.runs
 from normsys.config import RunConfig
-from normsys.plugin import claim_id, claim_marker, claim_tier
+from normsys.plugin import claim_id, claim_marker
 from normsys.record import RunRecord
-from normsys.runs import recording, write_index
 from normsys.testing import data_errors
 
 # Claims whose runs few other claims need, with the minutes of those runs on one CPU core (the
@@ -37,18 +36,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return SOLO_MINUTES.get(claim_id(item, marker), 0) if marker else 0
 
     items.sort(key=solo_minutes, reverse=True)  # stable: the rest keep their order
-
-
-@pytest.fixture(autouse=True)
-def index_runs(request):
-    """Keep which runs each claim fetched, so that --claims-list can tell what it costs."""
-    marker = claim_marker(request.node)
-    if marker is None:
-        yield
-        return
-    with recording() as fetched:
-        yield
-    write_index(claim_id(request.node, marker), claim_tier(request.node), fetched)
 
 
 @pytest.fixture

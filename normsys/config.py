@@ -112,16 +112,24 @@ class RunConfig:
                    TrainConfig(**{**d["train"], "probe": tuple(d["train"]["probe"]),
                                   "snapshots": tuple(d["train"].get("snapshots", ()))}))
 
-    def fingerprint(self) -> str:
-        """sha256 of the canonical JSON of the resolved config (first 16 hex digits). Fields added
-        after records were first kept (LATER_FIELDS) are left out while at their defaults, so the
-        records of every earlier config keep their fingerprints."""
+    def canonical(self) -> dict[str, dict]:
+        """The resolved config as the fingerprint reads it: fields added after records were first
+        kept (LATER_FIELDS) are left out while at their defaults."""
         d = self.to_dict()
         for key, default in LATER_FIELDS.items():
             section, _, name = key.partition(".")
             if d[section][name] == default:
                 del d[section][name]
-        text = json.dumps(d, sort_keys=True, separators=(",", ":"))
+        return d
+
+    def flat(self) -> dict[str, object]:
+        """``{"section.field": value}`` of the canonical config."""
+        return {f"{s}.{k}": v for s, d in self.canonical().items() for k, v in d.items()}
+
+    def fingerprint(self) -> str:
+        """sha256 of the canonical JSON of the resolved config (first 16 hex digits), so the
+        records of every earlier config keep their fingerprints when a field is added."""
+        text = json.dumps(self.canonical(), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

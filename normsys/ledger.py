@@ -4,25 +4,30 @@
     claims/ledger/cpu-seeds-3-5.json                  the same claims on seeds 3, 4, 5, ...
     claims/ledger/paper-NVIDIA-H100-80GB-HBM3.json    the paper tier on that GPU
 
-Each entry holds a claim's verdict, statistic, rule, seeds, per-seed values, mean and interval, and
+Each entry holds a claim's verdict, statistic, rule, seeds, per-seed values, mean and interval, the
+settings of the runs it read (every config field, with a fingerprint of the run configs), and
 where and when it was measured (date, commit, normsys and torch versions, device, data). The files
 are written only by ``pytest claims --claims-update`` from a run someone has reviewed (keys sorted,
 so a change reads as a diff of a table); every run compares its fresh verdicts with them
-(``judge``): the same verdict passes as before, any other verdict fails the claim with one line
-naming both, and a mean that moved while the verdict held is flagged as drift. This is snapshot
-testing (syrupy, pytest-snapshot) applied to verdicts.
+(``judge``): the same verdict under the same statistic, rule, seeds and run settings passes as
+before; another verdict, or a rule, statistic, seed set or setting that differs from the recorded
+one (a threshold moved, epochs changed) fails the claim with one line naming what changed; a mean
+that moved while all else held is flagged as drift. This is snapshot testing (syrupy,
+pytest-snapshot) applied to verdicts and what they were decided under.
 
 ``compare`` puts several ledgers side by side: machines, seed sets, tiers.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass, fields
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
+from normsys.config import RunConfig
 from normsys.stats import REFUTED, SUPPORTED
 from normsys.store import atomic_write_text
 
@@ -54,6 +59,11 @@ class Entry:
     torch: str
     device: str
     data: str  # the data folder's checksum list, as sha256 of SHA256SUMS (or "" if none)
+    # the runs the claim read: each config field's value ("a | b" where runs differ; the seeds
+    # are `seeds`) and a fingerprint of the exact set of run configs; empty in entries that
+    # predate them (imported reports), which are then not checked for settings
+    settings: dict[str, str] = field(default_factory=dict)
+    settings_fingerprint: str = ""
 
     def line(self) -> str:
         """``supported 0.82 [0.8, 0.84] seeds 0-2 (2026-11-23, a59fd79)``."""
@@ -77,6 +87,38 @@ def seed_span(seeds: Sequence[int]) -> str:
     consecutive = list(seeds) == list(range(seeds[0], seeds[0] + len(seeds)))
     return f"{seeds[0]}-{seeds[-1]}" if consecutive and len(seeds) > 1 else \
         ",".join(map(str, seeds))
+
+
+def run_settings(configs: Iterable[RunConfig]) -> tuple[dict[str, str], str]:
+    """What a claim's runs were trained under: each config field with its value across the runs
+    (the distinct values, sorted, joined by " | "), the seed left out, and the fingerprint of
+    the set of seed-less configs (which also tells apart runs that pair the same values
+    otherwise)."""
+    seedless = {c.override(**{"train.seed": 0}) for c in configs}
+    values: dict[str, set[str]] = {}
+    for c in seedless:
+        for key, value in c.flat().items():
+            if key != "train.seed":
+                values.setdefault(key, set()).add(show(value))
+    settings = {k: " | ".join(sorted(v)) for k, v in sorted(values.items())}
+    prints = sorted(c.fingerprint() for c in seedless)
+    return settings, hashlib.sha256(" ".join(prints).encode()).hexdigest()[:16]
+
+
+def show(value) -> str:
+    """A config value as ``--set`` takes it: tuples comma-separated."""
+    if isinstance(value, (tuple, list)):
+        return ",".join(map(str, value))
+    return str(value)
+
+
+def setting_changes(recorded: dict[str, str], now: dict[str, str], most: int = 4) -> list[str]:
+    """``train.epochs 10 -> 12`` for each setting that differs (a field one side lacks reads
+    ``absent``), the first ``most`` of them and how many more."""
+    keys = sorted(set(recorded) | set(now))
+    changed = [f"{k} {recorded.get(k, 'absent')} -> {now.get(k, 'absent')}" for k in keys
+               if recorded.get(k) != now.get(k)]
+    return changed[:most] + ([f"{len(changed) - most} more"] if len(changed) > most else [])
 
 
 def file_name(tier: str, device: str, seed_offset: int = 0, seeds: int = 0,
@@ -121,12 +163,30 @@ def write(path: Path, entries: dict[str, Entry]) -> None:
 class Judgement:
     """How a fresh verdict stands against the ledger."""
 
-    status: str   # same | drift | changed | new | unrecorded
+    status: str   # same | drift | changed | no-settings | new | unrecorded
     message: str  # one line for the test's outcome and the verdict table
 
     @property
     def fails(self) -> bool:
         return self.status == "changed"
+
+
+UPDATE = "review, then rerun with --claims-update"
+
+
+def changes(entry: Entry, fresh: Entry) -> list[str]:
+    """What a claim was decided under that differs from its entry: statistic, rule, seeds, run
+    settings (where the entry records them), each as ``what: recorded X, now Y``."""
+    out = [f"{name}: recorded {old}, now {new}" for name, old, new in (
+        ("statistic", entry.statistic, fresh.statistic), ("rule", entry.rule, fresh.rule),
+        ("seeds", seed_span(entry.seeds), seed_span(fresh.seeds))) if old != new]
+    if entry.settings_fingerprint and entry.settings_fingerprint != fresh.settings_fingerprint:
+        named = setting_changes(entry.settings, fresh.settings)
+        out.append("settings: " + (", ".join(named) if named else
+                                   f"the runs pair the same values otherwise (run configs "
+                                   f"recorded {entry.settings_fingerprint}, now "
+                                   f"{fresh.settings_fingerprint})"))
+    return out
 
 
 def judge(entry: Entry | None, fresh: Entry, file_exists: bool) -> Judgement:
@@ -135,11 +195,15 @@ def judge(entry: Entry | None, fresh: Entry, file_exists: bool) -> Judgement:
         return Judgement("unrecorded", "no ledger for this tier and device: run with "
                                        "--claims-update to start one")
     if entry is None:
-        return Judgement("new", "new: not in the ledger; review, then rerun with --claims-update")
+        return Judgement("new", f"new: not in the ledger; {UPDATE}")
     now = f"{fresh.verdict} {interval(fresh.mean, fresh.low, fresh.high)}"
-    if entry.verdict != fresh.verdict:
-        return Judgement("changed", f"ledger: {entry.line()}; now: {now}; review, then rerun "
-                                    f"with --claims-update")
+    changed = changes(entry, fresh)
+    if entry.verdict != fresh.verdict or changed:
+        return Judgement("changed", "; ".join([f"ledger: {entry.line()}", f"now: {now}",
+                                               *changed, UPDATE]))
+    if not entry.settings_fingerprint:
+        return Judgement("no-settings", f"ledger: {entry.line()}; its run settings are not "
+                                      f"recorded: {UPDATE}")
     width = (entry.high - entry.low) / 2 if math.isfinite(entry.high - entry.low) else math.inf
     tolerance = max(DRIFT_FRACTION * width, DRIFT_FLOOR)
     moved = abs(fresh.mean - entry.mean)
@@ -219,11 +283,13 @@ def from_report(path: Path, provenance: dict[str, str]) -> dict[tuple[str, str],
         if r["verdict"].lower() not in (SUPPORTED, REFUTED, "inconclusive"):
             continue
         fields_ = {**provenance, **{k: r[k] for k in ("measured", "commit") if r.get(k)}}
+        recorded = r.get("entry") or {}  # reports that carry the run settings
         out[r["id"], r["tier"]] = Entry(
             r["verdict"].lower(), r["statistic"], r["rule"], list(r["seeds"]),
             list(r.get("values", [])), float(r["mean"]), float(r["low"]), float(r["high"]),
             fields_["measured"], fields_["commit"], fields_["normsys"], fields_["torch"],
-            fields_["device"], fields_.get("data", ""))
+            fields_["device"], fields_.get("data", ""), dict(recorded.get("settings", {})),
+            recorded.get("settings_fingerprint", ""))
     return out
 
 

@@ -40,6 +40,7 @@ from normsys.store import file_sha256
 PROPERTY = "normsys_claim"
 TERMINAL = pytest.StashKey[int]()
 LEDGERS = pytest.StashKey["Ledgers"]()
+FETCHED = pytest.StashKey[list]()  # a claim item's run configs, as its test fetches them
 COUNTER_ENV = "NORMSYS_RUN_COUNTER"
 DEFAULT_REPORT_DIR = "claims-report"
 
@@ -103,7 +104,7 @@ class ClaimResult:
     nodeid: str = ""
     measured: str = field(default_factory=lambda: time.strftime("%Y-%m-%d %H:%M"))
     commit: str = field(default_factory=lambda: git_commit())
-    ledger: str = ""       # same | drift | changed | new | unrecorded | updated (normsys.ledger)
+    ledger: str = ""       # same | drift | changed | no-settings | new | unrecorded | updated
     ledger_note: str = ""  # the ledger's line for this claim, or what to do
     looks: list[dict] = field(default_factory=list)  # with --claims-max-seeds: each look's verdict
     entry: dict = field(default_factory=dict)  # this measurement as a ledger entry
@@ -233,9 +234,11 @@ class Claim:
             decision.rule, s.mean, s.low, s.high, self.seeds[: s.n], list(s.values),
             decision.reason, time.perf_counter() - self.start, _jsonable(self.evidence),
             self.figures, self.item.nodeid)
+        settings, fingerprint = ledger.run_settings(self.item.stash.get(FETCHED, []))
         fresh = ledger.Entry(result.verdict, statistic, result.rule, result.seeds, result.values,
                              result.mean, result.low, result.high, result.measured, result.commit,
-                             __version__, torch.__version__, device_name(), data_digest())
+                             __version__, torch.__version__, device_name(), data_digest(),
+                             settings, fingerprint)
         ledgers = self.item.config.stash[LEDGERS]
         judgement = ledgers.judge(self.id, self.tier, fresh)
         result.ledger, result.ledger_note = judgement.status, judgement.message
@@ -243,7 +246,7 @@ class Claim:
         result.looks = _jsonable(self.looks)
         self.item.user_properties.append((PROPERTY, json.dumps(asdict(result))))
         text = f"[{self.id}/{self.tier}] {statistic}: {decision.reason}"
-        unrecorded = judgement.status in ("new", "unrecorded")
+        unrecorded = judgement.status in ("new", "unrecorded", "no-settings")
         if judgement.fails or (unrecorded and ledgers.strict):
             pytest.fail(f"[{self.id}/{self.tier}] {judgement.message}"
                         + (" (--claims-strict)" if unrecorded else ""), pytrace=False)
@@ -425,6 +428,22 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function):
 
     sequential.sequential(decide_at, claim.plan)
     return True
+
+
+@pytest.fixture(autouse=True)
+def claim_runs(request: pytest.FixtureRequest):
+    """A claim's runs: the configs its test fetches, for its ledger entry (the settings it was
+    decided under) and, kept in the cache folder, for what --claims-list says it costs."""
+    marker = claim_marker(request.node)
+    if marker is None:
+        yield
+        return
+    from normsys.runs import recording, write_index
+
+    with recording() as fetched:
+        request.node.stash[FETCHED] = fetched
+        yield
+    write_index(claim_id(request.node, marker), claim_tier(request.node), fetched)
 
 
 @pytest.fixture

@@ -58,8 +58,7 @@ def differences(cfg, most: int = 4) -> list[tuple[str, object]]:
     """Up to ``most`` fields in which ``cfg`` differs from its family's preset at its tier."""
     if cfg.model.family not in PRESETS:
         return []
-    flat = lambda c: {f"{s}.{k}": v for s, d in c.to_dict().items() for k, v in d.items()}  # noqa: E731
-    ours, base = flat(cfg), flat(preset(cfg.model.family, cfg.data.tier))
+    ours, base = cfg.flat(), preset(cfg.model.family, cfg.data.tier).flat()
     return [(k, v) for k, v in ours.items()
             if k not in SHOWN | UNSHOWN and base.get(k) != v][:most]
 

@@ -8,6 +8,10 @@ import pytest
 
 from normsys import ledger
 from normsys.__main__ import main
+from normsys.config import preset
+
+SMALL = preset("ffn_stack", **{"train.steps": 3, "model.d": 16, "data.batch_shape": (4, 5, 16)})
+SETTINGS, PRINT = ledger.run_settings([SMALL.override(**{"train.seed": s}) for s in range(3)])
 
 
 def entry(verdict: str = "supported", mean: float = 0.82, low: float = 0.80, high: float = 0.84,
@@ -15,7 +19,8 @@ def entry(verdict: str = "supported", mean: float = 0.82, low: float = 0.80, hig
     fields = dict(verdict=verdict, statistic="kappa", rule=">= 0.8", seeds=list(seeds),
                   values=[mean] * len(seeds), mean=mean, low=low, high=high,
                   measured="2026-11-23 10:00", commit="a59fd79c0ffee", normsys="0.2.0",
-                  torch="2.13.0+cpu", device="cpu", data="abc")
+                  torch="2.13.0+cpu", device="cpu", data="abc", settings=SETTINGS,
+                  settings_fingerprint=PRINT)
     return ledger.Entry(**{**fields, **changes})
 
 
@@ -62,6 +67,75 @@ def test_judgements():
     zero_width = entry(mean=0.0, low=0.0, high=0.0)
     assert ledger.judge(zero_width, entry(mean=1e-12, low=0, high=0), True).status == "same"
     assert ledger.judge(zero_width, entry(mean=1e-6, low=0, high=0), True).status == "drift"
+
+
+def test_run_settings_name_every_field_once_with_the_values_the_runs_take():
+    norms = [SMALL.override(**{"model.norm": n, "train.seed": s})
+             for n in ("rmsnorm", "layernorm") for s in (0, 1, 2)]
+    settings, fingerprint = ledger.run_settings(norms)
+    assert settings["model.norm"] == "layernorm | rmsnorm"  # distinct, sorted
+    assert settings["train.steps"] == "3" and settings["model.d"] == "16"
+    assert settings["data.batch_shape"] == "4,5,16" and settings["train.probe"] == ""
+    assert settings["train.lr"] == "0.001" and settings["model.residual"] == "True"
+    assert "train.seed" not in settings  # the seeds are the entry's own field
+    assert set(settings) == set(SMALL.flat()) - {"train.seed"}
+    assert list(settings) == sorted(settings)
+    # the seeds and the order of the runs do not change the fingerprint; a setting does
+    assert ledger.run_settings([norms[5], norms[1]])[1] == fingerprint  # layernorm s2, rmsnorm s1
+    assert ledger.run_settings([SMALL.override(**{"model.norm": "layernorm"})])[1] != fingerprint
+    assert len(fingerprint) == 16 and ledger.run_settings([])[0] == {}
+
+
+def test_judgements_name_each_kind_of_change_and_fail():
+    """What a verdict was decided under is part of it: statistic, rule, seeds, run settings."""
+    recorded = entry()
+    longer, _ = ledger.run_settings([SMALL.override(**{"train.steps": 12})])
+    cases = {
+        "rule: recorded >= 0.8, now >= 0.9": entry(rule=">= 0.9"),
+        "statistic: recorded kappa, now kappa_2": entry(statistic="kappa_2"),
+        "seeds: recorded 0-2, now 0-4": entry(seeds=range(5)),
+        "settings: train.steps 3 -> 12": entry(settings=longer, settings_fingerprint="f" * 16),
+    }
+    for says, fresh in cases.items():
+        judged = ledger.judge(recorded, fresh, True)
+        assert judged.fails and judged.status == "changed", says
+        assert judged.message == (f"ledger: supported 0.82 [0.8, 0.84] seeds 0-2 (2026-11-23, "
+                                  f"a59fd79); now: supported 0.82 [0.8, 0.84]; {says}; review, "
+                                  f"then rerun with --claims-update"), says
+    both = ledger.judge(recorded, entry("refuted", 0.1, 0.0, 0.2, rule="> 1"), True)
+    assert both.message == ("ledger: supported 0.82 [0.8, 0.84] seeds 0-2 (2026-11-23, a59fd79); "
+                            "now: refuted 0.1 [0, 0.2]; rule: recorded >= 0.8, now > 1; review, "
+                            "then rerun with --claims-update")
+
+
+def test_settings_that_pair_otherwise_and_settings_not_recorded():
+    """Runs (a, x), (b, y) against (a, y), (b, x): each field takes the same values, the set of
+    run configs differs, and only the fingerprint can tell."""
+    pairs = lambda *p: ledger.run_settings(  # noqa: E731
+        [SMALL.override(**{"model.norm": n, "train.steps": t}) for n, t in p])
+    before, after = pairs(("layernorm", 3), ("rmsnorm", 4)), pairs(("layernorm", 4), ("rmsnorm", 3))
+    assert before[0] == after[0] and before[1] != after[1]
+    judged = ledger.judge(entry(settings=before[0], settings_fingerprint=before[1]),
+                          entry(settings=after[0], settings_fingerprint=after[1]), True)
+    assert judged.fails and (f"settings: the runs pair the same values otherwise (run configs "
+                             f"recorded {before[1]}, now {after[1]})") in judged.message
+    older = ledger.judge(entry(settings={}, settings_fingerprint=""), entry(), True)
+    assert older.status == "no-settings" and not older.fails
+    assert older.message.endswith("its run settings are not recorded: review, then rerun with "
+                                  "--claims-update")
+    # an older entry still fails on what it does record
+    assert ledger.judge(entry(settings={}, settings_fingerprint=""), entry(rule="> 2"), True).fails
+
+
+def test_setting_changes_list_the_first_few_and_count_the_rest():
+    recorded = {f"train.f{i}": "1" for i in range(6)}
+    now = {**{f"train.f{i}": "2" for i in range(6)}, "train.new": "x"}
+    del now["train.f5"]
+    assert ledger.setting_changes(recorded, now) == [
+        "train.f0 1 -> 2", "train.f1 1 -> 2", "train.f2 1 -> 2", "train.f3 1 -> 2", "3 more"]
+    assert ledger.setting_changes(recorded, now, most=9)[-2:] == ["train.f5 1 -> absent",
+                                                                  "train.new absent -> x"]
+    assert ledger.setting_changes(recorded, recorded) == []
 
 
 def small_ledgers(tmp_path):

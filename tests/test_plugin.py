@@ -135,6 +135,83 @@ def test_every_change_of_verdict_fails_with_the_ledger_line(switch, old, new):
                                    "inconclusive": {"skipped": 1}}[new])
 
 
+DECIDED_UNDER = '''
+import json, pytest
+from normsys.config import preset
+from normsys.runs import run
+from normsys.stats import Rule
+
+S = json.load(open("settings.json"))
+
+@pytest.mark.claim("c-under", statement="s", source="t", seeds=S["seeds"])
+def test_under(claim):
+    for seed in claim.seeds:
+        run(preset("ffn_stack", **{"train.steps": S["steps"], "model.d": 16, "train.seed": seed,
+                                   "data.batch_shape": (4, 5, 16)}))
+    claim.check([1.0 + 0.01 * s for s in claim.seeds], Rule(S["statistic"], ">", S["threshold"]))
+'''
+UNDER = {"seeds": 3, "steps": 3, "statistic": "x", "threshold": 0.5}
+
+
+CHANGES = [({"threshold": 0.6}, "rule: recorded > 0.5, now > 0.6"),
+           ({"statistic": "y"}, "statistic: recorded x, now y"),
+           ({"seeds": 4}, "seeds: recorded 0-2, now 0-3"),
+           ({"steps": 4}, "settings: train.steps 3 -> 4")]
+
+
+def test_a_claim_decided_under_other_rules_or_settings_fails_naming_the_change(
+        pytester, monkeypatch, tmp_path):
+    """The same verdict under a moved threshold, another statistic, other seeds or other run
+    settings is not the recorded verdict: each fails like a changed verdict, naming what changed.
+    (In subprocesses: training imports parts of torch that cannot be imported twice.)"""
+    monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path / "cache"))
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_under=DECIDED_UNDER)
+    (pytester.path / "settings.json").write_text(json.dumps(UNDER))
+
+    def run_under(*args):
+        return pytester.runpytest_subprocess("--claims-report", "rep", "-p", "no:cacheprovider",
+                                             *args)
+
+    run_under("--claims-update").assert_outcomes(passed=1)
+    recorded = json.loads((pytester.path / "claims" / "ledger" / "cpu.json").read_text())
+    entry = recorded["claims"]["c-under"]
+    assert entry["settings"]["train.steps"] == "3" and entry["settings"]["model.d"] == "16"
+    assert entry["settings"]["model.family"] == "ffn_stack"
+    assert len(entry["settings_fingerprint"]) == 16
+    for change, says in CHANGES:
+        (pytester.path / "settings.json").write_text(json.dumps({**UNDER, **change}))
+        result = run_under()
+        result.assert_outcomes(failed=1)
+        out = result.stdout.str()
+        assert "[c-under/cpu] ledger: supported 1.01 [0.9852, 1.035] seeds 0-2" in out, says
+        assert f"; {says}; review, then rerun with --claims-update" in out, says
+    (pytester.path / "settings.json").write_text(json.dumps(UNDER))
+    run_under("--claims-strict").assert_outcomes(passed=1)  # as recorded: the same
+
+
+def test_an_entry_without_run_settings_passes_but_not_under_strict(switch):
+    """Entries written before the ledger recorded run settings (or imported from a report that
+    lacks them) are read, said to lack them, and fail --claims-strict until rewritten."""
+    from normsys import ledger
+
+    (switch.path / "values.json").write_text(json.dumps([0.9, 0.91, 0.92]))
+    run(switch, "--claims-update")
+    path = switch.path / "claims" / "ledger" / "cpu.json"
+    body = json.loads(path.read_text())
+    for field in ("settings", "settings_fingerprint"):
+        del body["claims"]["c-switch"][field]
+    path.write_text(json.dumps(body))
+    assert ledger.read(path)["c-switch"].settings_fingerprint == ""
+    lenient = run(switch)
+    lenient.assert_outcomes(passed=1)
+    assert "no-settings" in lenient.stdout.str()
+    strict = run(switch, "--claims-strict")
+    strict.assert_outcomes(failed=1)
+    assert "its run settings are not recorded: review, then rerun with --claims-update " \
+           "(--claims-strict)" in strict.stdout.str()
+
+
 def test_drift_is_flagged_not_failed(switch):
     (switch.path / "values.json").write_text(json.dumps([0.9, 0.91, 0.92]))
     run(switch, "--claims-update")
