@@ -1,0 +1,172 @@
+"""What each reader of a run record reads: which layer, which rows, which metric, which parameters
+(normsys.experiments, normsys.record). Each record below gives every layer and every row set a
+value of its own, so that reading another one changes the answer; and each experiment's config
+holds the settings its claims were fixed with.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from normsys import experiments as ex
+from normsys.config import preset
+from normsys.record import TEST_ACC, RunRecord, probe_of
+
+
+def layer(erank: float, rho: float, nonpad_erank: float, nonpad_rho: float, **extra) -> dict:
+    return {"erank": erank, "rho": rho, "nonpad": {"erank": nonpad_erank, "rho": nonpad_rho},
+            **extra}
+
+
+# blocks 1 ... 6 of the encoder (blocks.0 ... blocks.5), each with its own numbers
+PROBES = {"blocks.0": layer(8.0, 0.9, 6.0, 0.8),
+          "blocks.1": layer(99.0, 0.01, 99.0, 0.01),  # not probed by the claims: never read
+          "blocks.2": layer(7.0, 0.4, 5.0, 0.7),
+          "blocks.5": layer(2.0, 0.6, 4.5, 0.3)}
+
+
+def record(probes=None, grads=None, metrics=None) -> RunRecord:
+    return RunRecord(config=preset("encoder").to_dict(), fingerprint="f", version="0",
+                     metrics=metrics or {}, curves={}, probes=probes or {},
+                     init_grad_norms=grads or {}, diverged=False, steps=0, wall_time=0.0,
+                     env={}, data_source="")
+
+
+def test_kappa_is_block_six_over_block_one_on_all_or_nonpad_rows():
+    assert ex.kappa(PROBES) == pytest.approx(2.0 / 8.0)
+    assert ex.kappa(PROBES, rows="nonpad") == pytest.approx(4.5 / 6.0)
+    assert math.isnan(ex.kappa({}))  # a diverged run has no probes
+
+
+def test_min_rho_is_over_blocks_one_three_six():
+    assert ex.DM_PROBES == ("blocks.0", "blocks.2", "blocks.5")
+    assert ex.min_rho(PROBES) == pytest.approx(0.4)  # block 3's, not block 2's 0.01
+    assert ex.min_rho(PROBES, rows="nonpad") == pytest.approx(0.3)
+    assert math.isnan(ex.min_rho({}, rows="nonpad"))
+
+
+def test_probe_of_reads_the_layer_and_its_rows_and_names_what_was_probed():
+    assert probe_of(PROBES, "blocks.2") is PROBES["blocks.2"]
+    assert probe_of(PROBES, "blocks.2", "nonpad") == {"erank": 5.0, "rho": 0.7}
+    with pytest.raises(KeyError, match=r"no probe of 'blocks.3'; probed: \['blocks.0'"):
+        probe_of(PROBES, "blocks.3")
+    with pytest.raises(KeyError, match=r"probed: none \(diverged\?\)"):
+        probe_of({}, "blocks.0")
+
+
+def test_ffn_gradient_norms_combine_both_linears_of_each_block():
+    grads = {f"blocks.{b}.mlp.{i}.{p}": float(10 * b + i + (p == "bias") * 100)
+             for b in range(3) for i in (0, 2) for p in ("weight", "bias")}
+    grads["blocks.0.attn.qkv.weight"] = 1e6  # not the FFN
+    # block b: sqrt((10b)^2 + (10b + 2)^2) of the two weights, biases left out
+    norms = ex.ffn_grad_norms(grads, 3)
+    assert norms == pytest.approx([2.0, math.sqrt(100 + 144), math.sqrt(400 + 484)])
+    assert ex.ffn_grad_ratio(grads, 3) == pytest.approx(math.sqrt(884) / 2.0)
+    assert ex.ffn_grad_ratio(grads, 2) == pytest.approx(math.sqrt(244) / 2.0)
+
+
+def test_weight_gradient_profile_reads_each_layers_weight():
+    grads = {f"layers.{i}.{p}": float(i + 1 + (p == "bias") * 50)
+             for i in range(12) for p in ("weight", "bias")}
+    assert ex.weight_grad_profile(record(grads=grads)) == [float(i + 1) for i in range(10)]
+    assert ex.weight_grad_profile(record(grads=grads), layers=3) == [1.0, 2.0, 3.0]
+
+
+def test_unit_correlation_is_the_last_hidden_layers_and_init_spread_the_test_accuracies():
+    probes = {f"layers.{i}": {"unit_corr": 0.1 * (i + 1)} for i in range(3)}
+    assert ex.unit_correlation(record(probes)) == pytest.approx(0.3)
+    runs = [record(metrics={TEST_ACC: a, "train_acc": 1.0}) for a in (0.91, 0.85, 0.88)]
+    assert ex.init_scale_spread(runs) == pytest.approx(0.06)
+    assert ex.accuracy_spread([0.5]) == 0.0
+    assert ex.relative_difference(3.0, 2.0) == pytest.approx(0.5)
+
+
+def test_each_experiment_holds_its_claims_settings():
+    enc = ex.encoder("l2", 4, **{"model.pad_mask": True})
+    assert (enc.model.family, enc.model.norm, enc.train.seed, enc.model.pad_mask) == \
+        ("encoder", "l2", 4, True)
+    assert enc.model.layers == 6 and enc.model.placement == "post" and enc.data.name == "ag_news"
+    assert ex.encoder("none", 0, "paper").model.d == 128  # the paper preset
+    x = ex.xiong("pre", 3, 2, norm="rmsnorm")
+    assert (x.model.placement, x.model.layers, x.train.seed, x.model.norm) == ("pre", 3, 2,
+                                                                               "rmsnorm")
+    assert x.train.epochs == 0 and x.train.probe == ()  # at initialization, nothing probed
+    m = ex.mlp("l2", 3, batch_size=8, steps=5, init_scale=2.0)
+    assert (m.model.norm, m.train.seed, m.train.batch_size, m.train.steps) == ("l2", 3, 8, 5)
+    assert m.model.init_scale == 2.0 and m.train.probe == ("layers.2",)
+    assert m.train.probe_batch == 1000 and m.model.family == "mlp"
+    assert ex.mlp("none", 0).train.batch_size == 64 and ex.mlp("none", 0).train.steps == 0
+    t = ex.tanh_mlp(5, norm="layernorm", residual=True)
+    assert (t.train.seed, t.model.norm, t.model.residual, t.model.layers) == (5, "layernorm",
+                                                                              True, 10)
+    assert ex.tanh_mlp(0).model.norm == "none" and not ex.tanh_mlp(0).model.residual
+    g = ex.char_gpt(1, norm="dyt", attention="sigmoid", method="fa", steps=7)
+    assert (g.train.seed, g.model.norm, g.model.attention, g.train.method, g.train.steps) == \
+        (1, "dyt", "sigmoid", "fa", 7)
+    assert ex.char_gpt(0).train.steps == 250 and ex.char_gpt(0).model.attention == "softmax"
+    assert ex.INIT_SCALES == (0.5, 1.0, 2.0)
+
+
+def test_each_norm_generic_rule_reads_as_its_claims_were_fixed():
+    assert str(ex.prevents_collapse("l2")) == "kappa_6(l2) >= 0.8"
+    rules = {ex.prevents_collapse("x"): ("kappa_6(x)", ">=", 0.8),
+             ex.stays_isotropic("x"): ("min_l rho_l(x)", ">=", 0.5),
+             ex.accuracy_matches_layernorm("x"): ("test_acc(layernorm) - test_acc(x)", "within",
+                                                  (-0.02, 0.02)),
+             ex.decorrelates("x"): ("corr(none) - corr(x)", ">", 0.0),
+             ex.robust_to_init("x"): ("spread(none) - spread(x)", ">", 0.02),
+             ex.prevents_vanishing("x"): ("log10 ratio(x) - log10 ratio(plain)", ">", 1.0),
+             ex.loss_matches_layernorm("x"): ("(val(x) - val(LN)) / val(LN)", "within",
+                                              (-0.02, 0.02)),
+             ex.PRELN_FLAT: ("|log2(last / first)|", "<", 1.0)}
+    for rule, (statistic, op, threshold) in rules.items():
+        assert (rule.statistic, rule.side, rule.threshold) == (statistic, op, threshold)
+
+
+# ----------------------------------------------------------------------------- what a probe reads
+
+
+def test_a_probe_measures_every_token_row_and_the_encoders_nonpad_rows_apart():
+    """The encoder's probe of a block: its output over every (sequence, token) row, and without
+    the rows whose token is [PAD] (id 0); unit correlation and token cosine of the same output."""
+    import torch
+
+    from normsys import diagnostics as dg
+    from normsys.measure import probe
+    from normsys.models import capture, prepare_model
+
+    cfg = preset("encoder", **{"model.vocab": 30, "model.seq_len": 6, "model.d": 8,
+                               "model.layers": 2, "train.probe": ("blocks.1",)})
+    model = prepare_model(cfg)
+    ids = torch.tensor([[5, 6, 7, 0, 0, 0], [8, 9, 0, 0, 0, 0], [3, 4, 5, 6, 7, 8]])
+    with capture(model, ["blocks.1"]) as seen, torch.no_grad():
+        model(ids)
+    h = seen["blocks.1"]  # (3, 6, 8)
+    got = probe(model, cfg, ids)["blocks.1"]
+    rows = h.reshape(-1, 8)
+    kept = torch.cat([h[0, :3], h[1, :2], h[2]])  # 11 rows that are not padding
+    assert got["erank"] == pytest.approx(dg.effective_rank(rows), rel=1e-6)
+    assert got["nonpad"]["erank"] == pytest.approx(dg.effective_rank(kept), rel=1e-6)
+    assert got["nonpad"]["erank"] != pytest.approx(got["erank"], rel=1e-3)
+    assert got["nonpad"]["mean_norm"] == pytest.approx(float(kept.norm(dim=-1).mean()), rel=1e-6)
+    assert got["unit_corr"] == pytest.approx(dg.hidden_unit_correlation(h), rel=1e-6)
+    assert got["token_cosine"] == pytest.approx(dg.token_cosine(h), rel=1e-6)
+    assert got["rho"] == pytest.approx(got["erank"] / 8)
+
+
+def test_a_probe_of_a_row_model_has_neither_token_cosine_nor_nonpad_rows():
+    import torch
+
+    from normsys.measure import probe
+    from normsys.models import prepare_model
+
+    cfg = preset("mlp", **{"model.d": 8, "train.probe": ("layers.0", "layers.2")})
+    got = probe(prepare_model(cfg), cfg, torch.randn(16, 784))
+    assert set(got) == {"layers.0", "layers.2"}
+    assert set(got["layers.2"]) == {"singular_values", "erank", "rho", "stable_rank",
+                                    "mean_norm", "unit_corr"}
+    assert got["layers.0"]["erank"] != got["layers.2"]["erank"]
+    assert probe(prepare_model(cfg), cfg.override(**{"train.probe": ()}),
+                 torch.randn(4, 784)) == {}
