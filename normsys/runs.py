@@ -35,6 +35,14 @@ _DIGESTS: dict[RunConfig, str] = {}  # the data digest of each run fetched
 _FETCHED: list[list[RunConfig]] = []  # the open recordings (innermost last)
 
 
+def forget() -> None:
+    """Drop what this process has fetched and loaded (records, data): the next ask reads the
+    cache or trains, and loads the data again."""
+    _MEMO.clear()
+    _DIGESTS.clear()
+    _TASKS.clear()
+
+
 def task_of(cfg: RunConfig) -> Task:
     """The data of ``cfg`` (tasks.make_task), loaded once per process for each data setting."""
     key = (cfg.data, cfg.model.seq_len, cfg.model.d)

@@ -29,15 +29,17 @@ def light_compile(monkeypatch):
 @pytest.fixture(autouse=True)
 def fresh_memo_per_mutant():
     """mutmut forks each mutant's test run from a process that has already run the tests: the runs
-    it fetched and the t quantiles it computed would answer for the mutant's code, and a mutant of
-    the training loop would pass on its parent's records. Clear them there (only under mutmut:
-    elsewhere the memo is what keeps one process from training a run twice)."""
+    it fetched, the data it loaded and checked, the code digest and the t quantiles it computed
+    would answer for the mutant's code (a mutant of the training loop would pass on its parent's
+    records, one of a task on its parent's data). Clear them there (only under mutmut: elsewhere
+    they are what keeps one process from training a run or reading a file twice)."""
     import os
 
     if "MUTANT_UNDER_TEST" in os.environ:
-        from normsys import runs, stats
+        from normsys import cache, data, runs, stats
 
-        runs._MEMO.clear()
-        runs._DIGESTS.clear()
-        stats.t_quantile.cache_clear()
+        runs.forget()
+        data._VERIFIED.clear()
+        for memo in (data._checksums, data.bert_tokenizer, cache.code_digest, stats.t_quantile):
+            memo.cache_clear()
     yield
