@@ -175,3 +175,51 @@ def test_the_same_config_on_changed_data_is_trained_again(tmp_path, monkeypatch)
     cut = runs.run(cfg)
     assert "729000 train" in cut.data_source and "1003854 train" in real.data_source
     assert len(list((tmp_path / "cache" / "runs").glob("*.json"))) == 2
+
+
+def test_ag_news_rows_are_class_minus_one_and_title_space_description(data_env):
+    """The official test split's first line, "3","Fears for T N pension after talks","Unions
+    representing workers at Turner   Newall say ...": label 2, the title and description joined by
+    one space."""
+    label, text = data.ag_news_rows("test")[0]
+    assert label == 2
+    assert text.startswith("Fears for T N pension after talks Unions representing workers at "
+                           "Turner   Newall say")
+    assert len(data.ag_news_rows("test")) == data.AG_NEWS_ROWS["test"]
+    assert len(data.ag_news_rows("train_partial")) == 2000
+
+
+def test_the_cpu_pool_is_the_one_every_ledger_was_measured_on(data_env):
+    """The pool's rows in order (the sha256 of its label-tab-text lines), fixed by POOL_SEED: a
+    change here changes every AG News claim's data."""
+    import hashlib
+
+    train, held, _ = data.ag_news_pool("cpu")
+    digest = lambda rows: hashlib.sha256(  # noqa: E731
+        "\n".join(f"{y}\t{t}" for y, t in rows).encode()).hexdigest()[:16]
+    assert (digest(train), digest(held)) == ("0de7e1993a3a5a26", "a4d471bb190fc4dc")
+    assert train[0][0] == 0 and train[0][1].startswith("India hospital injections fears")
+    assert held[0][0] == 3 and held[0][1].startswith("NASA to test hypersonic scramjet")
+
+
+def test_tokens_are_cls_text_sep_padded_with_zeros_or_cut_at_the_length(data_env, monkeypatch):
+    monkeypatch.setenv("NORMSYS_CACHE", "off")
+    ids, vocab_sha = data.tokenize(["Hello world", "a " * 50], 6)
+    assert ids.tolist() == [[101, 7592, 2088, 102, 0, 0], [101, 1037, 1037, 1037, 1037, 102]]
+    assert vocab_sha == data.checksum(data.VOCAB_FILE)
+
+
+def test_mnist_pixels_are_scaled_to_unit_range_then_standardized(data_env):
+    """x = (pixel / 255 - 0.1307) / 0.3081: black -0.424213, white 2.821487; the first labels of
+    the official files."""
+    split = data.mnist()
+    assert float(split.x_train.min()) == pytest.approx(-0.1307 / 0.3081, abs=1e-6)
+    assert float(split.x_train.max()) == pytest.approx((1 - 0.1307) / 0.3081, abs=1e-5)
+    assert split.y_train[:3].tolist() == [5, 0, 4] and split.y_test[:3].tolist() == [7, 2, 1]
+    assert split.x_train.dtype == torch.float32 and split.digest
+
+
+def test_tiny_shakespeare_ids_index_the_sorted_alphabet_and_val_is_the_last_tenth(data_env):
+    train, val, chars = data.tiny_shakespeare()
+    assert "".join(chars[:12]) == "\n !$&',-.3:;"
+    assert "".join(chars[i] for i in val[:20].tolist()) == "?\n\nGREMIO:\nGood morr"
