@@ -223,3 +223,43 @@ def test_tiny_shakespeare_ids_index_the_sorted_alphabet_and_val_is_the_last_tent
     train, val, chars = data.tiny_shakespeare()
     assert "".join(chars[:12]) == "\n !$&',-.3:;"
     assert "".join(chars[i] for i in val[:20].tolist()) == "?\n\nGREMIO:\nGood morr"
+
+
+@pytest.mark.parametrize("value,allowed", [(None, True), ("0", True), ("1", False),
+                                           ("true", False), ("True", False), ("TRUE", True)])
+def test_the_hub_is_asked_unless_hf_hub_offline_says_not_to(monkeypatch, value, allowed):
+    """HF_HUB_OFFLINE=1, true or True (as huggingface_hub reads it) keeps normsys off the Hub."""
+    if value is None:
+        monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    else:
+        monkeypatch.setenv("HF_HUB_OFFLINE", value)
+    assert data.hub_allowed() is allowed
+
+
+def test_the_fix_a_data_error_names_depends_on_whose_folder_it_is(tmp_path, monkeypatch):
+    monkeypatch.delenv("NORMSYS_DATA", raising=False)
+    assert data._where(data.SHIPPED) == f"the data shipped with normsys ({data.SHIPPED})"
+    assert data._fix(data.SHIPPED) == (
+        "restore normsys's own copy (git checkout -- normsys/datafiles, or reinstall: pip "
+        "install -e .), or set NORMSYS_DATA to a folder that holds an intact one")
+    assert data._where(tmp_path) == f"NORMSYS_DATA={tmp_path}"
+    assert data._fix(tmp_path) == (
+        f"copy the original into {tmp_path} (sources and checksums in "
+        f"{data.SHIPPED / 'README.md'}), or unset NORMSYS_DATA to use the data shipped with "
+        f"normsys")
+
+
+def test_tiny_shakespeare_errors_name_the_data_set(tmp_path, monkeypatch):
+    monkeypatch.setenv("NORMSYS_DATA", str(tmp_path))
+    with pytest.raises(data.DataMissingError, match=r"^Tiny Shakespeare: .*input.txt does not "):
+        data.tiny_shakespeare()
+    text = tmp_path / "tinyshakespeare" / "input.txt"
+    text.parent.mkdir()
+    text.write_text("to be or not\n")
+    import hashlib
+
+    (tmp_path / "SHA256SUMS").write_text(
+        f"{hashlib.sha256(text.read_bytes()).hexdigest()}  tinyshakespeare/input.txt\n")
+    with pytest.raises(data.DataCorruptError, match=r"has 8 distinct characters, expected 65: "
+                                                    r"not the Tiny Shakespeare input.txt"):
+        data.tiny_shakespeare()

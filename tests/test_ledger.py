@@ -191,3 +191,119 @@ def test_import_report_from_a_claims_json_and_from_a_printed_table(tmp_path, cap
     assert entries["c-1"].values == [0.1, 0.2] and entries["c-1"].commit == "1f572e4"
     assert entries["c-2"].verdict == "refuted" and entries["c-2"].seeds == [0, 1, 2, 3, 4]
     assert entries["c-2"].rule == "all of 3: > 0" and entries["c-2"].high == -0.005
+
+
+def test_compare_prints_exactly_this_table_in_text_and_markdown(tmp_path):
+    header, rows, line = ledger.compare(small_ledgers(tmp_path))
+    assert ledger.as_text(header, rows) == "\n".join([
+        "claim     cpu: verdict  mean [95% CI]     seeds  cpu-seeds-3-5: verdict  mean [95% CI]"
+        "     seeds",
+        "--------  ------------  ----------------  -----  ----------------------  ----------------"
+        "  -----",
+        "c-1       supported     0.82 [0.8, 0.84]  0-2    supported               0.82 [0.8, 0.84]"
+        "  3-5",
+        "c-2       REFUTED       0.1 [0, 0.2]      0-2    supported               0.82 [0.8, 0.84]"
+        "  3-5",
+        "c-3       inconclusive  0.5 [0.1, 0.9]    0-2    supported               0.82 [0.8, 0.84]"
+        "  3-5",
+        "c-only-a  supported     0.82 [0.8, 0.84]  0-2    -"])  # trailing blanks cut
+    assert ledger.as_markdown(header, rows) == "\n".join([
+        "| claim | cpu: verdict | mean [95% CI] | seeds | cpu-seeds-3-5: verdict | mean [95% CI] "
+        "| seeds |",
+        "|---|---|---|---|---|---|---|",
+        "| `c-1` | supported | 0.82 [0.8, 0.84] | 0-2 | supported | 0.82 [0.8, 0.84] | 3-5 |",
+        "| `c-2` | REFUTED | 0.1 [0, 0.2] | 0-2 | supported | 0.82 [0.8, 0.84] | 3-5 |",
+        "| `c-3` | inconclusive | 0.5 [0.1, 0.9] | 0-2 | supported | 0.82 [0.8, 0.84] | 3-5 |",
+        "| `c-only-a` | supported | 0.82 [0.8, 0.84] | 0-2 | - |  |  |"])
+    assert line == "1 of 3 agree; 1 decisive flips (c-2); 1 claims not in every ledger"
+    assert ledger.as_text(["claim", "x"], []) == "claim  x\n-----  -"
+    a, _ = small_ledgers(tmp_path)
+    b = tmp_path / "same.json"
+    ledger.write(b, {"c-1": entry(), "c-3": entry("inconclusive", 0.5, 0.1, 0.9)})
+    assert ledger.compare([b, b])[2] == "2 of 2 agree; 0 decisive flips"  # all in both
+
+
+def test_compare_names_every_decisive_flip_in_order(tmp_path):
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    ledger.write(a, {"x": entry(), "y": entry("refuted", 0.1, 0.0, 0.2), "z": entry()})
+    ledger.write(b, {"x": entry("refuted", 0.1, 0.0, 0.2), "y": entry(), "z": entry()})
+    assert ledger.compare([a, b])[2] == "1 of 3 agree; 2 decisive flips (x, y)"
+
+
+def test_seed_spans_and_numbers():
+    assert ledger.seed_span([]) == "-"
+    assert ledger.seed_span([4]) == "4"  # one seed is not a span
+    assert ledger.seed_span([0, 1]) == "0-1" and ledger.seed_span(range(3, 8)) == "3-7"
+    assert ledger.seed_span([0, 2, 3]) == "0,2,3" and ledger.seed_span([1, 0]) == "1,0"
+    assert ledger.num(None) == "nan" and ledger.num(float("nan")) == "nan"
+    assert ledger.num(0.123456) == "0.1235" and ledger.num(3) == "3"
+    assert ledger.interval(0.5, float("nan"), 1.0) == "0.5 [nan, 1]"
+
+
+def test_file_names_with_seed_counts_on_tiers_of_their_own():
+    assert ledger.file_name("paper", "NVIDIA H200", max_seeds=13) == \
+        "paper-NVIDIA-H200-max-seeds-13.json"
+    assert ledger.file_name("cpu", "cpu", seed_offset=3, max_seeds=8) == \
+        "cpu-seeds-3-5-max-seeds-8.json"
+    assert ledger.file_name("other", "cpu", seed_offset=2) == "other-cpu-seeds-2-4.json"  # 3
+
+
+def test_the_written_file_is_exactly_this(tmp_path):
+    path = tmp_path / "cpu.json"
+    import numpy as np
+
+    ledger.write(path, {"c": entry(values=[np.float32(0.5)], seeds=[0], settings={"a.b": "1"},
+                                   settings_fingerprint="f")})
+    assert path.read_text() == (
+        '{\n "about": "normsys verdict ledger: written by `pytest claims --claims-update`, never '
+        'by hand; every claims run is checked against it",\n "claims": {\n  "c": {\n'
+        '   "commit": "a59fd79c0ffee",\n   "data": "abc",\n   "device": "cpu",\n'
+        '   "high": 0.84,\n   "low": 0.8,\n   "mean": 0.82,\n   "measured": "2026-11-23 10:00",\n'
+        '   "normsys": "0.2.0",\n   "rule": ">= 0.8",\n   "seeds": [\n    0\n   ],\n'
+        '   "settings": {\n    "a.b": "1"\n   },\n   "settings_fingerprint": "f",\n'
+        '   "statistic": "kappa",\n   "torch": "2.13.0+cpu",\n   "values": [\n    0.5\n   ],\n'
+        '   "verdict": "supported"\n  }\n }\n}\n')
+
+
+def test_a_damaged_entry_names_the_error_and_its_type(tmp_path):
+    path = tmp_path / "cpu.json"
+    path.write_text('{"claims": {"x": {"verdict": "supported"}}}')
+    with pytest.raises(ledger.LedgerError, match=r"cannot be read \(TypeError: "):
+        ledger.read(path)
+
+
+def test_drift_is_a_move_past_a_tenth_of_the_half_interval_and_says_by_how_much():
+    """Recorded 1 [0, 2.5]: half-width 1.25, tolerance 0.125 (binary-exact numbers)."""
+    recorded = entry(mean=1.0, low=0.0, high=2.5)
+    assert ledger.judge(recorded, entry(mean=1.125, low=0.0, high=2.5), True).status == "same"
+    drift = ledger.judge(recorded, entry(mean=1.25, low=0.0, high=2.5), True)
+    assert drift.status == "drift" and not drift.fails
+    assert drift.message == ("ledger: supported 1 [0, 2.5] seeds 0-2 (2026-11-23, a59fd79); now: "
+                             "supported 1.25 [0, 2.5] (mean moved 0.25)")
+    assert ledger.judge(recorded, entry(mean=0.85, low=0.0, high=2.5), True).status == "drift"
+    assert ledger.judge(entry(mean=1.0, low=0.9, high=1.1), entry(mean=1.015), True).status == \
+        "drift"  # 0.015 > 0.01: a tenth of the half-width, not of the width
+    assert ledger.judge(entry(mean=1.0, low=0.9, high=1.1), entry(mean=1.0075), True).status == \
+        "same"  # 0.0075 < 0.01, though more than a third of a tenth of the half-width
+    endless = entry(mean=1.0, low=float("-inf"), high=float("inf"))
+    assert ledger.judge(endless, entry(mean=9.0), True).status == "same"
+    unrecorded = ledger.judge(None, entry(), False)
+    assert unrecorded.message == ("no ledger for this tier and device: run with --claims-update "
+                                  "to start one")
+    assert ledger.judge(None, entry(), True).message == \
+        "new: not in the ledger; review, then rerun with --claims-update"
+
+
+def test_run_settings_fingerprint_is_of_the_seed_zero_configs_sorted_and_joined_by_spaces():
+    import hashlib
+
+    cfgs = [SMALL.override(**{"train.seed": 7, "model.norm": n}) for n in ("rmsnorm", "none")]
+    prints = sorted(c.override(**{"train.seed": 0}).fingerprint() for c in cfgs)
+    expected = hashlib.sha256(" ".join(prints).encode()).hexdigest()[:16]
+    assert ledger.run_settings(cfgs)[1] == expected
+    settings = ledger.setting_changes({f"f{i}": "1" for i in range(4)},
+                                      {f"f{i}": "2" for i in range(4)})
+    assert settings == [f"f{i} 1 -> 2" for i in range(4)]  # four: no "more"
+    two = ledger.changes(entry(settings={"a": "1", "b": "1"}, settings_fingerprint="x"),
+                         entry(settings={"a": "2", "b": "2"}, settings_fingerprint="y"))
+    assert two == ["settings: a 1 -> 2, b 1 -> 2"]

@@ -170,3 +170,16 @@ def test_a_probe_of_a_row_model_has_neither_token_cosine_nor_nonpad_rows():
     assert got["layers.0"]["erank"] != got["layers.2"]["erank"]
     assert probe(prepare_model(cfg), cfg.override(**{"train.probe": ()}),
                  torch.randn(4, 784)) == {}
+
+
+def test_each_experiment_takes_its_tier_and_its_defaults():
+    """The paper tier's settings reach every experiment (its device is the GPU's), and the
+    defaults are the claims' own: LayerNorm for Xiong et al., weights at scale 1 for the MLP."""
+    for paper in (ex.encoder("l2", 0, "paper"), ex.xiong("pre", 2, 0, "paper"),
+                  ex.mlp("l2", 0, tier="paper"), ex.tanh_mlp(0, "paper"),
+                  ex.char_gpt(0, "paper")):
+        assert paper.train.device == "auto", paper.model.family
+    assert ex.xiong("post", 6, 0).model.norm == "layernorm"
+    assert ex.xiong("post", 6, 0).train.device == "cpu"
+    assert ex.mlp("none", 0).model.init_scale == 1.0 and ex.char_gpt(0).model.norm == "layernorm"
+    assert ex.char_gpt(0).train.method == "bp"

@@ -364,3 +364,65 @@ def test_a_registered_kinds_description_is_the_first_line_of_its_docstring(check
 
     norms.register("finite", Finite)
     assert norms.NORMS["finite"].description == "A finite norm."
+
+
+def test_each_statistic_takes_its_claims_seeds_per_tier():
+    for stat in scorecard.STATISTICS:
+        assert stat.seeds("cpu") == list(range(stat.cpu_seeds))
+        assert stat.seeds("paper") == [0, 1, 2, 3, 4], stat.name
+    assert {s.cpu_seeds for s in scorecard.STATISTICS} >= {3, 5}  # at-init claims: 5 on CPU
+
+
+def test_the_plan_holds_each_cells_configs_per_seed_at_its_tier():
+    stat = scorecard.STATISTICS[0]  # kappa_6: one encoder per seed
+    plan = scorecard.plan(["rmsnorm"], "paper", statistics=(stat,), shrink=tiny)
+    assert plan.tier == "paper" and plan.norms == ["rmsnorm"]
+    seeds = plan.cells[stat.name, "rmsnorm"]
+    assert [cs[0].train.seed for cs in seeds] == [0, 1, 2, 3, 4]
+    assert all(cs[0].train.device == "auto" and cs[0].model.d == 32 for cs in seeds)  # shrunk
+    plain = scorecard.plan(["rmsnorm"], "cpu", statistics=(stat,))
+    assert plain.cells[stat.name, "rmsnorm"][0][0].model.d == 64  # no shrink: the claim's own
+
+
+def test_loading_a_norm_says_what_was_wrong_with_the_spec(tmp_path, monkeypatch):
+    expected = "expected MODULE:ATTRIBUTE or FILE.py:ATTRIBUTE, e.g. mynorm.py:MyNorm"
+    for spec in (":LNWrap", "usernorms.py:", "usernorms.py"):
+        with pytest.raises(ValueError, match=f"^{spec!r}: {expected}$".replace(".", r"\.")):
+            scorecard.load(spec)
+    with pytest.raises(ValueError, match=r"'nofile.py:X': no such file nofile.py$"):
+        scorecard.load("nofile.py:X")
+    broken = tmp_path / "broken.py"
+    broken.write_text("raise KeyError('inside')\n")
+    with pytest.raises(ValueError, match=rf"^'{broken}:X': importing {broken} failed: KeyError: "
+                                         r"'inside'$"):
+        scorecard.load(f"{broken}:X")
+    with pytest.raises(ValueError, match=r"^'no_such_module_here:X': cannot import "
+                                         r"no_such_module_here: ModuleNotFoundError: "):
+        scorecard.load("no_such_module_here:X")
+    empty = tmp_path / "empty.py"
+    empty.write_text("_hidden = 1\n")
+    with pytest.raises(ValueError, match=rf"^'{empty}:X': {empty} has no attribute 'X'; it has "
+                                         r"none$"):
+        scorecard.load(f"{empty}:X")
+    many = tmp_path / "many.py"
+    many.write_text("".join(f"a{i:02d} = {i}\n" for i in range(14)) + "_b = 0\n")
+    with pytest.raises(ValueError, match=r"it has a00, a01, a02, a03, a04, a05, a06, a07, a08, "
+                                         r"a09, a10, a11$"):
+        scorecard.load(f"{many}:X")
+
+
+def test_a_norm_from_a_folder_whose_name_has_a_colon_is_named_after_its_class(user_file,
+                                                                             tmp_path):
+    folder = tmp_path / "a:b"
+    folder.mkdir()
+    (folder / "colon_norms.py").write_text(USER_NORMS)
+    assert scorecard.load(f"{folder / 'colon_norms.py'}:LNWrap") == "lnwrap"
+    assert scorecard.load(f"{user_file}:LNWrap", "mine") == "mine"
+
+
+def test_against_names_every_unknown_kind_and_the_built_in_ones():
+    with pytest.raises(ValueError) as err:
+        scorecard.builtin_rows(["layernorm", "x", "y"])
+    assert str(err.value) == ("--against x,y: not a built-in kind; built-in kinds: layernorm, "
+                              "rmsnorm, l2, scaled_l2, l2_affine, dyt, none, batchnorm")
+    assert scorecard.builtin_rows(["l2", "none"]) == ["l2", "none"]

@@ -1,0 +1,125 @@
+"""Getting the runs claims ask for (normsys.runs): which runs train together, what a claim's run
+index keeps, and what --claims-list says a claim costs, in this process."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from normsys import runs
+from normsys.cache import run_key
+from normsys.config import RunConfig, preset
+from normsys.train import train_with_state
+
+SMALL = preset("ffn_stack", **{"train.steps": 2, "model.d": 8, "data.batch_shape": (2, 3, 8)})
+SEEDS = [SMALL.override(**{"train.seed": s}) for s in range(3)]
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path))
+    runs.forget()
+    yield tmp_path
+    runs.forget()
+
+
+def test_a_claims_index_keeps_each_run_once_with_its_data_and_training_time(cache):
+    with runs.recording() as fetched:
+        records = [runs.run(c) for c in SEEDS + SEEDS[:1]]  # seed 0 asked twice
+    assert fetched == SEEDS + SEEDS[:1]
+    runs.write_index("c-x", "cpu", fetched)
+    index = json.loads((cache / "claims" / "c-x-cpu.json").read_text())
+    assert [r["config"]["train"]["seed"] for r in index["runs"]] == [0, 1, 2]
+    assert RunConfig.from_dict(index["runs"][0]["config"]) == SEEDS[0]
+    assert index["runs"][1]["seconds"] == records[1].wall_time and index["runs"][0]["data"] == ""
+    assert runs.index_path("c-x", "paper") == cache / "claims" / "c-x-paper.json"
+    runs.write_index("c-none", "cpu", [])  # a claim that fetched nothing keeps no index
+    assert not (cache / "claims" / "c-none-cpu.json").exists()
+
+
+def test_cost_counts_cached_runs_and_the_training_the_others_took(cache):
+    assert runs.cost("c-x", "cpu") == "runs: not known until it has run once with this cache"
+    with runs.recording() as fetched:
+        for c in SEEDS:
+            runs.run(c)
+    runs.write_index("c-x", "cpu", fetched)
+    assert runs.cost("c-x", "cpu") == "3 runs (3 cached)"
+    (cache / "runs" / f"{run_key(SEEDS[2])}.json").unlink()
+    index = cache / "claims" / "c-x-cpu.json"
+    body = json.loads(index.read_text())
+    body["runs"][2]["seconds"] = 90.0
+    body["runs"][1]["seconds"] = None  # never timed: counts nothing
+    index.write_text(json.dumps(body))
+    assert runs.cost("c-x", "cpu") == \
+        "3 runs (2 cached; the others ~1.5 min of training as last timed)"
+    (cache / "runs" / f"{run_key(SEEDS[1])}.json").unlink()
+    assert runs.cost("c-x", "cpu") == \
+        "3 runs (1 cached; the others ~1.5 min of training as last timed)"
+    index.write_text("{}")
+    assert runs.cost("c-x", "cpu") == "runs: not known (its index cannot be read)"
+
+
+def test_the_index_keys_runs_on_their_data(cache, data_env):
+    """The index keeps each run's data digest, so that cost looks up the run's own entry."""
+    cfg = preset("mlp", **{"data.n_train": 64, "data.n_test": 32, "model.d": 8})
+    with runs.recording() as fetched:
+        record = runs.run(cfg)
+    runs.write_index("c-mnist", "cpu", fetched)
+    digest = json.loads((cache / "claims" / "c-mnist-cpu.json").read_text())["runs"][0]["data"]
+    assert digest == runs.task_of(cfg).digest and len(digest) == 64
+    assert (cache / "runs" / f"{run_key(cfg, digest)}.json").is_file()
+    assert runs.cost("c-mnist", "cpu") == "1 runs (1 cached)" and record.metrics
+
+
+def test_without_a_cache_nothing_is_indexed_or_known(monkeypatch):
+    monkeypatch.setenv("NORMSYS_CACHE", "off")
+    assert runs.index_path("c", "cpu") is None
+    runs.write_index("c", "cpu", SEEDS)
+    assert runs.cost("c", "cpu") == "runs: not known until it has run once with this cache"
+
+
+def test_several_seeds_of_one_config_train_stacked_on_cuda_and_one_by_one_otherwise(
+        cache, monkeypatch):
+    """On CUDA the uncached seeds of a configuration are one call of fit (one stacked model); a
+    single config, the CPU, and a registered norm (no stacked form) train one run per call."""
+    calls = []
+
+    def fit(cfgs, task=None, read_every=None):
+        calls.append([c.train.seed for c in cfgs])
+        return [train_with_state(c) for c in cfgs]
+
+    monkeypatch.setattr(runs, "fit", fit)
+    runs.runs(SEEDS)
+    assert calls == [[0], [1], [2]]  # the CPU: each alone
+    runs.forget()
+    calls.clear()
+    monkeypatch.setattr(runs, "resolve_device", lambda name: torch.device("cuda"))
+    others = [c.override(**{"model.d": 4, "data.batch_shape": (2, 3, 4)}) for c in SEEDS]
+    with runs.recording() as fetched:
+        got = runs.runs(others)
+    assert calls == [[0, 1, 2]] and fetched == others  # one stacked call, each run recorded
+    assert [r.run_config for r in got] == others
+    assert runs.runs(others) == got and calls == [[0, 1, 2]]  # memoized
+    calls.clear()
+    runs.runs([SEEDS[0].override(**{"model.d": d, "data.batch_shape": (2, 3, d)}) for d in (10, 12)])
+    assert calls == [[0], [0]]  # two configurations: not one stack
+    calls.clear()
+    runs.runs([SEEDS[0].override(**{"model.d": 6, "data.batch_shape": (2, 3, 6)})])
+    assert calls == [[0]]
+
+
+def test_a_registered_norm_trains_one_run_per_call_on_cuda(cache, monkeypatch):
+    from normsys import norms
+
+    calls = []
+    monkeypatch.setattr(runs, "fit", lambda cfgs, task=None: calls.append(len(cfgs)) or
+                        [train_with_state(c) for c in cfgs])
+    monkeypatch.setattr(runs, "resolve_device", lambda name: torch.device("cuda"))
+    name = norms.register("wrapped_ln", norms.LayerNorm)
+    try:
+        runs.runs([c.override(**{"model.norm": name}) for c in SEEDS])
+    finally:
+        del norms.NORMS[name]
+    assert calls == [1, 1, 1]
