@@ -31,6 +31,7 @@ def close(a, b, rel=2e-4, abs_=1e-6):
                   "train.eval_batches": 2, "model.norm": "rmsnorm"}),
     ("lstm", {"train.steps": 3, "model.d": 16, "train.batch_size": 4, "train.eval_batches": 2}),
     ("vit", {"data.n_train": 100, "data.n_test": 40, "model.d": 16, "model.norm": "l2_affine"}),
+    ("tblock", {"data.n_train": 100, "data.n_test": 40, "model.d": 16}),  # per-row positions
 ])
 def test_batched_seeds_match_separate_runs(name, changes, data_env, no_cache):
     cfgs = [preset(name, **changes, **{"train.seed": s}) for s in (0, 1, 2)]

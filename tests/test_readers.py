@@ -183,3 +183,28 @@ def test_each_experiment_takes_its_tier_and_its_defaults():
     assert ex.xiong("post", 6, 0).train.device == "cpu"
     assert ex.mlp("none", 0).model.init_scale == 1.0 and ex.char_gpt(0).model.norm == "layernorm"
     assert ex.char_gpt(0).train.method == "bp"
+
+
+def test_at_init_measures_the_edited_model_on_the_probe_batch():
+    """measure.at_init, as the negative controls use it: the model of the config at init, edited
+    first, its gradients and probes on the task's fixed probe batch."""
+    import torch
+
+    from normsys.measure import at_init
+    from normsys.tasks import make_task
+
+    cfg = preset("tanh_mlp", **{"model.d": 8, "model.layers": 3, "data.batch_shape": (16, 8),
+                                "train.probe": ("layers.1",)})
+    task = make_task(cfg)
+    plain = at_init(cfg, task)
+    x0, _ = task.probe_batch(cfg)
+    assert torch.equal(plain.x, x0) and set(plain.probes) == {"layers.1"}
+    assert set(plain.grads) == {f"layers.{i}.{p}" for i in range(3) for p in ("weight", "bias")}
+
+    def silence_second_layer(model):
+        model.layers[1].weight.zero_()
+
+    edited = at_init(cfg, task, silence_second_layer)
+    assert edited.grads["layers.0.weight"] == 0.0 < plain.grads["layers.0.weight"]
+    assert edited.probes["layers.1"]["erank"] != plain.probes["layers.1"]["erank"]
+    assert at_init(cfg.override(**{"train.probe": ()}), task).probes == {}

@@ -364,3 +364,25 @@ def test_fit_trains_on_the_task_it_is_given(data_env, no_cache):
                     full.source, full.digest)
     assert fit([cfg], full)[0][0].steps == 4
     assert fit([cfg], half)[0][0].steps == 2
+
+
+def test_one_shape_compiles_statically_and_runs_other_shapes_eagerly(monkeypatch):
+    """The compiled step keeps the first batch's shape (dynamic=False; mode "default" is torch's
+    None); a batch of another shape (an epoch's short last one) runs the eager model."""
+    from normsys.train import OneShape
+
+    asked = []
+
+    def fake_compile(model, mode=None, dynamic=None):
+        asked.append((mode, dynamic))
+        return lambda x: ("compiled", x.shape)
+
+    monkeypatch.setattr(torch, "compile", fake_compile)
+    model = lambda x: ("eager", x.shape)  # noqa: E731
+    step = OneShape(model, "default")
+    assert asked == [(None, False)] and step.model is model
+    assert step(torch.zeros(4, 2)) == ("compiled", (4, 2))
+    assert step(torch.zeros(3, 2)) == ("eager", (3, 2))
+    assert step(torch.zeros(4, 2))[0] == "compiled"
+    OneShape(model, "reduce-overhead")
+    assert asked[-1] == ("reduce-overhead", False)

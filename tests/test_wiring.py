@@ -223,3 +223,93 @@ def test_tblock(placement):
     if placement == "pre":
         h = ln(model.out_norm, h)
     torch.testing.assert_close(model(x), lin(model.head, h.mean(1)), **EXACT)
+
+
+def test_cnn_channels_double_once_and_four_layers_keep_them():
+    """Channels 1 -> d -> 2d -> 2d (-> 2d): the third and any fourth layer keep 2d."""
+    model = randomized("cnn", norm="layernorm", d=3, layers=4, n_out=5, act="relu")
+    assert [(l[0].in_channels, l[0].out_channels) for l in model.layers] == [
+        (1, 3), (3, 6), (6, 6), (6, 6)]
+    assert model.head.in_features == 6
+    assert model(torch.randn(2, 784, dtype=torch.float64)).shape == (2, 5)
+
+
+def test_char_gpt_post_norm_has_no_final_norm():
+    """Post-norm blocks end in a norm already: the head reads the last block's output."""
+    model = randomized("char_gpt", vocab=11, seq_len=6, d=8, heads=2, layers=2, placement="post")
+    ids = torch.randint(0, 11, (2, 6), generator=torch.Generator().manual_seed(4))
+    h = model.tok.weight[ids] + model.pos.weight[:6]
+    for b in model.blocks:
+        h = block(b, h, post=True, causal=True)
+    assert isinstance(model.ln_f, torch.nn.Identity)
+    torch.testing.assert_close(model(ids), lin(model.lm_head, h), **EXACT)
+
+
+def test_vit_branches_use_the_configured_activation():
+    model = randomized("vit", d=8, heads=2, layers=1, patch=14, n_out=3, act="relu")
+    x = torch.randn(2, 784, dtype=torch.float64)
+    _, (h0, h1) = model(x, return_hidden=True)
+    b = model.blocks[0]
+    a = attend(b.attn, ln(b.ln_1, h0))
+    torch.testing.assert_close(h1, h0 + a + mlp2(b.mlp, ln(b.ln_2, h0 + a), torch.relu),
+                               **EXACT)
+    assert model.embed.side == 28
+
+
+def test_lstm_cell_has_one_bias_on_the_recurrent_gates():
+    """gates = N(W_x x) + N(W_h h) + b (Ba et al. 2016): W_x carries no bias, W_h the one b."""
+    cell = randomized("lstm", vocab=11, d=6, layers=1).cells[0]
+    assert cell.wx.bias is None and cell.wh.bias.shape == (24,)
+    assert cell.wx.weight.shape == (24, 6) and cell.wh.weight.shape == (24, 6)
+
+
+def test_learned_positions_are_one_table_drawn_at_scale_0_02():
+    torch.manual_seed(0)
+    vit = build_model(ModelConfig("vit", d=64, patch=7))
+    tblock = build_model(ModelConfig("tblock", d=64, seq_len=28, in_dim=28))
+    assert vit.embed.pos.shape == (1, 17, 64) and tblock.pos.shape == (1, 28, 64)
+    assert vit.embed.cls.shape == (1, 1, 64) and not vit.embed.cls.any()  # the class token: 0
+    for pos in (vit.embed.pos, tblock.pos):
+        assert 0.018 < float(pos.detach().std()) < 0.022
+
+
+# ----------------------------------------------------------------------------- the norms
+
+
+def by_definition(kind: str, m, x):
+    """Each norm kind as SPEC.md's table defines it, from the module's own parameters."""
+    g, b = getattr(m, "weight", None), getattr(m, "bias", None)
+    unit = x / x.norm(dim=-1, keepdim=True).clamp_min(1e-9)
+    if kind == "layernorm":
+        return ln(m, x)
+    if kind == "rmsnorm":
+        return x / torch.sqrt((x ** 2).mean(-1, keepdim=True) + m.eps) * g
+    if kind == "batchnorm":  # training: the batch's statistics
+        return (x - x.mean(0)) / torch.sqrt(x.var(0, unbiased=False) + m.eps) * g + b
+    if kind == "dyt":
+        return g * torch.tanh(m.alpha * x) + b
+    if kind == "l2_affine":
+        return unit * g + b
+    if kind == "scaled_l2":
+        return math.sqrt(x.shape[-1]) * unit
+    return {"l2": unit, "none": x}[kind]
+
+
+def test_every_norm_module_holds_its_parameters_and_computes_its_definition():
+    """Each kind of SPEC.md's table, its parameters drawn at random; dyt starts at a0 = 0.5."""
+    from normsys.norms import NORMS, build_norm
+
+    x = torch.randn(7, 5, dtype=torch.float64) * 3 + 1
+    gen = torch.Generator().manual_seed(5)
+    params = {"layernorm": {"weight", "bias"}, "rmsnorm": {"weight"}, "l2": set(),
+              "batchnorm": {"weight", "bias"}, "dyt": {"alpha", "weight", "bias"},
+              "none": set(), "l2_affine": {"weight", "bias"}, "scaled_l2": set()}
+    assert set(params) == set(NORMS)
+    assert float(build_norm("dyt", 5).alpha) == 0.5
+    for kind, names in params.items():
+        m = build_norm(kind, 5).double().train()
+        assert {n for n, _ in m.named_parameters()} == names, kind
+        with torch.no_grad():
+            for p in m.parameters():
+                p.copy_(torch.randn(p.shape, generator=gen, dtype=p.dtype))
+        torch.testing.assert_close(m(x), by_definition(kind, m, x), **EXACT, msg=kind)
