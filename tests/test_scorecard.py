@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import textwrap
 
 import pytest
@@ -426,3 +427,169 @@ def test_against_names_every_unknown_kind_and_the_built_in_ones():
     assert str(err.value) == ("--against x,y: not a built-in kind; built-in kinds: layernorm, "
                               "rmsnorm, l2, scaled_l2, l2_affine, dyt, none, batchnorm")
     assert scorecard.builtin_rows(["l2", "none"]) == ["l2", "none"]
+
+
+# ----------------------------------------------------------------------------- judging, in parts
+# A plan of constructed statistics over records built by hand: what judge, the table, the file
+# and the figure make of known values, without training.
+
+from normsys.config import preset  # noqa: E402
+from normsys.record import RunRecord  # noqa: E402
+from normsys.stats import Rule  # noqa: E402
+
+VALUES = {("layernorm", s): v for s, v in enumerate([0.9, 0.91, 0.92])}
+VALUES |= {("mine", s): v for s, v in enumerate([0.2, 0.3, 0.25])}
+VALUES |= {("none", s): v for s, v in enumerate([0.5, 0.52, 0.49])}
+
+
+def small_cfg(norm: str, seed: int, tier: str = "cpu"):
+    return preset("ffn_stack", tier, **{"model.norm": norm if norm != "mine" else "rmsnorm",
+                                        "train.seed": seed, "model.d": 4 + (norm == "mine"),
+                                        "data.batch_shape": (2, 4 + (norm == "mine"))})
+
+
+def made(cfg, value: float, diverged: bool = False) -> RunRecord:
+    return RunRecord(config=cfg.to_dict(), fingerprint=cfg.fingerprint(), version="0",
+                     metrics={"v": value}, curves={}, probes={}, init_grad_norms={},
+                     diverged=diverged, steps=1, wall_time=2.0, env={}, data_source="")
+
+
+PARTS = (
+    scorecard.Statistic("level", "c-level", lambda n: Rule(f"v({n})", ">", 0.5),
+                        lambda n, s, t: [small_cfg(n, s, t)], lambda rs: rs[0].metrics["v"]),
+    scorecard.Statistic("vs_none", "c-vs", lambda n: Rule(f"v({n}) - v(none)", ">", 0.0),
+                        lambda n, s, t: [small_cfg(n, s, t)], lambda rs: rs[0].metrics["v"],
+                        versus="none", combine=lambda a, b: a - b, excludes=frozenset({"mine"})),
+)
+
+
+def judged(diverge=()):
+    plan = scorecard.plan(["mine", "layernorm"], statistics=PARTS)
+    norm_of = lambda c: "mine" if c.model.d == 5 else c.model.norm  # noqa: E731
+    records = {c: made(c, VALUES[norm_of(c), c.train.seed],
+                       (norm_of(c), c.train.seed) in diverge) for c in plan.configs}
+    return plan, scorecard.judge(plan, records, PARTS)
+
+
+def test_judge_decides_each_cell_by_its_rule_on_the_per_seed_values():
+    plan, table = judged()
+    assert set(plan.cells) == {("level", "mine"), ("level", "layernorm"), ("vs_none", "layernorm"),
+                               ("vs_none", "none")}  # the reference row of a paired statistic
+    mine, ln = table["mine"]["level"], table["layernorm"]["level"]
+    assert mine["verdict"] == "refuted" and mine["values"] == [0.2, 0.3, 0.25]
+    assert mine["mean"] == pytest.approx(0.25) and mine["low"] < 0.25 < mine["high"]
+    assert mine["rule"] == "v(mine) > 0.5" and "mean 0.25" in mine["reason"]
+    assert ln["verdict"] == "supported" and ln["mean"] == pytest.approx(0.91)
+    paired = table["layernorm"]["vs_none"]
+    assert paired["values"] == pytest.approx([0.4, 0.39, 0.43]) and paired["verdict"] == "supported"
+    assert table["mine"]["vs_none"] == {"verdict": "n/a", "rule": "v(mine) - v(none) > 0"}
+    assert list(table) == ["mine", "layernorm"]
+
+
+def test_a_diverged_seed_is_nan_and_leaves_its_cell_inconclusive():
+    _, table = judged(diverge={("mine", 1)})
+    cell = table["mine"]["level"]
+    assert math.isnan(cell["values"][1]) and cell["verdict"] == "inconclusive"
+
+
+def test_a_statistic_with_parts_must_hold_for_each():
+    stat = scorecard.Statistic("parts", "c", lambda n: Rule("x", "<", 1.0), lambda n, s, t: [],
+                               lambda rs: {})
+    both = [{"6 blocks": 0.2, "12 blocks": 0.3}, {"6 blocks": 0.25, "12 blocks": 0.35},
+            {"6 blocks": 0.22, "12 blocks": 0.31}]
+    assert stat.decide("x", both, None).verdict == "supported"
+    one_fails = [dict(v, **{"12 blocks": 5.0 + i / 10}) for i, v in enumerate(both)]
+    assert stat.decide("x", one_fails, None).verdict == "refuted"
+    diverged = [both[0], math.nan, both[2]]
+    assert stat.decide("x", diverged, None).verdict == "inconclusive"
+
+
+def test_the_table_in_text_and_markdown_and_the_legend():
+    _, table = judged()
+    text = scorecard.as_text(table, PARTS)
+    assert text.splitlines()[:3] == [  # every column padded to its width, the last too
+        "           level       vs_none     ",
+        "mine       0.25 x      n/a         ",
+        "layernorm  0.91 +      0.407 +     "]
+    assert text.endswith(
+        "mean over seeds; + supported, x refuted, ? inconclusive (95% t-interval against the "
+        "claim's rule, N = the row's norm):\n"
+        "  level: v(N) > 0.5  (claim c-level, 3 seeds at the CPU tier)\n"
+        "  vs_none: v(N) - v(none) > 0  (claim c-vs, 3 seeds at the CPU tier)")
+    md = scorecard.as_markdown(table, PARTS)
+    assert md.startswith("| norm | level | vs_none |\n|---|---|---|\n| mine | 0.25 x | n/a |\n"
+                         "| layernorm | 0.91 + | 0.407 + |\n\nmean over seeds;")
+    assert "\n- level: v(N) > 0.5  (claim c-level" in md and md.endswith("CPU tier)\n")
+    assert scorecard.cell_text({"verdict": "inconclusive", "mean": 1234.5}) == "1.23e+03 ?"
+
+
+def test_the_written_files_and_the_figure(tmp_path):
+    _, table = judged()
+    prov = {"tier": "cpu", "device": "cpu", "commit": "0123456789abcdef"}
+    paths = scorecard.write(tmp_path / "out", table, prov, PARTS)
+    assert [p.name for p in paths] == ["scorecard.json", "scorecard.md", "scorecard.png"]
+    body = json.loads(paths[0].read_text())
+    assert body["provenance"] == prov and body["norms"]["mine"]["level"]["verdict"] == "refuted"
+    assert paths[1].read_text().startswith("# Scorecard (cpu tier, cpu, 0123456789ab)\n\n| norm |")
+    assert paths[2].stat().st_size > 1000
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig = plt.figure()
+    scorecard.draw(fig, table, PARTS)
+    ax = fig.axes[0]
+    assert ax.images[0].get_array().tolist() == [[1, 0], [3, 3]]  # refuted, n/a; supported x2
+    assert [t.get_text() for t in ax.texts] == ["0.25", "n/a", "0.91", "0.407"]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["mine", "layernorm"]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["level", "vs_none"]
+    plt.close(fig)
+
+
+def test_provenance_names_the_users_norms_and_each_statistics_claim():
+    prov = scorecard.provenance("paper", [("a/b.py:Mine", "mine")])
+    assert prov["tier"] == "paper" and prov["user_norms"] == {"mine": "a/b.py:Mine"}
+    assert prov["claims"]["kappa_6"] == "dm-layernorm-prevents-collapse"
+    assert set(prov) == {"tier", "device", "commit", "torch", "normsys", "user_norms", "claims"}
+
+
+def test_absolute_makes_a_files_path_absolute_and_leaves_a_module_alone(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert scorecard.absolute("norms/x.py:Mine") == f"{tmp_path / 'norms' / 'x.py'}:Mine"
+    assert scorecard.absolute("pkg.mod:Mine") == "pkg.mod:Mine"
+
+
+def test_estimate_says_cached_timed_by_its_layernorm_twin_or_unknown(tmp_path, monkeypatch):
+    from normsys import runs
+
+    monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path))
+    runs.forget()
+    plan = scorecard.plan(["rmsnorm", "l2"], statistics=PARTS[:1])
+    cached = plan.cells["level", "rmsnorm"][0][0]
+    twin = plan.cells["level", "l2"][1][0].override(**{"model.norm": "layernorm"})
+    for cfg in (cached, twin):
+        runs.run(cfg)
+    rows, seconds, unknown = scorecard.estimate(plan)
+    said = {(c.model.norm, c.train.seed): how for c, how in rows}
+    assert said["rmsnorm", 0] == "cached"
+    wall = runs.run(twin).wall_time
+    assert said["l2", 1] == f"~{wall:.0f} s (its LayerNorm run's time)"
+    assert said["rmsnorm", 1] == said["l2", 1]  # the same LayerNorm twin
+    assert said["l2", 0] == said["rmsnorm", 2] == said["l2", 2] == "time unknown"
+    assert seconds == pytest.approx(2 * wall) and unknown == 3
+    runs.forget()
+
+
+def test_fetch_in_this_process_fetches_each_run_once(monkeypatch):
+    asked = []
+    monkeypatch.setattr(scorecard, "run", lambda c: asked.append(c) or made(c, 0.0))
+    plan = scorecard.plan(["rmsnorm"], statistics=PARTS[:1])
+    got = scorecard.fetch(plan, [], workers=1)
+    assert set(got) == set(plan.configs) == set(asked) and len(asked) == 3
+    first = preset("encoder", **{"train.seed": 0})
+    late = preset("mlp", **{"train.seed": 0})
+    plan.cells["other", "rmsnorm"] = [[late, first]]
+    asked.clear()
+    scorecard.fetch(plan, [], workers=0)
+    assert asked[0] == first  # encoders and char GPTs, the longest runs, first
