@@ -110,3 +110,38 @@ def test_simulate_is_reproducible():
     a = simulate(rule, normal, looks(3, 8), 500, seed=7)
     assert a == simulate(rule, normal, looks(3, 8), 500, seed=7)
     assert np.isclose(sum(a[v] for v in (SUPPORTED, REFUTED, INCONCLUSIVE)), 1.0)
+
+
+def test_each_look_is_recorded_with_its_interval():
+    rule = Rule("x", ">", 0.0)
+    values = [0.5, -0.2, 0.1, 0.9, 1.0]
+    decision, record = sequential(lambda n, c: rule.decide(values[:n], c), (3, 5))
+    assert list(record[0]) == ["seeds", "confidence", "verdict", "mean", "low", "high"]
+    first = rule.decide(values[:3], levels((3, 5))[0]).summary
+    assert (record[0]["mean"], record[0]["low"], record[0]["high"]) == (first.mean, first.low,
+                                                                      first.high)
+    assert record[1]["seeds"] == 5 and record[1]["mean"] == decision.summary.mean
+
+
+def test_simulate_counts_every_claim_and_the_seeds_each_used():
+    rule = Rule("x", ">", 0.0)
+    drawn = []
+    out = simulate(rule, lambda g, n: drawn.append(n) or np.full(n, 2.0) + g.normal(0, 0.1, n),
+                   (3, 5), reps=10)
+    assert drawn == [5] * 10 and out[SUPPORTED] == 1.0 and out["mean_seeds"] == 3.0
+    open_then_no = simulate(rule, lambda g, n: np.array([1.0, -1.0, 0.5, -0.5, 0.0]), (3, 5),
+                            reps=4)
+    assert open_then_no[INCONCLUSIVE] == 1.0 and open_then_no["mean_seeds"] == 5.0
+
+
+def test_simulate_defaults_to_ten_thousand_claims_from_seed_zero():
+    calls = []
+
+    def draw(gen, n):
+        calls.append(1)
+        return gen.standard_normal(n)
+
+    rule = Rule("x", ">", 0.0)
+    default = simulate(rule, draw, (3,))
+    assert len(calls) == 10_000
+    assert default == simulate(rule, normal, (3,), 10_000, seed=0)
