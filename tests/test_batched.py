@@ -104,3 +104,62 @@ def test_two_stacked_seeds_end_with_each_seeds_weights_and_snapshots(data_env, n
             # scales to steps of the learning rate's size (seen: 2e-4 after six steps)
             torch.testing.assert_close(state_b[key], value, atol=1e-3, rtol=1e-3, msg=key)
         assert close(rec_b.curves["loss"], rec_s.curves["loss"])
+
+
+def test_what_cannot_stack_is_named_exactly():
+    from normsys.batched import unstackable
+    from normsys.models import build_model
+
+    with pytest.raises(ValueError, match="^train_seeds needs at least one config$"):
+        check_batchable([])
+    with pytest.raises(ValueError, match="^batched seeds: the configs may differ only in "
+                                         "train.seed$"):
+        check_batchable([preset("mlp"), preset("mlp", **{"model.d": 8})])
+    cnn = preset("cnn", **{"model.norm": "batchnorm", "model.d": 4})
+    with pytest.raises(ValueError) as err:
+        check_batchable([cnn])
+    assert str(err.value) == (
+        "batched seeds cannot stack layers.0.0 (Conv2d), layers.0.1.norm (BatchNorm), "
+        "layers.1.0 (Conv2d), layers.1.1.norm (BatchNorm): batchnorm's running statistics and "
+        "convolutions have no seed-stacked form; train those seeds separately")
+    # only layers that hold parameters or buffers of their own: not the model, not a Sequential
+    torch.manual_seed(0)
+    assert unstackable(build_model(cnn.model)) == [
+        f"layers.{i}.{j}" for i in range(3) for j in ("0 (Conv2d)", "1.norm (BatchNorm)")]
+    bare = torch.nn.Linear(2, 2)
+    assert unstackable(bare) == ["model (Linear)"]  # torch's own Linear: no stacked form
+
+
+def test_train_seeds_hands_fit_its_task_and_read_cadence(monkeypatch):
+    from normsys import batched
+
+    monkeypatch.setattr(batched, "fit", lambda *args: args)
+    cfgs = [preset("ffn_stack", **{"train.seed": s}) for s in (0, 1)]
+    task = object()
+    assert batched.train_seeds(cfgs, task, 7) == (cfgs, task, 7)
+    assert batched.train_seeds(cfgs) == (cfgs, None, None)
+
+
+def test_stacked_modules_stack_parameters_and_buffers_and_unstack_into_each_seed():
+    from normsys.stacked import stack_modules, unstack_into
+
+    def module(k: float):
+        m = torch.nn.Module()
+        m.inner = torch.nn.Module()
+        m.inner.w = torch.nn.Parameter(torch.full((2,), k))
+        m.inner.register_buffer("count", torch.tensor([k, 10 * k]))
+        m.frozen = torch.nn.Parameter(torch.zeros(1), requires_grad=False)
+        return m
+
+    seeds = [module(1.0), module(2.0), module(3.0)]
+    stack = stack_modules(seeds)
+    assert stack.inner.w.tolist() == [[1.0, 1.0], [2.0, 2.0], [3.0, 3.0]]
+    assert stack.inner.count.tolist() == [[1.0, 10.0], [2.0, 20.0], [3.0, 30.0]]
+    assert isinstance(stack.inner.w, torch.nn.Parameter) and not stack.frozen.requires_grad
+    with torch.no_grad():
+        stack.inner.w.add_(1.0)
+        stack.inner.count.mul_(2.0)
+    fresh = [module(0.0) for _ in range(3)]
+    unstack_into(stack, fresh)
+    assert [m.inner.w.tolist() for m in fresh] == [[2.0, 2.0], [3.0, 3.0], [4.0, 4.0]]
+    assert [m.inner.count.tolist() for m in fresh] == [[2.0, 20.0], [4.0, 40.0], [6.0, 60.0]]

@@ -263,3 +263,16 @@ def test_tiny_shakespeare_errors_name_the_data_set(tmp_path, monkeypatch):
     with pytest.raises(data.DataCorruptError, match=r"has 8 distinct characters, expected 65: "
                                                     r"not the Tiny Shakespeare input.txt"):
         data.tiny_shakespeare()
+
+
+def test_the_ag_news_digest_holds_the_vocabulary_and_both_pools_rows(data_env, tmp_path,
+                                                                     monkeypatch):
+    """What the run cache keys every AG News run on: the vocabulary's checksum, the training
+    rows, a separator, the held-out rows (pinned: a change here retrains every AG News run)."""
+    monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path))
+    split = data.ag_news("cpu", 64)
+    train, held, _ = data.ag_news_pool("cpu")
+    vocab = data.checksum(data.VOCAB_FILE)
+    rows = lambda pool: [f"{y}\t{t}" for y, t in pool]  # noqa: E731
+    assert split.digest == data._digest(vocab, *rows(train), "|", *rows(held))
+    assert split.digest[:16] == "a0ac3715dc81da95"
