@@ -276,3 +276,122 @@ def test_the_ag_news_digest_holds_the_vocabulary_and_both_pools_rows(data_env, t
     rows = lambda pool: [f"{y}\t{t}" for y, t in pool]  # noqa: E731
     assert split.digest == data._digest(vocab, *rows(train), "|", *rows(held))
     assert split.digest[:16] == "a0ac3715dc81da95"
+
+
+def ag_folder(tmp_path, rows: list[str], name: str = "test") -> None:
+    """An AG News CSV of ``rows`` (lines) under tmp_path, listed in its SHA256SUMS."""
+    from normsys.store import file_sha256
+
+    (tmp_path / "ag_news").mkdir(exist_ok=True)
+    path = tmp_path / data.AG_FILES[name]
+    with gzip.open(path, "wt") as fh:
+        fh.write("".join(line + "\n" for line in rows))
+    sums = tmp_path / "SHA256SUMS"
+    listed = sums.read_text() if sums.is_file() else ""
+    sums.write_text(listed + f"{file_sha256(path)}  {data.AG_FILES[name]}\n")
+
+
+@pytest.mark.parametrize("line", ['"5","t","d"', '"0","t","d"', '"x","t","d"', '"1","t"',
+                                  '"1","t","d","e"'])
+def test_an_ag_news_row_is_a_class_from_1_to_4_and_three_columns(tmp_path, monkeypatch, line):
+    monkeypatch.setenv("NORMSYS_DATA", str(tmp_path))
+    ag_folder(tmp_path, ['"4","fine","row"', line])
+    first = line.split(",")[0]
+    with pytest.raises(data.DataCorruptError) as err:
+        data.ag_news_rows("test")
+    assert str(err.value) == (f"malformed AG News row 1 in {tmp_path / data.AG_FILES['test']}: "
+                              f"[{first.strip(chr(34))!r}]...; expected 3 columns (class 1-4, "
+                              f"title, description)")
+
+
+def test_an_unreadable_ag_news_file_says_so(tmp_path, monkeypatch):
+    monkeypatch.setenv("NORMSYS_DATA", str(tmp_path))
+    ag_folder(tmp_path, [])
+    path = tmp_path / data.AG_FILES["test"]
+    path.write_bytes(b"not gzip at all")
+    from normsys.store import file_sha256
+
+    (tmp_path / "SHA256SUMS").write_text(f"{file_sha256(path)}  {data.AG_FILES['test']}\n")
+    with pytest.raises(data.DataCorruptError, match=rf"^{path} cannot be read as gzipped AG News "
+                                                    r"CSV: "):
+        data.ag_news_rows("test")
+
+
+@pytest.fixture
+def fake_hub(monkeypatch):
+    """A stand-in for the datasets package whose ag_news splits are two rows each."""
+    import sys
+    import types
+
+    asked = []
+
+    def load_dataset(name, split):
+        asked.append((name, split))
+        return [{"label": 1, "text": f"{split} one"}, {"label": 3, "text": f"{split} two"}]
+
+    monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=load_dataset))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.setitem(data._HUB, "unreachable", False)
+    return asked
+
+
+def test_official_splits_come_from_the_hub_only_when_asked_and_allowed(fake_hub, data_env):
+    assert data.ag_news_rows("train", hub=True) == [(1, "train one"), (3, "train two")]
+    assert fake_hub == [("ag_news", "train")]
+    assert data.ag_news_rows("test")[0][0] == 2  # the file's first row: the hub not asked
+    assert data.ag_news_rows("train_partial", hub=True)[0][1].startswith("Wall St.")  # no hub
+    assert fake_hub == [("ag_news", "train")]
+
+
+def test_the_paper_pool_is_the_hubs_full_train_split_and_the_test_split(fake_hub, data_env):
+    train, held, source = data.ag_news_pool("paper")
+    assert train == [(1, "train one"), (3, "train two")] and len(held) == 7600
+    assert source == "AG News official splits: 2 train / 7600 test"
+
+
+def test_a_hub_that_fails_is_not_asked_again(monkeypatch, data_env):
+    import sys
+    import types
+
+    calls = []
+
+    def broken(name, split):
+        calls.append(split)
+        raise ConnectionError("no network")
+
+    monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=broken))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.setitem(data._HUB, "unreachable", False)
+    assert data.ag_news_rows("test", hub=True)[0][0] == 2  # the file, after the failure
+    data.ag_news_rows("test", hub=True)
+    assert calls == ["test"] and data._HUB["unreachable"]
+
+
+def test_the_paper_fallback_pool_says_what_it_holds(data_env, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    train, held, source = data.ag_news_pool("paper")
+    assert source == ("AG News paper-tier FALLBACK (full train split absent): 6000 test-split "
+                      "rows + 2000 train rows = 8000 train / 1600 held-out; not the full "
+                      "reproduction")
+
+
+def test_tokens_are_cached_by_texts_length_and_vocabulary(data_env, tmp_path, monkeypatch):
+    monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path))
+    vocab = data.checksum(data.VOCAB_FILE)
+    ids, _ = data.tokenize(["Hello world"], 6)
+    key = data._digest("Hello world", "6", vocab)[:20]
+    stored = tmp_path / "tokens" / f"{key}.pt"
+    assert torch.equal(torch.load(stored), ids) and ids.dtype == torch.long
+    data.tokenize(["Hello world"], 5)
+    data.tokenize(["Hello there"], 6)
+    assert len(list((tmp_path / "tokens").glob("*.pt"))) == 3
+    torch.save(torch.zeros(1, 3, dtype=torch.long), stored)  # another shape: not this entry's
+    assert torch.equal(data.tokenize(["Hello world"], 6)[0], ids)
+    torch.save(torch.full((1, 6), 7), stored)  # the right shape is read as it is
+    assert data.tokenize(["Hello world"], 6)[0].tolist() == [[7] * 6]
+
+
+def test_a_missing_vocabulary_is_named(tmp_path, monkeypatch):
+    monkeypatch.setenv("NORMSYS_DATA", str(tmp_path))
+    with pytest.raises(data.DataMissingError, match=r"^BERT uncased vocabulary: "):
+        data.tokenize(["x"], 4)

@@ -313,3 +313,10 @@ def test_held_out_logits_do_not_depend_on_the_evaluation_chunk():
     finally:
         torch.set_num_threads(threads)
     assert EVAL_CHUNK < 512 and torch.equal(whole, chunked)
+
+
+def test_mean_norm_is_over_each_rows_features():
+    """(1, 3, 2) states with rows (3, 4), 0, 0: row norms 5, 0, 0, mean 5/3 (norms over the
+    tokens instead would be 3 and 4, mean 3.5)."""
+    h = torch.tensor([[[3.0, 4.0], [0.0, 0.0], [0.0, 0.0]]])
+    assert spectrum(h)["mean_norm"] == pytest.approx(5 / 3)
