@@ -268,8 +268,10 @@ def as_markdown(header: list[str], rows: list[list[str]]) -> str:
 def from_report(path: Path, provenance: dict[str, str]) -> dict[tuple[str, str], Entry]:
     """Ledger entries, by (claim id, tier), of the decided claims of a claims report written before
     the ledger existed: ``claims.json``, or the verdict table pytest printed (saved as text, whose
-    rows carry no per-seed values; seeds 0 to n-1). ``provenance`` fills what the report lacks:
-    measured, commit, normsys, torch, device, data."""
+    rows carry no per-seed values; seeds 0 to n-1). ``provenance`` (measured, commit, normsys,
+    torch, device, data) is what the importer knows of the run and wins over the report's own
+    rows: a report measured from a copy of the package inside another repository names that
+    repository's commit, not the code that ran."""
     text = path.read_text()
     try:
         rows = json.loads(text)["claims"]
@@ -282,7 +284,7 @@ def from_report(path: Path, provenance: dict[str, str]) -> dict[tuple[str, str],
     for r in rows:
         if r["verdict"].lower() not in (SUPPORTED, REFUTED, "inconclusive"):
             continue
-        fields_ = {**provenance, **{k: r[k] for k in ("measured", "commit") if r.get(k)}}
+        fields_ = {**{k: r[k] for k in ("measured", "commit") if r.get(k)}, **provenance}
         recorded = r.get("entry") or {}  # reports that carry the run settings
         out[r["id"], r["tier"]] = Entry(
             r["verdict"].lower(), r["statistic"], r["rule"], list(r["seeds"]),

@@ -172,7 +172,8 @@ def test_import_report_from_a_claims_json_and_from_a_printed_table(tmp_path, cap
     report = tmp_path / "claims.json"
     report.write_text(json.dumps({"claims": [
         {"id": "c-1", "tier": "paper", "verdict": "refuted", "statistic": "k", "rule": "> 1",
-         "seeds": [0, 1], "values": [0.1, 0.2], "mean": 0.15, "low": -0.48, "high": 0.78},
+         "seeds": [0, 1], "values": [0.1, 0.2], "mean": 0.15, "low": -0.48, "high": 0.78,
+         "commit": "a90082bc (the enclosing repository's)", "measured": "2026-11-22 10:00"},
         {"id": "c-err", "tier": "paper", "verdict": "error", "statistic": "", "rule": "",
          "seeds": [], "values": [], "mean": None, "low": None, "high": None}]}))
     table = tmp_path / "table.txt"
@@ -188,7 +189,9 @@ def test_import_report_from_a_claims_json_and_from_a_printed_table(tmp_path, cap
     assert main(["import-report", str(table), *common]) == 0
     entries = ledger.read(folder / "paper-NVIDIA-H100-80GB-HBM3.json")
     assert sorted(entries) == ["c-1", "c-2"]  # the error is not a verdict
+    # what the importer says of the run wins over the report's own commit and time
     assert entries["c-1"].values == [0.1, 0.2] and entries["c-1"].commit == "1f572e4"
+    assert entries["c-1"].measured == "2026-11-23"
     assert entries["c-2"].verdict == "refuted" and entries["c-2"].seeds == [0, 1, 2, 3, 4]
     assert entries["c-2"].rule == "all of 3: > 0" and entries["c-2"].high == -0.005
 
