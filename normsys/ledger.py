@@ -135,6 +135,24 @@ def file_name(tier: str, device: str, seed_offset: int = 0, seeds: int = 0,
     return stem + ".json"
 
 
+def tier_of(path: Path) -> str:
+    """The tier a ledger file records, from its name (``file_name``): ``cpu-seeds-3-5.json`` ->
+    ``cpu``, ``paper-NVIDIA-H200.json`` -> ``paper``."""
+    return path.stem.split("-")[0]
+
+
+def stale(folder: Path, defined: dict[str, set[str]]) -> dict[Path, list[str]]:
+    """The entries of every ledger file in ``folder`` whose claim id ``defined`` (the claim ids of
+    each tier) no longer has, by file: a renamed or removed claim's verdict that nothing checks.
+    Files of a tier ``defined`` does not speak of are left alone."""
+    out = {}
+    for path in sorted(folder.glob("*.json")):
+        if (tier := tier_of(path)) in defined:
+            if gone := sorted(set(read(path)) - defined[tier]):
+                out[path] = gone
+    return out
+
+
 def read(path: Path) -> dict[str, Entry]:
     """The entries of a ledger file by claim id ({} if there is no such file)."""
     if not path.is_file():

@@ -12,7 +12,7 @@ skip, each checked against the verdict ledger (normsys.ledger, ``claims/ledger/`
 ledger records as refuted is a strict xfail that only ClaimRefuted meets (so broken code is never
 counted as a verdict), and any verdict other than the recorded one fails with one line naming
 both. ``--claims-update`` rewrites the ledger from the run; ``--claims-strict`` fails claims the
-ledger does not hold.
+ledger does not hold, and a session whose ledger files hold entries of claims no longer defined.
 Results travel in ``report.user_properties``, so the table is right under pytest-xdist too.
 A claim parametrized with a ``Variant`` (e.g. Variant("-nonpad"), see ``variant_tiers``) gets
 that suffix on its id. ``pytest claims --claims-list`` lists every claim; ``-k`` matches ids.
@@ -42,6 +42,7 @@ TERMINAL = pytest.StashKey[int]()
 LEDGERS = pytest.StashKey["Ledgers"]()
 FETCHED = pytest.StashKey[list]()  # a claim item's run configs, as its test fetches them
 COUNTER_ENV = "NORMSYS_RUN_COUNTER"
+STALE_OUTPUT = "normsys_stale_ledger_entries"  # what an xdist worker found, for the controller
 DEFAULT_REPORT_DIR = "claims-report"
 
 
@@ -120,6 +121,9 @@ class Ledgers:
         self.offset, self.seeds = opt.claims_seed_offset, opt.claims_seeds
         self.max_seeds = opt.claims_max_seeds
         self.read: dict[str, dict[str, ledger.Entry]] = {}
+        # entries of claims no longer defined, by file: known only to a session that collected
+        # every claim (see ``collects_every_claim``)
+        self.stale: dict[Path, list[str]] = {}
 
     def path(self, tier: str) -> Path:
         return self.folder / ledger.file_name(tier, device_name(), self.offset, self.seeds,
@@ -142,9 +146,28 @@ class Ledgers:
             fresh = {r.id: ledger.Entry(**r.entry) for r in results if r.tier == tier and r.entry}
             if fresh:
                 path = self.path(tier)
-                ledger.write(path, {**ledger.read(path), **fresh})
-                written.append(f"{len(fresh)} entries to {path}")
+                gone = self.stale.pop(path, [])
+                kept = {cid: e for cid, e in ledger.read(path).items() if cid not in gone}
+                ledger.write(path, {**kept, **fresh})
+                written.append(f"{len(fresh)} entries to {path}"
+                               + (f", {len(gone)} of claims no longer defined dropped "
+                                  f"({', '.join(gone)})" if gone else ""))
         return written
+
+    def stale_lines(self) -> list[str]:
+        return [f"{path} holds {len(ids)} entries of claims no longer defined ({', '.join(ids)}): "
+                f"review, then --claims-update drops them from the file it writes"
+                for path, ids in sorted(self.stale.items())]
+
+
+def collects_every_claim(config: pytest.Config) -> bool:
+    """Whether this session collects every claim under the folders it was given: only then is a
+    ledger id it does not see a claim that no longer exists (``-k`` and ``-m`` deselect after
+    collection and do not count; a file, a test id, --ignore, --deselect or --last-failed do)."""
+    opt = config.option
+    narrowed = (getattr(opt, name, None) for name in ("ignore", "ignore_glob", "deselect", "lf"))
+    return not any(narrowed) and all(
+        (config.invocation_params.dir / arg).is_dir() for arg in config.args)
 
 
 def data_digest() -> str:
@@ -352,9 +375,11 @@ def check_report_folder(folder: Path) -> None:
                                 f"({existing} is not a writable folder)")
 
 
+@pytest.hookimpl(tryfirst=True)  # before -k and -m deselect: this sees every claim collected
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Check every claim marker, let ``-k`` match claim ids (each id is a keyword of its test
-    and of its negative controls), and with --claims-list print the claims and run none."""
+    and of its negative controls), find ledger entries of claims no longer defined, and with
+    --claims-list print the claims and run none."""
     catalog, controls = {}, {}
     for item in items:
         for cid in control_ids(item):
@@ -366,6 +391,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             catalog[cid, claim_tier(item)] = (marker.kwargs.get("statement", ""),
                                               marker.kwargs.get("source", ""))
     ledgers = config.stash[LEDGERS]
+    if catalog and collects_every_claim(config):
+        defined: dict[str, set[str]] = {}
+        for cid, tier in catalog:
+            defined.setdefault(tier, set()).add(cid)
+        try:
+            ledgers.stale = ledger.stale(ledgers.folder, defined)
+        except ledger.LedgerError as err:
+            raise pytest.UsageError(str(err)) from None
+        if hasattr(config, "workeroutput"):
+            config.workeroutput[STALE_OUTPUT] = {str(p): ids for p, ids in ledgers.stale.items()}
     for item in items:  # a refutation the ledger records: strict xfail that only ClaimRefuted meets
         if (marker := claim_marker(item)) is None or config.option.claims_list or ledgers.update:
             continue
@@ -398,8 +433,13 @@ def control_ids(item: pytest.Item) -> list[str]:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    if session.config.option.claims_list and exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
+    opt = session.config.option
+    if opt.claims_list and exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
         session.exitstatus = pytest.ExitCode.OK  # listing is what was asked for
+    ledgers = session.config.stash[LEDGERS]
+    if ledgers.strict and ledgers.stale and not ledgers.update and \
+            not hasattr(session.config, "workerinput"):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED  # said in the terminal summary
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -485,6 +525,12 @@ class ClaimsSession:
                 result = ClaimResult(**json.loads(value))
                 self.results[result.nodeid] = result
 
+    @pytest.hookimpl(optionalhook=True)  # pytest-xdist: what a worker found at collection
+    def pytest_testnodedown(self, node, error) -> None:
+        stale = getattr(node, "workeroutput", {}).get(STALE_OUTPUT)
+        if stale:
+            self.config.stash[LEDGERS].stale = {Path(p): ids for p, ids in stale.items()}
+
     def pytest_terminal_summary(self, terminalreporter) -> None:
         if hasattr(self.config, "workerinput"):
             return
@@ -494,18 +540,22 @@ class ClaimsSession:
             terminalreporter.write_line(f"normsys: no claim or test matches -k "
                                         f"'{self.config.option.keyword}'; `pytest claims "
                                         f"--claims-list` lists the claim ids")
-        if not self.results:
-            return
-        results = sorted(self.results.values(), key=lambda r: (r.tier, r.id))
-        terminalreporter.write_sep("=", "normsys claims")
-        terminalreporter.write_line(verdict_table(results))
-        folder = Path(self.config.option.claims_report)
-        rows = merged(results, folder, ClaimResult)
-        paths = write_reports(rows, folder, provenance(self.config))
-        kept = len(rows) - len(results)
-        terminalreporter.write_line("report: " + ", ".join(str(p) for p in paths)
-                                    + (f" ({kept} rows of earlier sessions kept)" if kept else ""))
         ledgers = self.config.stash[LEDGERS]
-        if ledgers.update:
-            for line in ledgers.write(results):
-                terminalreporter.write_line(f"ledger: wrote {line}")
+        if self.results:
+            results = sorted(self.results.values(), key=lambda r: (r.tier, r.id))
+            terminalreporter.write_sep("=", "normsys claims")
+            terminalreporter.write_line(verdict_table(results))
+            folder = Path(self.config.option.claims_report)
+            rows = merged(results, folder, ClaimResult)
+            paths = write_reports(rows, folder, provenance(self.config))
+            kept = len(rows) - len(results)
+            terminalreporter.write_line("report: " + ", ".join(str(p) for p in paths)
+                                        + (f" ({kept} rows of earlier sessions kept)" if kept
+                                           else ""))
+            if ledgers.update:
+                for line in ledgers.write(results):
+                    terminalreporter.write_line(f"ledger: wrote {line}")
+        failing = ledgers.strict and not ledgers.update
+        for line in ledgers.stale_lines():
+            terminalreporter.write_line(f"ledger: {line}" + (" (fails under --claims-strict)"
+                                                             if failing else ""))

@@ -310,3 +310,16 @@ def test_run_settings_fingerprint_is_of_the_seed_zero_configs_sorted_and_joined_
     two = ledger.changes(entry(settings={"a": "1", "b": "1"}, settings_fingerprint="x"),
                          entry(settings={"a": "2", "b": "2"}, settings_fingerprint="y"))
     assert two == ["settings: a 1 -> 2, b 1 -> 2"]
+
+
+def test_stale_entries_are_those_of_ids_no_longer_defined_in_every_file_of_the_tier(tmp_path):
+    ledger.write(tmp_path / "cpu.json", {"a": entry(), "b": entry(), "gone": entry()})
+    ledger.write(tmp_path / "cpu-seeds-3-5.json", {"a": entry(), "old": entry()})
+    ledger.write(tmp_path / "paper-NVIDIA-H200.json", {"z": entry()})
+    assert [ledger.tier_of(tmp_path / n) for n in ("cpu.json", "cpu-max-seeds-8.json",
+                                                   "paper-NVIDIA-H200.json")] == \
+        ["cpu", "cpu", "paper"]
+    assert ledger.stale(tmp_path, {"cpu": {"a", "b"}}) == {
+        tmp_path / "cpu-seeds-3-5.json": ["old"], tmp_path / "cpu.json": ["gone"]}
+    assert ledger.stale(tmp_path, {"cpu": {"a", "b", "gone", "old"}, "paper": {"z"}}) == {}
+    assert ledger.stale(tmp_path, {"paper": set()}) == {tmp_path / "paper-NVIDIA-H200.json": ["z"]}

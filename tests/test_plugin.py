@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -231,6 +232,50 @@ def test_a_claim_missing_from_the_ledger_is_new_and_fails_under_strict(switch):
     strict = run(switch, "--claims-strict")
     strict.assert_outcomes(passed=1, failed=1)
     assert "[c-more/cpu] new: not in the ledger" in strict.stdout.str()
+
+
+def with_entry_of_a_removed_claim(switch) -> Path:
+    """The ledger of a passing claim, plus the entry of a claim ("c-removed") no file defines."""
+    (switch.path / "values.json").write_text(json.dumps([0.9, 0.91, 0.92]))
+    run(switch, "--claims-update")
+    path = switch.path / "claims" / "ledger" / "cpu.json"
+    body = json.loads(path.read_text())
+    body["claims"]["c-removed"] = body["claims"]["c-switch"]
+    path.write_text(json.dumps(body))
+    return path
+
+
+def test_a_ledger_entry_of_a_claim_no_longer_defined_fails_under_strict(switch):
+    """A renamed or removed claim leaves its verdict in the ledger, where nothing checks it: said
+    on every run that collects every claim, a failure under --claims-strict (serial and under
+    xdist), dropped by --claims-update."""
+    path = with_entry_of_a_removed_claim(switch)
+    line = f"ledger: {path} holds 1 entries of claims no longer defined (c-removed): review, " \
+           f"then --claims-update drops them from the file it writes"
+    lenient = run(switch)
+    lenient.assert_outcomes(passed=1)
+    assert lenient.ret == pytest.ExitCode.OK and line in lenient.stdout.str()
+    for workers in ([], ["-n", "2"]):
+        strict = run(switch, "--claims-strict", *workers)
+        strict.assert_outcomes(passed=1)  # the claim itself holds; the session fails
+        assert strict.ret == pytest.ExitCode.TESTS_FAILED, workers
+        assert line + " (fails under --claims-strict)" in strict.stdout.str()
+    # -k deselects after collection: the id is still known to be gone
+    assert run(switch, "--claims-strict", "-k", "nothing").ret == pytest.ExitCode.TESTS_FAILED
+    updated = run(switch, "--claims-update")
+    assert "1 entries to" in updated.stdout.str() and "1 of claims no longer defined " \
+        "dropped (c-removed)" in updated.stdout.str()
+    assert sorted(json.loads(path.read_text())["claims"]) == ["c-switch"]
+    assert run(switch, "--claims-strict").ret == pytest.ExitCode.OK
+
+
+def test_a_session_that_collects_part_of_the_claims_does_not_call_the_rest_stale(switch):
+    with_entry_of_a_removed_claim(switch)
+    for narrowed in (["test_switch.py"], ["test_switch.py::test_switch"],
+                     ["--deselect", "test_switch.py::test_switch"], ["--ignore", "test_more.py"]):
+        result = run(switch, "--claims-strict", *narrowed)
+        assert "no longer defined" not in result.stdout.str(), narrowed
+        assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED), narrowed
 
 
 def test_a_corrupt_ledger_is_a_clear_error_naming_the_file(switch):
