@@ -6,6 +6,10 @@ case it speaks of).
     python tests/benchmarks/bench_results.py table RESULTS.json     README's table, in markdown
     python tests/benchmarks/bench_results.py measured IN.json ...   the test ids they hold, a
                                                                     line each (to --deselect them)
+    python tests/benchmarks/bench_results.py compare A.json B.json ...   devices side by side:
+                                                                    rates, fractions of peak, ratios
+    python tests/benchmarks/bench_results.py docs [--check]         write (or check) the results'
+                                                                    README from every results JSON
 """
 
 from __future__ import annotations
@@ -70,6 +74,10 @@ def table(results: dict) -> str:
     training core against the eager loop, the wall times of Figure 4 and of the whole paper tier,
     and the speed targets."""
     info = results["machine_info"].get("normsys", {})
+    if info.get("device") == "cpu":  # a CPU's own steps; the speed targets speak of GPUs
+        cpu = results["machine_info"].get("cpu", {}).get("brand_raw", "CPU")
+        return f"**{info.get('device')}** ({cpu}; torch {info.get('torch')}, " \
+               f"{info.get('cpu_threads')} threads)\n\n{_cpu_steps(results)}"
     blocks = [[f"**{info.get('device')}** (torch {info.get('torch')}, CUDA {info.get('cuda')}; "
                f"peak bandwidth: datasheet {_tbps(info.get('peak_memory_bandwidth_Bps'))}, "
                f"measured copy {_tbps(info.get('measured_copy_bandwidth_Bps'))})"]]
@@ -191,6 +199,78 @@ def targets(results: dict) -> list[tuple[str, str, str]]:
 FIGURE4, JOB = "test_paper_tier_figure4_wall_time", "test_claims_wall_time_end_to_end"
 
 
+def _cpu_steps(results: dict) -> str:
+    steps = {b["name"]: b["extra_info"] for b in results["benchmarks"]
+             if "steps_per_s" in b.get("extra_info", {})}
+    return "\n".join(["| training step (CPU-tier settings) | steps/s | GFLOP/s | of matmul peak "
+                      "(GFLOP/s) | threads |", "|---|---|---|---|---|",
+                      *(f"| {name} | {e['steps_per_s']:.1f} | {e['gflops']:.0f} | "
+                        f"{e['fraction_of_matmul_peak']:.2f} ({e['matmul_peak_gflops']:.0f}) | "
+                        f"{e['threads']} |" for name, e in sorted(steps.items()))])
+
+
+def rates(results: dict) -> dict[str, tuple[str, float, float | None]]:
+    """Each benchmark's rate by name: (unit, value, fraction of the device's peak) — tokens/s
+    with MFU for a training step, GB/s with the fraction of peak bandwidth for a norm kernel,
+    steps/s with the fraction of the matmul peak for a CPU-tier step."""
+    out = {}
+    for b in results["benchmarks"]:
+        e = b.get("extra_info", {})
+        if "tokens_per_s" in e:
+            out[b["name"]] = ("tokens/s", e["tokens_per_s"], e.get("mfu"))
+        elif "GBps" in e and "flush" not in e:
+            out[b["name"]] = ("GB/s", e["GBps"], e.get("fraction_of_peak_bandwidth"))
+        elif "steps_per_s" in e:
+            out[b["name"]] = ("steps/s", e["steps_per_s"], e.get("fraction_of_matmul_peak"))
+    return out
+
+
+def compare(runs: list[dict]) -> str:
+    """Several devices' results side by side, in Markdown: each benchmark's rate and fraction of
+    peak per device, and each later device's rate over the first's (where both measured it)."""
+    if len(runs) < 2:
+        raise ValueError("compare takes two results files or more")
+    names = [r["machine_info"].get("normsys", {}).get("device", "?") for r in runs]
+    per_run = [rates(r) for r in runs]
+    header = ["benchmark", "unit"] + [x for n in names for x in (n, "of peak")] + \
+             [f"{n} / {names[0]}" for n in names[1:]]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for bench in sorted(set().union(*per_run)):
+        cells = [r.get(bench) for r in per_run]
+        unit = next(c[0] for c in cells if c)
+        row = [bench, unit]
+        for c in cells:
+            row += ["-", "-"] if c is None else [f"{c[1]:,.3g}" if c[1] < 100 else f"{c[1]:,.0f}",
+                                                  "-" if c[2] is None else f"{c[2]:.3f}"]
+        row += [f"{c[1] / cells[0][1]:.2f}" if c and cells[0] else "-" for c in cells[1:]]
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
+RESULTS = Path(__file__).parent / "results"
+DOCS_HEAD = """# Benchmark results
+
+Written by `python tests/benchmarks/bench_results.py docs` from the results JSONs in this folder
+(pytest-benchmark files, one per device; `tests/benchmarks/test_bench_results.py` fails when this
+page is not what the command writes from them). Rates are medians; "of peak" is MFU against the
+dense bf16 peak for training steps, the fraction of datasheet bandwidth for norm kernels and of
+the measured fp32 matmul peak for the CPU-tier steps."""
+
+
+def docs(folder: Path = RESULTS) -> str:
+    """The results folder's README: each device's table, then the GPUs side by side."""
+    files = sorted(folder.glob("*.json"))
+    runs = load_runs(files)
+    blocks = [DOCS_HEAD]
+    for path, r in zip(files, runs, strict=True):
+        blocks += [f"## {path.name} ({r.get('datetime', '?')[:10]}, commit "
+                   f"{str(r.get('commit_info', {}).get('id', '?'))[:7]})", table(r)]
+    gpus = [r for r in runs if r["machine_info"].get("normsys", {}).get("device") != "cpu"]
+    if len(gpus) > 1:
+        blocks += ["## The GPUs side by side", compare(gpus)]
+    return "\n\n".join(blocks) + "\n"
+
+
 def _walls(results: dict, prefix: str) -> list[dict]:
     """extra_info of the wall-time benchmarks whose name starts with ``prefix``."""
     return [b["extra_info"] for b in results["benchmarks"]
@@ -245,19 +325,44 @@ def main(argv: list[str] | None = None) -> int:
     m = sub.add_parser("merge", help="merge benchmark JSONs of one device into one file")
     m.add_argument("out", type=Path)
     m.add_argument("inputs", type=Path, nargs="+")
+    m.add_argument("--commit", help="the normsys commit that ran, where the files name another "
+                                    "(measured from a copy of the package inside another "
+                                    "repository)")
     t = sub.add_parser("table", help="print README's benchmark table for one results JSON")
     t.add_argument("results", type=Path)
     d = sub.add_parser("measured", help="print the test ids that benchmark JSONs hold, a line each")
     d.add_argument("inputs", type=Path, nargs="*")
+    c = sub.add_parser("compare", help="devices side by side: rates, fractions of peak, ratios")
+    c.add_argument("inputs", type=Path, nargs="+")
+    w = sub.add_parser("docs", help=f"write {RESULTS.name}/README.md from every results JSON")
+    w.add_argument("--check", action="store_true", help="fail if README.md is not up to date")
     args = parser.parse_args(argv)
     if args.command == "merge":
         try:
-            args.out.write_text(json.dumps(merge(args.inputs), indent=2))
+            merged = merge(args.inputs)
+            if args.commit:
+                merged["commit_info"] = {**merged.get("commit_info", {}), "id": args.commit,
+                                         "measured_in": merged.get("commit_info", {}).get("id")}
+            args.out.write_text(json.dumps(merged, indent=2))
         except ValueError as err:
             print(f"error: {err}", file=sys.stderr)
             return 2
     elif args.command == "measured":
         print("\n".join(measured(args.inputs)))
+    elif args.command == "compare":
+        try:
+            print(compare(load_runs(args.inputs)))
+        except ValueError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+    elif args.command == "docs":
+        page, text = RESULTS / "README.md", docs()
+        if args.check:
+            fresh = page.is_file() and page.read_text() == text
+            print(f"{page}: {'up to date' if fresh else 'stale: run bench_results.py docs'}")
+            return 0 if fresh else 1
+        page.write_text(text)
+        print(f"wrote {page}")
     else:
         print(table(json.loads(args.results.read_text())))
     return 0

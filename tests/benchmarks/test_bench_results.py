@@ -205,3 +205,58 @@ def test_cuda_timing_path_on_the_host_clock(monkeypatch, hide_launch, flush):
     assert calls.count("sync") == (2 if hide_launch else 1 + 7 + 7 + 1)
     assert fake.extra_info["timer"] == f"cuda events, {flush} flush" + (
         ", launch hidden" if hide_launch else "")
+
+
+def step(name: str, tokens_per_s: float, mfu: float | None) -> dict:
+    return {"name": name, "stats": {"median": 1.0},
+            "extra_info": {"tokens_per_s": tokens_per_s, "mfu": mfu, "seeds": 1}}
+
+
+def test_compare_puts_devices_side_by_side_with_the_ratio_to_the_first(capsys, tmp_path):
+    a = result("GPU A", [step("t[one]", 1_000_000, 0.01), step("t[a-only]", 5.0, None),
+                         norm("normsys", 1e-5)])
+    b = result("GPU B", [step("t[one]", 2_500_000, 0.02), norm("normsys", 2e-5)])
+    assert bench_results.compare([a, b]).splitlines() == [
+        "| benchmark | unit | GPU A | of peak | GPU B | of peak | GPU B / GPU A |",
+        "|---|---|---|---|---|---|---|",
+        "| t[a-only] | tokens/s | 5 | - | - | - | - |",
+        "| t[one] | tokens/s | 1,000,000 | 0.010 | 2,500,000 | 0.020 | 2.50 |",
+        "| test_norm_kernel[layernorm-normsys] | GB/s | 1,680 | 0.350 | 840 | 0.175 | 0.50 |"]
+    paths = [tmp_path / "a.json", tmp_path / "b.json"]
+    for path, r in zip(paths, (a, b), strict=True):
+        path.write_text(json.dumps(r))
+    assert main(["compare", *map(str, paths)]) == 0
+    assert "| t[one] | tokens/s | 1,000,000 |" in capsys.readouterr().out
+    assert main(["compare", str(paths[0])]) == 2
+    assert "two results files or more" in capsys.readouterr().err
+
+
+def test_a_cpu_results_file_reads_as_its_steps_without_the_gpu_targets():
+    cpu = result("cpu", [{"name": "test_cpu_tier_training_step[lstm]", "stats": {"median": 1.0},
+                          "extra_info": {"steps_per_s": 11.55, "gflops": 76.6, "threads": 2,
+                                         "fraction_of_matmul_peak": 0.386,
+                                         "matmul_peak_gflops": 198.2}}])
+    cpu["machine_info"]["normsys"].update(torch="2.13.0+cpu", cpu_threads=2)
+    assert table(cpu).splitlines() == [
+        "**cpu** (CPU; torch 2.13.0+cpu, 2 threads)", "",
+        "| training step (CPU-tier settings) | steps/s | GFLOP/s | of matmul peak (GFLOP/s) "
+        "| threads |", "|---|---|---|---|---|",
+        "| test_cpu_tier_training_step[lstm] | 11.6 | 77 | 0.39 (198) | 2 |"]
+    assert bench_results.rates(cpu) == {"test_cpu_tier_training_step[lstm]":
+                                        ("steps/s", 11.55, 0.386)}
+
+
+def test_merge_can_name_the_commit_that_ran(tmp_path):
+    path = tmp_path / "in.json"
+    path.write_text(json.dumps({**result("GPU A", [step("t", 1.0, None)]),
+                                "commit_info": {"id": "other-repository"}}))
+    assert main(["merge", str(tmp_path / "out.json"), str(path), "--commit", "9ae600b"]) == 0
+    info = json.loads((tmp_path / "out.json").read_text())["commit_info"]
+    assert info == {"id": "9ae600b", "measured_in": "other-repository"}
+
+
+def test_the_results_readme_is_what_the_committed_results_make():
+    page = bench_results.RESULTS / "README.md"
+    assert page.read_text() == bench_results.docs(), \
+        f"{page} is stale: run python tests/benchmarks/bench_results.py docs"
+    assert "## The GPUs side by side" in page.read_text()
