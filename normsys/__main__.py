@@ -5,6 +5,8 @@
     python -m normsys train ... --dry-run                    the resolved config, no training
     python -m normsys compare A.json B.json [...] [--markdown]   verdict ledgers side by side
     python -m normsys import-report REPORT --device NAME ...    a report into the ledger
+    python -m normsys tables [--check]                       claims/ledger/README.md: every
+                                                             ledger side by side
     python -m normsys scorecard mynorm.py:MyNorm [--out DIR]  a new norm beside the built-in ones
     python -m normsys scorecard --builtin                    the built-in kinds compared
 
@@ -35,6 +37,10 @@ from normsys.train import train
 
 class UsageError(Exception):
     """A command line that cannot be carried out; the message says why and what is accepted."""
+
+
+class StaleError(Exception):
+    """A generated page that is not what its sources make now (exit 1, as a failed check)."""
 
 
 class Parser(argparse.ArgumentParser):
@@ -70,6 +76,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     for name in ("device", "commit", "torch", "normsys", "measured"):
         imp.add_argument(f"--{name}", required=True, help=f"{name} the report was measured on")
     imp.add_argument("--data", default="", help="the data it read (e.g. a pool's description)")
+    tb = sub.add_parser("tables", help="write the ledger folder's README: every ledger side by "
+                                       "side (the CPU tier and each GPU; each seed set)")
+    tb.add_argument("--ledger", type=Path, default=Path("claims/ledger"))
+    tb.add_argument("--check", action="store_true",
+                    help="write nothing; exit 1 if the README is not what the ledgers make")
     sc = sub.add_parser("scorecard", help="a norm kind judged by every norm-generic claim, "
                                           "beside the built-in kinds")
     sc.add_argument("norms", nargs="*", metavar="MODULE:CLASS",
@@ -143,6 +154,19 @@ def import_report(args: argparse.Namespace) -> str:
         ledger.write(path, {**ledger.read(path), **entries})
         lines.append(f"{len(entries)} entries to {path}")
     return "wrote " + "; ".join(lines) if lines else "no decided claims in the report"
+
+
+def tables(args: argparse.Namespace) -> str:
+    """claims/ledger/README.md from the ledger files beside it (or, --check, whether it is)."""
+    if not (args.ledger / "cpu.json").is_file():
+        raise UsageError(f"--ledger {args.ledger}: no cpu.json there; give the ledger folder")
+    page, text = args.ledger / "README.md", ledger.docs(args.ledger)
+    if args.check:
+        if not page.is_file() or page.read_text() != text:
+            raise StaleError(f"{page} is stale: run python -m normsys tables")
+        return f"{page}: up to date"
+    page.write_text(text)
+    return f"wrote {page}"
 
 
 def overrides(args: argparse.Namespace) -> dict[str, str]:
@@ -223,9 +247,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "list":
             print(listing())
             return 0
-        if args.command in ("compare", "import-report", "scorecard"):
-            print({"compare": compare, "import-report": import_report,
-                   "scorecard": score}[args.command](args))
+        if args.command in ("compare", "import-report", "scorecard", "tables"):
+            print({"compare": compare, "import-report": import_report, "scorecard": score,
+                   "tables": tables}[args.command](args))
             return 0
         cfg = resolve(args)
         if args.dry_run:
@@ -237,6 +261,9 @@ def main(argv: list[str] | None = None) -> int:
         text = err.args[0] if isinstance(err, KeyError) and err.args else str(err)
         print(f"error: {text}", file=sys.stderr)
         return 2
+    except StaleError as err:
+        print(f"stale: {err}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("interrupted: nothing was written (a run trained to the end stays cached)",
               file=sys.stderr)

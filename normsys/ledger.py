@@ -280,6 +280,38 @@ def as_markdown(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
+DOCS_HEAD = """# Verdict ledgers side by side
+
+Written by `python -m normsys tables` from the ledger files in this folder (`tests/test_ledger.py`
+fails when this page is not what the command writes from them). Each table is `python -m normsys
+compare ... --markdown` of the files it names. The CPU and paper tiers differ in model size, data
+and seeds, so their agreement is a comparison of settings, not a reproduction check; two GPUs on
+the paper tier, or two seed sets of one tier, are."""
+
+
+def docs(folder: Path) -> str:
+    """This folder's README: the CPU tier beside the paper tier on every GPU with a ledger, the
+    GPUs' agreement among themselves, and the CPU tier beside each other seed set."""
+    cpu = folder / "cpu.json"
+    gpus = sorted(folder.glob("paper-*.json"))
+    blocks = [DOCS_HEAD]
+
+    def section(title: str, paths: list[Path], extra: str = "") -> None:
+        header, rows, agreement = compare(paths)
+        names = ", ".join(f"`{p.name}`" for p in paths)
+        blocks.extend([f"## {title}", f"{names}: {agreement}{extra}",
+                       as_markdown(header, rows)])
+
+    if gpus:
+        gpu_line = ""
+        if len(gpus) > 1:
+            gpu_line = "; the GPUs among themselves: " + compare(gpus)[2]
+        section("The CPU tier and the paper tier on each GPU", [cpu, *gpus], gpu_line)
+    for other in sorted(folder.glob("cpu-*.json")):
+        section(f"Seeds: `{other.stem}` beside `cpu`", [cpu, other])
+    return "\n\n".join(blocks) + "\n"
+
+
 # ----------------------------------------------------------------------------- earlier reports
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -323,3 +324,31 @@ def test_stale_entries_are_those_of_ids_no_longer_defined_in_every_file_of_the_t
         tmp_path / "cpu-seeds-3-5.json": ["old"], tmp_path / "cpu.json": ["gone"]}
     assert ledger.stale(tmp_path, {"cpu": {"a", "b", "gone", "old"}, "paper": {"z"}}) == {}
     assert ledger.stale(tmp_path, {"paper": set()}) == {tmp_path / "paper-NVIDIA-H200.json": ["z"]}
+
+
+def test_the_ledger_readme_is_what_the_committed_ledgers_make():
+    folder = Path(__file__).parents[1] / "claims" / "ledger"
+    assert (folder / "README.md").read_text() == ledger.docs(folder), \
+        "claims/ledger/README.md is stale: run python -m normsys tables"
+
+
+def test_tables_put_the_cpu_tier_beside_every_gpu_and_every_seed_set(tmp_path, capsys):
+    small_ledgers(tmp_path)
+    ledger.write(tmp_path / "paper-GPU-A.json", {"c-1": entry(), "c-2": entry("refuted")})
+    ledger.write(tmp_path / "paper-GPU-B.json", {"c-1": entry(), "c-2": entry("supported")})
+    page = ledger.docs(tmp_path)
+    sections = [line for line in page.splitlines() if line.startswith("## ")]
+    assert sections == ["## The CPU tier and the paper tier on each GPU",
+                        "## Seeds: `cpu-seeds-3-5` beside `cpu`"]
+    assert "`cpu.json`, `paper-GPU-A.json`, `paper-GPU-B.json`: 1 of 2 agree; 1 decisive flips " \
+           "(c-2); 2 claims not in every ledger; the GPUs among themselves: 1 of 2 agree; 1 " \
+           "decisive flips (c-2)\n" in page
+    assert "| claim | cpu: verdict | mean [95% CI] | seeds | paper-GPU-A: verdict |" in page
+    assert "`cpu.json`, `cpu-seeds-3-5.json`: 1 of 3 agree" in page
+    common = ["tables", "--ledger", str(tmp_path)]
+    assert main([*common, "--check"]) == 1
+    assert "README.md is stale: run python -m normsys tables" in capsys.readouterr().err
+    assert main(common) == 0 and (tmp_path / "README.md").read_text() == page
+    assert main([*common, "--check"]) == 0
+    assert main(["tables", "--ledger", str(tmp_path / "nowhere")]) == 2
+    assert "no cpu.json there" in capsys.readouterr().err
