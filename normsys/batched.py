@@ -13,8 +13,8 @@ its own gradient. Each seed keeps its own initialization (prepare_model) and dat
 (tests/test_batched.py).
 
 Limits: backprop only (FA/DFA's custom backward), and models made of stackable layers only
-(``STACKABLE``; no batchnorm, whose running statistics are shared across the batch, and no
-convolutions); the configs may differ in train.seed alone.
+(``STACKABLE``: no convolutions); the configs may differ in train.seed alone. Batchnorm stacks: each
+seed's rows are normalized by their own statistics (normsys.norms.batch_norm).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from normsys.train import fit
 
 # the layers whose parameters may be seed-stacked: each applies them through normsys.stacked
 STACKABLE = (stacked.Linear, stacked.Embedding, norms.LayerNorm, norms.RMSNorm, norms.L2Norm,
-             norms.DyT, models.PatchEmbed, models.TBlockClassifier)
+             norms.DyT, norms.BatchNorm, models.PatchEmbed, models.TBlockClassifier)
 
 
 def unstackable(model: nn.Module) -> list[str]:
@@ -54,8 +54,8 @@ def check_batchable(cfgs: list[RunConfig]) -> None:
     with torch.device("meta"):  # the structure only: no memory, no random draws
         model = models.build_model(base.model)
     if bad := unstackable(model):
-        raise ValueError(f"batched seeds cannot stack {', '.join(bad[:4])}: batchnorm's running "
-                         f"statistics and convolutions have no seed-stacked form; train those "
+        raise ValueError(f"batched seeds cannot stack {', '.join(bad[:4])}: convolutions (and "
+                         f"layers outside normsys.stacked) have no seed-stacked form; train those "
                          f"seeds separately")
 
 

@@ -122,10 +122,22 @@ def dyt(x: Tensor, alpha: Tensor | float, weight: Tensor | None = None,
 def batch_norm(x: Tensor, running_mean: Tensor | None, running_var: Tensor | None,
                weight: Tensor | None = None, bias: Tensor | None = None, training: bool = True,
                momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
-    """Per-feature normalization over every leading dim of a (..., d) tensor (batch and time)."""
-    flat = x.reshape(-1, x.shape[-1])  # (N, d)
-    y = F.batch_norm(flat, running_mean, running_var, weight, bias, training, momentum, eps)
-    return y.reshape(x.shape)
+    """Per-feature normalization over every leading dim of a (..., d) tensor (batch and time).
+    With the parameters and running statistics of S seeds, (S, d), on a seed-folded batch, each
+    seed's rows are normalized by their own statistics, which update that seed's running ones:
+    the seeds become S*d features of one batch norm over the rows of one seed."""
+    ref = weight if weight is not None else running_mean
+    s = stacked.seeds_of(ref, 1) if ref is not None else 0
+    if not s:
+        flat = x.reshape(-1, x.shape[-1])  # (N, d)
+        y = F.batch_norm(flat, running_mean, running_var, weight, bias, training, momentum, eps)
+        return y.reshape(x.shape)
+    d = x.shape[-1]
+    wide = stacked.by_seed(x, s).transpose(0, 1).reshape(-1, s * d)  # (N, S*d), seed-major
+    flat = [None if t is None else t.view(s * d)  # views: the update lands in the (S, d) buffers
+            for t in (running_mean, running_var, weight, bias)]
+    y = F.batch_norm(wide, *flat[:2], *flat[2:], training, momentum, eps)
+    return y.reshape(-1, s, d).transpose(0, 1).reshape(x.shape)
 
 
 
