@@ -2,7 +2,8 @@
 (d=128, 4 heads, 6 layers, 128 tokens, batch 256) for the normsys core (data resident on the
 device, bf16 autocast, fused attention, fused Adam; eager, compiled, or compiled with CUDA graphs)
 against a plain eager fp32 loop written the way the original notebook does it
-(nn.MultiheadAttention, a DataLoader, no autocast), same device, same session. The wall time of
+(nn.MultiheadAttention, a DataLoader, no autocast), same device, same session; the char LSTM's
+step, one seed and five stacked, on the GPU and the CPU. The wall time of
 the paper-tier Figure 4 reproduction at the official size, and of the whole paper tier, every
 claim, end to end: the time a user waits for the verdicts.
 """
@@ -68,8 +69,11 @@ class NotebookEncoder(nn.Module):
 
 
 def model_flops_per_token(cfg) -> float:
-    """6 x non-embedding parameters + attention (12 L T d) per token, forward + backward."""
+    """Forward + backward matmul FLOPs per token: for the encoder 6 x non-embedding parameters +
+    attention (12 L T d); for the LSTM 6 x (its two gate projections, 8 d^2 a layer, + the head)."""
     d, t, layers = cfg.model.d, cfg.model.seq_len, cfg.model.layers
+    if cfg.model.name == "lstm":
+        return 6 * (8 * layers * d * d + d * cfg.model.vocab)
     return 6 * 12 * layers * d * d + 12 * layers * t * d
 
 
@@ -85,14 +89,20 @@ def record(benchmark, cfg, seconds_per_step: float, dev, seeds: int = 1) -> None
 
 def time_steps(benchmark, cfgs, dev, steps: int) -> None:
     """Time ``steps`` updates of the loop's own step (Learner.step) on a batch resident on the
-    device: one run's model, or the seeds' stacked model (each seed on its own rows)."""
+    device: one run's model, or the seeds' stacked model (each seed on its own rows: its first
+    batch, seed-major, as the loop folds them)."""
     seeds, cfg = len(cfgs), cfgs[0]
     task = make_task(cfg).to(dev)
     models = [prepare_model(c).to(dev).train() for c in cfgs]
     model = models[0] if seeds == 1 else stack_modules(models)
     learner = Learner(cfg, model, task, run_context(cfg, dev, steps), seeds)
-    rows = seeds * cfg.train.batch_size
-    x, y = task.x_train[:rows], task.y_train[:rows]
+    if isinstance(task, Classify):
+        rows = seeds * cfg.train.batch_size
+        x, y = task.x_train[:rows], task.y_train[:rows]
+    else:
+        first = [next(task.batches(c, torch.Generator().manual_seed(c.train.seed)))[1:]
+                 for c in cfgs]
+        x, y = (torch.cat(parts) for parts in zip(*first, strict=True))
 
     def train_steps():
         for _ in range(steps):
@@ -112,6 +122,27 @@ def test_train_step_normsys_core(benchmark, dev, changes, steps, data_env):
 def test_train_step_normsys_core_5_seeds_batched(benchmark, dev, changes, steps, data_env):
     """Five seeds as one seed-stacked model, as the claims train them: tokens/s of all five."""
     time_steps(benchmark, [preset("encoder", **changes, **{"train.seed": s}) for s in range(5)],
+               dev, steps)
+
+
+# The char LSTM (the lstm preset, as both tiers train it: hidden 256, 64 characters, batch 32):
+# its step is a Python loop over the 64 time steps, many small kernels, the paper tier's long
+# pole on a GPU. Layernorm and per-step batchnorm, one seed and five stacked, eager and as one
+# captured step (CUDA graphs) on the GPU; on the CPU one seed and five stacked, eager.
+LSTM_CASES = [pytest.param(norm, seeds, mode, 20, marks=pytest.mark.gpu,
+                           id=f"paper-{norm}-{seeds}-seeds-{mode}")
+              for norm in ("layernorm", "batchnorm") for seeds in (1, 5)
+              for mode in ("off", "cudagraphs")] + \
+             [pytest.param("layernorm", seeds, "off", 3, id=f"cpu-layernorm-{seeds}-seeds")
+              for seeds in (1, 5)]
+
+
+@pytest.mark.parametrize("norm,seeds,mode,steps", LSTM_CASES)
+def test_train_step_lstm(benchmark, dev, norm, seeds, mode, steps, data_env):
+    """The char LSTM's training step: tokens/s of all its seeds, and MFU on a GPU."""
+    tier = "paper" if dev.type == "cuda" else "cpu"
+    time_steps(benchmark, [preset("lstm", tier, **{"model.norm": norm, "train.compile": mode,
+                                                   "train.seed": s}) for s in range(seeds)],
                dev, steps)
 
 
@@ -231,5 +262,10 @@ def test_claims_wall_time_end_to_end(benchmark, data_env, tmp_path, markers, sel
     claims = json.loads((report / "claims.json").read_text())["claims"]
     verdicts = {v: sum(c["verdict"] == v for c in claims) for v in {c["verdict"] for c in claims}}
     assert claims and "error" not in verdicts, [c["id"] for c in claims if c["verdict"] == "error"]
+    by_file: dict[str, float] = {}  # where the time goes: each claim's own seconds, by file
+    for c in claims:
+        name = c["nodeid"].split("::")[0]
+        by_file[name] = by_file.get(name, 0.0) + float(c["seconds"])
     benchmark.extra_info.update({"wall_time_s": seconds, "claims": len(claims),
-                                 "verdicts": verdicts, "command": " ".join(command[1:])})
+                                 "verdicts": verdicts, "command": " ".join(command[1:]),
+                                 "claim_seconds_by_file": dict(sorted(by_file.items()))})
