@@ -61,7 +61,8 @@ def task_of(request):
 
 @pytest.fixture
 def runs(request):
-    """runs([configs]) -> [RunRecord]: like run, with the seeds stacked together on a GPU."""
+    """runs([configs]) -> [RunRecord]: like run, with each configuration's seeds stacked together
+    on a GPU, and the runs no other worker holds trained first."""
 
     def fetch(cfgs: list[RunConfig]) -> list[RunRecord]:
         with data_errors(request.config.option.claims_skip_missing_data):

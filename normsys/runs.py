@@ -1,9 +1,9 @@
 """Getting the runs claims ask for: from the run cache, or trained (seeds stacked on CUDA).
 
 ``run(config)`` is one record; ``runs(configs)`` several, which on CUDA trains the uncached seeds
-of one configuration as one seed-stacked model (normsys.batched), and on the CPU trains first the
-runs no other pytest-xdist worker holds, leaving for last the ones another worker is training, so
-that workers needing the same runs share them out instead of queueing. Records fetched once are
+of each configuration as one seed-stacked model (normsys.batched), and on any device trains first
+the runs (or seed groups) no other pytest-xdist worker holds, leaving for last the ones another
+worker is training, so that workers needing the same runs share them out instead of queueing. Records fetched once are
 kept for the rest of the process, and the data of each data setting is loaded once.
 
 What a claim needs is known once it has run: ``recording()`` collects the runs fetched inside it,
@@ -56,38 +56,60 @@ def task_of(cfg: RunConfig) -> Task:
 def run(cfg: RunConfig, wait: bool = True) -> RunRecord | None:
     """The record of ``cfg`` from the run cache, training it first if needed. ``wait=False``:
     None instead of waiting while another process trains the same run."""
-    if cfg not in _MEMO:
-        task = task_of(cfg)
-        found = cached_runs([cfg], task.digest, lambda cfgs: fit(cfgs, task), wait)
-        if found is None:
-            return None
-        _MEMO[cfg], _DIGESTS[cfg] = found[0], task.digest
+    if not _fetch([cfg], wait):
+        return None
     for fetched in _FETCHED:
         fetched.append(cfg)
     return _MEMO[cfg]
 
 
 def runs(cfgs: list[RunConfig]) -> list[RunRecord]:
-    """Records of several configs (see the module doc for how they are trained)."""
-    if (len(cfgs) > 1 and resolve_device(cfgs[0].train.device).type == "cuda"
-            and not NORMS[cfgs[0].model.norm].source):  # a registered norm knows no stacked seeds
+    """Records of several configs (see the module doc for how they are trained): first every
+    group of runs nobody else holds is trained or read, then the others are waited for."""
+    groups = seed_groups(list(dict.fromkeys(cfgs)))
+    for group in groups:
+        _fetch(group, wait=False)
+    for group in groups:
+        _fetch(group, wait=True)
+    for fetched in _FETCHED:
+        fetched.extend(cfgs)
+    return [_MEMO[c] for c in cfgs]
+
+
+def seed_groups(cfgs: list[RunConfig]) -> list[list[RunConfig]]:
+    """What trains together: on CUDA the seeds of each configuration that stack (one
+    seed-stacked model, normsys.batched), in the order first asked; else each run alone (the
+    CPU, where one run a core is faster, and a registered norm, which knows no stacked form)."""
+    if not cfgs or resolve_device(cfgs[0].train.device).type != "cuda":
+        return [[c] for c in cfgs]
+    by_config: dict[RunConfig, list[RunConfig]] = {}
+    for c in cfgs:
+        by_config.setdefault(c.override(**{"train.seed": 0}), []).append(c)
+    groups = []
+    for group in by_config.values():
         try:
-            check_batchable(cfgs)
+            if NORMS[group[0].model.norm].source:
+                raise ValueError("a registered norm")
+            check_batchable(group)
         except ValueError:
-            pass
+            groups.extend([c] for c in group)
         else:
-            missing = [c for c in cfgs if c not in _MEMO]
-            if missing:
-                task = task_of(missing[0])
-                _MEMO.update(zip(missing, cached_runs(missing, task.digest,
-                                                      lambda todo: fit(todo, task)), strict=True))
-                _DIGESTS.update(dict.fromkeys(missing, task.digest))
-            for fetched in _FETCHED:
-                fetched.extend(cfgs)
-            return [_MEMO[c] for c in cfgs]
-    for cfg in dict.fromkeys(cfgs):  # first pass: train or read every run nobody else holds
-        run(cfg, wait=False)
-    return [run(cfg) for cfg in cfgs]  # then wait for the others
+            groups.append(group)
+    return groups
+
+
+def _fetch(group: list[RunConfig], wait: bool) -> bool:
+    """Put the records of ``group`` (one config's seeds, or one run) in the memo: read from the
+    cache, or trained together. False if ``wait`` is off and another process holds one."""
+    missing = [c for c in group if c not in _MEMO]
+    if missing:
+        task = task_of(missing[0])
+        found = cached_runs(missing, task.digest, lambda todo: fit(todo, task), wait)
+        if found is None:
+            return False
+        _MEMO.update(zip(missing, found, strict=True))
+        _DIGESTS.update(dict.fromkeys(missing, task.digest))
+    return True
 
 
 # ----------------------------------------------------------------------------- what claims need

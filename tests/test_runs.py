@@ -123,3 +123,37 @@ def test_a_registered_norm_trains_one_run_per_call_on_cuda(cache, monkeypatch):
     finally:
         del norms.NORMS[name]
     assert calls == [1, 1, 1]
+
+
+def test_on_cuda_the_seed_groups_nobody_else_holds_train_first(cache, monkeypatch):
+    """Two configurations' seeds asked at once, the first held by another worker: the second
+    trains first (stacked), then the first is waited for."""
+    calls = []
+    monkeypatch.setattr(runs, "fit", lambda cfgs, task=None: calls.append(
+        [(c.model.d, c.train.seed) for c in cfgs]) or [train_with_state(c) for c in cfgs])
+    monkeypatch.setattr(runs, "resolve_device", lambda name: torch.device("cuda"))
+    a, b = ([c.override(**{"model.d": d, "data.batch_shape": (2, 3, d)}) for c in SEEDS]
+            for d in (4, 6))
+    real, asked = runs.cached_runs, []
+
+    def a_held_elsewhere(configs, data, compute, wait=True):
+        asked.append((configs[0].model.d, wait))
+        if configs[0] in a and not wait:
+            return None
+        return real(configs, data, compute, wait)
+
+    monkeypatch.setattr(runs, "cached_runs", a_held_elsewhere)
+    with runs.recording() as fetched:
+        got = runs.runs(a + b)
+    assert asked == [(4, False), (6, False), (4, True)]  # b is in the memo when waiting
+    assert calls == [[(6, 0), (6, 1), (6, 2)], [(4, 0), (4, 1), (4, 2)]]
+    assert [r.run_config for r in got] == a + b and fetched == a + b
+
+
+def test_seed_groups_stack_each_configurations_seeds_on_cuda_only(monkeypatch):
+    cnn = [preset("cnn", **{"train.seed": s}) for s in (0, 1)]  # convolutions: no stacked form
+    mixed = [*SEEDS[:2], *cnn, SEEDS[2]]
+    assert runs.seed_groups(mixed) == [[c] for c in mixed]  # the CPU: each run alone
+    monkeypatch.setattr(runs, "resolve_device", lambda name: torch.device("cuda"))
+    assert runs.seed_groups(mixed) == [SEEDS, [cnn[0]], [cnn[1]]]
+    assert runs.seed_groups([]) == []
