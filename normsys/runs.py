@@ -3,8 +3,9 @@
 ``run(config)`` is one record; ``runs(configs)`` several, which on CUDA trains the uncached seeds
 of each configuration as one seed-stacked model (normsys.batched), and on any device trains first
 the runs (or seed groups) no other pytest-xdist worker holds, leaving for last the ones another
-worker is training, so that workers needing the same runs share them out instead of queueing. Records fetched once are
-kept for the rest of the process, and the data of each data setting is loaded once.
+worker is training, so that workers needing the same runs share them out instead of queueing.
+Records fetched once are kept for the rest of the process, and the data of each data setting is
+loaded once.
 
 What a claim needs is known once it has run: ``recording()`` collects the runs fetched inside it,
 and ``write_index`` keeps them in the cache folder (``claims/<id>-<tier>.json``: each run's config,
