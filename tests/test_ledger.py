@@ -195,6 +195,53 @@ def test_import_report_from_a_claims_json_and_from_a_printed_table(tmp_path, cap
     assert entries["c-1"].measured == "2026-11-23"
     assert entries["c-2"].verdict == "refuted" and entries["c-2"].seeds == [0, 1, 2, 3, 4]
     assert entries["c-2"].rule == "all of 3: > 0" and entries["c-2"].high == -0.005
+    given = dict(measured="2026-11-23", commit="1f572e4", normsys="0.2.0", torch="2.11.0+cu130",
+                 device="NVIDIA H100 80GB HBM3", data="")
+    assert entries["c-1"] == ledger.Entry("refuted", "k", "> 1", [0, 1], [0.1, 0.2], 0.15,
+                                          -0.48, 0.78, **given)
+    assert entries["c-2"] == ledger.Entry("refuted", "a - b", "all of 3: > 0", [0, 1, 2, 3, 4],
+                                          [], -0.01, -0.02, -0.005, **given)
+
+
+def test_a_report_row_brings_its_run_settings_and_every_verdict_kind(tmp_path):
+    """Rows of a report that carry their ledger entry bring its settings; inconclusive rows are
+    verdicts too (any case), errors and rows not run are not, and none stops the rest."""
+    settings = {"model.norm": "l2 | none", "train.epochs": "4"}
+    rows = [{"id": f"c-{v}", "tier": "cpu", "verdict": v, "statistic": "s", "rule": "> 0",
+             "seeds": [0, 1, 2], "values": [1.0, 2.0, 3.0], "mean": 2.0, "low": 0.5, "high": 3.5,
+             "entry": {"settings": settings, "settings_fingerprint": "f00d"}}
+            for v in ("error", "INCONCLUSIVE", "not run", "supported")]
+    report = tmp_path / "claims.json"
+    report.write_text(json.dumps({"claims": rows}))
+    got = ledger.from_report(report, dict(measured="m", commit="c", normsys="n", torch="t",
+                                          device="d", data="sums"))
+    assert sorted(got) == [("c-INCONCLUSIVE", "cpu"), ("c-supported", "cpu")]
+    entry = got["c-INCONCLUSIVE", "cpu"]
+    assert entry.verdict == "inconclusive" and entry.data == "sums"
+    assert entry.settings == settings and entry.settings_fingerprint == "f00d"
+    assert (entry.mean, entry.low, entry.high, entry.statistic) == (2.0, 0.5, 3.5, "s")
+    (tmp_path / "bad.json").write_text(json.dumps({"rows": []}))
+    with pytest.raises(ledger.LedgerError, match=r"bad.json: neither a claims report "
+                                                 r"\(claims.json\) nor a verdict table$"):
+        ledger.from_report(tmp_path / "bad.json", {})
+
+
+def test_a_printed_table_is_read_from_its_header_to_its_last_row():
+    text = ("collected 3 items\n"
+            "claim  tier  verdict  statistic  mean  95% CI        rule  seeds  time\n"
+            "-----  ----  -------  ---------  ----  ------------  ----  -----  ----\n"
+            "c-1    cpu   supported  x        0.5   [0.4, 0.6]    > 0   3      1s\n"
+            "c-2    cpu   REFUTED  x          -0.5  [-0.6, -0.4]  > 0   3\n"  # no time: still a row
+            "2 claims\n"
+            "c-3    cpu   REFUTED  x          -0.5  [-0.6, -0.4]  > 0   3      1s\n")
+    rows = ledger.table_rows(text)
+    assert [r["id"] for r in rows] == ["c-1", "c-2"]  # the table ends at its first short line
+    assert rows[0] == {"id": "c-1", "tier": "cpu", "verdict": "supported", "statistic": "x",
+                       "mean": "0.5", "low": "0.4", "high": "0.6", "rule": "> 0",
+                       "seeds": [0, 1, 2]}
+    with pytest.raises(ledger.LedgerError, match=r"^no verdict table \(a line 'claim  tier  "
+                                                 r"verdict \.\.\.'\) found$"):
+        ledger.table_rows("nothing here\n")
 
 
 def test_compare_prints_exactly_this_table_in_text_and_markdown(tmp_path):
