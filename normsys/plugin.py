@@ -363,6 +363,11 @@ def pytest_configure(config: pytest.Config) -> None:
     workers.share_the_machine()
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    return workers.auto_workers()
+
+
 def check_report_folder(folder: Path) -> None:
     """The report is what a long run is for: a folder it cannot be written to is a usage error
     before anything trains, not a lost report after."""

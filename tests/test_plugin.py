@@ -498,3 +498,20 @@ def test_control():
 ''')
     result = run(pytester, "--strict-markers")
     result.assert_outcomes(passed=2)
+
+
+def test_n_auto_starts_several_workers_a_gpu_and_leaves_the_cpu_to_xdist(pytester, monkeypatch):
+    import torch
+
+    from normsys import workers
+
+    pytester.makeconftest(CONFTEST)
+    config = pytester.parseconfigure()
+    ask = lambda: config.hook.pytest_xdist_auto_num_workers(config=config)  # noqa: E731
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    from xdist.plugin import pytest_xdist_auto_num_workers as xdist_own
+
+    assert workers.auto_workers() is None and ask() == xdist_own(config)  # a worker a core
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert ask() == 2 * workers.WORKERS_PER_GPU == 16
