@@ -237,13 +237,13 @@ def test_paper_tier_figure4_wall_time(benchmark, data_env, tier, seeds, changes)
 # The CPU smoke case selects two claims that train nothing heavy (random attention stacks, and
 # ten tanh MLPs at initialization), so that the whole-job path runs in a plain `pytest`.
 SMOKE_CLAIMS = "skips_prevent_rank_collapse or residual_preserves_gradients"
-JOB_CASES = [pytest.param("gpu", [], marks=pytest.mark.gpu, id="paper"),
+JOB_CASES = [pytest.param("gpu", ["-n", "auto"], marks=pytest.mark.gpu, id="paper"),
              pytest.param("not gpu", ["-k", SMOKE_CLAIMS], id="cpu-smoke")]
 
 
 @pytest.mark.parametrize("markers,select", JOB_CASES)
 def test_claims_wall_time_end_to_end(benchmark, data_env, tmp_path, markers, select):
-    """`pytest claims -m gpu` as a user runs it, from a cold run cache: every claim, 5 seeds,
+    """`pytest claims -m gpu -n auto` as a user runs it, from a cold run cache: every claim, 5 seeds,
     paper settings (data, compiles, training, measurements, report). Records the wall time and
     the verdicts; a claim that ends in error fails the benchmark."""
     report = tmp_path / "report"
