@@ -76,8 +76,14 @@ def table(results: dict) -> str:
     info = results["machine_info"].get("normsys", {})
     if info.get("device") == "cpu":  # a CPU's own steps; the speed targets speak of GPUs
         cpu = results["machine_info"].get("cpu", {}).get("brand_raw", "CPU")
-        return f"**{info.get('device')}** ({cpu}; torch {info.get('torch')}, " \
-               f"{info.get('cpu_threads')} threads)\n\n{_cpu_steps(results)}"
+        tokens = [f"| {b['name']} | {b['extra_info']['tokens_per_s']:,.0f} | "
+                  f"{b['extra_info'].get('seeds', 1)} |" for b in sorted(
+                      results["benchmarks"], key=lambda b: b["name"])
+                  if "tokens_per_s" in b.get("extra_info", {})]
+        return "\n\n".join([f"**{info.get('device')}** ({cpu}; torch {info.get('torch')}, "
+                             f"{info.get('cpu_threads')} threads)", _cpu_steps(results)]
+                            + (["\n".join(["| training step | tokens/s (all seeds) | seeds |",
+                                           "|---|---|---|", *tokens])] if tokens else []))
     blocks = [[f"**{info.get('device')}** (torch {info.get('torch')}, CUDA {info.get('cuda')}; "
                f"peak bandwidth: datasheet {_tbps(info.get('peak_memory_bandwidth_Bps'))}, "
                f"measured copy {_tbps(info.get('measured_copy_bandwidth_Bps'))})"]]
