@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from normsys.config import ModelConfig
-from normsys.models import build_model
+from normsys.models import ACTS, TransformerBlock, build_model
 
 EXACT = dict(rtol=1e-10, atol=1e-10)
 
@@ -313,3 +313,15 @@ def test_every_norm_module_holds_its_parameters_and_computes_its_definition():
             for p in m.parameters():
                 p.copy_(torch.randn(p.shape, generator=gen, dtype=p.dtype))
         torch.testing.assert_close(m(x), by_definition(kind, m, x), **EXACT, msg=kind)
+
+
+@pytest.mark.parametrize("family,changes", [
+    ("encoder", {"vocab": 11, "d": 8, "heads": 2, "layers": 1, "seq_len": 4, "n_out": 3}),
+    ("char_gpt", {"vocab": 11, "d": 8, "heads": 2, "layers": 1, "seq_len": 4}),
+    ("tblock", {"d": 8, "heads": 2, "layers": 1, "n_out": 3})])
+@pytest.mark.parametrize("act", ["relu", "tanh"])
+def test_transformer_blocks_use_the_configured_activation(family, changes, act):
+    """The configured activation, not the default GELU, in every Transformer block's MLP."""
+    model = randomized(family, **changes, act=act)
+    blocks = [m for m in model.modules() if isinstance(m, TransformerBlock)]
+    assert blocks and all(type(b.mlp[1]) is ACTS[act] for b in blocks)
