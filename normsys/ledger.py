@@ -334,7 +334,7 @@ def from_report(path: Path, provenance: dict[str, str]) -> dict[tuple[str, str],
     for r in rows:
         if r["verdict"].lower() not in (SUPPORTED, REFUTED, "inconclusive"):
             continue
-        fields_ = {**{k: r[k] for k in ("measured", "commit") if r.get(k)}, **provenance}
+        fields_ = provenance
         recorded = r.get("entry") or {}  # reports that carry the run settings
         out[r["id"], r["tier"]] = Entry(
             r["verdict"].lower(), r["statistic"], r["rule"], list(r["seeds"]),

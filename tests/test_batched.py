@@ -136,6 +136,9 @@ def test_what_cannot_stack_is_named_exactly():
     torch.manual_seed(0)
     assert unstackable(build_model(cnn.model)) == [f"layers.{i}.0 (Conv2d)" for i in range(3)]
     check_batchable([preset("ffn_stack", **{"model.norm": "batchnorm"})])  # stacks
+    with pytest.raises(ValueError, match=r"stack layers\.0\.0 \(Conv2d\), layers\.1\.0 \(Conv2d\), "
+                                         r"layers\.2\.0 \(Conv2d\), layers\.3\.0 \(Conv2d\): "):
+        check_batchable([preset("cnn", **{"model.layers": 5, "model.d": 4})])  # the first 4
     bare = torch.nn.Linear(2, 2)
     assert unstackable(bare) == ["model (Linear)"]  # torch's own Linear: no stacked form
 
@@ -175,8 +178,9 @@ def test_stacked_modules_stack_parameters_and_buffers_and_unstack_into_each_seed
     assert [m.inner.count.tolist() for m in fresh] == [[2.0, 20.0], [4.0, 40.0], [6.0, 60.0]]
 
 
+@pytest.mark.parametrize("affine", [True, False])
 @pytest.mark.parametrize("training", [True, False])
-def test_stacked_batchnorm_is_each_seeds_own_batchnorm(training):
+def test_stacked_batchnorm_is_each_seeds_own_batchnorm(training, affine):
     """Three seeds' batchnorms as one: each seed's rows (seed-major in the folded batch) normalized
     by their own statistics, each seed's running statistics updated from its own rows alone."""
     import torch.nn.functional as F
@@ -186,13 +190,14 @@ def test_stacked_batchnorm_is_each_seeds_own_batchnorm(training):
     torch.manual_seed(0)
     s, b, t, d = 3, 4, 5, 6
     x = torch.randn(s * b, t, d) * torch.arange(1, s + 1).repeat_interleave(b)[:, None, None]
-    weight, bias = torch.randn(s, d), torch.randn(s, d)
-    mean, var = torch.randn(s, d), torch.rand(s, d) + 0.5
+    weight, bias = (torch.randn(s, d), torch.randn(s, d)) if affine else (None, None)
+    mean, var = torch.randn(s, d), torch.rand(s, d) * 1e-3 + 1e-4  # eps 1e-2 matters
     alone = [(mean[k].clone(), var[k].clone()) for k in range(s)]
-    y = batch_norm(x, mean, var, weight, bias, training, 0.1, 1e-5)
+    y = batch_norm(x, mean, var, weight, bias, training, 0.1, 1e-2)
     for k in range(s):
         rows = x[k * b:(k + 1) * b].reshape(-1, d)
-        want = F.batch_norm(rows, *alone[k], weight[k], bias[k], training, 0.1, 1e-5)
+        gain = (weight[k], bias[k]) if affine else (None, None)
+        want = F.batch_norm(rows, *alone[k], *gain, training, 0.1, 1e-2)
         torch.testing.assert_close(y[k * b:(k + 1) * b].reshape(-1, d), want)
         torch.testing.assert_close(mean[k], alone[k][0])  # the running statistics, per seed
         torch.testing.assert_close(var[k], alone[k][1])

@@ -392,6 +392,11 @@ def test_tables_put_the_cpu_tier_beside_every_gpu_and_every_seed_set(tmp_path, c
            "decisive flips (c-2)\n" in page
     assert "| claim | cpu: verdict | mean [95% CI] | seeds | paper-GPU-A: verdict |" in page
     assert "`cpu.json`, `cpu-seeds-3-5.json`: 1 of 3 agree" in page
+    (tmp_path / "paper-GPU-B.json").unlink()  # one GPU: nothing to agree with
+    assert "among themselves" not in ledger.docs(tmp_path)
+    assert "`cpu.json`, `paper-GPU-A.json`: 2 of 2 agree; 0 decisive flips; 2 claims not in " \
+           "every ledger\n" in ledger.docs(tmp_path)
+    ledger.write(tmp_path / "paper-GPU-B.json", {"c-1": entry(), "c-2": entry("supported")})
     common = ["tables", "--ledger", str(tmp_path)]
     assert main([*common, "--check"]) == 1
     assert "README.md is stale: run python -m normsys tables" in capsys.readouterr().err

@@ -157,3 +157,16 @@ def test_seed_groups_stack_each_configurations_seeds_on_cuda_only(monkeypatch):
     monkeypatch.setattr(runs, "resolve_device", lambda name: torch.device("cuda"))
     assert runs.seed_groups(mixed) == [SEEDS, [cnn[0]], [cnn[1]]]
     assert runs.seed_groups([]) == []
+
+
+def test_run_waits_by_default_and_says_none_when_asked_not_to(cache, monkeypatch):
+    """run(cfg) waits for a run another process holds; run(cfg, wait=False) answers None."""
+    asked = []
+
+    def held_elsewhere(configs, data, compute, wait=True):
+        asked.append(wait)
+        return None if not wait else [train_with_state(c)[0] for c in configs]
+
+    monkeypatch.setattr(runs, "cached_runs", held_elsewhere)
+    assert runs.run(SEEDS[0], wait=False) is None and asked == [False]
+    assert runs.run(SEEDS[0]).run_config == SEEDS[0] and asked == [False, True]
