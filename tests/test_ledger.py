@@ -232,7 +232,7 @@ def test_a_printed_table_is_read_from_its_header_to_its_last_row():
             "-----  ----  -------  ---------  ----  ------------  ----  -----  ----\n"
             "c-1    cpu   supported  x        0.5   [0.4, 0.6]    > 0   3      1s\n"
             "c-2    cpu   REFUTED  x          -0.5  [-0.6, -0.4]  > 0   3\n"  # no time: still a row
-            "2 claims\n"
+            "c-x    cpu   REFUTED  x          -0.5  [-0.6, -0.4]  > 0\n"  # two cells short: the end
             "c-3    cpu   REFUTED  x          -0.5  [-0.6, -0.4]  > 0   3      1s\n")
     rows = ledger.table_rows(text)
     assert [r["id"] for r in rows] == ["c-1", "c-2"]  # the table ends at its first short line
