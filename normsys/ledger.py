@@ -334,13 +334,13 @@ def from_report(path: Path, provenance: dict[str, str]) -> dict[tuple[str, str],
     for r in rows:
         if r["verdict"].lower() not in (SUPPORTED, REFUTED, "inconclusive"):
             continue
-        fields_ = provenance
         recorded = r.get("entry") or {}  # reports that carry the run settings
         out[r["id"], r["tier"]] = Entry(
             r["verdict"].lower(), r["statistic"], r["rule"], list(r["seeds"]),
             list(r.get("values", [])), float(r["mean"]), float(r["low"]), float(r["high"]),
-            fields_["measured"], fields_["commit"], fields_["normsys"], fields_["torch"],
-            fields_["device"], fields_.get("data", ""), dict(recorded.get("settings", {})),
+            provenance["measured"], provenance["commit"], provenance["normsys"],
+            provenance["torch"], provenance["device"], provenance.get("data", ""),
+            dict(recorded.get("settings", {})),
             recorded.get("settings_fingerprint", ""))
     return out
 

@@ -88,15 +88,23 @@ def seed_groups(cfgs: list[RunConfig]) -> list[list[RunConfig]]:
         by_config.setdefault(c.override(**{"train.seed": 0}), []).append(c)
     groups = []
     for group in by_config.values():
-        try:
-            if NORMS[group[0].model.norm].source:
-                raise ValueError("a registered norm")
-            check_batchable(group)
-        except ValueError:
-            groups.extend([c] for c in group)
-        else:
+        if _stacks(group):
             groups.append(group)
+        else:
+            groups.extend([c] for c in group)
     return groups
+
+
+def _stacks(group: list[RunConfig]) -> bool:
+    """Whether one configuration's seeds train as one stacked model: not with a registered norm
+    (it knows no stacked form), nor with layers that have none (``check_batchable``)."""
+    if NORMS[group[0].model.norm].source:
+        return False
+    try:
+        check_batchable(group)
+    except ValueError:
+        return False
+    return True
 
 
 def _fetch(group: list[RunConfig], wait: bool) -> bool:
