@@ -39,7 +39,7 @@ def data_env(request):
     """The data folder (shipped with normsys, or $NORMSYS_DATA), its MNIST checked; missing data
     fails the test with what to do, or skips it with --claims-skip-missing-data."""
     from normsys.data import MNIST_FILES, data_file, data_root
-    from normsys.testing import data_errors
+    from normsys.plugin import data_errors
 
     with data_errors(request.config.getoption("claims_skip_missing_data", False)):
         for name in MNIST_FILES.values():

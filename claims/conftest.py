@@ -1,16 +1,11 @@
-"""Shared fixtures of the claims: cached runs, with missing or damaged data failing the claim
-with what to do (or, asked with --claims-skip-missing-data, skipping it); and the order claims
-start in."""
+"""The order claims start in, and the default variant. The fixtures that fetch runs (run, runs,
+task_of) are the claims plugin's (normsys.plugin)."""
 
 from __future__ import annotations
 
 import pytest
 
-import normsys.runs
-from normsys.config import RunConfig
 from normsys.plugin import claim_id, claim_marker
-from normsys.record import RunRecord
-from normsys.testing import data_errors
 
 # Claims whose runs few other claims need, with the minutes of those runs on one CPU core (the
 # CPU tier). They start first, longest first: under pytest-xdist the workers split these long
@@ -36,39 +31,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return SOLO_MINUTES.get(claim_id(item, marker), 0) if marker else 0
 
     items.sort(key=solo_minutes, reverse=True)  # stable: the rest keep their order
-
-
-@pytest.fixture
-def run(request):
-    """run(config) -> RunRecord, shared across claims through the in-process memo and disk cache."""
-
-    def fetch(cfg: RunConfig) -> RunRecord:
-        with data_errors(request.config.option.claims_skip_missing_data):
-            return normsys.runs.run(cfg)
-
-    return fetch
-
-
-@pytest.fixture
-def task_of(request):
-    """task_of(config) -> its data (tasks.make_task), for the negative controls."""
-    def fetch(cfg: RunConfig):
-        with data_errors(request.config.option.claims_skip_missing_data):
-            return normsys.runs.task_of(cfg)
-
-    return fetch
-
-
-@pytest.fixture
-def runs(request):
-    """runs([configs]) -> [RunRecord]: like run, with each configuration's seeds stacked together
-    on a GPU, and the runs no other worker holds trained first."""
-
-    def fetch(cfgs: list[RunConfig]) -> list[RunRecord]:
-        with data_errors(request.config.option.claims_skip_missing_data):
-            return normsys.runs.runs(cfgs)
-
-    return fetch
 
 
 @pytest.fixture

@@ -256,16 +256,16 @@ def test_control_rank_rules_flip_on_a_rank_collapsing_encoder(task_of, variant):
 @pytest.mark.control(*(f"{c}{v}" for c in ("dm-layernorm-expression", "dm-none-memorizes")
                        for v in RUN_VARIANTS),
                      "dm-scale-not-affine-explains-l2", "dm-scaled-l2-matches-layernorm")
-def test_control_accuracy_rules_flip_between_a_trained_and_an_untrained_model(data_env):
+def test_control_accuracy_rules_flip_between_a_trained_and_an_untrained_model(data_env, run):
     """The accuracy rules on test accuracy, and the memorization rule on the train-test gap, of a
     small classifier trained (and, for the gap, trained to memorize 256 rows) against the same
     model left at its initialization (learning rate 0)."""
-    trained, untrained = small_classifier_accuracies()
+    trained, untrained = small_classifier_accuracies(run)
     for rule in (LN_EXPRESSION, SCALE_NOT_AFFINE):
         assert rule.decide_paired(trained, untrained).verdict == SUPPORTED
         assert rule.decide_paired(untrained, trained).verdict == REFUTED
     assert SCALED_L2_MATCHES.decide_paired(trained, untrained).verdict == REFUTED
     memorizing = preset("mlp", **{**SMALL_CLASSIFIER, "data.n_train": 256, "train.epochs": 30})
-    gaps = [[generalization_gap(r) for r in runs] for runs in trained_and_untrained(memorizing)]
+    gaps = [[generalization_gap(r) for r in runs] for runs in trained_and_untrained(run, memorizing)]
     assert NONE_MEMORIZES.decide_paired(*gaps).verdict == SUPPORTED
     assert NONE_MEMORIZES.decide_paired(*reversed(gaps)).verdict == REFUTED

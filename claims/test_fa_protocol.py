@@ -257,8 +257,8 @@ def test_control_dfa_trains_other_nets_than_backprop(run, data_env):
 
 @pytest.mark.control("fa-dfa-beats-frozen-baseline", "fa-dfa-beats-frozen-dfa-baseline",
                      "fa-bp-beats-frozen-baseline")
-def test_control_baseline_rules_flip_between_a_trained_and_an_untrained_model(data_env):
-    trained, untrained = small_classifier_accuracies()
+def test_control_baseline_rules_flip_between_a_trained_and_an_untrained_model(data_env, run):
+    trained, untrained = small_classifier_accuracies(run)
     for rule in (DFA_BEATS_FROZEN, DFA_BEATS_FROZEN_DFA, BP_BEATS_FROZEN):
         assert rule.decide_paired(trained, untrained).verdict == SUPPORTED
         assert rule.decide_paired(untrained, trained).verdict == REFUTED

@@ -289,11 +289,11 @@ def test_control_convergence_rule_flips_between_a_fast_and_a_slow_learning_rate(
 
 @pytest.mark.control("ld-layernorm-small-batch", "ld-batchnorm-wins-cnn-large-batch",
                      "ld-layernorm-improves-final-accuracy", "ld-layernorm-robust-to-init-scale")
-def test_control_accuracy_rules_flip_between_a_trained_and_an_untrained_model(data_env):
+def test_control_accuracy_rules_flip_between_a_trained_and_an_untrained_model(data_env, run):
     """Test-accuracy differences of the small classifier trained and left at init; for the
     robustness rule, spreads over three runs of which one did not train, against three trained
     seeds."""
-    trained, untrained = small_classifier_accuracies()
+    trained, untrained = small_classifier_accuracies(run)
     for rule in (SMALL_BATCH, BN_WINS_CNN, IMPROVES_ACCURACY):
         assert rule.decide_paired(trained, untrained).verdict == SUPPORTED
         assert rule.decide_paired(untrained, trained).verdict == REFUTED
@@ -307,13 +307,13 @@ def test_control_accuracy_rules_flip_between_a_trained_and_an_untrained_model(da
 
 @pytest.mark.control("ld-layernorm-helps-lstm", "ld-layernorm-beats-batchnorm-lstm",
                      "ld-layernorm-beats-batchnorm-transformer")
-def test_control_validation_loss_rules_flip_between_a_trained_and_an_untrained_lm(data_env):
+def test_control_validation_loss_rules_flip_between_a_trained_and_an_untrained_lm(data_env, run):
     """Validation loss (the claims' measurement) of a small LSTM trained 60 steps and of the same
     LSTM at its initialization, both ways round."""
     cfg = lstm("layernorm", 0).override(**{"model.d": 32, "train.steps": 60,
                                                   "train.batch_size": 8, "train.eval_batches": 2})
     trained, untrained = ([r.metrics[VAL_LOSS] for r in side]
-                          for side in trained_and_untrained(cfg))
+                          for side in trained_and_untrained(run, cfg))
     for rule in (HELPS_LSTM, BEATS_BN_LSTM, BEATS_BN_TRANSFORMER):
         assert rule.decide_paired(untrained, trained).verdict == SUPPORTED
         assert rule.decide_paired(trained, untrained).verdict == REFUTED

@@ -202,12 +202,12 @@ def test_control_dong_rules_flip_between_pure_attention_and_skips():
 
 
 @pytest.mark.control("rmsnorm-matches-layernorm", "dyt-matches-layernorm")
-def test_control_equivalence_rules_fail_between_a_trained_and_an_untrained_lm(data_env):
+def test_control_equivalence_rules_fail_between_a_trained_and_an_untrained_lm(data_env, run):
     """The relative validation-loss gap of a small char GPT trained 60 steps against the same
     model at its initialization: far outside +-2%."""
     cfg = char_gpt(0, steps=60).override(**{"model.d": 32, "model.layers": 1,
                                                    "train.batch_size": 8, "train.eval_batches": 2})
-    trained, untrained = trained_and_untrained(cfg)
+    trained, untrained = trained_and_untrained(run, cfg)
     rel = [relative_difference(a.metrics[VAL_LOSS], b.metrics[VAL_LOSS])
            for a, b in zip(untrained, trained, strict=True)]
     for norm in ("rmsnorm", "dyt"):

@@ -90,11 +90,11 @@ def test_control_gradient_rule_flips_when_the_sides_swap(run):
 
 
 @pytest.mark.control("tc-residual-layernorm-lowest-loss")
-def test_control_lowest_loss_rule_flips_between_a_trained_and_an_untrained_reference():
+def test_control_lowest_loss_rule_flips_between_a_trained_and_an_untrained_reference(run):
     """The all-of rule on final losses of FFN stacks, where the reference is trained and every
     other configuration left at its initialization (learning rate 0), and the other way round."""
     trained, untrained = ([r.metrics[FINAL_LOSS] for r in side] for side in
-                          trained_and_untrained(ffn_stack(True, "layernorm", 0)))
+                          trained_and_untrained(run, ffn_stack(True, "layernorm", 0)))
     lowest = {name: (trained if name == "residual+LN" else untrained) for name in FFN_CONFIGS}
     highest = {name: (untrained if name == "residual+LN" else trained) for name in FFN_CONFIGS}
     assert LOWEST_LOSS.decide_all(loss_margins(lowest)).verdict == SUPPORTED

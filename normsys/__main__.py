@@ -26,12 +26,13 @@ from pathlib import Path
 
 import torch
 
-from normsys import ledger, progress, scorecard
+from normsys import ledger, scorecard
 from normsys.config import PRESETS, RunConfig, preset
 from normsys.data import DataError
 from normsys.models import FAMILIES, build_model
 from normsys.norms import NORMS
-from normsys.runs import run
+from normsys.progress import Progress, label
+from normsys.runs import Runs
 from normsys.train import train
 
 
@@ -118,16 +119,15 @@ def score(args: argparse.Namespace) -> str:
     rows = names + scorecard.builtin_rows([n for n in args.against.split(",") if n])
     plan = scorecard.plan(list(dict.fromkeys(rows)), args.tier)
     if args.dry_run:
-        runs, seconds, unknown = scorecard.estimate(plan)
-        lines = [f"  {progress.label(cfg)}: {cost}" for cfg, cost in runs]
+        runs, seconds, unknown = scorecard.estimate(plan, Runs())
+        lines = [f"  {label(cfg)}: {cost}" for cfg, cost in runs]
         todo = sum(cost != "cached" for _, cost in runs)
         return "\n".join([f"{len(runs)} runs, {len(runs) - todo} cached; the other {todo} ~"
                           f"{seconds / 60:.1f} min of training on one core"
                           + (f" plus {unknown} not timed yet" if unknown else ""), *lines])
-    progress.enable(os.dup(2))
     cuda = torch.cuda.is_available() and args.tier == "paper"
     workers = args.workers or (1 if cuda else min(os.cpu_count() or 1, len(plan.configs)))
-    records = scorecard.fetch(plan, specs, workers)
+    records = scorecard.fetch(plan, specs, workers, Runs(Progress(os.dup(2))))
     table = scorecard.judge(plan, records)
     paths = scorecard.write(args.out, table, scorecard.provenance(args.tier, specs))
     return f"{scorecard.as_text(table)}\n\nwritten: {', '.join(map(str, paths))}"
@@ -255,8 +255,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.dry_run:
             print(json.dumps({"fingerprint": cfg.fingerprint(), **cfg.to_dict()}, indent=2))
             return 0
-        progress.enable(os.dup(2))
-        record = train(cfg) if args.no_cache else run(cfg)
+        record = train(cfg) if args.no_cache else Runs(Progress(os.dup(2))).run(cfg)
     except (UsageError, KeyError, ValueError, DataError) as err:
         text = err.args[0] if isinstance(err, KeyError) and err.args else str(err)
         print(f"error: {text}", file=sys.stderr)

@@ -25,9 +25,10 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from normsys import __version__, progress
+from normsys import __version__
 from normsys.config import RunConfig
 from normsys.norms import NORMS
+from normsys.progress import SILENT, Progress, label
 from normsys.record import RunRecord
 from normsys.store import atomic_save, atomic_write_text, cache_root, file_sha256
 
@@ -130,12 +131,13 @@ def _digest(obj) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()
 
 
-def cached_runs(configs: list[RunConfig], data: str, compute: Compute,
-                wait: bool = True) -> list[RunRecord] | None:
+def cached_runs(configs: list[RunConfig], data: str, compute: Compute, wait: bool = True,
+                progress: Progress = SILENT) -> list[RunRecord] | None:
     """The records of ``configs`` (runs on the same data, digest ``data``): from the cache where
     a valid entry exists, the others computed together by ``compute(missing configs)`` and
-    stored. With ``wait=False``, None instead of waiting while another process holds one of them
-    (is training it), so that the caller can do other work first and ask again."""
+    stored, each said on ``progress``. With ``wait=False``, None instead of waiting while another
+    process holds one of them (is training it), so that the caller can do other work first and
+    ask again."""
     root = cache_root()
     if root is None:
         progress.started(configs)
@@ -156,7 +158,7 @@ def cached_runs(configs: list[RunConfig], data: str, compute: Compute,
                 except Timeout:
                     if not wait:
                         raise
-                    progress.note(f"waiting for {progress.label(held_by[path])}: another "
+                    progress.note(f"waiting for {label(held_by[path])}: another "
                                   f"process is training it")
                     lock.acquire()
                 stack.callback(lock.release)
@@ -165,7 +167,7 @@ def cached_runs(configs: list[RunConfig], data: str, compute: Compute,
                 found[c], problem = _load(Path(f"{paths[c]}.json"), c)
                 if problem:
                     progress.note(f"cache entry {paths[c].name} is unusable ({problem}): "
-                                  f"retraining {progress.label(c)}")
+                                  f"retraining {label(c)}")
                 elif found[c] is not None:
                     progress.finished(found[c], cached=True)
             missing = [c for c in found if found[c] is None]

@@ -14,6 +14,8 @@ counted as a verdict), and any verdict other than the recorded one fails with on
 both. ``--claims-update`` rewrites the ledger from the run; ``--claims-strict`` fails claims the
 ledger does not hold, and a session whose ledger files hold entries of claims no longer defined.
 Results travel in ``report.user_properties``, so the table is right under pytest-xdist too.
+The fixtures ``run``, ``runs`` and ``task_of`` fetch through the session's one ``Runs``
+(normsys.runs), kept on ``config.stash`` with the ledgers: no module keeps a session's state.
 A claim parametrized with a ``Variant`` (e.g. Variant("-nonpad"), see ``variant_tiers``) gets
 that suffix on its id. ``pytest claims --claims-list`` lists every claim; ``-k`` matches ids.
 """
@@ -24,15 +26,17 @@ import json
 import math
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import pytest
 
-from normsys import __version__, ledger, progress, sequential, stats, workers
-from normsys.data import data_root
+from normsys import __version__, ledger, sequential, stats, workers
+from normsys.data import DataError, DataMissingError, data_root
 from normsys.params import Variant
+from normsys.progress import Progress
 from normsys.provenance import device_name, git_commit
 from normsys.report import merged, verdict_table, write_reports
 from normsys.store import file_sha256
@@ -41,6 +45,7 @@ PROPERTY = "normsys_claim"
 TERMINAL = pytest.StashKey[int]()
 LEDGERS = pytest.StashKey["Ledgers"]()
 FETCHED = pytest.StashKey[list]()  # a claim item's run configs, as its test fetches them
+RUNS = pytest.StashKey["Runs"]()  # the session's runs (normsys.runs.Runs): one per process
 COUNTER_ENV = "NORMSYS_RUN_COUNTER"
 STALE_OUTPUT = "normsys_stale_ledger_entries"  # what an xdist worker found, for the controller
 DEFAULT_REPORT_DIR = "claims-report"
@@ -351,6 +356,9 @@ def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput"):
         check_report_folder(Path(opt.claims_report))
     config.stash[LEDGERS] = Ledgers(config)
+    from normsys.runs import Runs  # torch and the training path: not before a session needs them
+
+    config.stash[RUNS] = Runs()
     config.pluginmanager.register(ClaimsSession(config), "normsys-claims-session")
     # the terminal, before pytest captures it: progress lines of training runs go there
     config.stash[TERMINAL] = os.dup(2)
@@ -418,7 +426,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                                               reason=f"ledger: {entry.line()}"))
     if catalog and not config.option.claims_list:  # a claims session: say what training does
         counter = os.environ.get(COUNTER_ENV)
-        progress.enable(config.stash[TERMINAL], Path(counter) if counter else None)
+        config.stash[RUNS].progress = Progress(config.stash[TERMINAL],
+                                               Path(counter) if counter else None)
     if config.option.claims_list:
         from normsys.runs import cost
 
@@ -448,7 +457,6 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    progress.enable(None)
     if not hasattr(config, "workerinput") and (counter := os.environ.pop(COUNTER_ENV, None)):
         for path in (counter, counter + ".lock"):
             if os.path.exists(path):
@@ -483,12 +491,65 @@ def claim_runs(request: pytest.FixtureRequest):
     if marker is None:
         yield
         return
-    from normsys.runs import recording, write_index
-
-    with recording() as fetched:
+    runs = request.config.stash[RUNS]
+    with runs.recording() as fetched:
         request.node.stash[FETCHED] = fetched
         yield
-    write_index(claim_id(request.node, marker), claim_tier(request.node), fetched)
+    runs.write_index(claim_id(request.node, marker), claim_tier(request.node), fetched)
+
+
+@pytest.fixture
+def run(request: pytest.FixtureRequest):
+    """run(config) -> RunRecord: from the session's runs (each read or trained once) and the run
+    cache; missing or damaged data fails the test with what to do (or, asked with
+    --claims-skip-missing-data, skips it)."""
+    runs = request.config.stash[RUNS]
+    skip = request.config.option.claims_skip_missing_data
+
+    def fetch(cfg):
+        with data_errors(skip):
+            return runs.run(cfg)
+
+    return fetch
+
+
+@pytest.fixture
+def runs(request: pytest.FixtureRequest):
+    """runs([configs]) -> [RunRecord]: like run, with each configuration's seeds stacked together
+    on a GPU, and the runs no other worker holds trained first."""
+    session = request.config.stash[RUNS]
+    skip = request.config.option.claims_skip_missing_data
+
+    def fetch(cfgs):
+        with data_errors(skip):
+            return session.runs(cfgs)
+
+    return fetch
+
+
+@pytest.fixture
+def task_of(request: pytest.FixtureRequest):
+    """task_of(config) -> its data (tasks.make_task), loaded once per session."""
+    session = request.config.stash[RUNS]
+    skip = request.config.option.claims_skip_missing_data
+
+    def fetch(cfg):
+        with data_errors(skip):
+            return session.task_of(cfg)
+
+    return fetch
+
+
+@contextmanager
+def data_errors(skip_missing: bool = False) -> Iterator[None]:
+    """Missing or damaged data fails the test with the message (the file, what was expected, the
+    fix); with ``skip_missing`` (--claims-skip-missing-data) a missing data set skips it."""
+    try:
+        yield
+    except DataError as err:
+        if isinstance(err, DataMissingError) and skip_missing:
+            pytest.skip(f"data missing: {err}")
+        pytest.fail(f"{type(err).__name__}: {err}", pytrace=False)
 
 
 @pytest.fixture

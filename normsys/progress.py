@@ -1,45 +1,68 @@
 """What the run cache is doing, a line per training run as it starts and as it ends (trained or
 read from the cache), with how many of the session's runs are done.
 
-Silent until ``enable`` gives it a stream: the claims plugin hands it the terminal (a copy of the
-standard error taken before pytest captures output, so the lines show while claims wait on
+A ``Progress`` names the stream: the claims plugin gives its session's the terminal (a copy of
+the standard error taken before pytest captures output, so the lines show while claims wait on
 training, from pytest-xdist workers too) and a counter file shared by the session's processes;
-the command line hands it standard error.
+the command line gives its own standard error; ``SILENT`` writes nothing.
 """
 
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 from filelock import FileLock
 
 from normsys.config import PRESETS, RunConfig, preset
 
-_state: dict = {"fd": None, "counter": None, "done": 0}
+
+class Progress:
+    """Where one session's progress lines go: file descriptor ``fd`` (None: nowhere), with
+    finished runs counted in ``counter`` (a file shared by every process of the session) or in
+    this object."""
+
+    def __init__(self, fd: int | None = None, counter: Path | None = None):
+        self.fd, self.counter, self.done = fd, counter, 0
+
+    def _write(self, line: str) -> None:
+        if self.fd is not None:
+            os.write(self.fd, f"normsys: {line}\n".encode())
+
+    def _count(self) -> int:
+        if self.counter is None:
+            self.done += 1
+            return self.done
+        with FileLock(str(self.counter) + ".lock"):
+            done = int(self.counter.read_text() or 0) + 1 if self.counter.exists() else 1
+            self.counter.write_text(str(done))
+        return done
+
+    def started(self, cfgs) -> None:
+        what = label(cfgs[0]) if len(cfgs) == 1 else \
+            f"{label(cfgs[0])} with {len(cfgs)} seeds stacked"
+        self._write(f"training {what} ...")
+
+    def finished(self, record, cached: bool) -> None:
+        """A run ended: trained now, or read from the cache (when and where it was trained)."""
+        cfg = RunConfig.from_dict(record.config)
+        done = self._count()
+        where = record.env.get("device", "?")
+        if where.startswith("cpu") and "threads" in record.env:
+            where = f"cpu, {record.env['threads']} thread(s)"
+        if cached:
+            when = record.env.get("date", "an earlier session")
+            self._write(f"[{done} runs done] {label(cfg)}: cached, trained in "
+                        f"{record.wall_time:.0f} s on {when} ({where})")
+        else:
+            self._write(f"[{done} runs done] {label(cfg)}: trained in {record.wall_time:.0f} s "
+                        f"({where})")
+
+    def note(self, line: str) -> None:
+        self._write(line)
 
 
-def enable(fd: int | None, counter: Path | None = None) -> None:
-    """Write progress lines to file descriptor ``fd`` (None: silent), counting finished runs in
-    ``counter`` (a file shared by every process of the session) or in this process."""
-    _state.update(fd=fd, counter=counter, done=0)
-
-
-def _write(line: str) -> None:
-    if _state["fd"] is not None:
-        os.write(_state["fd"], f"normsys: {line}\n".encode())
-
-
-def _count() -> int:
-    counter = _state["counter"]
-    if counter is None:
-        _state["done"] += 1
-        return _state["done"]
-    with FileLock(str(counter) + ".lock"):
-        done = int(counter.read_text() or 0) + 1 if counter.exists() else 1
-        counter.write_text(str(done))
-    return done
+SILENT = Progress()  # what a caller that names no stream gets
 
 
 SHOWN = {"model.norm", "train.method", "train.seed"}  # in every label already
@@ -61,31 +84,3 @@ def differences(cfg, most: int = 4) -> list[tuple[str, object]]:
     ours, base = cfg.flat(), preset(cfg.model.family, cfg.data.tier).flat()
     return [(k, v) for k, v in ours.items()
             if k not in SHOWN | UNSHOWN and base.get(k) != v][:most]
-
-
-def started(cfgs) -> None:
-    what = label(cfgs[0]) if len(cfgs) == 1 else f"{label(cfgs[0])} with {len(cfgs)} seeds stacked"
-    _write(f"training {what} ...")
-
-
-def finished(record, cached: bool) -> None:
-    """A run ended: trained now, or read from the cache (when and where it was trained)."""
-    cfg = RunConfig.from_dict(record.config)
-    done = _count()
-    where = record.env.get("device", "?")
-    if where.startswith("cpu") and "threads" in record.env:
-        where = f"cpu, {record.env['threads']} thread(s)"
-    if cached:
-        when = record.env.get("date", "an earlier session")
-        _write(f"[{done} runs done] {label(cfg)}: cached, trained in {record.wall_time:.0f} s "
-               f"on {when} ({where})")
-    else:
-        _write(f"[{done} runs done] {label(cfg)}: trained in {record.wall_time:.0f} s ({where})")
-
-
-def note(line: str) -> None:
-    _write(line)
-
-
-def now() -> str:
-    return time.strftime("%Y-%m-%d %H:%M")

@@ -1,16 +1,17 @@
 """Getting the runs claims ask for: from the run cache, or trained (seeds stacked on CUDA).
 
-``run(config)`` is one record; ``runs(configs)`` several, which on CUDA trains the uncached seeds
-of each configuration as one seed-stacked model (normsys.batched), and on any device trains first
-the runs (or seed groups) no other pytest-xdist worker holds, leaving for last the ones another
-worker is training, so that workers needing the same runs share them out instead of queueing.
-Records fetched once are kept for the rest of the process, and the data of each data setting is
-loaded once.
+A ``Runs`` object holds what one session fetched. ``run(config)`` is one record;
+``runs(configs)`` several, which on CUDA trains the uncached seeds of each configuration as one
+seed-stacked model (normsys.batched), and on any device trains first the runs (or seed groups) no
+other pytest-xdist worker holds, leaving for last the ones another worker is training, so that
+workers needing the same runs share them out instead of queueing. Records fetched once are kept
+for the rest of the session, and the data of each data setting is loaded once.
 
-What a claim needs is known once it has run: ``recording()`` collects the runs fetched inside it,
-and ``write_index`` keeps them in the cache folder (``claims/<id>-<tier>.json``: each run's config,
-data digest and training time), from which ``cost`` tells ``--claims-list`` how many runs a claim
-needs, how many are cached now, and what training the others would take on this machine.
+What a claim needs is known once it has run: ``recording()`` collects the runs fetched inside
+it, and ``write_index`` keeps them in the cache folder (``claims/<id>-<tier>.json``: each run's
+config, data digest and training time), from which ``cost`` tells ``--claims-list`` how many
+runs a claim needs, how many are cached now, and what training the others would take on this
+machine.
 """
 
 from __future__ import annotations
@@ -24,57 +25,91 @@ from normsys.batched import check_batchable
 from normsys.cache import cached_runs, run_key
 from normsys.config import RunConfig
 from normsys.norms import NORMS
+from normsys.progress import SILENT, Progress
 from normsys.record import RunRecord
 from normsys.store import atomic_write_text, cache_root
 from normsys.tasks import Task, make_task
 from normsys.train import fit, resolve_device
 
-_MEMO: dict[RunConfig, RunRecord] = {}  # records this process has fetched, shared by claims
-_TASKS: dict[tuple, Task] = {}  # data this process has loaded, by the fields make_task reads
-_KEEP_TASKS = 4  # MNIST is ~190 MB as float tensors: keep the last few data settings only
-_DIGESTS: dict[RunConfig, str] = {}  # the data digest of each run fetched
-_FETCHED: list[list[RunConfig]] = []  # the open recordings (innermost last)
+KEEP_TASKS = 4  # MNIST is ~190 MB as float tensors: keep the last few data settings only
 
 
-def forget() -> None:
-    """Drop what this process has fetched and loaded (records, data): the next ask reads the
-    cache or trains, and loads the data again."""
-    _MEMO.clear()
-    _DIGESTS.clear()
-    _TASKS.clear()
+class Runs:
+    """The runs one session fetches: each record read or trained once and kept, the data of each
+    data setting loaded once, and the recordings open (what the claims running now fetched).
+    The claims plugin keeps one per pytest session, the command line one per command."""
 
+    def __init__(self, progress: Progress = SILENT):
+        self.progress = progress
+        self.records: dict[RunConfig, RunRecord] = {}
+        self.digests: dict[RunConfig, str] = {}  # the data digest of each run fetched
+        self.tasks: dict[tuple, Task] = {}  # loaded data, by the fields make_task reads
+        self.recordings: list[list[RunConfig]] = []  # the open recordings (innermost last)
 
-def task_of(cfg: RunConfig) -> Task:
-    """The data of ``cfg`` (tasks.make_task), loaded once per process for each data setting."""
-    key = (cfg.data, cfg.model.seq_len, cfg.model.d)
-    if key not in _TASKS:
-        while len(_TASKS) >= _KEEP_TASKS:
-            del _TASKS[next(iter(_TASKS))]
-        _TASKS[key] = make_task(cfg)
-    return _TASKS[key]
+    def task_of(self, cfg: RunConfig) -> Task:
+        """The data of ``cfg`` (tasks.make_task), loaded once for each data setting."""
+        key = (cfg.data, cfg.model.seq_len, cfg.model.d)
+        if key not in self.tasks:
+            while len(self.tasks) >= KEEP_TASKS:
+                del self.tasks[next(iter(self.tasks))]
+            self.tasks[key] = make_task(cfg)
+        return self.tasks[key]
 
+    def run(self, cfg: RunConfig, wait: bool = True) -> RunRecord | None:
+        """The record of ``cfg`` from the run cache, training it first if needed. ``wait=False``:
+        None instead of waiting while another process trains the same run."""
+        if not self._fetch([cfg], wait):
+            return None
+        for fetched in self.recordings:
+            fetched.append(cfg)
+        return self.records[cfg]
 
-def run(cfg: RunConfig, wait: bool = True) -> RunRecord | None:
-    """The record of ``cfg`` from the run cache, training it first if needed. ``wait=False``:
-    None instead of waiting while another process trains the same run."""
-    if not _fetch([cfg], wait):
-        return None
-    for fetched in _FETCHED:
-        fetched.append(cfg)
-    return _MEMO[cfg]
+    def runs(self, cfgs: list[RunConfig]) -> list[RunRecord]:
+        """Records of several configs (see the module doc for how they are trained): first every
+        group of runs nobody else holds is trained or read, then the others are waited for."""
+        groups = seed_groups(list(dict.fromkeys(cfgs)))
+        for group in groups:
+            self._fetch(group, wait=False)
+        for group in groups:
+            self._fetch(group, wait=True)
+        for fetched in self.recordings:
+            fetched.extend(cfgs)
+        return [self.records[c] for c in cfgs]
 
+    def _fetch(self, group: list[RunConfig], wait: bool) -> bool:
+        """Put the records of ``group`` (one config's seeds, or one run) in the memo: read from
+        the cache, or trained together. False if ``wait`` is off and another process holds one."""
+        missing = [c for c in group if c not in self.records]
+        if missing:
+            task = self.task_of(missing[0])
+            found = cached_runs(missing, task.digest, lambda todo: fit(todo, task), wait,
+                                self.progress)
+            if found is None:
+                return False
+            self.records.update(zip(missing, found, strict=True))
+            self.digests.update(dict.fromkeys(missing, task.digest))
+        return True
 
-def runs(cfgs: list[RunConfig]) -> list[RunRecord]:
-    """Records of several configs (see the module doc for how they are trained): first every
-    group of runs nobody else holds is trained or read, then the others are waited for."""
-    groups = seed_groups(list(dict.fromkeys(cfgs)))
-    for group in groups:
-        _fetch(group, wait=False)
-    for group in groups:
-        _fetch(group, wait=True)
-    for fetched in _FETCHED:
-        fetched.extend(cfgs)
-    return [_MEMO[c] for c in cfgs]
+    @contextmanager
+    def recording(self) -> Iterator[list[RunConfig]]:
+        """The configs of the runs fetched inside the block, in order (repeats included)."""
+        fetched: list[RunConfig] = []
+        self.recordings.append(fetched)
+        try:
+            yield fetched
+        finally:
+            self.recordings.remove(fetched)
+
+    def write_index(self, claim: str, tier: str, fetched: list[RunConfig]) -> None:
+        """Keep which runs ``claim`` at ``tier`` fetched, with their data digests and training
+        times."""
+        path = index_path(claim, tier)
+        if path is None or not fetched:
+            return
+        runs_ = [{"config": c.to_dict(), "data": self.digests.get(c, ""),
+                  "seconds": self.records[c].wall_time if c in self.records else None}
+                 for c in dict.fromkeys(fetched)]
+        atomic_write_text(json.dumps({"runs": runs_}), path)
 
 
 def seed_groups(cfgs: list[RunConfig]) -> list[list[RunConfig]]:
@@ -107,48 +142,12 @@ def _stacks(group: list[RunConfig]) -> bool:
     return True
 
 
-def _fetch(group: list[RunConfig], wait: bool) -> bool:
-    """Put the records of ``group`` (one config's seeds, or one run) in the memo: read from the
-    cache, or trained together. False if ``wait`` is off and another process holds one."""
-    missing = [c for c in group if c not in _MEMO]
-    if missing:
-        task = task_of(missing[0])
-        found = cached_runs(missing, task.digest, lambda todo: fit(todo, task), wait)
-        if found is None:
-            return False
-        _MEMO.update(zip(missing, found, strict=True))
-        _DIGESTS.update(dict.fromkeys(missing, task.digest))
-    return True
-
-
 # ----------------------------------------------------------------------------- what claims need
-
-
-@contextmanager
-def recording() -> Iterator[list[RunConfig]]:
-    """The configs of the runs fetched inside the block, in order (repeats included)."""
-    fetched: list[RunConfig] = []
-    _FETCHED.append(fetched)
-    try:
-        yield fetched
-    finally:
-        _FETCHED.remove(fetched)
 
 
 def index_path(claim: str, tier: str) -> Path | None:
     root = cache_root()
     return None if root is None else root / "claims" / f"{claim}-{tier}.json"
-
-
-def write_index(claim: str, tier: str, fetched: list[RunConfig]) -> None:
-    """Keep which runs ``claim`` at ``tier`` fetched, with their data digests and training times."""
-    path = index_path(claim, tier)
-    if path is None or not fetched:
-        return
-    runs_ = [{"config": c.to_dict(), "data": _DIGESTS.get(c, ""),
-              "seconds": _MEMO[c].wall_time if c in _MEMO else None}
-             for c in dict.fromkeys(fetched)]
-    atomic_write_text(json.dumps({"runs": runs_}), path)
 
 
 def cost(claim: str, tier: str) -> str:

@@ -29,7 +29,6 @@ from multiprocessing import get_context
 from pathlib import Path
 
 from normsys import diagnostics as dg
-from normsys import progress
 from normsys.cache import lookup
 from normsys.config import RunConfig
 from normsys.experiments import (
@@ -56,9 +55,10 @@ from normsys.experiments import (
     xiong,
 )
 from normsys.norms import BUILTIN, register
+from normsys.progress import Progress
 from normsys.provenance import device_name, git_commit
 from normsys.record import TEST_ACC, VAL_LOSS, RunRecord
-from normsys.runs import run, task_of
+from normsys.runs import Runs
 from normsys.stats import SUPPORTED, Decision, Rule
 
 BUILTIN_ROWS = ("layernorm", "rmsnorm", "l2", "scaled_l2", "l2_affine", "dyt", "none",
@@ -219,12 +219,13 @@ def plan(norms: list[str], tier: str = "cpu", statistics=STATISTICS,
     return Plan(tier, norms, cells)
 
 
-def estimate(p: Plan) -> tuple[list[tuple[RunConfig, str]], float, int]:
+def estimate(p: Plan, runs: Runs) -> tuple[list[tuple[RunConfig, str]], float, int]:
     """Each config with what it costs ('cached', '~N s as timed', '~N s as LayerNorm's run was
-    timed' or 'time unknown'), the seconds of training known, and how many have no estimate."""
+    timed' or 'time unknown'), the seconds of training known, and how many have no estimate
+    (``runs`` loads each config's data, for its digest)."""
     rows, seconds, unknown = [], 0.0, 0
     for cfg in p.configs:
-        digest = task_of(cfg).digest
+        digest = runs.task_of(cfg).digest
         if lookup(cfg, digest) is not None:
             rows.append((cfg, "cached"))
             continue
@@ -244,19 +245,25 @@ def _start_worker(specs: list[tuple[str, str]], threads: int, counter: str) -> N
     torch.set_num_threads(threads)
     for spec, name in specs:
         load(spec, name)
-    progress.enable(os.dup(2), Path(counter))
+    global _WORKER_RUNS
+    _WORKER_RUNS = Runs(Progress(os.dup(2), Path(counter)))
+
+
+_WORKER_RUNS: Runs | None = None  # a worker process's runs, made by its initializer
 
 
 def _fetch(cfg: RunConfig) -> RunRecord:
-    return run(cfg)
+    return _WORKER_RUNS.run(cfg)
 
 
-def fetch(p: Plan, specs: list[tuple[str, str]], workers: int) -> dict[RunConfig, RunRecord]:
+def fetch(p: Plan, specs: list[tuple[str, str]], workers: int,
+          runs: Runs) -> dict[RunConfig, RunRecord]:
     """Every run of the plan, from the cache or trained: in ``workers`` processes (each with the
-    user's norms registered again), longest runs first; in this process when ``workers`` <= 1."""
+    user's norms registered again, and its own runs), longest runs first; with ``runs`` in this
+    process when ``workers`` <= 1."""
     configs = sorted(p.configs, key=lambda c: c.model.family not in ("encoder", "char_gpt"))
     if workers <= 1:
-        return {c: run(c) for c in configs}
+        return {c: runs.run(c) for c in configs}
     threads = max(1, (os.cpu_count() or 1) // workers)
     with tempfile.TemporaryDirectory() as tmp, ProcessPoolExecutor(
             workers, get_context("spawn"), _start_worker,

@@ -6,14 +6,9 @@ draws shrink to constant rows, where eps dominates a norm).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-
 import torch
 
 from normsys.config import preset
-from normsys.data import DataError, DataMissingError
-from normsys.runs import run
 
 # (dtype, atol, rtol, reason): one row per dtype used in parity checks against torch's own ops.
 TOLERANCES: dict[torch.dtype, tuple[float, float, str]] = {
@@ -43,30 +38,17 @@ SMALL_CLASSIFIER = {"data.n_train": 2000, "data.n_test": 1000, "train.eval_train
                     "train.probe": ()}
 
 
-def trained_and_untrained(cfg, seeds=CONTROL_SEEDS) -> tuple[list, list]:
+def trained_and_untrained(run, cfg, seeds=CONTROL_SEEDS) -> tuple[list, list]:
     """Records of ``cfg`` trained, and of the same config at learning rate 0 (its model never
     leaves its initialization), per seed: a pair with the effect of training present and absent,
-    which the metric-difference controls compare. Through the run cache."""
+    which the metric-difference controls compare. Fetched with ``run`` (the claims' fixture)."""
     trained = [run(cfg.override(**{"train.seed": s})) for s in seeds]
     untrained = [run(cfg.override(**{"train.seed": s, "train.lr": 0.0})) for s in seeds]
     return trained, untrained
 
 
-def small_classifier_accuracies(seeds=CONTROL_SEEDS) -> tuple[list[float], list[float]]:
-    """Test accuracy of the small classifier trained and untrained, per seed."""
-    trained, untrained = trained_and_untrained(preset("mlp", **SMALL_CLASSIFIER), seeds)
+def small_classifier_accuracies(run, seeds=CONTROL_SEEDS) -> tuple[list[float], list[float]]:
+    """Test accuracy of the small classifier trained and untrained, per seed (``run``: the claims'
+    fixture)."""
+    trained, untrained = trained_and_untrained(run, preset("mlp", **SMALL_CLASSIFIER), seeds)
     return ([r.metrics["test_acc"] for r in trained], [r.metrics["test_acc"] for r in untrained])
-
-
-@contextmanager
-def data_errors(skip_missing: bool = False) -> Iterator[None]:
-    """Missing or damaged data fails the test with the message (the file, what was expected, the
-    fix); with ``skip_missing`` (--claims-skip-missing-data) a missing data set skips it."""
-    import pytest
-
-    try:
-        yield
-    except DataError as err:
-        if isinstance(err, DataMissingError) and skip_missing:
-            pytest.skip(f"data missing: {err}")
-        pytest.fail(f"{type(err).__name__}: {err}", pytrace=False)

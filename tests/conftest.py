@@ -38,9 +38,8 @@ def fresh_memo_per_mutant():
     records, one of a task on its parent's data). Clear them there (only under mutmut: elsewhere
     they are what keeps one process from training a run or reading a file twice)."""
     if "MUTANT_UNDER_TEST" in os.environ:
-        from normsys import cache, data, runs, stats
+        from normsys import cache, data, stats
 
-        runs.forget()
         data._VERIFIED.clear()
         for memo in (data._checksums, data.bert_tokenizer, cache.code_digest, stats.t_quantile):
             memo.cache_clear()

@@ -13,14 +13,15 @@ import torch
 from normsys import progress
 from normsys.cache import cached_runs, run_key
 from normsys.config import preset
+from normsys.progress import SILENT
 from normsys.record import trained_model
 from normsys.train import train_with_state
 
 CFG = preset("ffn_stack", **{"train.steps": 3, "model.d": 16, "data.batch_shape": (4, 5, 16)})
 
 
-def cached_run(cfg, compute, data: str = ""):
-    return cached_runs([cfg], data, lambda cfgs: [compute(c) for c in cfgs])[0]
+def cached_run(cfg, compute, data: str = "", progress=SILENT):
+    return cached_runs([cfg], data, lambda cfgs: [compute(c) for c in cfgs], progress=progress)[0]
 
 
 def counting(log: Path):
@@ -107,15 +108,14 @@ def test_the_same_config_on_other_data_retrains(tmp_path, monkeypatch):
 def test_progress_says_trained_cached_and_retrained(tmp_path, monkeypatch):
     monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path / "cache"))
     read, write = os.pipe()
-    progress.enable(write)
+    said = progress.Progress(write)
     try:
-        cached_run(CFG, train_with_state)
-        cached_run(CFG, train_with_state)
+        cached_run(CFG, train_with_state, progress=said)
+        cached_run(CFG, train_with_state, progress=said)
         json_path = tmp_path / "cache" / "runs" / f"{run_key(CFG)}.json"
         json_path.write_text("{}")
-        cached_run(CFG, train_with_state)
+        cached_run(CFG, train_with_state, progress=said)
     finally:
-        progress.enable(None)
         os.close(write)
     lines = os.read(read, 1 << 16).decode().splitlines()
     os.close(read)
@@ -159,7 +159,6 @@ def test_get_runs_trains_what_is_free_before_waiting_for_a_busy_run(tmp_path, mo
     from normsys import runs
 
     monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path))
-    monkeypatch.setattr(runs, "_MEMO", {})
     cfgs = [CFG.override(**{"train.seed": s}) for s in range(2)]
     order = []
 
@@ -179,11 +178,10 @@ def test_get_runs_trains_what_is_free_before_waiting_for_a_busy_run(tmp_path, mo
         time.sleep(0.05)
     said = tmp_path / "progress.txt"
     fd = os.open(said, os.O_WRONLY | os.O_CREAT)
-    progress.enable(fd)
+    session = runs.Runs(progress.Progress(fd))
     try:
-        records = runs.runs(cfgs)
+        records = session.runs(cfgs)
     finally:
-        progress.enable(None)
         os.close(fd)
     holder.join(60)
     assert holder.exitcode == 0
@@ -191,7 +189,7 @@ def test_get_runs_trains_what_is_free_before_waiting_for_a_busy_run(tmp_path, mo
     waiting = f"waiting for {progress.label(cfgs[0])}: another process is training it"
     assert waiting in said.read_text()  # not silent while it waits
     assert [r.run_config.train.seed for r in records] == [0, 1]
-    assert runs.runs(cfgs) == records and order == [1, 0]  # memoized
+    assert session.runs(cfgs) == records and order == [1, 0]  # memoized
 
 
 def package_copy(tmp_path: Path, name: str = "normsys") -> Path:

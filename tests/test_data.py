@@ -157,12 +157,10 @@ def test_the_same_config_on_changed_data_is_trained_again(tmp_path, monkeypatch)
     from normsys.store import file_sha256
 
     monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(runs, "_MEMO", {})
-    monkeypatch.setattr(runs, "_TASKS", {})
     cfg = preset("char_gpt", **{"train.steps": 2, "model.d": 16, "model.layers": 1,
                                 "train.batch_size": 2, "train.eval_batches": 1})
     monkeypatch.delenv("NORMSYS_DATA", raising=False)
-    real = runs.run(cfg)
+    real = runs.Runs().run(cfg)
     root = copy_of_the_data(tmp_path, monkeypatch)
     text = root / data.SHAKESPEARE_FILE
     text.write_text(text.read_text()[:810_000])
@@ -170,9 +168,7 @@ def test_the_same_config_on_changed_data_is_trained_again(tmp_path, monkeypatch)
     sums.write_text("".join(line.replace(line.split()[0], file_sha256(text))
                             if line.rstrip().endswith(data.SHAKESPEARE_FILE) else line
                             for line in sums.read_text().splitlines(keepends=True)))
-    monkeypatch.setattr(runs, "_MEMO", {})
-    monkeypatch.setattr(runs, "_TASKS", {})
-    cut = runs.run(cfg)
+    cut = runs.Runs().run(cfg)  # a new session: nothing fetched or loaded
     assert "729000 train" in cut.data_source and "1003854 train" in real.data_source
     assert len(list((tmp_path / "cache" / "runs").glob("*.json"))) == 2
 

@@ -17,7 +17,7 @@ from normsys.protocol import (
     mnist_report,
 )
 from normsys.record import trained_model
-from normsys.runs import run
+from normsys.runs import Runs
 from normsys.tasks import lm_batch
 
 TINY_TRAIN = {"train.steps": 2, "train.batch_size": 8}
@@ -34,13 +34,13 @@ def test_encoder_paper_tier_settings_and_tiny_run(data_env, cache):
             cfg.train.epochs, cfg.data.tier) == (128, 128, 2e-4, 256, 15, "paper")
     tiny = cfg.override(**TINY_TRAIN, **{"data.n_train": 32, "data.n_test": 16,
                                          "train.probe_batch": 4})
-    record = run(tiny)
+    record = Runs().run(tiny)
     assert "FALLBACK" in record.data_source and record.steps == 2
     assert set(record.probes) == {"blocks.0", "blocks.2", "blocks.5"}
 
 
 def test_tanh_mlp_paper_tier(cache):
-    record = run(preset("tanh_mlp", "paper", **{"model.residual": True}))
+    record = Runs().run(preset("tanh_mlp", "paper", **{"model.residual": True}))
     here = "cuda" if torch.cuda.is_available() else "cpu"  # the paper tier's device=auto
     assert record.env["device"].startswith(here) and len(record.init_grad_norms) == 20
 
@@ -48,7 +48,7 @@ def test_tanh_mlp_paper_tier(cache):
 def test_char_gpt_paper_tier_fa_and_ln_captures(data_env, cache):
     cfg = preset("char_gpt", "paper", **{"model.attention": "sigmoid", "train.method": "fa",
                                          "train.steps": 2, "train.batch_size": 4})
-    record = run(cfg)
+    record = Runs().run(cfg)
     batch = lm_batch(tiny_shakespeare()[1], 64, 4, torch.Generator().manual_seed(0))
     captures = layernorm_gradients(trained_model(record), *batch)
     assert len(captures) == 9 and max(ln_vjp_errors(captures)) < 1e-4
@@ -57,7 +57,7 @@ def test_char_gpt_paper_tier_fa_and_ln_captures(data_env, cache):
 @pytest.mark.parametrize("method,frozen", [("dfa", False), ("bp", True)])
 def test_fa_protocol_paper_tier(method, frozen, data_env, cache):
     cfg = preset("resmlp", "paper", **{"train.method": method, "train.frozen_blocks": frozen})
-    record = run(cfg.override(**TINY_TRAIN, **{"data.n_train": 64, "data.n_test": 64}))
+    record = Runs().run(cfg.override(**TINY_TRAIN, **{"data.n_train": 64, "data.n_test": 64}))
     model = trained_model(record, learning_rule=False)
     report = mnist_report(model, n_batches=2, size=16)
     assert len(report["residual_norms"]) == 5 and report["layer"] == 2

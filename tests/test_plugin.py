@@ -139,13 +139,12 @@ def test_every_change_of_verdict_fails_with_the_ledger_line(switch, old, new):
 DECIDED_UNDER = '''
 import json, pytest
 from normsys.config import preset
-from normsys.runs import run
 from normsys.stats import Rule
 
 S = json.load(open("settings.json"))
 
 @pytest.mark.claim("c-under", statement="s", source="t", seeds=S["seeds"])
-def test_under(claim):
+def test_under(claim, run):
     for seed in claim.seeds:
         run(preset("ffn_stack", **{"train.steps": S["steps"], "model.d": 16, "train.seed": seed,
                                    "data.batch_shape": (4, 5, 16)}))

@@ -20,31 +20,35 @@ SEEDS = [SMALL.override(**{"train.seed": s}) for s in range(3)]
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
     monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path))
-    runs.forget()
-    yield tmp_path
-    runs.forget()
+    return tmp_path
 
 
-def test_a_claims_index_keeps_each_run_once_with_its_data_and_training_time(cache):
-    with runs.recording() as fetched:
-        records = [runs.run(c) for c in SEEDS + SEEDS[:1]]  # seed 0 asked twice
+@pytest.fixture
+def session():
+    """A session's runs: nothing fetched yet."""
+    return runs.Runs()
+
+
+def test_a_claims_index_keeps_each_run_once_with_its_data_and_training_time(cache, session):
+    with session.recording() as fetched:
+        records = [session.run(c) for c in SEEDS + SEEDS[:1]]  # seed 0 asked twice
     assert fetched == SEEDS + SEEDS[:1]
-    runs.write_index("c-x", "cpu", fetched)
+    session.write_index("c-x", "cpu", fetched)
     index = json.loads((cache / "claims" / "c-x-cpu.json").read_text())
     assert [r["config"]["train"]["seed"] for r in index["runs"]] == [0, 1, 2]
     assert RunConfig.from_dict(index["runs"][0]["config"]) == SEEDS[0]
     assert index["runs"][1]["seconds"] == records[1].wall_time and index["runs"][0]["data"] == ""
     assert runs.index_path("c-x", "paper") == cache / "claims" / "c-x-paper.json"
-    runs.write_index("c-none", "cpu", [])  # a claim that fetched nothing keeps no index
+    session.write_index("c-none", "cpu", [])  # a claim that fetched nothing keeps no index
     assert not (cache / "claims" / "c-none-cpu.json").exists()
 
 
-def test_cost_counts_cached_runs_and_the_training_the_others_took(cache):
+def test_cost_counts_cached_runs_and_the_training_the_others_took(cache, session):
     assert runs.cost("c-x", "cpu") == "runs: not known until it has run once with this cache"
-    with runs.recording() as fetched:
+    with session.recording() as fetched:
         for c in SEEDS:
-            runs.run(c)
-    runs.write_index("c-x", "cpu", fetched)
+            session.run(c)
+    session.write_index("c-x", "cpu", fetched)
     assert runs.cost("c-x", "cpu") == "3 runs (3 cached)"
     (cache / "runs" / f"{run_key(SEEDS[2])}.json").unlink()
     index = cache / "claims" / "c-x-cpu.json"
@@ -61,27 +65,27 @@ def test_cost_counts_cached_runs_and_the_training_the_others_took(cache):
     assert runs.cost("c-x", "cpu") == "runs: not known (its index cannot be read)"
 
 
-def test_the_index_keys_runs_on_their_data(cache, data_env):
+def test_the_index_keys_runs_on_their_data(cache, data_env, session):
     """The index keeps each run's data digest, so that cost looks up the run's own entry."""
     cfg = preset("mlp", **{"data.n_train": 64, "data.n_test": 32, "model.d": 8})
-    with runs.recording() as fetched:
-        record = runs.run(cfg)
-    runs.write_index("c-mnist", "cpu", fetched)
+    with session.recording() as fetched:
+        record = session.run(cfg)
+    session.write_index("c-mnist", "cpu", fetched)
     digest = json.loads((cache / "claims" / "c-mnist-cpu.json").read_text())["runs"][0]["data"]
-    assert digest == runs.task_of(cfg).digest and len(digest) == 64
+    assert digest == session.task_of(cfg).digest and len(digest) == 64
     assert (cache / "runs" / f"{run_key(cfg, digest)}.json").is_file()
     assert runs.cost("c-mnist", "cpu") == "1 runs (1 cached)" and record.metrics
 
 
-def test_without_a_cache_nothing_is_indexed_or_known(monkeypatch):
+def test_without_a_cache_nothing_is_indexed_or_known(monkeypatch, session):
     monkeypatch.setenv("NORMSYS_CACHE", "off")
     assert runs.index_path("c", "cpu") is None
-    runs.write_index("c", "cpu", SEEDS)
+    session.write_index("c", "cpu", SEEDS)
     assert runs.cost("c", "cpu") == "runs: not known until it has run once with this cache"
 
 
 def test_several_seeds_of_one_config_train_stacked_on_cuda_and_one_by_one_otherwise(
-        cache, monkeypatch):
+        cache, monkeypatch, session):
     """On CUDA the uncached seeds of a configuration are one call of fit (one stacked model); a
     single config, the CPU, and a registered norm (no stacked form) train one run per call."""
     calls = []
@@ -91,26 +95,26 @@ def test_several_seeds_of_one_config_train_stacked_on_cuda_and_one_by_one_otherw
         return [train_with_state(c) for c in cfgs]
 
     monkeypatch.setattr(runs, "fit", fit)
-    runs.runs(SEEDS)
+    session.runs(SEEDS)
     assert calls == [[0], [1], [2]]  # the CPU: each alone
-    runs.forget()
+    session = runs.Runs()
     calls.clear()
     monkeypatch.setattr(runs, "resolve_device", lambda name: torch.device("cuda"))
     others = [c.override(**{"model.d": 4, "data.batch_shape": (2, 3, 4)}) for c in SEEDS]
-    with runs.recording() as fetched:
-        got = runs.runs(others)
+    with session.recording() as fetched:
+        got = session.runs(others)
     assert calls == [[0, 1, 2]] and fetched == others  # one stacked call, each run recorded
     assert [r.run_config for r in got] == others
-    assert runs.runs(others) == got and calls == [[0, 1, 2]]  # memoized
+    assert session.runs(others) == got and calls == [[0, 1, 2]]  # memoized
     calls.clear()
-    runs.runs([SEEDS[0].override(**{"model.d": d, "data.batch_shape": (2, 3, d)}) for d in (10, 12)])
+    session.runs([SEEDS[0].override(**{"model.d": d, "data.batch_shape": (2, 3, d)}) for d in (10, 12)])
     assert calls == [[0], [0]]  # two configurations: not one stack
     calls.clear()
-    runs.runs([SEEDS[0].override(**{"model.d": 6, "data.batch_shape": (2, 3, 6)})])
+    session.runs([SEEDS[0].override(**{"model.d": 6, "data.batch_shape": (2, 3, 6)})])
     assert calls == [[0]]
 
 
-def test_a_registered_norm_trains_one_run_per_call_on_cuda(cache, monkeypatch):
+def test_a_registered_norm_trains_one_run_per_call_on_cuda(cache, monkeypatch, session):
     from normsys import norms
 
     calls = []
@@ -119,13 +123,13 @@ def test_a_registered_norm_trains_one_run_per_call_on_cuda(cache, monkeypatch):
     monkeypatch.setattr(runs, "resolve_device", lambda name: torch.device("cuda"))
     name = norms.register("wrapped_ln", norms.LayerNorm)
     try:
-        runs.runs([c.override(**{"model.norm": name}) for c in SEEDS])
+        session.runs([c.override(**{"model.norm": name}) for c in SEEDS])
     finally:
         del norms.NORMS[name]
     assert calls == [1, 1, 1]
 
 
-def test_on_cuda_the_seed_groups_nobody_else_holds_train_first(cache, monkeypatch):
+def test_on_cuda_the_seed_groups_nobody_else_holds_train_first(cache, monkeypatch, session):
     """Two configurations' seeds asked at once, the first held by another worker: the second
     trains first (stacked), then the first is waited for."""
     calls = []
@@ -136,15 +140,15 @@ def test_on_cuda_the_seed_groups_nobody_else_holds_train_first(cache, monkeypatc
             for d in (4, 6))
     real, asked = runs.cached_runs, []
 
-    def a_held_elsewhere(configs, data, compute, wait=True):
+    def a_held_elsewhere(configs, data, compute, wait=True, progress=None):
         asked.append((configs[0].model.d, wait))
         if configs[0] in a and not wait:
             return None
         return real(configs, data, compute, wait)
 
     monkeypatch.setattr(runs, "cached_runs", a_held_elsewhere)
-    with runs.recording() as fetched:
-        got = runs.runs(a + b)
+    with session.recording() as fetched:
+        got = session.runs(a + b)
     assert asked == [(4, False), (6, False), (4, True)]  # b is in the memo when waiting
     assert calls == [[(6, 0), (6, 1), (6, 2)], [(4, 0), (4, 1), (4, 2)]]
     assert [r.run_config for r in got] == a + b and fetched == a + b
@@ -159,14 +163,14 @@ def test_seed_groups_stack_each_configurations_seeds_on_cuda_only(monkeypatch):
     assert runs.seed_groups([]) == []
 
 
-def test_run_waits_by_default_and_says_none_when_asked_not_to(cache, monkeypatch):
+def test_run_waits_by_default_and_says_none_when_asked_not_to(cache, monkeypatch, session):
     """run(cfg) waits for a run another process holds; run(cfg, wait=False) answers None."""
     asked = []
 
-    def held_elsewhere(configs, data, compute, wait=True):
+    def held_elsewhere(configs, data, compute, wait=True, progress=None):
         asked.append(wait)
         return None if not wait else [train_with_state(c)[0] for c in configs]
 
     monkeypatch.setattr(runs, "cached_runs", held_elsewhere)
-    assert runs.run(SEEDS[0], wait=False) is None and asked == [False]
-    assert runs.run(SEEDS[0]).run_config == SEEDS[0] and asked == [False, True]
+    assert session.run(SEEDS[0], wait=False) is None and asked == [False]
+    assert session.run(SEEDS[0]).run_config == SEEDS[0] and asked == [False, True]

@@ -18,6 +18,7 @@ from normsys.__main__ import main
 from normsys.cache import run_key
 from normsys.experiments import encoder
 from normsys.ledger import read
+from normsys.runs import Runs
 
 USER_NORMS = textwrap.dedent('''
     import torch
@@ -137,7 +138,7 @@ def test_layernorm_and_identity_under_other_names_land_on_their_rows(user_file, 
     wrap = scorecard.load(f"{user_file}:LNWrap", "wrap")
     same = scorecard.load(f"{user_file}:Same", "same")
     plan = scorecard.plan([wrap, "layernorm", same, "none"], shrink=tiny)
-    records = scorecard.fetch(plan, [], workers=1)
+    records = scorecard.fetch(plan, [], workers=1, runs=Runs())
     table = scorecard.judge(plan, records)
     check_paired_statistics_by_hand(plan, records, table)
     for mine, builtin in ((wrap, "layernorm"), (same, "none")):
@@ -201,10 +202,10 @@ def test_worker_processes_register_the_users_norm_again(user_file, monkeypatch):
     wrap = scorecard.load(spec, "wrap")
     stats = [s for s in scorecard.STATISTICS if s.name == "grad_ratio_vs_none"]
     plan = scorecard.plan([wrap], statistics=stats)
-    in_workers = scorecard.fetch(plan, [(spec, wrap)], workers=2)
+    in_workers = scorecard.fetch(plan, [(spec, wrap)], workers=2, runs=Runs())
     assert {c.model.norm for c in in_workers} == {wrap, "none"}
     monkeypatch.setenv("NORMSYS_CACHE", "off")  # trained again here, not read back
-    here = scorecard.judge(plan, scorecard.fetch(plan, [], workers=1), stats)
+    here = scorecard.judge(plan, scorecard.fetch(plan, [], workers=1, runs=Runs()), stats)
     assert scorecard.judge(plan, in_workers, stats) == here
 
 
@@ -561,16 +562,14 @@ def test_absolute_makes_a_files_path_absolute_and_leaves_a_module_alone(tmp_path
 
 
 def test_estimate_says_cached_timed_by_its_layernorm_twin_or_unknown(tmp_path, monkeypatch):
-    from normsys import runs
-
     monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path))
-    runs.forget()
+    runs = Runs()
     plan = scorecard.plan(["rmsnorm", "l2"], statistics=PARTS[:1])
     cached = plan.cells["level", "rmsnorm"][0][0]
     twin = plan.cells["level", "l2"][1][0].override(**{"model.norm": "layernorm"})
     for cfg in (cached, twin):
         runs.run(cfg)
-    rows, seconds, unknown = scorecard.estimate(plan)
+    rows, seconds, unknown = scorecard.estimate(plan, runs)
     said = {(c.model.norm, c.train.seed): how for c, how in rows}
     assert said["rmsnorm", 0] == "cached"
     wall = runs.run(twin).wall_time
@@ -578,18 +577,18 @@ def test_estimate_says_cached_timed_by_its_layernorm_twin_or_unknown(tmp_path, m
     assert said["rmsnorm", 1] == said["l2", 1]  # the same LayerNorm twin
     assert said["l2", 0] == said["rmsnorm", 2] == said["l2", 2] == "time unknown"
     assert seconds == pytest.approx(2 * wall) and unknown == 3
-    runs.forget()
 
 
 def test_fetch_in_this_process_fetches_each_run_once(monkeypatch):
     asked = []
-    monkeypatch.setattr(scorecard, "run", lambda c: asked.append(c) or made(c, 0.0))
+    runs = Runs()
+    monkeypatch.setattr(runs, "run", lambda c: asked.append(c) or made(c, 0.0))
     plan = scorecard.plan(["rmsnorm"], statistics=PARTS[:1])
-    got = scorecard.fetch(plan, [], workers=1)
+    got = scorecard.fetch(plan, [], workers=1, runs=runs)
     assert set(got) == set(plan.configs) == set(asked) and len(asked) == 3
     first = preset("encoder", **{"train.seed": 0})
     late = preset("mlp", **{"train.seed": 0})
     plan.cells["other", "rmsnorm"] = [[late, first]]
     asked.clear()
-    scorecard.fetch(plan, [], workers=0)
+    scorecard.fetch(plan, [], workers=0, runs=runs)
     assert asked[0] == first  # encoders and char GPTs, the longest runs, first

@@ -181,9 +181,10 @@ def test_fa_trained_net_is_measured_through_its_true_weights(data_env, tmp_path,
     from normsys.data import mnist
     from normsys.models import build_model
     from normsys.record import trained_model
-    from normsys.runs import run
+    from normsys.runs import Runs
 
     monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path))
+    run = Runs().run
     cfg = preset("resmlp", **{"data.n_train": 512, "data.n_test": 128, "train.epochs": 1,
                               "train.method": "fa"})
     record = run(cfg)
@@ -280,9 +281,10 @@ def test_snapshots_are_the_weights_a_shorter_run_ends_with(data_env, tmp_path, m
     """train.snapshots keeps the weights after earlier epochs: the same weights a run of that many
     epochs ends with (same data order, same updates), at no extra training."""
     from normsys.record import trained_model
-    from normsys.runs import run
+    from normsys.runs import Runs
 
     monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path))
+    run = Runs().run
     small = {"data.n_train": 300, "data.n_test": 100, "train.eval_train_rows": 100}
     long = run(preset("resmlp", **small, **{"train.epochs": 3, "train.snapshots": (1, 2)}))
     short = run(preset("resmlp", **small, **{"train.epochs": 1}))
