@@ -27,11 +27,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
+from normsys import params
 from normsys.config import RunConfig
 from normsys.stats import REFUTED, SUPPORTED
 from normsys.store import atomic_write_text
 
-DEFAULT_SEEDS = {"cpu": 3, "paper": 5}  # what a file without -seeds- in its name was run on
 # a mean that moved by more than this fraction of its recorded interval's half-width (or by more
 # than DRIFT_FLOOR where that width is 0) while its verdict held is flagged as drift
 DRIFT_FRACTION, DRIFT_FLOOR = 0.1, 1e-9
@@ -128,7 +128,7 @@ def file_name(tier: str, device: str, seed_offset: int = 0, seeds: int = 0,
     ``-max-seeds-<N>`` when open claims could add seeds up to N (--claims-max-seeds)."""
     stem = "cpu" if tier == "cpu" else f"{tier}-{'-'.join(device.split())}"
     if seed_offset or seeds:
-        n = seeds or DEFAULT_SEEDS.get(tier, 3)
+        n = seeds or params.SEEDS[tier]  # a file without -seeds- ran on the claims' own
         stem += f"-seeds-{seed_offset}-{seed_offset + n - 1}"
     if max_seeds:
         stem += f"-max-seeds-{max_seeds}"

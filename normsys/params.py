@@ -1,4 +1,5 @@
-"""Parametrization of claims: the two tiers, and variants of a claim (an id suffix each).
+"""Parametrization of claims: the two tiers and the seeds a claim takes at each, and variants of
+a claim (an id suffix each).
 
     @pytest.mark.parametrize("tier", tiers(cpu=[pytest.mark.slow]))
     @pytest.mark.parametrize("variant,tier", variant_tiers(("", "-nonpad"), slow=("-masked",)))
@@ -9,6 +10,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pytest
+
+SEEDS = {"cpu": 3, "paper": 5}  # a claim's seeds at each tier, unless it names its own
+
+
+def seeds(tier: str, own: int | None = None) -> int:
+    """How many seeds a claim decides on at ``tier``: its own count when it names one (the
+    ``seeds=`` of its marker), else the tier's (``SEEDS``)."""
+    return own if own is not None else SEEDS[tier]
 
 
 class Variant(str):

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pytest
 
-from normsys import __version__, ledger, sequential, stats, workers
+from normsys import __version__, ledger, params, sequential, stats, workers
 from normsys.data import DataError, DataMissingError, data_root
 from normsys.params import Variant
 from normsys.progress import Progress
@@ -190,7 +190,7 @@ class Claim:
         self.id = claim_id(item, marker)
         self.statement = marker.kwargs.get("statement", "")
         self.source = marker.kwargs.get("source", "")
-        self.default_seeds = marker.kwargs.get("seeds", 3 if tier == "cpu" else 5)
+        self.default_seeds = params.seeds(tier, marker.kwargs.get("seeds"))
         n = opt.claims_seeds or self.default_seeds
         self.offset = opt.claims_seed_offset
         self.plan = sequential.looks(n, opt.claims_max_seeds)  # seeds at each look
@@ -297,11 +297,15 @@ def provenance(config: pytest.Config) -> dict:
     device = device_name()
     opt = config.option
     return {"normsys": __version__, "commit": git_commit(), "torch": torch.__version__,
-            "device": device, "seeds": opt.claims_seeds or "each claim's own (3 CPU, 5 paper)",
+            "device": device, "seeds": opt.claims_seeds or f"each claim's own ({_seed_policy()})",
             "seed_offset": opt.claims_seed_offset, "data": str(root),
             "data_sha256": dict(line.split()[::-1] for line in sums.read_text().splitlines()
                                 if line.strip()) if sums.is_file() else {},
             "date": time.strftime("%Y-%m-%d %H:%M:%S")}
+
+
+def _seed_policy() -> str:
+    return ", ".join(f"{n} at the {tier} tier" for tier, n in params.SEEDS.items())
 
 
 def _jsonable(obj):
@@ -314,7 +318,7 @@ def _jsonable(obj):
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("normsys claims")
     group.addoption("--claims-seeds", type=int, default=0,
-                    help="seeds per claim (default: each claim's own, 3 on CPU, 5 on paper tier)")
+                    help=f"seeds per claim (default: each claim's own, {_seed_policy()})")
     group.addoption("--claims-seed-offset", type=int, default=0,
                     help="first seed (verdict robustness: rerun claims on other seeds)")
     group.addoption("--claims-report", default=DEFAULT_REPORT_DIR,

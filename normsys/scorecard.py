@@ -29,6 +29,7 @@ from multiprocessing import get_context
 from pathlib import Path
 
 from normsys import diagnostics as dg
+from normsys import params
 from normsys.cache import lookup
 from normsys.config import RunConfig
 from normsys.experiments import (
@@ -84,11 +85,11 @@ class Statistic:
     versus: str = ""
     combine: Callable[[float, float], float] | None = None
     claim_norm: str = "layernorm"  # the kind the claim itself is about
-    cpu_seeds: int = 3  # the claim's seeds at the CPU tier (5 at the paper tier)
+    own_seeds: int | None = None  # the claim's own seed count (its marker's seeds=), if any
     excludes: frozenset[str] = frozenset()  # built-in kinds the experiment does not take
 
     def seeds(self, tier: str) -> list[int]:
-        return list(range(self.cpu_seeds if tier == "cpu" else 5))
+        return list(range(params.seeds(tier, self.own_seeds)))
 
     def applies(self, norm: str) -> bool:
         return norm not in self.excludes
@@ -131,7 +132,7 @@ STATISTICS = (
     Statistic("grad_ratio_vs_none", "ld-layernorm-prevents-vanishing-gradients",
               prevents_vanishing, lambda n, s, t: [tanh_mlp(s, t, n)],
               lambda rs: dg.log10_ratio(weight_grad_profile(rs[0])),
-              versus="none", combine=_difference, cpu_seeds=5),
+              versus="none", combine=_difference, own_seeds=5),
     Statistic("decorrelation", "ld-layernorm-decorrelates", decorrelates,
               lambda n, s, t: [mlp(n, s, tier=t)], lambda rs: unit_correlation(rs[0]),
               versus="none", combine=_reverse_difference),
@@ -335,7 +336,7 @@ def as_text(table: dict, statistics=STATISTICS) -> str:
 
 
 def legend(statistics=STATISTICS) -> str:
-    rows = [f"  {s.name}: {s.rule('N')}  (claim {s.claim}, {s.cpu_seeds} seeds at the CPU tier)"
+    rows = [f"  {s.name}: {s.rule('N')}  (claim {s.claim}, {len(s.seeds('cpu'))} seeds at the CPU tier)"
             for s in statistics]
     return ("mean over seeds; + supported, x refuted, ? inconclusive (95% t-interval against the "
             "claim's rule, N = the row's norm):\n" + "\n".join(rows))

@@ -296,7 +296,8 @@ def test_file_names_with_seed_counts_on_tiers_of_their_own():
         "paper-NVIDIA-H200-max-seeds-13.json"
     assert ledger.file_name("cpu", "cpu", seed_offset=3, max_seeds=8) == \
         "cpu-seeds-3-5-max-seeds-8.json"
-    assert ledger.file_name("other", "cpu", seed_offset=2) == "other-cpu-seeds-2-4.json"  # 3
+    assert ledger.file_name("paper", "NVIDIA H200", seed_offset=2) == \
+        "paper-NVIDIA-H200-seeds-2-6.json"  # the paper tier's own 5 seeds
 
 
 def test_the_written_file_is_exactly_this(tmp_path):
