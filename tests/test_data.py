@@ -59,13 +59,15 @@ def test_missing_files_and_unlisted_files_are_errors_that_say_what_to_do(tmp_pat
     with pytest.raises(data.DataMissingError, match=r"input.txt does not exist \(NORMSYS_DATA="):
         data.tiny_shakespeare()
     (root / "ag_news" / "train.csv.gz").write_bytes(b"")  # a full split, not listed
-    with pytest.raises(data.DataCorruptError, match="train.csv.gz is not listed in .*SHA256SUMS"):
+    with pytest.raises(data.DataCorruptError,
+                       match="^AG News train split: ag_news/train.csv.gz is not listed in .*SHA256SUMS"):
         data.ag_news_rows("train")
 
 
 def test_ag_news_cpu_pool_is_balanced_fixed_and_disjoint(data_env):
     train, held, source = data.ag_news_pool("cpu")
-    assert (len(train), len(held)) == (6000, 1600) and "6000 train / 1600 held-out" in source
+    assert source == "AG News CPU-tier pool: official test split, 6000 train / 1600 held-out"
+    assert (len(train), len(held)) == (6000, 1600)
     for rows, per_class in ((train, 1500), (held, 400)):
         counts = torch.bincount(torch.tensor([y for y, _ in rows]), minlength=4)
         assert counts.tolist() == [per_class] * 4

@@ -184,3 +184,37 @@ def test_init_scale_multiplies_the_mlp_hidden_weights_and_keeps_earlier_fingerpr
     torch.testing.assert_close(b.head.weight, a.head.weight)
     with pytest.raises(ValueError, match="init_scale is for family mlp"):
         preset("encoder", **{"model.init_scale": 2.0})
+
+
+def test_attention_says_what_is_wrong_with_its_settings():
+    from normsys.models import Attention
+
+    with pytest.raises(ValueError, match=r"^model.d=10 must be divisible by model.heads=4$"):
+        Attention(10, 4)
+    causal = Attention(8, 2, causal=True)
+    with pytest.raises(ValueError, match=r"^queries= \(the first positions only\) is for "
+                                         r"non-causal attention$"):
+        causal(torch.zeros(1, 3, 8), queries=1)
+
+
+@pytest.mark.parametrize("act", ["relu", "tanh"])
+def test_the_residual_mlp_uses_the_configured_activation(act):
+    from normsys.models import ACTS
+
+    model = build_model(ModelConfig("resmlp", d=8, layers=2, ffn_mult=2, in_dim=12, n_out=5,
+                                    act=act))
+    assert all(type(block[2]) is ACTS[act] for block in model.blocks)
+
+
+def test_a_model_without_weights_kept_says_how_to_keep_them(tmp_path):
+    from normsys.config import preset
+    from normsys.record import RunRecord, trained_model
+
+    cfg = preset("ffn_stack")
+    record = RunRecord.__new__(RunRecord)
+    record.fingerprint, record.state_path = cfg.fingerprint(), None
+    for path in (None, str(tmp_path / "gone.pt")):
+        record.state_path = path
+        with pytest.raises(FileNotFoundError, match=f"^run {cfg.fingerprint()} kept no weights "
+                                                    r"\(state_path=.*\); set train.keep_state"):
+            trained_model(record)

@@ -593,3 +593,24 @@ def test_fetch_in_this_process_fetches_each_run_once(monkeypatch):
     asked.clear()
     scorecard.fetch(plan, [], workers=0, runs=runs)
     assert asked[0] == first  # encoders and char GPTs, the longest runs, first
+
+
+def test_a_statistic_the_kind_does_not_take_leaves_the_rest_of_its_row_judged():
+    """n/a in the first column, the next still decided; each statistic's value read by name."""
+    flipped = PARTS[::-1]
+    plan = scorecard.plan(["mine", "layernorm"], statistics=flipped)
+    norm_of = lambda c: "mine" if c.model.d == 5 else c.model.norm  # noqa: E731
+    records = {c: made(c, VALUES[norm_of(c), c.train.seed]) for c in plan.configs}
+    table = scorecard.judge(plan, records, flipped)
+    assert table["mine"]["vs_none"]["verdict"] == "n/a"
+    assert table["mine"]["level"]["verdict"] == "refuted"
+    rs = [made(small_cfg("none", 0), 0.7)]
+    halve = scorecard.Statistic("half", "c-h", PARTS[0].rule, PARTS[0].configs,
+                                lambda rs: rs[0].metrics["v"] / 2)
+    assert scorecard.stat_value("half", rs, (PARTS[0], halve)) == 0.35
+    assert scorecard.stat_value("level", rs, (PARTS[0], halve)) == 0.7
+
+
+def test_absolute_splits_the_spec_at_its_last_colon(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert scorecard.absolute("odd:dir/x.py:Mine") == f"{tmp_path / 'odd:dir' / 'x.py'}:Mine"

@@ -145,3 +145,11 @@ def test_simulate_defaults_to_ten_thousand_claims_from_seed_zero():
     default = simulate(rule, draw, (3,))
     assert len(calls) == 10_000
     assert default == simulate(rule, normal, (3,), 10_000, seed=0)
+
+
+def test_each_look_is_taken_at_the_level_of_the_alpha_given():
+    rule = Rule("x", ">", 0.0)
+    seen = []
+    sequential(lambda n, c: seen.append(c) or rule.decide([1.0, -1.0, 0.5, -0.5, 0.1][:n], c),
+               (3, 5), alpha=0.05)
+    assert seen == list(levels((3, 5), 0.05)) and seen != list(levels((3, 5)))

@@ -194,3 +194,11 @@ def test_classification_loss_of_stacked_seeds_is_each_seeds_mean_cross_entropy()
     assert task.loss(logits, y, seeds=2).tolist() == pytest.approx([(right + wrong) / 2,
                                                                     math.log(2)])
     assert float(task.loss(logits, y)) == pytest.approx((right + wrong + 2 * math.log(2)) / 4)
+
+
+def test_a_language_model_moved_to_a_device_keeps_its_data_and_digest(data_env):
+    task = make_task(preset("char_gpt"))
+    moved = task.to(torch.device("cpu"))
+    assert moved.digest == task.digest and len(moved.digest) == 64
+    assert torch.equal(moved.train_ids, task.train_ids) and torch.equal(moved.val_ids, task.val_ids)
+    assert moved.source == task.source

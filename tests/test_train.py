@@ -388,3 +388,27 @@ def test_one_shape_compiles_statically_and_runs_other_shapes_eagerly(monkeypatch
     assert step(torch.zeros(4, 2))[0] == "compiled"
     OneShape(model, "reduce-overhead")
     assert asked[-1] == ("reduce-overhead", False)
+
+
+def test_each_epoch_closes_the_running_accuracy_of_the_live_runs_and_starts_it_anew():
+    """end_epoch reads what is pending, appends correct / seen of each live run (not of a
+    diverged one), and counts the next epoch from zero: epoch 1 hits 1 of 2 rows, epoch 2 the one
+    row it has; run 1 diverges in epoch 1 and records no running accuracy."""
+    curves = [empty_curves(), empty_curves()]
+    log = StepLog(curves, read_every=10, accuracy=True)
+    two = torch.tensor([[[1.0, 0.0], [1.0, 0.0]], [[0.0, 1.0], [0.0, 1.0]]])  # argmax 0,0 / 1,1
+    log.add(torch.tensor([1.0, float("nan")]), torch.ones(2), two, torch.tensor([[0, 1], [1, 1]]))
+    assert log.end_epoch() is False  # read here: nothing was read before
+    assert curves[0]["train_acc_running"] == [0.5] and curves[1]["train_acc_running"] == []
+    one = torch.tensor([[[0.0, 1.0]], [[0.0, 1.0]]])  # one row a run: argmax 1
+    log.add(torch.tensor([2.0, 2.0]), torch.ones(2), one, torch.tensor([[1], [1]]))
+    assert log.end_epoch() is False
+    assert curves[0]["train_acc_running"] == [0.5, 1.0]  # 1 of the epoch's 1 row, not of 3
+    assert curves[1]["train_acc_running"] == [] and log.diverged == [False, True]
+    log.add(torch.tensor([float("nan"), 1.0]), torch.ones(2), one, torch.tensor([[1], [1]]))
+    assert log.end_epoch() is True  # every run has diverged
+    plain = [empty_curves()]
+    quiet = StepLog(plain, read_every=10, accuracy=False)
+    quiet.add(torch.tensor(1.0), torch.tensor(1.0), torch.zeros(3, 1), torch.zeros(3))
+    assert quiet.end_epoch() is False and plain[0]["train_acc_running"] == []
+    assert plain[0]["loss"] == [1.0]

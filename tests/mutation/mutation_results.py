@@ -1,0 +1,143 @@
+"""Mutation testing's results: what mutmut's last state says of every mutant, kept in
+``results.json``, and the page that shows them (``README.md``) with the equivalent survivors by
+reason (``equivalent.json``, a reviewed classification: mutant name -> reason).
+
+    python tests/mutation/mutation_results.py record [--mutants mutants] --time "..."
+                                 results.json from mutmut's state (its mutants/ folder)
+    python tests/mutation/mutation_results.py docs [--check]
+                                 write (or check) README.md from results.json and equivalent.json
+
+The modules mutated and the tests run against them are in pyproject.toml (``[tool.mutmut]``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+HERE = Path(__file__).parent
+RESULTS, EQUIVALENT, PAGE = HERE / "results.json", HERE / "equivalent.json", HERE / "README.md"
+# mutmut's exit codes of a mutant's test run (mutmut.__main__.status_by_exit_code)
+STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests",
+          34: "skipped", 35: "suspicious", 36: "timeout", 24: "timeout", -24: "timeout",
+          152: "timeout", 255: "timeout", -11: "segfault", -9: "segfault", None: "not checked"}
+COLUMNS = ("killed", "timeout", "survived", "no tests", "not checked")
+
+
+def status(code: int | None) -> str:
+    return STATUS.get(code, f"exit {code}")
+
+
+def record(mutants: Path, took: str) -> dict:
+    """Every mutant's status from mutmut's state in ``mutants`` (its ``*.meta`` files), by module,
+    with the survivors and untested ones named."""
+    by_name: dict[str, str] = {}
+    for meta in sorted(mutants.rglob("*.py.meta")):
+        for name, code in json.loads(meta.read_text())["exit_code_by_key"].items():
+            by_name[name] = status(code)
+    if not by_name:
+        raise ValueError(f"{mutants}: no mutmut state (*.py.meta files); run mutmut first")
+    modules: dict[str, Counter] = {}
+    for name, state in by_name.items():
+        modules.setdefault(name.split(".")[1], Counter())[state] += 1
+    import mutmut
+
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True, cwd=HERE).stdout.strip()
+    return {"tool": f"mutmut {mutmut.__version__}", "date": time.strftime("%Y-%m-%d"),
+            "commit": commit, "time": took,
+            "modules": {m: dict(sorted(c.items())) for m, c in sorted(modules.items())},
+            "survived": sorted(n for n, s in by_name.items() if s == "survived"),
+            "no tests": sorted(n for n, s in by_name.items() if s == "no tests"),
+            "not checked": sorted(n for n, s in by_name.items() if s == "not checked")}
+
+
+def score(counts: dict) -> float:
+    """Killed (by a failing test or a timeout) over the mutants that ran."""
+    ran = sum(counts.get(c, 0) for c in ("killed", "timeout", "survived", "no tests"))
+    return (counts.get("killed", 0) + counts.get("timeout", 0)) / ran if ran else float("nan")
+
+
+def unclassified(results: dict, equivalent: dict) -> list[str]:
+    return [n for n in results["survived"] if n not in equivalent["mutants"]]
+
+
+DOCS_HEAD = """# Mutation testing: where it stands
+
+Written by `python tests/mutation/mutation_results.py docs` from `results.json` (mutmut's state,
+recorded by `... record`) and `equivalent.json` (the survivors reviewed as equivalent, with why);
+a test fails when this page is not what they make. How to run mutmut: README, "Mutation testing".
+Score: mutants killed (by a failing test or by a timeout: the mutant loops) over those that ran.
+"""
+
+
+def docs(results: dict | None = None, equivalent: dict | None = None) -> str:
+    results = results or json.loads(RESULTS.read_text())
+    equivalent = equivalent or json.loads(EQUIVALENT.read_text())
+    total = Counter()
+    rows = []
+    for module, counts in results["modules"].items():
+        total.update(counts)
+        rows.append(f"| `{module}` | " + " | ".join(str(counts.get(c, 0)) for c in COLUMNS)
+                    + f" | {score(counts):.1%} |")
+    lines = [DOCS_HEAD, f"{results['tool']}, {results['date']}, commit {results['commit']}; "
+             f"time: {results['time']}.", "",
+             "| module | " + " | ".join(COLUMNS) + " | score |", "|---" * (len(COLUMNS) + 2) + "|",
+             *rows, "| **all** | " + " | ".join(str(total.get(c, 0)) for c in COLUMNS)
+             + f" | **{score(total):.1%}** |", ""]
+    by_reason: dict[str, list[str]] = {}
+    for name in results["survived"]:
+        by_reason.setdefault(equivalent["mutants"].get(name, ""), []).append(name)
+    lines += ["## Survivors reviewed as equivalent", ""]
+    for key, text in equivalent["reasons"].items():
+        names = by_reason.get(key, [])
+        if names:
+            lines += [f"**{text}** ({len(names)}): " + ", ".join(f"`{n}`" for n in names), ""]
+    if open_ := by_reason.get("", []):
+        lines += ["## Survivors not yet killed or classified", "",
+                  ", ".join(f"`{n}`" for n in open_), ""]
+    for state in ("no tests", "not checked"):
+        if results[state]:
+            lines += [f"## {state.capitalize()} ({len(results[state])})", "",
+                      ", ".join(f"`{n}`" for n in results[state]), ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python tests/mutation/mutation_results.py",
+                                     description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("record", help="results.json from mutmut's state")
+    r.add_argument("--mutants", type=Path, default=Path("mutants"))
+    r.add_argument("--time", required=True, help="how long the passes took, in words")
+    d = sub.add_parser("docs", help="write README.md from results.json and equivalent.json")
+    d.add_argument("--check", action="store_true", help="fail if README.md is not up to date")
+    args = parser.parse_args(argv)
+    if args.command == "record":
+        try:
+            RESULTS.write_text(json.dumps(record(args.mutants, args.time), indent=1) + "\n")
+        except ValueError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        print(f"wrote {RESULTS}")
+        return 0
+    page = docs()
+    if args.check:
+        if PAGE.read_text() != page:
+            print(f"{PAGE} is stale: run python tests/mutation/mutation_results.py docs",
+                  file=sys.stderr)
+            return 1
+        return 0
+    PAGE.write_text(page)
+    print(f"wrote {PAGE}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
