@@ -9,6 +9,8 @@
                                                              ledger side by side
     python -m normsys scorecard mynorm.py:MyNorm [--out DIR]  a new norm beside the built-in ones
     python -m normsys scorecard --builtin                    the built-in kinds compared
+    python -m normsys run-times [--tier cpu] [--cache DIR]   claims/run-times-<tier>.json: each
+                                                             claim's recorded training time
 
 Any config field can be overridden with ``--set section.field=value`` (repeatable); ``--norm``,
 ``--seed``, ``--method`` and ``--tier`` are shortcuts. ``train`` prints a short summary and, with
@@ -26,13 +28,14 @@ from pathlib import Path
 
 import torch
 
-from normsys import ledger, scorecard
+from normsys import ledger, runtimes, scorecard
 from normsys.config import PRESETS, RunConfig, preset
 from normsys.data import DataError
 from normsys.models import FAMILIES, build_model
 from normsys.norms import NORMS
 from normsys.progress import Progress, label
 from normsys.runs import Runs
+from normsys.store import cache_root
 from normsys.train import train
 
 
@@ -82,6 +85,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     tb.add_argument("--ledger", type=Path, default=Path("claims/ledger"))
     tb.add_argument("--check", action="store_true",
                     help="write nothing; exit 1 if the README is not what the ledgers make")
+    rt = sub.add_parser("run-times", help="write claims/run-times-<tier>.json from a run cache's "
+                                          "claim indexes: each claim's runs and training time")
+    rt.add_argument("--tier", choices=["cpu", "paper"], default="cpu")
+    rt.add_argument("--cache", type=Path, default=None,
+                    help="the run cache folder (default: $NORMSYS_CACHE or ~/.cache/normsys)")
     sc = sub.add_parser("scorecard", help="a norm kind judged by every norm-generic claim, "
                                           "beside the built-in kinds")
     sc.add_argument("norms", nargs="*", metavar="MODULE:CLASS",
@@ -154,6 +162,16 @@ def import_report(args: argparse.Namespace) -> str:
         ledger.write(path, {**ledger.read(path), **entries})
         lines.append(f"{len(entries)} entries to {path}")
     return "wrote " + "; ".join(lines) if lines else "no decided claims in the report"
+
+
+def run_times(args: argparse.Namespace) -> str:
+    """The tier's recorded run times, from the claim indexes of a run cache."""
+    cache = args.cache or cache_root()
+    if cache is None:
+        raise UsageError("run-times: NORMSYS_CACHE is off; give --cache DIR")
+    table = runtimes.measure(cache, args.tier)
+    path = runtimes.write(table)
+    return f"wrote {path}: {len(table['claims'])} claims"
 
 
 def tables(args: argparse.Namespace) -> str:
@@ -247,9 +265,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "list":
             print(listing())
             return 0
-        if args.command in ("compare", "import-report", "scorecard", "tables"):
-            print({"compare": compare, "import-report": import_report, "scorecard": score,
-                   "tables": tables}[args.command](args))
+        if args.command in ("compare", "import-report", "run-times", "scorecard", "tables"):
+            print({"compare": compare, "import-report": import_report, "run-times": run_times,
+                   "scorecard": score, "tables": tables}[args.command](args))
             return 0
         cfg = resolve(args)
         if args.dry_run:

@@ -27,6 +27,7 @@ from normsys.config import RunConfig
 from normsys.norms import NORMS
 from normsys.progress import SILENT, Progress
 from normsys.record import RunRecord
+from normsys.runtimes import recorded_cost
 from normsys.store import atomic_write_text, cache_root
 from normsys.tasks import Task, make_task
 from normsys.train import fit, resolve_device
@@ -155,7 +156,7 @@ def cost(claim: str, tier: str) -> str:
     last run, or what is not known."""
     path = index_path(claim, tier)
     if path is None or not path.is_file():
-        return "runs: not known until it has run once with this cache"
+        return recorded_cost(claim, tier) or "runs: not known until it has run once with this cache"
     try:
         runs_ = json.loads(path.read_text())["runs"]
         keys = [run_key(RunConfig.from_dict(r["config"]), r["data"]) for r in runs_]

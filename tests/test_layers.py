@@ -25,6 +25,7 @@ LAYERS = [
     {"record", "protocol", "measure"},
     {"train"},
     {"batched", "cache"},
+    {"runtimes"},
     {"runs"},
     {"bench", "experiments", "figures", "ledger", "report", "testing"},
     {"scorecard"},

@@ -174,3 +174,69 @@ def test_run_waits_by_default_and_says_none_when_asked_not_to(cache, monkeypatch
     monkeypatch.setattr(runs, "cached_runs", held_elsewhere)
     assert session.run(SEEDS[0], wait=False) is None and asked == [False]
     assert session.run(SEEDS[0]).run_config == SEEDS[0] and asked == [False, True]
+
+
+def test_the_recorded_run_times_count_each_claims_runs_and_the_ones_it_alone_reads(
+        cache, session, tmp_path):
+    """Two claims sharing seed 0's run: each counts it, neither as its own."""
+    from normsys import runtimes
+
+    for claim, cfgs in (("c-a", SEEDS[:2]), ("c-b", [SEEDS[0], SEEDS[2]])):
+        with session.recording() as fetched:
+            for c in cfgs:
+                session.run(c)
+        session.write_index(claim, "cpu", fetched)
+    wall = {c.train.seed: session.run(c).wall_time for c in SEEDS}
+    table = runtimes.measure(cache, "cpu")
+    assert table["tier"] == "cpu" and table["device"].startswith("cpu (")
+    assert table["claims"]["c-a"] == {"runs": 2, "seconds": round(wall[0] + wall[1], 1),
+                                      "own_seconds": round(wall[1], 1), "untimed": 0}
+    assert table["claims"]["c-b"]["own_seconds"] == round(wall[2], 1)
+    folder = tmp_path / "committed"
+    assert runtimes.write(table, folder) == folder / "run-times-cpu.json"
+    assert runtimes.read("cpu", folder) == table
+    assert runtimes.seconds("c-b", "cpu", folder) == round(wall[0] + wall[2], 1)
+    assert runtimes.seconds("c-none", "cpu", folder) == 0.0
+    assert runtimes.read("paper", folder) == {"tier": "paper", "device": "", "claims": {}}
+    assert runtimes.recorded_cost("c-a", "cpu", folder) == (
+        f"2 runs, ~{table['claims']['c-a']['seconds'] / 60:.1f} min of training on "
+        f"{table['device']} as recorded (claims/run-times-cpu.json)")
+    assert runtimes.recorded_cost("c-none", "cpu", folder) == ""
+    with pytest.raises(ValueError, match="no claim indexes of the paper tier"):
+        runtimes.measure(cache, "paper")
+
+
+def test_a_claim_without_an_index_costs_what_the_committed_run_times_say(cache, monkeypatch):
+    from normsys import runtimes
+
+    monkeypatch.setattr(runs, "recorded_cost", lambda claim, tier: f"{claim}/{tier} recorded")
+    assert runs.cost("c-x", "cpu") == "c-x/cpu recorded"
+    row = runtimes.read("cpu")["claims"]["dm-l2-prevents-collapse"]
+    assert row["runs"] == 3 and row["seconds"] > 0
+
+
+def test_the_committed_run_times_name_only_claims_the_cpu_ledger_holds():
+    from normsys import ledger, runtimes
+
+    held = ledger.read(runtimes.FOLDER / "ledger" / "cpu.json")
+    assert set(runtimes.read("cpu")["claims"]) <= set(held)
+
+
+def test_the_run_times_command_writes_the_table_or_says_what_is_missing(
+        cache, session, monkeypatch, tmp_path, capsys):
+    from normsys import runtimes
+    from normsys.__main__ import main
+
+    monkeypatch.setattr(runtimes, "FOLDER", tmp_path / "claims")
+    assert main(["run-times", "--cache", str(cache)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {cache}: no claim indexes of the cpu tier") and err.count("\n") == 1
+    with session.recording() as fetched:
+        session.run(SEEDS[0])
+    session.write_index("c-a", "cpu", fetched)
+    assert main(["run-times"]) == 0  # the cache named by NORMSYS_CACHE
+    assert capsys.readouterr().out == f"wrote {tmp_path / 'claims' / 'run-times-cpu.json'}: 1 claims\n"
+    assert runtimes.read("cpu")["claims"]["c-a"]["runs"] == 1
+    monkeypatch.setenv("NORMSYS_CACHE", "off")
+    assert main(["run-times"]) == 2
+    assert capsys.readouterr().err == "error: run-times: NORMSYS_CACHE is off; give --cache DIR\n"

@@ -1,0 +1,87 @@
+"""What each claim's training costs, recorded: a committed table per tier (``claims/run-times-
+<tier>.json``) made from a run cache's claim indexes (normsys.runs: each claim's runs with their
+training times), so that the cost of a claim is known before its runs are in anyone's cache.
+
+    python -m normsys run-times [--tier cpu] [--cache DIR]     write the tier's table
+
+Per claim: its runs, the seconds they took, and the seconds of its *own* runs (those no other
+claim of the tier reads). The claims start longest first (claims/conftest.py): under
+pytest-xdist the workers split the long groups of runs early, and the short claims, whose runs
+are mostly trained by then, fill in at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from normsys.cache import run_key
+from normsys.config import RunConfig
+from normsys.provenance import device_name, processor
+from normsys.store import atomic_write_text
+
+FOLDER = Path(__file__).parents[1] / "claims"  # beside the claim files, in a checkout
+
+
+def table_path(tier: str, folder: Path | None = None) -> Path:
+    return (folder or FOLDER) / f"run-times-{tier}.json"
+
+
+def measure(cache: Path, tier: str) -> dict:
+    """The tier's table from the claim indexes in the cache folder ``cache``: per claim id, its
+    runs, their seconds and the seconds of the runs no other claim reads. Runs never timed
+    (read from a cache that did not time them) count nothing and are counted apart."""
+    indexes = sorted((cache / "claims").glob(f"*-{tier}.json"))
+    if not indexes:
+        raise ValueError(f"{cache}: no claim indexes of the {tier} tier (claims/*-{tier}.json); "
+                         f"run the claims with NORMSYS_CACHE={cache} first")
+    runs: dict[str, dict[str, float | None]] = {}
+    for path in indexes:
+        claim = path.name.removesuffix(f"-{tier}.json")
+        runs[claim] = {run_key(RunConfig.from_dict(r["config"]), r["data"]): r["seconds"]
+                       for r in json.loads(path.read_text())["runs"]}
+    readers: dict[str, int] = {}
+    for keys in runs.values():
+        for key in keys:
+            readers[key] = readers.get(key, 0) + 1
+    claims = {}
+    for claim, keys in sorted(runs.items()):
+        claims[claim] = {"runs": len(keys),
+                         "seconds": round(sum(s or 0 for s in keys.values()), 1),
+                         "own_seconds": round(sum(s or 0 for k, s in keys.items()
+                                                  if readers[k] == 1), 1),
+                         "untimed": sum(s is None for s in keys.values())}
+    device = device_name()
+    if device == "cpu":
+        device = f"cpu ({processor()}, {os.cpu_count()} cores)"
+    return {"tier": tier, "device": device, "claims": claims}
+
+
+def write(table: dict, folder: Path | None = None) -> Path:
+    path = table_path(table["tier"], folder)
+    atomic_write_text(json.dumps(table, indent=1, sort_keys=True) + "\n", path)
+    return path
+
+
+def read(tier: str, folder: Path | None = None) -> dict:
+    """The tier's table, or an empty one where none is committed (an installed package)."""
+    path = table_path(tier, folder)
+    if not path.is_file():
+        return {"tier": tier, "device": "", "claims": {}}
+    return json.loads(path.read_text())
+
+
+def seconds(claim: str, tier: str, folder: Path | None = None) -> float:
+    """Seconds of training of the runs ``claim`` reads, as recorded (0 where unknown)."""
+    return read(tier, folder)["claims"].get(claim, {}).get("seconds", 0.0)
+
+
+def recorded_cost(claim: str, tier: str, folder: Path | None = None) -> str:
+    """``9 runs, ~4.1 min of training on <device> as recorded``, or '' where none is."""
+    table = read(tier, folder)
+    row = table["claims"].get(claim)
+    if row is None:
+        return ""
+    return f"{row['runs']} runs, ~{row['seconds'] / 60:.1f} min of training on " \
+           f"{table['device']} as recorded (claims/{table_path(tier).name})"
