@@ -614,3 +614,40 @@ def test_a_statistic_the_kind_does_not_take_leaves_the_rest_of_its_row_judged():
 def test_absolute_splits_the_spec_at_its_last_colon(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert scorecard.absolute("odd:dir/x.py:Mine") == f"{tmp_path / 'odd:dir' / 'x.py'}:Mine"
+
+
+def test_the_figure_maps_each_verdict_to_its_colour_and_says_so(tmp_path):
+    """The colour scale (n/a grey, refuted red, inconclusive yellow, supported green over 0..3),
+    the cell texts' font and place, the column labels' angle, the size and the title."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    _, table = judged(diverge={("mine", 1)})  # an inconclusive cell
+    fig = plt.figure()
+    scorecard.draw(fig, table, PARTS)
+    ax, image = fig.axes[0], fig.axes[0].images[0]
+    assert image.get_array().tolist() == [[2, 0], [3, 3]]
+    assert list(image.cmap.colors) == ["#f0f0f0", "#e8a0a0", "#f2e3a0", "#9fd49f"]
+    assert (image.norm.vmin, image.norm.vmax, ax.get_aspect()) == (0, 3, "auto")
+    assert {(t.get_fontsize(), t.get_ha(), t.get_va()) for t in ax.texts} == {(8, "center", "center")}
+    assert [t.get_text() for t in ax.texts] == ["nan", "n/a", "0.91", "0.407"]
+    assert {(t.get_rotation(), t.get_ha()) for t in ax.get_xticklabels()} == {(30.0, "right")}
+    assert tuple(fig.get_size_inches()) == pytest.approx((1.3 * 2 + 2, 0.45 * 2 + 1.6))
+    assert ax.get_title() == "Scorecard: green supported, red refuted, yellow inconclusive, grey n/a"
+    plt.close(fig)
+
+
+def test_the_files_are_written_into_a_new_nested_folder_and_over_old_ones(tmp_path):
+    _, table = judged()
+    prov = {"tier": "cpu", "device": "cpu", "commit": "0123456789abcdef"}
+    out = tmp_path / "a" / "b"
+    for _ in range(2):  # a folder that does not exist yet, then the same folder again
+        paths = scorecard.write(out, table, prov, PARTS)
+    text = paths[0].read_text()
+    assert text == json.dumps({"norms": table, "provenance": prov}, indent=1, sort_keys=True) + "\n"
+    assert text.startswith('{\n "norms": {\n  "layernorm": {')
+    from PIL import Image
+
+    assert Image.open(paths[2]).info["dpi"] == pytest.approx((110, 110), abs=0.1)
