@@ -7,7 +7,7 @@ table at the end of the session, and a JSON + Markdown report with figures.
     def test_l2_prevents_collapse(claim, encoder_runs):
         claim.check([kappa(r.probes) for r in encoder_runs("l2")], RULE)
 
-Outcomes (README, "Verdicts"): supported passes, refuted raises ClaimRefuted, inconclusive is a
+Outcomes (README, "Reading a verdict"): supported passes, refuted raises ClaimRefuted, inconclusive is a
 skip, each checked against the verdict ledger (normsys.ledger, ``claims/ledger/``): a claim the
 ledger records as refuted is a strict xfail that only ClaimRefuted meets (so broken code is never
 counted as a verdict), and any verdict other than the recorded one fails with one line naming

@@ -370,6 +370,12 @@ def draw(fig, table: dict, statistics=STATISTICS) -> None:
     ax.set_title("Scorecard: green supported, red refuted, yellow inconclusive, grey n/a")
 
 
+def markdown_page(table: dict, prov: dict, statistics=STATISTICS) -> str:
+    """scorecard.md: where it was measured, the table and the legend."""
+    return (f"# Scorecard ({prov['tier']} tier, {prov['device']}, {prov['commit'][:12]})\n\n"
+            f"{as_markdown(table, statistics)}")
+
+
 def write(out: Path, table: dict, prov: dict, statistics=STATISTICS) -> list[Path]:
     """scorecard.json, scorecard.md and scorecard.png in ``out``."""
     import matplotlib
@@ -381,8 +387,7 @@ def write(out: Path, table: dict, prov: dict, statistics=STATISTICS) -> list[Pat
     paths = [out / "scorecard.json", out / "scorecard.md", out / "scorecard.png"]
     paths[0].write_text(json.dumps({"norms": table, "provenance": prov}, indent=1,
                                    sort_keys=True) + "\n")
-    paths[1].write_text(f"# Scorecard ({prov['tier']} tier, {prov['device']}, "
-                        f"{prov['commit'][:12]})\n\n{as_markdown(table, statistics)}")
+    paths[1].write_text(markdown_page(table, prov, statistics))
     fig = plt.figure()
     draw(fig, table, statistics)
     fig.savefig(paths[2], dpi=110, bbox_inches="tight")

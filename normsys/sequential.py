@@ -11,8 +11,8 @@ twice that. Early looks spend little (3 of 8 seeds: 0.07% a side), so a claim de
 on strong evidence, and the last look keeps most of the power. By the union bound, over all looks
 the chance of a decisive verdict on the wrong side when the true mean sits exactly on the threshold
 is at most alpha = 2.5% per side for per-seed values for which the t-interval is exact (normal);
-tests/test_sequential.py measures it by Monte Carlo, for skewed values too (README, "More seeds
-where a verdict is open"). With one look (N no more than the tier's seeds) the level is the
+tests/test_sequential.py measures it by Monte Carlo, for skewed values too (README, "Reading a
+verdict"). With one look (N no more than the tier's seeds) the level is the
 protocol's 95%, so a run without the option is unchanged.
 """
 

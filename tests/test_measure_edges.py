@@ -1,5 +1,5 @@
-"""Edges the known values leave open, each found by mutation testing (README, "Mutation
-testing"): reductions over the last dimension seen on 3-D input, defaults that must be the norms'
+"""Edges the known values leave open, each found by mutation testing (README, "What the
+tests pin down"): reductions over the last dimension seen on 3-D input, defaults that must be the norms'
 own eps, boundaries, float64 where float32 rounds a measured value away, the t distribution away
 from the 95% point, and the fields a decision carries into the report and the ledger."""
 

@@ -651,3 +651,13 @@ def test_the_files_are_written_into_a_new_nested_folder_and_over_old_ones(tmp_pa
     from PIL import Image
 
     assert Image.open(paths[2]).info["dpi"] == pytest.approx((110, 110), abs=0.1)
+
+
+def test_the_committed_builtin_scorecard_page_is_what_its_json_makes():
+    """claims/gallery/scorecard-builtin-cpu.md is the scorecard.md of the run whose scorecard.json
+    sits beside it (``python -m normsys scorecard --builtin --out DIR`` writes both)."""
+    gallery = scorecard.Path(__file__).parents[1] / "claims" / "gallery"
+    body = json.loads((gallery / "scorecard-builtin-cpu.json").read_text())
+    page = (gallery / "scorecard-builtin-cpu.md").read_text()
+    assert page == scorecard.markdown_page(body["norms"], body["provenance"])
+    assert "| layernorm |" in page and "| batchnorm | n/a |" in page

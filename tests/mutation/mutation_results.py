@@ -71,7 +71,7 @@ DOCS_HEAD = """# Mutation testing: where it stands
 
 Written by `python tests/mutation/mutation_results.py docs` from `results.json` (mutmut's state,
 recorded by `... record`) and `equivalent.json` (the survivors reviewed as equivalent, with why);
-a test fails when this page is not what they make. How to run mutmut: README, "Mutation testing".
+a test fails when this page is not what they make. How to run mutmut: README, "What the tests pin down".
 Score: mutants killed (by a failing test or by a timeout: the mutant loops) over those that ran.
 """
 
