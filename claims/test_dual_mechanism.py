@@ -209,7 +209,7 @@ def test_scaled_l2_matches_layernorm(claim, encoder_runs, tier):
 
 CONTROL_ENCODER = {"data.n_train": 64, "data.n_test": 16, "model.seq_len": 32, "model.d": 32,
                    "train.probe_batch": 16}
-CONTROL_SEEDS = range(5)
+RANK_CONTROL_SEEDS = range(5)  # small encoders at init: five a side cost seconds
 RANK_RULES = {"dm-none-collapses-with-depth": NONE_COLLAPSES,
               "dm-l2-prevents-collapse": L2_PREVENTS, "dm-layernorm-prevents-collapse": LN_PREVENTS}
 
@@ -229,7 +229,7 @@ def rank_collapsing(model):
 def probes_at_init(task_of, variant: str, collapse: bool) -> list[dict]:
     """Per control seed, the probes (train.probe) of a small LayerNorm encoder at init."""
     out, task = [], None
-    for seed in CONTROL_SEEDS:
+    for seed in RANK_CONTROL_SEEDS:
         cfg = encoder("layernorm", seed, **CONTROL_ENCODER, **CHANGES[variant])
         task = task or task_of(cfg)  # the same rows for every seed
         out.append(at_init(cfg, task, rank_collapsing if collapse else None).probes)

@@ -20,7 +20,7 @@ import torch
 from normsys.config import preset
 from normsys.models import prepare_model
 from normsys.params import tiers, variant_tiers
-from normsys.protocol import mnist_report
+from normsys.protocol import BP_RANGE, DFA_RANGE, mnist_report
 from normsys.record import TEST_ACC, trained_model
 from normsys.stats import REFUTED, SUPPORTED, Rule
 from normsys.testing import CONTROL_SEEDS, small_classifier_accuracies
@@ -81,6 +81,12 @@ def trained_accuracies(results) -> list[float]:
     return [record.metrics[TEST_ACC] for record, _ in results]
 
 
+def reference_bands(ax) -> None:
+    """The protocol authors' reference ranges of direction stability (normsys.protocol)."""
+    for (low, high), name, colour in ((BP_RANGE, "BP", "tab:green"), (DFA_RANGE, "DFA", "tab:red")):
+        ax.axhspan(low, high, color=colour, alpha=0.12, label=f"{name} reference {low}-{high}")
+
+
 def draw_stability_by_epochs(fig, by_epochs: dict[str, dict[int, list[float]]]) -> None:
     """Stability against training epochs per rule: mean over seeds, band min-max."""
     ax = fig.subplots()
@@ -89,8 +95,7 @@ def draw_stability_by_epochs(fig, by_epochs: dict[str, dict[int, list[float]]]) 
         values = np.array([per_epoch[e] for e in epochs])  # (epochs, seeds)
         ax.plot(epochs, values.mean(1), marker="o", label=method)
         ax.fill_between(epochs, values.min(1), values.max(1), alpha=0.2)
-    ax.axhspan(0.05, 0.18, color="tab:green", alpha=0.12, label="BP reference 0.05-0.18")
-    ax.axhspan(0.5, 0.99, color="tab:red", alpha=0.12, label="DFA reference 0.5-0.99")
+    reference_bands(ax)
     ax.set(xscale="log", xticks=list(FIGURE_EPOCHS), xticklabels=list(map(str, FIGURE_EPOCHS)),
            xlabel="training epochs", ylabel="direction stability at h_2",
            title="Gradient-direction stability against training (mean over seeds, band min-max)")
@@ -102,8 +107,7 @@ def draw_stability(fig, by_method: dict[str, list[float]]) -> None:
     for i, values in enumerate(by_method.values()):
         ax.scatter([i] * len(values), values, zorder=3)
         ax.bar(i, np.mean(values), alpha=0.4)
-    ax.axhspan(0.05, 0.18, color="tab:green", alpha=0.12, label="BP reference 0.05-0.18")
-    ax.axhspan(0.5, 0.99, color="tab:red", alpha=0.12, label="DFA reference 0.5-0.99")
+    reference_bands(ax)
     ax.set_xticks(range(len(by_method)), list(by_method))
     ax.set_ylabel("direction stability at h_2")
     ax.set_title("Cross-batch gradient-direction stability per learning rule")

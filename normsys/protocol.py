@@ -63,9 +63,10 @@ def fa_protocol_report(model: nn.Module, batches: list[tuple[Tensor, Tensor]],
     means = [hidden_and_grads(model, x, y)[1][layer].mean(0) for x, y in batches]
     stability = direction_stability(means)
     if stability >= DFA_RANGE[0]:
-        verdict = "stable gradient directions (DFA-like: reference 0.5-0.99)"
+        verdict = f"stable gradient directions (DFA-like: reference {DFA_RANGE[0]}-{DFA_RANGE[1]})"
     elif stability <= 0.2:
-        verdict = "batch-specific gradient directions (healthy BP-like: reference 0.05-0.18)"
+        verdict = (f"batch-specific gradient directions (healthy BP-like: reference "
+                   f"{BP_RANGE[0]}-{BP_RANGE[1]})")
     else:
         verdict = "intermediate stability (between the BP and DFA reference ranges)"
     return {
