@@ -24,10 +24,10 @@ import hashlib
 import json
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 
-from normsys import params
+from normsys import __version__, params
 from normsys.config import RunConfig
 from normsys.stats import REFUTED, SUPPORTED
 from normsys.store import atomic_write_text
@@ -153,16 +153,33 @@ def stale(folder: Path, defined: dict[str, set[str]]) -> dict[Path, list[str]]:
     return out
 
 
+FORMAT = 1  # the layout of a ledger file; a file without "format" predates the field (1)
+
+
 def read(path: Path) -> dict[str, Entry]:
     """The entries of a ledger file by claim id ({} if there is no such file)."""
     if not path.is_file():
         return {}
     try:
         body = json.loads(path.read_text())
+        version = body.get("format", 1) if isinstance(body, dict) else None
+        if version != FORMAT:
+            raise LedgerError(f"ledger {path} is format {version}; this normsys ({__version__}) "
+                              f"reads format {FORMAT}: use the normsys version that wrote it, or "
+                              f"rewrite it with `pytest claims --claims-update`")
         claims = body["claims"]
         names = {f.name for f in fields(Entry)}
+        required = {f.name for f in fields(Entry) if f.default is MISSING and
+                    f.default_factory is MISSING}
+        for cid, e in claims.items():
+            if missing := sorted(required - set(e)):
+                raise LedgerError(f"ledger {path}: the entry of {cid} lacks {', '.join(missing)} "
+                                  f"(written by another normsys version?); rewrite it with "
+                                  f"`pytest claims --claims-update`")
         return {cid: Entry(**{k: v for k, v in e.items() if k in names})
                 for cid, e in claims.items()}
+    except LedgerError:
+        raise
     except (ValueError, KeyError, TypeError, AttributeError) as err:
         raise LedgerError(f"ledger {path} cannot be read ({type(err).__name__}: {err}); it is "
                           f"written by `pytest claims --claims-update`: restore it from git "
@@ -173,7 +190,7 @@ def write(path: Path, entries: dict[str, Entry]) -> None:
     """Write ``entries`` (by claim id) to ``path``, keys sorted, one field per line."""
     body = {"about": "normsys verdict ledger: written by `pytest claims --claims-update`, "
                      "never by hand; every claims run is checked against it",
-            "claims": {cid: asdict(entries[cid]) for cid in sorted(entries)}}
+            "format": FORMAT, "claims": {cid: asdict(entries[cid]) for cid in sorted(entries)}}
     atomic_write_text(json.dumps(body, indent=1, sort_keys=True, default=float) + "\n", path)
 
 

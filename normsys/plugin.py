@@ -193,7 +193,7 @@ class Claim:
         self.default_seeds = params.seeds(tier, marker.kwargs.get("seeds"))
         n = opt.claims_seeds or self.default_seeds
         self.offset = opt.claims_seed_offset
-        self.plan = sequential.looks(n, opt.claims_max_seeds)  # seeds at each look
+        self.plan = sequential.looks(n, opt.claims_max_seeds or 0)  # seeds at each look
         self.looks: list[dict] = []
         self.decision: stats.Decision | None = None
         self.at_look(n, sequential.levels(self.plan)[0])
@@ -317,7 +317,7 @@ def _jsonable(obj):
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("normsys claims")
-    group.addoption("--claims-seeds", type=int, default=0,
+    group.addoption("--claims-seeds", type=int, default=None,
                     help=f"seeds per claim (default: each claim's own, {_seed_policy()})")
     group.addoption("--claims-seed-offset", type=int, default=0,
                     help="first seed (verdict robustness: rerun claims on other seeds)")
@@ -327,7 +327,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="skip a claim whose data set is missing instead of failing it")
     group.addoption("--claims-list", action="store_true",
                     help="list the selected claims (id, tier, statement, source) and run nothing")
-    group.addoption("--claims-max-seeds", type=int, default=0,
+    group.addoption("--claims-max-seeds", type=int, default=None,
                     help="a claim still inconclusive on its seeds adds seeds at fixed looks "
                          "(3, 5, 8, 13, ...) up to N, each look at an alpha-spending level")
     group.addoption("--claims-update", action="store_true",
@@ -349,14 +349,18 @@ def pytest_configure(config: pytest.Config) -> None:
     for line in MARKERS:
         config.addinivalue_line("markers", line)
     opt = config.option
-    if opt.claims_seeds and opt.claims_seeds < 2:
+    if opt.claims_seeds is not None and opt.claims_seeds < 2:
         raise pytest.UsageError(f"--claims-seeds {opt.claims_seeds}: a verdict needs >= 2 seeds "
                                 f"(the t-interval of one value is infinite)")
-    if opt.claims_max_seeds and opt.claims_max_seeds < 2:
+    if opt.claims_max_seeds is not None and opt.claims_max_seeds < 2:
         raise pytest.UsageError(f"--claims-max-seeds {opt.claims_max_seeds}: a verdict needs "
                                 f">= 2 seeds")
     if opt.claims_seed_offset < 0:
         raise pytest.UsageError(f"--claims-seed-offset {opt.claims_seed_offset}: seeds are >= 0")
+    if opt.claims_ledger and not opt.claims_update and not Path(opt.claims_ledger).is_dir():
+        raise pytest.UsageError(f"--claims-ledger {opt.claims_ledger}: no such folder; name the "
+                                f"folder of the ledger files (default claims/ledger/ under the "
+                                f"rootdir), or start a new one with --claims-update")
     if not hasattr(config, "workerinput"):
         check_report_folder(Path(opt.claims_report))
     config.stash[LEDGERS] = Ledgers(config)
@@ -588,6 +592,22 @@ class ClaimsSession:
     def __init__(self, config: pytest.Config):
         self.config = config
         self.results: dict[str, ClaimResult] = {}
+
+    @pytest.hookimpl(trylast=True)  # after -k and -m deselect and the gpu skips: what runs
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        """--claims-max-seeds below a claim's first look would be ignored for it: an error."""
+        opt = self.config.option
+        if opt.claims_max_seeds is None:
+            return
+        for item in items:
+            if (marker := claim_marker(item)) is None or item.get_closest_marker("skip"):
+                continue
+            tier = claim_tier(item)
+            first = opt.claims_seeds or params.seeds(tier, marker.kwargs.get("seeds"))
+            if opt.claims_max_seeds < first:
+                raise pytest.UsageError(f"--claims-max-seeds {opt.claims_max_seeds}: below the "
+                                        f"first look of {claim_id(item, marker)} [{tier}], "
+                                        f"{first} seeds; give at least {first}")
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         for key, value in report.user_properties:

@@ -43,8 +43,7 @@ def test_write_then_read_round_trips_with_sorted_keys(tmp_path):
     assert ledger.read(tmp_path / "absent.json") == {}
 
 
-@pytest.mark.parametrize("content", ["{not json", '{"claims": [1, 2]}', '{"other": 1}',
-                                     '{"claims": {"x": {"verdict": "supported"}}}'])
+@pytest.mark.parametrize("content", ["{not json", '{"claims": [1, 2]}', '{"other": 1}'])
 def test_a_damaged_file_is_an_error_naming_it(tmp_path, content):
     path = tmp_path / "cpu.json"
     path.write_text(content)
@@ -314,13 +313,40 @@ def test_the_written_file_is_exactly_this(tmp_path):
         '   "normsys": "0.2.0",\n   "rule": ">= 0.8",\n   "seeds": [\n    0\n   ],\n'
         '   "settings": {\n    "a.b": "1"\n   },\n   "settings_fingerprint": "f",\n'
         '   "statistic": "kappa",\n   "torch": "2.13.0+cpu",\n   "values": [\n    0.5\n   ],\n'
-        '   "verdict": "supported"\n  }\n }\n}\n')
+        '   "verdict": "supported"\n  }\n },\n "format": 1\n}\n')
 
 
 def test_a_damaged_entry_names_the_error_and_its_type(tmp_path):
     path = tmp_path / "cpu.json"
-    path.write_text('{"claims": {"x": {"verdict": "supported"}}}')
+    path.write_text('{"claims": {"x": 5}}')
     with pytest.raises(ledger.LedgerError, match=r"cannot be read \(TypeError: "):
+        ledger.read(path)
+
+
+def test_a_ledger_of_another_format_or_with_entries_short_of_fields_is_one_clear_line(tmp_path):
+    """The format is recorded in every file (a file without it predates the field: format 1); an
+    entry lacking the fields this version needs names them instead of a constructor's error."""
+    import dataclasses
+    import json
+
+    path = tmp_path / "cpu.json"
+    ledger.write(path, {"c": entry()})
+    body = json.loads(path.read_text())
+    assert body["format"] == ledger.FORMAT == 1
+    del body["format"]
+    path.write_text(json.dumps(body))
+    assert ledger.read(path) == {"c": entry()}
+    path.write_text(json.dumps({**body, "format": 2}))
+    with pytest.raises(ledger.LedgerError) as err:
+        ledger.read(path)
+    assert str(err.value) == (f"ledger {path} is format 2; this normsys ({ledger.__version__}) "
+                              f"reads format 1: use the normsys version that wrote it, or rewrite "
+                              f"it with `pytest claims --claims-update`")
+    short = dataclasses.asdict(entry())
+    del short["mean"], short["torch"]
+    path.write_text(json.dumps({"claims": {"c": short}}))
+    with pytest.raises(ledger.LedgerError, match=r"^ledger .*cpu.json: the entry of c lacks mean, "
+                                                 r"torch \(written by another normsys version\?\)"):
         ledger.read(path)
 
 

@@ -347,19 +347,28 @@ def test_variant_tiers_mark_the_paper_tier_gpu_and_slow_variants_slow():
     assert [m.name for m in params["cpu-x"].marks] == ["slow"] and not params["cpu"].marks
 
 
-def test_claims_with_runs_of_their_own_start_first_longest_first():
-    """Under xdist one worker trains the claims whose runs nobody else needs while the others
-    share the common runs: they are collected first, longest first (claims/conftest.py)."""
+def test_claims_start_longest_first_by_their_recorded_run_times():
+    """Under xdist the workers split the long groups of runs early: claims are collected longest
+    first by the training time claims/run-times-cpu.json records (claims/conftest.py)."""
+    import re
     import subprocess
     import sys
     from pathlib import Path
 
+    from normsys import runtimes
+
     root = Path(__file__).resolve().parents[1]
+    source = "".join(p.read_text() for p in sorted((root / "claims").glob("test_*.py")))
+    function = dict(re.findall(r'@pytest\.mark\.claim\("([\w-]+)".*?\ndef (\w+)\(', source, re.S))
+    recorded = runtimes.read("cpu")["claims"]
+    plain = sorted((c for c in recorded if c in function), key=lambda c: -recorded[c]["seconds"])
     out = subprocess.run([sys.executable, "-m", "pytest", "claims", "--collect-only", "-q",
                           "-p", "no:cacheprovider"], cwd=root, capture_output=True, text=True)
     ids = [line.split("::")[1] for line in out.stdout.splitlines() if "::" in line]
-    assert ids[:2] == ["test_layernorm_helps_lstm[cpu]", "test_layernorm_helps_lstm[paper]"]
-    assert ids.index("test_analytic_matches_autograd[cpu]") < ids.index("test_none_memorizes[cpu]")
+    in_order = sorted(plain, key=lambda c: ids.index(f"{function[c]}[cpu]"))
+    seconds = [recorded[c]["seconds"] for c in in_order]
+    assert seconds == sorted(seconds, reverse=True) and ids[0] == f"{function[plain[0]]}[cpu]"
+    assert recorded[plain[0]]["seconds"] > 10 * recorded[plain[-1]]["seconds"]
 
 
 def test_a_partial_run_merges_into_the_report_which_opens_with_its_provenance(run_claims):
@@ -524,3 +533,22 @@ def test_n_auto_starts_several_workers_a_gpu_and_leaves_the_cpu_to_xdist(pyteste
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     assert ask() == 2 * workers.WORKERS_PER_GPU == 16
+
+
+@pytest.mark.parametrize("args,said", [
+    (("--claims-seeds", "0"), "--claims-seeds 0: a verdict needs >= 2 seeds"),
+    (("--claims-max-seeds", "2"), "--claims-max-seeds 2: below the first look of c-supported "
+                                  "[cpu], 3 seeds; give at least 3"),
+    (("--claims-seeds", "4", "--claims-max-seeds", "3"), "--claims-max-seeds 3: below the first "
+                                                         "look of c-supported [cpu], 4 seeds"),
+    (("--claims-ledger", "nowhere"), "--claims-ledger nowhere: no such folder")])
+def test_options_that_would_be_ignored_or_misread_are_usage_errors(run_claims, args, said):
+    result = run(run_claims, "-k", "supported", *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR and said in result.stderr.str()
+
+
+def test_max_seeds_at_the_first_look_and_a_new_ledger_folder_under_update_are_accepted(
+        run_claims):
+    assert run(run_claims, "-k", "supported", "--claims-max-seeds", "3").ret == 0
+    result = run(run_claims, "-k", "supported", "--claims-ledger", "fresh", "--claims-update")
+    assert result.ret == 0 and (run_claims.path / "fresh" / "cpu.json").is_file()
