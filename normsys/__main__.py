@@ -103,8 +103,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     sc.add_argument("--tier", choices=["cpu", "paper"], default="cpu")
     sc.add_argument("--out", type=Path, default=Path("scorecard"),
                     help="folder for scorecard.json, .md and .png (default: scorecard/)")
-    sc.add_argument("--workers", type=int, default=0,
-                    help="training processes (default: one per core on the CPU, one on a GPU)")
+    sc.add_argument("--workers", type=int, default=None,
+                    help="training processes, >= 1 (default: one per core on the CPU, one on a "
+                         "GPU); with 1 it trains here, on one thread")
+    sc.add_argument("--allow-cpu-paper", action="store_true",
+                    help="run the paper tier without a GPU (hours of training)")
     sc.add_argument("--dry-run", action="store_true",
                     help="list the runs it needs, cached or with their estimated cost")
     return parser.parse_args(argv)
@@ -117,8 +120,12 @@ def score(args: argparse.Namespace) -> str:
         raise UsageError("scorecard: give a norm (e.g. mynorm.py:MyNorm) or --builtin")
     if args.name and len(args.name) != len(args.norms):
         raise UsageError(f"scorecard: {len(args.name)} --name for {len(args.norms)} norms")
-    if args.tier == "paper" and not torch.cuda.is_available():
-        print("warning: the paper tier on the CPU takes hours", file=sys.stderr)
+    if args.tier == "paper" and not torch.cuda.is_available() and not args.allow_cpu_paper:
+        raise UsageError("scorecard --tier paper: no CUDA device here, and the paper tier on the "
+                         "CPU takes hours (and the full data); add --allow-cpu-paper to run it "
+                         "anyway")
+    if args.workers is not None and args.workers < 1:
+        raise UsageError(f"--workers {args.workers}: give 1 or more training processes")
     if args.out.exists() and not args.out.is_dir():
         raise UsageError(f"--out {args.out}: is a file; give a folder")
     specs = list(zip(args.norms, args.name or [""] * len(args.norms), strict=True))
@@ -135,6 +142,8 @@ def score(args: argparse.Namespace) -> str:
                           + (f" plus {unknown} not timed yet" if unknown else ""), *lines])
     cuda = torch.cuda.is_available() and args.tier == "paper"
     workers = args.workers or (1 if cuda else min(os.cpu_count() or 1, len(plan.configs)))
+    if workers == 1 and not cuda:
+        torch.set_num_threads(1)  # as each worker process trains, and as the claims' runs did
     records = scorecard.fetch(plan, specs, workers, Runs(Progress(os.dup(2))))
     table = scorecard.judge(plan, records)
     paths = scorecard.write(args.out, table, scorecard.provenance(args.tier, specs))

@@ -105,6 +105,8 @@ def test_a_bad_norm_exits_2_naming_the_problem_before_anything_trains(user_file,
     (["justaname"], "expected MODULE:ATTRIBUTE"),
     ([], "give a norm"),
     (["--builtin", "--against", "layernorm,mine"], "--against mine: not a built-in kind"),
+    (["--builtin", "--workers", "0"], "error: --workers 0: give 1 or more training processes"),
+    (["--builtin", "--tier", "paper"], "error: scorecard --tier paper: no CUDA device here"),
 ])
 def test_bad_scorecard_arguments_exit_2(user_file, capsys, argv, expected):
     assert main(["scorecard", *argv]) == 2
@@ -661,3 +663,24 @@ def test_the_committed_builtin_scorecard_page_is_what_its_json_makes():
     page = (gallery / "scorecard-builtin-cpu.md").read_text()
     assert page == scorecard.markdown_page(body["norms"], body["provenance"])
     assert "| layernorm |" in page and "| batchnorm | n/a |" in page
+
+
+def test_one_worker_trains_here_on_one_thread(monkeypatch, tmp_path):
+    """--workers 1: the runs train in this process on one thread (as each worker process and the
+    claims' runs do), so its records equal theirs."""
+    seen = {}
+
+    def fetch(plan, specs, workers, runs):
+        seen.update(workers=workers, threads=torch.get_num_threads())
+        return {}
+
+    monkeypatch.setattr(scorecard, "fetch", fetch)
+    monkeypatch.setattr(scorecard, "judge", lambda plan, records: {})
+    monkeypatch.setattr(scorecard, "write", lambda out, table, prov: [])
+    monkeypatch.setattr(scorecard, "as_text", lambda table: "")
+    threads = torch.get_num_threads()
+    try:
+        assert main(["scorecard", "--builtin", "--workers", "1", "--out", str(tmp_path)]) == 0
+    finally:
+        torch.set_num_threads(threads)
+    assert seen == {"workers": 1, "threads": 1}
