@@ -29,13 +29,14 @@ from pathlib import Path
 import torch
 
 from normsys import ledger, runtimes, scorecard
+from normsys.cache import check_folder
 from normsys.config import PRESETS, RunConfig, preset
 from normsys.data import DataError
 from normsys.models import FAMILIES, build_model
 from normsys.norms import NORMS
 from normsys.progress import Progress, label
 from normsys.runs import Runs
-from normsys.store import cache_root
+from normsys.store import atomic_write_text, cache_root
 from normsys.train import train
 
 
@@ -140,6 +141,7 @@ def score(args: argparse.Namespace) -> str:
         return "\n".join([f"{len(runs)} runs, {len(runs) - todo} cached; the other {todo} ~"
                           f"{seconds / 60:.1f} min of training on one core"
                           + (f" plus {unknown} not timed yet" if unknown else ""), *lines])
+    check_folder()
     cuda = torch.cuda.is_available() and args.tier == "paper"
     workers = args.workers or (1 if cuda else min(os.cpu_count() or 1, len(plan.configs)))
     if workers == 1 and not cuda:
@@ -279,11 +281,13 @@ def main(argv: list[str] | None = None) -> int:
                    "scorecard": score, "tables": tables}[args.command](args))
             return 0
         cfg = resolve(args)
+        if not args.dry_run and not args.no_cache:
+            check_folder()
         if args.dry_run:
             print(json.dumps({"fingerprint": cfg.fingerprint(), **cfg.to_dict()}, indent=2))
             return 0
         record = train(cfg) if args.no_cache else Runs(Progress(os.dup(2))).run(cfg)
-    except (UsageError, KeyError, ValueError, DataError) as err:
+    except (UsageError, KeyError, ValueError, DataError) as err:  # CacheFolderError is a ValueError
         text = err.args[0] if isinstance(err, KeyError) and err.args else str(err)
         print(f"error: {text}", file=sys.stderr)
         return 2
@@ -296,7 +300,13 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     print(summary(record))
     if args.json:
-        args.json.write_text(record.to_json())
+        try:
+            atomic_write_text(record.to_json(), args.json)
+        except OSError as err:
+            print(f"error: --json {args.json}: cannot be written ({err.strerror or err}); the "
+                  f"summary above is the run's, and nothing partial was left there",
+                  file=sys.stderr)
+            return 1
         print(f"record written to {args.json}")
     return 0
 

@@ -19,6 +19,7 @@ import ast
 import functools
 import hashlib
 import json
+import os
 from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
@@ -131,23 +132,64 @@ def _digest(obj) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()
 
 
+class CacheFolderError(ValueError):
+    """The cache folder cannot be used: what it is, and what to do."""
+
+
+def check_folder(root: Path | None = None) -> str:
+    """Whether the run cache folder (``$NORMSYS_CACHE``) can be used, before anything trains:
+    raises CacheFolderError for a file, or a folder that cannot be created; '' when it can be
+    written, or a note when it is read-only (its runs are served, new ones are not kept)."""
+    root = cache_root() if root is None else root
+    if root is None:
+        return ""
+    if root.exists() and not root.is_dir():
+        raise CacheFolderError(f"NORMSYS_CACHE={root}: is a file, not a folder; name a folder "
+                               f"(it is created if missing), or NORMSYS_CACHE=off")
+    existing = next(p for p in (root, *root.parents) if p.exists())
+    if existing != root and not (existing.is_dir() and os.access(existing, os.W_OK | os.X_OK)):
+        raise CacheFolderError(f"NORMSYS_CACHE={root}: cannot be created ({existing} is not a "
+                               f"writable folder); name another, or NORMSYS_CACHE=off")
+    if existing == root and not writable(root):
+        return f"the run cache {root} is read-only: its runs are served, new ones are not kept"
+    return ""
+
+
+def writable(root: Path) -> bool:
+    """Whether runs can be kept under ``root``: its runs folder, or the nearest folder that
+    exists on the way to it, can be written."""
+    runs = root / "runs"
+    existing = next(p for p in (runs, *runs.parents) if p.exists())
+    return existing.is_dir() and os.access(existing, os.W_OK | os.X_OK)
+
+
 def cached_runs(configs: list[RunConfig], data: str, compute: Compute, wait: bool = True,
                 progress: Progress = SILENT) -> list[RunRecord] | None:
     """The records of ``configs`` (runs on the same data, digest ``data``): from the cache where
-    a valid entry exists, the others computed together by ``compute(missing configs)`` and
-    stored, each said on ``progress``. With ``wait=False``, None instead of waiting while another
+    a valid entry exists (read without a lock first: a read-only cache serves its runs), the
+    others computed together by ``compute(missing configs)`` under a lock per run and stored,
+    each said on ``progress``. With ``wait=False``, None instead of waiting while another
     process holds one of them (is training it), so that the caller can do other work first and
-    ask again."""
+    ask again. A run that cannot be stored (a full disk, a read-only cache) is said and served
+    to this session only."""
     root = cache_root()
     if root is None:
-        progress.started(configs)
-        records = [record for record, _ in compute(configs)]
-        for record in records:
-            progress.finished(record, cached=False)
-        return records
+        return _computed(configs, compute, progress)
     runs = root / "runs"
-    runs.mkdir(parents=True, exist_ok=True)
     paths = {c: runs / run_key(c, data) for c in configs}
+    ready = {c: _load(Path(f"{paths[c]}.json"), c)[0] for c in dict.fromkeys(configs)}
+    if all(r is not None for r in ready.values()):
+        for record in ready.values():
+            progress.finished(record, cached=True)
+        return [ready[c] for c in configs]
+    if not writable(root):
+        progress.note(f"the run cache {root} is read-only: training "
+                      f"{sum(r is None for r in ready.values())} runs it lacks without keeping them")
+        found = dict(ready)
+        missing = [c for c in found if found[c] is None]
+        found.update(zip(missing, _computed(missing, compute, progress), strict=True))
+        return [found[c] for c in configs]
+    runs.mkdir(parents=True, exist_ok=True)
     try:
         with ExitStack() as stack:
             held_by = {p: c for c, p in paths.items()}
@@ -174,21 +216,39 @@ def cached_runs(configs: list[RunConfig], data: str, compute: Compute, wait: boo
             if missing:
                 progress.started(missing)
                 for c, (record, state) in zip(missing, compute(missing), strict=True):
-                    found[c] = _store(record, state, paths[c])
+                    found[c] = _store(record, state, paths[c], progress)
                     progress.finished(record, cached=False)
             return [found[c] for c in configs]
     except Timeout:
         return None
 
 
-def _store(record: RunRecord, state: dict | None, path: Path) -> RunRecord:
+def _computed(configs: list[RunConfig], compute: Compute, progress: Progress) -> list[RunRecord]:
+    progress.started(configs)
+    records = [record for record, _ in compute(configs)]
+    for record in records:
+        progress.finished(record, cached=False)
+    return records
+
+
+def _store(record: RunRecord, state: dict | None, path: Path,
+           progress: Progress = SILENT) -> RunRecord:
+    """Keep the record (and its weights) under ``path``; where the disk refuses (full, read-only)
+    say so and leave no partial entry: the record serves this session, without its weights."""
     payload: dict = {}
-    if state is not None:
-        state_path = Path(f"{path}.pt")
-        atomic_save(state, state_path)
-        record.state_path = str(state_path)
-        payload["state_sha256"] = file_sha256(state_path)
-    body = json.loads(record.to_json())
-    payload.update(record=body, sha256=_digest(body))
-    atomic_write_text(json.dumps(payload), Path(f"{path}.json"))
+    state_path = Path(f"{path}.pt")
+    try:
+        if state is not None:
+            atomic_save(state, state_path)
+            record.state_path = str(state_path)
+            payload["state_sha256"] = file_sha256(state_path)
+        body = json.loads(record.to_json())
+        payload.update(record=body, sha256=_digest(body))
+        atomic_write_text(json.dumps(payload), Path(f"{path}.json"))
+    except (OSError, RuntimeError) as err:  # torch.save reports a full disk as a RuntimeError
+        state_path.unlink(missing_ok=True)
+        record.state_path = None
+        progress.note(f"could not keep {label(record.run_config)} in the run cache "
+                      f"({type(err).__name__}: {(str(err) or '-').splitlines()[0][:120]}): its record "
+                      f"serves this session only, without its weights")
     return record

@@ -363,6 +363,12 @@ def pytest_configure(config: pytest.Config) -> None:
                                 f"rootdir), or start a new one with --claims-update")
     if not hasattr(config, "workerinput"):
         check_report_folder(Path(opt.claims_report))
+        from normsys.cache import CacheFolderError, check_folder
+
+        try:
+            check_folder()
+        except CacheFolderError as err:
+            raise pytest.UsageError(str(err)) from None
     config.stash[LEDGERS] = Ledgers(config)
     from normsys.runs import Runs  # torch and the training path: not before a session needs them
 

@@ -8,9 +8,10 @@ import os
 import time
 from pathlib import Path
 
+import pytest
 import torch
 
-from normsys import progress
+from normsys import cache, progress
 from normsys.cache import cached_runs, run_key
 from normsys.config import preset
 from normsys.progress import SILENT
@@ -277,3 +278,67 @@ def test_imports_are_read_in_every_form(tmp_path):
     assert cache.imported_modules("main", package) == {"", "a", "b", "c", "d", "sub", "sub.e"}
     assert cache.module_file("sub", package) == package / "sub" / "__init__.py"
     assert cache.module_file("nothing", package) is None
+
+
+def test_the_cache_folder_is_checked_before_anything_trains(tmp_path, monkeypatch):
+    from normsys.cache import CacheFolderError, check_folder
+
+    afile = tmp_path / "a-file"
+    afile.write_text("x")
+    with pytest.raises(CacheFolderError, match=f"^NORMSYS_CACHE={afile}: is a file, not a folder"):
+        check_folder(afile)
+    with pytest.raises(CacheFolderError, match=f"NORMSYS_CACHE={afile / 'c'}: cannot be created "
+                                               f"\\({afile} is not a writable folder\\)"):
+        check_folder(afile / "c")
+    assert check_folder(tmp_path / "new" / "cache") == "" and check_folder(tmp_path) == ""
+    monkeypatch.setattr(cache.os, "access", lambda path, mode: False)  # as a non-root user sees it
+    assert check_folder(tmp_path) == f"the run cache {tmp_path} is read-only: its runs are " \
+                                     f"served, new ones are not kept"
+    with pytest.raises(CacheFolderError, match="cannot be created"):
+        check_folder(tmp_path / "new")
+    monkeypatch.setenv("NORMSYS_CACHE", "off")
+    assert check_folder() == ""
+
+
+def test_a_read_only_cache_serves_its_runs_without_a_lock_and_trains_the_rest_unkept(
+        tmp_path, monkeypatch):
+    monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path))
+    kept = cached_run(CFG, train_with_state)
+    monkeypatch.setattr(cache, "writable", lambda root: False)
+    monkeypatch.setattr(cache, "FileLock", lambda path: pytest.fail(f"took a lock on {path}"))
+    assert cached_run(CFG, train_with_state).to_json() == kept.to_json()
+    other = CFG.override(**{"train.seed": 1})
+    read, write = os.pipe()
+    try:
+        fresh = cached_run(other, train_with_state, progress=progress.Progress(write))
+    finally:
+        os.close(write)
+    said = os.read(read, 1 << 16).decode()
+    os.close(read)
+    assert fresh.run_config == other and not (tmp_path / "runs" / f"{run_key(other)}.json").exists()
+    assert f"the run cache {tmp_path} is read-only: training 1 runs it lacks without keeping them" \
+        in said
+
+
+@pytest.mark.parametrize("fails", ["weights", "record"])
+def test_a_run_the_disk_cannot_take_is_said_kept_for_the_session_and_leaves_no_partial_entry(
+        tmp_path, monkeypatch, fails):
+    monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path))
+
+    def full(*args):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(cache, "atomic_save" if fails == "weights" else "atomic_write_text", full)
+    read, write = os.pipe()
+    try:
+        record = cached_run(CFG, train_with_state, progress=progress.Progress(write))
+    finally:
+        os.close(write)
+    said = os.read(read, 1 << 16).decode()
+    os.close(read)
+    assert record.run_config == CFG and record.metrics and record.state_path is None
+    left = {p.suffix for p in (tmp_path / "runs").glob(f"{run_key(CFG)}*")}
+    assert left == {".lock"}  # the run's lock file only: no weights, no record, no temporary
+    assert "could not keep ffn_stack/layernorm/bp/s0" in said
+    assert "(OSError: [Errno 28] No space left on device): its record serves this session only" \
+        in said

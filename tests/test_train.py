@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -412,3 +413,30 @@ def test_each_epoch_closes_the_running_accuracy_of_the_live_runs_and_starts_it_a
     quiet.add(torch.tensor(1.0), torch.tensor(1.0), torch.zeros(3, 1), torch.zeros(3))
     assert quiet.end_epoch() is False and plain[0]["train_acc_running"] == []
     assert plain[0]["loss"] == [1.0]
+
+
+def test_a_json_record_the_disk_cannot_take_is_one_error_line_and_no_partial_file(
+        tmp_path, capsys, no_cache, monkeypatch):
+    """--json writes atomically: a full disk leaves nothing at the path (and no temporary), the
+    summary is printed first, and the error says what happened."""
+    import normsys.__main__ as cli
+    from normsys import store
+
+    out = tmp_path / "r.json"
+
+    real = store._atomic_write
+
+    def full(path, write):
+        def half(tmp):
+            Path(tmp).write_text('{"half')
+            raise OSError(28, "No space left on device")
+        real(path, half)
+
+    monkeypatch.setattr(store, "_atomic_write", full)
+    rc = cli.main(["train", "--model", "ffn_stack", "--set", "train.steps=2", "--set",
+                   "model.d=8", "--set", "data.batch_shape=2,3,8", "--json", str(out)])
+    said = capsys.readouterr()
+    assert rc == 1 and "final_loss" in said.out
+    assert said.err == (f"error: --json {out}: cannot be written (No space left on device); the "
+                        f"summary above is the run's, and nothing partial was left there\n")
+    assert list(tmp_path.iterdir()) == []
