@@ -280,6 +280,8 @@ def judge(p: Plan, records: dict[RunConfig, RunRecord],
     ``{"verdict": "n/a"}`` where the experiment does not take the kind."""
     per_seed = {key: [stat_value(key[0], [records[c] for c in cs], statistics) for cs in seeds]
                 for key, seeds in p.cells.items()}
+    diverged = {key: sum(any(records[c].diverged for c in cs) for cs in seeds)
+                for key, seeds in p.cells.items()}
     table: dict[str, dict[str, dict]] = {}
     for norm in p.norms:
         row = table.setdefault(norm, {})
@@ -292,15 +294,21 @@ def judge(p: Plan, records: dict[RunConfig, RunRecord],
             s = d.summary
             row[stat.name] = {"mean": s.mean, "low": s.low, "high": s.high,
                               "verdict": d.verdict, "rule": str(stat.rule(norm)),
-                              "values": list(s.values), "reason": d.reason}
+                              "values": list(s.values), "reason": d.reason,
+                              "diverged": diverged[stat.name, norm]}
     return table
 
 
 def stat_value(name: str, records: list[RunRecord], statistics=STATISTICS):
+    """The statistic's value on one seed's records: NaN where a run diverged, or where the
+    value is undefined for them (a ratio over a zero gradient, say): never an exception."""
     stat = next(s for s in statistics if s.name == name)
     if any(r.diverged for r in records):
         return math.nan
-    return stat.value(records)
+    try:
+        return stat.value(records)
+    except ArithmeticError:  # e.g. log10 of a zero gradient ratio: no value, not a crash
+        return math.nan
 
 
 def provenance(tier: str, specs: list[tuple[str, str]]) -> dict:
@@ -321,6 +329,8 @@ MARK = {SUPPORTED: "+", "refuted": "x", "inconclusive": "?", "n/a": ""}
 def cell_text(cell: dict) -> str:
     if cell["verdict"] == "n/a":
         return "n/a"
+    if cell.get("diverged"):
+        return f"diverged ({cell['diverged']} of {len(cell['values'])} seeds)"
     return f"{cell['mean']:.3g} {MARK[cell['verdict']]}"
 
 

@@ -490,10 +490,20 @@ def test_judge_decides_each_cell_by_its_rule_on_the_per_seed_values():
     assert list(table) == ["mine", "layernorm"]
 
 
-def test_a_diverged_seed_is_nan_and_leaves_its_cell_inconclusive():
-    _, table = judged(diverge={("mine", 1)})
+def test_a_diverged_seed_is_nan_and_leaves_its_cell_inconclusive_and_said():
+    _, table = judged(diverge={("mine", 1), ("mine", 2)})
     cell = table["mine"]["level"]
     assert math.isnan(cell["values"][1]) and cell["verdict"] == "inconclusive"
+    assert cell["diverged"] == 2 and scorecard.cell_text(cell) == "diverged (2 of 3 seeds)"
+    assert table["layernorm"]["level"]["diverged"] == 0
+    assert scorecard.cell_text(table["layernorm"]["level"]) == "0.91 +"
+
+
+def test_a_statistic_undefined_on_a_run_is_nan_not_a_crash():
+    zero = scorecard.Statistic("ratio", "c", PARTS[0].rule, PARTS[0].configs,
+                               lambda rs: 1 / rs[0].metrics["v"])
+    assert math.isnan(scorecard.stat_value("ratio", [made(small_cfg("none", 0), 0.0)], (zero,)))
+    assert scorecard.stat_value("ratio", [made(small_cfg("none", 0), 0.5)], (zero,)) == 2.0
 
 
 def test_a_statistic_with_parts_must_hold_for_each():
@@ -634,7 +644,7 @@ def test_the_figure_maps_each_verdict_to_its_colour_and_says_so(tmp_path):
     assert list(image.cmap.colors) == ["#f0f0f0", "#e8a0a0", "#f2e3a0", "#9fd49f"]
     assert (image.norm.vmin, image.norm.vmax, ax.get_aspect()) == (0, 3, "auto")
     assert {(t.get_fontsize(), t.get_ha(), t.get_va()) for t in ax.texts} == {(8, "center", "center")}
-    assert [t.get_text() for t in ax.texts] == ["nan", "n/a", "0.91", "0.407"]
+    assert [t.get_text() for t in ax.texts] == ["diverged (1 of 3 seeds)", "n/a", "0.91", "0.407"]
     assert {(t.get_rotation(), t.get_ha()) for t in ax.get_xticklabels()} == {(30.0, "right")}
     assert tuple(fig.get_size_inches()) == pytest.approx((1.3 * 2 + 2, 0.45 * 2 + 1.6))
     assert ax.get_title() == "Scorecard: green supported, red refuted, yellow inconclusive, grey n/a"
