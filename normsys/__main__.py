@@ -134,6 +134,7 @@ def score(args: argparse.Namespace) -> str:
     specs = [(spec, name) for (spec, _), name in zip(specs, names, strict=True)]
     rows = names + scorecard.builtin_rows([n for n in args.against.split(",") if n])
     plan = scorecard.plan(list(dict.fromkeys(rows)), args.tier)
+    scorecard.check_layers(plan, names)
     if args.dry_run:
         runs, seconds, unknown = scorecard.estimate(plan, Runs())
         lines = [f"  {label(cfg)}: {cost}" for cfg, cost in runs]

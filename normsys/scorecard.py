@@ -55,7 +55,7 @@ from normsys.experiments import (
     weight_grad_profile,
     xiong,
 )
-from normsys.norms import BUILTIN, register
+from normsys.norms import BUILTIN, NORMS, register
 from normsys.progress import Progress
 from normsys.provenance import device_name, git_commit
 from normsys.record import TEST_ACC, VAL_LOSS, RunRecord
@@ -218,6 +218,67 @@ def plan(norms: list[str], tier: str = "cpu", statistics=STATISTICS,
                                        for c in stat.configs(norm, seed, tier)]
                                       for seed in stat.seeds(tier)]
     return Plan(tier, norms, cells)
+
+
+INPUT_RANK = {"mlp": 2, "tanh_mlp": 2, "resmlp": 2}  # the others give their norms (B, T, d)
+
+
+def check_layers(p: Plan, names: list[str]) -> None:
+    """Run each of the user's kinds ``names`` on every input its cells' families feed it (2-D or
+    3-D, at the family's width), in float32 and under bfloat16 autocast (the GPU path), before
+    anything trains: it must keep the shape, give finite outputs the next layer takes, and pass a
+    non-zero gradient to its input. Raises ValueError naming the kind, family and input."""
+    import torch
+
+    for name in names:
+        feeds = {}
+        for (_, norm), seeds in p.cells.items():
+            for cfg in seeds[0] if norm == name else ():
+                rank = INPUT_RANK.get(cfg.model.family, 3)
+                feeds.setdefault((4, cfg.model.d) if rank == 2 else (4, 8, cfg.model.d),
+                                 cfg.model.family)
+        for shape, family in feeds.items():
+            for dtype in (torch.float32, torch.bfloat16):
+                if problem := _layer_problem(NORMS[name].build, shape, dtype):
+                    raise ValueError(f"{name}: on the {family} family's {shape} "
+                                     f"{str(dtype).removeprefix('torch.')} input: {problem}")
+
+
+def _layer_problem(factory, shape: tuple[int, ...], dtype) -> str:
+    """What is wrong with ``factory(d)`` between two Linears on a ``shape`` input (under autocast
+    to ``dtype`` unless float32), or ''."""
+    import torch
+    from torch import nn
+
+    d = shape[-1]
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        module, before, after = factory(d), nn.Linear(d, d), nn.Linear(d, d)
+        x = torch.randn(shape, requires_grad=True)
+        autocast = torch.autocast("cpu", dtype=dtype, enabled=dtype != torch.float32)
+        try:
+            with autocast:
+                h = before(x)
+                y = module(h)
+        except Exception as err:  # noqa: BLE001 - the user's layer failed: say how
+            return f"its forward pass failed: {type(err).__name__}: {err}"
+        if not isinstance(y, torch.Tensor) or y.shape != h.shape:
+            got = tuple(y.shape) if isinstance(y, torch.Tensor) else type(y).__name__
+            return f"maps it to {got}; a norm must keep the shape (..., d)"
+        if dtype == torch.float32 and y.dtype != torch.float32:
+            return f"returns {y.dtype} for a torch.float32 input; the next layer takes torch.float32"
+        if not torch.isfinite(y).all():
+            return "gives non-finite outputs (NaN or inf)"
+        try:
+            with autocast:
+                out = after(y)
+        except Exception as err:  # noqa: BLE001
+            return f"its output does not feed the next layer: {type(err).__name__}: {err}"
+        (out.float() * torch.randn(out.shape)).sum().backward()
+        if x.grad is None or not torch.isfinite(x.grad).all() or not x.grad.abs().sum() > 0:
+            return "passes no finite, non-zero gradient to its input (its output does not depend " \
+                   "on it)"
+    return ""
 
 
 def estimate(p: Plan, runs: Runs) -> tuple[list[tuple[RunConfig, str]], float, int]:

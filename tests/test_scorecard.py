@@ -63,6 +63,32 @@ USER_NORMS = textwrap.dedent('''
 
     class LayerNorm(LNWrap):
         pass
+
+
+    class Float64(nn.Module):  # another dtype than its input's
+        def __init__(self, d):
+            super().__init__()
+
+        def forward(self, x):
+            return torch.nn.functional.layer_norm(x.double(), x.shape[-1:])
+
+
+    class ThreeD(nn.Module):  # assumes (B, T, d) input
+        def __init__(self, d):
+            super().__init__()
+
+        def forward(self, x):
+            b, t, d = x.shape
+            return torch.nn.functional.layer_norm(x, (d,))
+
+
+    class Constant(nn.Module):  # its output does not depend on its input
+        def __init__(self, d):
+            super().__init__()
+            self.bias = nn.Parameter(torch.ones(d))
+
+        def forward(self, x):
+            return x * 0 + self.bias
 ''')
 # small versions of each experiment: the same code path, seconds instead of minutes
 TINY = {"encoder": {"data.n_train": 64, "data.n_test": 16, "model.seq_len": 32, "model.d": 32,
@@ -90,6 +116,12 @@ def user_file(tmp_path, monkeypatch):
     ("Poisoned", "gives non-finite outputs"),
     ("LayerNorm", "'layernorm' is a built-in kind"),
     ("Missing", "has no attribute 'Missing'"),
+    ("Float64", "float64: on the encoder family's (4, 8, 64) float32 input: returns torch.float64 "
+                "for a torch.float32 input; the next layer takes torch.float32"),
+    ("ThreeD", "threed: on the tanh_mlp family's (4, 64) float32 input: its forward pass failed: "
+               "ValueError: not enough values to unpack"),
+    ("Constant", "constant: on the encoder family's (4, 8, 64) float32 input: passes no finite, "
+                 "non-zero gradient to its input"),
 ])
 def test_a_bad_norm_exits_2_naming_the_problem_before_anything_trains(user_file, tmp_path,
                                                                        capsys, spec, expected):
@@ -694,3 +726,14 @@ def test_one_worker_trains_here_on_one_thread(monkeypatch, tmp_path):
     finally:
         torch.set_num_threads(threads)
     assert seen == {"workers": 1, "threads": 1}
+
+
+def test_layers_that_work_pass_the_check_on_every_family_and_dtype(user_file):
+    """torch's LayerNorm under another name and the identity pass on every input the families
+    feed (2-D MLPs, 3-D sequences; float32 and bfloat16 autocast)."""
+    names = [scorecard.load(f"{user_file}:LNWrap", "wrap"), scorecard.load(f"{user_file}:Same", "same")]
+    plan = scorecard.plan(names + ["layernorm"])
+    families = {cfg.model.family for (_, norm), seeds in plan.cells.items() if norm in names
+                for cfg in seeds[0]}
+    assert families >= {"encoder", "char_gpt", "mlp", "tanh_mlp"}
+    scorecard.check_layers(plan, names)
