@@ -287,7 +287,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.dry_run:
             print(json.dumps({"fingerprint": cfg.fingerprint(), **cfg.to_dict()}, indent=2))
             return 0
-        record = train(cfg) if args.no_cache else Runs(Progress(os.dup(2))).run(cfg)
+        runs = Runs(Progress(os.dup(2)))
+        runs.task_of(cfg)  # the data, checked against the model before anything trains
+        record = train(cfg) if args.no_cache else runs.run(cfg)
     except (UsageError, KeyError, ValueError, DataError) as err:  # CacheFolderError is a ValueError
         text = err.args[0] if isinstance(err, KeyError) and err.args else str(err)
         print(f"error: {text}", file=sys.stderr)

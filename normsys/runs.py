@@ -29,7 +29,7 @@ from normsys.progress import SILENT, Progress
 from normsys.record import RunRecord
 from normsys.runtimes import recorded_cost
 from normsys.store import atomic_write_text, cache_root
-from normsys.tasks import Task, make_task
+from normsys.tasks import Classify, LanguageModel, Task, make_task
 from normsys.train import fit, resolve_device
 
 KEEP_TASKS = 4  # MNIST is ~190 MB as float tensors: keep the last few data settings only
@@ -48,12 +48,14 @@ class Runs:
         self.recordings: list[list[RunConfig]] = []  # the open recordings (innermost last)
 
     def task_of(self, cfg: RunConfig) -> Task:
-        """The data of ``cfg`` (tasks.make_task), loaded once for each data setting."""
+        """The data of ``cfg`` (tasks.make_task), loaded once for each data setting, checked
+        against the model's outputs and vocabulary (``fits``)."""
         key = (cfg.data, cfg.model.seq_len, cfg.model.d)
         if key not in self.tasks:
             while len(self.tasks) >= KEEP_TASKS:
                 del self.tasks[next(iter(self.tasks))]
             self.tasks[key] = make_task(cfg)
+        fits(cfg, self.tasks[key])
         return self.tasks[key]
 
     def run(self, cfg: RunConfig, wait: bool = True) -> RunRecord | None:
@@ -111,6 +113,30 @@ class Runs:
                   "seconds": self.records[c].wall_time if c in self.records else None}
                  for c in dict.fromkeys(fetched)]
         atomic_write_text(json.dumps({"runs": runs_}), path)
+
+
+def fits(cfg: RunConfig, task: Task) -> None:
+    """The model can take the data: as many outputs as the task has classes (or characters) and
+    a vocabulary holding every token id. A ValueError naming the setting and the fix otherwise,
+    before anything trains (inside training it would be an IndexError)."""
+    m = cfg.model
+    if isinstance(task, Classify):
+        classes = int(max(task.y_train.max(), task.y_test.max())) + 1
+        if m.n_out < classes:
+            raise ValueError(f"model.n_out={m.n_out}: the {cfg.data.name} data has {classes} "
+                             f"classes (labels 0-{classes - 1}); set model.n_out >= {classes}")
+        ids = task.x_train if not task.x_train.is_floating_point() else None
+    elif isinstance(task, LanguageModel):
+        ids = task.train_ids
+        chars = int(max(task.train_ids.max(), task.val_ids.max())) + 1
+        if m.n_out < chars:
+            raise ValueError(f"model.n_out={m.n_out}: the {cfg.data.name} data has {chars} "
+                             f"characters to predict; set model.n_out >= {chars}")
+    else:
+        return
+    if ids is not None and m.vocab < (top := int(ids.max()) + 1):
+        raise ValueError(f"model.vocab={m.vocab}: the {cfg.data.name} data holds token ids up to "
+                         f"{top - 1}; set model.vocab >= {top}")
 
 
 def seed_groups(cfgs: list[RunConfig]) -> list[list[RunConfig]]:

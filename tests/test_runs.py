@@ -4,6 +4,7 @@ index keeps, and what --claims-list says a claim costs, in this process."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import torch
@@ -240,3 +241,26 @@ def test_the_run_times_command_writes_the_table_or_says_what_is_missing(
     monkeypatch.setenv("NORMSYS_CACHE", "off")
     assert main(["run-times"]) == 2
     assert capsys.readouterr().err == "error: run-times: NORMSYS_CACHE is off; give --cache DIR\n"
+
+
+@pytest.mark.parametrize("family,changes,said", [
+    ("mlp", {"model.n_out": 2}, "model.n_out=2: the mnist data has 10 classes (labels 0-9); set "
+                                "model.n_out >= 10"),
+    ("char_gpt", {"model.vocab": 40}, "model.vocab=40: the tinyshakespeare data holds token ids up "
+                                      "to 64; set model.vocab >= 65"),
+    ("char_gpt", {"model.n_out": 64}, "model.n_out=64: the tinyshakespeare data has 65 characters "
+                                      "to predict; set model.n_out >= 65"),
+    ("encoder", {"model.vocab": 100}, "model.vocab=100: the ag_news data holds token ids up to "),
+])
+def test_a_model_that_cannot_take_its_data_is_refused_before_training(
+        data_env, session, monkeypatch, capsys, family, changes, said):
+    from normsys.__main__ import main
+
+    monkeypatch.setattr(runs, "fit", lambda *a, **k: pytest.fail("trained"))
+    with pytest.raises(ValueError, match=f"^{re.escape(said)}"):
+        session.run(preset(family, **changes))
+    sets = [arg for k, v in changes.items() for arg in ("--set", f"{k}={v}")]
+    assert main(["train", "--model", family, *sets, "--no-cache"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {said}") and err.count("\n") == 1
+    session.task_of(preset(family))  # the preset itself fits
