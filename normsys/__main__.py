@@ -286,6 +286,9 @@ def main(argv: list[str] | None = None) -> int:
             check_folder()
         if args.dry_run:
             print(json.dumps({"fingerprint": cfg.fingerprint(), **cfg.to_dict()}, indent=2))
+            recorded = runtimes.run_seconds(cfg)
+            print(f"training: ~{recorded[0]:.0f} s as recorded on {recorded[1]}" if recorded else
+                  "training: time not recorded for this config", file=sys.stderr)
             return 0
         runs = Runs(Progress(os.dup(2)))
         runs.task_of(cfg)  # the data, checked against the model before anything trains

@@ -5,9 +5,10 @@ training times), so that the cost of a claim is known before its runs are in any
     python -m normsys run-times [--tier cpu] [--cache DIR]     write the tier's table
 
 Per claim: its runs, the seconds they took, and the seconds of its *own* runs (those no other
-claim of the tier reads). The claims start longest first (claims/conftest.py): under
-pytest-xdist the workers split the long groups of runs early, and the short claims, whose runs
-are mostly trained by then, fill in at the end.
+claim of the tier reads); per run config (by fingerprint), the seconds it took, for the cost of a
+run before it is cached (``train --dry-run``, the scorecard's dry run). The claims start longest
+first (claims/conftest.py): under pytest-xdist the workers split the long groups of runs early,
+and the short claims, whose runs are mostly trained by then, fill in at the end.
 """
 
 from __future__ import annotations
@@ -37,10 +38,15 @@ def measure(cache: Path, tier: str) -> dict:
         raise ValueError(f"{cache}: no claim indexes of the {tier} tier (claims/*-{tier}.json); "
                          f"run the claims with NORMSYS_CACHE={cache} first")
     runs: dict[str, dict[str, float | None]] = {}
+    by_config: dict[str, float] = {}
     for path in indexes:
         claim = path.name.removesuffix(f"-{tier}.json")
-        runs[claim] = {run_key(RunConfig.from_dict(r["config"]), r["data"]): r["seconds"]
-                       for r in json.loads(path.read_text())["runs"]}
+        runs[claim] = {}
+        for r in json.loads(path.read_text())["runs"]:
+            cfg = RunConfig.from_dict(r["config"])
+            runs[claim][run_key(cfg, r["data"])] = r["seconds"]
+            if r["seconds"] is not None:
+                by_config[cfg.fingerprint()] = round(r["seconds"], 1)
     readers: dict[str, int] = {}
     for keys in runs.values():
         for key in keys:
@@ -55,7 +61,8 @@ def measure(cache: Path, tier: str) -> dict:
     device = device_name()
     if device == "cpu":
         device = f"cpu ({processor()}, {os.cpu_count()} cores)"
-    return {"tier": tier, "device": device, "claims": claims}
+    return {"tier": tier, "device": device, "claims": claims,
+            "runs": dict(sorted(by_config.items()))}
 
 
 def write(table: dict, folder: Path | None = None) -> Path:
@@ -75,6 +82,13 @@ def read(tier: str, folder: Path | None = None) -> dict:
 def seconds(claim: str, tier: str, folder: Path | None = None) -> float:
     """Seconds of training of the runs ``claim`` reads, as recorded (0 where unknown)."""
     return read(tier, folder)["claims"].get(claim, {}).get("seconds", 0.0)
+
+
+def run_seconds(cfg: RunConfig, folder: Path | None = None) -> tuple[float, str] | None:
+    """(seconds, device) a run of ``cfg``'s config took as the tier's table records, or None."""
+    table = read(cfg.data.tier, folder)
+    seconds = table.get("runs", {}).get(cfg.fingerprint())
+    return None if seconds is None else (seconds, table["device"])
 
 
 def recorded_cost(claim: str, tier: str, folder: Path | None = None) -> str:

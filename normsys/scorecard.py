@@ -60,6 +60,7 @@ from normsys.progress import Progress
 from normsys.provenance import device_name, git_commit
 from normsys.record import TEST_ACC, VAL_LOSS, RunRecord
 from normsys.runs import Runs
+from normsys.runtimes import run_seconds
 from normsys.stats import SUPPORTED, Decision, Rule
 
 BUILTIN_ROWS = ("layernorm", "rmsnorm", "l2", "scaled_l2", "l2_affine", "dyt", "none",
@@ -282,8 +283,9 @@ def _layer_problem(factory, shape: tuple[int, ...], dtype) -> str:
 
 
 def estimate(p: Plan, runs: Runs) -> tuple[list[tuple[RunConfig, str]], float, int]:
-    """Each config with what it costs ('cached', '~N s as timed', '~N s as LayerNorm's run was
-    timed' or 'time unknown'), the seconds of training known, and how many have no estimate
+    """Each config with what it costs ('cached', '~N s' as its LayerNorm twin's cached run took
+    here, or as the tier's run times record it or its twin (normsys.runtimes), or 'time
+    unknown'), the seconds of training known, and how many have no estimate
     (``runs`` loads each config's data, for its digest)."""
     rows, seconds, unknown = [], 0.0, 0
     for cfg in p.configs:
@@ -291,13 +293,18 @@ def estimate(p: Plan, runs: Runs) -> tuple[list[tuple[RunConfig, str]], float, i
         if lookup(cfg, digest) is not None:
             rows.append((cfg, "cached"))
             continue
-        twin = lookup(cfg.override(**{"model.norm": "layernorm"}), digest)
-        if twin is None:
-            rows.append((cfg, "time unknown"))
-            unknown += 1
-        else:
+        twin_cfg = cfg.override(**{"model.norm": "layernorm"})
+        twin = lookup(twin_cfg, digest)
+        recorded = run_seconds(cfg) or run_seconds(twin_cfg)
+        if twin is not None:
             rows.append((cfg, f"~{twin.wall_time:.0f} s (its LayerNorm run's time)"))
             seconds += twin.wall_time
+        elif recorded is not None:
+            rows.append((cfg, f"~{recorded[0]:.0f} s (as recorded on {recorded[1]})"))
+            seconds += recorded[0]
+        else:
+            rows.append((cfg, "time unknown"))
+            unknown += 1
     return rows, seconds, unknown
 
 

@@ -193,6 +193,7 @@ def test_the_recorded_run_times_count_each_claims_runs_and_the_ones_it_alone_rea
     assert table["claims"]["c-a"] == {"runs": 2, "seconds": round(wall[0] + wall[1], 1),
                                       "own_seconds": round(wall[1], 1), "untimed": 0}
     assert table["claims"]["c-b"]["own_seconds"] == round(wall[2], 1)
+    assert table["runs"] == {c.fingerprint(): round(wall[c.train.seed], 1) for c in SEEDS}
     folder = tmp_path / "committed"
     assert runtimes.write(table, folder) == folder / "run-times-cpu.json"
     assert runtimes.read("cpu", folder) == table
@@ -203,6 +204,8 @@ def test_the_recorded_run_times_count_each_claims_runs_and_the_ones_it_alone_rea
         f"2 runs, ~{table['claims']['c-a']['seconds'] / 60:.1f} min of training on "
         f"{table['device']} as recorded (claims/run-times-cpu.json)")
     assert runtimes.recorded_cost("c-none", "cpu", folder) == ""
+    assert runtimes.run_seconds(SEEDS[2], folder) == (round(wall[2], 1), table["device"])
+    assert runtimes.run_seconds(SEEDS[2].override(**{"model.d": 6}), folder) is None
     with pytest.raises(ValueError, match="no claim indexes of the paper tier"):
         runtimes.measure(cache, "paper")
 
@@ -264,3 +267,14 @@ def test_a_model_that_cannot_take_its_data_is_refused_before_training(
     err = capsys.readouterr().err
     assert err.startswith(f"error: {said}") and err.count("\n") == 1
     session.task_of(preset(family))  # the preset itself fits
+
+
+def test_train_dry_run_states_the_recorded_training_time(capsys):
+    from normsys import runtimes
+    from normsys.__main__ import main
+
+    assert main(["train", "--model", "encoder", "--dry-run"]) == 0
+    seconds, device = runtimes.run_seconds(preset("encoder"))
+    assert capsys.readouterr().err == f"training: ~{seconds:.0f} s as recorded on {device}\n"
+    assert main(["train", "--model", "encoder", "--set", "train.lr=3e-4", "--dry-run"]) == 0
+    assert capsys.readouterr().err == "training: time not recorded for this config\n"

@@ -737,3 +737,18 @@ def test_layers_that_work_pass_the_check_on_every_family_and_dtype(user_file):
                 for cfg in seeds[0]}
     assert families >= {"encoder", "char_gpt", "mlp", "tanh_mlp"}
     scorecard.check_layers(plan, names)
+
+
+def test_estimate_falls_back_on_the_recorded_run_times_of_the_config_or_its_twin(tmp_path,
+                                                                               monkeypatch):
+    monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path))
+    plan = scorecard.plan(["rmsnorm"], statistics=PARTS[:1])
+    first, second, third = (cs[0] for cs in plan.cells["level", "rmsnorm"])
+    twin = second.override(**{"model.norm": "layernorm"})
+    table = {first.fingerprint(): (12.0, "box"), twin.fingerprint(): (30.0, "box")}
+    monkeypatch.setattr(scorecard, "run_seconds", lambda cfg: table.get(cfg.fingerprint()))
+    rows, seconds, unknown = scorecard.estimate(plan, Runs())
+    said = {c.train.seed: how for c, how in rows}
+    assert said == {0: "~12 s (as recorded on box)", 1: "~30 s (as recorded on box)",
+                    2: "time unknown"}
+    assert (seconds, unknown) == (42.0, 1)
