@@ -301,8 +301,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"stale: {err}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print("interrupted: nothing was written (a run trained to the end stays cached)",
-              file=sys.stderr)
+        print("interrupted: stopped, with every training process; nothing was written (a run "
+              "trained to the end stays cached)", file=sys.stderr)
         return 130
     print(summary(record))
     if args.json:

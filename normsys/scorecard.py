@@ -23,7 +23,6 @@ import os
 import sys
 import tempfile
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
@@ -309,8 +308,11 @@ def estimate(p: Plan, runs: Runs) -> tuple[list[tuple[RunConfig, str]], float, i
 
 
 def _start_worker(specs: list[tuple[str, str]], threads: int, counter: str) -> None:
+    import signal
+
     import torch
 
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it stops us
     torch.set_num_threads(threads)
     for spec, name in specs:
         load(spec, name)
@@ -334,10 +336,22 @@ def fetch(p: Plan, specs: list[tuple[str, str]], workers: int,
     if workers <= 1:
         return {c: runs.run(c) for c in configs}
     threads = max(1, (os.cpu_count() or 1) // workers)
-    with tempfile.TemporaryDirectory() as tmp, ProcessPoolExecutor(
-            workers, get_context("spawn"), _start_worker,
-            ([(absolute(s), n) for s, n in specs], threads, str(Path(tmp) / "done"))) as pool:
-        return dict(zip(configs, pool.map(_fetch, configs), strict=True))
+    with tempfile.TemporaryDirectory() as tmp:
+        pool = get_context("spawn").Pool(workers, _start_worker, (
+            [(absolute(s), n) for s, n in specs], threads, str(Path(tmp) / "done")))
+        try:
+            # a timeout keeps the wait interruptible: Ctrl-C reaches this process at once
+            records = pool.map_async(_fetch, configs, chunksize=1).get(timeout=WAIT_FOREVER)
+            pool.close()
+        except BaseException:  # Ctrl-C or a failed run: stop every worker now, not at its end
+            pool.terminate()
+            raise
+        finally:
+            pool.join()
+    return dict(zip(configs, records, strict=True))
+
+
+WAIT_FOREVER = 30 * 24 * 3600.0  # seconds
 
 # ----------------------------------------------------------------------------- the verdicts
 
