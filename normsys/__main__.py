@@ -148,8 +148,9 @@ def score(args: argparse.Namespace) -> str:
     if workers == 1 and not cuda:
         torch.set_num_threads(1)  # as each worker process trains, and as the claims' runs did
     records = scorecard.fetch(plan, specs, workers, Runs(Progress(os.dup(2))))
-    table = scorecard.judge(plan, records)
-    paths = scorecard.write(args.out, table, scorecard.provenance(args.tier, specs))
+    table = scorecard.judge(plan, records, reach=scorecard.builtin_reach(args.tier))
+    paths = scorecard.write(args.out, table, scorecard.provenance(args.tier, specs),
+                            subjects=set(names) or None)
     return f"{scorecard.as_text(table)}\n\nwritten: {', '.join(map(str, paths))}"
 
 

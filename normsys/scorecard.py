@@ -22,6 +22,7 @@ import math
 import os
 import sys
 import tempfile
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing import get_context
@@ -86,6 +87,7 @@ class Statistic:
     combine: Callable[[float, float], float] | None = None
     claim_norm: str = "layernorm"  # the kind the claim itself is about
     own_seeds: int | None = None  # the claim's own seed count (its marker's seeds=), if any
+    words: str = ""  # the column's name in words, for the figure
     excludes: frozenset[str] = frozenset()  # built-in kinds the experiment does not take
 
     def seeds(self, tier: str) -> list[int]:
@@ -117,34 +119,36 @@ def _reverse_difference(a: float, b: float) -> float:
 STATISTICS = (
     Statistic("kappa_6", "dm-layernorm-prevents-collapse", prevents_collapse,
               lambda n, s, t: [encoder(n, s, t)], lambda rs: kappa(rs[0].probes),
-              excludes=SEQUENCES),
+              excludes=SEQUENCES, words="rank kept at depth"),
     Statistic("min_rho", "dm-l2-isotropic", stays_isotropic,
               lambda n, s, t: [encoder(n, s, t)], lambda rs: min_rho(rs[0].probes),
-              claim_norm="l2", excludes=SEQUENCES),
+              claim_norm="l2", excludes=SEQUENCES, words="isotropy of every block"),
     Statistic("test_acc_vs_ln", "dm-scaled-l2-matches-layernorm", accuracy_matches_layernorm,
               lambda n, s, t: [encoder(n, s, t)], lambda rs: rs[0].metrics[TEST_ACC],
               versus="layernorm", combine=_reverse_difference, claim_norm="scaled_l2",
-              excludes=SEQUENCES),
+              excludes=SEQUENCES, words="accuracy as LayerNorm's"),
     Statistic("val_loss_vs_ln", "rmsnorm-matches-layernorm", loss_matches_layernorm,
               lambda n, s, t: [char_gpt(s, t, n, steps=500)], lambda rs: rs[0].metrics[VAL_LOSS],
               versus="layernorm", combine=relative_difference, claim_norm="rmsnorm",
-              excludes=SEQUENCES),
+              excludes=SEQUENCES, words="LM loss as LayerNorm's"),
     Statistic("grad_ratio_vs_none", "ld-layernorm-prevents-vanishing-gradients",
               prevents_vanishing, lambda n, s, t: [tanh_mlp(s, t, n)],
               lambda rs: dg.log10_ratio(weight_grad_profile(rs[0])),
-              versus="none", combine=_difference, own_seeds=5),
+              versus="none", combine=_difference, own_seeds=5,
+              words="gradient flow vs no norm"),
     Statistic("decorrelation", "ld-layernorm-decorrelates", decorrelates,
               lambda n, s, t: [mlp(n, s, tier=t)], lambda rs: unit_correlation(rs[0]),
-              versus="none", combine=_reverse_difference),
+              versus="none", combine=_reverse_difference, words="decorrelation vs no norm"),
     Statistic("init_robustness", "ld-layernorm-robust-to-init-scale", robust_to_init,
               lambda n, s, t: [mlp(n, s, tier=t, init_scale=k) for k in INIT_SCALES],
-              init_scale_spread, versus="none", combine=_reverse_difference),
+              init_scale_spread, versus="none", combine=_reverse_difference,
+              words="init-scale robustness vs no norm"),
     Statistic("preln_flat", "xiong-preln-gradients-flat", lambda n: PRELN_FLAT,
               lambda n, s, t: [xiong("pre", depth, s, t, n) for depth in DEPTHS],
               lambda rs: {f"{depth} blocks": abs(math.log2(ffn_grad_ratio(r.init_grad_norms,
                                                                            depth)))
                           for depth, r in zip(DEPTHS, rs, strict=True)},
-              excludes=SEQUENCES),
+              excludes=SEQUENCES, words="flat pre-norm gradients"),
 )
 
 # ----------------------------------------------------------------------------- the user's norm
@@ -356,10 +360,13 @@ WAIT_FOREVER = 30 * 24 * 3600.0  # seconds
 # ----------------------------------------------------------------------------- the verdicts
 
 
-def judge(p: Plan, records: dict[RunConfig, RunRecord],
-          statistics=STATISTICS) -> dict[str, dict[str, dict]]:
+def judge(p: Plan, records: dict[RunConfig, RunRecord], statistics=STATISTICS,
+          reach: dict[str, tuple[float, float]] | None = None) -> dict[str, dict[str, dict]]:
     """{norm: {statistic: cell}}: a cell holds mean, low, high, verdict, rule, per-seed values;
-    ``{"verdict": "n/a"}`` where the experiment does not take the kind."""
+    ``{"verdict": "n/a"}`` where the experiment does not take the kind. A kind that is not built
+    in whose mean lies outside ``reach[statistic]`` (what the built-in kinds reach,
+    ``builtin_reach``) is flagged ``out of range``: a value no working norm gives is a finding
+    to look at, not a verdict to trust."""
     per_seed = {key: [stat_value(key[0], [records[c] for c in cs], statistics) for cs in seeds]
                 for key, seeds in p.cells.items()}
     diverged = {key: sum(any(records[c].diverged for c in cs) for cs in seeds)
@@ -378,7 +385,30 @@ def judge(p: Plan, records: dict[RunConfig, RunRecord],
                               "verdict": d.verdict, "rule": str(stat.rule(norm)),
                               "values": list(s.values), "reason": d.reason,
                               "diverged": diverged[stat.name, norm]}
+            span = (reach or {}).get(stat.name)
+            if span and norm not in BUILTIN and not span[0] <= s.mean <= span[1]:
+                row[stat.name]["out_of_range"] = list(span)
     return table
+
+
+GALLERY = Path(__file__).parents[1] / "claims" / "gallery"  # in a checkout
+
+
+def builtin_reach(tier: str, folder: Path | None = None) -> dict[str, tuple[float, float]]:
+    """Per statistic, the lowest and highest per-seed value any built-in kind gave in the
+    committed built-in scorecard of ``tier`` (``scorecard-builtin-<tier>.json``); {} without
+    one."""
+    path = (folder or GALLERY) / f"scorecard-builtin-{tier}.json"
+    if not path.is_file():
+        return {}
+    spans: dict[str, tuple[float, float]] = {}
+    for row in json.loads(path.read_text())["norms"].values():
+        for name, cell in row.items():
+            values = [v for v in cell.get("values", []) if math.isfinite(v)]
+            if values:
+                low, high = spans.get(name, (math.inf, -math.inf))
+                spans[name] = (min(low, *values), max(high, *values))
+    return spans
 
 
 def stat_value(name: str, records: list[RunRecord], statistics=STATISTICS):
@@ -413,6 +443,8 @@ def cell_text(cell: dict) -> str:
         return "n/a"
     if cell.get("diverged"):
         return f"diverged ({cell['diverged']} of {len(cell['values'])} seeds)"
+    if "out_of_range" in cell:
+        return f"{cell['mean']:.3g} out of range"
     return f"{cell['mean']:.3g} {MARK[cell['verdict']]}"
 
 
@@ -442,24 +474,54 @@ def as_markdown(table: dict, statistics=STATISTICS) -> str:
     return "\n".join(lines) + "\n\n" + legend(statistics).replace("\n  ", "\n- ") + "\n"
 
 
-def draw(fig, table: dict, statistics=STATISTICS) -> None:
-    """Norms x statistics, each cell coloured by its verdict with the mean written in it."""
+COLOURS = {"reference": "#ececec", "n/a": "#f7f7f7", "refuted": "#e8a0a0",
+           "inconclusive": "#f2e3a0", SUPPORTED: "#9fd49f", "out of range": "#a9c8ec"}
+
+
+def shade(cell: dict, subject: bool) -> str:
+    """What a cell's colour says: its verdict for a row being judged, 'out of range' where its
+    value lies beyond every built-in kind's, 'reference' for a row it is judged against."""
+    if cell["verdict"] == "n/a":
+        return "n/a"
+    if not subject:
+        return "reference"
+    return "out of range" if "out_of_range" in cell else cell["verdict"]
+
+
+def draw(fig, table: dict, statistics=STATISTICS, subjects: set[str] | None = None) -> None:
+    """Norms x statistics, the rows judged (``subjects``: the user's kinds; every row when None)
+    first and coloured by verdict, the others grey as references; each cell with its mean and
+    95% interval, each column with its words and its rule."""
     from matplotlib.colors import ListedColormap
 
-    verdicts = ["n/a", "refuted", "inconclusive", SUPPORTED]
-    norms, names = list(table), [s.name for s in statistics]
-    grid = [[verdicts.index(table[n][s]["verdict"]) for s in names] for n in norms]
+    subjects = set(table) if subjects is None else subjects
+    norms = [n for n in table if n in subjects] + [n for n in table if n not in subjects]
+    names, shades = [s.name for s in statistics], list(COLOURS)
+    grid = [[shades.index(shade(table[n][s], n in subjects)) for s in names] for n in norms]
     ax = fig.subplots()
-    fig.set_size_inches(1.3 * len(names) + 2, 0.45 * len(norms) + 1.6)
-    ax.imshow(grid, cmap=ListedColormap(["#f0f0f0", "#e8a0a0", "#f2e3a0", "#9fd49f"]),
-              vmin=0, vmax=3, aspect="auto")
+    fig.set_size_inches(1.9 * len(names) + 2, 0.62 * len(norms) + 2.4)
+    ax.imshow(grid, cmap=ListedColormap(list(COLOURS.values())), vmin=0, vmax=len(COLOURS) - 1,
+              aspect="auto")
     for i, n in enumerate(norms):
         for j, s in enumerate(names):
-            ax.text(j, i, cell_text(table[n][s]).rstrip(" +x?"), ha="center", va="center",
-                    fontsize=8)
-    ax.set_xticks(range(len(names)), names, rotation=30, ha="right")
-    ax.set_yticks(range(len(norms)), norms)
-    ax.set_title("Scorecard: green supported, red refuted, yellow inconclusive, grey n/a")
+            cell = table[n][s]
+            text = cell_text(cell)
+            if cell["verdict"] != "n/a" and not cell.get("diverged"):
+                text = f"{text}\n[{cell['low']:.3g}, {cell['high']:.3g}]"
+            ax.text(j, i, text, ha="center", va="center", fontsize=7)
+    ax.set_xticks(range(len(names)), [f"{st.words}\n{textwrap.fill(str(st.rule('N')), 24)}"
+                                      for st in statistics], rotation=0, fontsize=7)
+    ax.xaxis.tick_top()
+    ax.set_yticks(range(len(norms)), [n if n in subjects else f"{n} (reference)" for n in norms])
+    legend = ", ".join(f"{name}" for name in ("green supported", "red refuted",
+                                               "yellow inconclusive", "blue out of range",
+                                               "grey reference or n/a"))
+    ax.set_xlabel(f"mean [95% interval] over seeds, N = the row's norm; {legend}; "
+                  f"+ supported, x refuted, ? inconclusive", fontsize=7)
+    judged = [n for n in norms if n in subjects]
+    ax.set_title("Scorecard: " + (", ".join(judged) if len(judged) < len(norms) else
+                                  "the built-in kinds") + ", judged by each norm-generic claim's rule",
+                 fontsize=9, pad=40)
 
 
 def markdown_page(table: dict, prov: dict, statistics=STATISTICS) -> str:
@@ -468,7 +530,8 @@ def markdown_page(table: dict, prov: dict, statistics=STATISTICS) -> str:
             f"{as_markdown(table, statistics)}")
 
 
-def write(out: Path, table: dict, prov: dict, statistics=STATISTICS) -> list[Path]:
+def write(out: Path, table: dict, prov: dict, statistics=STATISTICS,
+          subjects: set[str] | None = None) -> list[Path]:
     """scorecard.json, scorecard.md and scorecard.png in ``out``."""
     import matplotlib
 
@@ -481,7 +544,7 @@ def write(out: Path, table: dict, prov: dict, statistics=STATISTICS) -> list[Pat
                                    sort_keys=True) + "\n")
     paths[1].write_text(markdown_page(table, prov, statistics))
     fig = plt.figure()
-    draw(fig, table, statistics)
+    draw(fig, table, statistics, subjects)
     fig.savefig(paths[2], dpi=110, bbox_inches="tight")
     plt.close(fig)
     return paths

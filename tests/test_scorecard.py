@@ -584,12 +584,19 @@ def test_the_written_files_and_the_figure(tmp_path):
     import matplotlib.pyplot as plt
 
     fig = plt.figure()
-    scorecard.draw(fig, table, PARTS)
+    scorecard.draw(fig, table, PARTS)  # every row judged: coloured by its verdict
     ax = fig.axes[0]
-    assert ax.images[0].get_array().tolist() == [[1, 0], [3, 3]]  # refuted, n/a; supported x2
-    assert [t.get_text() for t in ax.texts] == ["0.25", "n/a", "0.91", "0.407"]
+    shades = list(scorecard.COLOURS)
+    assert ax.images[0].get_array().tolist() == [[shades.index("refuted"), shades.index("n/a")],
+                                                 [shades.index("supported")] * 2]
+    mine, ln = table["mine"]["level"], table["layernorm"]["level"]
+    assert [t.get_text() for t in ax.texts] == [
+        f"0.25 x\n[{mine['low']:.3g}, {mine['high']:.3g}]", "n/a",
+        f"0.91 +\n[{ln['low']:.3g}, {ln['high']:.3g}]",
+        f"0.407 +\n[{table['layernorm']['vs_none']['low']:.3g}, "
+        f"{table['layernorm']['vs_none']['high']:.3g}]"]
     assert [t.get_text() for t in ax.get_yticklabels()] == ["mine", "layernorm"]
-    assert [t.get_text() for t in ax.get_xticklabels()] == ["level", "vs_none"]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["\nv(N) > 0.5", "\nv(N) - v(none) > 0"]
     plt.close(fig)
 
 
@@ -670,17 +677,45 @@ def test_the_figure_maps_each_verdict_to_its_colour_and_says_so(tmp_path):
 
     _, table = judged(diverge={("mine", 1)})  # an inconclusive cell
     fig = plt.figure()
-    scorecard.draw(fig, table, PARTS)
+    scorecard.draw(fig, table, PARTS, subjects={"mine"})  # layernorm: a reference row
     ax, image = fig.axes[0], fig.axes[0].images[0]
-    assert image.get_array().tolist() == [[2, 0], [3, 3]]
-    assert list(image.cmap.colors) == ["#f0f0f0", "#e8a0a0", "#f2e3a0", "#9fd49f"]
-    assert (image.norm.vmin, image.norm.vmax, ax.get_aspect()) == (0, 3, "auto")
-    assert {(t.get_fontsize(), t.get_ha(), t.get_va()) for t in ax.texts} == {(8, "center", "center")}
-    assert [t.get_text() for t in ax.texts] == ["diverged (1 of 3 seeds)", "n/a", "0.91", "0.407"]
-    assert {(t.get_rotation(), t.get_ha()) for t in ax.get_xticklabels()} == {(30.0, "right")}
-    assert tuple(fig.get_size_inches()) == pytest.approx((1.3 * 2 + 2, 0.45 * 2 + 1.6))
-    assert ax.get_title() == "Scorecard: green supported, red refuted, yellow inconclusive, grey n/a"
+    shades = list(scorecard.COLOURS)
+    assert image.get_array().tolist() == [[shades.index("inconclusive"), shades.index("n/a")],
+                                          [shades.index("reference")] * 2]
+    assert list(image.cmap.colors) == list(scorecard.COLOURS.values())
+    assert (image.norm.vmin, image.norm.vmax, ax.get_aspect()) == (0, len(shades) - 1, "auto")
+    assert {(t.get_fontsize(), t.get_ha(), t.get_va()) for t in ax.texts} == {(7, "center", "center")}
+    assert ax.texts[0].get_text() == "diverged (1 of 3 seeds)"
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["mine", "layernorm (reference)"]
+    assert tuple(fig.get_size_inches()) == pytest.approx((1.9 * 2 + 2, 0.62 * 2 + 2.4))
+    assert ax.get_title() == "Scorecard: mine, judged by each norm-generic claim's rule"
+    assert "green supported, red refuted, yellow inconclusive, blue out of range" in ax.get_xlabel()
     plt.close(fig)
+
+
+def test_a_value_beyond_every_builtin_kinds_is_flagged_out_of_range_not_green(tmp_path):
+    """The range is the built-in kinds' lowest and highest per-seed value in the committed
+    built-in scorecard; a user's row outside it is flagged, a built-in row never."""
+    body = {"norms": {"layernorm": {"level": {"values": [0.9, 0.95, float("nan")]},
+                                    "vs_none": {"verdict": "n/a"}},
+                      "none": {"level": {"values": [0.1, 0.2, 0.15]}}}}
+    (tmp_path / "scorecard-builtin-cpu.json").write_text(json.dumps(body))
+    reach = scorecard.builtin_reach("cpu", tmp_path)
+    assert reach == {"level": (0.1, 0.95)} and scorecard.builtin_reach("paper", tmp_path) == {}
+    plan = scorecard.plan(["mine", "layernorm"], statistics=PARTS)
+    norm_of = lambda c: "mine" if c.model.d == 5 else c.model.norm  # noqa: E731
+    records = {c: made(c, VALUES[norm_of(c), c.train.seed] + (1.0 if norm_of(c) == "mine" else 0))
+               for c in plan.configs}  # mine: 1.2, 1.3, 1.25
+    table = scorecard.judge(plan, records, PARTS, reach={"level": (0.1, 0.95)})
+    cell = table["mine"]["level"]
+    assert cell["verdict"] == "supported" and cell["out_of_range"] == [0.1, 0.95]
+    assert scorecard.cell_text(cell) == "1.25 out of range"
+    assert scorecard.shade(cell, True) == "out of range"
+    assert "out_of_range" not in table["layernorm"]["level"]  # 0.91: inside
+    table = scorecard.judge(plan, records, PARTS, reach={"level": (0.0, 0.5)})
+    assert "out_of_range" not in table["layernorm"]["level"]  # a built-in row is never flagged
+    assert scorecard.judge(plan, records, PARTS)["mine"]["level"].get("out_of_range") is None
+    assert set(scorecard.builtin_reach("cpu")) == {s.name for s in scorecard.STATISTICS}
 
 
 def test_the_files_are_written_into_a_new_nested_folder_and_over_old_ones(tmp_path):
@@ -717,8 +752,8 @@ def test_one_worker_trains_here_on_one_thread(monkeypatch, tmp_path):
         return {}
 
     monkeypatch.setattr(scorecard, "fetch", fetch)
-    monkeypatch.setattr(scorecard, "judge", lambda plan, records: {})
-    monkeypatch.setattr(scorecard, "write", lambda out, table, prov: [])
+    monkeypatch.setattr(scorecard, "judge", lambda plan, records, reach: {})
+    monkeypatch.setattr(scorecard, "write", lambda out, table, prov, subjects: [])
     monkeypatch.setattr(scorecard, "as_text", lambda table: "")
     threads = torch.get_num_threads()
     try:
