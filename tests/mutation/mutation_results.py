@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from importlib import metadata
 from pathlib import Path
 
 HERE = Path(__file__).parent
@@ -45,11 +46,13 @@ def record(mutants: Path, took: str) -> dict:
     modules: dict[str, Counter] = {}
     for name, state in by_name.items():
         modules.setdefault(name.split(".")[1], Counter())[state] += 1
-    import mutmut
-
+    try:
+        tool = f"mutmut {metadata.version('mutmut')}"
+    except metadata.PackageNotFoundError:
+        tool = "mutmut"
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True, cwd=HERE).stdout.strip()
-    return {"tool": f"mutmut {mutmut.__version__}", "date": time.strftime("%Y-%m-%d"),
+    return {"tool": tool, "date": time.strftime("%Y-%m-%d"),
             "commit": commit, "time": took,
             "modules": {m: dict(sorted(c.items())) for m, c in sorted(modules.items())},
             "survived": sorted(n for n, s in by_name.items() if s == "survived"),

@@ -1,0 +1,52 @@
+"""The mutation-testing results: the page is what the recorded results make, the equivalent
+survivors are reviewed ones of this record, and the record reads mutmut's state as mutmut does."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).parent / "mutation"
+spec = importlib.util.spec_from_file_location("mutation_results", HERE / "mutation_results.py")
+mr = importlib.util.module_from_spec(spec)
+sys.modules["mutation_results"] = mr
+spec.loader.exec_module(mr)
+
+
+def test_the_page_is_what_the_results_and_the_review_make():
+    assert mr.PAGE.read_text() == mr.docs(), \
+        "tests/mutation/README.md is stale: run python tests/mutation/mutation_results.py docs"
+
+
+def test_every_reviewed_survivor_is_a_survivor_of_the_record_and_has_a_stated_reason():
+    results = json.loads(mr.RESULTS.read_text())
+    equivalent = json.loads(mr.EQUIVALENT.read_text())
+    assert set(equivalent["mutants"]) <= set(results["survived"])
+    assert set(equivalent["mutants"].values()) <= set(equivalent["reasons"])
+
+
+def test_score_counts_timeouts_as_killed_over_what_ran():
+    assert mr.score({"killed": 6, "timeout": 2, "survived": 1, "no tests": 1,
+                     "not checked": 90}) == 0.8
+    assert math.isnan(mr.score({"not checked": 3}))
+
+
+def test_record_reads_each_mutants_exit_code_as_mutmut_names_it(tmp_path):
+    (tmp_path / "normsys").mkdir()
+    meta = {"exit_code_by_key": {"normsys.a.x_f__mutmut_1": 1, "normsys.a.x_f__mutmut_2": 0,
+                                 "normsys.a.x_f__mutmut_3": None, "normsys.a.x_f__mutmut_4": -24,
+                                 "normsys.b.x_g__mutmut_1": 33}}
+    (tmp_path / "normsys" / "a.py.meta").write_text(json.dumps(meta))
+    got = mr.record(tmp_path, "an hour")
+    assert got["modules"] == {"a": {"killed": 1, "not checked": 1, "survived": 1, "timeout": 1},
+                              "b": {"no tests": 1}}
+    assert got["survived"] == ["normsys.a.x_f__mutmut_2"] and got["time"] == "an hour"
+    assert got["not checked"] == ["normsys.a.x_f__mutmut_3"]
+    assert got["no tests"] == ["normsys.b.x_g__mutmut_1"]
+    with pytest.raises(ValueError, match="no mutmut state"):
+        mr.record(tmp_path / "empty", "")
