@@ -512,46 +512,36 @@ def claim_runs(request: pytest.FixtureRequest):
     runs.write_index(claim_id(request.node, marker), claim_tier(request.node), fetched)
 
 
+def _guarded(request: pytest.FixtureRequest, fetch: Callable) -> Callable:
+    """``fetch`` with missing or damaged data failing the test with what to do (or, asked with
+    --claims-skip-missing-data, skipping it)."""
+    skip = request.config.option.claims_skip_missing_data
+
+    def guarded(arg):
+        with data_errors(skip):
+            return fetch(arg)
+
+    return guarded
+
+
 @pytest.fixture
 def run(request: pytest.FixtureRequest):
     """run(config) -> RunRecord: from the session's runs (each read or trained once) and the run
-    cache; missing or damaged data fails the test with what to do (or, asked with
-    --claims-skip-missing-data, skips it)."""
-    runs = request.config.stash[RUNS]
-    skip = request.config.option.claims_skip_missing_data
-
-    def fetch(cfg):
-        with data_errors(skip):
-            return runs.run(cfg)
-
-    return fetch
+    cache."""
+    return _guarded(request, request.config.stash[RUNS].run)
 
 
 @pytest.fixture
 def runs(request: pytest.FixtureRequest):
     """runs([configs]) -> [RunRecord]: like run, with each configuration's seeds stacked together
     on a GPU, and the runs no other worker holds trained first."""
-    session = request.config.stash[RUNS]
-    skip = request.config.option.claims_skip_missing_data
-
-    def fetch(cfgs):
-        with data_errors(skip):
-            return session.runs(cfgs)
-
-    return fetch
+    return _guarded(request, request.config.stash[RUNS].runs)
 
 
 @pytest.fixture
 def task_of(request: pytest.FixtureRequest):
     """task_of(config) -> its data (tasks.make_task), loaded once per session."""
-    session = request.config.stash[RUNS]
-    skip = request.config.option.claims_skip_missing_data
-
-    def fetch(cfg):
-        with data_errors(skip):
-            return session.task_of(cfg)
-
-    return fetch
+    return _guarded(request, request.config.stash[RUNS].task_of)
 
 
 @contextmanager

@@ -300,6 +300,18 @@ def test_the_cache_folder_is_checked_before_anything_trains(tmp_path, monkeypatc
     assert check_folder() == ""
 
 
+def saying(call):
+    """``call(progress)``'s result, and what it said on that progress stream."""
+    read, write = os.pipe()
+    try:
+        result = call(progress.Progress(write))
+    finally:
+        os.close(write)
+    said = os.read(read, 1 << 16).decode()
+    os.close(read)
+    return result, said
+
+
 def test_a_read_only_cache_serves_its_runs_without_a_lock_and_trains_the_rest_unkept(
         tmp_path, monkeypatch):
     monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path))
@@ -308,13 +320,7 @@ def test_a_read_only_cache_serves_its_runs_without_a_lock_and_trains_the_rest_un
     monkeypatch.setattr(cache, "FileLock", lambda path: pytest.fail(f"took a lock on {path}"))
     assert cached_run(CFG, train_with_state).to_json() == kept.to_json()
     other = CFG.override(**{"train.seed": 1})
-    read, write = os.pipe()
-    try:
-        fresh = cached_run(other, train_with_state, progress=progress.Progress(write))
-    finally:
-        os.close(write)
-    said = os.read(read, 1 << 16).decode()
-    os.close(read)
+    fresh, said = saying(lambda said: cached_run(other, train_with_state, progress=said))
     assert fresh.run_config == other and not (tmp_path / "runs" / f"{run_key(other)}.json").exists()
     assert f"the run cache {tmp_path} is read-only: training 1 runs it lacks without keeping them" \
         in said
@@ -329,13 +335,7 @@ def test_a_run_the_disk_cannot_take_is_said_kept_for_the_session_and_leaves_no_p
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(cache, "atomic_save" if fails == "weights" else "atomic_write_text", full)
-    read, write = os.pipe()
-    try:
-        record = cached_run(CFG, train_with_state, progress=progress.Progress(write))
-    finally:
-        os.close(write)
-    said = os.read(read, 1 << 16).decode()
-    os.close(read)
+    record, said = saying(lambda said: cached_run(CFG, train_with_state, progress=said))
     assert record.run_config == CFG and record.metrics and record.state_path is None
     left = {p.suffix for p in (tmp_path / "runs").glob(f"{run_key(CFG)}*")}
     assert left == {".lock"}  # the run's lock file only: no weights, no record, no temporary
