@@ -803,14 +803,21 @@ def test_ctrl_c_stops_every_worker_at_the_first_press_with_one_line(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "normsys", "scorecard", "--builtin",
                              "--against", "layernorm", "--workers", "2", "--out",
                              str(tmp_path / "out")], env=env, text=True, start_new_session=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            # as from a terminal: a runner (pytest-xdist) may ignore SIGINT, and a
+                            # child inherits that
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     said = []
-    for line in proc.stderr:  # until a worker has started training
-        said.append(line)
-        if "normsys: training " in line:
-            break
-    os.killpg(proc.pid, signal.SIGINT)
-    _, rest = proc.communicate(timeout=60)
+    try:
+        for line in proc.stderr:  # until a worker has started training
+            said.append(line)
+            if "normsys: training " in line:
+                break
+        os.killpg(proc.pid, signal.SIGINT)
+        _, rest = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
     err = "".join(said) + rest
     assert proc.returncode == 130 and "Traceback" not in err, err[-3000:]
     assert err.splitlines()[-1].startswith("interrupted: stopped, with every training process")

@@ -275,7 +275,8 @@ def test_cli_ctrl_c_ends_with_one_line(tmp_path):
         proc.kill()  # never leave a 100,000-step run behind when the test fails
     lines = [line for line in err.splitlines() if not line.startswith("normsys: ")]
     assert proc.returncode == 130 and lines == [
-        "interrupted: nothing was written (a run trained to the end stays cached)"]
+        ("interrupted: stopped, with every training process; nothing was written (a run trained "
+         "to the end stays cached)")]
 
 
 def test_snapshots_are_the_weights_a_shorter_run_ends_with(data_env, tmp_path, monkeypatch):
