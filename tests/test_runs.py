@@ -247,9 +247,9 @@ def test_the_run_times_command_writes_the_table_or_says_what_is_missing(
 
 
 @pytest.mark.parametrize("family,changes,said", [
-    ("mlp", {"model.n_out": 2}, "model.n_out=2: the mnist data has 10 classes (labels 0-9); set "
+    ("mlp", {"model.n_out": 9}, "model.n_out=9: the mnist data has 10 classes (labels 0-9); set "
                                 "model.n_out >= 10"),
-    ("char_gpt", {"model.vocab": 40}, "model.vocab=40: the tinyshakespeare data holds token ids up "
+    ("char_gpt", {"model.vocab": 64}, "model.vocab=64: the tinyshakespeare data holds token ids up "
                                       "to 64; set model.vocab >= 65"),
     ("char_gpt", {"model.n_out": 64}, "model.n_out=64: the tinyshakespeare data has 65 characters "
                                       "to predict; set model.n_out >= 65"),
