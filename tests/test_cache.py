@@ -3,6 +3,7 @@ workers, and what it says it did."""
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import time
@@ -342,3 +343,129 @@ def test_a_run_the_disk_cannot_take_is_said_kept_for_the_session_and_leaves_no_p
     assert "could not keep ffn_stack/layernorm/bp/s0" in said
     assert "(OSError: [Errno 28] No space left on device): its record serves this session only" \
         in said
+
+
+def test_each_kind_of_unusable_entry_is_named_and_retrained(tmp_path, monkeypatch):
+    """A record edited after it was kept, one of another normsys version, damaged weights and a
+    file that is not a record each say what is wrong with them, and the run trains again."""
+    monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path))
+    json_path = tmp_path / "runs" / f"{run_key(CFG)}.json"
+    label = f"ffn_stack/layernorm/bp/s0 d=16 batch_shape=(4, 5, 16) steps=3 (cpu tier, " \
+            f"{CFG.fingerprint()[:8]})"
+
+    def edited(change) -> None:
+        payload = json.loads(json_path.read_text())
+        change(payload)
+        json_path.write_text(json.dumps(payload))
+
+    def resealed(field, value):
+        def change(payload):
+            payload["record"][field] = value
+            payload["sha256"] = cache._digest(payload["record"])
+        return change
+
+    cached_run(CFG, train_with_state)
+    damages = [
+        (lambda p: p["record"].update(wall_time=p["record"]["wall_time"] + 1),
+         "its checksum does not match"),
+        (resealed("version", "0.0.1"), "it belongs to another config or version"),
+        (resealed("fingerprint", "0" * 16), "it belongs to another config or version"),
+        (lambda p: Path(p["record"]["state_path"]).write_bytes(b"garbage"),
+         "its weights are missing or damaged"),
+        (lambda p: p.pop("sha256"), "it cannot be read (KeyError)"),
+    ]
+    for damage, reason in damages:
+        edited(damage)
+        record, said = saying(lambda said: cached_run(CFG, train_with_state, progress=said))
+        assert said.splitlines()[0] == (f"normsys: cache entry {json_path.stem} is unusable "
+                                        f"({reason}): retraining {label}")
+        assert "trained in" in said and record.run_config == CFG
+
+
+def test_a_record_whose_keys_a_tool_reordered_is_the_same_record(tmp_path, monkeypatch):
+    """The checksum is of the record's content, not of the order its keys were written in."""
+    monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path))
+    log = tmp_path / "calls"
+    kept = cached_run(CFG, counting(log))
+    json_path = tmp_path / "runs" / f"{run_key(CFG)}.json"
+    payload = json.loads(json_path.read_text())
+    payload["record"] = dict(reversed(payload["record"].items()))
+    json_path.write_text(json.dumps(payload, indent=1))
+    assert cached_run(CFG, counting(log)).to_json() == kept.to_json() and log.read_text() == "x"
+
+
+def test_the_key_is_the_fingerprint_data_code_norm_and_version_in_that_form():
+    """Every kept run is filed under this form: a change to it orphans every cache."""
+    from normsys import __version__
+    from normsys.norms import register
+
+    code = cache.code_digest()
+    assert run_key(CFG) == f"{CFG.fingerprint()}-c{code}-v{__version__}"
+    assert run_key(CFG, "0123456789abcdef" * 4) == \
+        f"{CFG.fingerprint()}-0123456789abcdef-c{code}-v{__version__}"
+    register("halved-ln-key", lambda d: torch.nn.LayerNorm(d, elementwise_affine=False))
+    try:
+        mine = CFG.override(**{"model.norm": "halved-ln-key"})
+        source = cache.NORMS["halved-ln-key"].source
+        assert source and run_key(mine) == f"{mine.fingerprint()}-c{code}-n{source}-v{__version__}"
+    finally:
+        del cache.NORMS["halved-ln-key"]
+
+
+def test_lookup_reads_a_kept_run_by_its_data_without_training(tmp_path, monkeypatch):
+    monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path))
+    assert cache.lookup(CFG) is None
+    kept = cached_run(CFG, train_with_state)
+    on_data = cached_run(CFG, train_with_state, data="ab" * 32)
+    assert cache.lookup(CFG).to_json() == kept.to_json()
+    assert cache.lookup(CFG, "ab" * 32).to_json() == on_data.to_json()
+    assert cache.lookup(CFG, "cd" * 32) is None
+
+
+def test_runs_found_kept_beside_ones_trained_now_are_said_as_cached(tmp_path, monkeypatch):
+    monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path))
+    other = CFG.override(**{"train.seed": 1})
+    cached_run(CFG, train_with_state)
+    records, said = saying(lambda said: cached_runs(
+        [CFG, other], "", lambda cfgs: [train_with_state(c) for c in cfgs], progress=said))
+    assert [r.run_config for r in records] == [CFG, other]
+    lines = said.splitlines()
+    assert ": cached, trained in " in lines[0] and "/s0 " in lines[0]
+    assert "/s1 " in lines[-1] and ": cached" not in lines[-1]
+    monkeypatch.setenv("NORMSYS_CACHE", "off")
+    _, said = saying(lambda said: cached_run(CFG, train_with_state, progress=said))
+    assert ": trained in " in said and ": cached" not in said
+
+
+@pytest.mark.parametrize("error,says", [
+    (OSError(), "(OSError: -): its record"),
+    (RuntimeError("x" * 200 + "\nsecond line"), f"(RuntimeError: {'x' * 120}): its record"),
+])
+def test_a_store_failure_is_said_in_one_short_line(tmp_path, monkeypatch, error, says):
+    monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path))
+
+    def fails(*args):
+        raise error
+
+    monkeypatch.setattr(cache, "atomic_write_text", fails)
+    _, said = saying(lambda said: cached_run(CFG, train_with_state, progress=said))
+    assert says in said and len(said.splitlines()) == 3  # training, could not keep, trained
+
+
+def test_writable_asks_of_the_runs_folder_where_it_exists(tmp_path, monkeypatch):
+    (tmp_path / "runs").mkdir()
+    monkeypatch.setattr(cache.os, "access", lambda path, mode: Path(path) != tmp_path / "runs")
+    assert not cache.writable(tmp_path)
+    # a folder one may enter and read, not write: asked for writing and entering, it says no
+    monkeypatch.setattr(cache.os, "access", lambda path, mode: not mode & os.W_OK)
+    assert not cache.writable(tmp_path / "new")
+    with pytest.raises(cache.CacheFolderError, match="cannot be created"):
+        cache.check_folder(tmp_path / "new")
+
+
+def test_check_folder_reads_the_environment_when_given_no_folder(tmp_path, monkeypatch):
+    afile = tmp_path / "a-file"
+    afile.write_text("x")
+    monkeypatch.setenv("NORMSYS_CACHE", str(afile))
+    with pytest.raises(cache.CacheFolderError, match="is a file, not a folder"):
+        cache.check_folder()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import shutil
+import struct
 from pathlib import Path
 
 import pytest
@@ -393,3 +394,38 @@ def test_a_missing_vocabulary_is_named(tmp_path, monkeypatch):
     monkeypatch.setenv("NORMSYS_DATA", str(tmp_path))
     with pytest.raises(data.DataMissingError, match=r"^BERT uncased vocabulary: "):
         data.tokenize(["x"], 4)
+
+
+def test_mnist_errors_name_the_data_set_and_what_is_wrong_with_the_file(tmp_path, monkeypatch):
+    monkeypatch.setenv("NORMSYS_DATA", str(tmp_path))
+    with pytest.raises(data.DataMissingError, match=r"^MNIST: .*does not exist"):
+        data.mnist()
+    from normsys.store import file_sha256
+
+    def listed(content: bytes, gzipped: bool = True) -> None:
+        (tmp_path / "mnist").mkdir(exist_ok=True)
+        for name in data.MNIST_FILES.values():
+            if gzipped:
+                with gzip.open(tmp_path / name, "wb") as fh:
+                    fh.write(content)
+            else:
+                (tmp_path / name).write_bytes(content)
+        (tmp_path / "SHA256SUMS").write_text("".join(
+            f"{file_sha256(tmp_path / n)}  {n}\n" for n in data.MNIST_FILES.values()))
+
+    first = tmp_path / data.MNIST_FILES["train_x"]
+    listed(b"not gzip", gzipped=False)
+    with pytest.raises(data.DataCorruptError,
+                       match=rf"^{first} cannot be read as a gzipped IDX file: "):
+        data.mnist()
+    # the right magic and a header of 2 images of 2x2 pixels, but 3 bytes of pixels
+    listed(struct.pack(">iiii", 2051, 2, 2, 2) + b"\x00\x01\x02")
+    with pytest.raises(data.DataCorruptError) as err:
+        data.mnist()
+    assert str(err.value) == f"{first}: 3 bytes of data, header says (2, 2, 2); truncated"
+
+
+def test_mnist_says_what_it_holds(data_env):
+    split = data.mnist()
+    assert split.source == (f"MNIST: {len(split.y_train)} train / {len(split.y_test)} test"
+                            ) == "MNIST: 60000 train / 10000 test"

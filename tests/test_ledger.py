@@ -219,6 +219,9 @@ def test_a_report_row_brings_its_run_settings_and_every_verdict_kind(tmp_path):
     assert entry.verdict == "inconclusive" and entry.data == "sums"
     assert entry.settings == settings and entry.settings_fingerprint == "f00d"
     assert (entry.mean, entry.low, entry.high, entry.statistic) == (2.0, 0.5, 3.5, "s")
+    older = ledger.from_report(report, dict(measured="m", commit="c", normsys="n", torch="t",
+                                            device="d"))  # an importer that knows no data
+    assert older["c-supported", "cpu"].data == ""
     (tmp_path / "bad.json").write_text(json.dumps({"rows": []}))
     with pytest.raises(ledger.LedgerError, match=r"bad.json: neither a claims report "
                                                  r"\(claims.json\) nor a verdict table$"):
@@ -342,6 +345,9 @@ def test_a_ledger_of_another_format_or_with_entries_short_of_fields_is_one_clear
     assert str(err.value) == (f"ledger {path} is format 2; this normsys ({ledger.__version__}) "
                               f"reads format 1: use the normsys version that wrote it, or rewrite "
                               f"it with `pytest claims --claims-update`")
+    path.write_text("[]")  # JSON, but no object: a format this version cannot read either
+    with pytest.raises(ledger.LedgerError, match=r"^ledger .*cpu.json is format None; this"):
+        ledger.read(path)
     short = dataclasses.asdict(entry())
     del short["mean"], short["torch"]
     path.write_text(json.dumps({"claims": {"c": short}}))

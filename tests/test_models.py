@@ -50,10 +50,12 @@ def test_return_hidden_gives_h0_to_hL_with_documented_shapes(family, shape):
     model, x = tiny(family)
     logits, hidden = model(x, return_hidden=True)
     assert len(hidden) == 3 and all(h.shape == shape for h in hidden)
-    name = "blocks.1" if family == "encoder" else "resid.2"  # FA-protocol blocks are branches
-    with capture(model, [name]) as out:
+    # FA-protocol blocks are branches: their hook points resid.0 (the embedding) to resid.L
+    names = ["blocks.1"] if family == "encoder" else [f"resid.{l}" for l in range(3)]
+    with capture(model, names) as out:
         model(x)
-    assert torch.equal(out[name], hidden[2])
+    for name in names:
+        assert torch.equal(out[name], hidden[int(name[-1]) + (family == "encoder")])
 
 
 def test_fa_protocol_models_add_the_residual_in_the_caller():

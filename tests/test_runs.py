@@ -54,14 +54,16 @@ def test_cost_counts_cached_runs_and_the_training_the_others_took(cache, session
     (cache / "runs" / f"{run_key(SEEDS[2])}.json").unlink()
     index = cache / "claims" / "c-x-cpu.json"
     body = json.loads(index.read_text())
-    body["runs"][2]["seconds"] = 90.0
+    body["runs"][2]["seconds"] = 600.0
     body["runs"][1]["seconds"] = None  # never timed: counts nothing
     index.write_text(json.dumps(body))
     assert runs.cost("c-x", "cpu") == \
-        "3 runs (2 cached; the others ~1.5 min of training as last timed)"
+        "3 runs (2 cached; the others ~10.0 min of training as last timed)"
     (cache / "runs" / f"{run_key(SEEDS[1])}.json").unlink()
+    body["runs"][2]["seconds"] = 62.5  # 1.04 min; a second more for the untimed run is 1.06
+    index.write_text(json.dumps(body))
     assert runs.cost("c-x", "cpu") == \
-        "3 runs (1 cached; the others ~1.5 min of training as last timed)"
+        "3 runs (1 cached; the others ~1.0 min of training as last timed)"
     index.write_text("{}")
     assert runs.cost("c-x", "cpu") == "runs: not known (its index cannot be read)"
 
@@ -278,3 +280,25 @@ def test_train_dry_run_states_the_recorded_training_time(capsys):
     assert capsys.readouterr().err == f"training: ~{seconds:.0f} s as recorded on {device}\n"
     assert main(["train", "--model", "encoder", "--set", "train.lr=3e-4", "--dry-run"]) == 0
     assert capsys.readouterr().err == "training: time not recorded for this config\n"
+
+
+def test_each_data_setting_is_loaded_once_and_only_the_last_few_are_kept(session):
+    shapes = [(2, 3, 8), (2, 4, 8), (2, 5, 8), (2, 6, 8), (2, 7, 8), (2, 3, 8)]
+    cfgs = [SMALL.override(**{"data.batch_shape": s}) for s in shapes]
+    first = session.task_of(cfgs[0])
+    assert session.task_of(cfgs[0]) is first and first.shape == (2, 3, 8)
+    for cfg, shape in zip(cfgs[1:5], shapes[1:5], strict=True):
+        assert session.task_of(cfg).shape == shape  # each setting its own data
+    assert len(session.tasks) == runs.KEEP_TASKS  # the first setting made room for the fifth
+    assert session.task_of(cfgs[5]) is not first and len(session.tasks) == runs.KEEP_TASKS
+
+
+def test_float_inputs_are_features_not_token_ids(session):
+    from normsys.tasks import Classify
+
+    x, y = torch.full((4, 8), 300.0), torch.tensor([0, 1, 0, 1])
+    cfg = preset("mlp", **{"model.in_dim": 8, "model.vocab": 2})
+    runs.fits(cfg, Classify(x, y, x, y))  # no vocabulary to check
+    with pytest.raises(ValueError, match=r"^model.vocab=2: the mnist data holds token ids up "
+                                         r"to 300; set model.vocab >= 301$"):
+        runs.fits(cfg, Classify(x.long(), y, x.long(), y))

@@ -111,6 +111,10 @@ def test_classification_by_steps_runs_past_an_epoch_and_stops_at_the_step_count(
     batches = list(Classify(x, y, x, y).batches(cfg, torch.Generator().manual_seed(0)))
     assert len(batches) == 7 and Classify(x, y, x, y).steps(cfg) == 7
     assert [e for e, _, _ in batches] == [0, 0, 0, 1, 1, 1, 2]
+    # a step count far past the data: one batch an epoch, 500 epochs, none cut short
+    cfg = CLS.override(**{"train.steps": 500})
+    epochs = [e for e, _, _ in Classify(x[:3], y[:3], x, y).batches(cfg, torch.Generator())]
+    assert epochs == list(range(500))
 
 
 def test_classification_probes_the_first_training_rows():
@@ -202,3 +206,12 @@ def test_a_language_model_moved_to_a_device_keeps_its_data_and_digest(data_env):
     assert moved.digest == task.digest and len(moved.digest) == 64
     assert torch.equal(moved.train_ids, task.train_ids) and torch.equal(moved.val_ids, task.val_ids)
     assert moved.source == task.source
+
+
+def test_a_classification_task_moved_to_a_device_keeps_its_data_source_and_digest():
+    x, y = numbered(10)
+    task = Classify(x, y, x[:4], y[:4], "ten numbers", "d" * 64)
+    moved = task.to(torch.device("cpu"))
+    assert (moved.source, moved.digest) == ("ten numbers", "d" * 64)
+    assert all(torch.equal(getattr(moved, k), getattr(task, k))
+               for k in ("x_train", "y_train", "x_test", "y_test"))

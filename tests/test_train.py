@@ -302,6 +302,24 @@ def test_snapshots_are_the_weights_a_shorter_run_ends_with(data_env, tmp_path, m
         preset("resmlp", **{"train.snapshots": ()}).fingerprint()
 
 
+def test_a_stream_of_fresh_batches_is_one_epoch_whose_snapshot_is_the_last_weights(tmp_path,
+                                                                                 monkeypatch):
+    """Random data trained by steps is one epoch: every batch is of epoch 0, as a data set's
+    first epoch, so the weights kept after epoch 1 are the ones the run ends with."""
+    from normsys.record import trained_model
+    from normsys.runs import Runs
+    from normsys.tasks import make_task
+
+    cfg = preset("ffn_stack", **{"model.d": 16, "model.n_out": 16, "data.batch_shape": (4, 3, 16),
+                                 "train.steps": 5, "train.snapshots": (1,)})
+    epochs = [epoch for epoch, _, _ in make_task(cfg).batches(cfg, torch.Generator())]
+    assert epochs == [0] * 5
+    monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path))
+    record = Runs().run(cfg)
+    at_1, final = trained_model(record, epoch=1).state_dict(), trained_model(record).state_dict()
+    assert all(torch.equal(at_1[k], final[k]) for k in final)
+
+
 def test_fit_hands_the_run_its_step_count_read_cadence_and_progress_bar(no_cache, monkeypatch):
     """What the loop is told: the task's step count (compile_mode decides from it on CUDA; the
     bar counts it), the caller's read_every, and a bar named after the run (one seed or several)."""

@@ -117,14 +117,14 @@ def test_tanh_mlp(residual):
     torch.testing.assert_close(model(x), h, **EXACT)
 
 
-@pytest.mark.parametrize("residual", [False, True])
-def test_ffn_stack(residual):
-    """4 x [pre-LN] Linear(d, 4d) -> GELU -> Linear(4d, d) [+ residual]."""
-    model = randomized("ffn_stack", d=6, layers=4, residual=residual, placement="pre")
+@pytest.mark.parametrize("residual,act", [(False, "gelu"), (True, "gelu"), (True, "tanh")])
+def test_ffn_stack(residual, act):
+    """4 x [pre-LN] Linear(d, 4d) -> GELU (or the configured act) -> Linear(4d, d) [+ residual]."""
+    model = randomized("ffn_stack", d=6, layers=4, residual=residual, placement="pre", act=act)
     x = torch.randn(2, 3, 6, dtype=torch.float64)
     h = x
     for b in model.blocks:
-        out = mlp2(b.mlp, ln(b.norm, h))
+        out = mlp2(b.mlp, ln(b.norm, h), {"gelu": F.gelu, "tanh": torch.tanh}[act])
         h = h + out if residual else out
     torch.testing.assert_close(model(x), h, **EXACT)
 
