@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import re
 import textwrap
 
 import pytest
@@ -89,6 +90,47 @@ USER_NORMS = textwrap.dedent('''
 
         def forward(self, x):
             return x * 0 + self.bias
+
+
+    # layers that pass the check at registration ((4, 8, 64) float32) and fail on another input
+    class TupleIn2D(nn.Module):
+        def __init__(self, d):
+            super().__init__()
+
+        def forward(self, x):
+            return (x,) if x.dim() == 2 else x
+
+
+    class NaNIn2D(nn.Module):
+        def __init__(self, d):
+            super().__init__()
+
+        def forward(self, x):
+            return x * float("nan") if x.dim() == 2 else x
+
+
+    class DetachedInBF16(nn.Module):
+        def __init__(self, d):
+            super().__init__()
+
+        def forward(self, x):
+            return torch.ones_like(x) if x.dtype == torch.bfloat16 else x
+
+
+    class ComplexInBF16(nn.Module):
+        def __init__(self, d):
+            super().__init__()
+
+        def forward(self, x):
+            return x.to(torch.complex64) if x.dtype == torch.bfloat16 else x
+
+
+    class Tiny(nn.Module):  # a small gradient is still a gradient
+        def __init__(self, d):
+            super().__init__()
+
+        def forward(self, x):
+            return x * 1e-6
 ''')
 # small versions of each experiment: the same code path, seconds instead of minutes
 TINY = {"encoder": {"data.n_train": 64, "data.n_test": 16, "model.seq_len": 32, "model.d": 32,
@@ -121,7 +163,16 @@ def user_file(tmp_path, monkeypatch):
     ("ThreeD", "threed: on the tanh_mlp family's (4, 64) float32 input: its forward pass failed: "
                "ValueError: not enough values to unpack"),
     ("Constant", "constant: on the encoder family's (4, 8, 64) float32 input: passes no finite, "
-                 "non-zero gradient to its input"),
+                 "non-zero gradient to its input (its output does not depend on it)"),
+    ("TupleIn2D", "tuplein2d: on the tanh_mlp family's (4, 64) float32 input: maps it to tuple; a "
+                  "norm must keep the shape (..., d)"),
+    ("NaNIn2D", "nanin2d: on the tanh_mlp family's (4, 64) float32 input: gives non-finite outputs "
+                "(NaN or inf)"),
+    ("DetachedInBF16", "detachedinbf16: on the encoder family's (4, 8, 64) bfloat16 input: passes "
+                       "no finite, non-zero gradient to its input (its output does not depend on "
+                       "it)"),
+    ("ComplexInBF16", "complexinbf16: on the encoder family's (4, 8, 64) bfloat16 input: its output "
+                      "does not feed the next layer: RuntimeError: "),
 ])
 def test_a_bad_norm_exits_2_naming_the_problem_before_anything_trains(user_file, tmp_path,
                                                                        capsys, spec, expected):
@@ -698,7 +749,8 @@ def test_a_value_beyond_every_builtin_kinds_is_flagged_out_of_range_not_green(tm
     built-in scorecard; a user's row outside it is flagged, a built-in row never."""
     body = {"norms": {"layernorm": {"level": {"values": [0.9, 0.95, float("nan")]},
                                     "vs_none": {"verdict": "n/a"}},
-                      "none": {"level": {"values": [0.1, 0.2, 0.15]}}}}
+                      "none": {"level": {"values": [0.1, 0.2, 0.15]}},
+                      "l2": {"level": {"values": [0.5, 0.6]}}}}  # the lowest is not the last
     (tmp_path / "scorecard-builtin-cpu.json").write_text(json.dumps(body))
     reach = scorecard.builtin_reach("cpu", tmp_path)
     assert reach == {"level": (0.1, 0.95)} and scorecard.builtin_reach("paper", tmp_path) == {}
@@ -766,7 +818,7 @@ def test_one_worker_trains_here_on_one_thread(monkeypatch, tmp_path):
 def test_layers_that_work_pass_the_check_on_every_family_and_dtype(user_file):
     """torch's LayerNorm under another name and the identity pass on every input the families
     feed (2-D MLPs, 3-D sequences; float32 and bfloat16 autocast)."""
-    names = [scorecard.load(f"{user_file}:LNWrap", "wrap"), scorecard.load(f"{user_file}:Same", "same")]
+    names = [scorecard.load(f"{user_file}:{cls}", cls.lower()) for cls in ("LNWrap", "Same", "Tiny")]
     plan = scorecard.plan(names + ["layernorm"])
     families = {cfg.model.family for (_, norm), seeds in plan.cells.items() if norm in names
                 for cfg in seeds[0]}
@@ -835,3 +887,100 @@ def test_ctrl_c_stops_every_worker_at_the_first_press_with_one_line(tmp_path):
                               text=True).stdout
         pytest.fail(f"processes left after Ctrl-C:\n{left}")
     assert not (tmp_path / "out").exists()
+
+
+def test_the_check_feeds_a_kind_the_inputs_of_its_own_cells(user_file):
+    """A plan of the user's kind alone: its cells' families are the ones checked."""
+    name = scorecard.load(f"{user_file}:DetachedInBF16", "detached")
+    plan = scorecard.plan([name], statistics=PARTS[:1])
+    assert {norm for _, norm in plan.cells} == {name}
+    with pytest.raises(ValueError, match=r"^detached: on the ffn_stack family's \(4, 8, 4\) "
+                                         r"bfloat16 input: passes no finite"):
+        scorecard.check_layers(plan, [name])
+
+
+def test_a_mean_on_the_edge_of_the_builtin_range_is_inside_it():
+    plan, _ = judged()
+    norm_of = lambda c: "mine" if c.model.d == 5 else c.model.norm  # noqa: E731
+    records = {c: made(c, VALUES[norm_of(c), c.train.seed]) for c in plan.configs}
+    mean = scorecard.judge(plan, records, PARTS)["mine"]["level"]["mean"]
+    for span in ((mean, 0.5), (0.1, mean), (0.1, 0.5)):
+        cell = scorecard.judge(plan, records, PARTS, reach={"level": span})["mine"]["level"]
+        assert "out_of_range" not in cell, span
+
+
+def test_estimate_looks_each_run_and_its_twin_up_on_the_runs_data(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from normsys.cache import cached_runs
+    from normsys.train import train_with_state
+
+    monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path))
+    runs, digest = Runs(), "d" * 64
+    monkeypatch.setattr(runs, "task_of", lambda cfg: SimpleNamespace(digest=digest))
+    plan = scorecard.plan(["rmsnorm", "l2"], statistics=PARTS[:1])
+    cached = plan.cells["level", "rmsnorm"][0][0]
+    twin = plan.cells["level", "l2"][1][0].override(**{"model.norm": "layernorm"})
+    for cfg in (cached, twin):  # kept under the data digest only
+        cached_runs([cfg], digest, lambda cfgs: [train_with_state(c) for c in cfgs])
+    rows, _, unknown = scorecard.estimate(plan, runs)
+    said = {(c.model.norm, c.train.seed): how for c, how in rows}
+    assert said["rmsnorm", 0] == "cached"
+    assert said["l2", 1].endswith(" s (its LayerNorm run's time)") and unknown == 3
+
+
+def test_shade_colours_a_judged_row_by_verdict_and_a_reference_row_grey():
+    assert scorecard.shade({"verdict": "n/a"}, True) == scorecard.shade({"verdict": "n/a"},
+                                                                          False) == "n/a"
+    assert scorecard.shade({"verdict": "refuted"}, False) == "reference"
+    assert scorecard.shade({"verdict": "refuted"}, True) == "refuted"
+    assert scorecard.shade({"verdict": "supported", "out_of_range": [0, 1]}, True) == "out of range"
+    assert set(scorecard.COLOURS) == {"reference", "n/a", "refuted", "inconclusive", "supported",
+                                      "out of range"}
+
+
+def test_the_title_names_the_judged_rows_or_the_built_in_kinds():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    _, table = judged()
+    table = {**table, "none": table["layernorm"]}
+    titles = []
+    for subjects in ({"mine", "none"}, None):
+        fig = plt.figure()
+        scorecard.draw(fig, table, PARTS, subjects=subjects)
+        titles.append(fig.axes[0].get_title())
+        plt.close(fig)
+    rule = ", judged by each norm-generic claim's rule"
+    assert titles == [f"Scorecard: mine, none{rule}", f"Scorecard: the built-in kinds{rule}"]
+    assert fig.axes[0].get_xlabel().endswith(
+        "grey reference or n/a; + supported, x refuted, ? inconclusive")
+
+
+def test_the_written_figure_judges_the_rows_it_is_given(tmp_path, monkeypatch):
+    _, table = judged()
+    drawn = []
+    real = scorecard.draw
+    monkeypatch.setattr(scorecard, "draw", lambda *args: drawn.append(args[3]) or real(*args))
+    prov = {"tier": "cpu", "device": "d", "commit": "c"}
+    scorecard.write(tmp_path, table, prov, PARTS, subjects={"mine"})
+    scorecard.write(tmp_path, table, prov, PARTS)
+    assert drawn == [{"mine"}, None]
+
+
+def test_worker_processes_train_the_plan_on_their_share_of_the_cores(tmp_path, monkeypatch,
+                                                                     capfd):
+    """Two workers on eight cores: four threads each; every run comes back, kept in the cache,
+    and the runs done are counted across the workers."""
+    monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path))
+    monkeypatch.setattr(scorecard.os, "cpu_count", lambda: 8)
+    plan = scorecard.plan(["rmsnorm"], statistics=PARTS[:1])
+    got = scorecard.fetch(plan, [], workers=2, runs=Runs())
+    assert sorted(got, key=plan.configs.index) == plan.configs
+    assert all(record.run_config == cfg for cfg, record in got.items())
+    assert {record.env["threads"] for record in got.values()} == {"4"}
+    assert all(Runs().run(cfg).to_json() == record.to_json() for cfg, record in got.items())
+    err = capfd.readouterr().err
+    assert sorted(int(n) for n in re.findall(r"\[(\d+) runs done\]", err)) == [1, 2, 3]
