@@ -107,6 +107,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     sc.add_argument("--workers", type=int, default=None,
                     help="training processes, >= 1 (default: one per core on the CPU, one on a "
                          "GPU); with 1 it trains here, on one thread")
+    sc.add_argument("--ray", default="", metavar="ADDRESS",
+                    help="train on a Ray cluster instead: `local`, `auto` ($RAY_ADDRESS), "
+                         "HOST:PORT or ray://HOST:PORT (pip install -e \".[ray]\")")
     sc.add_argument("--allow-cpu-paper", action="store_true",
                     help="run the paper tier without a GPU (hours of training)")
     sc.add_argument("--dry-run", action="store_true",
@@ -121,7 +124,8 @@ def score(args: argparse.Namespace) -> str:
         raise UsageError("scorecard: give a norm (e.g. mynorm.py:MyNorm) or --builtin")
     if args.name and len(args.name) != len(args.norms):
         raise UsageError(f"scorecard: {len(args.name)} --name for {len(args.norms)} norms")
-    if args.tier == "paper" and not torch.cuda.is_available() and not args.allow_cpu_paper:
+    if args.tier == "paper" and not torch.cuda.is_available() and not args.allow_cpu_paper \
+            and not args.ray:
         raise UsageError("scorecard --tier paper: no CUDA device here, and the paper tier on the "
                          "CPU takes hours (and the full data); add --allow-cpu-paper to run it "
                          "anyway")
@@ -143,15 +147,38 @@ def score(args: argparse.Namespace) -> str:
                           f"{seconds / 60:.1f} min of training on one core"
                           + (f" plus {unknown} not timed yet" if unknown else ""), *lines])
     check_folder()
-    cuda = torch.cuda.is_available() and args.tier == "paper"
-    workers = args.workers or (1 if cuda else min(os.cpu_count() or 1, len(plan.configs)))
-    if workers == 1 and not cuda:
-        torch.set_num_threads(1)  # as each worker process trains, and as the claims' runs did
-    records = scorecard.fetch(plan, specs, workers, Runs(Progress(os.dup(2))))
+    if args.ray:
+        records = on_cluster(args, plan, specs)
+    else:
+        cuda = torch.cuda.is_available() and args.tier == "paper"
+        workers = args.workers or (1 if cuda else min(os.cpu_count() or 1, len(plan.configs)))
+        if workers == 1 and not cuda:
+            torch.set_num_threads(1)  # as each worker process trains, and as the claims' runs did
+        records = scorecard.fetch(plan, specs, workers, Runs(Progress(os.dup(2))))
     table = scorecard.judge(plan, records, reach=scorecard.builtin_reach(args.tier))
     paths = scorecard.write(args.out, table, scorecard.provenance(args.tier, specs),
                             subjects=set(names) or None)
     return f"{scorecard.as_text(table)}\n\nwritten: {', '.join(map(str, paths))}"
+
+
+def on_cluster(args: argparse.Namespace, plan: scorecard.Plan, specs: list[tuple[str, str]]):
+    """The plan's runs trained on the Ray cluster at ``args.ray`` (all submitted at once,
+    longest first), kept in the local run cache."""
+    from normsys.cluster import Cluster, ClusterError
+
+    try:
+        cluster = Cluster(args.ray, specs=[(scorecard.absolute(s), n) for s, n in specs])
+    except ClusterError as err:
+        raise UsageError(f"--ray: {err}") from None
+    try:
+        if args.tier == "paper" and not cluster.cuda and not args.allow_cpu_paper:
+            raise UsageError(f"scorecard --tier paper --ray {args.ray}: the cluster has no GPU; "
+                             f"add --allow-cpu-paper to train the paper tier on its CPUs")
+        runs = Runs(Progress(os.dup(2)), trainer=cluster)
+        runs.plan(plan.configs)
+        return scorecard.fetch(plan, specs, 1, runs)
+    finally:
+        cluster.close()
 
 
 def compare(args: argparse.Namespace) -> str:

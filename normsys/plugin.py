@@ -46,6 +46,7 @@ TERMINAL = pytest.StashKey[int]()
 LEDGERS = pytest.StashKey["Ledgers"]()
 FETCHED = pytest.StashKey[list]()  # a claim item's run configs, as its test fetches them
 RUNS = pytest.StashKey["Runs"]()  # the session's runs (normsys.runs.Runs): one per process
+CLUSTER = pytest.StashKey["Cluster"]()  # --claims-ray: the Ray cluster its runs train on
 COUNTER_ENV = "NORMSYS_RUN_COUNTER"
 STALE_OUTPUT = "normsys_stale_ledger_entries"  # what an xdist worker found, for the controller
 DEFAULT_REPORT_DIR = "claims-report"
@@ -336,6 +337,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="fail claims the ledger does not hold (CI)")
     group.addoption("--claims-ledger", default="",
                     help="folder of the verdict ledger (default: claims/ledger/ under the rootdir)")
+    group.addoption("--claims-ray", default="", metavar="ADDRESS",
+                    help="train the runs the cache lacks on a Ray cluster: `local` starts one "
+                         "here, `auto` joins the running one ($RAY_ADDRESS), HOST:PORT or "
+                         "ray://HOST:PORT names one (pip install -e \".[ray]\")")
+    group.addoption("--claims-ray-gpus", type=float, default=0.25, metavar="FRACTION",
+                    help="on a cluster with GPUs, the fraction of a GPU each run (or group of "
+                         "stacked seeds) asks for (default 0.25: four share a GPU)")
+    group.addoption("--claims-ray-cpus", type=int, default=1, metavar="N",
+                    help="on a cluster without GPUs, the CPUs (torch threads) each run asks "
+                         "for (default 1)")
 
 
 MARKERS = (
@@ -372,7 +383,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[LEDGERS] = Ledgers(config)
     from normsys.runs import Runs  # torch and the training path: not before a session needs them
 
-    config.stash[RUNS] = Runs()
+    config.stash[RUNS] = Runs(trainer=_cluster(config))
     config.pluginmanager.register(ClaimsSession(config), "normsys-claims-session")
     # the terminal, before pytest captures it: progress lines of training runs go there
     config.stash[TERMINAL] = os.dup(2)
@@ -383,6 +394,31 @@ def pytest_configure(config: pytest.Config) -> None:
         os.close(fd)
         os.environ[COUNTER_ENV] = counter
     workers.share_the_machine()
+
+
+def _cluster(config: pytest.Config):
+    """The Ray cluster of --claims-ray (connected before anything trains), or None."""
+    opt = config.option
+    if not opt.claims_ray or opt.claims_list or hasattr(config, "workerinput"):
+        return None
+    if getattr(opt, "numprocesses", None):
+        raise pytest.UsageError("--claims-ray trains the runs on the cluster: run the claims in "
+                                "one process (without -n)")
+    if opt.claims_ray_gpus < 0 or opt.claims_ray_cpus < 1:
+        raise pytest.UsageError(f"--claims-ray-gpus {opt.claims_ray_gpus} / --claims-ray-cpus "
+                                f"{opt.claims_ray_cpus}: a fraction of a GPU >= 0 and >= 1 CPU")
+    from normsys.cluster import Cluster, ClusterError
+
+    try:
+        config.stash[CLUSTER] = Cluster(opt.claims_ray, opt.claims_ray_gpus, opt.claims_ray_cpus)
+    except ClusterError as err:
+        raise pytest.UsageError(f"--claims-ray: {err}") from None
+    return config.stash[CLUSTER]
+
+
+def cluster_has_gpus(config: pytest.Config) -> bool:
+    """Whether --claims-ray trains on a cluster with GPUs (where the GPU claims can run)."""
+    return CLUSTER in config.stash and config.stash[CLUSTER].cuda
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -471,6 +507,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    if CLUSTER in config.stash:
+        config.stash[CLUSTER].close()
     if not hasattr(config, "workerinput") and (counter := os.environ.pop(COUNTER_ENV, None)):
         for path in (counter, counter + ".lock"):
             if os.path.exists(path):
@@ -589,10 +627,32 @@ class ClaimsSession:
         self.config = config
         self.results: dict[str, ClaimResult] = {}
 
+    def submit(self, items: list[pytest.Item]) -> None:
+        """--claims-ray: every run the selected claims fetched when they last ran with this cache
+        (their indexes, normsys.runs.planned) that the cache lacks starts on the cluster now,
+        longest first; a claim with no index yet submits its runs as it asks for them."""
+        from normsys.runs import planned
+
+        cfgs = []
+        for item in items:
+            if (marker := claim_marker(item)) is not None and not item.get_closest_marker("skip"):
+                cfgs += planned(claim_id(item, marker), claim_tier(item))
+        runs = self.config.stash[RUNS]
+        try:
+            handed = runs.plan(cfgs)
+        except (DataError, ValueError) as err:  # said again by the claim that needs the run
+            runs.progress.note(f"nothing submitted ahead ({err})")
+            return
+        runs.progress.note(f"Ray cluster {self.config.option.claims_ray}: {handed} runs "
+                           f"submitted, longest first (of the {len(set(cfgs))} the claims' "
+                           f"indexes name; the rest are cached)")
+
     @pytest.hookimpl(trylast=True)  # after -k and -m deselect and the gpu skips: what runs
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         """--claims-max-seeds below a claim's first look would be ignored for it: an error."""
         opt = self.config.option
+        if CLUSTER in self.config.stash:
+            self.submit(items)
         if opt.claims_max_seeds is None:
             return
         for item in items:
@@ -604,6 +664,11 @@ class ClaimsSession:
                 raise pytest.UsageError(f"--claims-max-seeds {opt.claims_max_seeds}: below the "
                                         f"first look of {claim_id(item, marker)} [{tier}], "
                                         f"{first} seeds; give at least {first}")
+
+    def pytest_keyboard_interrupt(self, excinfo) -> None:
+        """Ctrl-C: the cluster's tasks are cancelled; the cache keeps only whole runs."""
+        if CLUSTER in self.config.stash:
+            self.config.stash[CLUSTER].cancel()
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         for key, value in report.user_properties:

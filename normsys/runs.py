@@ -5,7 +5,10 @@ A ``Runs`` object holds what one session fetched. ``run(config)`` is one record;
 seed-stacked model (normsys.batched), and on any device trains first the runs (or seed groups) no
 other pytest-xdist worker holds, leaving for last the ones another worker is training, so that
 workers needing the same runs share them out instead of queueing. Records fetched once are kept
-for the rest of the session, and the data of each data setting is loaded once.
+for the rest of the session, and the data of each data setting is loaded once. A ``trainer``
+(normsys.cluster: a Ray cluster) trains the runs elsewhere instead: ``plan`` and ``runs`` hand it
+every missing run first, so that they train at once, and the records it returns are kept in the
+run cache as the ones trained here.
 
 What a claim needs is known once it has run: ``recording()`` collects the runs fetched inside
 it, and ``write_index`` keeps them in the cache folder (``claims/<id>-<tier>.json``: each run's
@@ -20,17 +23,29 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Protocol
 
 from normsys.batched import check_batchable
-from normsys.cache import cached_runs, run_key
+from normsys.cache import cached_runs, lookup, run_key
 from normsys.config import RunConfig
 from normsys.norms import NORMS
 from normsys.progress import SILENT, Progress
 from normsys.record import RunRecord
-from normsys.runtimes import recorded_cost
+from normsys.runtimes import recorded_cost, run_seconds
 from normsys.store import atomic_write_text, cache_root
 from normsys.tasks import Classify, LanguageModel, Task, make_task
 from normsys.train import fit, resolve_device
+
+
+class Trainer(Protocol):
+    """Where runs train when not in this process (normsys.cluster.Cluster: a Ray cluster)."""
+
+    cuda: bool  # whether its runs train on CUDA (seeds stack)
+
+    def submit(self, cfgs: list[RunConfig], task: Task) -> None: ...
+
+    def train(self, cfgs: list[RunConfig], task: Task) -> list[tuple[RunRecord, dict | None]]: ...
+
 
 KEEP_TASKS = 4  # MNIST is ~190 MB as float tensors: keep the last few data settings only
 
@@ -40,8 +55,9 @@ class Runs:
     data setting loaded once, and the recordings open (what the claims running now fetched).
     The claims plugin keeps one per pytest session, the command line one per command."""
 
-    def __init__(self, progress: Progress = SILENT):
+    def __init__(self, progress: Progress = SILENT, trainer: Trainer | None = None):
         self.progress = progress
+        self.trainer = trainer  # None: train in this process (normsys.train.fit)
         self.records: dict[RunConfig, RunRecord] = {}
         self.digests: dict[RunConfig, str] = {}  # the data digest of each run fetched
         self.tasks: dict[tuple, Task] = {}  # loaded data, by the fields make_task reads
@@ -70,7 +86,8 @@ class Runs:
     def runs(self, cfgs: list[RunConfig]) -> list[RunRecord]:
         """Records of several configs (see the module doc for how they are trained): first every
         group of runs nobody else holds is trained or read, then the others are waited for."""
-        groups = seed_groups(list(dict.fromkeys(cfgs)))
+        groups = seed_groups(list(dict.fromkeys(cfgs)), self._cuda())
+        self.submit(groups)
         for group in groups:
             self._fetch(group, wait=False)
         for group in groups:
@@ -85,13 +102,38 @@ class Runs:
         missing = [c for c in group if c not in self.records]
         if missing:
             task = self.task_of(missing[0])
-            found = cached_runs(missing, task.digest, lambda todo: fit(todo, task), wait,
+            train = fit if self.trainer is None else self.trainer.train
+            found = cached_runs(missing, task.digest, lambda todo: train(todo, task), wait,
                                 self.progress)
             if found is None:
                 return False
             self.records.update(zip(missing, found, strict=True))
             self.digests.update(dict.fromkeys(missing, task.digest))
         return True
+
+    def _cuda(self) -> bool | None:
+        return None if self.trainer is None else self.trainer.cuda
+
+    def submit(self, groups: list[list[RunConfig]]) -> int:
+        """Hand the trainer the runs of ``groups`` that neither this session nor the run cache
+        holds, to start before anyone asks for them (a trainer that runs elsewhere: a Ray
+        cluster); how many were handed (none without a trainer)."""
+        if self.trainer is None:
+            return 0
+        handed = 0
+        for group in groups:
+            task = self.task_of(group[0])
+            missing = [c for c in group if c not in self.records and lookup(c, task.digest) is None]
+            if missing:
+                self.trainer.submit(missing, task)
+                handed += len(missing)
+        return handed
+
+    def plan(self, cfgs: list[RunConfig]) -> int:
+        """Submit ``cfgs`` (what the selected claims need, ``planned``), longest first as the
+        tier's run times record them, grouped as they train (``seed_groups``)."""
+        groups = seed_groups(list(dict.fromkeys(cfgs)), self._cuda())
+        return self.submit(sorted(groups, key=lambda g: -sum(expected_seconds(c) for c in g)))
 
     @contextmanager
     def recording(self) -> Iterator[list[RunConfig]]:
@@ -139,11 +181,14 @@ def fits(cfg: RunConfig, task: Task) -> None:
                          f"{top - 1}; set model.vocab >= {top}")
 
 
-def seed_groups(cfgs: list[RunConfig]) -> list[list[RunConfig]]:
+def seed_groups(cfgs: list[RunConfig], cuda: bool | None = None) -> list[list[RunConfig]]:
     """What trains together: on CUDA the seeds of each configuration that stack (one
     seed-stacked model, normsys.batched), in the order first asked; else each run alone (the
-    CPU, where one run a core is faster, and a registered norm, which knows no stacked form)."""
-    if not cfgs or resolve_device(cfgs[0].train.device).type != "cuda":
+    CPU, where one run a core is faster, and a registered norm, which knows no stacked form).
+    ``cuda``: whether the runs train on CUDA (None: as the config's device resolves here)."""
+    if cuda is None:
+        cuda = bool(cfgs) and resolve_device(cfgs[0].train.device).type == "cuda"
+    if not cfgs or not cuda:
         return [[c] for c in cfgs]
     by_config: dict[RunConfig, list[RunConfig]] = {}
     for c in cfgs:
@@ -170,6 +215,22 @@ def _stacks(group: list[RunConfig]) -> bool:
 
 
 # ----------------------------------------------------------------------------- what claims need
+
+
+def planned(claim: str, tier: str) -> list[RunConfig]:
+    """The runs ``claim`` at ``tier`` fetched the last time it ran with this cache (its index),
+    [] where none is kept or readable."""
+    path = index_path(claim, tier)
+    try:
+        return [RunConfig.from_dict(r["config"]) for r in json.loads(path.read_text())["runs"]]
+    except (AttributeError, OSError, ValueError, KeyError, TypeError):
+        return []
+
+
+def expected_seconds(cfg: RunConfig) -> float:
+    """What a run of ``cfg`` took as the tier's run times record (0 where unknown)."""
+    recorded = run_seconds(cfg)
+    return 0.0 if recorded is None else recorded[0]
 
 
 def index_path(claim: str, tier: str) -> Path | None:

@@ -29,6 +29,7 @@ LAYERS = [
     {"runs"},
     {"bench", "experiments", "figures", "ledger", "report", "testing"},
     {"scorecard"},
+    {"cluster"},
     {"plugin", "__main__"},
 ]
 LAYER = {name: i for i, layer in enumerate(LAYERS) for name in layer}

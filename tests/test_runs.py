@@ -302,3 +302,51 @@ def test_float_inputs_are_features_not_token_ids(session):
     with pytest.raises(ValueError, match=r"^model.vocab=2: the mnist data holds token ids up "
                                          r"to 300; set model.vocab >= 301$"):
         runs.fits(cfg, Classify(x.long(), y, x.long(), y))
+
+
+class Elsewhere:
+    """A trainer in another place (normsys.cluster's shape), training here, saying what it got."""
+
+    def __init__(self, cuda: bool = False):
+        self.cuda, self.calls = cuda, []
+
+    def submit(self, cfgs, task):
+        self.calls.append(("submit", cfgs))
+
+    def train(self, cfgs, task):
+        self.calls.append(("train", cfgs))
+        return [train_with_state(c) for c in cfgs]
+
+
+@pytest.mark.parametrize("cuda", [False, True])
+def test_a_trainer_elsewhere_gets_every_missing_run_before_the_first_is_awaited(cache, cuda):
+    trainer = Elsewhere(cuda)
+    session = runs.Runs(trainer=trainer)
+    session.run(SEEDS[0])
+    trainer.calls.clear()
+    assert [r.run_config for r in session.runs(SEEDS)] == SEEDS
+    groups = [SEEDS[1:]] if cuda else [[SEEDS[1]], [SEEDS[2]]]  # seeds stack on its CUDA
+    assert trainer.calls == [("submit", g) for g in groups] + [("train", g) for g in groups]
+
+
+def test_a_plan_submits_the_longest_runs_first_and_none_the_cache_holds(cache, monkeypatch):
+    trainer = Elsewhere()
+    session = runs.Runs(trainer=trainer)
+    session.run(SEEDS[0])
+    trainer.calls.clear()
+    seconds = {SEEDS[1].fingerprint(): 5.0, SEEDS[2].fingerprint(): 50.0}
+    monkeypatch.setattr(runs, "run_seconds", lambda c: (seconds[c.fingerprint()], "box")
+                        if c.fingerprint() in seconds else None)
+    assert session.plan(SEEDS) == 2
+    assert trainer.calls == [("submit", [SEEDS[2]]), ("submit", [SEEDS[1]])]
+    assert runs.Runs().plan(SEEDS) == 0  # no trainer: nothing to hand
+
+
+def test_the_runs_a_claim_fetched_last_are_its_plan(cache, session):
+    assert runs.planned("c-x", "cpu") == []
+    with session.recording() as fetched:
+        session.runs(SEEDS)
+    session.write_index("c-x", "cpu", fetched)
+    assert runs.planned("c-x", "cpu") == SEEDS
+    (cache / "claims" / "c-x-cpu.json").write_text("{}")
+    assert runs.planned("c-x", "cpu") == []

@@ -80,10 +80,13 @@ def table(results: dict) -> str:
                   f"{b['extra_info'].get('seeds', 1)} |" for b in sorted(
                       results["benchmarks"], key=lambda b: b["name"])
                   if "tokens_per_s" in b.get("extra_info", {})]
+        steps = _cpu_steps(results)
         return "\n\n".join([f"**{info.get('device')}** ({cpu}; torch {info.get('torch')}, "
-                             f"{info.get('cpu_threads')} threads)", _cpu_steps(results)]
+                             f"{info.get('cpu_threads')} threads)"]
+                            + ([steps] if steps.count("\n") > 1 else [])
                             + (["\n".join(["| training step | tokens/s (all seeds) | seeds |",
-                                           "|---|---|---|", *tokens])] if tokens else []))
+                                           "|---|---|---|", *tokens])] if tokens else [])
+                            + _cluster(results))
     blocks = [[f"**{info.get('device')}** (torch {info.get('torch')}, CUDA {info.get('cuda')}; "
                f"peak bandwidth: datasheet {_tbps(info.get('peak_memory_bandwidth_Bps'))}, "
                f"measured copy {_tbps(info.get('measured_copy_bandwidth_Bps'))})"]]
@@ -217,6 +220,25 @@ def _cpu_steps(results: dict) -> str:
                       *(f"| {name} | {e['steps_per_s']:.1f} | {e['gflops']:.0f} | "
                         f"{e['fraction_of_matmul_peak']:.2f} ({e['matmul_peak_gflops']:.0f}) | "
                         f"{e['threads']} |" for name, e in sorted(steps.items()))])
+
+
+def _cluster(results: dict) -> list[str]:
+    """The local Ray cluster against pytest-xdist, and one task's cost beyond its training."""
+    lines = []
+    for e in (b["extra_info"] for b in results["benchmarks"]):
+        if "ray_planned_wall_s" in e:
+            lines.append(f"`pytest claims -k \"{e['claims']}\"` ({e['runs']} runs, empty run "
+                         f"cache, {e['cpus']} CPUs): `-n 2` {e['xdist_2_wall_s']:.0f} s; "
+                         f"`--claims-ray local` {e['ray_cold_wall_s']:.0f} s cold (each claim "
+                         f"submits its runs as it asks), {e['ray_planned_wall_s']:.0f} s planned "
+                         f"(every run submitted at the start): "
+                         f"{e['ray_planned_over_xdist']:.2f}x the xdist time")
+        if "median_task_overhead_s" in e:
+            lines.append(f"One task on the local Ray cluster beyond its training "
+                         f"({e['training_s']:.1f} s): {e['first_task_overhead_s']:.1f} s for the "
+                         f"first (a worker starting, the data loaded), then a median of "
+                         f"{e['median_task_overhead_s']:.2f} s ({e['tasks'] - 1} tasks)")
+    return lines
 
 
 def rates(results: dict) -> dict[str, tuple[str, float, float | None]]:
