@@ -13,8 +13,10 @@ and the short claims, whose runs are mostly trained by then, fill in at the end.
 
 from __future__ import annotations
 
+import heapq
 import json
 import os
+import re
 from pathlib import Path
 
 from normsys.cache import run_key
@@ -99,3 +101,32 @@ def recorded_cost(claim: str, tier: str, folder: Path | None = None) -> str:
         return ""
     return f"{row['runs']} runs, ~{row['seconds'] / 60:.1f} min of training on " \
            f"{table['device']} as recorded (claims/{table_path(tier).name})"
+
+
+# ----------------------------------------------------------------------------- on more devices
+
+TRAINING = re.compile(r"normsys: training .* tier, ([0-9a-f]{8})\)(?: with \d+ seeds stacked)? "
+                      r"\.\.\.")
+TRAINED = re.compile(r"normsys: \[\d+ runs done\] .* tier, ([0-9a-f]{8})\): trained in (\d+) s")
+
+
+def task_seconds(log: str) -> list[float]:
+    """What each task trained in a session took, from its progress lines (normsys.progress): one
+    run, or one configuration's seeds stacked, found by its first run's fingerprint (each run of
+    a stacked group says the group's time)."""
+    trained: dict[str, float] = {}
+    for m in TRAINED.finditer(log):
+        trained.setdefault(m[1], float(m[2]))
+    return [trained[m[1]] for m in TRAINING.finditer(log) if m[1] in trained]
+
+
+def expected_wall(seconds: list[float], slots: int) -> float:
+    """The wall time of ``seconds`` of tasks on ``slots`` places that each train one task at a
+    time, longest task first to the place free first (within 4/3 of the best order); never
+    below the longest task, which bounds it."""
+    if slots < 1:
+        raise ValueError(f"{slots} slots: give 1 or more")
+    free = [0.0] * slots
+    for s in sorted(seconds, reverse=True):
+        heapq.heappush(free, heapq.heappop(free) + s)
+    return max(free)

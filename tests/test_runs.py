@@ -350,3 +350,30 @@ def test_the_runs_a_claim_fetched_last_are_its_plan(cache, session):
     assert runs.planned("c-x", "cpu") == SEEDS
     (cache / "claims" / "c-x-cpu.json").write_text("{}")
     assert runs.planned("c-x", "cpu") == []
+
+
+def test_each_task_of_a_sessions_lines_is_timed_once():
+    from normsys.runtimes import task_seconds
+
+    log = "\n".join([
+        "normsys: training mlp/layernorm/bp/s0 (cpu tier, aaaaaaaa) ...",
+        "normsys: training encoder/l2/bp/s0 (paper tier, bbbbbbbb) with 2 seeds stacked ...",
+        ".normsys: [1 runs done] mlp/layernorm/bp/s0 (cpu tier, aaaaaaaa): trained in 7 s (cpu)",
+        "normsys: [2 runs done] encoder/l2/bp/s0 (paper tier, bbbbbbbb): trained in 30 s (cuda)",
+        "normsys: [3 runs done] encoder/l2/bp/s1 (paper tier, cccccccc): trained in 30 s (cuda)",
+        "normsys: [4 runs done] encoder/l2/bp/s0 (paper tier, bbbbbbbb): cached, trained in 30 s "
+        "on 2026-11-24 (cuda)",
+        "normsys: waiting for encoder/l2/bp/s1 (paper tier, cccccccc): another process is training",
+        "normsys: training lstm/none/bp/s0 (cpu tier, dddddddd) ...",  # never finished
+    ])
+    assert task_seconds(log) == [7.0, 30.0]
+
+
+def test_the_expected_wall_lays_the_longest_tasks_first_and_is_bounded_by_the_longest():
+    from normsys.runtimes import expected_wall
+
+    assert expected_wall([3, 5, 3, 4, 3], 2) == 10.0  # 5+3+... : longest first, not the best 9
+    assert expected_wall([92.0, 1.0, 1.0], 8) == 92.0 and expected_wall([], 3) == 0.0
+    assert expected_wall([2.0, 2.0, 2.0], 1) == 6.0
+    with pytest.raises(ValueError, match="0 slots"):
+        expected_wall([1.0], 0)

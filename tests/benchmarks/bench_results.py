@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections import defaultdict
 from pathlib import Path
 
 from normsys.data import AG_NEWS_ROWS
+from normsys.runtimes import expected_wall, task_seconds
 
 
 def load_runs(paths: list[Path]) -> list[dict]:
@@ -300,7 +302,28 @@ def docs(folder: Path = RESULTS) -> str:
     gpus = [r for r in runs if r["machine_info"].get("normsys", {}).get("device") != "cpu"]
     if len(gpus) > 1:
         blocks += ["## The GPUs side by side", compare(gpus)]
+    for log in sorted(folder.glob("*.log")):
+        blocks += [f"## On more GPUs: the tasks of {log.name}", on_more_gpus(log.read_text())]
     return "\n\n".join(blocks) + "\n"
+
+
+GPUS, PER_GPU = (1, 2, 4, 8, 16), 8  # tasks a GPU trains at once, as in the session measured
+
+
+def on_more_gpus(log: str) -> str:
+    """The training a session's log records, task by task (normsys.runtimes.task_seconds), laid
+    out on N GPUs as --claims-ray does it (longest first, PER_GPU tasks sharing each GPU as they
+    shared the one measured): the wall time training bounds, against the session's own."""
+    tasks = task_seconds(log)
+    walls = [re.findall(r" in ([0-9.]+)s \(", line) for line in log.splitlines()]
+    measured = [float(w[-1]) for w in walls if w]
+    return "\n".join([
+        f"{len(tasks)} training tasks (a run, or a configuration's seeds stacked), {sum(tasks):,.0f} "
+        f"s in all, the longest {max(tasks):.0f} s, each timed while {PER_GPU} shared the GPU; "
+        f"the session itself took {measured[-1]:.0f} s on one GPU (claims' own work, data "
+        f"loading, runs started only when their claim asked)" if measured else "", "",
+        "| GPUs | training bound: longest first, " + f"{PER_GPU} tasks a GPU (s) |", "|---|---|",
+        *(f"| {n} | {expected_wall(tasks, PER_GPU * n):.0f} |" for n in GPUS)])
 
 
 def _walls(results: dict, prefix: str) -> list[dict]:
