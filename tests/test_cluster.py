@@ -174,3 +174,21 @@ def test_a_group_comes_back_in_the_order_asked_and_on_this_machines_data(cluster
     with pytest.raises(ClusterError, match=r"^the data on .* differ from this machine's \(other "
                                            r"data: digest none, here ffffffffffff\)"):
         cluster.train([FFN.override(**{"train.seed": 7})], other)
+
+
+def test_a_users_norm_is_registered_again_on_the_workers(cluster, cache, tmp_path):
+    from normsys import norms, scorecard
+
+    path = tmp_path / "usernorm.py"
+    path.write_text("from torch import nn\n\n\nclass Halved(nn.Module):\n"
+                    "    def __init__(self, d):\n        super().__init__()\n"
+                    "        self.inner = nn.LayerNorm(d)\n\n"
+                    "    def forward(self, x):\n        return self.inner(x) / 2\n")
+    name = scorecard.load(f"{path}:Halved", "halved")
+    try:
+        on = Cluster("local", specs=[(f"{path}:Halved", name)])
+        cfg = FFN.override(**{"model.norm": name})
+        record = Runs(trainer=on).run(cfg)
+        assert record.run_config == cfg and record.env["node"] and not record.diverged
+    finally:
+        del norms.NORMS[name]
