@@ -21,6 +21,7 @@ stays whole.
 
 from __future__ import annotations
 
+import os
 import socket
 from collections.abc import Callable
 
@@ -46,12 +47,14 @@ def connect(address: str) -> None:
     except ImportError:
         raise ClusterError(f"--ray {address}: Ray is not installed; pip install -e \".[ray]\"") \
             from None
-    if address not in ("local", "auto"):
-        host, _, port = address.removeprefix("ray://").rpartition(":")
+    target = os.environ.get("RAY_ADDRESS", "") if address == "auto" else address
+    if target not in ("", "local", "auto"):  # a named head: asked at once, not after Ray's retries
+        host, _, port = target.removeprefix("ray://").rpartition(":")
+        named = f"{address!r}" + (f" ($RAY_ADDRESS={target})" if target != address else "")
         try:
             socket.create_connection((host or "localhost", int(port)), timeout=10).close()
         except (OSError, ValueError) as err:
-            raise ClusterError(f"Ray cluster {address!r} cannot be reached ({err}); expected "
+            raise ClusterError(f"Ray cluster {named} cannot be reached ({err}); expected "
                                f"`local`, `auto`, HOST:PORT of its head or ray://HOST:PORT") \
                 from None
     try:

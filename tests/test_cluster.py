@@ -120,6 +120,11 @@ def test_a_cluster_that_cannot_be_reached_is_one_line_before_anything_trains(tmp
         connect("127.0.0.1:1")
     with pytest.raises(ClusterError, match="expected `local`, `auto`, HOST:PORT"):
         connect("no-port-here")
+    with pytest.raises(ClusterError, match=r"^Ray cluster 'auto' \(\$RAY_ADDRESS=127.0.0.1:1\) "
+                                           r"cannot be reached"):
+        with pytest.MonkeyPatch.context() as patch:  # `auto` reads it, as Ray does
+            patch.setenv("RAY_ADDRESS", "127.0.0.1:1")
+            connect("auto")
     env = {**os.environ, "NORMSYS_CACHE": str(tmp_path / "cache")}
     done = subprocess.run([sys.executable, "-m", "pytest", "claims", "-p", "no:cacheprovider",
                            "--claims-ray", "127.0.0.1:1", "-k", "tc-residual-preserves-gradients"],
