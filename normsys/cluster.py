@@ -115,13 +115,16 @@ class Cluster:
                 del self.pending[c]
         return [self.ready.pop(c) for c in cfgs]
 
-    def cancel(self) -> None:
-        """Cancel every task still running or waiting (Ctrl-C): nothing of theirs is kept."""
+    def cancel(self) -> int:
+        """Cancel every task still running or waiting (Ctrl-C): nothing of theirs is kept. How
+        many runs they held."""
         import ray
 
         for ref in dict.fromkeys(self.pending.values()):
             ray.cancel(ref, force=True)
+        cancelled = len(self.pending)
         self.pending.clear()
+        return cancelled
 
     def close(self) -> None:
         import ray

@@ -668,7 +668,9 @@ class ClaimsSession:
     def pytest_keyboard_interrupt(self, excinfo) -> None:
         """Ctrl-C: the cluster's tasks are cancelled; the cache keeps only whole runs."""
         if CLUSTER in self.config.stash:
-            self.config.stash[CLUSTER].cancel()
+            cancelled = self.config.stash[CLUSTER].cancel()
+            self.config.stash[RUNS].progress.note(f"interrupted: {cancelled} runs cancelled on "
+                                                  f"the Ray cluster, none of them kept")
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         for key, value in report.user_properties:
