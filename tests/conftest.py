@@ -13,6 +13,48 @@ settings.load_profile("normsys")
 
 
 @pytest.fixture
+def ctrl_c():
+    """``press(argv, env, cwd=None)``: run a command as from a terminal (its own process group,
+    SIGINT at its default: a runner such as pytest-xdist may ignore it, and a child inherits
+    that), press Ctrl-C (SIGINT to the group) once its standard error says a run is training,
+    check that no process of the group is left, and return its exit code, standard output and
+    standard error."""
+    import signal
+    import subprocess
+    import time
+
+    def press(argv: list[str], env: dict, cwd=None) -> tuple[int, str, str]:
+        proc = subprocess.Popen(argv, env=env, cwd=cwd, text=True, start_new_session=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        said = []
+        try:
+            for line in proc.stderr:
+                said.append(line)
+                if "normsys: training " in line:
+                    break
+            os.killpg(proc.pid, signal.SIGINT)
+            out, rest = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 30  # helpers (a resource tracker, Ray's) leave on their own
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(proc.pid, 0)
+            except ProcessLookupError:
+                break  # no process of the group is left
+            time.sleep(0.2)
+        else:
+            left = subprocess.run(["ps", "-o", "pid,args", "-g", str(proc.pid)],
+                                  capture_output=True, text=True).stdout
+            pytest.fail(f"processes left after Ctrl-C:\n{left}")
+        return proc.returncode, out, "".join(said) + rest
+
+    return press
+
+
+@pytest.fixture
 def no_cache(monkeypatch):
     monkeypatch.setenv("NORMSYS_CACHE", "off")
 

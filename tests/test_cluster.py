@@ -200,46 +200,20 @@ def test_a_users_norm_is_registered_again_on_the_workers(cluster, cache, tmp_pat
         del norms.NORMS[name]
 
 
-def test_ctrl_c_cancels_the_clusters_tasks_and_leaves_the_cache_whole(tmp_path):
-    """A terminal's Ctrl-C while runs train on the cluster: pytest stops as interrupted, what
-    was kept is whole (each record with its weights, no temporary file), nothing is left."""
-    import signal
-
+def test_ctrl_c_cancels_the_clusters_tasks_and_leaves_the_cache_whole(tmp_path, ctrl_c):
+    """A terminal's Ctrl-C while runs train on the cluster: pytest stops as interrupted, saying
+    how many runs it cancelled; what was kept is whole (each record with its weights, no
+    temporary file), and no process is left."""
     env = {**os.environ, "NORMSYS_CACHE": str(tmp_path / "cache")}
-    proc = subprocess.Popen([sys.executable, "-m", "pytest", "claims", "-p", "no:cacheprovider",
+    code, out, err = ctrl_c([sys.executable, "-m", "pytest", "claims", "-p", "no:cacheprovider",
                              "-k", "ld-layernorm-small-batch and cpu", "--claims-ray", "local",
-                             "--claims-report", str(tmp_path / "report")],
-                            cwd=ROOT, env=env, text=True, start_new_session=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    said = []
-    try:
-        for line in proc.stderr:  # until a run trains on the cluster
-            said.append(line)
-            if "normsys: training " in line:
-                break
-        os.killpg(proc.pid, signal.SIGINT)
-        out, rest = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.returncode == 2 and "KeyboardInterrupt" in out, out[-2000:] + rest[-2000:]
+                             "--claims-report", str(tmp_path / "report")], env, ROOT)
+    assert code == 2 and "KeyboardInterrupt" in out, out[-2000:] + err[-2000:]
     cancelled = re.search(r"normsys: interrupted: (\d+) runs cancelled on the Ray cluster, none "
-                          r"of them kept", rest)
-    assert cancelled and int(cancelled[1]) >= 1, rest[-2000:]  # the claim's others were waiting
+                          r"of them kept", err)
+    assert cancelled and int(cancelled[1]) >= 1, err[-2000:]  # the claim's others were waiting
     runs = tmp_path / "cache" / "runs"
     kept = {p.name for p in runs.iterdir()} if runs.exists() else set()
     records = {n.removesuffix(".json") for n in kept if n.endswith(".json")}
     assert all(f"{r}.pt" in kept for r in records)  # a record is kept with its weights
     assert not [n for n in kept if not n.endswith((".json", ".pt", ".lock"))]
-    deadline = time.monotonic() + 30  # Ray's own processes leave after the driver
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(proc.pid, 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.5)
-    else:
-        left = subprocess.run(["ps", "-o", "pid,args", "-g", str(proc.pid)], capture_output=True,
-                              text=True).stdout
-        pytest.fail(f"processes left after Ctrl-C:\n{left}")

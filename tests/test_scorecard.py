@@ -841,51 +841,19 @@ def test_estimate_falls_back_on_the_recorded_run_times_of_the_config_or_its_twin
     assert (seconds, unknown) == (42.0, 1)
 
 
-def test_ctrl_c_stops_every_worker_at_the_first_press_with_one_line(tmp_path):
+def test_ctrl_c_stops_every_worker_at_the_first_press_with_one_line(tmp_path, ctrl_c):
     """A terminal's Ctrl-C reaches the whole process group: the workers leave it to the parent,
     which stops them at once and says so in one line (no traceback, no process left)."""
     import os
-    import signal
-    import subprocess
     import sys
 
     if "MUTANT_UNDER_TEST" in os.environ:  # mutmut's copy runs in a process it does not reach
         pytest.skip("a process of its own: no mutant of this process is exercised")
     env = {**os.environ, "NORMSYS_CACHE": str(tmp_path / "cache")}
-    proc = subprocess.Popen([sys.executable, "-m", "normsys", "scorecard", "--builtin",
-                             "--against", "layernorm", "--workers", "2", "--out",
-                             str(tmp_path / "out")], env=env, text=True, start_new_session=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            # as from a terminal: a runner (pytest-xdist) may ignore SIGINT, and a
-                            # child inherits that
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    said = []
-    try:
-        for line in proc.stderr:  # until a worker has started training
-            said.append(line)
-            if "normsys: training " in line:
-                break
-        os.killpg(proc.pid, signal.SIGINT)
-        _, rest = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    err = "".join(said) + rest
-    assert proc.returncode == 130 and "Traceback" not in err, err[-3000:]
+    code, _, err = ctrl_c([sys.executable, "-m", "normsys", "scorecard", "--builtin", "--against",
+                           "layernorm", "--workers", "2", "--out", str(tmp_path / "out")], env)
+    assert code == 130 and "Traceback" not in err, err[-3000:]
     assert err.splitlines()[-1].startswith("interrupted: stopped, with every training process")
-    import time
-
-    deadline = time.monotonic() + 10  # multiprocessing's resource tracker leaves on its own
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(proc.pid, 0)
-        except ProcessLookupError:
-            break  # no process of the group is left
-        time.sleep(0.2)
-    else:
-        left = subprocess.run(["ps", "-o", "pid,args", "-g", str(proc.pid)], capture_output=True,
-                              text=True).stdout
-        pytest.fail(f"processes left after Ctrl-C:\n{left}")
     assert not (tmp_path / "out").exists()
 
 
