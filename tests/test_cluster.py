@@ -217,3 +217,38 @@ def test_ctrl_c_cancels_the_clusters_tasks_and_leaves_the_cache_whole(tmp_path, 
     records = {n.removesuffix(".json") for n in kept if n.endswith(".json")}
     assert all(f"{r}.pt" in kept for r in records)  # a record is kept with its weights
     assert not [n for n in kept if not n.endswith((".json", ".pt", ".lock"))]
+
+
+def test_the_scorecard_trains_its_plan_on_the_cluster(cluster, cache, tmp_path, monkeypatch):
+    """scorecard --ray: every run of the plan submitted at once and fetched back by config, the
+    user's norm registered on the workers; the paper tier on a cluster without a GPU refused."""
+    from argparse import Namespace
+
+    from normsys import __main__ as cli
+    from normsys import cluster as module
+    from normsys import norms, scorecard
+    from normsys.stats import Rule
+
+    class Kept(Cluster):  # the command ends its Ray session; this test's module goes on with it
+        def close(self):
+            self.cancel()
+
+    monkeypatch.setattr(module, "Cluster", Kept)
+    path = tmp_path / "usernorm.py"
+    path.write_text("from torch import nn\n\n\ndef Scaled(d):\n    return nn.LayerNorm(d)\n")
+    name = scorecard.load(f"{path}:Scaled", "scaled")
+    level = scorecard.Statistic("loss", "c-loss", lambda n: Rule(f"loss({n})", "<", 10.0),
+                                lambda n, s, t: [FFN.override(**{"model.norm": n,
+                                                                 "train.seed": s})],
+                                lambda rs: rs[0].metrics["final_loss"])
+    try:
+        plan = scorecard.plan([name, "layernorm"], statistics=(level,))
+        args = Namespace(ray="local", tier="cpu", allow_cpu_paper=False)
+        records = cli.on_cluster(args, plan, [(str(path) + ":Scaled", name)])
+        assert set(records) == set(plan.configs) and len(records) == 6
+        assert all(r.run_config == c and r.env["node"] for c, r in records.items())
+        with pytest.raises(cli.UsageError, match=r"--ray local: the cluster has no GPU; add "
+                                                 r"--allow-cpu-paper"):
+            cli.on_cluster(Namespace(ray="local", tier="paper", allow_cpu_paper=False), plan, [])
+    finally:
+        del norms.NORMS[name]
