@@ -4,6 +4,7 @@ checksums, and errors that name the file, what was expected and the fix."""
 from __future__ import annotations
 
 import gzip
+import os
 import shutil
 import struct
 from pathlib import Path
@@ -46,7 +47,10 @@ def test_damaged_files_are_named_with_the_expected_checksum_and_the_fix(tmp_path
     message = str(err.value)
     assert str(gz) in message and "fails its checksum" in message
     assert "f7ae60f92e00ec6debd23a6088c31dbd2371eca3ffa0defaefb259924204aec6" in message
-    assert "Fix: copy the original" in message
+    assert message.endswith(
+        f"({root / 'SHA256SUMS'}). The file is damaged or not the original. Fix: copy the "
+        f"original into {root} (sources and checksums in {data.SHIPPED / 'README.md'}), or "
+        f"unset NORMSYS_DATA to use the data shipped with normsys.")
     vocab = root / data.VOCAB_FILE
     lines = vocab.read_text().splitlines()
     vocab.write_text("\n".join(lines[1:] + lines[:1]) + "\n")  # a shuffled vocabulary
@@ -57,8 +61,12 @@ def test_damaged_files_are_named_with_the_expected_checksum_and_the_fix(tmp_path
 def test_missing_files_and_unlisted_files_are_errors_that_say_what_to_do(tmp_path, monkeypatch):
     root = copy_of_the_data(tmp_path, monkeypatch)
     (root / data.SHAKESPEARE_FILE).unlink()
-    with pytest.raises(data.DataMissingError, match=r"input.txt does not exist \(NORMSYS_DATA="):
+    with pytest.raises(data.DataMissingError) as err:
         data.tiny_shakespeare()
+    assert str(err.value) == (f"Tiny Shakespeare: {root / data.SHAKESPEARE_FILE} does not exist "
+                              f"(NORMSYS_DATA={root}). Fix: copy the original into {root} "
+                              f"(sources and checksums in {data.SHIPPED / 'README.md'}), or unset "
+                              f"NORMSYS_DATA to use the data shipped with normsys.")
     (root / "ag_news" / "train.csv.gz").write_bytes(b"")  # a full split, not listed
     with pytest.raises(data.DataCorruptError,
                        match="^AG News train split: ag_news/train.csv.gz is not listed in .*SHA256SUMS"):
@@ -429,3 +437,39 @@ def test_mnist_says_what_it_holds(data_env):
     split = data.mnist()
     assert split.source == (f"MNIST: {len(split.y_train)} train / {len(split.y_test)} test"
                             ) == "MNIST: 60000 train / 10000 test"
+
+
+def test_a_folder_without_sha256sums_says_how_to_write_one(tmp_path, monkeypatch):
+    monkeypatch.setenv("NORMSYS_DATA", str(tmp_path))
+    (tmp_path / "tinyshakespeare").mkdir()
+    (tmp_path / data.SHAKESPEARE_FILE).write_text("text")
+    with pytest.raises(data.DataMissingError) as err:
+        data.tiny_shakespeare()
+    assert str(err.value) == (f"Tiny Shakespeare: {tmp_path} has no SHA256SUMS to check "
+                              f"{data.SHAKESPEARE_FILE} against. Fix: write one (cd {tmp_path} && "
+                              f"sha256sum */* */*/* > SHA256SUMS).")
+    with pytest.raises(data.DataMissingError, match=r"^data file: "):  # checksum's default name
+        data.checksum("nothing/here.txt")
+
+
+def test_a_changed_sha256sums_is_read_again_and_the_file_checked_against_it(tmp_path,
+                                                                             monkeypatch):
+    from normsys.store import file_sha256
+
+    monkeypatch.setenv("NORMSYS_DATA", str(tmp_path))
+    (tmp_path / "tinyshakespeare").mkdir()
+    text = tmp_path / data.SHAKESPEARE_FILE
+    text.write_text("text")
+    sums = tmp_path / "SHA256SUMS"
+    sums.write_text(f"{file_sha256(text)}  {data.SHAKESPEARE_FILE}\n")
+    assert data.checksum(data.SHAKESPEARE_FILE) == file_sha256(text)
+    sums.write_text(f"{'0' * 64}  {data.SHAKESPEARE_FILE}\n")
+    os.utime(sums, ns=(sums.stat().st_atime_ns, sums.stat().st_mtime_ns + 10**9))
+    with pytest.raises(data.DataCorruptError, match="fails its checksum"):
+        data.data_file(data.SHAKESPEARE_FILE, "Tiny Shakespeare")
+    with pytest.raises(data.DataCorruptError, match="fails its checksum"):
+        data.checksum(data.SHAKESPEARE_FILE)
+    text.write_text("other text")  # the file replaced, its new checksum listed
+    sums.write_text(f"{file_sha256(text)}  {data.SHAKESPEARE_FILE}\n")
+    os.utime(sums, ns=(sums.stat().st_atime_ns, sums.stat().st_mtime_ns + 2 * 10**9))
+    assert data.checksum(data.SHAKESPEARE_FILE) == file_sha256(text)

@@ -165,8 +165,15 @@ def test_sigmoid_attention_is_causal():
 
 
 def test_unknown_family_lists_valid_ones():
-    with pytest.raises(ValueError, match="unknown model family.*encoder"):
+    from normsys.models import FAMILIES, activation, ffn
+
+    with pytest.raises(ValueError) as err:
         build_model(ModelConfig("transformerxl"))
+    assert str(err.value) == f"unknown model family 'transformerxl'; valid: {', '.join(FAMILIES)}"
+    with pytest.raises(ValueError) as err:
+        activation("swish")
+    assert str(err.value) == "unknown activation 'swish'; valid: gelu, relu, tanh"
+    assert type(ffn(4, 2)[1]) is torch.nn.GELU  # the FFN's default activation
 
 
 def test_init_scale_multiplies_the_mlp_hidden_weights_and_keeps_earlier_fingerprints():

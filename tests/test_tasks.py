@@ -215,3 +215,11 @@ def test_a_classification_task_moved_to_a_device_keeps_its_data_source_and_diges
     assert (moved.source, moved.digest) == ("ten numbers", "d" * 64)
     assert all(torch.equal(getattr(moved, k), getattr(task, k))
                for k in ("x_train", "y_train", "x_test", "y_test"))
+
+
+def test_random_data_says_its_shape_and_needs_one():
+    cfg = preset("ffn_stack", **{"data.batch_shape": (4, 5, 128)})
+    assert make_task(cfg).source == "random normal batches of shape (4, 5, 128)"
+    with pytest.raises(ValueError) as err:
+        make_task(cfg.override(**{"data.batch_shape": ()}))
+    assert str(err.value) == "data.name=random needs data.batch_shape, e.g. (32, 64)"

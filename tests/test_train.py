@@ -50,6 +50,29 @@ def test_step_log_reads_in_windows_and_stops_each_run_at_its_first_nan():
     assert curves[0]["train_acc_running"] == [0.5] and curves[1]["train_acc_running"] == [1.0]
 
 
+def test_a_run_diverging_at_its_first_step_leaves_the_others_logged_and_no_accuracy():
+    """Seed 0 of two stacked runs diverges at once: seed 1 is still logged, and seed 0 closes
+    with no running accuracy (it saw no row), not a division by zero."""
+    curves = [empty_curves(), empty_curves()]
+    log = StepLog(curves, read_every=1, accuracy=True)
+    out = torch.tensor([[[1.0, 0.0]], [[0.0, 1.0]]])
+    log.add(torch.tensor([float("nan"), 1.0]), torch.ones(2), out, torch.tensor([[0], [1]]))
+    log.close()
+    assert curves[0]["loss"] == [] and curves[0]["train_acc_running"] == []
+    assert curves[1]["loss"] == [1.0] and curves[1]["train_acc_running"] == [1.0]
+
+
+def test_a_record_with_nan_metrics_round_trips_through_json():
+    """A diverged run's NaN metrics are written as JSON's NaN and read back as NaN."""
+    from normsys.record import RunRecord
+
+    record = RunRecord(config={}, fingerprint="f", version="0", metrics={"val_loss": math.nan},
+                       curves={}, probes={}, init_grad_norms={}, diverged=True, steps=1,
+                       wall_time=0.0, env={}, data_source="")
+    assert "NaN" in record.to_json()
+    assert math.isnan(RunRecord.from_json(record.to_json()).metrics["val_loss"])
+
+
 def test_deferred_host_reads_give_the_per_step_record(no_cache):
     """Reading the log every 3 steps (as on CUDA) changes neither a run nor a divergence."""
     live = preset("ffn_stack", **SMALL_FFN)
