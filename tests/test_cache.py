@@ -469,3 +469,25 @@ def test_check_folder_reads_the_environment_when_given_no_folder(tmp_path, monke
     monkeypatch.setenv("NORMSYS_CACHE", str(afile))
     with pytest.raises(cache.CacheFolderError, match="is a file, not a folder"):
         cache.check_folder()
+
+
+def test_a_run_another_process_trains_is_waited_for_unless_asked_not_to(tmp_path, monkeypatch):
+    import threading
+
+    from filelock import FileLock
+
+    monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path))
+    (tmp_path / "runs").mkdir()
+    held = FileLock(f"{tmp_path / 'runs' / run_key(CFG)}.lock")
+    held.acquire()
+    got = []
+    waiting = threading.Thread(target=lambda: got.append(cached_run(CFG, train_with_state)))
+    try:
+        assert cached_runs([CFG], "", lambda cfgs: [], wait=False) is None
+        waiting.start()
+        time.sleep(1.0)
+        assert waiting.is_alive() and not got  # the default waits for the other process
+    finally:
+        held.release()
+    waiting.join(60)
+    assert got and got[0].run_config == CFG

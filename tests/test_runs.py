@@ -308,13 +308,15 @@ class Elsewhere:
     """A trainer in another place (normsys.cluster's shape), training here, saying what it got."""
 
     def __init__(self, cuda: bool = False):
-        self.cuda, self.calls = cuda, []
+        self.cuda, self.calls, self.tasks = cuda, [], []
 
     def submit(self, cfgs, task):
         self.calls.append(("submit", cfgs))
+        self.tasks.append(task)
 
     def train(self, cfgs, task):
         self.calls.append(("train", cfgs))
+        self.tasks.append(task)
         return [train_with_state(c) for c in cfgs]
 
 
@@ -327,6 +329,11 @@ def test_a_trainer_elsewhere_gets_every_missing_run_before_the_first_is_awaited(
     assert [r.run_config for r in session.runs(SEEDS)] == SEEDS
     groups = [SEEDS[1:]] if cuda else [[SEEDS[1]], [SEEDS[2]]]  # seeds stack on its CUDA
     assert trainer.calls == [("submit", g) for g in groups] + [("train", g) for g in groups]
+    assert trainer.tasks and all(t is session.task_of(SEEDS[0]) for t in trainer.tasks)
+    trainer.calls.clear()
+    other = [c.override(**{"model.d": 16, "data.batch_shape": (2, 3, 16)}) for c in SEEDS]
+    assert session.plan(other) == 3 and trainer.calls == [("submit", g) for g in (
+        [other] if cuda else [[c] for c in other])]  # a plan groups as the trainer trains
 
 
 def test_a_plan_submits_the_longest_runs_first_and_none_the_cache_holds(cache, monkeypatch):
@@ -340,6 +347,17 @@ def test_a_plan_submits_the_longest_runs_first_and_none_the_cache_holds(cache, m
     assert session.plan(SEEDS) == 2
     assert trainer.calls == [("submit", [SEEDS[2]]), ("submit", [SEEDS[1]])]
     assert runs.Runs().plan(SEEDS) == 0  # no trainer: nothing to hand
+    assert runs.Runs(trainer=Elsewhere()).plan(SEEDS[:1]) == 0  # another session: in the cache
+    seconds = {SEEDS[1].fingerprint(): 0.5}  # a run never timed counts nothing: it goes last
+    later = Elsewhere()
+    runs.Runs(trainer=later).plan(SEEDS[2:] + SEEDS[1:2])
+    assert later.calls == [("submit", [SEEDS[1]]), ("submit", [SEEDS[2]])]
+
+
+def test_a_run_kept_on_its_data_is_not_submitted_again(cache, data_env, session):
+    cfg = preset("mlp", **{"data.n_train": 64, "data.n_test": 32, "model.d": 8})
+    session.run(cfg)
+    assert runs.Runs(trainer=Elsewhere()).plan([cfg]) == 0
 
 
 def test_the_runs_a_claim_fetched_last_are_its_plan(cache, session):

@@ -125,6 +125,14 @@ USER_NORMS = textwrap.dedent('''
             return x.to(torch.complex64) if x.dtype == torch.bfloat16 else x
 
 
+    class NarrowIn2D(nn.Module):
+        def __init__(self, d):
+            super().__init__()
+
+        def forward(self, x):
+            return x[..., :-1] if x.dim() == 2 else x
+
+
     class Tiny(nn.Module):  # a small gradient is still a gradient
         def __init__(self, d):
             super().__init__()
@@ -166,6 +174,8 @@ def user_file(tmp_path, monkeypatch):
                  "non-zero gradient to its input (its output does not depend on it)"),
     ("TupleIn2D", "tuplein2d: on the tanh_mlp family's (4, 64) float32 input: maps it to tuple; a "
                   "norm must keep the shape (..., d)"),
+    ("NarrowIn2D", "narrowin2d: on the tanh_mlp family's (4, 64) float32 input: maps it to "
+                   "(4, 63); a norm must keep the shape (..., d)"),
     ("NaNIn2D", "nanin2d: on the tanh_mlp family's (4, 64) float32 input: gives non-finite outputs "
                 "(NaN or inf)"),
     ("DetachedInBF16", "detachedinbf16: on the encoder family's (4, 8, 64) bfloat16 input: passes "
@@ -604,6 +614,7 @@ def test_a_statistic_with_parts_must_hold_for_each():
 def test_the_table_in_text_and_markdown_and_the_legend():
     _, table = judged()
     text = scorecard.as_text(table, PARTS)
+    assert "     \n\nmean over seeds;" in text  # the legend a blank line below the table
     assert text.splitlines()[:3] == [  # every column padded to its width, the last too
         "           level       vs_none     ",
         "mine       0.25 x      n/a         ",
@@ -923,6 +934,8 @@ def test_the_title_names_the_judged_rows_or_the_built_in_kinds():
         plt.close(fig)
     rule = ", judged by each norm-generic claim's rule"
     assert titles == [f"Scorecard: mine, none{rule}", f"Scorecard: the built-in kinds{rule}"]
+    image = fig.axes[0].images[0]  # every row judged: no grey cell, the colours still from 0
+    assert min(map(min, image.get_array().tolist())) > 0 and image.norm.vmin == 0
     assert fig.axes[0].get_xlabel().endswith(
         "grey reference or n/a; + supported, x refuted, ? inconclusive")
 
@@ -938,17 +951,23 @@ def test_the_written_figure_judges_the_rows_it_is_given(tmp_path, monkeypatch):
     assert drawn == [{"mine"}, None]
 
 
-def test_worker_processes_train_the_plan_on_their_share_of_the_cores(tmp_path, monkeypatch,
-                                                                     capfd):
-    """Two workers on eight cores: four threads each; every run comes back, kept in the cache,
-    and the runs done are counted across the workers."""
-    monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path))
-    monkeypatch.setattr(scorecard.os, "cpu_count", lambda: 8)
-    plan = scorecard.plan(["rmsnorm"], statistics=PARTS[:1])
-    got = scorecard.fetch(plan, [], workers=2, runs=Runs())
+@pytest.mark.parametrize("cores,threads", [(8, "4"), (2, "1")])
+def test_worker_processes_train_the_plan_on_their_share_of_the_cores(user_file, tmp_path,
+                                                                     monkeypatch, capfd, cores,
+                                                                     threads):
+    """Two workers on eight cores: four threads each (on two, one); every run of a user's norm
+    comes back (the workers register it again), kept in the cache; the runs done are counted
+    across the workers, and nothing is left in the working folder."""
+    monkeypatch.setattr(scorecard.os, "cpu_count", lambda: cores)
+    (tmp_path / "here").mkdir()
+    monkeypatch.chdir(tmp_path / "here")
+    name = scorecard.load(f"{user_file}:LNWrap", "wrap")
+    plan = scorecard.plan([name], statistics=PARTS[:1])
+    got = scorecard.fetch(plan, [(f"{user_file}:LNWrap", name)], workers=2, runs=Runs())
     assert sorted(got, key=plan.configs.index) == plan.configs
     assert all(record.run_config == cfg for cfg, record in got.items())
-    assert {record.env["threads"] for record in got.values()} == {"4"}
+    assert {record.env["threads"] for record in got.values()} == {threads}
+    assert not list((tmp_path / "here").iterdir())
     assert all(Runs().run(cfg).to_json() == record.to_json() for cfg, record in got.items())
     err = capfd.readouterr().err
     assert sorted(int(n) for n in re.findall(r"\[(\d+) runs done\]", err)) == [1, 2, 3]
