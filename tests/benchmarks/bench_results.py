@@ -23,6 +23,7 @@ from pathlib import Path
 
 from normsys.data import AG_NEWS_ROWS
 from normsys.runtimes import expected_wall, task_seconds
+from normsys.workers import WORKERS_PER_GPU
 
 
 def load_runs(paths: list[Path]) -> list[dict]:
@@ -307,7 +308,8 @@ def docs(folder: Path = RESULTS) -> str:
     return "\n\n".join(blocks) + "\n"
 
 
-GPUS, PER_GPU = (1, 2, 4, 8, 16), 8  # tasks a GPU trains at once, as in the session measured
+GPUS = (1, 2, 4, 8, 16)
+PER_GPU = WORKERS_PER_GPU  # tasks a GPU trains at once: as -n auto ran the session measured
 
 
 def on_more_gpus(log: str) -> str:
