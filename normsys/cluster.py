@@ -79,7 +79,6 @@ class Cluster:
         import ray
 
         connect(address)
-        self.address = address
         self.cuda = gpus > 0 and ray.cluster_resources().get("GPU", 0) > 0
         self.options = {"num_gpus": gpus, "num_cpus": 0} if self.cuda else {"num_cpus": cpus}
         self.threads = cpus
