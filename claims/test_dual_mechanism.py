@@ -32,6 +32,7 @@ from normsys.experiments import (
 from normsys.measure import at_init
 from normsys.params import Variant, tiers, variant_tiers
 from normsys.record import TEST_ACC, TRAIN_ACC, probe_of
+from normsys.scorecard import SEQUENCES, Statistic
 from normsys.stats import REFUTED, SUPPORTED, Rule
 from normsys.testing import SMALL_CLASSIFIER, small_classifier_accuracies, trained_and_untrained
 
@@ -53,6 +54,25 @@ SLOW = ("-masked",)  # nine more encoder runs (~10 min of one core): outside CI'
 def rows_of(variant: str) -> str:
     return "nonpad" if variant == "-nonpad" else "all"
 
+
+def one_encoder(norm: str, seed: int, tier: str, **changes) -> list:
+    return [encoder(norm, seed, tier, **changes)]
+
+
+# The norm-generic claims, declared once: their tests below decide through these, and each is a
+# column of the scorecard (normsys.scorecard) for any norm kind.
+KAPPA_6 = Statistic(
+    "kappa_6", "dm-layernorm-prevents-collapse", prevents_collapse, one_encoder,
+    lambda rs, rows="all": kappa(rs[0].probes, rows=rows),
+    excludes=SEQUENCES, words="rank kept at depth")
+MIN_RHO = Statistic(
+    "min_rho", "dm-l2-isotropic", stays_isotropic, one_encoder,
+    lambda rs, rows="all": min_rho(rs[0].probes, rows=rows),
+    claim_norm="l2", excludes=SEQUENCES, words="isotropy of every block")
+TEST_ACC_VS_LN = Statistic(
+    "test_acc_vs_ln", "dm-scaled-l2-matches-layernorm", accuracy_matches_layernorm, one_encoder,
+    lambda rs: rs[0].metrics[TEST_ACC], versus="layernorm", pairing="versus - own",
+    claim_norm="scaled_l2", excludes=SEQUENCES, words="accuracy as LayerNorm's")
 
 
 @pytest.fixture
@@ -110,43 +130,38 @@ def test_none_collapses_with_depth(claim, encoder_runs, tier, variant):
     claim.check([kappa(r.probes, rows=rows_of(variant)) for r in runs], NONE_COLLAPSES)
 
 
-L2_PREVENTS = prevents_collapse("l2")
+L2_PREVENTS = KAPPA_6.rule("l2")
 
 
 @pytest.mark.parametrize("variant,tier", variant_tiers(VARIANTS, slow=SLOW))
 @pytest.mark.claim("dm-l2-prevents-collapse", source=SOURCE,
                    statement=f"The manual L2 norm keeps representations from collapsing with "
                              f"depth: {L2_PREVENTS}.")
-def test_l2_prevents_collapse(claim, encoder_runs, tier, variant):
-    runs = encoder_runs("l2")
-    record_ranks(claim, runs, variant)
-    claim.check([kappa(r.probes, rows=rows_of(variant)) for r in runs], L2_PREVENTS)
+def test_l2_prevents_collapse(claim, runs, encoder_runs, tier, variant):
+    record_ranks(claim, encoder_runs("l2"), variant)
+    KAPPA_6.check(claim, runs, tier, "l2", CHANGES[variant], rows=rows_of(variant))
 
 
-L2_ISOTROPIC = stays_isotropic("l2")
-
-
-@pytest.mark.parametrize("variant,tier", variant_tiers(VARIANTS, slow=SLOW))
-@pytest.mark.claim("dm-l2-isotropic", source=SOURCE,
-                   statement=f"L2-normalized representations stay isotropic: min over blocks "
-                             f"1, 3, 6 of erank/d: {L2_ISOTROPIC}.")
-def test_l2_isotropic(claim, encoder_runs, tier, variant):
-    runs = encoder_runs("l2")
-    record_ranks(claim, runs, variant)
-    claim.check([min_rho(r.probes, rows=rows_of(variant)) for r in runs], L2_ISOTROPIC)
-
-
-LN_PREVENTS = prevents_collapse("layernorm")
+L2_ISOTROPIC = MIN_RHO.rule(MIN_RHO.claim_norm)
 
 
 @pytest.mark.parametrize("variant,tier", variant_tiers(VARIANTS, slow=SLOW))
-@pytest.mark.claim("dm-layernorm-prevents-collapse", source=SOURCE,
-                   statement=f"LayerNorm keeps representations from collapsing with depth: "
-                             f"{LN_PREVENTS}.")
-def test_layernorm_prevents_collapse(claim, encoder_runs, tier, variant):
-    runs = encoder_runs("layernorm")
-    record_ranks(claim, runs, variant)
-    claim.check([kappa(r.probes, rows=rows_of(variant)) for r in runs], LN_PREVENTS)
+@MIN_RHO.marker(source=SOURCE, statement=f"L2-normalized representations stay isotropic: min "
+                                         f"over blocks 1, 3, 6 of erank/d: {L2_ISOTROPIC}.")
+def test_l2_isotropic(claim, runs, encoder_runs, tier, variant):
+    record_ranks(claim, encoder_runs("l2"), variant)
+    MIN_RHO.check(claim, runs, tier, changes=CHANGES[variant], rows=rows_of(variant))
+
+
+LN_PREVENTS = KAPPA_6.rule(KAPPA_6.claim_norm)
+
+
+@pytest.mark.parametrize("variant,tier", variant_tiers(VARIANTS, slow=SLOW))
+@KAPPA_6.marker(source=SOURCE, statement=f"LayerNorm keeps representations from collapsing with "
+                                         f"depth: {LN_PREVENTS}.")
+def test_layernorm_prevents_collapse(claim, runs, encoder_runs, tier, variant):
+    record_ranks(claim, encoder_runs("layernorm"), variant)
+    KAPPA_6.check(claim, runs, tier, changes=CHANGES[variant], rows=rows_of(variant))
 
 
 LN_EXPRESSION = Rule("test_acc(layernorm) - test_acc(l2)", ">", 0.05)
@@ -190,16 +205,15 @@ def test_scale_not_affine_explains_l2(claim, encoder_runs, tier):
     claim.check_paired(accuracies(scaled), accuracies(affine), SCALE_NOT_AFFINE)
 
 
-SCALED_L2_MATCHES = accuracy_matches_layernorm("scaled_l2")
+SCALED_L2_MATCHES = TEST_ACC_VS_LN.rule(TEST_ACC_VS_LN.claim_norm)
 
 
 @pytest.mark.parametrize("tier", tiers())
-@pytest.mark.claim("dm-scaled-l2-matches-layernorm", source="ours (scale confound)",
-                   statement=f"At LayerNorm's output scale, L2 matches LayerNorm: "
-                             f"{SCALED_L2_MATCHES}.")
-def test_scaled_l2_matches_layernorm(claim, encoder_runs, tier):
-    ln, scaled = encoder_runs("layernorm"), encoder_runs("scaled_l2")
-    claim.check_paired(accuracies(ln), accuracies(scaled), SCALED_L2_MATCHES)
+@TEST_ACC_VS_LN.marker(source="ours (scale confound)", statement=f"At LayerNorm's output scale, "
+                                                                 f"L2 matches LayerNorm: "
+                                                                 f"{SCALED_L2_MATCHES}.")
+def test_scaled_l2_matches_layernorm(claim, runs, tier):
+    TEST_ACC_VS_LN.check(claim, runs, tier)
 
 
 # ----------------------------------------------------------------------------- negative controls

@@ -22,6 +22,7 @@ from normsys.experiments import (
     INIT_SCALES,
     accuracy_spread,
     decorrelates,
+    init_scale_spread,
     mlp,
     prevents_vanishing,
     robust_to_init,
@@ -32,6 +33,7 @@ from normsys.experiments import (
 from normsys.measure import at_init
 from normsys.params import tiers
 from normsys.record import TEST_ACC, VAL_LOSS, probe_of, trained_model
+from normsys.scorecard import Statistic, one_by_one
 from normsys.stats import REFUTED, SUPPORTED, Rule
 from normsys.testing import (
     CONTROL_SEEDS,
@@ -70,6 +72,22 @@ def metric_by_norm(runs, claim, make_config, norms, metric: str) -> dict[str, li
     return {n: [next(records).metrics[metric] for _ in claim.seeds] for n in norms}
 
 
+# The norm-generic claims, declared once: their tests below decide through these, and each is a
+# column of the scorecard (normsys.scorecard) for any norm kind.
+GRAD_RATIO_VS_NONE = Statistic(
+    "grad_ratio_vs_none", "ld-layernorm-prevents-vanishing-gradients", prevents_vanishing,
+    lambda n, s, t: [tanh_mlp(s, t, n)], lambda rs: dg.log10_ratio(weight_grad_profile(rs[0])),
+    versus="none", pairing="own - versus", own_seeds=5, words="gradient flow vs no norm")
+DECORRELATION = Statistic(
+    "decorrelation", "ld-layernorm-decorrelates", decorrelates,
+    lambda n, s, t: [mlp(n, s, tier=t)], lambda rs: unit_correlation(rs[0]),
+    versus="none", pairing="versus - own", words="decorrelation vs no norm")
+INIT_ROBUSTNESS = Statistic(
+    "init_robustness", "ld-layernorm-robust-to-init-scale", robust_to_init,
+    lambda n, s, t: [mlp(n, s, tier=t, init_scale=k) for k in INIT_SCALES], init_scale_spread,
+    versus="none", pairing="versus - own", words="init-scale robustness vs no norm")
+
+
 @pytest.fixture
 def mlp_runs(runs, claim, tier):
     return lambda norm: runs([mlp(norm, s, tier=tier) for s in claim.seeds])
@@ -95,19 +113,17 @@ def draw_correlations(fig, records: dict) -> None:
     fig.suptitle("Hidden-unit correlations, last hidden layer (seed 0, first 64 live units)")
 
 
-DECORRELATES = decorrelates("layernorm")
+DECORRELATES = DECORRELATION.rule(DECORRELATION.claim_norm)
 
 
 @pytest.mark.parametrize("tier", tiers())
-@pytest.mark.claim("ld-layernorm-decorrelates", source=SOURCE,
-                   statement=f"LayerNorm decorrelates hidden units (corr: mean |off-diagonal "
-                             f"correlation| of the last hidden layer): {DECORRELATES}, paired.")
-def test_layernorm_decorrelates(claim, mlp_runs, tier):
-    none, ln = mlp_runs("none"), mlp_runs("layernorm")
+@DECORRELATION.marker(source=SOURCE, statement=f"LayerNorm decorrelates hidden units (corr: mean "
+                                               f"|off-diagonal correlation| of the last hidden "
+                                               f"layer): {DECORRELATES}, paired.")
+def test_layernorm_decorrelates(claim, runs, mlp_runs, tier):
     claim.figure("correlations", lambda fig: draw_correlations(
-        fig, {"none": none[0], "layernorm": ln[0]}))
-    claim.check_paired([unit_correlation(r) for r in none], [unit_correlation(r) for r in ln],
-                       DECORRELATES)
+        fig, {"none": mlp_runs("none")[0], "layernorm": mlp_runs("layernorm")[0]}))
+    DECORRELATION.check(claim, runs, tier)
 
 
 SPEEDS_CONVERGENCE = Rule("steps(layernorm) / steps(none)", "<", 0.8)
@@ -208,42 +224,39 @@ def test_layernorm_improves_final_accuracy(claim, mlp_runs, tier):
                        IMPROVES_ACCURACY)
 
 
-ROBUST_TO_INIT = robust_to_init("layernorm")
+ROBUST_TO_INIT = INIT_ROBUSTNESS.rule(INIT_ROBUSTNESS.claim_norm)
 
 
 @pytest.mark.parametrize("tier", tiers())
-@pytest.mark.claim("ld-layernorm-robust-to-init-scale", source=SOURCE,
-                   statement=f"LayerNorm makes the MLP robust to its weight initialization (spread: "
-                             f"max - min test accuracy with the hidden weights scaled by 0.5, 1, 2 "
-                             f"at init): {ROBUST_TO_INIT}, paired.")
+@INIT_ROBUSTNESS.marker(source=SOURCE, statement=f"LayerNorm makes the MLP robust to its weight "
+                                                 f"initialization (spread: max - min test "
+                                                 f"accuracy with the hidden weights scaled by "
+                                                 f"0.5, 1, 2 at init): {ROBUST_TO_INIT}, paired.")
 def test_layernorm_robust_to_init_scale(claim, runs, tier):
-    acc = {n: {scale: [r.metrics[TEST_ACC] for r in runs(
-        [mlp(n, s, tier=tier, init_scale=scale) for s in claim.seeds])]
-        for scale in INIT_SCALES} for n in ("none", "layernorm")}
-    spread = {n: [accuracy_spread([acc[n][scale][i] for scale in INIT_SCALES])
-                  for i in range(len(claim.seeds))] for n in acc}
-    claim.record(test_acc={n: {str(k): v for k, v in by.items()} for n, by in acc.items()},
-                 spread=spread)
-    claim.check_paired(spread["none"], spread["layernorm"], ROBUST_TO_INIT)
+    by_seed = {n: INIT_ROBUSTNESS.records(runs, n, claim.seeds, tier) for n in ("none", "layernorm")}
+    claim.record(test_acc={n: {str(k): [rs[i].metrics[TEST_ACC] for rs in seeds]
+                               for i, k in enumerate(INIT_SCALES)} for n, seeds in by_seed.items()},
+                 spread={n: [init_scale_spread(rs) for rs in seeds]
+                         for n, seeds in by_seed.items()})
+    INIT_ROBUSTNESS.check(claim, runs, tier)
 
 
-PREVENTS_VANISHING = prevents_vanishing("layernorm")
+PREVENTS_VANISHING = GRAD_RATIO_VS_NONE.rule(GRAD_RATIO_VS_NONE.claim_norm)
 
 
 @pytest.mark.parametrize("tier", tiers())
-@pytest.mark.claim("ld-layernorm-prevents-vanishing-gradients", source=SOURCE, seeds=5,
-                   statement=f"LayerNorm after each layer of a 10-layer tanh MLP (no residuals) "
-                             f"prevents vanishing gradients at init (ratio = ||grad W_1|| / "
-                             f"||grad W_10||): {PREVENTS_VANISHING}, paired.")
+@GRAD_RATIO_VS_NONE.marker(source=SOURCE, statement=f"LayerNorm after each layer of a 10-layer "
+                                                    f"tanh MLP (no residuals) prevents vanishing "
+                                                    f"gradients at init (ratio = ||grad W_1|| / "
+                                                    f"||grad W_10||): {PREVENTS_VANISHING}, "
+                                                    f"paired.")
 def test_layernorm_prevents_vanishing_gradients(claim, run, tier):
-    ln = [weight_grad_profile(run(tanh_mlp(s, tier, "layernorm")))
-          for s in claim.seeds]
-    plain = [weight_grad_profile(run(tanh_mlp(s, tier, "none"))) for s in claim.seeds]
+    ln, plain = ([weight_grad_profile(rs[0]) for rs in GRAD_RATIO_VS_NONE.records(
+        one_by_one(run), n, claim.seeds, tier)] for n in ("layernorm", "none"))
     claim.record(profile_layernorm=ln, profile_plain=plain)
     claim.figure("grad-profile", lambda fig: figures.profiles(
         fig, {"LayerNorm after each layer": ln, "no normalization": plain}))
-    claim.check_paired([dg.log10_ratio(p) for p in ln], [dg.log10_ratio(p) for p in plain],
-                       PREVENTS_VANISHING)
+    GRAD_RATIO_VS_NONE.check(claim, one_by_one(run), tier)
 
 
 # ----------------------------------------------------------------------------- negative controls

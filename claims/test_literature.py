@@ -31,10 +31,25 @@ from normsys.measure import at_init
 from normsys.models import Attention
 from normsys.params import tiers
 from normsys.record import VAL_LOSS
+from normsys.scorecard import SEQUENCES, Statistic, one_by_one
 from normsys.stats import REFUTED, SUPPORTED, Rule
 from normsys.testing import CONTROL_SEEDS, trained_and_untrained
 
 DEPTHS = (6, 12)
+
+# The norm-generic claims, declared once: their tests below decide through these, and each is a
+# column of the scorecard (normsys.scorecard) for any norm kind.
+PRELN_FLATNESS = Statistic(
+    "preln_flat", "xiong-preln-gradients-flat", lambda n: PRELN_FLAT,
+    lambda n, s, t: [xiong("pre", depth, s, t, n) for depth in DEPTHS],
+    lambda rs: {f"{depth} blocks": abs(math.log2(ffn_grad_ratio(r.init_grad_norms, depth)))
+                for depth, r in zip(DEPTHS, rs, strict=True)},
+    excludes=SEQUENCES, words="flat pre-norm gradients")
+VAL_LOSS_VS_LN = Statistic(
+    "val_loss_vs_ln", "rmsnorm-matches-layernorm", loss_matches_layernorm,
+    lambda n, s, t: [char_gpt(s, t, n, steps=500)], lambda rs: rs[0].metrics[VAL_LOSS],
+    versus="layernorm", pairing="(own - versus) / versus", claim_norm="rmsnorm",
+    excludes=SEQUENCES, words="LM loss as LayerNorm's")
 
 
 def xiong_ratios(run, claim, placement: str, tier: str) -> dict[int, list[float]]:
@@ -66,13 +81,13 @@ def test_postln_gradients_grow_toward_output(claim, run, tier):
 
 
 @pytest.mark.parametrize("tier", tiers())
-@pytest.mark.claim("xiong-preln-gradients-flat", source="Xiong et al. 2020",
-                   statement=f"At init, pre-LN encoders (6 and 12 blocks) have flat FFN gradients "
-                             f"(ratio = last / first block's): {PRELN_FLAT} at both depths.")
+@PRELN_FLATNESS.marker(source="Xiong et al. 2020",
+                       statement=f"At init, pre-LN encoders (6 and 12 blocks) have flat FFN "
+                                 f"gradients (ratio = last / first block's): {PRELN_FLAT} at "
+                                 f"both depths.")
 def test_preln_gradients_flat(claim, run, tier):
-    ratios = xiong_ratios(run, claim, "pre", tier)
-    claim.check_all({f"{n} blocks": [abs(math.log2(r)) for r in ratios[n]] for n in DEPTHS},
-                    PRELN_FLAT)
+    xiong_ratios(run, claim, "pre", tier)  # the profiles, recorded and drawn
+    PRELN_FLATNESS.check(claim, one_by_one(run), tier)
 
 
 def attention_stack_residuals(seed: int, depth: int = 6, skips: bool = False, d: int = 64,
@@ -129,21 +144,19 @@ def test_skips_prevent_rank_collapse(claim, tier):
 
 
 def equivalence_to_layernorm(claim, runs, norm: str, tier: str):
-    recs = {n: runs([char_gpt(s, tier, n, steps=500) for s in claim.seeds])
+    recs = {n: [rs[0] for rs in VAL_LOSS_VS_LN.records(runs, n, claim.seeds, tier)]
             for n in (norm, "layernorm")}
-    val = {n: [r.metrics[VAL_LOSS] for r in rs] for n, rs in recs.items()}
-    claim.record(val_loss=val)
+    claim.record(val_loss={n: [r.metrics[VAL_LOSS] for r in rs] for n, rs in recs.items()})
     claim.figure("loss-curves", lambda fig: figures.curves(
         fig, {n: [r.curves for r in rs] for n, rs in recs.items()}, ("loss",),
         f"Char GPT training loss, {norm} vs layernorm"))
-    rel = [relative_difference(a, b) for a, b in zip(val[norm], val["layernorm"], strict=True)]
-    claim.check(rel, loss_matches_layernorm(norm))
+    VAL_LOSS_VS_LN.check(claim, runs, tier, norm)
 
 
 @pytest.mark.parametrize("tier", tiers())
-@pytest.mark.claim("rmsnorm-matches-layernorm", source="Zhang & Sennrich 2019",
-                   statement=f"RMSNorm matches LayerNorm on a pre-norm char GPT: "
-                             f"{loss_matches_layernorm('rmsnorm')}.")
+@VAL_LOSS_VS_LN.marker(source="Zhang & Sennrich 2019",
+                       statement=f"RMSNorm matches LayerNorm on a pre-norm char GPT: "
+                                 f"{VAL_LOSS_VS_LN.rule('rmsnorm')}.")
 def test_rmsnorm_loss_matches_layernorm(claim, runs, tier):
     equivalence_to_layernorm(claim, runs, "rmsnorm", tier)
 

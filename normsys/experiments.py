@@ -19,7 +19,8 @@ from normsys.stats import Rule
 
 # ----------------------------------------------------------------------------- seed encoder
 
-DM_PROBES = ("blocks.0", "blocks.2", "blocks.5")  # blocks 1, 3, 6 (1-indexed block outputs)
+# the block outputs the encoder preset probes: blocks 1, 3, 6 (blocks.0, .2, .5)
+DM_PROBES = preset("encoder").train.probe
 
 
 def encoder(norm: str, seed: int, tier: str = "cpu", **changes) -> RunConfig:

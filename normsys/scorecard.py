@@ -3,8 +3,10 @@ statistic is defined for any kind, each with that claim's own experiment, seeds 
 
 A statistic is one claim made norm-generic: ``kappa_6(layernorm) >= 0.8`` becomes
 ``kappa_6(N) >= 0.8`` for every kind N, on the runs the claim trains, with N in place of its norm.
-Paired rules keep their reference (LayerNorm, or no norm). Every cell is a verdict with its
-interval, so a new layer's row reads like the built-in ones:
+Paired rules keep their reference (LayerNorm, or no norm). Each statistic is declared once, in
+its claim file (a module-level ``Statistic``, which the claim's own test decides through); the
+scorecard's columns are the ones those files declare. Every cell is a verdict with its interval,
+so a new layer's row reads like the built-in ones:
 
     python -m normsys scorecard mynorm.py:MyNorm       # its row beside the built-in kinds
     python -m normsys scorecard --builtin              # the built-in kinds alone
@@ -15,6 +17,7 @@ nothing; the others train in worker processes, one per core on the CPU.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import json
@@ -28,37 +31,14 @@ from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
 
-from normsys import diagnostics as dg
 from normsys import params
 from normsys.cache import lookup
 from normsys.config import RunConfig
-from normsys.experiments import (
-    INIT_SCALES,
-    PRELN_FLAT,
-    accuracy_matches_layernorm,
-    char_gpt,
-    decorrelates,
-    encoder,
-    ffn_grad_ratio,
-    init_scale_spread,
-    kappa,
-    loss_matches_layernorm,
-    min_rho,
-    mlp,
-    prevents_collapse,
-    prevents_vanishing,
-    relative_difference,
-    robust_to_init,
-    stays_isotropic,
-    tanh_mlp,
-    unit_correlation,
-    weight_grad_profile,
-    xiong,
-)
+from normsys.experiments import relative_difference
 from normsys.norms import BUILTIN, NORMS, register
 from normsys.progress import Progress
 from normsys.provenance import device_name, git_commit
-from normsys.record import TEST_ACC, VAL_LOSS, RunRecord
+from normsys.record import RunRecord
 from normsys.runs import Runs
 from normsys.runtimes import run_seconds
 from normsys.stats import SUPPORTED, Decision, Rule
@@ -69,26 +49,51 @@ BUILTIN_ROWS = ("layernorm", "rmsnorm", "l2", "scaled_l2", "l2_affine", "dyt", "
 # positions, in the causal char GPT the tokens a position must not see; it is measured where the
 # deep dive measures it, in the MLPs.
 SEQUENCES = frozenset({"batchnorm"})
-DEPTHS = (6, 12)  # the Xiong profile's encoder depths
+
+
+def _own_minus_versus(a: float, b: float) -> float:
+    return a - b
+
+
+def _versus_minus_own(a: float, b: float) -> float:
+    return b - a
+
+
+# how a paired statistic combines a seed's value for the row's norm (own) and the reference's
+PAIRINGS: dict[str, Callable[[float, float], float]] = {
+    "own - versus": _own_minus_versus,
+    "versus - own": _versus_minus_own,
+    "(own - versus) / versus": relative_difference,
+}
 
 
 @dataclass(frozen=True)
 class Statistic:
-    """One claim's statistic for any norm kind N: the runs of one seed (``configs(N, seed,
-    tier)``), the per-seed value read from them, and the claim's rule for N. With ``versus``, the
-    rule is on ``combine(value(N), value(versus))`` per seed (the claim's paired statistic)."""
+    """A norm-generic claim, declared once in its claim file: the runs of one seed
+    (``configs(N, seed, tier)``), the per-seed value read from them, and the claim's rule for
+    any norm kind N. With ``versus``, the rule is on the per-seed pairing of N's value with the
+    reference's (``pairing``, one of PAIRINGS). The claim's test decides through it
+    (``check``), its marker comes from it (``marker``), and the scorecard makes a column of it
+    (``declared``)."""
 
     name: str
-    claim: str  # the claim whose experiment, seeds and rule this is
+    claim: str  # the claim id
     rule: Callable[[str], Rule]
-    configs: Callable[[str, int, str], list[RunConfig]]
-    value: Callable[[list[RunRecord]], float | dict[str, float]]
+    configs: Callable[..., list[RunConfig]]  # (norm, seed, tier, **changes of a variant)
+    value: Callable[..., float | dict[str, float]]  # (one seed's records, **how a variant reads)
     versus: str = ""
-    combine: Callable[[float, float], float] | None = None
+    pairing: str = ""
     claim_norm: str = "layernorm"  # the kind the claim itself is about
-    own_seeds: int | None = None  # the claim's own seed count (its marker's seeds=), if any
+    own_seeds: int | None = None  # the claim's own seed count at every tier, if any
     words: str = ""  # the column's name in words, for the figure
     excludes: frozenset[str] = frozenset()  # built-in kinds the experiment does not take
+
+    def __post_init__(self):
+        if bool(self.versus) != bool(self.pairing) or (self.pairing and
+                                                       self.pairing not in PAIRINGS):
+            raise ValueError(f"statistic {self.name}: a reference (versus={self.versus!r}) needs "
+                             f"a pairing, one of {', '.join(map(repr, PAIRINGS))}; got "
+                             f"pairing={self.pairing!r}")
 
     def seeds(self, tier: str) -> list[int]:
         return list(range(params.seeds(tier, self.own_seeds)))
@@ -96,11 +101,49 @@ class Statistic:
     def applies(self, norm: str) -> bool:
         return norm not in self.excludes
 
+    def marker(self, **kwargs):
+        """The claim's pytest marker: its id and seed count from here, statement and source."""
+        import pytest
+
+        seeds = {} if self.own_seeds is None else {"seeds": self.own_seeds}
+        return pytest.mark.claim(self.claim, **seeds, **kwargs)
+
+    def records(self, fetch: Callable[[list[RunConfig]], list[RunRecord]], norm: str,
+                seeds, tier: str, **changes) -> list[list[RunRecord]]:
+        """Each seed's runs for ``norm``, all fetched in one call (so seeds stack on a GPU)."""
+        per_seed = [self.configs(norm, seed, tier, **changes) for seed in seeds]
+        fetched = iter(fetch([c for cs in per_seed for c in cs]))
+        return [[next(fetched) for _ in cs] for cs in per_seed]
+
+    def check(self, claim, fetch: Callable[[list[RunConfig]], list[RunRecord]], tier: str,
+              norm: str = "", changes: dict | None = None, **read) -> Decision:
+        """The claim's verdict for ``norm`` (the claim's own kind by default) from the runs
+        ``fetch`` gives (the claims' ``runs`` fixture), decided as the scorecard decides it."""
+        norm = norm or self.claim_norm
+
+        def values(kind: str) -> list:
+            return [self.value(rs, **read) for rs in self.records(fetch, kind, claim.seeds, tier,
+                                                                 **(changes or {}))]
+
+        own, rule = values(norm), self.rule(norm)
+        if self.versus:
+            reference = values(self.versus)
+            if self.pairing == "own - versus":
+                return claim.check_paired(own, reference, rule)
+            if self.pairing == "versus - own":
+                return claim.check_paired(reference, own, rule)
+            return claim.check([PAIRINGS[self.pairing](a, b)
+                                for a, b in zip(own, reference, strict=True)], rule)
+        if isinstance(own[0], dict):
+            return claim.check_all({part: [v[part] for v in own] for part in own[0]}, rule)
+        return claim.check(own, rule)
+
     def decide(self, norm: str, own: list, reference: list | None) -> Decision:
         """The claim's verdict for ``norm`` from its per-seed values (and the reference's)."""
         rule = self.rule(norm)
         if self.versus:
-            return rule.decide([self.combine(a, b) for a, b in zip(own, reference, strict=True)])
+            combine = PAIRINGS[self.pairing]
+            return rule.decide([combine(a, b) for a, b in zip(own, reference, strict=True)])
         if parts := next((v for v in own if isinstance(v, dict)), None):
             # a rule that must hold for each part (each depth); NaN where a run diverged
             return rule.decide_all({part: [v[part] if isinstance(v, dict) else math.nan
@@ -108,48 +151,35 @@ class Statistic:
         return rule.decide(own)
 
 
-def _difference(a: float, b: float) -> float:
-    return a - b
+def one_by_one(run: Callable[[RunConfig], RunRecord]) -> Callable[[list[RunConfig]],
+                                                                  list[RunRecord]]:
+    """A fetch for ``Statistic.check`` from the claims' ``run`` fixture: each config on its own,
+    as the claims measured at initialization fetch theirs."""
+    return lambda configs: [run(c) for c in configs]
 
 
-def _reverse_difference(a: float, b: float) -> float:
-    return b - a
+CLAIMS = Path(__file__).parents[1] / "claims"  # the claim files, in a checkout
 
 
-STATISTICS = (
-    Statistic("kappa_6", "dm-layernorm-prevents-collapse", prevents_collapse,
-              lambda n, s, t: [encoder(n, s, t)], lambda rs: kappa(rs[0].probes),
-              excludes=SEQUENCES, words="rank kept at depth"),
-    Statistic("min_rho", "dm-l2-isotropic", stays_isotropic,
-              lambda n, s, t: [encoder(n, s, t)], lambda rs: min_rho(rs[0].probes),
-              claim_norm="l2", excludes=SEQUENCES, words="isotropy of every block"),
-    Statistic("test_acc_vs_ln", "dm-scaled-l2-matches-layernorm", accuracy_matches_layernorm,
-              lambda n, s, t: [encoder(n, s, t)], lambda rs: rs[0].metrics[TEST_ACC],
-              versus="layernorm", combine=_reverse_difference, claim_norm="scaled_l2",
-              excludes=SEQUENCES, words="accuracy as LayerNorm's"),
-    Statistic("val_loss_vs_ln", "rmsnorm-matches-layernorm", loss_matches_layernorm,
-              lambda n, s, t: [char_gpt(s, t, n, steps=500)], lambda rs: rs[0].metrics[VAL_LOSS],
-              versus="layernorm", combine=relative_difference, claim_norm="rmsnorm",
-              excludes=SEQUENCES, words="LM loss as LayerNorm's"),
-    Statistic("grad_ratio_vs_none", "ld-layernorm-prevents-vanishing-gradients",
-              prevents_vanishing, lambda n, s, t: [tanh_mlp(s, t, n)],
-              lambda rs: dg.log10_ratio(weight_grad_profile(rs[0])),
-              versus="none", combine=_difference, own_seeds=5,
-              words="gradient flow vs no norm"),
-    Statistic("decorrelation", "ld-layernorm-decorrelates", decorrelates,
-              lambda n, s, t: [mlp(n, s, tier=t)], lambda rs: unit_correlation(rs[0]),
-              versus="none", combine=_reverse_difference, words="decorrelation vs no norm"),
-    Statistic("init_robustness", "ld-layernorm-robust-to-init-scale", robust_to_init,
-              lambda n, s, t: [mlp(n, s, tier=t, init_scale=k) for k in INIT_SCALES],
-              init_scale_spread, versus="none", combine=_reverse_difference,
-              words="init-scale robustness vs no norm"),
-    Statistic("preln_flat", "xiong-preln-gradients-flat", lambda n: PRELN_FLAT,
-              lambda n, s, t: [xiong("pre", depth, s, t, n) for depth in DEPTHS],
-              lambda rs: {f"{depth} blocks": abs(math.log2(ffn_grad_ratio(r.init_grad_norms,
-                                                                           depth)))
-                          for depth, r in zip(DEPTHS, rs, strict=True)},
-              excludes=SEQUENCES, words="flat pre-norm gradients"),
-)
+@functools.cache
+def declared(folder: Path = CLAIMS) -> tuple[Statistic, ...]:
+    """Every norm-generic claim: the module-level Statistic objects of the claim files
+    (``test_*.py`` in ``folder``), in file and declaration order."""
+    files = sorted(Path(folder).glob("test_*.py"))
+    if not files:
+        raise ValueError(f"no claim files (test_*.py) in {folder}: the scorecard's statistics are "
+                         f"the norm-generic claims declared there, so it runs from a checkout")
+    found: list[Statistic] = []
+    for path in files:
+        name = f"_normsys_claims.{path.stem}"
+        module = sys.modules.get(name)
+        if module is None:
+            spec = importlib.util.spec_from_file_location(name, path)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module
+            spec.loader.exec_module(module)
+        found += [v for v in vars(module).values() if isinstance(v, Statistic)]
+    return tuple(dict.fromkeys(found))
 
 # ----------------------------------------------------------------------------- the user's norm
 
@@ -208,10 +238,11 @@ class Plan:
         return list(dict.fromkeys(c for seeds in self.cells.values() for cs in seeds for c in cs))
 
 
-def plan(norms: list[str], tier: str = "cpu", statistics=STATISTICS,
+def plan(norms: list[str], tier: str = "cpu", statistics=None,
          shrink: Callable[[RunConfig], RunConfig] | None = None) -> Plan:
     """The runs behind each cell, reference rows included (``shrink``: a smaller config for each,
     as the tests use)."""
+    statistics = statistics or declared()
     cells = {}
     for stat in statistics:
         needed = [n for n in norms if stat.applies(n)]
@@ -360,13 +391,14 @@ WAIT_FOREVER = 30 * 24 * 3600.0  # seconds
 # ----------------------------------------------------------------------------- the verdicts
 
 
-def judge(p: Plan, records: dict[RunConfig, RunRecord], statistics=STATISTICS,
+def judge(p: Plan, records: dict[RunConfig, RunRecord], statistics=None,
           reach: dict[str, tuple[float, float]] | None = None) -> dict[str, dict[str, dict]]:
     """{norm: {statistic: cell}}: a cell holds mean, low, high, verdict, rule, per-seed values;
     ``{"verdict": "n/a"}`` where the experiment does not take the kind. A kind that is not built
     in whose mean lies outside ``reach[statistic]`` (what the built-in kinds reach,
     ``builtin_reach``) is flagged ``out of range``: a value no working norm gives is a finding
     to look at, not a verdict to trust."""
+    statistics = statistics or declared()
     per_seed = {key: [stat_value(key[0], [records[c] for c in cs], statistics) for cs in seeds]
                 for key, seeds in p.cells.items()}
     diverged = {key: sum(any(records[c].diverged for c in cs) for cs in seeds)
@@ -411,9 +443,10 @@ def builtin_reach(tier: str, folder: Path | None = None) -> dict[str, tuple[floa
     return spans
 
 
-def stat_value(name: str, records: list[RunRecord], statistics=STATISTICS):
+def stat_value(name: str, records: list[RunRecord], statistics=None):
     """The statistic's value on one seed's records: NaN where a run diverged, or where the
     value is undefined for them (a ratio over a zero gradient, say): never an exception."""
+    statistics = statistics or declared()
     stat = next(s for s in statistics if s.name == name)
     if any(r.diverged for r in records):
         return math.nan
@@ -431,7 +464,7 @@ def provenance(tier: str, specs: list[tuple[str, str]]) -> dict:
     return {"tier": tier, "device": device_name(), "commit": git_commit(),
             "torch": torch.__version__, "normsys": __version__,
             "user_norms": {name: spec for spec, name in specs},
-            "claims": {s.name: s.claim for s in STATISTICS}}
+            "claims": {s.name: s.claim for s in declared()}}
 
 # ----------------------------------------------------------------------------- the outputs
 
@@ -448,7 +481,8 @@ def cell_text(cell: dict) -> str:
     return f"{cell['mean']:.3g} {MARK[cell['verdict']]}"
 
 
-def as_text(table: dict, statistics=STATISTICS) -> str:
+def as_text(table: dict, statistics=None) -> str:
+    statistics = statistics or declared()
     names = [s.name for s in statistics]
     width = max(len(n) for n in table) + 2
     cols = [max(len(n), 10) + 2 for n in names]
@@ -459,14 +493,16 @@ def as_text(table: dict, statistics=STATISTICS) -> str:
     return "\n".join(lines + ["", legend(statistics)])
 
 
-def legend(statistics=STATISTICS) -> str:
+def legend(statistics=None) -> str:
+    statistics = statistics or declared()
     rows = [f"  {s.name}: {s.rule('N')}  (claim {s.claim}, {len(s.seeds('cpu'))} seeds at the CPU tier)"
             for s in statistics]
     return ("mean over seeds; + supported, x refuted, ? inconclusive (95% t-interval against the "
             "claim's rule, N = the row's norm):\n" + "\n".join(rows))
 
 
-def as_markdown(table: dict, statistics=STATISTICS) -> str:
+def as_markdown(table: dict, statistics=None) -> str:
+    statistics = statistics or declared()
     names = [s.name for s in statistics]
     lines = ["| norm | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
     lines += [f"| {norm} | " + " | ".join(cell_text(row[n]) for n in names) + " |"
@@ -488,10 +524,11 @@ def shade(cell: dict, subject: bool) -> str:
     return "out of range" if "out_of_range" in cell else cell["verdict"]
 
 
-def draw(fig, table: dict, statistics=STATISTICS, subjects: set[str] | None = None) -> None:
+def draw(fig, table: dict, statistics=None, subjects: set[str] | None = None) -> None:
     """Norms x statistics, the rows judged (``subjects``: the user's kinds; every row when None)
     first and coloured by verdict, the others grey as references; each cell with its mean and
     95% interval, each column with its words and its rule."""
+    statistics = statistics or declared()
     from matplotlib.colors import ListedColormap
 
     subjects = set(table) if subjects is None else subjects
@@ -524,15 +561,17 @@ def draw(fig, table: dict, statistics=STATISTICS, subjects: set[str] | None = No
                  fontsize=9, pad=40)
 
 
-def markdown_page(table: dict, prov: dict, statistics=STATISTICS) -> str:
+def markdown_page(table: dict, prov: dict, statistics=None) -> str:
     """scorecard.md: where it was measured, the table and the legend."""
+    statistics = statistics or declared()
     return (f"# Scorecard ({prov['tier']} tier, {prov['device']}, {prov['commit'][:12]})\n\n"
             f"{as_markdown(table, statistics)}")
 
 
-def write(out: Path, table: dict, prov: dict, statistics=STATISTICS,
+def write(out: Path, table: dict, prov: dict, statistics=None,
           subjects: set[str] | None = None) -> list[Path]:
     """scorecard.json, scorecard.md and scorecard.png in ``out``."""
+    statistics = statistics or declared()
     import matplotlib
 
     matplotlib.use("Agg")

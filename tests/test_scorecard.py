@@ -219,7 +219,7 @@ def test_each_statistic_is_its_claims_recorded_rule():
     """The rule of each scorecard column, written for the claim's own norm, is the statistic and
     rule the CPU tier's ledger recorded for that claim, on as many seeds."""
     ledger = read(scorecard.Path(__file__).parents[1] / "claims" / "ledger" / "cpu.json")
-    for stat in scorecard.STATISTICS:
+    for stat in scorecard.declared():
         entry = ledger[stat.claim]
         rule = entry.rule.split(": ", 1)[1] if entry.rule.startswith("all of") else entry.rule
         assert str(stat.rule(stat.claim_norm)) == f"{entry.statistic} {rule}", stat.name
@@ -237,7 +237,7 @@ def test_layernorm_and_identity_under_other_names_land_on_their_rows(user_file, 
     table = scorecard.judge(plan, records)
     check_paired_statistics_by_hand(plan, records, table)
     for mine, builtin in ((wrap, "layernorm"), (same, "none")):
-        for stat in scorecard.STATISTICS:
+        for stat in scorecard.declared():
             a, b = table[mine][stat.name], table[builtin][stat.name]
             assert a["verdict"] == b["verdict"], (mine, stat.name)
             assert a["mean"] == pytest.approx(b["mean"], abs=1e-9), (mine, stat.name)
@@ -278,7 +278,7 @@ def check_paired_statistics_by_hand(plan, records, table):
         ("init_robustness", "layernorm"): [x - ln for ln, x in pairs(
             "init_robustness", "layernorm", "none", init_scale_spread)],
     }
-    assert {s.name for s in scorecard.STATISTICS if s.versus} == {k for k, _ in by_hand}
+    assert {s.name for s in scorecard.declared() if s.versus} == {k for k, _ in by_hand}
     for (stat, norm), values in by_hand.items():
         assert table[norm][stat]["values"] == pytest.approx(values, abs=1e-12), stat
         assert any(v != 0 for v in values), stat  # the two sides differ: the order is tested
@@ -295,7 +295,7 @@ def test_worker_processes_register_the_users_norm_again(user_file, monkeypatch):
     spec, and give what the same runs give in this process."""
     spec = f"{user_file}:LNWrap"
     wrap = scorecard.load(spec, "wrap")
-    stats = [s for s in scorecard.STATISTICS if s.name == "grad_ratio_vs_none"]
+    stats = [s for s in scorecard.declared() if s.name == "grad_ratio_vs_none"]
     plan = scorecard.plan([wrap], statistics=stats)
     in_workers = scorecard.fetch(plan, [(spec, wrap)], workers=2, runs=Runs())
     assert {c.model.norm for c in in_workers} == {wrap, "none"}
@@ -464,15 +464,15 @@ def test_a_registered_kinds_description_is_the_first_line_of_its_docstring(check
 
 
 def test_each_statistic_takes_its_claims_seeds_per_tier():
-    cpu = {s.name: len(s.seeds("cpu")) for s in scorecard.STATISTICS}
+    cpu = {s.name: len(s.seeds("cpu")) for s in scorecard.declared()}
     assert cpu.pop("grad_ratio_vs_none") == 5  # an at-init claim: 5 seeds on the CPU too
     assert set(cpu.values()) == {3}
-    for stat in scorecard.STATISTICS:
+    for stat in scorecard.declared():
         assert stat.seeds("paper") == [0, 1, 2, 3, 4], stat.name
 
 
 def test_the_plan_holds_each_cells_configs_per_seed_at_its_tier():
-    stat = scorecard.STATISTICS[0]  # kappa_6: one encoder per seed
+    stat = scorecard.declared()[0]  # kappa_6: one encoder per seed
     plan = scorecard.plan(["rmsnorm"], "paper", statistics=(stat,), shrink=tiny)
     assert plan.tier == "paper" and plan.norms == ["rmsnorm"]
     seeds = plan.cells[stat.name, "rmsnorm"]
@@ -556,7 +556,7 @@ PARTS = (
                         lambda n, s, t: [small_cfg(n, s, t)], lambda rs: rs[0].metrics["v"]),
     scorecard.Statistic("vs_none", "c-vs", lambda n: Rule(f"v({n}) - v(none)", ">", 0.0),
                         lambda n, s, t: [small_cfg(n, s, t)], lambda rs: rs[0].metrics["v"],
-                        versus="none", combine=lambda a, b: a - b, excludes=frozenset({"mine"})),
+                        versus="none", pairing="own - versus", excludes=frozenset({"mine"})),
 )
 
 
@@ -597,6 +597,115 @@ def test_a_statistic_undefined_on_a_run_is_nan_not_a_crash():
                                lambda rs: 1 / rs[0].metrics["v"])
     assert math.isnan(scorecard.stat_value("ratio", [made(small_cfg("none", 0), 0.0)], (zero,)))
     assert scorecard.stat_value("ratio", [made(small_cfg("none", 0), 0.5)], (zero,)) == 2.0
+
+
+class Claim:
+    """The plugin's claim as a declaration's test sees it: its seeds, and which check it ends on
+    with which per-seed values."""
+
+    seeds = [0, 1, 2]
+
+    def __init__(self):
+        self.calls = []
+
+    def check(self, values, rule):
+        self.calls.append(("check", list(values), None, str(rule)))
+        return rule.decide(values)
+
+    def check_paired(self, a, b, rule):
+        self.calls.append(("check_paired", list(a), list(b), str(rule)))
+        return rule.decide_paired(a, b)
+
+    def check_all(self, values, rule):
+        self.calls.append(("check_all", dict(values), None, str(rule)))
+        return rule.decide_all(values)
+
+
+def fetch_made(configs):
+    norm_of = lambda c: "mine" if c.model.d == 5 else c.model.norm  # noqa: E731
+    return [made(c, VALUES[norm_of(c), c.train.seed]) for c in configs]
+
+
+@pytest.mark.parametrize("pairing,call,a,b", [
+    ("own - versus", "check_paired", "mine", "none"),
+    ("versus - own", "check_paired", "none", "mine"),
+    ("(own - versus) / versus", "check", None, None),
+])
+def test_a_claim_decides_through_its_declaration_as_the_scorecard_does(pairing, call, a, b):
+    """The claim's test and the scorecard's cell take the same per-seed values, paired the way
+    the declaration says, to the same verdict."""
+    stat = scorecard.Statistic("v", "c-v", lambda n: Rule(f"v({n}) vs v(none)", ">", 0.0),
+                               lambda n, s, t: [small_cfg(n, s, t)], lambda rs: rs[0].metrics["v"],
+                               versus="none", pairing=pairing, claim_norm="mine")
+    claim = Claim()
+    decision = stat.check(claim, fetch_made, "cpu")
+    own, ref = [0.2, 0.3, 0.25], [0.5, 0.52, 0.49]
+    (name, first, second, rule), = claim.calls
+    assert name == call and rule == "v(mine) vs v(none) > 0"
+    if call == "check_paired":
+        assert (first, second) == ({"mine": own, "none": ref}[a], {"mine": own, "none": ref}[b])
+    else:
+        assert first == pytest.approx([(x - y) / y for x, y in zip(own, ref, strict=True)])
+    assert decision.summary.values == stat.decide("mine", own, ref).summary.values
+    assert decision.verdict == stat.decide("mine", own, ref).verdict
+
+
+def test_a_declaration_decides_for_another_norm_and_each_part_and_reads_a_variant():
+    claim = Claim()
+    fetched = []
+
+    def fetch(configs):
+        fetched.append(configs)
+        return fetch_made(configs)
+
+    level = scorecard.Statistic("level", "c-level", lambda n: Rule(f"v({n})", ">", 0.5),
+                                lambda n, s, t, **c: [small_cfg(n, s, t).override(**c)],
+                                lambda rs, scale=1.0: rs[0].metrics["v"] * scale)
+    level.check(claim, fetch, "cpu", "layernorm", {"train.lr": 0.5}, scale=2.0)
+    assert claim.calls == [("check", pytest.approx([1.8, 1.82, 1.84]), None, "v(layernorm) > 0.5")]
+    assert len(fetched) == 1 and [c.train.seed for c in fetched[0]] == [0, 1, 2]  # one call
+    assert {c.train.lr for c in fetched[0]} == {0.5}
+    parts = scorecard.Statistic("parts", "c-p", lambda n: Rule("v", "<", 1.0),
+                                lambda n, s, t: [small_cfg(n, s, t), small_cfg("none", s, t)],
+                                lambda rs: {"first": rs[0].metrics["v"],
+                                            "second": rs[1].metrics["v"]})
+    claim = Claim()
+    parts.check(claim, fetch_made, "cpu")
+    assert claim.calls == [("check_all", {"first": [0.9, 0.91, 0.92], "second": [0.5, 0.52, 0.49]},
+                            None, "v < 1")]
+
+
+def test_a_reference_needs_a_known_pairing():
+    for versus, pairing in (("none", ""), ("", "own - versus"), ("none", "own / versus")):
+        with pytest.raises(ValueError, match="needs a pairing, one of 'own - versus', "
+                                             "'versus - own', '\\(own - versus\\) / versus'; got"):
+            scorecard.Statistic("v", "c", PARTS[0].rule, PARTS[0].configs, PARTS[0].value,
+                                versus=versus, pairing=pairing)
+
+
+def test_each_declaration_is_its_claims_marker_in_its_claim_file():
+    """A declared statistic is found in the claim files (in file order), and the claim test
+    that carries its id takes its marker from it (its seeds too)."""
+    import sys
+
+    found = scorecard.declared()
+    assert [s.name for s in found][:2] == ["kappa_6", "min_rho"]  # test_dual_mechanism.py first
+    for stat in found:
+        module = next(m for name, m in list(sys.modules.items())
+                      if name.startswith("_normsys_claims.")
+                      and any(v is stat for v in vars(m).values()))
+        marks = [m for f in vars(module).values() if callable(f)
+                 for m in getattr(f, "pytestmark", []) if m.name == "claim"
+                 and m.args[0] == stat.claim]
+        assert len(marks) == 1, stat.name
+        assert marks[0].kwargs.get("seeds") == stat.own_seeds, stat.name
+    assert {s.own_seeds for s in found} == {None, 5}
+
+
+def test_no_claim_files_is_said(tmp_path):
+    with pytest.raises(ValueError, match=f"no claim files \\(test_\\*.py\\) in {tmp_path}: the "
+                                         f"scorecard's statistics are the norm-generic claims"):
+        scorecard.declared(tmp_path)
 
 
 def test_a_statistic_with_parts_must_hold_for_each():
@@ -778,7 +887,7 @@ def test_a_value_beyond_every_builtin_kinds_is_flagged_out_of_range_not_green(tm
     table = scorecard.judge(plan, records, PARTS, reach={"level": (0.0, 0.5)})
     assert "out_of_range" not in table["layernorm"]["level"]  # a built-in row is never flagged
     assert scorecard.judge(plan, records, PARTS)["mine"]["level"].get("out_of_range") is None
-    assert set(scorecard.builtin_reach("cpu")) == {s.name for s in scorecard.STATISTICS}
+    assert set(scorecard.builtin_reach("cpu")) == {s.name for s in scorecard.declared()}
 
 
 def test_the_files_are_written_into_a_new_nested_folder_and_over_old_ones(tmp_path):
