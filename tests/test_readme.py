@@ -1,0 +1,41 @@
+"""README's worked claims are the claim files' own code: every line of a Python block in "Adding a
+claim" (its explaining comment stripped; a line eliding with ``...`` aside) is a line of a claim
+file, so the guide cannot drift from the code it walks through."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).parents[1]
+
+
+def section(text: str, title: str) -> str:
+    start = text.index(f"\n## {title}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start:end if end != -1 else None]
+
+
+def code_lines(markdown: str) -> list[str]:
+    """The lines of the Python blocks, each without a trailing comment set off by two spaces."""
+    lines = []
+    for block in re.findall(r"```python\n(.*?)```", markdown, flags=re.S):
+        for line in block.splitlines():
+            line = re.sub(r"\s{2,}#.*$", "", line).rstrip()
+            if line.strip() and "..." not in line:
+                lines.append(line)
+    return lines
+
+
+def test_the_adding_a_claim_examples_are_lines_of_the_claim_files():
+    shown = code_lines(section((ROOT / "README.md").read_text(), "Adding a claim"))
+    assert len(shown) >= 20  # the template claim and a declared norm-generic one
+    in_files = {line.rstrip() for path in (ROOT / "claims").glob("test_*.py")
+                for line in path.read_text().splitlines()}
+    missing = [line for line in shown if line not in in_files]
+    assert not missing, f"README's example lines that no claim file has: {missing}"
+
+
+def test_a_changed_line_is_found():
+    shown = code_lines("## Adding a claim\n```python\nx = 1   # a note\ny = 2\nz = ...\n```\n")
+    assert shown == ["x = 1", "y = 2"]
