@@ -26,7 +26,7 @@ import os
 import sys
 import tempfile
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
@@ -181,6 +181,19 @@ def declared(folder: Path = CLAIMS) -> tuple[Statistic, ...]:
         found += [v for v in vars(module).values() if isinstance(v, Statistic)]
     return tuple(dict.fromkeys(found))
 
+
+class _Declared(Sequence):
+    """``declared()``, read when first used: the claim files import this module."""
+
+    def __getitem__(self, index):
+        return declared()[index]
+
+    def __len__(self) -> int:
+        return len(declared())
+
+
+STATISTICS: Sequence[Statistic] = _Declared()  # every norm-generic claim, in declaration order
+
 # ----------------------------------------------------------------------------- the user's norm
 
 
@@ -238,11 +251,10 @@ class Plan:
         return list(dict.fromkeys(c for seeds in self.cells.values() for cs in seeds for c in cs))
 
 
-def plan(norms: list[str], tier: str = "cpu", statistics=None,
+def plan(norms: list[str], tier: str = "cpu", statistics=STATISTICS,
          shrink: Callable[[RunConfig], RunConfig] | None = None) -> Plan:
     """The runs behind each cell, reference rows included (``shrink``: a smaller config for each,
     as the tests use)."""
-    statistics = statistics or declared()
     cells = {}
     for stat in statistics:
         needed = [n for n in norms if stat.applies(n)]
@@ -391,14 +403,13 @@ WAIT_FOREVER = 30 * 24 * 3600.0  # seconds
 # ----------------------------------------------------------------------------- the verdicts
 
 
-def judge(p: Plan, records: dict[RunConfig, RunRecord], statistics=None,
+def judge(p: Plan, records: dict[RunConfig, RunRecord], statistics=STATISTICS,
           reach: dict[str, tuple[float, float]] | None = None) -> dict[str, dict[str, dict]]:
     """{norm: {statistic: cell}}: a cell holds mean, low, high, verdict, rule, per-seed values;
     ``{"verdict": "n/a"}`` where the experiment does not take the kind. A kind that is not built
     in whose mean lies outside ``reach[statistic]`` (what the built-in kinds reach,
     ``builtin_reach``) is flagged ``out of range``: a value no working norm gives is a finding
     to look at, not a verdict to trust."""
-    statistics = statistics or declared()
     per_seed = {key: [stat_value(key[0], [records[c] for c in cs], statistics) for cs in seeds]
                 for key, seeds in p.cells.items()}
     diverged = {key: sum(any(records[c].diverged for c in cs) for cs in seeds)
@@ -443,10 +454,9 @@ def builtin_reach(tier: str, folder: Path | None = None) -> dict[str, tuple[floa
     return spans
 
 
-def stat_value(name: str, records: list[RunRecord], statistics=None):
+def stat_value(name: str, records: list[RunRecord], statistics=STATISTICS):
     """The statistic's value on one seed's records: NaN where a run diverged, or where the
     value is undefined for them (a ratio over a zero gradient, say): never an exception."""
-    statistics = statistics or declared()
     stat = next(s for s in statistics if s.name == name)
     if any(r.diverged for r in records):
         return math.nan
@@ -464,7 +474,7 @@ def provenance(tier: str, specs: list[tuple[str, str]]) -> dict:
     return {"tier": tier, "device": device_name(), "commit": git_commit(),
             "torch": torch.__version__, "normsys": __version__,
             "user_norms": {name: spec for spec, name in specs},
-            "claims": {s.name: s.claim for s in declared()}}
+            "claims": {s.name: s.claim for s in STATISTICS}}
 
 # ----------------------------------------------------------------------------- the outputs
 
@@ -481,8 +491,7 @@ def cell_text(cell: dict) -> str:
     return f"{cell['mean']:.3g} {MARK[cell['verdict']]}"
 
 
-def as_text(table: dict, statistics=None) -> str:
-    statistics = statistics or declared()
+def as_text(table: dict, statistics=STATISTICS) -> str:
     names = [s.name for s in statistics]
     width = max(len(n) for n in table) + 2
     cols = [max(len(n), 10) + 2 for n in names]
@@ -493,16 +502,14 @@ def as_text(table: dict, statistics=None) -> str:
     return "\n".join(lines + ["", legend(statistics)])
 
 
-def legend(statistics=None) -> str:
-    statistics = statistics or declared()
+def legend(statistics=STATISTICS) -> str:
     rows = [f"  {s.name}: {s.rule('N')}  (claim {s.claim}, {len(s.seeds('cpu'))} seeds at the CPU tier)"
             for s in statistics]
     return ("mean over seeds; + supported, x refuted, ? inconclusive (95% t-interval against the "
             "claim's rule, N = the row's norm):\n" + "\n".join(rows))
 
 
-def as_markdown(table: dict, statistics=None) -> str:
-    statistics = statistics or declared()
+def as_markdown(table: dict, statistics=STATISTICS) -> str:
     names = [s.name for s in statistics]
     lines = ["| norm | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
     lines += [f"| {norm} | " + " | ".join(cell_text(row[n]) for n in names) + " |"
@@ -524,11 +531,10 @@ def shade(cell: dict, subject: bool) -> str:
     return "out of range" if "out_of_range" in cell else cell["verdict"]
 
 
-def draw(fig, table: dict, statistics=None, subjects: set[str] | None = None) -> None:
+def draw(fig, table: dict, statistics=STATISTICS, subjects: set[str] | None = None) -> None:
     """Norms x statistics, the rows judged (``subjects``: the user's kinds; every row when None)
     first and coloured by verdict, the others grey as references; each cell with its mean and
     95% interval, each column with its words and its rule."""
-    statistics = statistics or declared()
     from matplotlib.colors import ListedColormap
 
     subjects = set(table) if subjects is None else subjects
@@ -561,17 +567,15 @@ def draw(fig, table: dict, statistics=None, subjects: set[str] | None = None) ->
                  fontsize=9, pad=40)
 
 
-def markdown_page(table: dict, prov: dict, statistics=None) -> str:
+def markdown_page(table: dict, prov: dict, statistics=STATISTICS) -> str:
     """scorecard.md: where it was measured, the table and the legend."""
-    statistics = statistics or declared()
     return (f"# Scorecard ({prov['tier']} tier, {prov['device']}, {prov['commit'][:12]})\n\n"
             f"{as_markdown(table, statistics)}")
 
 
-def write(out: Path, table: dict, prov: dict, statistics=None,
+def write(out: Path, table: dict, prov: dict, statistics=STATISTICS,
           subjects: set[str] | None = None) -> list[Path]:
     """scorecard.json, scorecard.md and scorecard.png in ``out``."""
-    statistics = statistics or declared()
     import matplotlib
 
     matplotlib.use("Agg")

@@ -219,7 +219,7 @@ def test_each_statistic_is_its_claims_recorded_rule():
     """The rule of each scorecard column, written for the claim's own norm, is the statistic and
     rule the CPU tier's ledger recorded for that claim, on as many seeds."""
     ledger = read(scorecard.Path(__file__).parents[1] / "claims" / "ledger" / "cpu.json")
-    for stat in scorecard.declared():
+    for stat in scorecard.STATISTICS:
         entry = ledger[stat.claim]
         rule = entry.rule.split(": ", 1)[1] if entry.rule.startswith("all of") else entry.rule
         assert str(stat.rule(stat.claim_norm)) == f"{entry.statistic} {rule}", stat.name
@@ -237,7 +237,7 @@ def test_layernorm_and_identity_under_other_names_land_on_their_rows(user_file, 
     table = scorecard.judge(plan, records)
     check_paired_statistics_by_hand(plan, records, table)
     for mine, builtin in ((wrap, "layernorm"), (same, "none")):
-        for stat in scorecard.declared():
+        for stat in scorecard.STATISTICS:
             a, b = table[mine][stat.name], table[builtin][stat.name]
             assert a["verdict"] == b["verdict"], (mine, stat.name)
             assert a["mean"] == pytest.approx(b["mean"], abs=1e-9), (mine, stat.name)
@@ -278,7 +278,7 @@ def check_paired_statistics_by_hand(plan, records, table):
         ("init_robustness", "layernorm"): [x - ln for ln, x in pairs(
             "init_robustness", "layernorm", "none", init_scale_spread)],
     }
-    assert {s.name for s in scorecard.declared() if s.versus} == {k for k, _ in by_hand}
+    assert {s.name for s in scorecard.STATISTICS if s.versus} == {k for k, _ in by_hand}
     for (stat, norm), values in by_hand.items():
         assert table[norm][stat]["values"] == pytest.approx(values, abs=1e-12), stat
         assert any(v != 0 for v in values), stat  # the two sides differ: the order is tested
@@ -295,7 +295,7 @@ def test_worker_processes_register_the_users_norm_again(user_file, monkeypatch):
     spec, and give what the same runs give in this process."""
     spec = f"{user_file}:LNWrap"
     wrap = scorecard.load(spec, "wrap")
-    stats = [s for s in scorecard.declared() if s.name == "grad_ratio_vs_none"]
+    stats = [s for s in scorecard.STATISTICS if s.name == "grad_ratio_vs_none"]
     plan = scorecard.plan([wrap], statistics=stats)
     in_workers = scorecard.fetch(plan, [(spec, wrap)], workers=2, runs=Runs())
     assert {c.model.norm for c in in_workers} == {wrap, "none"}
@@ -464,15 +464,15 @@ def test_a_registered_kinds_description_is_the_first_line_of_its_docstring(check
 
 
 def test_each_statistic_takes_its_claims_seeds_per_tier():
-    cpu = {s.name: len(s.seeds("cpu")) for s in scorecard.declared()}
+    cpu = {s.name: len(s.seeds("cpu")) for s in scorecard.STATISTICS}
     assert cpu.pop("grad_ratio_vs_none") == 5  # an at-init claim: 5 seeds on the CPU too
     assert set(cpu.values()) == {3}
-    for stat in scorecard.declared():
+    for stat in scorecard.STATISTICS:
         assert stat.seeds("paper") == [0, 1, 2, 3, 4], stat.name
 
 
 def test_the_plan_holds_each_cells_configs_per_seed_at_its_tier():
-    stat = scorecard.declared()[0]  # kappa_6: one encoder per seed
+    stat = scorecard.STATISTICS[0]  # kappa_6: one encoder per seed
     plan = scorecard.plan(["rmsnorm"], "paper", statistics=(stat,), shrink=tiny)
     assert plan.tier == "paper" and plan.norms == ["rmsnorm"]
     seeds = plan.cells[stat.name, "rmsnorm"]
@@ -688,7 +688,7 @@ def test_each_declaration_is_its_claims_marker_in_its_claim_file():
     that carries its id takes its marker from it (its seeds too)."""
     import sys
 
-    found = scorecard.declared()
+    found = scorecard.STATISTICS
     assert [s.name for s in found][:2] == ["kappa_6", "min_rho"]  # test_dual_mechanism.py first
     for stat in found:
         module = next(m for name, m in list(sys.modules.items())
@@ -887,7 +887,7 @@ def test_a_value_beyond_every_builtin_kinds_is_flagged_out_of_range_not_green(tm
     table = scorecard.judge(plan, records, PARTS, reach={"level": (0.0, 0.5)})
     assert "out_of_range" not in table["layernorm"]["level"]  # a built-in row is never flagged
     assert scorecard.judge(plan, records, PARTS)["mine"]["level"].get("out_of_range") is None
-    assert set(scorecard.builtin_reach("cpu")) == {s.name for s in scorecard.declared()}
+    assert set(scorecard.builtin_reach("cpu")) == {s.name for s in scorecard.STATISTICS}
 
 
 def test_the_files_are_written_into_a_new_nested_folder_and_over_old_ones(tmp_path):
