@@ -39,3 +39,16 @@ def test_the_adding_a_claim_examples_are_lines_of_the_claim_files():
 def test_a_changed_line_is_found():
     shown = code_lines("## Adding a claim\n```python\nx = 1   # a note\ny = 2\nz = ...\n```\n")
     assert shown == ["x = 1", "y = 2"]
+
+
+def test_the_claims_table_names_every_claim_file():
+    table = section((ROOT / "README.md").read_text(), "The claims")
+    named = set(re.findall(r"^\| `(claims/test_\w+\.py)` \|", table, flags=re.M))
+    assert named == {f"claims/{p.name}" for p in (ROOT / "claims").glob("test_*.py")}
+
+
+def test_the_map_names_every_module_of_the_package():
+    table = section((ROOT / "README.md").read_text(), "How the code is laid out")
+    named = set(re.findall(r"`normsys\.(\w+)`", table))
+    modules = {p.stem for p in (ROOT / "normsys").glob("*.py") if p.stem != "__init__"}
+    assert named == modules, f"missing {sorted(modules - named)}, gone {sorted(named - modules)}"
