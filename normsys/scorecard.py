@@ -361,16 +361,24 @@ def _start_worker(specs: list[tuple[str, str]], threads: int, counter: str) -> N
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it stops us
     torch.set_num_threads(threads)
-    for spec, name in specs:
-        load(spec, name)
-    global _WORKER_RUNS
+    global _WORKER_RUNS, _WORKER_ERROR
+    try:
+        for spec, name in specs:
+            load(spec, name)
+    except ValueError as err:
+        # a pool restarts a worker whose initializer raised, without end: the first run says it
+        _WORKER_ERROR = f"in a worker process: {err}"
+        return
     _WORKER_RUNS = Runs(Progress(os.dup(2), Path(counter)))
 
 
 _WORKER_RUNS: Runs | None = None  # a worker process's runs, made by its initializer
+_WORKER_ERROR = ""  # why its initializer could not make them
 
 
 def _fetch(cfg: RunConfig) -> RunRecord:
+    if _WORKER_ERROR:
+        raise ValueError(_WORKER_ERROR)
     return _WORKER_RUNS.run(cfg)
 
 

@@ -1080,3 +1080,28 @@ def test_worker_processes_train_the_plan_on_their_share_of_the_cores(user_file, 
     assert all(Runs().run(cfg).to_json() == record.to_json() for cfg, record in got.items())
     err = capfd.readouterr().err
     assert sorted(int(n) for n in re.findall(r"\[(\d+) runs done\]", err)) == [1, 2, 3]
+
+
+def test_a_norm_that_cannot_load_in_the_worker_processes_is_said_not_waited_on(tmp_path,
+                                                                               monkeypatch):
+    """A pool starts a new worker for one whose initializer raised, without end: the failure
+    reaches the parent as the first run's error instead (a wait of a minute, not forever)."""
+    path = tmp_path / "parent_only.py"
+    path.write_text(textwrap.dedent('''
+        import multiprocessing
+        from torch import nn
+
+        if multiprocessing.current_process().name != "MainProcess":
+            raise RuntimeError("not in a worker")
+
+
+        def Norm(d):
+            return nn.LayerNorm(d)
+    '''))
+    spec = f"{path}:Norm"
+    name = scorecard.load(spec, "parent_only")
+    plan = scorecard.plan([name], statistics=PARTS[:1])
+    monkeypatch.setattr(scorecard, "WAIT_FOREVER", 60.0)
+    with pytest.raises(ValueError, match=r"^in a worker process: .*parent_only\.py failed: "
+                                         r"RuntimeError: not in a worker$"):
+        scorecard.fetch(plan, [(spec, name)], workers=2, runs=Runs())
