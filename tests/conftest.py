@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -77,14 +78,18 @@ def fresh_memo_per_mutant():
     """mutmut forks each mutant's test run from a process that has already run the tests: the runs
     it fetched, the data it loaded and checked, the code digest and the t quantiles it computed
     would answer for the mutant's code (a mutant of the training loop would pass on its parent's
-    records, one of a task on its parent's data). Clear them there (only under mutmut: elsewhere
-    they are what keeps one process from training a run or reading a file twice)."""
+    records, one of a task on its parent's data; the claim files it imported, their markers made
+    by the parent's code). Clear them there (only under mutmut: elsewhere they are what keeps one
+    process from training a run or reading a file twice)."""
     if "MUTANT_UNDER_TEST" in os.environ:
-        from normsys import cache, data, stats
+        from normsys import cache, data, scorecard, stats
 
         data._VERIFIED.clear()
-        for memo in (data._checksums, data.bert_tokenizer, cache.code_digest, stats.t_quantile):
+        for memo in (data._checksums, data.bert_tokenizer, cache.code_digest, stats.t_quantile,
+                     scorecard.declared):
             memo.cache_clear()
+        for name in [m for m in sys.modules if m.startswith("_normsys_claims.")]:
+            del sys.modules[name]
     yield
 
 

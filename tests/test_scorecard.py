@@ -675,6 +675,13 @@ def test_a_declaration_decides_for_another_norm_and_each_part_and_reads_a_varian
                             None, "v < 1")]
 
 
+def test_one_by_one_fetches_each_config_alone_in_order():
+    seen = []
+    fetch = scorecard.one_by_one(lambda cfg: seen.append(cfg) or cfg.train.seed)
+    configs = [small_cfg("none", seed) for seed in (2, 0, 1)]
+    assert fetch(configs) == [2, 0, 1] and seen == configs
+
+
 def test_a_reference_needs_a_known_pairing():
     for versus, pairing in (("none", ""), ("", "own - versus"), ("none", "own / versus")):
         with pytest.raises(ValueError, match="needs a pairing, one of 'own - versus', "
