@@ -94,9 +94,9 @@ def fresh_memo_per_mutant():
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under mutmut, a mutant's tests run fastest first (by the durations mutmut measured): a
-    killed mutant stops at its first failing test, so it costs what its quickest failing test
-    costs instead of whatever test happened to come first."""
+    """Under mutmut, a mutant's tests run its module's own test file first, then fastest first
+    (by the durations mutmut measured): a killed mutant stops at its first failing test, so it
+    costs what its quickest failing test costs instead of whatever test happened to come first."""
     stats = Path("mutmut-stats.json")
     if "MUTANT_UNDER_TEST" not in os.environ or not stats.is_file():
         return
@@ -104,4 +104,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         seconds = json.loads(stats.read_text())["duration_by_test"]
     except (ValueError, KeyError):
         return
-    items.sort(key=lambda item: seconds.get(item.nodeid, 0.0))
+    # the mutated module's own test file first: a mutant of the training loop dies in
+    # tests/test_train.py in seconds, not after every faster test that trains a model
+    module = os.environ["MUTANT_UNDER_TEST"].split(".")
+    own = f"tests/test_{module[1]}.py::" if len(module) > 2 else None
+    items.sort(key=lambda item: (not (own and item.nodeid.startswith(own)),
+                                 seconds.get(item.nodeid, 0.0)))
