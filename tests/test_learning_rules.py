@@ -167,6 +167,16 @@ def test_first_update_of_the_loop_uses_the_rules_gradient(method, family, data_e
         torch.testing.assert_close(state[name], p.detach(), atol=0, rtol=0)
 
 
+@pytest.mark.parametrize("method", ["bp", "dfa"])
+def test_the_logged_gradient_norm_is_the_norm_of_the_rules_gradient(method, data_env, no_cache):
+    """The run's grad_norm at its one step is ||g|| over every parameter of the gradient the rule
+    gives the model at init on the first batch (computed here by hand)."""
+    cfg = config(method)
+    record, _ = train_module.fit([cfg])[0]
+    norm = torch.sqrt(sum(g.double().pow(2).sum() for g in hand_gradients(cfg).values()))
+    assert record.curves["grad_norm"] == [pytest.approx(norm.item(), rel=1e-5)]
+
+
 @pytest.mark.parametrize("method", ["fa", "dfa"])
 def test_feedback_rules_change_the_blocks_gradients_and_not_the_heads(method, data_env, no_cache,
                                                                      monkeypatch):
