@@ -33,6 +33,19 @@ def test_divergence_is_recorded_not_raised(no_cache):
     assert math.isnan(record.metrics["val_loss"])
 
 
+def test_a_diverged_classifier_has_nan_accuracies_and_loss_and_no_probes(data_env, no_cache):
+    """Nothing of a diverged model is measured: its accuracies and held-out loss are NaN and it
+    has no probes, where the same run at a sane learning rate has both."""
+    cfg = preset("resmlp", **{"model.d": 32, "model.layers": 2, "data.n_train": 256,
+                              "data.n_test": 128, "train.batch_size": 64, "train.steps": 4,
+                              "train.probe": ("blocks.0",)})
+    sane, diverged = train(cfg), train(cfg.override(**{"train.lr": 1e30}))
+    assert not sane.diverged and set(sane.probes) == {"blocks.0"}
+    assert all(math.isfinite(sane.metrics[k]) for k in ("train_acc", "test_acc"))
+    assert diverged.diverged and diverged.probes == {}
+    assert all(math.isnan(diverged.metrics[k]) for k in ("train_acc", "test_acc", "val_loss"))
+
+
 def test_step_log_reads_in_windows_and_stops_each_run_at_its_first_nan():
     """The CUDA path reads the log every few steps: the curves must be what a per-step read gives."""
     curves = [empty_curves(), empty_curves()]
