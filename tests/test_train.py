@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import time
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,12 @@ def test_same_config_and_seed_give_identical_records(no_cache):
     assert a.curves == b.curves and a.metrics == b.metrics and a.init_grad_norms == b.init_grad_norms
     c = train(preset("ffn_stack", **SMALL_FFN, **{"train.seed": 1}))
     assert c.curves["loss"] != a.curves["loss"]
+
+
+def test_a_records_wall_time_is_the_time_its_training_took(no_cache):
+    before = time.perf_counter()
+    record = train(preset("ffn_stack", **SMALL_FFN))
+    assert 0 < record.wall_time <= time.perf_counter() - before
 
 
 def test_divergence_is_recorded_not_raised(no_cache):
