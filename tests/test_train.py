@@ -14,7 +14,7 @@ import torch
 from normsys.config import preset
 from normsys.protocol import disjoint_batches, fa_protocol_report
 from normsys.steplog import StepLog, empty_curves
-from normsys.train import train, train_with_state
+from normsys.train import make_optimizer, train, train_with_state
 
 SMALL_FFN = {"train.steps": 8, "model.d": 16, "data.batch_shape": (4, 5, 16)}
 
@@ -30,6 +30,17 @@ def test_a_records_wall_time_is_the_time_its_training_took(no_cache):
     before = time.perf_counter()
     record = train(preset("ffn_stack", **SMALL_FFN))
     assert 0 < record.wall_time <= time.perf_counter() - before
+
+
+@pytest.mark.parametrize("name,kind", [("adam", torch.optim.Adam), ("adamw", torch.optim.AdamW)])
+def test_the_optimizer_is_the_one_the_config_names_with_its_settings(name, kind):
+    """Adam's weight decay is an L2 term in the gradient, AdamW's a decoupled decay: with a decay
+    set they train differently, so the config's name must pick the class."""
+    cfg = preset("ffn_stack", **SMALL_FFN, **{"train.optimizer": name, "train.lr": 0.003,
+                                              "train.weight_decay": 0.1})
+    opt = make_optimizer(cfg, [torch.nn.Parameter(torch.ones(2))], torch.device("cpu"))
+    assert type(opt) is kind
+    assert opt.defaults["lr"] == 0.003 and opt.defaults["weight_decay"] == 0.1
 
 
 def test_divergence_is_recorded_not_raised(no_cache):
