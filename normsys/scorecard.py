@@ -159,6 +159,7 @@ def one_by_one(run: Callable[[RunConfig], RunRecord]) -> Callable[[list[RunConfi
 
 
 CLAIMS = Path(__file__).parents[1] / "claims"  # the claim files, in a checkout
+CLAIM_MODULES = "_normsys_claims."  # the prefix of their module names once imported here
 
 
 @functools.cache
@@ -171,7 +172,7 @@ def declared(folder: Path = CLAIMS) -> tuple[Statistic, ...]:
                          f"the norm-generic claims declared there, so it runs from a checkout")
     found: list[Statistic] = []
     for path in files:
-        name = f"_normsys_claims.{path.stem}"
+        name = f"{CLAIM_MODULES}{path.stem}"
         module = sys.modules.get(name)
         if module is None:
             spec = importlib.util.spec_from_file_location(name, path)

@@ -88,7 +88,7 @@ def fresh_memo_per_mutant():
         for memo in (data._checksums, data.bert_tokenizer, cache.code_digest, stats.t_quantile,
                      scorecard.declared):
             memo.cache_clear()
-        for name in [m for m in sys.modules if m.startswith("_normsys_claims.")]:
+        for name in [m for m in sys.modules if m.startswith(scorecard.CLAIM_MODULES)]:
             del sys.modules[name]
     yield
 

@@ -699,7 +699,7 @@ def test_each_declaration_is_its_claims_marker_in_its_claim_file():
     assert [s.name for s in found][:2] == ["kappa_6", "min_rho"]  # test_dual_mechanism.py first
     for stat in found:
         module = next(m for name, m in list(sys.modules.items())
-                      if name.startswith("_normsys_claims.")
+                      if name.startswith(scorecard.CLAIM_MODULES)
                       and any(v is stat for v in vars(m).values()))
         marks = [m for f in vars(module).values() if callable(f)
                  for m in getattr(f, "pytestmark", []) if m.name == "claim"
