@@ -43,8 +43,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def data_env(request):
     """The data folder (shipped with normsys, or $NORMSYS_DATA), its MNIST checked; missing data
     fails the test with what to do, or skips it with --claims-skip-missing-data."""
-    from normsys.data import MNIST_FILES, data_file, data_root
     from normsys.plugin import data_errors
+    from normsys.training.data import MNIST_FILES, data_file, data_root
 
     with data_errors(request.config.getoption("claims_skip_missing_data", False)):
         for name in MNIST_FILES.values():

@@ -19,7 +19,6 @@ import numpy as np
 import pytest
 import torch
 
-from normsys.config import preset
 from normsys.experiments import (
     DM_PROBES,
     accuracy_matches_layernorm,
@@ -29,12 +28,13 @@ from normsys.experiments import (
     prevents_collapse,
     stays_isotropic,
 )
-from normsys.measure import at_init
 from normsys.params import Variant, tiers, variant_tiers
-from normsys.record import TEST_ACC, TRAIN_ACC, probe_of
 from normsys.scorecard import SEQUENCES, Statistic
 from normsys.stats import REFUTED, SUPPORTED, Rule
 from normsys.testing import SMALL_CLASSIFIER, small_classifier_accuracies, trained_and_untrained
+from normsys.training.config import preset
+from normsys.training.measure import at_init
+from normsys.training.record import TEST_ACC, TRAIN_ACC, probe_of
 
 SOURCE = "Dual-Mechanism paper, Experiment 4 (seed encoder, AG News)"
 NORMS = ("layernorm", "l2", "none")

@@ -17,13 +17,13 @@ import numpy as np
 import pytest
 import torch
 
-from normsys.config import preset
-from normsys.models import prepare_model
 from normsys.params import tiers, variant_tiers
 from normsys.protocol import BP_RANGE, DFA_RANGE, mnist_report
-from normsys.record import TEST_ACC, trained_model
 from normsys.stats import REFUTED, SUPPORTED, Rule
 from normsys.testing import CONTROL_SEEDS, small_classifier_accuracies
+from normsys.training.config import preset
+from normsys.training.models import prepare_model
+from normsys.training.record import TEST_ACC, trained_model
 
 SOURCE = "FA evaluation protocol (pre-LN residual MLP, MNIST)"
 VARIANTS = ("", "-long")
@@ -203,7 +203,7 @@ def constructed_net(seed: int, shared: bool):
     the same way), or independent (blocks' outputs zeroed, head near zero with its bias the test
     labels' log frequencies: a calibrated constant predictor, whose batch-mean gradients are
     label-sampling noise)."""
-    from normsys.data import mnist
+    from normsys.training.data import mnist
 
     model = prepare_model(fa_mlp("bp", seed)).eval()
     with torch.no_grad():

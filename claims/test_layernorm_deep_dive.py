@@ -15,9 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from normsys import diagnostics as dg
 from normsys import figures
-from normsys.config import preset
 from normsys.experiments import (
     INIT_SCALES,
     accuracy_spread,
@@ -30,9 +28,7 @@ from normsys.experiments import (
     unit_correlation,
     weight_grad_profile,
 )
-from normsys.measure import at_init
 from normsys.params import tiers
-from normsys.record import TEST_ACC, VAL_LOSS, probe_of, trained_model
 from normsys.scorecard import Statistic, one_by_one
 from normsys.stats import REFUTED, SUPPORTED, Rule
 from normsys.testing import (
@@ -41,6 +37,10 @@ from normsys.testing import (
     small_classifier_accuracies,
     trained_and_untrained,
 )
+from normsys.training import diagnostics as dg
+from normsys.training.config import preset
+from normsys.training.measure import at_init
+from normsys.training.record import TEST_ACC, VAL_LOSS, probe_of, trained_model
 
 SOURCE = "LayerNorm deep-dive notebook"
 
@@ -95,7 +95,7 @@ def mlp_runs(runs, claim, tier):
 
 def draw_correlations(fig, records: dict) -> None:
     """Correlation heatmaps of the first 64 units of the last hidden layer, per norm."""
-    from normsys.data import mnist
+    from normsys.training.data import mnist
 
     x = mnist().x_train[:1000]
     axes = fig.subplots(1, len(records))

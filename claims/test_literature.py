@@ -16,7 +16,6 @@ import math
 import pytest
 import torch
 
-from normsys import diagnostics as dg
 from normsys import figures
 from normsys.experiments import (
     PRELN_FLAT,
@@ -27,13 +26,14 @@ from normsys.experiments import (
     relative_difference,
     xiong,
 )
-from normsys.measure import at_init
-from normsys.models import Attention
 from normsys.params import tiers
-from normsys.record import VAL_LOSS
 from normsys.scorecard import SEQUENCES, Statistic, one_by_one
 from normsys.stats import REFUTED, SUPPORTED, Rule
 from normsys.testing import CONTROL_SEEDS, trained_and_untrained
+from normsys.training import diagnostics as dg
+from normsys.training.measure import at_init
+from normsys.training.models import Attention
+from normsys.training.record import VAL_LOSS
 
 DEPTHS = (6, 12)
 

@@ -12,16 +12,16 @@ import pytest
 import torch
 from torch import nn
 
-from normsys.data import tiny_shakespeare
 from normsys.experiments import char_gpt
-from normsys.models import prepare_model
-from normsys.norms import LayerNorm, build_norm
 from normsys.params import tiers
 from normsys.protocol import layernorm_gradients, ln_decomposition_summary, ln_vjp_errors
-from normsys.record import trained_model
 from normsys.stats import REFUTED, SUPPORTED, Rule
-from normsys.tasks import lm_batch
 from normsys.testing import CONTROL_SEEDS
+from normsys.training.data import tiny_shakespeare
+from normsys.training.models import prepare_model
+from normsys.training.norms import LayerNorm, build_norm
+from normsys.training.record import trained_model
+from normsys.training.tasks import lm_batch
 
 SOURCE = "LayerNorm-Jacobian analysis (char GPT, Tiny Shakespeare)"
 

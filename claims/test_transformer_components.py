@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import pytest
 
-from normsys import diagnostics as dg
 from normsys import figures
-from normsys.config import preset
 from normsys.experiments import tanh_mlp, weight_grad_profile
 from normsys.params import tiers
-from normsys.record import FINAL_LOSS
 from normsys.stats import REFUTED, SUPPORTED, Rule, paired_differences
 from normsys.testing import CONTROL_SEEDS, trained_and_untrained
+from normsys.training import diagnostics as dg
+from normsys.training.config import preset
+from normsys.training.record import FINAL_LOSS
 
 SOURCE = "Transformer-components notebook (deep tanh MLP, gradients at init)"
 

@@ -30,14 +30,14 @@ import torch
 
 from normsys import ledger, runtimes, scorecard
 from normsys.cache import check_folder
-from normsys.config import PRESETS, RunConfig, preset
-from normsys.data import DataError
-from normsys.models import FAMILIES, build_model
-from normsys.norms import NORMS
 from normsys.progress import Progress, label
 from normsys.runs import Runs
-from normsys.store import atomic_write_text, cache_root
-from normsys.train import train
+from normsys.training.config import PRESETS, RunConfig, preset
+from normsys.training.data import DataError
+from normsys.training.models import FAMILIES, build_model
+from normsys.training.norms import NORMS
+from normsys.training.store import atomic_write_text, cache_root
+from normsys.training.train import train
 
 
 class UsageError(Exception):

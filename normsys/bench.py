@@ -10,7 +10,7 @@ import statistics
 
 import torch
 
-from normsys.provenance import device_name
+from normsys.training.provenance import device_name
 
 # Datasheet peaks: (memory bandwidth B/s, dense bf16 FLOP/s). Measured ceilings go next to them.
 PEAKS = {

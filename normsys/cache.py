@@ -1,13 +1,12 @@
 """On-disk cache of run records so that several claims share one training run.
 
-Key: the config's fingerprint, a digest of the data the run reads (normsys.data: file checksums
-or the rows themselves), a digest of the code a run's result depends on and the normsys version.
-The code is the training path: the modules that train a run (``ENTRY_POINTS``) and every normsys
-module they import, found by reading their imports (``training_path``), so a module the loop
-comes to use keys the cache the day it is imported; with them the torch version. A config on
-other data never gets another data's record, and an edit of the training code retrains every
-run, while an edit of the report, the plugin, the ledger or a claim file retrains nothing.
-Location: normsys.store (``$NORMSYS_CACHE``, ``off`` disables it). Writes are atomic; an entry
+Key: the config's fingerprint, a digest of the data the run reads (normsys.training.data: file
+checksums or the rows themselves), a digest of the code a run's result depends on and the normsys
+version. That code is one package, ``normsys.training`` (with the ``normsys`` __init__ its import
+runs), hashed whole with the torch version: an edit of any of its modules retrains every run, and
+an edit of the report, the plugin, the ledger or a claim file retrains nothing. The package holds
+everything its entry points import (``imported_modules`` reads the imports; the tests check it).
+Location: normsys.training.store (``$NORMSYS_CACHE``, ``off`` disables it). Writes are atomic; an entry
 that cannot be read or does not match its key is retrained, and says so. A file lock per key
 makes concurrent pytest-xdist workers safe: one trains, the others wait (and say whom they wait
 on) and then read.
@@ -27,18 +26,19 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 
 from normsys import __version__
-from normsys.config import RunConfig
-from normsys.norms import NORMS
 from normsys.progress import SILENT, Progress, label
-from normsys.record import RunRecord
-from normsys.store import atomic_save, atomic_write_text, cache_root, file_sha256
+from normsys.training.config import RunConfig
+from normsys.training.norms import NORMS
+from normsys.training.record import RunRecord
+from normsys.training.store import atomic_save, atomic_write_text, cache_root, file_sha256
 
 Compute = Callable[[list[RunConfig]], list[tuple[RunRecord, dict | None]]]
-PACKAGE = Path(__file__).parent
-ENTRY_POINTS = ("train", "batched")  # what trains a run: one run or stacked seeds (fit)
+NORMSYS = Path(__file__).parent
+TRAINING = "training"  # the package that trains a run: everything a record depends on
+ENTRY_POINTS = ("training.train", "training.batched")  # one run, or stacked seeds (fit)
 
 
-def module_file(module: str, package: Path = PACKAGE) -> Path | None:
+def module_file(module: str, package: Path = NORMSYS) -> Path | None:
     """The source file of ``module`` (dotted, relative to the package; "" is the package's
     __init__), or None when no such module exists."""
     base = package.joinpath(*module.split(".")) if module else package
@@ -48,7 +48,7 @@ def module_file(module: str, package: Path = PACKAGE) -> Path | None:
     return None
 
 
-def imported_modules(module: str, package: Path = PACKAGE) -> set[str]:
+def imported_modules(module: str, package: Path = NORMSYS) -> set[str]:
     """The modules of the package that ``module``'s source imports, anywhere in it (inside
     functions too), with the package __init__s each import runs ("" is the package's own)."""
     found = set()
@@ -66,10 +66,9 @@ def imported_modules(module: str, package: Path = PACKAGE) -> set[str]:
     return {m for m in found if module_file(m, package) is not None}
 
 
-def training_path(package: Path = PACKAGE) -> tuple[str, ...]:
-    """The modules whose source decides what a run records: the entry points and every module
-    of the package they import, transitively (sorted; "" is the package's __init__)."""
-    seen, todo = set(), list(ENTRY_POINTS)
+def imported_closure(modules: tuple[str, ...], package: Path = NORMSYS) -> tuple[str, ...]:
+    """``modules`` and every module of the package they import, transitively (sorted)."""
+    seen, todo = set(), list(modules)
     while todo:
         module = todo.pop()
         if module not in seen:
@@ -78,8 +77,16 @@ def training_path(package: Path = PACKAGE) -> tuple[str, ...]:
     return tuple(sorted(seen))
 
 
+def training_path(package: Path = NORMSYS) -> tuple[str, ...]:
+    """The modules whose source keys the cache: every module of the training package and the
+    normsys __init__ that importing it runs (sorted; "" is that __init__)."""
+    folder = package / TRAINING
+    return ("", *sorted(".".join((TRAINING, *p.relative_to(folder).with_suffix("").parts))
+                        .removesuffix(".__init__") for p in folder.rglob("*.py")))
+
+
 @functools.cache
-def code_digest(package: Path = PACKAGE) -> str:
+def code_digest(package: Path = NORMSYS) -> str:
     """sha256 of the training path's source files and the torch version (12 hex digits)."""
     import torch
 
@@ -91,7 +98,7 @@ def code_digest(package: Path = PACKAGE) -> str:
 
 def run_key(config: RunConfig, data: str = "") -> str:
     """The cache key: config fingerprint, data digest (when the run reads data), code digest
-    (with a registered norm kind's source digest, normsys.norms.register), version."""
+    (with a registered norm kind's source digest, normsys.training.norms.register), version."""
     data_part = f"-{data[:16]}" if data else ""
     kind = NORMS.get(config.model.norm)
     norm_part = f"-n{kind.source}" if kind is not None and kind.source else ""

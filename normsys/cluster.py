@@ -2,7 +2,7 @@
 
 A ``Cluster`` is the trainer of a session's runs (normsys.runs.Runs): each group of runs the run
 cache lacks (one run, or one configuration's seeds stacked on a GPU) becomes a Ray task that
-loads the data and trains them (normsys.train.fit) on whichever node Ray gives it, asking for a
+loads the data and trains them (normsys.training.train.fit) on whichever node Ray gives it, asking for a
 fraction of a GPU on a cluster with GPUs (several small runs share one) or a number of CPUs
 otherwise. The records and weights come back through Ray's object store (no shared filesystem)
 and the session keeps them in the local run cache under the same key as a run trained here, so
@@ -25,12 +25,12 @@ import os
 import socket
 from collections.abc import Callable
 
-from normsys.config import RunConfig
-from normsys.record import RunRecord
 from normsys.runs import Runs
 from normsys.scorecard import load
-from normsys.tasks import Task
-from normsys.train import fit
+from normsys.training.config import RunConfig
+from normsys.training.record import RunRecord
+from normsys.training.tasks import Task
+from normsys.training.train import fit
 
 RETRIES = 3  # a task whose worker process or node died is run again, this many times at most
 
@@ -148,7 +148,7 @@ def train_group(cfgs: list[RunConfig], specs: list[tuple[str, str]],
     JSON, naming the node) and weights."""
     import torch
 
-    from normsys.norms import NORMS
+    from normsys.training.norms import NORMS
 
     global _WORKER_RUNS
     for spec, name in specs:

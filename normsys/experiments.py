@@ -12,10 +12,10 @@ norm kind by the same rules.
 
 from __future__ import annotations
 
-from normsys import diagnostics as dg
-from normsys.config import RunConfig, preset
-from normsys.record import TEST_ACC, RunRecord, probe_of
 from normsys.stats import Rule
+from normsys.training import diagnostics as dg
+from normsys.training.config import RunConfig, preset
+from normsys.training.record import TEST_ACC, RunRecord, probe_of
 
 # ----------------------------------------------------------------------------- seed encoder
 

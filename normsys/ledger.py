@@ -28,9 +28,9 @@ from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 
 from normsys import __version__, params
-from normsys.config import RunConfig
 from normsys.stats import REFUTED, SUPPORTED
-from normsys.store import atomic_write_text
+from normsys.training.config import RunConfig
+from normsys.training.store import atomic_write_text
 
 # a mean that moved by more than this fraction of its recorded interval's half-width (or by more
 # than DRIFT_FLOOR where that width is 0) while its verdict held is flagged as drift

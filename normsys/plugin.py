@@ -34,12 +34,12 @@ from pathlib import Path
 import pytest
 
 from normsys import __version__, ledger, params, sequential, stats, workers
-from normsys.data import DataError, DataMissingError, data_root
 from normsys.params import Variant
 from normsys.progress import Progress
-from normsys.provenance import device_name, git_commit
 from normsys.report import merged, verdict_table, write_reports
-from normsys.store import file_sha256
+from normsys.training.data import DataError, DataMissingError, data_root
+from normsys.training.provenance import device_name, git_commit
+from normsys.training.store import file_sha256
 
 PROPERTY = "normsys_claim"
 TERMINAL = pytest.StashKey[int]()

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from normsys.config import PRESETS, RunConfig, preset
+from normsys.training.config import PRESETS, RunConfig, preset
 
 
 class Progress:

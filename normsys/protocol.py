@@ -1,5 +1,5 @@
 """Measurement protocols that run a model: the FA evaluation protocol's diagnostics and the
-LN-Jacobian analysis's captures. (normsys.diagnostics holds the pure functions they end in.)
+LN-Jacobian analysis's captures. (normsys.training.diagnostics holds the pure functions they end in.)
 
 FA protocol, for FA-protocol models (embed, blocks, out_ln, out_head).
 
@@ -22,10 +22,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from normsys import diagnostics as dg
-from normsys.data import mnist
-from normsys.feedback import check_fa_protocol
-from normsys.norms import LayerNorm, layer_norm_vjp
+from normsys.training import diagnostics as dg
+from normsys.training.data import mnist
+from normsys.training.feedback import check_fa_protocol
+from normsys.training.norms import LayerNorm, layer_norm_vjp
 
 BP_RANGE, DFA_RANGE = (0.05, 0.18), (0.5, 0.99)
 

@@ -1,11 +1,11 @@
 """Getting the runs claims ask for: from the run cache, or trained (seeds stacked on CUDA).
 
-A ``Runs`` object holds what one session fetched. ``run(config)`` is one record;
-``runs(configs)`` several, which on CUDA trains the uncached seeds of each configuration as one
-seed-stacked model (normsys.batched), and on any device trains first the runs (or seed groups) no
-other pytest-xdist worker holds, leaving for last the ones another worker is training, so that
-workers needing the same runs share them out instead of queueing. Records fetched once are kept
-for the rest of the session, and the data of each data setting is loaded once. A ``trainer``
+A ``Runs`` object holds what one session fetched. ``run(config)`` is one record; ``runs(configs)``
+several, which on CUDA trains the uncached seeds of each configuration as one seed-stacked model
+(normsys.training.batched), and on any device trains first the runs (or seed groups) no other
+pytest-xdist worker holds, leaving for last the ones another worker is training, so that workers
+needing the same runs share them out instead of queueing. Records fetched once are kept for the
+rest of the session, and the data of each data setting is loaded once. A ``trainer``
 (normsys.cluster: a Ray cluster) trains the runs elsewhere instead: ``plan`` and ``runs`` hand it
 every missing run first, so that they train at once, and the records it returns are kept in the
 run cache as the ones trained here.
@@ -25,16 +25,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Protocol
 
-from normsys.batched import check_batchable
 from normsys.cache import cached_runs, lookup, run_key
-from normsys.config import RunConfig
-from normsys.norms import NORMS
 from normsys.progress import SILENT, Progress
-from normsys.record import RunRecord
 from normsys.runtimes import recorded_cost, run_seconds
-from normsys.store import atomic_write_text, cache_root
-from normsys.tasks import Classify, LanguageModel, Task, make_task
-from normsys.train import fit, resolve_device
+from normsys.training.batched import check_batchable
+from normsys.training.config import RunConfig
+from normsys.training.norms import NORMS
+from normsys.training.record import RunRecord
+from normsys.training.store import atomic_write_text, cache_root
+from normsys.training.tasks import Classify, LanguageModel, Task, make_task
+from normsys.training.train import fit, resolve_device
 
 
 class Trainer(Protocol):
@@ -57,7 +57,7 @@ class Runs:
 
     def __init__(self, progress: Progress = SILENT, trainer: Trainer | None = None):
         self.progress = progress
-        self.trainer = trainer  # None: train in this process (normsys.train.fit)
+        self.trainer = trainer  # None: train in this process (normsys.training.train.fit)
         self.records: dict[RunConfig, RunRecord] = {}
         self.digests: dict[RunConfig, str] = {}  # the data digest of each run fetched
         self.tasks: dict[tuple, Task] = {}  # loaded data, by the fields make_task reads
@@ -183,7 +183,7 @@ def fits(cfg: RunConfig, task: Task) -> None:
 
 def seed_groups(cfgs: list[RunConfig], cuda: bool | None = None) -> list[list[RunConfig]]:
     """What trains together: on CUDA the seeds of each configuration that stack (one
-    seed-stacked model, normsys.batched), in the order first asked; else each run alone (the
+    seed-stacked model, normsys.training.batched), in the order first asked; else each run alone (the
     CPU, where one run a core is faster, and a registered norm, which knows no stacked form).
     ``cuda``: whether the runs train on CUDA (None: as the config's device resolves here)."""
     if cuda is None:

@@ -20,9 +20,9 @@ import re
 from pathlib import Path
 
 from normsys.cache import run_key
-from normsys.config import RunConfig
-from normsys.provenance import device_name, processor
-from normsys.store import atomic_write_text
+from normsys.training.config import RunConfig
+from normsys.training.provenance import device_name, processor
+from normsys.training.store import atomic_write_text
 
 FOLDER = Path(__file__).parents[1] / "claims"  # beside the claim files, in a checkout
 

@@ -33,15 +33,15 @@ from pathlib import Path
 
 from normsys import params
 from normsys.cache import lookup
-from normsys.config import RunConfig
 from normsys.experiments import relative_difference
-from normsys.norms import BUILTIN, NORMS, register
 from normsys.progress import Progress
-from normsys.provenance import device_name, git_commit
-from normsys.record import RunRecord
 from normsys.runs import Runs
 from normsys.runtimes import run_seconds
 from normsys.stats import SUPPORTED, Decision, Rule
+from normsys.training.config import RunConfig
+from normsys.training.norms import BUILTIN, NORMS, register
+from normsys.training.provenance import device_name, git_commit
+from normsys.training.record import RunRecord
 
 BUILTIN_ROWS = ("layernorm", "rmsnorm", "l2", "scaled_l2", "l2_affine", "dyt", "none",
                 "batchnorm")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from normsys.config import preset
+from normsys.training.config import preset
 
 # (dtype, atol, rtol, reason): one row per dtype used in parity checks against torch's own ops.
 TOLERANCES: dict[torch.dtype, tuple[float, float, str]] = {

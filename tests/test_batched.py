@@ -8,9 +8,9 @@ import functools
 import pytest
 import torch
 
-from normsys.batched import check_batchable, train_seeds
-from normsys.config import preset
-from normsys.train import train_with_state
+from normsys.training.batched import check_batchable, train_seeds
+from normsys.training.config import preset
+from normsys.training.train import train_with_state
 
 TINY_ENCODER = {"data.n_train": 96, "data.n_test": 32, "model.seq_len": 16, "model.d": 16,
                 "train.epochs": 2, "train.batch_size": 32, "train.probe_batch": 8}
@@ -116,8 +116,8 @@ def test_two_stacked_seeds_end_with_each_seeds_weights_and_snapshots(data_env, n
 
 
 def test_what_cannot_stack_is_named_exactly():
-    from normsys.batched import unstackable
-    from normsys.models import build_model
+    from normsys.training.batched import unstackable
+    from normsys.training.models import build_model
 
     with pytest.raises(ValueError, match="^train_seeds needs at least one config$"):
         check_batchable([])
@@ -129,8 +129,8 @@ def test_what_cannot_stack_is_named_exactly():
         check_batchable([cnn])
     assert str(err.value) == (
         "batched seeds cannot stack layers.0.0 (Conv2d), layers.1.0 (Conv2d), layers.2.0 "
-        "(Conv2d): convolutions (and layers outside normsys.stacked) have no seed-stacked form; "
-        "train those seeds separately")
+        "(Conv2d): convolutions (and layers outside normsys.training.stacked) have no seed-stacked "
+        "form; train those seeds separately")
     # only layers that hold parameters or buffers of their own: not the model, not a Sequential,
     # not the batchnorm (which stacks)
     torch.manual_seed(0)
@@ -144,7 +144,7 @@ def test_what_cannot_stack_is_named_exactly():
 
 
 def test_train_seeds_hands_fit_its_task_and_read_cadence(monkeypatch):
-    from normsys import batched
+    from normsys.training import batched
 
     monkeypatch.setattr(batched, "fit", lambda *args: args)
     cfgs = [preset("ffn_stack", **{"train.seed": s}) for s in (0, 1)]
@@ -154,7 +154,7 @@ def test_train_seeds_hands_fit_its_task_and_read_cadence(monkeypatch):
 
 
 def test_stacked_modules_stack_parameters_and_buffers_and_unstack_into_each_seed():
-    from normsys.stacked import stack_modules, unstack_into
+    from normsys.training.stacked import stack_modules, unstack_into
 
     def module(k: float):
         m = torch.nn.Module()
@@ -185,7 +185,7 @@ def test_stacked_batchnorm_is_each_seeds_own_batchnorm(training, affine):
     by their own statistics, each seed's running statistics updated from its own rows alone."""
     import torch.nn.functional as F
 
-    from normsys.norms import batch_norm
+    from normsys.training.norms import batch_norm
 
     torch.manual_seed(0)
     s, b, t, d = 3, 4, 5, 6

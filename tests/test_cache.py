@@ -14,10 +14,10 @@ import torch
 
 from normsys import cache, progress
 from normsys.cache import cached_runs, run_key
-from normsys.config import preset
 from normsys.progress import SILENT
-from normsys.record import trained_model
-from normsys.train import train_with_state
+from normsys.training.config import preset
+from normsys.training.record import trained_model
+from normsys.training.train import train_with_state
 
 CFG = preset("ffn_stack", **{"train.steps": 3, "model.d": 16, "data.batch_shape": (4, 5, 16)})
 
@@ -200,7 +200,7 @@ def package_copy(tmp_path: Path, name: str = "normsys") -> Path:
     from normsys import cache
 
     copy = tmp_path / name / "normsys"
-    shutil.copytree(cache.PACKAGE, copy, ignore=shutil.ignore_patterns("datafiles", "__pycache__"))
+    shutil.copytree(cache.NORMSYS, copy, ignore=shutil.ignore_patterns("datafiles", "__pycache__"))
     return copy
 
 
@@ -209,9 +209,10 @@ def all_modules(package: Path) -> list[str]:
                   .rstrip(".") for p in package.rglob("*.py"))
 
 
-def test_the_training_path_is_what_the_entry_points_import():
-    """The modules read from the source's imports are every normsys module a fresh interpreter
-    holds after importing the entry points (and the ones imported inside functions besides)."""
+def test_the_training_package_holds_everything_the_entry_points_import():
+    """Every normsys module a fresh interpreter holds after importing the entry points, and every
+    one their sources import (inside functions too), is in the training package: nothing outside
+    it can change a record."""
     import subprocess
     import sys
 
@@ -225,20 +226,36 @@ def test_the_training_path_is_what_the_entry_points_import():
     loaded = {m.partition(".")[2] for m in shown}
     path = set(cache.training_path())
     assert loaded <= path, sorted(loaded - path)
+    imported = set(cache.imported_closure(cache.ENTRY_POINTS))
+    assert imported <= path, f"the training path imports {sorted(imported - path)} from outside " \
+                             f"normsys.{cache.TRAINING}: move it in, or stop importing it"
     # the learning rule's gradients and the probes, the step log: measured into every record
-    assert {"measure", "steplog", "train", "batched", "models", "tasks", ""} <= path
+    assert {f"{cache.TRAINING}.{m}" for m in ("measure", "steplog", "train", "batched", "models",
+                                              "tasks")} | {""} <= path
     assert not {"report", "plugin", "ledger", "runs", "cache", "scorecard"} & path
 
 
-def test_the_key_follows_every_module_of_the_training_path_and_nothing_else(tmp_path):
-    """A one-byte edit of any module the training path holds changes the code digest (every
-    cached run retrains); the same edit of any other module does not."""
+def test_an_import_from_outside_the_training_package_is_found(tmp_path):
+    from normsys import cache
+
+    copy = package_copy(tmp_path)
+    train = copy / cache.TRAINING / "train.py"
+    train.write_text(train.read_text() + "\n\ndef later():\n    from normsys.ledger import read\n")
+    outside = set(cache.imported_closure(cache.ENTRY_POINTS, copy)) - set(cache.training_path(copy))
+    assert {"ledger", "stats"} <= outside  # and what it imports
+
+
+def test_the_key_follows_every_module_of_the_training_package_and_nothing_else(tmp_path):
+    """A one-byte edit of any module of the training package (or of the normsys __init__ its
+    import runs) changes the code digest (every cached run retrains); the same edit of any other
+    module does not."""
     from normsys import cache
 
     copy = package_copy(tmp_path)
     before = cache.code_digest.__wrapped__(copy)
     assert before == cache.code_digest()  # a copy of the same code keys the same runs
     inside = set(cache.training_path(copy))
+    assert {m for m in all_modules(copy) if m.split(".")[0] == cache.TRAINING} | {""} == inside
     for module in all_modules(copy):
         source = cache.module_file(module, copy)
         original = source.read_bytes()
@@ -247,21 +264,9 @@ def test_the_key_follows_every_module_of_the_training_path_and_nothing_else(tmp_
             assert (cache.code_digest.__wrapped__(copy) != before) == (module in inside), module
         finally:
             source.write_bytes(original)
-    assert f"-c{cache.code_digest()}-" in run_key(CFG)
-
-
-def test_a_module_the_loop_comes_to_import_keys_the_cache(tmp_path):
-    from normsys import cache
-
-    copy = package_copy(tmp_path)
-    assert "ledger" not in cache.training_path(copy)
-    train = copy / "train.py"
-    train.write_text(train.read_text() + "\n\ndef later():\n    from normsys.ledger import read\n")
-    assert {"ledger", "stats"} <= set(cache.training_path(copy))  # and what it imports
-    before = cache.code_digest(copy)
-    ledger = copy / "ledger.py"
-    ledger.write_bytes(ledger.read_bytes() + b"#")
+    (copy / cache.TRAINING / "new.py").write_text("X = 1\n")  # a module added to the package
     assert cache.code_digest.__wrapped__(copy) != before
+    assert f"-c{cache.code_digest()}-" in run_key(CFG)
 
 
 def test_imports_are_read_in_every_form(tmp_path):
@@ -397,7 +402,7 @@ def test_a_record_whose_keys_a_tool_reordered_is_the_same_record(tmp_path, monke
 def test_the_key_is_the_fingerprint_data_code_norm_and_version_in_that_form():
     """Every kept run is filed under this form: a change to it orphans every cache."""
     from normsys import __version__
-    from normsys.norms import register
+    from normsys.training.norms import register
 
     code = cache.code_digest()
     assert run_key(CFG) == f"{CFG.fingerprint()}-c{code}-v{__version__}"

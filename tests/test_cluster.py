@@ -20,8 +20,8 @@ import torch
 ray = pytest.importorskip("ray")
 
 from normsys.cluster import Cluster, ClusterError, connect, train_group  # noqa: E402
-from normsys.config import preset  # noqa: E402
 from normsys.runs import Runs  # noqa: E402
+from normsys.training.config import preset  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 FFN = preset("ffn_stack", **{"train.steps": 3, "model.d": 16, "data.batch_shape": (4, 5, 16)})
@@ -183,7 +183,8 @@ def test_a_group_comes_back_in_the_order_asked_and_on_this_machines_data(cluster
 
 
 def test_a_users_norm_is_registered_again_on_the_workers(cluster, cache, tmp_path):
-    from normsys import norms, scorecard
+    from normsys import scorecard
+    from normsys.training import norms
 
     path = tmp_path / "usernorm.py"
     path.write_text("from torch import nn\n\n\nclass Halved(nn.Module):\n"
@@ -226,8 +227,9 @@ def test_the_scorecard_trains_its_plan_on_the_cluster(cluster, cache, tmp_path, 
 
     from normsys import __main__ as cli
     from normsys import cluster as module
-    from normsys import norms, scorecard
+    from normsys import scorecard
     from normsys.stats import Rule
+    from normsys.training import norms
 
     class Kept(Cluster):  # the command ends its Ray session; this test's module goes on with it
         def close(self):

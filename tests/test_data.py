@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from normsys import data
+from normsys.training import data
 
 
 def test_tokenizer_encodes_hello_world(data_env):
@@ -124,7 +124,7 @@ def test_malformed_files_listed_as_they_are_are_still_clear_errors(tmp_path, mon
             fh.write(b"\x00\x00\x08\x01garbage")
     (tmp_path / "tinyshakespeare").mkdir()
     (tmp_path / data.SHAKESPEARE_FILE).write_bytes(b"\x1f\x8b not gzip")
-    from normsys.store import file_sha256
+    from normsys.training.store import file_sha256
 
     names = ["ag_news/test.csv.gz", *data.MNIST_FILES.values()]
     (tmp_path / "SHA256SUMS").write_text("".join(f"{file_sha256(tmp_path / n)}  {n}\n"
@@ -164,8 +164,8 @@ def test_the_same_config_on_changed_data_is_trained_again(tmp_path, monkeypatch)
     """The run cache keys on the data a run read: a cut-down Tiny Shakespeare (with its own
     checksum) gets its own run, and the real data its own again."""
     from normsys import runs
-    from normsys.config import preset
-    from normsys.store import file_sha256
+    from normsys.training.config import preset
+    from normsys.training.store import file_sha256
 
     monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path / "cache"))
     cfg = preset("char_gpt", **{"train.steps": 2, "model.d": 16, "model.layers": 1,
@@ -287,7 +287,7 @@ def test_the_ag_news_digest_holds_the_vocabulary_and_both_pools_rows(data_env, t
 
 def ag_folder(tmp_path, rows: list[str], name: str = "test") -> None:
     """An AG News CSV of ``rows`` (lines) under tmp_path, listed in its SHA256SUMS."""
-    from normsys.store import file_sha256
+    from normsys.training.store import file_sha256
 
     (tmp_path / "ag_news").mkdir(exist_ok=True)
     path = tmp_path / data.AG_FILES[name]
@@ -316,7 +316,7 @@ def test_an_unreadable_ag_news_file_says_so(tmp_path, monkeypatch):
     ag_folder(tmp_path, [])
     path = tmp_path / data.AG_FILES["test"]
     path.write_bytes(b"not gzip at all")
-    from normsys.store import file_sha256
+    from normsys.training.store import file_sha256
 
     (tmp_path / "SHA256SUMS").write_text(f"{file_sha256(path)}  {data.AG_FILES['test']}\n")
     with pytest.raises(data.DataCorruptError, match=rf"^{path} cannot be read as gzipped AG News "
@@ -408,7 +408,7 @@ def test_mnist_errors_name_the_data_set_and_what_is_wrong_with_the_file(tmp_path
     monkeypatch.setenv("NORMSYS_DATA", str(tmp_path))
     with pytest.raises(data.DataMissingError, match=r"^MNIST: .*does not exist"):
         data.mnist()
-    from normsys.store import file_sha256
+    from normsys.training.store import file_sha256
 
     def listed(content: bytes, gzipped: bool = True) -> None:
         (tmp_path / "mnist").mkdir(exist_ok=True)
@@ -454,7 +454,7 @@ def test_a_folder_without_sha256sums_says_how_to_write_one(tmp_path, monkeypatch
 
 def test_a_changed_sha256sums_is_read_again_and_the_file_checked_against_it(tmp_path,
                                                                              monkeypatch):
-    from normsys.store import file_sha256
+    from normsys.training.store import file_sha256
 
     monkeypatch.setenv("NORMSYS_DATA", str(tmp_path))
     (tmp_path / "tinyshakespeare").mkdir()

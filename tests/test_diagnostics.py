@@ -10,9 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from torch.testing import assert_close
 
-from normsys import diagnostics as dg
-from normsys import norms
 from normsys.testing import seeded_randn
+from normsys.training import diagnostics as dg
+from normsys.training import norms
 
 seeds = st.integers(0, 2**31 - 1)
 

@@ -6,10 +6,15 @@ import pytest
 import torch
 from torch import nn
 
-from normsys.config import ModelConfig, preset
-from normsys.feedback import FALinear, dfa_feedback, dfa_loss_and_backward, to_feedback_alignment
-from normsys.models import build_model
 from normsys.testing import seeded_randn
+from normsys.training.config import ModelConfig, preset
+from normsys.training.feedback import (
+    FALinear,
+    dfa_feedback,
+    dfa_loss_and_backward,
+    to_feedback_alignment,
+)
+from normsys.training.models import build_model
 
 
 def test_fa_linear_backward_uses_b_in_place_of_w():
@@ -62,7 +67,7 @@ def test_dfa_rejects_models_without_the_protocol_interface():
 
 @pytest.mark.parametrize("method", ["fa", "dfa"])
 def test_fa_and_dfa_reduce_the_loss_on_mnist(method, data_env, no_cache):
-    from normsys.train import train
+    from normsys.training.train import train
 
     cfg = preset("resmlp", **{"train.method": method, "data.n_train": 4096, "data.n_test": 256,
                               "train.epochs": 1, "train.keep_state": False})  # 32 steps
@@ -93,7 +98,7 @@ def test_fa_linear_on_token_input_reduces_over_every_leading_dim(bias):
 def test_fa_feedback_is_drawn_from_the_seed_plus_the_offset_in_module_order():
     """Each Linear's B is the next draw of one generator seeded with seed + FEEDBACK_SEED_OFFSET,
     whatever the global RNG holds (the weights' stream stays apart)."""
-    from normsys.feedback import FEEDBACK_SEED_OFFSET, uniform_like_linear
+    from normsys.training.feedback import FEEDBACK_SEED_OFFSET, uniform_like_linear
 
     model = build_model(ModelConfig("resmlp", d=8, layers=2, n_out=10))
     torch.manual_seed(123)  # the global stream: must not matter

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from normsys.config import preset
-from normsys.record import RunRecord
-from normsys.train import train
+from normsys.training.config import preset
+from normsys.training.record import RunRecord
+from normsys.training.train import train
 
 # bf16 keeps 8 mantissa bits: per-op relative error ~4e-3, and training trajectories then drift
 # apart like two nondeterministic runs. Bounds at the scale of seed-to-seed spread at the CPU tier
@@ -51,7 +51,7 @@ def test_bf16_autocast_and_compile_match_fp32_on_the_seed_encoder(data_env, no_c
 def test_seed_stacked_pass_matches_separate_runs_on_cuda(data_env, no_cache, compile_mode):
     """Two seeds trained as one stacked model on CUDA (the paper tier's way: folded batch through
     the [CLS]-only attention of the last block, bf16) end where separate fp32 runs end."""
-    from normsys.batched import train_seeds
+    from normsys.training.batched import train_seeds
 
     cfgs = [preset("encoder", **{"train.device": "cuda", "train.epochs": 2, "train.seed": s,
                                  "train.compile": compile_mode}) for s in (0, 1)]

@@ -13,13 +13,13 @@ import pytest
 import torch
 from torch import nn
 
-from normsys import diagnostics as dg
-from normsys.config import preset
-from normsys.measure import probe, spectrum
-from normsys.norms import LayerNorm
 from normsys.protocol import direction_stability, fa_protocol_report, ln_vjp_errors
-from normsys.tasks import Classify, LanguageModel
-from normsys.train import run_context, train
+from normsys.training import diagnostics as dg
+from normsys.training.config import preset
+from normsys.training.measure import probe, spectrum
+from normsys.training.norms import LayerNorm
+from normsys.training.tasks import Classify, LanguageModel
+from normsys.training.train import run_context, train
 
 F64 = torch.float64
 
@@ -153,8 +153,8 @@ def test_gradient_profile_statistics_of_hand_computed_norms():
 
 def test_gradients_at_init_are_per_parameter_norms_on_the_probe_batch(no_cache):
     """The record's init_grad_norms equal ||dL/dW|| computed by hand on the run's probe batch."""
-    from normsys.models import prepare_model
-    from normsys.tasks import make_task
+    from normsys.training.models import prepare_model
+    from normsys.training.tasks import make_task
 
     cfg = preset("tanh_mlp", **{"model.d": 8, "model.layers": 3, "data.batch_shape": (32, 8)})
     record = train(cfg)
@@ -298,8 +298,8 @@ def test_held_out_logits_do_not_depend_on_the_evaluation_chunk():
     """Evaluation runs in chunks of EVAL_CHUNK rows for speed: on one thread (a CI worker's) each
     row's logits are bit-identical to a pass over 512 rows at once. (On two threads torch splits
     the two batch sizes differently: logits then differ by up to ~4e-7.)"""
-    from normsys.models import prepare_model
-    from normsys.tasks import EVAL_CHUNK
+    from normsys.training.models import prepare_model
+    from normsys.training.tasks import EVAL_CHUNK
 
     cfg = preset("encoder", **{"model.layers": 2})
     model = prepare_model(cfg).eval()

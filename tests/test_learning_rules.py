@@ -7,7 +7,7 @@ them with each rule's gradient computed here by hand from its definition:
 
 - bp: autograd of the mean cross-entropy;
 - fa: every Linear's input gradient uses its fixed B (the model's ``feedback`` buffers) in place of
-  W, weight gradients exact (written as a straight-through Linear, not with normsys.feedback);
+  W, weight gradients exact (written as a straight-through Linear, not with normsys.training.feedback);
 - dfa: h_0 and each block's output receive B_l e, e = dL/dlogits, the residual stream cut between
   blocks; out_ln and out_head get their true gradient.
 """
@@ -19,10 +19,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from normsys import train as train_module
-from normsys.config import preset
-from normsys.feedback import FEEDBACK_SEED_OFFSET, dfa_feedback
-from normsys.tasks import make_task
+from normsys.training import train as train_module
+from normsys.training.config import preset
+from normsys.training.feedback import FEEDBACK_SEED_OFFSET, dfa_feedback
+from normsys.training.tasks import make_task
 
 SMALL = {"model.d": 32, "model.layers": 2, "data.n_train": 256, "data.n_test": 128,
          "train.batch_size": 64, "train.steps": 1, "train.probe": ()}

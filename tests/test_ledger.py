@@ -9,7 +9,7 @@ import pytest
 
 from normsys import ledger
 from normsys.__main__ import main
-from normsys.config import preset
+from normsys.training.config import preset
 
 SMALL = preset("ffn_stack", **{"train.steps": 3, "model.d": 16, "data.batch_shape": (4, 5, 16)})
 SETTINGS, PRINT = ledger.run_settings([SMALL.override(**{"train.seed": s}) for s in range(3)])

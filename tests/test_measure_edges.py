@@ -11,10 +11,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from normsys import diagnostics as dg
-from normsys import norms, stats
-from normsys.config import preset
+from normsys import stats
 from normsys.protocol import ln_decomposition_summary, ln_vjp_errors
+from normsys.training import diagnostics as dg
+from normsys.training import norms
+from normsys.training.config import preset
 
 # ----------------------------------------------------------------------------- the t distribution
 
@@ -182,8 +183,8 @@ def test_protocol_reads_the_layernorms_own_gain_and_eps():
 def test_layernorm_gradients_capture_each_layernorms_input_and_output_gradient():
     """What a capture holds is checked against the gain's and bias's own gradients, which the
     same backward pass fills: dL/dgain = sum over rows of dL/dout * z, dL/dbias = sum dL/dout."""
-    from normsys.models import build_model
     from normsys.protocol import layernorm_gradients
+    from normsys.training.models import build_model
 
     torch.manual_seed(0)
     cfg = preset("char_gpt", **{"model.d": 32, "model.layers": 2})
@@ -201,9 +202,9 @@ def test_layernorm_gradients_capture_each_layernorms_input_and_output_gradient()
 
 
 def test_mnist_report_reads_eight_disjoint_test_batches_of_128(data_env):
-    from normsys.data import mnist
-    from normsys.models import build_model
     from normsys.protocol import disjoint_batches, fa_protocol_report, mnist_report
+    from normsys.training.data import mnist
+    from normsys.training.models import build_model
 
     torch.manual_seed(0)
     model = build_model(preset("resmlp", **{"model.d": 32}).model)
@@ -228,15 +229,15 @@ def test_rule_decides_paired_and_all_as_the_functions_do():
 
 
 def protocol_model(family: str):
-    from normsys.models import build_model
+    from normsys.training.models import build_model
 
     torch.manual_seed(0)
     return build_model(preset(family, **{"model.d": 32, "model.layers": 2}).model)
 
 
 def mnist_batches(n: int, size: int):
-    from normsys.data import mnist
     from normsys.protocol import disjoint_batches
+    from normsys.training.data import mnist
 
     split = mnist()
     return disjoint_batches(split.x_test, split.y_test, n, size)
@@ -284,8 +285,8 @@ def test_mnist_report_passes_its_batch_size_on(data_env):
 
 
 def test_layernorm_gradients_start_from_cleared_gradients():
-    from normsys.models import build_model
     from normsys.protocol import layernorm_gradients
+    from normsys.training.models import build_model
 
     torch.manual_seed(0)
     cfg = preset("char_gpt", **{"model.d": 32, "model.layers": 1})
@@ -480,9 +481,9 @@ def test_layer_norm_keeps_its_eps_one_run_and_stacked_and_its_options():
 def test_gradients_at_init_are_the_plain_losss_by_autograd(data_env):
     """at_init measures one model (not a stack of seeds): its loss and ||dL/dW|| are those of
     the mean cross-entropy of its probe batch, by autograd here."""
-    from normsys.measure import at_init
-    from normsys.models import prepare_model
-    from normsys.tasks import make_task
+    from normsys.training.measure import at_init
+    from normsys.training.models import prepare_model
+    from normsys.training.tasks import make_task
 
     cfg = preset("resmlp", **{"model.d": 16, "model.layers": 2, "data.n_train": 256,
                               "data.n_test": 128, "train.probe_batch": 32})

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from normsys.config import ModelConfig
-from normsys.models import build_model, capture
-from normsys.norms import NORMS
+from normsys.training.config import ModelConfig
+from normsys.training.models import build_model, capture
+from normsys.training.norms import NORMS
 
 TINY = {  # family -> (config changes, input builder)
     "encoder": ({"vocab": 50, "seq_len": 6, "d": 8, "heads": 2, "layers": 2},
@@ -165,7 +165,7 @@ def test_sigmoid_attention_is_causal():
 
 
 def test_unknown_family_lists_valid_ones():
-    from normsys.models import FAMILIES, activation, ffn
+    from normsys.training.models import FAMILIES, activation, ffn
 
     with pytest.raises(ValueError) as err:
         build_model(ModelConfig("transformerxl"))
@@ -179,7 +179,7 @@ def test_unknown_family_lists_valid_ones():
 def test_init_scale_multiplies_the_mlp_hidden_weights_and_keeps_earlier_fingerprints():
     """model.init_scale scales the hidden layers' initial weights (not the head); at its default
     it is left out of the fingerprint, so every earlier record keeps its key."""
-    from normsys.config import preset
+    from normsys.training.config import preset
 
     base, scaled = preset("mlp"), preset("mlp", **{"model.init_scale": 2.0})
     assert base.fingerprint() == "6682f01329ca15ab"  # the mlp preset's key before the field existed
@@ -196,7 +196,7 @@ def test_init_scale_multiplies_the_mlp_hidden_weights_and_keeps_earlier_fingerpr
 
 
 def test_attention_says_what_is_wrong_with_its_settings():
-    from normsys.models import Attention
+    from normsys.training.models import Attention
 
     with pytest.raises(ValueError, match=r"^model.d=10 must be divisible by model.heads=4$"):
         Attention(10, 4)
@@ -208,7 +208,7 @@ def test_attention_says_what_is_wrong_with_its_settings():
 
 @pytest.mark.parametrize("act", ["relu", "tanh"])
 def test_the_residual_mlp_uses_the_configured_activation(act):
-    from normsys.models import ACTS
+    from normsys.training.models import ACTS
 
     model = build_model(ModelConfig("resmlp", d=8, layers=2, ffn_mult=2, in_dim=12, n_out=5,
                                     act=act))
@@ -216,8 +216,8 @@ def test_the_residual_mlp_uses_the_configured_activation(act):
 
 
 def test_a_model_without_weights_kept_says_how_to_keep_them(tmp_path):
-    from normsys.config import preset
-    from normsys.record import RunRecord, trained_model
+    from normsys.training.config import preset
+    from normsys.training.record import RunRecord, trained_model
 
     cfg = preset("ffn_stack")
     record = RunRecord.__new__(RunRecord)

@@ -23,7 +23,7 @@ def test_every_claim_has_a_negative_control():
 
 
 def test_steps_to_accuracy_counts_the_window():
-    from normsys.diagnostics import steps_to_accuracy
+    from normsys.training.diagnostics import steps_to_accuracy
 
     fast = [0.5] * 20 + [1.0] * 200
     assert steps_to_accuracy(fast, 0.9, window=50) == 60  # window of steps 11-60: 10 x 0.5, 40 x 1.0

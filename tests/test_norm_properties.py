@@ -8,9 +8,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from torch.testing import assert_close
 
-from normsys import norms
-from normsys.norms import NORMS, build_norm
 from normsys.testing import seeded_randn
+from normsys.training import norms
+from normsys.training.norms import NORMS, build_norm
 
 seeds = st.integers(0, 2**31 - 1)
 dims = st.integers(4, 48)

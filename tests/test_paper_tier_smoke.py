@@ -6,8 +6,6 @@ from __future__ import annotations
 import pytest
 import torch
 
-from normsys.config import preset
-from normsys.data import mnist, tiny_shakespeare
 from normsys.protocol import (
     direction_stability,
     disjoint_batches,
@@ -16,9 +14,11 @@ from normsys.protocol import (
     ln_vjp_errors,
     mnist_report,
 )
-from normsys.record import trained_model
 from normsys.runs import Runs
-from normsys.tasks import lm_batch
+from normsys.training.config import preset
+from normsys.training.data import mnist, tiny_shakespeare
+from normsys.training.record import trained_model
+from normsys.training.tasks import lm_batch
 
 TINY_TRAIN = {"train.steps": 2, "train.batch_size": 8}
 

@@ -138,7 +138,7 @@ def test_every_change_of_verdict_fails_with_the_ledger_line(switch, old, new):
 
 DECIDED_UNDER = '''
 import json, pytest
-from normsys.config import preset
+from normsys.training.config import preset
 from normsys.stats import Rule
 
 S = json.load(open("settings.json"))

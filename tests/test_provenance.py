@@ -7,7 +7,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from normsys import provenance
+from normsys.training import provenance
 
 
 def git(where: Path, *args: str) -> str:
@@ -29,7 +29,7 @@ def test_the_commit_of_the_repository_that_tracks_the_package(tmp_path):
     git(tmp_path, "commit", "-qm", "normsys")
     head = git(tmp_path, "rev-parse", "HEAD")
     assert provenance.git_commit(package) == head
-    (package / "norms.py").write_text("# edited\n")
+    (package / "training" / "norms.py").write_text("# edited\n")
     assert provenance.git_commit(package) == head + "+changes"
 
 

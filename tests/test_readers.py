@@ -1,5 +1,5 @@
 """What each reader of a run record reads: which layer, which rows, which metric, which parameters
-(normsys.experiments, normsys.record). Each record below gives every layer and every row set a
+(normsys.experiments, normsys.training.record). Each record below gives every layer and every row set a
 value of its own, so that reading another one changes the answer; and each experiment's config
 holds the settings its claims were fixed with.
 """
@@ -11,8 +11,8 @@ import math
 import pytest
 
 from normsys import experiments as ex
-from normsys.config import preset
-from normsys.record import TEST_ACC, RunRecord, probe_of
+from normsys.training.config import preset
+from normsys.training.record import TEST_ACC, RunRecord, probe_of
 
 
 def layer(erank: float, rho: float, nonpad_erank: float, nonpad_rho: float, **extra) -> dict:
@@ -133,9 +133,9 @@ def test_a_probe_measures_every_token_row_and_the_encoders_nonpad_rows_apart():
     the rows whose token is [PAD] (id 0); unit correlation and token cosine of the same output."""
     import torch
 
-    from normsys import diagnostics as dg
-    from normsys.measure import probe
-    from normsys.models import capture, prepare_model
+    from normsys.training import diagnostics as dg
+    from normsys.training.measure import probe
+    from normsys.training.models import capture, prepare_model
 
     cfg = preset("encoder", **{"model.vocab": 30, "model.seq_len": 6, "model.d": 8,
                                "model.layers": 2, "train.probe": ("blocks.1",)})
@@ -159,8 +159,8 @@ def test_a_probe_measures_every_token_row_and_the_encoders_nonpad_rows_apart():
 def test_a_probe_of_a_row_model_has_neither_token_cosine_nor_nonpad_rows():
     import torch
 
-    from normsys.measure import probe
-    from normsys.models import prepare_model
+    from normsys.training.measure import probe
+    from normsys.training.models import prepare_model
 
     cfg = preset("mlp", **{"model.d": 8, "train.probe": ("layers.0", "layers.2")})
     got = probe(prepare_model(cfg), cfg, torch.randn(16, 784))
@@ -190,8 +190,8 @@ def test_at_init_measures_the_edited_model_on_the_probe_batch():
     first, its gradients and probes on the task's fixed probe batch."""
     import torch
 
-    from normsys.measure import at_init
-    from normsys.tasks import make_task
+    from normsys.training.measure import at_init
+    from normsys.training.tasks import make_task
 
     cfg = preset("tanh_mlp", **{"model.d": 8, "model.layers": 3, "data.batch_shape": (16, 8),
                                 "train.probe": ("layers.1",)})

@@ -49,6 +49,8 @@ def test_the_claims_table_names_every_claim_file():
 
 def test_the_map_names_every_module_of_the_package():
     table = section((ROOT / "README.md").read_text(), "How the code is laid out")
-    named = set(re.findall(r"`normsys\.(\w+)`", table))
-    modules = {p.stem for p in (ROOT / "normsys").glob("*.py") if p.stem != "__init__"}
+    named = set(re.findall(r"`normsys\.([\w.]+)`", table))
+    package = ROOT / "normsys"
+    modules = {".".join(p.relative_to(package).with_suffix("").parts)
+               for p in package.rglob("*.py") if p.name != "__init__.py"}
     assert named == modules, f"missing {sorted(modules - named)}, gone {sorted(named - modules)}"

@@ -11,8 +11,8 @@ import torch
 
 from normsys import runs
 from normsys.cache import run_key
-from normsys.config import RunConfig, preset
-from normsys.train import train_with_state
+from normsys.training.config import RunConfig, preset
+from normsys.training.train import train_with_state
 
 SMALL = preset("ffn_stack", **{"train.steps": 2, "model.d": 8, "data.batch_shape": (2, 3, 8)})
 SEEDS = [SMALL.override(**{"train.seed": s}) for s in range(3)]
@@ -118,7 +118,7 @@ def test_several_seeds_of_one_config_train_stacked_on_cuda_and_one_by_one_otherw
 
 
 def test_a_registered_norm_trains_one_run_per_call_on_cuda(cache, monkeypatch, session):
-    from normsys import norms
+    from normsys.training import norms
 
     calls = []
     monkeypatch.setattr(runs, "fit", lambda cfgs, task=None: calls.append(len(cfgs)) or
@@ -294,7 +294,7 @@ def test_each_data_setting_is_loaded_once_and_only_the_last_few_are_kept(session
 
 
 def test_float_inputs_are_features_not_token_ids(session):
-    from normsys.tasks import Classify
+    from normsys.training.tasks import Classify
 
     x, y = torch.full((4, 8), 300.0), torch.tensor([0, 1, 0, 1])
     cfg = preset("mlp", **{"model.in_dim": 8, "model.vocab": 2})

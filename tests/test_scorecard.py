@@ -14,12 +14,13 @@ import pytest
 import torch
 from torch import nn
 
-from normsys import norms, scorecard
+from normsys import scorecard
 from normsys.__main__ import main
 from normsys.cache import run_key
 from normsys.experiments import encoder
 from normsys.ledger import read
 from normsys.runs import Runs
+from normsys.training import norms
 
 USER_NORMS = textwrap.dedent('''
     import torch
@@ -253,9 +254,9 @@ def test_layernorm_and_identity_under_other_names_land_on_their_rows(user_file, 
 def check_paired_statistics_by_hand(plan, records, table):
     """Each paired statistic, recomputed from the runs as its claim writes it (which side is
     subtracted from which)."""
-    from normsys import diagnostics as dg
     from normsys.experiments import init_scale_spread, unit_correlation, weight_grad_profile
-    from normsys.record import TEST_ACC, VAL_LOSS
+    from normsys.training import diagnostics as dg
+    from normsys.training.record import TEST_ACC, VAL_LOSS
 
     def per_seed(stat, norm, read):
         return [read([records[c] for c in cs]) for cs in plan.cells[stat, norm]]
@@ -530,9 +531,9 @@ def test_against_names_every_unknown_kind_and_the_built_in_ones():
 # A plan of constructed statistics over records built by hand: what judge, the table, the file
 # and the figure make of known values, without training.
 
-from normsys.config import preset  # noqa: E402
-from normsys.record import RunRecord  # noqa: E402
 from normsys.stats import Rule  # noqa: E402
+from normsys.training.config import preset  # noqa: E402
+from normsys.training.record import RunRecord  # noqa: E402
 
 VALUES = {("layernorm", s): v for s, v in enumerate([0.9, 0.91, 0.92])}
 VALUES |= {("mine", s): v for s, v in enumerate([0.2, 0.3, 0.25])}
@@ -1008,7 +1009,7 @@ def test_estimate_looks_each_run_and_its_twin_up_on_the_runs_data(tmp_path, monk
     from types import SimpleNamespace
 
     from normsys.cache import cached_runs
-    from normsys.train import train_with_state
+    from normsys.training.train import train_with_state
 
     monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path))
     runs, digest = Runs(), "d" * 64

@@ -1,6 +1,6 @@
 """What each task trains on and is judged by: its targets, the rows of each batch, the fixed probe
-batch, the rows its held-out metrics read, and the loss of stacked seeds (normsys.tasks), on data
-built so that every row and every target can be told apart."""
+batch, the rows its held-out metrics read, and the loss of stacked seeds (normsys.training.tasks), on
+data built so that every row and every target can be told apart."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pytest
 import torch
 from torch import nn
 
-from normsys.config import preset
-from normsys.tasks import EVAL_SEED, Classify, LanguageModel, Regress, lm_batch, make_task
-from normsys.train import run_context
+from normsys.training.config import preset
+from normsys.training.tasks import EVAL_SEED, Classify, LanguageModel, Regress, lm_batch, make_task
+from normsys.training.train import run_context
 
 LM = preset("char_gpt", **{"model.seq_len": 5, "train.batch_size": 3, "train.steps": 4,
                            "train.eval_batches": 2, "train.seed": 2})

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from normsys.config import preset
 from normsys.protocol import disjoint_batches, fa_protocol_report
-from normsys.steplog import StepLog, empty_curves
-from normsys.train import make_optimizer, train, train_with_state
+from normsys.training.config import preset
+from normsys.training.steplog import StepLog, empty_curves
+from normsys.training.train import make_optimizer, train, train_with_state
 
 SMALL_FFN = {"train.steps": 8, "model.d": 16, "data.batch_shape": (4, 5, 16)}
 
@@ -95,7 +95,7 @@ def test_a_run_diverging_at_its_first_step_leaves_the_others_logged_and_no_accur
 
 def test_a_record_with_nan_metrics_round_trips_through_json():
     """A diverged run's NaN metrics are written as JSON's NaN and read back as NaN."""
-    from normsys.record import RunRecord
+    from normsys.training.record import RunRecord
 
     record = RunRecord(config={}, fingerprint="f", version="0", metrics={"val_loss": math.nan},
                        curves={}, probes={}, init_grad_norms={}, diverged=True, steps=1,
@@ -119,7 +119,7 @@ def test_compile_setting_picks_the_mode_from_the_work_and_keeps_fa_eager():
     """train.compile: auto compiles on CUDA from COMPILE_MIN_STEPS steps on (a short run trains
     eager: compiling would cost more than it saves), on compiles anywhere, cudagraphs adds CUDA
     graphs on CUDA, off never; FA/DFA never (custom backward)."""
-    from normsys.train import COMPILE_MIN_STEPS, compile_mode
+    from normsys.training.train import COMPILE_MIN_STEPS, compile_mode
 
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
     cfg = preset("resmlp")
@@ -194,11 +194,11 @@ def _independent_stability(model, batches, layer):
 
 
 def test_fa_protocol_diagnostics_agree_with_an_independent_implementation(data_env, no_cache):
-    from normsys.data import mnist
+    from normsys.training.data import mnist
 
     cfg = preset("resmlp", **{"data.n_train": 1024, "data.n_test": 256, "train.epochs": 1})
     record, state = train_with_state(cfg)
-    from normsys.models import prepare_model
+    from normsys.training.models import prepare_model
 
     model = prepare_model(cfg)
     model.load_state_dict(state)
@@ -233,10 +233,10 @@ def test_fa_trained_net_is_measured_through_its_true_weights(data_env, tmp_path,
     """The FA protocol measures the backprop gradient of the net it is given: an FA-trained net's
     report equals the report of the same weights loaded into a plain model, and differs from one
     taken through the FA layers' feedback matrices."""
-    from normsys.data import mnist
-    from normsys.models import build_model
-    from normsys.record import trained_model
     from normsys.runs import Runs
+    from normsys.training.data import mnist
+    from normsys.training.models import build_model
+    from normsys.training.record import trained_model
 
     monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path))
     run = Runs().run
@@ -336,8 +336,8 @@ def test_cli_ctrl_c_ends_with_one_line(tmp_path):
 def test_snapshots_are_the_weights_a_shorter_run_ends_with(data_env, tmp_path, monkeypatch):
     """train.snapshots keeps the weights after earlier epochs: the same weights a run of that many
     epochs ends with (same data order, same updates), at no extra training."""
-    from normsys.record import trained_model
     from normsys.runs import Runs
+    from normsys.training.record import trained_model
 
     monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path))
     run = Runs().run
@@ -360,9 +360,9 @@ def test_a_stream_of_fresh_batches_is_one_epoch_whose_snapshot_is_the_last_weigh
                                                                                  monkeypatch):
     """Random data trained by steps is one epoch: every batch is of epoch 0, as a data set's
     first epoch, so the weights kept after epoch 1 are the ones the run ends with."""
-    from normsys.record import trained_model
     from normsys.runs import Runs
-    from normsys.tasks import make_task
+    from normsys.training.record import trained_model
+    from normsys.training.tasks import make_task
 
     cfg = preset("ffn_stack", **{"model.d": 16, "model.n_out": 16, "data.batch_shape": (4, 3, 16),
                                  "train.steps": 5, "train.snapshots": (1,)})
@@ -377,9 +377,9 @@ def test_a_stream_of_fresh_batches_is_one_epoch_whose_snapshot_is_the_last_weigh
 def test_fit_hands_the_run_its_step_count_read_cadence_and_progress_bar(no_cache, monkeypatch):
     """What the loop is told: the task's step count (compile_mode decides from it on CUDA; the
     bar counts it), the caller's read_every, and a bar named after the run (one seed or several)."""
-    from normsys import train as train_module
-    from normsys.batched import train_seeds
-    from normsys.tasks import make_task
+    from normsys.training import train as train_module
+    from normsys.training.batched import train_seeds
+    from normsys.training.tasks import make_task
 
     contexts, bars = [], []
     run_context, progress_bar = train_module.run_context, train_module.progress_bar
@@ -408,8 +408,8 @@ def test_fit_turns_the_norms_fused_kernels_off_with_the_compiled_step(compile_se
                                                                       no_cache, monkeypatch):
     """train.compile=off runs every norm eager (no compiled kernel anywhere in the run); a
     compiled step leaves the fused kernels on. Read where the loop runs, before its first step."""
-    from normsys import norms
-    from normsys import train as train_module
+    from normsys.training import norms
+    from normsys.training import train as train_module
 
     class Stop(Exception):
         pass
@@ -430,8 +430,8 @@ def test_fit_turns_the_norms_fused_kernels_off_with_the_compiled_step(compile_se
 def test_fit_trains_on_the_task_it_is_given(data_env, no_cache):
     """A caller's own data (here half the training rows) is what the run trains on: its step
     count follows the rows given, not the config's data."""
-    from normsys.tasks import Classify, make_task
-    from normsys.train import fit
+    from normsys.training.tasks import Classify, make_task
+    from normsys.training.train import fit
 
     cfg = preset("resmlp", **{"model.d": 16, "model.layers": 1, "data.n_train": 256,
                               "data.n_test": 128, "train.epochs": 1, "train.batch_size": 64})
@@ -445,7 +445,7 @@ def test_fit_trains_on_the_task_it_is_given(data_env, no_cache):
 def test_one_shape_compiles_statically_and_runs_other_shapes_eagerly(monkeypatch):
     """The compiled step keeps the first batch's shape (dynamic=False; mode "default" is torch's
     None); a batch of another shape (an epoch's short last one) runs the eager model."""
-    from normsys.train import OneShape
+    from normsys.training.train import OneShape
 
     asked = []
 
@@ -493,7 +493,7 @@ def test_a_json_record_the_disk_cannot_take_is_one_error_line_and_no_partial_fil
     """--json writes atomically: a full disk leaves nothing at the path (and no temporary), the
     summary is printed first, and the error says what happened."""
     import normsys.__main__ as cli
-    from normsys import store
+    from normsys.training import store
 
     out = tmp_path / "r.json"
 

@@ -12,8 +12,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from normsys.config import ModelConfig
-from normsys.models import ACTS, TransformerBlock, build_model
+from normsys.training.config import ModelConfig
+from normsys.training.models import ACTS, TransformerBlock, build_model
 
 EXACT = dict(rtol=1e-10, atol=1e-10)
 
@@ -297,7 +297,7 @@ def by_definition(kind: str, m, x):
 
 def test_every_norm_module_holds_its_parameters_and_computes_its_definition():
     """Each kind of SPEC.md's table, its parameters drawn at random; dyt starts at a0 = 0.5."""
-    from normsys.norms import NORMS, build_norm
+    from normsys.training.norms import NORMS, build_norm
 
     x = torch.randn(7, 5, dtype=torch.float64) * 3 + 1
     gen = torch.Generator().manual_seed(5)

@@ -21,8 +21,8 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from normsys.data import AG_NEWS_ROWS
 from normsys.runtimes import expected_wall, task_seconds
+from normsys.training.data import AG_NEWS_ROWS
 from normsys.workers import WORKERS_PER_GPU
 
 

@@ -62,8 +62,8 @@ def test_what_one_task_costs_on_the_cluster_beyond_its_training(benchmark, tmp_p
     if benchmark.disabled:
         pytest.skip("a measurement: run with --benchmark-enable")
     from normsys.cluster import Cluster
-    from normsys.config import preset
     from normsys.runs import Runs
+    from normsys.training.config import preset
 
     monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path))
     cfgs = [preset("mlp", **{"data.n_train": 256, "data.n_test": 64, "train.probe_batch": 64,

@@ -18,10 +18,10 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from normsys.config import preset
-from normsys.models import prepare_model
-from normsys.tasks import make_task
-from normsys.train import Learner, run_context
+from normsys.training.config import preset
+from normsys.training.models import prepare_model
+from normsys.training.tasks import make_task
+from normsys.training.train import Learner, run_context
 
 MODELS = {"encoder": {}, "lstm": {}, "char_gpt": {}}  # the CPU-tier presets as the claims use them
 STEPS = 5

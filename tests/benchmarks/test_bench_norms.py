@@ -14,8 +14,8 @@ import torch
 import torch.nn.functional as F
 
 from normsys.bench import peaks, run_benchmark
-from normsys.norms import NORMS, build_norm
 from normsys.testing import seeded_randn
+from normsys.training.norms import NORMS, build_norm
 
 TORCH_OPS = {  # torch's own op for the kinds that have one, same parameters
     "layernorm": lambda m, x: F.layer_norm(x, (m.dim,), m.weight, m.bias, m.eps),

@@ -22,14 +22,14 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from normsys.batched import train_seeds
 from normsys.bench import peaks, run_benchmark
-from normsys.config import preset
-from normsys.data import AG_NEWS_ROWS
-from normsys.models import prepare_model
-from normsys.stacked import stack_modules
-from normsys.tasks import Classify, make_task
-from normsys.train import Learner, run_context
+from normsys.training.batched import train_seeds
+from normsys.training.config import preset
+from normsys.training.data import AG_NEWS_ROWS
+from normsys.training.models import prepare_model
+from normsys.training.stacked import stack_modules
+from normsys.training.tasks import Classify, make_task
+from normsys.training.train import Learner, run_context
 
 ROOT = Path(__file__).resolve().parents[2]
 

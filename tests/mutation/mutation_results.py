@@ -45,7 +45,8 @@ def record(mutants: Path, took: str) -> dict:
         raise ValueError(f"{mutants}: no mutmut state (*.py.meta files); run mutmut first")
     modules: dict[str, Counter] = {}
     for name, state in by_name.items():
-        modules.setdefault(name.split(".")[1], Counter())[state] += 1
+        module = name.rpartition(".")[0].removeprefix("normsys.")  # e.g. training.models
+        modules.setdefault(module, Counter())[state] += 1
     try:
         tool = f"mutmut {metadata.version('mutmut')}"
     except metadata.PackageNotFoundError:

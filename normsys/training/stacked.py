@@ -1,6 +1,6 @@
 """Parameters that may carry a leading seed dimension: the ops every model applies them with.
 
-Several seeds of one configuration train as one model (normsys.batched): each parameter is the
+Several seeds of one configuration train as one model (normsys.training.batched): each parameter is the
 seeds' copies stacked, (S, *shape), and the batch is the seeds' batches folded into one,
 (S*B, ...), seed-major (rows 0..B-1 belong to seed 0). Everything without parameters (attention,
 residual additions, reshapes, activations) sees an ordinary batch of S*B rows and runs unchanged;

@@ -1,7 +1,7 @@
 """Measurements of a model that a run takes of itself: the gradient its learning rule gives a batch
 (which the training loop's step uses too), the gradients at initialization on the run's fixed
-probe batch, and the spectra and ranks of its probed hidden states (normsys.diagnostics holds the
-pure functions they end in). ``at_init`` measures a config's model at initialization, optionally
+probe batch, and the spectra and ranks of its probed hidden states (diagnostics holds the pure
+functions they end in). ``at_init`` measures a config's model at initialization, optionally
 edited first, as the negative controls need.
 """
 
@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor, nn
 
-from normsys import diagnostics as dg
-from normsys.config import RunConfig
-from normsys.feedback import dfa_loss_and_backward
-from normsys.models import capture, prepare_model
-from normsys.tasks import Task
+from normsys.training import diagnostics as dg
+from normsys.training.config import RunConfig
+from normsys.training.feedback import dfa_loss_and_backward
+from normsys.training.models import capture, prepare_model
+from normsys.training.tasks import Task
 
 Autocast = Callable[[], AbstractContextManager]
 

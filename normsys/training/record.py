@@ -13,8 +13,8 @@ from typing import TypedDict
 import torch
 from torch import nn
 
-from normsys.config import RunConfig
-from normsys.models import build_model, prepare_model
+from normsys.training.config import RunConfig
+from normsys.training.models import build_model, prepare_model
 
 # the metrics a record holds (NaN for a diverged run): losses at init and at the end of training
 # (mean of the last 10 steps); classification: accuracy and mean loss on the first

@@ -12,7 +12,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field, fields, replace
 
-from normsys.norms import check_kind
+from normsys.training.norms import check_kind
 
 DATASETS = ("ag_news", "tinyshakespeare", "mnist", "random")
 LATER_FIELDS = {"model.init_scale": 1.0,  # fingerprinted only away from their defaults
@@ -21,8 +21,8 @@ LATER_FIELDS = {"model.init_scale": 1.0,  # fingerprinted only away from their d
 
 @dataclass(frozen=True)
 class ModelConfig:
-    family: str = "encoder"     # a model family (normsys.models.FAMILIES)
-    norm: str = "layernorm"     # any registry kind (normsys.norms.NORMS)
+    family: str = "encoder"     # a model family (normsys.training.models.FAMILIES)
+    norm: str = "layernorm"     # any registry kind (normsys.training.norms.NORMS)
     placement: str = "post"     # post: N(x + f(x)); pre: x + f(N(x))
     d: int = 64                 # model width
     heads: int = 4              # attention heads

@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from normsys import stacked
+from normsys.training import stacked
 
 L2_FLOOR = 1e-9  # the seeds' manual L2: x / max(||x||, 1e-9)
 
@@ -74,7 +74,7 @@ def layer_norm(x: Tensor, weight: Tensor | None = None, bias: Tensor | None = No
 
     Runs torch's fused kernel; ``layer_norm_reference`` is the same formula written out (the
     property tests pin the two together, eps = 0 included). Seed-stacked gain and bias (S, d)
-    apply to each seed's rows (normsys.stacked).
+    apply to each seed's rows (normsys.training.stacked).
     """
     if weight is not None and stacked.seeds_of(weight, 1):
         return stacked.affine(F.layer_norm(x, x.shape[-1:], None, None, eps), weight, bias)

@@ -1,7 +1,7 @@
 """The task kinds a run trains on, one small class each with one interface (batches, probe batch,
 loss, evaluate): classification (AG News, MNIST), next-character language modeling (Tiny
 Shakespeare) and regression on fresh random data (the notebook MLPs). ``make_task`` builds a
-config's task from its data (normsys.data), with the digest the run cache keys on.
+config's task from its data (normsys.training.data), with the digest the run cache keys on.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from normsys import data
-from normsys.config import RunConfig
+from normsys.training import data
+from normsys.training.config import RunConfig
 
 EVAL_SEED = 1_000_003  # fixed evaluation batches (LM), identical for every seed and norm
 # rows per forward pass when evaluating a classifier: on one CPU core the seed encoder evaluated

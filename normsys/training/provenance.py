@@ -12,7 +12,7 @@ import torch
 
 from normsys import __version__
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).parents[1]  # the normsys package
 
 
 def git_commit(where: Path = HERE) -> str:

@@ -21,10 +21,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from normsys.config import ModelConfig, RunConfig
-from normsys.feedback import to_feedback_alignment
-from normsys.norms import NORMS, build_norm
-from normsys.stacked import Embedding, Linear, add_rows, per_row
+from normsys.training.config import ModelConfig, RunConfig
+from normsys.training.feedback import to_feedback_alignment
+from normsys.training.norms import NORMS, build_norm
+from normsys.training.stacked import Embedding, Linear, add_rows, per_row
 
 ACTS = {"gelu": nn.GELU, "relu": nn.ReLU, "tanh": nn.Tanh}
 

@@ -1,20 +1,20 @@
 """Train several seeds of one configuration together, as one seed-stacked model.
 
-The seeds' models are stacked (normsys.stacked.stack_modules): every parameter becomes the seeds'
-copies, (S, *shape), and the seeds' batches are folded into one batch of S*B rows. The models'
-own code runs on it: the ops that apply a parameter (Linear, Embedding, the norms' gains) apply
-each seed's copy to that seed's rows with batched matmuls, and everything else (attention through
-the same scaled_dot_product_attention call, residuals, activations) sees an ordinary batch. S
-seeds cost one set of wider kernels instead of S launches each, with no vmap and no batching
-rules, so the CPU runs the very code that CUDA runs. Adam is element-wise, so one optimizer over
-the stacked parameters is S independent Adams; the summed per-seed losses give each seed exactly
-its own gradient. Each seed keeps its own initialization (prepare_model) and data order
-(Generator(seed)), so the records match separate runs up to floating-point reduction order
+The seeds' models are stacked (stacked.stack_modules): every parameter becomes the seeds' copies,
+(S, *shape), and the seeds' batches are folded into one batch of S*B rows. The models' own code
+runs on it: the ops that apply a parameter (Linear, Embedding, the norms' gains) apply each seed's
+copy to that seed's rows with batched matmuls, and everything else (attention through the same
+scaled_dot_product_attention call, residuals, activations) sees an ordinary batch. S seeds cost one
+set of wider kernels instead of S launches each, with no vmap and no batching rules, so the CPU
+runs the very code that CUDA runs. Adam is element-wise, so one optimizer over the stacked
+parameters is S independent Adams; the summed per-seed losses give each seed exactly its own
+gradient. Each seed keeps its own initialization (prepare_model) and data order (Generator(seed)),
+so the records match separate runs up to floating-point reduction order
 (tests/test_batched.py).
 
 Limits: backprop only (FA/DFA's custom backward), and models made of stackable layers only
 (``STACKABLE``: no convolutions); the configs may differ in train.seed alone. Batchnorm stacks: each
-seed's rows are normalized by their own statistics (normsys.norms.batch_norm).
+seed's rows are normalized by their own statistics (normsys.training.norms.batch_norm).
 """
 
 from __future__ import annotations
@@ -22,13 +22,13 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from normsys import models, norms, stacked
-from normsys.config import RunConfig
-from normsys.record import RunRecord
-from normsys.tasks import Task
-from normsys.train import fit
+from normsys.training import models, norms, stacked
+from normsys.training.config import RunConfig
+from normsys.training.record import RunRecord
+from normsys.training.tasks import Task
+from normsys.training.train import fit
 
-# the layers whose parameters may be seed-stacked: each applies them through normsys.stacked
+# the layers whose parameters may be seed-stacked: each applies them through normsys.training.stacked
 STACKABLE = (stacked.Linear, stacked.Embedding, norms.LayerNorm, norms.RMSNorm, norms.L2Norm,
              norms.DyT, norms.BatchNorm, models.PatchEmbed, models.TBlockClassifier)
 
@@ -55,8 +55,8 @@ def check_batchable(cfgs: list[RunConfig]) -> None:
         model = models.build_model(base.model)
     if bad := unstackable(model):
         raise ValueError(f"batched seeds cannot stack {', '.join(bad[:4])}: convolutions (and "
-                         f"layers outside normsys.stacked) have no seed-stacked form; train those "
-                         f"seeds separately")
+                         f"layers outside normsys.training.stacked) have no seed-stacked form; "
+                         f"train those seeds separately")
 
 
 def train_seeds(cfgs: list[RunConfig], task: Task | None = None,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from normsys.norms import layer_norm_vjp_parts
+from normsys.training.norms import layer_norm_vjp_parts
 
 
 def as_matrix(h: Tensor) -> Tensor:

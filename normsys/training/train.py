@@ -1,8 +1,8 @@
 """The training core: ``train(config) -> RunRecord``.
 
 One flat loop (``fit``) for every family and learning rule (bp, fa, dfa), for one run or for the
-seeds of one configuration trained together as one seed-stacked model (normsys.stacked; the
-checks are normsys.batched's), on any task kind of normsys.tasks.
+seeds of one configuration trained together as one seed-stacked model (normsys.training.stacked; the
+checks are normsys.training.batched's), on any task kind of normsys.training.tasks.
 Deterministic on CPU for a given config and seed. A non-finite loss ends a run early with
 ``diverged=True``. On CUDA: bf16 autocast, fused Adam, fused attention (scaled_dot_product_attention
 in the models), and torch.compile for runs long enough to earn its compile time back.
@@ -21,16 +21,16 @@ import torch
 from torch import Tensor, nn
 
 from normsys import __version__
-from normsys.config import RunConfig
-from normsys.feedback import dfa_feedback
-from normsys.measure import AtInit, backward, gradients_at_init, probe
-from normsys.models import prepare_model
-from normsys.norms import fusion
-from normsys.provenance import environment
-from normsys.record import RunRecord, snapshot_key
-from normsys.stacked import stack_modules, unstack_into
-from normsys.steplog import StepLog, empty_curves
-from normsys.tasks import Task, make_task
+from normsys.training.config import RunConfig
+from normsys.training.feedback import dfa_feedback
+from normsys.training.measure import AtInit, backward, gradients_at_init, probe
+from normsys.training.models import prepare_model
+from normsys.training.norms import fusion
+from normsys.training.provenance import environment
+from normsys.training.record import RunRecord, snapshot_key
+from normsys.training.stacked import stack_modules, unstack_into
+from normsys.training.steplog import StepLog, empty_curves
+from normsys.training.tasks import Task, make_task
 
 HOST_READ_EVERY = 50  # CUDA: steps between host reads of the losses (the divergence check)
 # train.compile=auto compiles on CUDA from this many steps on. On one H100, a paper-size encoder
@@ -128,9 +128,7 @@ def forward_backward(model, task: Task, ctx: RunContext, x: Tensor, y: Tensor,
 def grad_norms(params: list[Tensor], seeds: int = 1) -> Tensor:
     """||dL/dW|| over every parameter, as a device tensor: one run's, or each seed's (S,) of
     seed-stacked parameters (fused into one kernel on CUDA)."""
-    grads = [p.grad.detach() for p in params if p.grad is not None]
-    if not grads:
-        return torch.zeros(() if seeds == 1 else seeds, device=params[0].device)
+    grads = [p.grad.detach() for p in params if p.grad is not None]  # an unused one has none
     if seeds == 1:
         return torch.nn.utils.get_total_norm(grads)
     return torch.stack([g.float().reshape(seeds, -1).pow(2).sum(1) for g in grads]).sum(0).sqrt()
@@ -214,7 +212,7 @@ def finish(run: Trained, task: Task, ctx: RunContext,
 def fit(cfgs: list[RunConfig], task: Task | None = None,
         read_every: int | None = None) -> list[tuple[RunRecord, dict | None]]:
     """Train the runs of ``cfgs``: one config, or the seeds of one configuration (see
-    normsys.batched) as one seed-stacked model, each seed with its own initialization and data
+    normsys.training.batched) as one seed-stacked model, each seed with its own initialization and data
     order. Returns each run's record and (train.keep_state) trained state_dict. ``task``: the data
     (default ``make_task`` of the config); ``read_every``: steps between host reads of the log."""
     start = time.perf_counter()

@@ -32,10 +32,10 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from normsys.store import atomic_save, cache_root, file_sha256
+from normsys.training.store import atomic_save, cache_root, file_sha256
 
 POOL_SEED = 20_240_404  # fixes the CPU-tier AG News pool; never change (claims depend on it)
-SHIPPED = Path(__file__).parent / "datafiles"  # the data that ships with normsys
+SHIPPED = Path(__file__).parents[1] / "datafiles"  # the data that ships with normsys
 AG_FILES = {"test": "ag_news/test.csv.gz", "train": "ag_news/train.csv.gz",
             "train_partial": "ag_news/train_first2000rows.csv.gz"}
 AG_NEWS_ROWS = {"train": 120_000, "test": 7_600}  # rows of the official splits (the paper tier's)
