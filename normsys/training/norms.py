@@ -243,7 +243,7 @@ class NormKind:
     build: Callable[..., nn.Module]  # build(dim, **options) -> module
     description: str
     per_row: bool = True  # normalizes each row alone (False: statistics across the batch)
-    source: str = ""  # a registered kind's source digest (normsys.cache keys its runs on it)
+    source: str = ""  # a registered kind's source digest (the run cache keys its runs on it)
 
 
 NORMS: dict[str, NormKind] = {

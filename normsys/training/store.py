@@ -2,7 +2,7 @@
 writes (a temporary file in the same folder, then a rename), so a reader never sees half a file.
 
 Location: ``$NORMSYS_CACHE`` (default ``~/.cache/normsys``); ``NORMSYS_CACHE=off`` disables
-caching. Used by the tokenized-data cache (normsys.training.data) and the run cache (normsys.cache).
+caching. Used by the tokenized-data cache (normsys.training.data) and the run cache.
 """
 
 from __future__ import annotations
