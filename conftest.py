@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-pytest_plugins = ["normsys.plugin"]  # the claims plugin: markers, claim fixture, table, report
+pytest_plugins = ["normsys.claims.plugin"]  # the claims plugin: markers, claim fixture, table, report
 
 MARKERS = (
     "gpu: needs a CUDA GPU (paper tier and GPU benchmarks); skipped without one",
@@ -27,7 +27,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     they only read the records."""
     import torch
 
-    from normsys.plugin import claim_marker, cluster_has_gpus
+    from normsys.claims.plugin import claim_marker, cluster_has_gpus
 
     if torch.cuda.is_available():
         return
@@ -43,7 +43,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def data_env(request):
     """The data folder (shipped with normsys, or $NORMSYS_DATA), its MNIST checked; missing data
     fails the test with what to do, or skips it with --claims-skip-missing-data."""
-    from normsys.plugin import data_errors
+    from normsys.claims.plugin import data_errors
     from normsys.training.data import MNIST_FILES, data_file, data_root
 
     with data_errors(request.config.getoption("claims_skip_missing_data", False)):

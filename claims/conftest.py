@@ -1,17 +1,17 @@
 """The order claims start in, and the default variant. The fixtures that fetch runs (run, runs,
-task_of) are the claims plugin's (normsys.plugin)."""
+task_of) are the claims plugin's (normsys.claims.plugin)."""
 
 from __future__ import annotations
 
 import pytest
 
-from normsys import runtimes
-from normsys.plugin import claim_id, claim_marker, claim_tier
+from normsys.claims import runtimes
+from normsys.claims.plugin import claim_id, claim_marker, claim_tier
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Claims start longest first (the training of the runs each reads, as the tier's recorded
-    run times say: normsys.runtimes): under pytest-xdist the workers split the long groups of
+    run times say: normsys.claims.runtimes): under pytest-xdist the workers split the long groups of
     runs between them early, and the short claims, whose runs are mostly trained by then, fill
     in at the end, instead of one long group training alone on one worker while the other
     idles."""
@@ -25,5 +25,5 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture
 def variant():
     """The claim variant ("" for the claim itself); a claim parametrized over variants
-    (normsys.params.variant_tiers) overrides it with its parameter."""
+    (normsys.claims.params.variant_tiers) overrides it with its parameter."""
     return ""

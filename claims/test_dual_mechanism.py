@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import torch
 
-from normsys.experiments import (
+from normsys.claims.experiments import (
     DM_PROBES,
     accuracy_matches_layernorm,
     encoder,
@@ -28,10 +28,10 @@ from normsys.experiments import (
     prevents_collapse,
     stays_isotropic,
 )
-from normsys.params import Variant, tiers, variant_tiers
+from normsys.claims.params import Variant, tiers, variant_tiers
+from normsys.claims.stats import REFUTED, SUPPORTED, Rule
+from normsys.claims.testing import SMALL_CLASSIFIER, small_classifier_accuracies, trained_and_untrained
 from normsys.scorecard import SEQUENCES, Statistic
-from normsys.stats import REFUTED, SUPPORTED, Rule
-from normsys.testing import SMALL_CLASSIFIER, small_classifier_accuracies, trained_and_untrained
 from normsys.training.config import preset
 from normsys.training.measure import at_init
 from normsys.training.record import TEST_ACC, TRAIN_ACC, probe_of

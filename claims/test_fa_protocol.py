@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 import torch
 
-from normsys.params import tiers, variant_tiers
-from normsys.protocol import BP_RANGE, DFA_RANGE, mnist_report
-from normsys.stats import REFUTED, SUPPORTED, Rule
-from normsys.testing import CONTROL_SEEDS, small_classifier_accuracies
+from normsys.claims.params import tiers, variant_tiers
+from normsys.claims.protocol import BP_RANGE, DFA_RANGE, mnist_report
+from normsys.claims.stats import REFUTED, SUPPORTED, Rule
+from normsys.claims.testing import CONTROL_SEEDS, small_classifier_accuracies
 from normsys.training.config import preset
 from normsys.training.models import prepare_model
 from normsys.training.record import TEST_ACC, trained_model
@@ -82,7 +82,7 @@ def trained_accuracies(results) -> list[float]:
 
 
 def reference_bands(ax) -> None:
-    """The protocol authors' reference ranges of direction stability (normsys.protocol)."""
+    """The protocol authors' reference ranges of direction stability (normsys.claims.protocol)."""
     for (low, high), name, colour in ((BP_RANGE, "BP", "tab:green"), (DFA_RANGE, "DFA", "tab:red")):
         ax.axhspan(low, high, color=colour, alpha=0.12, label=f"{name} reference {low}-{high}")
 

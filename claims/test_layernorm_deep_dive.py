@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 import torch
 
-from normsys import figures
-from normsys.experiments import (
+from normsys.claims import figures
+from normsys.claims.experiments import (
     INIT_SCALES,
     accuracy_spread,
     decorrelates,
@@ -28,15 +28,15 @@ from normsys.experiments import (
     unit_correlation,
     weight_grad_profile,
 )
-from normsys.params import tiers
-from normsys.scorecard import Statistic, one_by_one
-from normsys.stats import REFUTED, SUPPORTED, Rule
-from normsys.testing import (
+from normsys.claims.params import tiers
+from normsys.claims.stats import REFUTED, SUPPORTED, Rule
+from normsys.claims.testing import (
     CONTROL_SEEDS,
     SMALL_CLASSIFIER,
     small_classifier_accuracies,
     trained_and_untrained,
 )
+from normsys.scorecard import Statistic, one_by_one
 from normsys.training import diagnostics as dg
 from normsys.training.config import preset
 from normsys.training.measure import at_init

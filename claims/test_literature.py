@@ -16,8 +16,8 @@ import math
 import pytest
 import torch
 
-from normsys import figures
-from normsys.experiments import (
+from normsys.claims import figures
+from normsys.claims.experiments import (
     PRELN_FLAT,
     char_gpt,
     ffn_grad_norms,
@@ -26,10 +26,10 @@ from normsys.experiments import (
     relative_difference,
     xiong,
 )
-from normsys.params import tiers
+from normsys.claims.params import tiers
+from normsys.claims.stats import REFUTED, SUPPORTED, Rule
+from normsys.claims.testing import CONTROL_SEEDS, trained_and_untrained
 from normsys.scorecard import SEQUENCES, Statistic, one_by_one
-from normsys.stats import REFUTED, SUPPORTED, Rule
-from normsys.testing import CONTROL_SEEDS, trained_and_untrained
 from normsys.training import diagnostics as dg
 from normsys.training.measure import at_init
 from normsys.training.models import Attention

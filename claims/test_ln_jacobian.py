@@ -12,11 +12,11 @@ import pytest
 import torch
 from torch import nn
 
-from normsys.experiments import char_gpt
-from normsys.params import tiers
-from normsys.protocol import layernorm_gradients, ln_decomposition_summary, ln_vjp_errors
-from normsys.stats import REFUTED, SUPPORTED, Rule
-from normsys.testing import CONTROL_SEEDS
+from normsys.claims.experiments import char_gpt
+from normsys.claims.params import tiers
+from normsys.claims.protocol import layernorm_gradients, ln_decomposition_summary, ln_vjp_errors
+from normsys.claims.stats import REFUTED, SUPPORTED, Rule
+from normsys.claims.testing import CONTROL_SEEDS
 from normsys.training.data import tiny_shakespeare
 from normsys.training.models import prepare_model
 from normsys.training.norms import LayerNorm, build_norm

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import pytest
 
-from normsys import figures
-from normsys.experiments import tanh_mlp, weight_grad_profile
-from normsys.params import tiers
-from normsys.stats import REFUTED, SUPPORTED, Rule, paired_differences
-from normsys.testing import CONTROL_SEEDS, trained_and_untrained
+from normsys.claims import figures
+from normsys.claims.experiments import tanh_mlp, weight_grad_profile
+from normsys.claims.params import tiers
+from normsys.claims.stats import REFUTED, SUPPORTED, Rule, paired_differences
+from normsys.claims.testing import CONTROL_SEEDS, trained_and_untrained
 from normsys.training import diagnostics as dg
 from normsys.training.config import preset
 from normsys.training.record import FINAL_LOSS

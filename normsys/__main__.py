@@ -5,7 +5,7 @@
     python -m normsys train ... --dry-run                    the resolved config, no training
     python -m normsys compare A.json B.json [...] [--markdown]   verdict ledgers side by side
     python -m normsys import-report REPORT --device NAME ...    a report into the ledger
-    python -m normsys tables [--check]                       claims/ledger/README.md: every
+    python -m normsys tables [--check]                       docs/verdicts.md: every
                                                              ledger side by side
     python -m normsys scorecard mynorm.py:MyNorm [--out DIR]  a new norm beside the built-in ones
     python -m normsys scorecard --builtin                    the built-in kinds compared
@@ -28,10 +28,11 @@ from pathlib import Path
 
 import torch
 
-from normsys import ledger, runtimes, scorecard
-from normsys.cache import check_folder
-from normsys.progress import Progress, label
-from normsys.runs import Runs
+from normsys import scorecard
+from normsys.claims import ledger, runtimes, usernorm
+from normsys.claims.cache import check_folder
+from normsys.claims.progress import Progress, label
+from normsys.claims.runs import Runs
 from normsys.training.config import PRESETS, RunConfig, preset
 from normsys.training.data import DataError
 from normsys.training.models import FAMILIES, build_model
@@ -81,11 +82,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     for name in ("device", "commit", "torch", "normsys", "measured"):
         imp.add_argument(f"--{name}", required=True, help=f"{name} the report was measured on")
     imp.add_argument("--data", default="", help="the data it read (e.g. a pool's description)")
-    tb = sub.add_parser("tables", help="write the ledger folder's README: every ledger side by "
+    tb = sub.add_parser("tables", help="write docs/verdicts.md: every verdict ledger side by "
                                        "side (the CPU tier and each GPU; each seed set)")
     tb.add_argument("--ledger", type=Path, default=Path("claims/ledger"))
+    tb.add_argument("--out", type=Path, default=Path("docs/verdicts.md"))
     tb.add_argument("--check", action="store_true",
-                    help="write nothing; exit 1 if the README is not what the ledgers make")
+                    help="write nothing; exit 1 if the page is not what the ledgers make")
     rt = sub.add_parser("run-times", help="write claims/run-times-<tier>.json from a run cache's "
                                           "claim indexes: each claim's runs and training time")
     rt.add_argument("--tier", choices=["cpu", "paper"], default="cpu")
@@ -134,7 +136,7 @@ def score(args: argparse.Namespace) -> str:
     if args.out.exists() and not args.out.is_dir():
         raise UsageError(f"--out {args.out}: is a file; give a folder")
     specs = list(zip(args.norms, args.name or [""] * len(args.norms), strict=True))
-    names = [scorecard.load(spec, name) for spec, name in specs]
+    names = [usernorm.load(spec, name) for spec, name in specs]
     specs = [(spec, name) for (spec, _), name in zip(specs, names, strict=True)]
     rows = names + scorecard.builtin_rows([n for n in args.against.split(",") if n])
     plan = scorecard.plan(list(dict.fromkeys(rows)), args.tier)
@@ -164,10 +166,10 @@ def score(args: argparse.Namespace) -> str:
 def on_cluster(args: argparse.Namespace, plan: scorecard.Plan, specs: list[tuple[str, str]]):
     """The plan's runs trained on the Ray cluster at ``args.ray`` (all submitted at once,
     longest first), kept in the local run cache."""
-    from normsys.cluster import Cluster, ClusterError
+    from normsys.claims.cluster import Cluster, ClusterError
 
     try:
-        cluster = Cluster(args.ray, specs=[(scorecard.absolute(s), n) for s, n in specs])
+        cluster = Cluster(args.ray, specs=[(usernorm.absolute(s), n) for s, n in specs])
     except ClusterError as err:
         raise UsageError(f"--ray: {err}") from None
     try:
@@ -215,10 +217,10 @@ def run_times(args: argparse.Namespace) -> str:
 
 
 def tables(args: argparse.Namespace) -> str:
-    """claims/ledger/README.md from the ledger files beside it (or, --check, whether it is)."""
+    """docs/verdicts.md from the ledger files (or, --check, whether it is)."""
     if not (args.ledger / "cpu.json").is_file():
         raise UsageError(f"--ledger {args.ledger}: no cpu.json there; give the ledger folder")
-    page, text = args.ledger / "README.md", ledger.docs(args.ledger)
+    page, text = args.out, ledger.docs(args.ledger)
     if args.check:
         if not page.is_file() or page.read_text() != text:
             raise StaleError(f"{page} is stale: run python -m normsys tables")

@@ -11,7 +11,7 @@ so a new layer's row reads like the built-in ones:
     python -m normsys scorecard mynorm.py:MyNorm       # its row beside the built-in kinds
     python -m normsys scorecard --builtin              # the built-in kinds alone
 
-Runs come from the run cache (normsys.runs), so built-in rows a claims session trained cost
+Runs come from the run cache (normsys.claims.runs), so built-in rows a claims session trained cost
 nothing; the others train in worker processes, one per core on the CPU.
 """
 
@@ -31,15 +31,16 @@ from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
 
-from normsys import params
-from normsys.cache import lookup
-from normsys.experiments import relative_difference
-from normsys.progress import Progress
-from normsys.runs import Runs
-from normsys.runtimes import run_seconds
-from normsys.stats import SUPPORTED, Decision, Rule
+from normsys.claims import params
+from normsys.claims.cache import lookup
+from normsys.claims.experiments import relative_difference
+from normsys.claims.progress import Progress
+from normsys.claims.runs import Runs
+from normsys.claims.runtimes import run_seconds
+from normsys.claims.stats import SUPPORTED, Decision, Rule
+from normsys.claims.usernorm import absolute, load
 from normsys.training.config import RunConfig
-from normsys.training.norms import BUILTIN, NORMS, register
+from normsys.training.norms import BUILTIN, NORMS
 from normsys.training.provenance import device_name, git_commit
 from normsys.training.record import RunRecord
 
@@ -195,47 +196,6 @@ class _Declared(Sequence):
 
 STATISTICS: Sequence[Statistic] = _Declared()  # every norm-generic claim, in declaration order
 
-# ----------------------------------------------------------------------------- the user's norm
-
-
-def load(spec: str, name: str = "") -> str:
-    """Register the norm ``spec`` names and return its kind name. ``spec`` is
-    ``package.module:Attribute`` or ``path/to/file.py:Attribute``; the name is ``name`` or the
-    attribute in lower case. Raises ValueError saying what was wrong."""
-    target, sep, attr = spec.rpartition(":")
-    if not sep or not target or not attr:
-        raise ValueError(f"{spec!r}: expected MODULE:ATTRIBUTE or FILE.py:ATTRIBUTE, e.g. "
-                         f"mynorm.py:MyNorm")
-    if target.endswith(".py"):
-        path = Path(target)
-        if not path.is_file():
-            raise ValueError(f"{spec!r}: no such file {path}")
-        module_spec = importlib.util.spec_from_file_location(path.stem, path.resolve())
-        module = importlib.util.module_from_spec(module_spec)
-        sys.modules[path.stem] = module  # classes pickle and inspect by their module
-        try:
-            module_spec.loader.exec_module(module)
-        except Exception as err:  # noqa: BLE001 - the user's file failed to import
-            raise ValueError(f"{spec!r}: importing {path} failed: {type(err).__name__}: "
-                             f"{err}") from None
-    else:
-        try:
-            module = importlib.import_module(target)
-        except Exception as err:  # noqa: BLE001
-            raise ValueError(f"{spec!r}: cannot import {target}: {type(err).__name__}: "
-                             f"{err}") from None
-    if not hasattr(module, attr):
-        public = [a for a in vars(module) if not a.startswith("_")]
-        raise ValueError(f"{spec!r}: {target} has no attribute {attr!r}; it has "
-                         f"{', '.join(public[:12]) or 'none'}")
-    return register(name or attr.lower(), getattr(module, attr))
-
-
-def absolute(spec: str) -> str:
-    """The spec with a file path made absolute (worker processes start elsewhere)."""
-    target, _, attr = spec.rpartition(":")
-    return f"{Path(target).resolve()}:{attr}" if target.endswith(".py") else spec
-
 # ----------------------------------------------------------------------------- what it trains
 
 
@@ -331,7 +291,7 @@ def _layer_problem(factory, shape: tuple[int, ...], dtype) -> str:
 
 def estimate(p: Plan, runs: Runs) -> tuple[list[tuple[RunConfig, str]], float, int]:
     """Each config with what it costs ('cached', '~N s' as its LayerNorm twin's cached run took
-    here, or as the tier's run times record it or its twin (normsys.runtimes), or 'time
+    here, or as the tier's run times record it or its twin (normsys.claims.runtimes), or 'time
     unknown'), the seconds of training known, and how many have no estimate
     (``runs`` loads each config's data, for its digest)."""
     rows, seconds, unknown = [], 0.0, 0

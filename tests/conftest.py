@@ -82,7 +82,8 @@ def fresh_memo_per_mutant():
     by the parent's code). Clear them there (only under mutmut: elsewhere they are what keeps one
     process from training a run or reading a file twice)."""
     if "MUTANT_UNDER_TEST" in os.environ:
-        from normsys import cache, scorecard, stats
+        from normsys import scorecard
+        from normsys.claims import cache, stats
         from normsys.training import data
 
         data._VERIFIED.clear()

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from normsys import cache, progress
-from normsys.cache import cached_runs, run_key
-from normsys.progress import SILENT
+from normsys.claims import cache, progress
+from normsys.claims.cache import cached_runs, run_key
+from normsys.claims.progress import SILENT
 from normsys.training.config import preset
 from normsys.training.record import trained_model
 from normsys.training.train import train_with_state
@@ -158,7 +158,7 @@ def _hold_lock(lock_path: str, ready: str, seconds: float) -> None:
 def test_get_runs_trains_what_is_free_before_waiting_for_a_busy_run(tmp_path, monkeypatch):
     """Two xdist workers needing the same runs split them: a run another process holds is left
     for last instead of being queued behind."""
-    from normsys import runs
+    from normsys.claims import runs
 
     monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path))
     cfgs = [CFG.override(**{"train.seed": s}) for s in range(2)]
@@ -197,7 +197,7 @@ def test_get_runs_trains_what_is_free_before_waiting_for_a_busy_run(tmp_path, mo
 def package_copy(tmp_path: Path, name: str = "normsys") -> Path:
     import shutil
 
-    from normsys import cache
+    from normsys.claims import cache
 
     copy = tmp_path / name / "normsys"
     shutil.copytree(cache.NORMSYS, copy, ignore=shutil.ignore_patterns("datafiles", "__pycache__"))
@@ -216,7 +216,7 @@ def test_the_training_package_holds_everything_the_entry_points_import():
     import subprocess
     import sys
 
-    from normsys import cache
+    from normsys.claims import cache
 
     entry = ", ".join(f"normsys.{m}" for m in cache.ENTRY_POINTS)
     shown = subprocess.run(
@@ -236,20 +236,21 @@ def test_the_training_package_holds_everything_the_entry_points_import():
 
 
 def test_an_import_from_outside_the_training_package_is_found(tmp_path):
-    from normsys import cache
+    from normsys.claims import cache
 
     copy = package_copy(tmp_path)
     train = copy / cache.TRAINING / "train.py"
-    train.write_text(train.read_text() + "\n\ndef later():\n    from normsys.ledger import read\n")
+    later = "\n\ndef later():\n    from normsys.claims.ledger import read\n"
+    train.write_text(train.read_text() + later)
     outside = set(cache.imported_closure(cache.ENTRY_POINTS, copy)) - set(cache.training_path(copy))
-    assert {"ledger", "stats"} <= outside  # and what it imports
+    assert {"claims.ledger", "claims.stats"} <= outside  # and what it imports
 
 
 def test_the_key_follows_every_module_of_the_training_package_and_nothing_else(tmp_path):
     """A one-byte edit of any module of the training package (or of the normsys __init__ its
     import runs) changes the code digest (every cached run retrains); the same edit of any other
     module does not."""
-    from normsys import cache
+    from normsys.claims import cache
 
     copy = package_copy(tmp_path)
     before = cache.code_digest.__wrapped__(copy)
@@ -270,7 +271,7 @@ def test_the_key_follows_every_module_of_the_training_package_and_nothing_else(t
 
 
 def test_imports_are_read_in_every_form(tmp_path):
-    from normsys import cache
+    from normsys.claims import cache
 
     package = tmp_path / "pkg"
     (package / "sub").mkdir(parents=True)
@@ -287,7 +288,7 @@ def test_imports_are_read_in_every_form(tmp_path):
 
 
 def test_the_cache_folder_is_checked_before_anything_trains(tmp_path, monkeypatch):
-    from normsys.cache import CacheFolderError, check_folder
+    from normsys.claims.cache import CacheFolderError, check_folder
 
     afile = tmp_path / "a-file"
     afile.write_text("x")

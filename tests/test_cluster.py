@@ -1,4 +1,4 @@
-"""Training on a Ray cluster (normsys.cluster), on a real local cluster: a run trained there is
+"""Training on a Ray cluster (normsys.claims.cluster), on a real local cluster: a run trained there is
 the run trained here (same record, same weights, same key), runs start before they are asked
 for, a worker that dies is retried, a run that diverges is recorded as diverged, an unreachable
 cluster is one line before anything trains, Ctrl-C's cancel stops what runs, and the claims
@@ -19,8 +19,8 @@ import torch
 
 ray = pytest.importorskip("ray")
 
-from normsys.cluster import Cluster, ClusterError, connect, train_group  # noqa: E402
-from normsys.runs import Runs  # noqa: E402
+from normsys.claims.cluster import Cluster, ClusterError, connect, train_group  # noqa: E402
+from normsys.claims.runs import Runs  # noqa: E402
 from normsys.training.config import preset  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -183,7 +183,7 @@ def test_a_group_comes_back_in_the_order_asked_and_on_this_machines_data(cluster
 
 
 def test_a_users_norm_is_registered_again_on_the_workers(cluster, cache, tmp_path):
-    from normsys import scorecard
+    from normsys.claims import usernorm
     from normsys.training import norms
 
     path = tmp_path / "usernorm.py"
@@ -191,7 +191,7 @@ def test_a_users_norm_is_registered_again_on_the_workers(cluster, cache, tmp_pat
                     "    def __init__(self, d):\n        super().__init__()\n"
                     "        self.inner = nn.LayerNorm(d)\n\n"
                     "    def forward(self, x):\n        return self.inner(x) / 2\n")
-    name = scorecard.load(f"{path}:Halved", "halved")
+    name = usernorm.load(f"{path}:Halved", "halved")
     try:
         on = Cluster("local", specs=[(f"{path}:Halved", name)])
         cfg = FFN.override(**{"model.norm": name})
@@ -226,9 +226,10 @@ def test_the_scorecard_trains_its_plan_on_the_cluster(cluster, cache, tmp_path, 
     from argparse import Namespace
 
     from normsys import __main__ as cli
-    from normsys import cluster as module
     from normsys import scorecard
-    from normsys.stats import Rule
+    from normsys.claims import cluster as module
+    from normsys.claims import usernorm
+    from normsys.claims.stats import Rule
     from normsys.training import norms
 
     class Kept(Cluster):  # the command ends its Ray session; this test's module goes on with it
@@ -238,7 +239,7 @@ def test_the_scorecard_trains_its_plan_on_the_cluster(cluster, cache, tmp_path, 
     monkeypatch.setattr(module, "Cluster", Kept)
     path = tmp_path / "usernorm.py"
     path.write_text("from torch import nn\n\n\ndef Scaled(d):\n    return nn.LayerNorm(d)\n")
-    name = scorecard.load(f"{path}:Scaled", "scaled")
+    name = usernorm.load(f"{path}:Scaled", "scaled")
     level = scorecard.Statistic("loss", "c-loss", lambda n: Rule(f"loss({n})", "<", 10.0),
                                 lambda n, s, t: [FFN.override(**{"model.norm": n,
                                                                  "train.seed": s})],

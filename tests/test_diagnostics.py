@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from torch.testing import assert_close
 
-from normsys.testing import seeded_randn
+from normsys.claims.testing import seeded_randn
 from normsys.training import diagnostics as dg
 from normsys.training import norms
 

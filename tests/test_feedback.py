@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from normsys.testing import seeded_randn
+from normsys.claims.testing import seeded_randn
 from normsys.training.config import ModelConfig, preset
 from normsys.training.feedback import (
     FALinear,

@@ -1,7 +1,8 @@
-"""The library's modules import downwards only: the training package (everything a run's record
-depends on) imports nothing of the rest, the rest may use it; nothing imports in a cycle, not even
-through an import inside a function; and each module imports on its own in a fresh interpreter.
-The modules are the package's files and their folders say where each stands: no list to keep."""
+"""The library's modules import downwards only, by folder: the training package (everything a
+run's record depends on) imports nothing of the rest; the claims machinery uses it; the scorecard
+and the command line use both. Nothing imports in a cycle, not even through an import inside a
+function, and each module imports on its own in a fresh interpreter. The modules are the
+package's files and their folders say where each stands: no list of modules to keep."""
 
 from __future__ import annotations
 
@@ -13,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from normsys.cache import TRAINING, imported_modules, module_file
+from normsys.claims.cache import TRAINING, imported_modules, module_file
 
 PACKAGE = Path(__file__).resolve().parents[1] / "normsys"
-FOLDERS = (TRAINING, "")  # bottom to top: a module imports from its own folder or one below
+FOLDERS = (TRAINING, "claims", "")  # bottom to top: a module imports from its folder or one below
 MODULES = sorted(".".join(p.relative_to(PACKAGE).with_suffix("").parts)
                  for p in PACKAGE.rglob("*.py") if p.name != "__init__.py")
 
@@ -82,8 +83,8 @@ def test_no_function_takes_more_than_six_parameters():
 
 
 def test_no_claim_file_defines_a_helper_another_claim_file_defines():
-    """An experiment or helper two claim files need is defined once (normsys.experiments,
-    normsys.testing, claims/conftest.py)."""
+    """An experiment or helper two claim files need is defined once (normsys.claims.experiments,
+    normsys.claims.testing, claims/conftest.py)."""
     claims = PACKAGE.parent / "claims"
     seen: dict[str, str] = {}
     twice = []

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from normsys import ledger
 from normsys.__main__ import main
+from normsys.claims import ledger
 from normsys.training.config import preset
 
 SMALL = preset("ffn_stack", **{"train.steps": 3, "model.d": 16, "data.batch_shape": (4, 5, 16)})
@@ -407,9 +407,9 @@ def test_stale_entries_are_those_of_ids_no_longer_defined_in_every_file_of_the_t
 
 
 def test_the_ledger_readme_is_what_the_committed_ledgers_make():
-    folder = Path(__file__).parents[1] / "claims" / "ledger"
-    assert (folder / "README.md").read_text() == ledger.docs(folder), \
-        "claims/ledger/README.md is stale: run python -m normsys tables"
+    root = Path(__file__).parents[1]
+    assert (root / "docs" / "verdicts.md").read_text() == ledger.docs(root / "claims" / "ledger"), \
+        "docs/verdicts.md is stale: run python -m normsys tables"
 
 
 def test_tables_put_the_cpu_tier_beside_every_gpu_and_every_seed_set(tmp_path, capsys):
@@ -430,10 +430,10 @@ def test_tables_put_the_cpu_tier_beside_every_gpu_and_every_seed_set(tmp_path, c
     assert "`cpu.json`, `paper-GPU-A.json`: 2 of 2 agree; 0 decisive flips; 2 claims not in " \
            "every ledger\n" in ledger.docs(tmp_path)
     ledger.write(tmp_path / "paper-GPU-B.json", {"c-1": entry(), "c-2": entry("supported")})
-    common = ["tables", "--ledger", str(tmp_path)]
+    common = ["tables", "--ledger", str(tmp_path), "--out", str(tmp_path / "verdicts.md")]
     assert main([*common, "--check"]) == 1
-    assert "README.md is stale: run python -m normsys tables" in capsys.readouterr().err
-    assert main(common) == 0 and (tmp_path / "README.md").read_text() == page
+    assert "verdicts.md is stale: run python -m normsys tables" in capsys.readouterr().err
+    assert main(common) == 0 and (tmp_path / "verdicts.md").read_text() == page
     assert main([*common, "--check"]) == 0
     assert main(["tables", "--ledger", str(tmp_path / "nowhere")]) == 2
     assert "no cpu.json there" in capsys.readouterr().err

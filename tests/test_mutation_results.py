@@ -20,7 +20,7 @@ spec.loader.exec_module(mr)
 
 def test_the_page_is_what_the_results_and_the_review_make():
     assert mr.PAGE.read_text() == mr.docs(), \
-        "tests/mutation/README.md is stale: run python tests/mutation/mutation_results.py docs"
+        "docs/mutation.md is stale: run python tests/mutation/mutation_results.py docs"
 
 
 def test_every_reviewed_survivor_is_a_survivor_of_the_record_and_has_a_stated_reason():

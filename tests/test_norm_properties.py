@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from torch.testing import assert_close
 
-from normsys.testing import seeded_randn
+from normsys.claims.testing import seeded_randn
 from normsys.training import norms
 from normsys.training.norms import NORMS, build_norm
 
@@ -249,7 +249,7 @@ PARITY_SHAPES = [(1, 1, 1023), (3, 7, 256), (2, 5, 17), (1, 4096), (13, 1, 64)]
 @pytest.mark.parametrize("shape", PARITY_SHAPES, ids=str)
 @pytest.mark.parametrize("kind", ["layernorm", "rmsnorm"])
 def test_parity_with_torch_forward_and_backward(kind, shape, dtype):
-    from normsys.testing import tolerance
+    from normsys.claims.testing import tolerance
 
     d = shape[-1]
     x = seeded_randn(shape, 0, dtype=dtype, scale=2.0) + 0.5

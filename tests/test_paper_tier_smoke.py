@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from normsys.protocol import (
+from normsys.claims.protocol import (
     direction_stability,
     disjoint_batches,
     hidden_and_grads,
@@ -14,7 +14,7 @@ from normsys.protocol import (
     ln_vjp_errors,
     mnist_report,
 )
-from normsys.runs import Runs
+from normsys.claims.runs import Runs
 from normsys.training.config import preset
 from normsys.training.data import mnist, tiny_shakespeare
 from normsys.training.record import trained_model

@@ -11,8 +11,8 @@ pytest_plugins = ["pytester"]
 
 CLAIMS = '''
 import pytest
-from normsys.params import tiers
-from normsys.stats import Rule
+from normsys.claims.params import tiers
+from normsys.claims.stats import Rule
 
 KAPPA = Rule("kappa", ">=", 0.8)
 
@@ -40,7 +40,7 @@ def test_tiers(claim, tier):
 '''
 
 # a project of its own: the plugin and nothing else (it registers the claim marker itself)
-CONFTEST = ('pytest_plugins = ["normsys.plugin"]\n'
+CONFTEST = ('pytest_plugins = ["normsys.claims.plugin"]\n'
             'def pytest_configure(config):\n'
             '    config.addinivalue_line("markers", "gpu: g")\n')
 
@@ -103,7 +103,7 @@ def test_update_writes_the_ledger_and_the_next_run_holds_to_it(run_claims):
 
 SWITCH = '''
 import json, pytest
-from normsys.stats import Rule
+from normsys.claims.stats import Rule
 
 @pytest.mark.claim("c-switch", statement="s", source="t")
 def test_switch(claim):
@@ -139,7 +139,7 @@ def test_every_change_of_verdict_fails_with_the_ledger_line(switch, old, new):
 DECIDED_UNDER = '''
 import json, pytest
 from normsys.training.config import preset
-from normsys.stats import Rule
+from normsys.claims.stats import Rule
 
 S = json.load(open("settings.json"))
 
@@ -193,7 +193,7 @@ def test_a_claim_decided_under_other_rules_or_settings_fails_naming_the_change(
 def test_an_entry_without_run_settings_passes_but_not_under_strict(switch):
     """Entries written before the ledger recorded run settings (or imported from a report that
     lacks them) are read, said to lack them, and fail --claims-strict until rewritten."""
-    from normsys import ledger
+    from normsys.claims import ledger
 
     (switch.path / "values.json").write_text(json.dumps([0.9, 0.91, 0.92]))
     run(switch, "--claims-update")
@@ -339,7 +339,7 @@ def test_typo(claim):
 
 
 def test_variant_tiers_mark_the_paper_tier_gpu_and_slow_variants_slow():
-    from normsys.params import variant_tiers
+    from normsys.claims.params import variant_tiers
 
     params = {p.id: p for p in variant_tiers(("", "-x"), slow=("-x",))}
     assert set(params) == {"cpu", "paper", "cpu-x", "paper-x"}
@@ -355,7 +355,7 @@ def test_claims_start_longest_first_by_their_recorded_run_times():
     import sys
     from pathlib import Path
 
-    from normsys import runtimes
+    from normsys.claims import runtimes
 
     root = Path(__file__).resolve().parents[1]
     source = "".join(p.read_text() for p in sorted((root / "claims").glob("test_*.py")))
@@ -388,7 +388,7 @@ def test_a_partial_run_merges_into_the_report_which_opens_with_its_provenance(ru
 
 def test_a_recorded_refutation_does_not_hide_broken_code(run_claims):
     """A claim the ledger records as refuted that raises anything but its refutation fails."""
-    from normsys import ledger
+    from normsys.claims import ledger
 
     run(run_claims, "--claims-update")
     path = run_claims.path / "claims" / "ledger" / "cpu.json"
@@ -459,7 +459,7 @@ def test_claims_list_shows_what_each_claim_costs(tmp_path):
 
 SEQUENTIAL = '''
 import pytest
-from normsys.stats import Rule
+from normsys.claims.stats import Rule
 
 VALUES = [0.9, 0.1, 0.5, 0.8, 0.85, 0.9, 0.88, 0.86]
 SEEN = []
@@ -499,12 +499,12 @@ def test_max_seeds_adds_seeds_at_the_looks_until_a_verdict(pytester):
 
 
 def test_the_plugin_registers_its_own_markers(pytester):
-    """A project that loads normsys.plugin and nothing else can use @pytest.mark.claim under
+    """A project that loads normsys.claims.plugin and nothing else can use @pytest.mark.claim under
     --strict-markers."""
-    pytester.makeconftest('pytest_plugins = ["normsys.plugin"]\n')
+    pytester.makeconftest('pytest_plugins = ["normsys.claims.plugin"]\n')
     pytester.makepyfile(test_one='''
 import pytest
-from normsys.stats import Rule
+from normsys.claims.stats import Rule
 
 @pytest.mark.claim("c-one", statement="s", source="t")
 def test_one(claim):
@@ -521,7 +521,7 @@ def test_control():
 def test_n_auto_starts_several_workers_a_gpu_and_leaves_the_cpu_to_xdist(pytester, monkeypatch):
     import torch
 
-    from normsys import workers
+    from normsys.claims import workers
 
     pytester.makeconftest(CONFTEST)
     config = pytester.parseconfigure()

@@ -1,7 +1,7 @@
 """What each reader of a run record reads: which layer, which rows, which metric, which parameters
-(normsys.experiments, normsys.training.record). Each record below gives every layer and every row set a
-value of its own, so that reading another one changes the answer; and each experiment's config
-holds the settings its claims were fixed with.
+(normsys.claims.experiments, normsys.training.record). Each record below gives every layer and
+every row set a value of its own, so that reading another one changes the answer; and each
+experiment's config holds the settings its claims were fixed with.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import math
 
 import pytest
 
-from normsys import experiments as ex
+from normsys.claims import experiments as ex
 from normsys.training.config import preset
 from normsys.training.record import TEST_ACC, RunRecord, probe_of
 

@@ -1,4 +1,4 @@
-"""Getting the runs claims ask for (normsys.runs): which runs train together, what a claim's run
+"""Getting the runs claims ask for (normsys.claims.runs): which runs train together, what a claim's run
 index keeps, and what --claims-list says a claim costs, in this process."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import re
 import pytest
 import torch
 
-from normsys import runs
-from normsys.cache import run_key
+from normsys.claims import runs
+from normsys.claims.cache import run_key
 from normsys.training.config import RunConfig, preset
 from normsys.training.train import train_with_state
 
@@ -182,7 +182,7 @@ def test_run_waits_by_default_and_says_none_when_asked_not_to(cache, monkeypatch
 def test_the_recorded_run_times_count_each_claims_runs_and_the_ones_it_alone_reads(
         cache, session, tmp_path):
     """Two claims sharing seed 0's run: each counts it, neither as its own."""
-    from normsys import runtimes
+    from normsys.claims import runtimes
 
     for claim, cfgs in (("c-a", SEEDS[:2]), ("c-b", [SEEDS[0], SEEDS[2]])):
         with session.recording() as fetched:
@@ -213,7 +213,7 @@ def test_the_recorded_run_times_count_each_claims_runs_and_the_ones_it_alone_rea
 
 
 def test_a_claim_without_an_index_costs_what_the_committed_run_times_say(cache, monkeypatch):
-    from normsys import runtimes
+    from normsys.claims import runtimes
 
     monkeypatch.setattr(runs, "recorded_cost", lambda claim, tier: f"{claim}/{tier} recorded")
     assert runs.cost("c-x", "cpu") == "c-x/cpu recorded"
@@ -222,7 +222,7 @@ def test_a_claim_without_an_index_costs_what_the_committed_run_times_say(cache, 
 
 
 def test_the_committed_run_times_name_only_claims_the_cpu_ledger_holds():
-    from normsys import ledger, runtimes
+    from normsys.claims import ledger, runtimes
 
     held = ledger.read(runtimes.FOLDER / "ledger" / "cpu.json")
     assert set(runtimes.read("cpu")["claims"]) <= set(held)
@@ -230,8 +230,8 @@ def test_the_committed_run_times_name_only_claims_the_cpu_ledger_holds():
 
 def test_the_run_times_command_writes_the_table_or_says_what_is_missing(
         cache, session, monkeypatch, tmp_path, capsys):
-    from normsys import runtimes
     from normsys.__main__ import main
+    from normsys.claims import runtimes
 
     monkeypatch.setattr(runtimes, "FOLDER", tmp_path / "claims")
     assert main(["run-times", "--cache", str(cache)]) == 2
@@ -272,8 +272,8 @@ def test_a_model_that_cannot_take_its_data_is_refused_before_training(
 
 
 def test_train_dry_run_states_the_recorded_training_time(capsys):
-    from normsys import runtimes
     from normsys.__main__ import main
+    from normsys.claims import runtimes
 
     assert main(["train", "--model", "encoder", "--dry-run"]) == 0
     seconds, device = runtimes.run_seconds(preset("encoder"))
@@ -305,7 +305,7 @@ def test_float_inputs_are_features_not_token_ids(session):
 
 
 class Elsewhere:
-    """A trainer in another place (normsys.cluster's shape), training here, saying what it got."""
+    """A trainer in another place (normsys.claims.cluster's shape), training here, saying what it got."""
 
     def __init__(self, cuda: bool = False):
         self.cuda, self.calls, self.tasks = cuda, [], []
@@ -371,7 +371,7 @@ def test_the_runs_a_claim_fetched_last_are_its_plan(cache, session):
 
 
 def test_each_task_of_a_sessions_lines_is_timed_once():
-    from normsys.runtimes import task_seconds
+    from normsys.claims.runtimes import task_seconds
 
     log = "\n".join([
         "normsys: training mlp/layernorm/bp/s0 (cpu tier, aaaaaaaa) ...",
@@ -388,7 +388,7 @@ def test_each_task_of_a_sessions_lines_is_timed_once():
 
 
 def test_the_expected_wall_lays_the_longest_tasks_first_and_is_bounded_by_the_longest():
-    from normsys.runtimes import expected_wall
+    from normsys.claims.runtimes import expected_wall
 
     assert expected_wall([3, 5, 3, 4, 3], 2) == 10.0  # 5+3+... : longest first, not the best 9
     assert expected_wall([92.0, 1.0, 1.0], 8) == 92.0 and expected_wall([], 3) == 0.0

@@ -16,10 +16,11 @@ from torch import nn
 
 from normsys import scorecard
 from normsys.__main__ import main
-from normsys.cache import run_key
-from normsys.experiments import encoder
-from normsys.ledger import read
-from normsys.runs import Runs
+from normsys.claims import usernorm
+from normsys.claims.cache import run_key
+from normsys.claims.experiments import encoder
+from normsys.claims.ledger import read
+from normsys.claims.runs import Runs
 from normsys.training import norms
 
 USER_NORMS = textwrap.dedent('''
@@ -208,10 +209,10 @@ def test_bad_scorecard_arguments_exit_2(user_file, capsys, argv, expected):
 
 
 def test_a_registered_kind_keys_its_runs_on_its_source(user_file):
-    name = scorecard.load(f"{user_file}:LNWrap", "wrap")
+    name = usernorm.load(f"{user_file}:LNWrap", "wrap")
     before, builtin = run_key(encoder(name, 0)), run_key(encoder("layernorm", 0))
     user_file.write_text(USER_NORMS + "\n# an edit\n")
-    scorecard.load(f"{user_file}:LNWrap", "wrap")
+    usernorm.load(f"{user_file}:LNWrap", "wrap")
     assert run_key(encoder(name, 0)) != before  # an edited class never reads a stale run
     assert run_key(encoder("layernorm", 0)) == builtin
 
@@ -231,8 +232,8 @@ def test_layernorm_and_identity_under_other_names_land_on_their_rows(user_file, 
                                                                        tmp_path):
     """Every statistic of the LayerNorm wrapper equals the layernorm row's, and the identity
     module's the none row's (identical models: identical arithmetic, tolerance 1e-9)."""
-    wrap = scorecard.load(f"{user_file}:LNWrap", "wrap")
-    same = scorecard.load(f"{user_file}:Same", "same")
+    wrap = usernorm.load(f"{user_file}:LNWrap", "wrap")
+    same = usernorm.load(f"{user_file}:Same", "same")
     plan = scorecard.plan([wrap, "layernorm", same, "none"], shrink=tiny)
     records = scorecard.fetch(plan, [], workers=1, runs=Runs())
     table = scorecard.judge(plan, records)
@@ -254,7 +255,7 @@ def test_layernorm_and_identity_under_other_names_land_on_their_rows(user_file, 
 def check_paired_statistics_by_hand(plan, records, table):
     """Each paired statistic, recomputed from the runs as its claim writes it (which side is
     subtracted from which)."""
-    from normsys.experiments import init_scale_spread, unit_correlation, weight_grad_profile
+    from normsys.claims.experiments import init_scale_spread, unit_correlation, weight_grad_profile
     from normsys.training import diagnostics as dg
     from normsys.training.record import TEST_ACC, VAL_LOSS
 
@@ -295,7 +296,7 @@ def test_worker_processes_register_the_users_norm_again(user_file, monkeypatch):
     """Runs trained in worker processes (spawned: nothing inherited) know the user's kind, by its
     spec, and give what the same runs give in this process."""
     spec = f"{user_file}:LNWrap"
-    wrap = scorecard.load(spec, "wrap")
+    wrap = usernorm.load(spec, "wrap")
     stats = [s for s in scorecard.STATISTICS if s.name == "grad_ratio_vs_none"]
     plan = scorecard.plan([wrap], statistics=stats)
     in_workers = scorecard.fetch(plan, [(spec, wrap)], workers=2, runs=Runs())
@@ -414,14 +415,14 @@ def test_register_says_what_is_wrong_with_a_norm(checks, attr, message):
 
 
 def test_register_names_descriptions_and_builds(user_file):
-    scorecard.load(f"{user_file}:LNWrap", "my_norm-2")
+    usernorm.load(f"{user_file}:LNWrap", "my_norm-2")
     kind = norms.NORMS["my_norm-2"]
     assert kind.description == "torch's LayerNorm under another name."
     module = norms.build_norm("my_norm-2", 8)
     assert type(module).__name__ == "LNWrap" and module.inner.normalized_shape == (8,)
-    scorecard.load(f"{user_file}:Same", "same")  # no docstring of its own: where it is defined
+    usernorm.load(f"{user_file}:Same", "same")  # no docstring of its own: where it is defined
     assert norms.NORMS["same"].description == "usernorms:Same"
-    scorecard.load(f"{user_file}:Same", "same2")
+    usernorm.load(f"{user_file}:Same", "same2")
     norms.register("same3", norms.NORMS["same"].build, description="identity, as mine")
     assert norms.NORMS["same3"].description == "identity, as mine"
     assert len(kind.source) == 12
@@ -487,27 +488,27 @@ def test_loading_a_norm_says_what_was_wrong_with_the_spec(tmp_path, monkeypatch)
     expected = "expected MODULE:ATTRIBUTE or FILE.py:ATTRIBUTE, e.g. mynorm.py:MyNorm"
     for spec in (":LNWrap", "usernorms.py:", "usernorms.py"):
         with pytest.raises(ValueError, match=f"^{spec!r}: {expected}$".replace(".", r"\.")):
-            scorecard.load(spec)
+            usernorm.load(spec)
     with pytest.raises(ValueError, match=r"'nofile.py:X': no such file nofile.py$"):
-        scorecard.load("nofile.py:X")
+        usernorm.load("nofile.py:X")
     broken = tmp_path / "broken.py"
     broken.write_text("raise KeyError('inside')\n")
     with pytest.raises(ValueError, match=rf"^'{broken}:X': importing {broken} failed: KeyError: "
                                          r"'inside'$"):
-        scorecard.load(f"{broken}:X")
+        usernorm.load(f"{broken}:X")
     with pytest.raises(ValueError, match=r"^'no_such_module_here:X': cannot import "
                                          r"no_such_module_here: ModuleNotFoundError: "):
-        scorecard.load("no_such_module_here:X")
+        usernorm.load("no_such_module_here:X")
     empty = tmp_path / "empty.py"
     empty.write_text("_hidden = 1\n")
     with pytest.raises(ValueError, match=rf"^'{empty}:X': {empty} has no attribute 'X'; it has "
                                          r"none$"):
-        scorecard.load(f"{empty}:X")
+        usernorm.load(f"{empty}:X")
     many = tmp_path / "many.py"
     many.write_text("".join(f"a{i:02d} = {i}\n" for i in range(14)) + "_b = 0\n")
     with pytest.raises(ValueError, match=r"it has a00, a01, a02, a03, a04, a05, a06, a07, a08, "
                                          r"a09, a10, a11$"):
-        scorecard.load(f"{many}:X")
+        usernorm.load(f"{many}:X")
 
 
 def test_a_norm_from_a_folder_whose_name_has_a_colon_is_named_after_its_class(user_file,
@@ -515,8 +516,8 @@ def test_a_norm_from_a_folder_whose_name_has_a_colon_is_named_after_its_class(us
     folder = tmp_path / "a:b"
     folder.mkdir()
     (folder / "colon_norms.py").write_text(USER_NORMS)
-    assert scorecard.load(f"{folder / 'colon_norms.py'}:LNWrap") == "lnwrap"
-    assert scorecard.load(f"{user_file}:LNWrap", "mine") == "mine"
+    assert usernorm.load(f"{folder / 'colon_norms.py'}:LNWrap") == "lnwrap"
+    assert usernorm.load(f"{user_file}:LNWrap", "mine") == "mine"
 
 
 def test_against_names_every_unknown_kind_and_the_built_in_ones():
@@ -531,7 +532,7 @@ def test_against_names_every_unknown_kind_and_the_built_in_ones():
 # A plan of constructed statistics over records built by hand: what judge, the table, the file
 # and the figure make of known values, without training.
 
-from normsys.stats import Rule  # noqa: E402
+from normsys.claims.stats import Rule  # noqa: E402
 from normsys.training.config import preset  # noqa: E402
 from normsys.training.record import RunRecord  # noqa: E402
 
@@ -946,7 +947,7 @@ def test_one_worker_trains_here_on_one_thread(monkeypatch, tmp_path):
 def test_layers_that_work_pass_the_check_on_every_family_and_dtype(user_file):
     """torch's LayerNorm under another name and the identity pass on every input the families
     feed (2-D MLPs, 3-D sequences; float32 and bfloat16 autocast)."""
-    names = [scorecard.load(f"{user_file}:{cls}", cls.lower()) for cls in ("LNWrap", "Same", "Tiny")]
+    names = [usernorm.load(f"{user_file}:{cls}", cls.lower()) for cls in ("LNWrap", "Same", "Tiny")]
     plan = scorecard.plan(names + ["layernorm"])
     families = {cfg.model.family for (_, norm), seeds in plan.cells.items() if norm in names
                 for cfg in seeds[0]}
@@ -987,7 +988,7 @@ def test_ctrl_c_stops_every_worker_at_the_first_press_with_one_line(tmp_path, ct
 
 def test_the_check_feeds_a_kind_the_inputs_of_its_own_cells(user_file):
     """A plan of the user's kind alone: its cells' families are the ones checked."""
-    name = scorecard.load(f"{user_file}:DetachedInBF16", "detached")
+    name = usernorm.load(f"{user_file}:DetachedInBF16", "detached")
     plan = scorecard.plan([name], statistics=PARTS[:1])
     assert {norm for _, norm in plan.cells} == {name}
     with pytest.raises(ValueError, match=r"^detached: on the ffn_stack family's \(4, 8, 4\) "
@@ -1008,7 +1009,7 @@ def test_a_mean_on_the_edge_of_the_builtin_range_is_inside_it():
 def test_estimate_looks_each_run_and_its_twin_up_on_the_runs_data(tmp_path, monkeypatch):
     from types import SimpleNamespace
 
-    from normsys.cache import cached_runs
+    from normsys.claims.cache import cached_runs
     from normsys.training.train import train_with_state
 
     monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path))
@@ -1078,7 +1079,7 @@ def test_worker_processes_train_the_plan_on_their_share_of_the_cores(user_file, 
     monkeypatch.setattr(scorecard.os, "cpu_count", lambda: cores)
     (tmp_path / "here").mkdir()
     monkeypatch.chdir(tmp_path / "here")
-    name = scorecard.load(f"{user_file}:LNWrap", "wrap")
+    name = usernorm.load(f"{user_file}:LNWrap", "wrap")
     plan = scorecard.plan([name], statistics=PARTS[:1])
     got = scorecard.fetch(plan, [(f"{user_file}:LNWrap", name)], workers=2, runs=Runs())
     assert sorted(got, key=plan.configs.index) == plan.configs
@@ -1107,9 +1108,12 @@ def test_a_norm_that_cannot_load_in_the_worker_processes_is_said_not_waited_on(t
             return nn.LayerNorm(d)
     '''))
     spec = f"{path}:Norm"
-    name = scorecard.load(spec, "parent_only")
+    name = usernorm.load(spec, "parent_only")
     plan = scorecard.plan([name], statistics=PARTS[:1])
     monkeypatch.setattr(scorecard, "WAIT_FOREVER", 60.0)
-    with pytest.raises(ValueError, match=r"^in a worker process: .*parent_only\.py failed: "
-                                         r"RuntimeError: not in a worker$"):
-        scorecard.fetch(plan, [(spec, name)], workers=2, runs=Runs())
+    try:
+        with pytest.raises(ValueError, match=r"^in a worker process: .*parent_only\.py failed: "
+                                             r"RuntimeError: not in a worker$"):
+            scorecard.fetch(plan, [(spec, name)], workers=2, runs=Runs())
+    finally:
+        del norms.NORMS[name]  # the kinds a later test finds are the built-in ones

@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from normsys.sequential import ALPHA_PER_SIDE, levels, looks, sequential, simulate
-from normsys.stats import INCONCLUSIVE, REFUTED, SUPPORTED, Rule
+from normsys.claims.sequential import ALPHA_PER_SIDE, levels, looks, sequential, simulate
+from normsys.claims.stats import INCONCLUSIVE, REFUTED, SUPPORTED, Rule
 
 REPS = 20_000
 # Monte Carlo error: an estimate of a 2.5% rate from REPS claims has a standard error of 0.11

@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from normsys import stats
-from normsys.stats import INCONCLUSIVE, REFUTED, SUPPORTED
+from normsys.claims import stats
+from normsys.claims.stats import INCONCLUSIVE, REFUTED, SUPPORTED
 
 # Two-sided 95% critical values from standard tables.
 T_TABLE = {1: 12.7062, 2: 4.3027, 3: 3.1824, 4: 2.7764, 5: 2.5706, 9: 2.2622, 30: 2.0423}

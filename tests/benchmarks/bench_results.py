@@ -21,9 +21,9 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from normsys.runtimes import expected_wall, task_seconds
+from normsys.claims.runtimes import expected_wall, task_seconds
+from normsys.claims.workers import WORKERS_PER_GPU
 from normsys.training.data import AG_NEWS_ROWS
-from normsys.workers import WORKERS_PER_GPU
 
 
 def load_runs(paths: list[Path]) -> list[dict]:
@@ -283,6 +283,7 @@ def compare(runs: list[dict]) -> str:
 
 
 RESULTS = Path(__file__).parent / "results"
+PAGE = Path(__file__).parents[2] / "docs" / "benchmarks.md"  # written by ``docs``
 DOCS_HEAD = """# Benchmark results
 
 Written by `python tests/benchmarks/bench_results.py docs` from the results JSONs in this folder
@@ -293,7 +294,7 @@ the measured fp32 matmul peak for the CPU-tier steps."""
 
 
 def docs(folder: Path = RESULTS) -> str:
-    """The results folder's README: each device's table, then the GPUs side by side."""
+    """docs/benchmarks.md: each device's table, then the GPUs side by side."""
     files = sorted(folder.glob("*.json"))
     runs = load_runs(files)
     blocks = [DOCS_HEAD]
@@ -313,7 +314,7 @@ PER_GPU = WORKERS_PER_GPU  # tasks a GPU trains at once: as -n auto ran the sess
 
 
 def on_more_gpus(log: str) -> str:
-    """The training a session's log records, task by task (normsys.runtimes.task_seconds), laid
+    """The training a session's log records, task by task (normsys.claims.runtimes.task_seconds), laid
     out on N GPUs as --claims-ray does it (longest first, PER_GPU tasks sharing each GPU as they
     shared the one measured): the wall time training bounds, against the session's own."""
     tasks = task_seconds(log)
@@ -391,8 +392,8 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("inputs", type=Path, nargs="*")
     c = sub.add_parser("compare", help="devices side by side: rates, fractions of peak, ratios")
     c.add_argument("inputs", type=Path, nargs="+")
-    w = sub.add_parser("docs", help=f"write {RESULTS.name}/README.md from every results JSON")
-    w.add_argument("--check", action="store_true", help="fail if README.md is not up to date")
+    w = sub.add_parser("docs", help="write docs/benchmarks.md from every results JSON")
+    w.add_argument("--check", action="store_true", help="fail if docs/benchmarks.md is not up to date")
     args = parser.parse_args(argv)
     if args.command == "merge":
         try:
@@ -413,7 +414,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {err}", file=sys.stderr)
             return 2
     elif args.command == "docs":
-        page, text = RESULTS / "README.md", docs()
+        page, text = PAGE, docs()
         if args.check:
             fresh = page.is_file() and page.read_text() == text
             print(f"{page}: {'up to date' if fresh else 'stale: run bench_results.py docs'}")

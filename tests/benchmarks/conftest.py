@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from normsys import bench
+from normsys.claims import bench
 
 
 def pytest_benchmark_update_machine_info(config, machine_info):

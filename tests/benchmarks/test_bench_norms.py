@@ -13,8 +13,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from normsys.bench import peaks, run_benchmark
-from normsys.testing import seeded_randn
+from normsys.claims.bench import peaks, run_benchmark
+from normsys.claims.testing import seeded_randn
 from normsys.training.norms import NORMS, build_norm
 
 TORCH_OPS = {  # torch's own op for the kinds that have one, same parameters

@@ -10,8 +10,8 @@ import bench_results
 import pytest
 from bench_results import main, merge, table
 
-from normsys import bench
-from normsys.bench import CudaTimer, use_times
+from normsys.claims import bench
+from normsys.claims.bench import CudaTimer, use_times
 
 
 def result(device: str, benchmarks: list[dict]) -> dict:
@@ -255,8 +255,8 @@ def test_merge_can_name_the_commit_that_ran(tmp_path):
     assert info == {"id": "9ae600b", "measured_in": "other-repository"}
 
 
-def test_the_results_readme_is_what_the_committed_results_make():
-    page = bench_results.RESULTS / "README.md"
+def test_the_results_page_is_what_the_committed_results_make():
+    page = bench_results.PAGE
     assert page.read_text() == bench_results.docs(), \
         f"{page} is stale: run python tests/benchmarks/bench_results.py docs"
     assert "## The GPUs side by side" in page.read_text()

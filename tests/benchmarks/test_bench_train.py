@@ -22,7 +22,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from normsys.bench import peaks, run_benchmark
+from normsys.claims.bench import peaks, run_benchmark
 from normsys.training.batched import train_seeds
 from normsys.training.config import preset
 from normsys.training.data import AG_NEWS_ROWS

@@ -1,11 +1,11 @@
 """Mutation testing's results: what mutmut's last state says of every mutant, kept in
-``results.json``, and the page that shows them (``README.md``) with the equivalent survivors by
+``results.json``, and the page that shows them (``docs/mutation.md``) with the equivalent survivors by
 reason (``equivalent.json``, a reviewed classification: mutant name -> reason).
 
     python tests/mutation/mutation_results.py record [--mutants mutants] --time "..."
                                  results.json from mutmut's state (its mutants/ folder)
     python tests/mutation/mutation_results.py docs [--check]
-                                 write (or check) README.md from results.json and equivalent.json
+                                 write (or check) docs/mutation.md from results.json and equivalent.json
 
 The modules mutated and the tests run against them are in pyproject.toml (``[tool.mutmut]``).
 """
@@ -22,7 +22,8 @@ from importlib import metadata
 from pathlib import Path
 
 HERE = Path(__file__).parent
-RESULTS, EQUIVALENT, PAGE = HERE / "results.json", HERE / "equivalent.json", HERE / "README.md"
+RESULTS, EQUIVALENT = HERE / "results.json", HERE / "equivalent.json"
+PAGE = HERE.parents[1] / "docs" / "mutation.md"
 # mutmut's exit codes of a mutant's test run (mutmut.__main__.status_by_exit_code)
 STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests",
           34: "skipped", 35: "suspicious", 36: "timeout", 24: "timeout", -24: "timeout",
@@ -120,8 +121,8 @@ def main(argv: list[str] | None = None) -> int:
     r = sub.add_parser("record", help="results.json from mutmut's state")
     r.add_argument("--mutants", type=Path, default=Path("mutants"))
     r.add_argument("--time", required=True, help="how long the passes took, in words")
-    d = sub.add_parser("docs", help="write README.md from results.json and equivalent.json")
-    d.add_argument("--check", action="store_true", help="fail if README.md is not up to date")
+    d = sub.add_parser("docs", help="write docs/mutation.md from results.json and equivalent.json")
+    d.add_argument("--check", action="store_true", help="fail if docs/mutation.md is not up to date")
     args = parser.parse_args(argv)
     if args.command == "record":
         try:

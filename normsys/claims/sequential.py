@@ -24,7 +24,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-from normsys.stats import INCONCLUSIVE, REFUTED, SUPPORTED, Decision, Rule
+from normsys.claims.stats import INCONCLUSIVE, REFUTED, SUPPORTED, Decision, Rule
 
 SCHEDULE = (3, 5, 8, 13, 21, 34, 55)  # seeds at which an open claim looks again
 ALPHA_PER_SIDE = 0.025

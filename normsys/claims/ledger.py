@@ -27,8 +27,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 
-from normsys import __version__, params
-from normsys.stats import REFUTED, SUPPORTED
+from normsys import __version__
+from normsys.claims import params
+from normsys.claims.stats import REFUTED, SUPPORTED
 from normsys.training.config import RunConfig
 from normsys.training.store import atomic_write_text
 

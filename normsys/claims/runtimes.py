@@ -1,5 +1,5 @@
 """What each claim's training costs, recorded: a committed table per tier (``claims/run-times-
-<tier>.json``) made from a run cache's claim indexes (normsys.runs: each claim's runs with their
+<tier>.json``) made from a run cache's claim indexes (normsys.claims.runs: each claim's runs with their
 training times), so that the cost of a claim is known before its runs are in anyone's cache.
 
     python -m normsys run-times [--tier cpu] [--cache DIR]     write the tier's table
@@ -19,12 +19,12 @@ import os
 import re
 from pathlib import Path
 
-from normsys.cache import run_key
+from normsys.claims.cache import run_key
 from normsys.training.config import RunConfig
 from normsys.training.provenance import device_name, processor
 from normsys.training.store import atomic_write_text
 
-FOLDER = Path(__file__).parents[1] / "claims"  # beside the claim files, in a checkout
+FOLDER = Path(__file__).parents[2] / "claims"  # beside the claim files, in a checkout
 
 
 def table_path(tier: str, folder: Path | None = None) -> Path:
@@ -111,7 +111,7 @@ TRAINED = re.compile(r"normsys: \[\d+ runs done\] .* tier, ([0-9a-f]{8})\): trai
 
 
 def task_seconds(log: str) -> list[float]:
-    """What each task trained in a session took, from its progress lines (normsys.progress): one
+    """What each task trained in a session took, from its progress lines (normsys.claims.progress): one
     run, or one configuration's seeds stacked, found by its first run's fingerprint (each run of
     a stacked group says the group's time)."""
     trained: dict[str, float] = {}

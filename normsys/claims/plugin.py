@@ -8,14 +8,14 @@ table at the end of the session, and a JSON + Markdown report with figures.
         claim.check([kappa(r.probes) for r in encoder_runs("l2")], RULE)
 
 Outcomes (README, "Reading a verdict"): supported passes, refuted raises ClaimRefuted, inconclusive is a
-skip, each checked against the verdict ledger (normsys.ledger, ``claims/ledger/``): a claim the
+skip, each checked against the verdict ledger (normsys.claims.ledger, ``claims/ledger/``): a claim the
 ledger records as refuted is a strict xfail that only ClaimRefuted meets (so broken code is never
 counted as a verdict), and any verdict other than the recorded one fails with one line naming
 both. ``--claims-update`` rewrites the ledger from the run; ``--claims-strict`` fails claims the
 ledger does not hold, and a session whose ledger files hold entries of claims no longer defined.
 Results travel in ``report.user_properties``, so the table is right under pytest-xdist too.
 The fixtures ``run``, ``runs`` and ``task_of`` fetch through the session's one ``Runs``
-(normsys.runs), kept on ``config.stash`` with the ledgers: no module keeps a session's state.
+(normsys.claims.runs), kept on ``config.stash`` with the ledgers: no module keeps a session's state.
 A claim parametrized with a ``Variant`` (e.g. Variant("-nonpad"), see ``variant_tiers``) gets
 that suffix on its id. ``pytest claims --claims-list`` lists every claim; ``-k`` matches ids.
 """
@@ -33,10 +33,11 @@ from pathlib import Path
 
 import pytest
 
-from normsys import __version__, ledger, params, sequential, stats, workers
-from normsys.params import Variant
-from normsys.progress import Progress
-from normsys.report import merged, verdict_table, write_reports
+from normsys import __version__
+from normsys.claims import ledger, params, sequential, stats, workers
+from normsys.claims.params import Variant
+from normsys.claims.progress import Progress
+from normsys.claims.report import merged, verdict_table, write_reports
 from normsys.training.data import DataError, DataMissingError, data_root
 from normsys.training.provenance import device_name, git_commit
 from normsys.training.store import file_sha256
@@ -45,7 +46,7 @@ PROPERTY = "normsys_claim"
 TERMINAL = pytest.StashKey[int]()
 LEDGERS = pytest.StashKey["Ledgers"]()
 FETCHED = pytest.StashKey[list]()  # a claim item's run configs, as its test fetches them
-RUNS = pytest.StashKey["Runs"]()  # the session's runs (normsys.runs.Runs): one per process
+RUNS = pytest.StashKey["Runs"]()  # the session's runs (normsys.claims.runs.Runs): one per process
 CLUSTER = pytest.StashKey["Cluster"]()  # --claims-ray: the Ray cluster its runs train on
 COUNTER_ENV = "NORMSYS_RUN_COUNTER"
 STALE_OUTPUT = "normsys_stale_ledger_entries"  # what an xdist worker found, for the controller
@@ -374,14 +375,14 @@ def pytest_configure(config: pytest.Config) -> None:
                                 f"rootdir), or start a new one with --claims-update")
     if not hasattr(config, "workerinput"):
         check_report_folder(Path(opt.claims_report))
-        from normsys.cache import CacheFolderError, check_folder
+        from normsys.claims.cache import CacheFolderError, check_folder
 
         try:
             check_folder()
         except CacheFolderError as err:
             raise pytest.UsageError(str(err)) from None
     config.stash[LEDGERS] = Ledgers(config)
-    from normsys.runs import Runs  # torch and the training path: not before a session needs them
+    from normsys.claims.runs import Runs  # torch and the training path: not before a session needs them
 
     config.stash[RUNS] = Runs(trainer=_cluster(config))
     config.pluginmanager.register(ClaimsSession(config), "normsys-claims-session")
@@ -407,7 +408,7 @@ def _cluster(config: pytest.Config):
     if opt.claims_ray_gpus < 0 or opt.claims_ray_cpus < 1:
         raise pytest.UsageError(f"--claims-ray-gpus {opt.claims_ray_gpus} / --claims-ray-cpus "
                                 f"{opt.claims_ray_cpus}: a fraction of a GPU >= 0 and >= 1 CPU")
-    from normsys.cluster import Cluster, ClusterError
+    from normsys.claims.cluster import Cluster, ClusterError
 
     try:
         config.stash[CLUSTER] = Cluster(opt.claims_ray, opt.claims_ray_gpus, opt.claims_ray_cpus)
@@ -479,7 +480,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         config.stash[RUNS].progress = Progress(config.stash[TERMINAL],
                                                Path(counter) if counter else None)
     if config.option.claims_list:
-        from normsys.runs import cost
+        from normsys.claims.runs import cost
 
         write = config.pluginmanager.get_plugin("terminalreporter").write_line
         for (cid, tier), (statement, source) in sorted(catalog.items()):
@@ -518,7 +519,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_pyfunc_call(pyfuncitem: pytest.Function):
     """With --claims-max-seeds: run a claim's body at each look until its verdict is decisive or
-    the looks run out (normsys.sequential); the runs of earlier looks come from the cache."""
+    the looks run out (normsys.claims.sequential); the runs of earlier looks come from the cache."""
     claim = pyfuncitem.funcargs.get("claim")
     if not isinstance(claim, Claim) or len(claim.plan) == 1:
         return None
@@ -629,9 +630,9 @@ class ClaimsSession:
 
     def submit(self, items: list[pytest.Item]) -> None:
         """--claims-ray: every run the selected claims fetched when they last ran with this cache
-        (their indexes, normsys.runs.planned) that the cache lacks starts on the cluster now,
+        (their indexes, normsys.claims.runs.planned) that the cache lacks starts on the cluster now,
         longest first; a claim with no index yet submits its runs as it asks for them."""
-        from normsys.runs import planned
+        from normsys.claims.runs import planned
 
         cfgs = []
         for item in items:

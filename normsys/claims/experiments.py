@@ -12,7 +12,7 @@ norm kind by the same rules.
 
 from __future__ import annotations
 
-from normsys.stats import Rule
+from normsys.claims.stats import Rule
 from normsys.training import diagnostics as dg
 from normsys.training.config import RunConfig, preset
 from normsys.training.record import TEST_ACC, RunRecord, probe_of

@@ -6,7 +6,7 @@ several, which on CUDA trains the uncached seeds of each configuration as one se
 pytest-xdist worker holds, leaving for last the ones another worker is training, so that workers
 needing the same runs share them out instead of queueing. Records fetched once are kept for the
 rest of the session, and the data of each data setting is loaded once. A ``trainer``
-(normsys.cluster: a Ray cluster) trains the runs elsewhere instead: ``plan`` and ``runs`` hand it
+(normsys.claims.cluster: a Ray cluster) trains the runs elsewhere instead: ``plan`` and ``runs`` hand it
 every missing run first, so that they train at once, and the records it returns are kept in the
 run cache as the ones trained here.
 
@@ -25,9 +25,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Protocol
 
-from normsys.cache import cached_runs, lookup, run_key
-from normsys.progress import SILENT, Progress
-from normsys.runtimes import recorded_cost, run_seconds
+from normsys.claims.cache import cached_runs, lookup, run_key
+from normsys.claims.progress import SILENT, Progress
+from normsys.claims.runtimes import recorded_cost, run_seconds
 from normsys.training.batched import check_batchable
 from normsys.training.config import RunConfig
 from normsys.training.norms import NORMS
@@ -38,7 +38,7 @@ from normsys.training.train import fit, resolve_device
 
 
 class Trainer(Protocol):
-    """Where runs train when not in this process (normsys.cluster.Cluster: a Ray cluster)."""
+    """Where runs train when not in this process (normsys.claims.cluster.Cluster: a Ray cluster)."""
 
     cuda: bool  # whether its runs train on CUDA (seeds stack)
 

@@ -1,6 +1,6 @@
 """Training the runs claims need on a Ray cluster: the same runs, trained on other machines.
 
-A ``Cluster`` is the trainer of a session's runs (normsys.runs.Runs): each group of runs the run
+A ``Cluster`` is the trainer of a session's runs (normsys.claims.runs.Runs): each group of runs the run
 cache lacks (one run, or one configuration's seeds stacked on a GPU) becomes a Ray task that
 loads the data and trains them (normsys.training.train.fit) on whichever node Ray gives it, asking for a
 fraction of a GPU on a cluster with GPUs (several small runs share one) or a number of CPUs
@@ -25,8 +25,8 @@ import os
 import socket
 from collections.abc import Callable
 
-from normsys.runs import Runs
-from normsys.scorecard import load
+from normsys.claims.runs import Runs
+from normsys.claims.usernorm import load
 from normsys.training.config import RunConfig
 from normsys.training.record import RunRecord
 from normsys.training.tasks import Task
@@ -72,7 +72,7 @@ class Cluster:
     runs, ``train`` waits for them (submitting what is not started yet), ``cancel`` stops what
     is still running. ``gpus``: the fraction of a GPU each task asks for on a cluster with GPUs;
     ``cpus``: the CPUs a task asks for otherwise (and its torch threads); ``specs``: the user's
-    norms (scorecard.load's specs and names), registered again in each worker."""
+    norms (usernorm.load's specs and names), registered again in each worker."""
 
     def __init__(self, address: str, gpus: float = 0.25, cpus: int = 1,
                  specs: list[tuple[str, str]] | None = None, work: Callable | None = None):

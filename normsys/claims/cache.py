@@ -26,14 +26,14 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 
 from normsys import __version__
-from normsys.progress import SILENT, Progress, label
+from normsys.claims.progress import SILENT, Progress, label
 from normsys.training.config import RunConfig
 from normsys.training.norms import NORMS
 from normsys.training.record import RunRecord
 from normsys.training.store import atomic_save, atomic_write_text, cache_root, file_sha256
 
 Compute = Callable[[list[RunConfig]], list[tuple[RunRecord, dict | None]]]
-NORMSYS = Path(__file__).parent
+NORMSYS = Path(__file__).parents[1]  # the normsys package
 TRAINING = "training"  # the package that trains a run: everything a record depends on
 ENTRY_POINTS = ("training.train", "training.batched")  # one run, or stacked seeds (fit)
 

@@ -50,7 +50,7 @@ class Progress:
         where = record.env.get("device", "?")
         if where.startswith("cpu") and "threads" in record.env:
             where = f"cpu, {record.env['threads']} thread(s)"
-        if "node" in record.env:  # trained on a cluster (normsys.cluster)
+        if "node" in record.env:  # trained on a cluster (normsys.claims.cluster)
             where = f"{where}; node {record.env['node']}"
         if cached:
             when = record.env.get("date", "an earlier session")

@@ -1,0 +1,51 @@
+"""A user's norm, named by a spec (``package.module:Attribute`` or ``path/to/file.py:Attribute``),
+imported and registered as a norm kind: what the scorecard judges, and what each worker process
+and Ray node registers again before it trains."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+
+from normsys.training.norms import register
+
+
+def load(spec: str, name: str = "") -> str:
+    """Register the norm ``spec`` names and return its kind name. ``spec`` is
+    ``package.module:Attribute`` or ``path/to/file.py:Attribute``; the name is ``name`` or the
+    attribute in lower case. Raises ValueError saying what was wrong."""
+    target, sep, attr = spec.rpartition(":")
+    if not sep or not target or not attr:
+        raise ValueError(f"{spec!r}: expected MODULE:ATTRIBUTE or FILE.py:ATTRIBUTE, e.g. "
+                         f"mynorm.py:MyNorm")
+    if target.endswith(".py"):
+        path = Path(target)
+        if not path.is_file():
+            raise ValueError(f"{spec!r}: no such file {path}")
+        module_spec = importlib.util.spec_from_file_location(path.stem, path.resolve())
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[path.stem] = module  # classes pickle and inspect by their module
+        try:
+            module_spec.loader.exec_module(module)
+        except Exception as err:  # noqa: BLE001 - the user's file failed to import
+            raise ValueError(f"{spec!r}: importing {path} failed: {type(err).__name__}: "
+                             f"{err}") from None
+    else:
+        try:
+            module = importlib.import_module(target)
+        except Exception as err:  # noqa: BLE001
+            raise ValueError(f"{spec!r}: cannot import {target}: {type(err).__name__}: "
+                             f"{err}") from None
+    if not hasattr(module, attr):
+        public = [a for a in vars(module) if not a.startswith("_")]
+        raise ValueError(f"{spec!r}: {target} has no attribute {attr!r}; it has "
+                         f"{', '.join(public[:12]) or 'none'}")
+    return register(name or attr.lower(), getattr(module, attr))
+
+
+def absolute(spec: str) -> str:
+    """The spec with a file path made absolute (worker processes start elsewhere)."""
+    target, _, attr = spec.rpartition(":")
+    return f"{Path(target).resolve()}:{attr}" if target.endswith(".py") else spec
