@@ -108,7 +108,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return
     # the mutated module's own test file first: a mutant of the training loop dies in
     # tests/test_train.py in seconds, not after every faster test that trains a model
-    module = os.environ["MUTANT_UNDER_TEST"].split(".")
-    own = f"tests/test_{module[1]}.py::" if len(module) > 2 else None
+    module = os.environ["MUTANT_UNDER_TEST"].rpartition(".")[0]  # e.g. normsys.training.train
+    own = f"tests/test_{module.rpartition('.')[2]}.py::" if "." in module else None
     items.sort(key=lambda item: (not (own and item.nodeid.startswith(own)),
                                  seconds.get(item.nodeid, 0.0)))
