@@ -5,11 +5,11 @@ checksums or the rows themselves), a digest of the code a run's result depends o
 version. That code is one package, ``normsys.training`` (with the ``normsys`` __init__ its import
 runs), hashed whole with the torch version: an edit of any of its modules retrains every run, and
 an edit of the report, the plugin, the ledger or a claim file retrains nothing. The package holds
-everything its entry points import (``imported_modules`` reads the imports; the tests check it).
-Location: normsys.training.store (``$NORMSYS_CACHE``, ``off`` disables it). Writes are atomic; an entry
-that cannot be read or does not match its key is retrained, and says so. A file lock per key
-makes concurrent pytest-xdist workers safe: one trains, the others wait (and say whom they wait
-on) and then read.
+everything its entry points import (``imported_closure`` reads their imports; the tests check it).
+Location: normsys.training.store (``$NORMSYS_CACHE``, ``off`` disables it). Writes are atomic; an
+entry that cannot be read or does not match its key is retrained, and says so. A file lock per key
+makes concurrent pytest-xdist workers safe: one trains, the others wait (and say whom they wait on)
+and then read.
 """
 
 from __future__ import annotations
