@@ -102,11 +102,14 @@ def test_a_run_that_diverges_comes_back_recorded_as_diverged(cluster, cache):
     assert record.diverged and record.env["node"]
 
 
-def test_cancel_stops_the_tasks_still_running(cluster):
-    def sleeps(cfgs, specs, threads):
+def sleeps_600_s():
+    def work(cfgs, specs, threads):  # made here, so that Ray sends it by value to the worker
         time.sleep(600)
+    return work
 
-    slow = Cluster("local", work=sleeps)
+
+def test_cancel_stops_the_tasks_still_running(cluster):
+    slow = Cluster("local", work=sleeps_600_s())
     slow.submit([FFN], None)
     ref = slow.pending[FFN]
     start = time.perf_counter()
@@ -114,6 +117,25 @@ def test_cancel_stops_the_tasks_still_running(cluster):
     with pytest.raises((ray.exceptions.TaskCancelledError, ray.exceptions.WorkerCrashedError)):
         ray.get(ref, timeout=60)
     assert time.perf_counter() - start < 60 and not slow.pending
+
+
+def test_a_cancel_that_ray_drops_is_sent_again(cluster, monkeypatch):
+    """Ray drops a cancel that arrives while the task's worker is being leased (the task then
+    sleeps its 600 s): ``cancel`` cancels what has not ended again."""
+    slow = Cluster("local", work=sleeps_600_s())
+    slow.submit([FFN], None)
+    ref, real, dropped = slow.pending[FFN], ray.cancel, []
+
+    def drops_the_first(target, **how):
+        if not dropped:
+            return dropped.append(target)
+        return real(target, **how)
+
+    monkeypatch.setattr(ray, "cancel", drops_the_first)
+    slow.cancel()
+    with pytest.raises((ray.exceptions.TaskCancelledError, ray.exceptions.WorkerCrashedError)):
+        ray.get(ref, timeout=20)
+    assert dropped == [ref] and not slow.pending
 
 
 def test_a_cluster_that_cannot_be_reached_is_one_line_before_anything_trains(tmp_path):

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from collections.abc import Callable
 
 from normsys.claims.runs import Runs
@@ -33,6 +34,7 @@ from normsys.training.tasks import Task
 from normsys.training.train import fit
 
 RETRIES = 3  # a task whose worker process or node died is run again, this many times at most
+CANCEL_SETTLE = 30.0  # seconds ``cancel`` keeps cancelling tasks that have not ended
 
 
 class ClusterError(RuntimeError):
@@ -114,13 +116,22 @@ class Cluster:
                 del self.pending[c]
         return [self.ready.pop(c) for c in cfgs]
 
-    def cancel(self) -> int:
+    def cancel(self, settle: float = CANCEL_SETTLE) -> int:
         """Cancel every task still running or waiting (Ctrl-C): nothing of theirs is kept. How
-        many runs they held."""
+        many runs they held. Ray drops a cancel that arrives while a task's arguments are still
+        being resolved or its worker is still being leased, and the task then runs to its end;
+        so the tasks that have not ended are cancelled again, each second, for ``settle``
+        seconds at most."""
         import ray
 
-        for ref in dict.fromkeys(self.pending.values()):
-            ray.cancel(ref, force=True)
+        left = list(dict.fromkeys(self.pending.values()))
+        deadline = time.monotonic() + settle
+        while left:
+            for ref in left:
+                ray.cancel(ref, force=True)
+            if time.monotonic() >= deadline:
+                break
+            _, left = ray.wait(left, num_returns=len(left), timeout=1.0, fetch_local=False)
         cancelled = len(self.pending)
         self.pending.clear()
         return cancelled
