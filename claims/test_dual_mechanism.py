@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 import torch
 
+from normsys.claims.declaration import Declaration
 from normsys.claims.experiments import (
     DM_PROBES,
     accuracy_matches_layernorm,
@@ -64,15 +65,20 @@ def one_encoder(norm: str, seed: int, tier: str, **changes) -> list:
 KAPPA_6 = Statistic(
     "kappa_6", "dm-layernorm-prevents-collapse", prevents_collapse, one_encoder,
     lambda rs, rows="all": kappa(rs[0].probes, rows=rows),
-    excludes=SEQUENCES, words="rank kept at depth")
+    excludes=SEQUENCES, words="rank kept at depth", source=SOURCE,
+    statement="LayerNorm keeps representations from collapsing with depth: {rule}.")
 MIN_RHO = Statistic(
     "min_rho", "dm-l2-isotropic", stays_isotropic, one_encoder,
     lambda rs, rows="all": min_rho(rs[0].probes, rows=rows),
-    claim_norm="l2", excludes=SEQUENCES, words="isotropy of every block")
+    claim_norm="l2", excludes=SEQUENCES, words="isotropy of every block", source=SOURCE,
+    statement="L2-normalized representations stay isotropic: min over blocks 1, 3, 6 of "
+              "erank/d: {rule}.")
 TEST_ACC_VS_LN = Statistic(
     "test_acc_vs_ln", "dm-scaled-l2-matches-layernorm", accuracy_matches_layernorm, one_encoder,
     lambda rs: rs[0].metrics[TEST_ACC], versus="layernorm", pairing="versus - own",
-    claim_norm="scaled_l2", excludes=SEQUENCES, words="accuracy as LayerNorm's")
+    claim_norm="scaled_l2", excludes=SEQUENCES, words="accuracy as LayerNorm's",
+    source="ours (scale confound)",
+    statement="At LayerNorm's output scale, L2 matches LayerNorm: {rule}.")
 
 
 @pytest.fixture
@@ -115,103 +121,94 @@ def record_ranks(claim, runs, variant: str = "") -> None:
                  data=runs[0].data_source)
 
 
-NONE_COLLAPSES = Rule("kappa_6(none)", "<", 0.5)
+NONE_COLLAPSES = Declaration(
+    "dm-none-collapses-with-depth", Rule("kappa_6(none)", "<", 0.5), source=SOURCE,
+    statement="Without normalization the representation collapses with depth: {rule}.")
 
 
 @pytest.mark.parametrize("variant,tier", variant_tiers(VARIANTS, slow=SLOW))
-@pytest.mark.claim("dm-none-collapses-with-depth", source=SOURCE,
-                   statement=f"Without normalization the representation collapses with depth: "
-                             f"{NONE_COLLAPSES}.")
+@NONE_COLLAPSES.mark
 def test_none_collapses_with_depth(claim, encoder_runs, tier, variant):
     runs = encoder_runs("none")
     record_ranks(claim, runs, variant)
     claim.figure("figure4", lambda fig: draw_figure_4(
         fig, {n: encoder_runs(n) for n in NORMS}, rows_of(variant)))
-    claim.check([kappa(r.probes, rows=rows_of(variant)) for r in runs], NONE_COLLAPSES)
+    claim.check([kappa(r.probes, rows=rows_of(variant)) for r in runs])
 
 
-L2_PREVENTS = KAPPA_6.rule("l2")
+L2_PREVENTS = Declaration(
+    "dm-l2-prevents-collapse", KAPPA_6.rule("l2"), source=SOURCE,
+    statement="The manual L2 norm keeps representations from collapsing with depth: {rule}.")
 
 
 @pytest.mark.parametrize("variant,tier", variant_tiers(VARIANTS, slow=SLOW))
-@pytest.mark.claim("dm-l2-prevents-collapse", source=SOURCE,
-                   statement=f"The manual L2 norm keeps representations from collapsing with "
-                             f"depth: {L2_PREVENTS}.")
+@L2_PREVENTS.mark
 def test_l2_prevents_collapse(claim, runs, encoder_runs, tier, variant):
     record_ranks(claim, encoder_runs("l2"), variant)
     KAPPA_6.check(claim, runs, tier, "l2", CHANGES[variant], rows=rows_of(variant))
 
 
-L2_ISOTROPIC = MIN_RHO.rule(MIN_RHO.claim_norm)
-
-
 @pytest.mark.parametrize("variant,tier", variant_tiers(VARIANTS, slow=SLOW))
-@MIN_RHO.marker(source=SOURCE, statement=f"L2-normalized representations stay isotropic: min "
-                                         f"over blocks 1, 3, 6 of erank/d: {L2_ISOTROPIC}.")
+@MIN_RHO.mark
 def test_l2_isotropic(claim, runs, encoder_runs, tier, variant):
     record_ranks(claim, encoder_runs("l2"), variant)
     MIN_RHO.check(claim, runs, tier, changes=CHANGES[variant], rows=rows_of(variant))
 
 
-LN_PREVENTS = KAPPA_6.rule(KAPPA_6.claim_norm)
-
-
 @pytest.mark.parametrize("variant,tier", variant_tiers(VARIANTS, slow=SLOW))
-@KAPPA_6.marker(source=SOURCE, statement=f"LayerNorm keeps representations from collapsing with "
-                                         f"depth: {LN_PREVENTS}.")
+@KAPPA_6.mark
 def test_layernorm_prevents_collapse(claim, runs, encoder_runs, tier, variant):
     record_ranks(claim, encoder_runs("layernorm"), variant)
     KAPPA_6.check(claim, runs, tier, changes=CHANGES[variant], rows=rows_of(variant))
 
 
-LN_EXPRESSION = Rule("test_acc(layernorm) - test_acc(l2)", ">", 0.05)
+LN_EXPRESSION = Declaration(
+    "dm-layernorm-expression", Rule("test_acc(layernorm) - test_acc(l2)", ">", 0.05),
+    source=SOURCE, statement="LayerNorm's affine 'expression' part buys accuracy over plain L2: "
+                             "{rule}, paired by seed.")
 
 
 @pytest.mark.parametrize("variant,tier", variant_tiers(RUN_VARIANTS, slow=SLOW))
-@pytest.mark.claim("dm-layernorm-expression", source=SOURCE,
-                   statement=f"LayerNorm's affine 'expression' part buys accuracy over plain L2: "
-                             f"{LN_EXPRESSION}, paired by seed.")
+@LN_EXPRESSION.mark
 def test_layernorm_expression(claim, encoder_runs, tier, variant):
     ln, l2 = encoder_runs("layernorm"), encoder_runs("l2")
-    claim.check_paired(accuracies(ln), accuracies(l2), LN_EXPRESSION)
+    claim.check_paired(accuracies(ln), accuracies(l2))
 
 
-NONE_MEMORIZES = Rule("gap(none) - gap(layernorm)", ">", 0.02)
+NONE_MEMORIZES = Declaration(
+    "dm-none-memorizes", Rule("gap(none) - gap(layernorm)", ">", 0.02), source=SOURCE,
+    statement="Without normalization the encoder memorizes (gap = train - test accuracy): "
+              "{rule}, paired by seed.")
 
 
 @pytest.mark.parametrize("variant,tier", variant_tiers(RUN_VARIANTS, slow=SLOW))
-@pytest.mark.claim("dm-none-memorizes", source=SOURCE,
-                   statement=f"Without normalization the encoder memorizes (gap = train - test "
-                             f"accuracy): {NONE_MEMORIZES}, paired by seed.")
+@NONE_MEMORIZES.mark
 def test_none_memorizes(claim, encoder_runs, tier, variant):
     none, ln = encoder_runs("none"), encoder_runs("layernorm")
     claim.check_paired([generalization_gap(r) for r in none],
-                       [generalization_gap(r) for r in ln], NONE_MEMORIZES)
+                       [generalization_gap(r) for r in ln])
 
 
-SCALE_NOT_AFFINE = Rule("test_acc(scaled_l2) - test_acc(l2_affine)", ">", 0.05)
+SCALE_NOT_AFFINE = Declaration(
+    "dm-scale-not-affine-explains-l2", Rule("test_acc(scaled_l2) - test_acc(l2_affine)", ">", 0.05),
+    source="ours (scale confound)",
+    statement="The l2 model's deficit is a matter of scale, not of missing affine parameters: "
+              "{rule}, paired.")
 
 
 @pytest.mark.parametrize("tier", tiers())
-@pytest.mark.claim("dm-scale-not-affine-explains-l2", source="ours (scale confound)",
-                   statement=f"The l2 model's deficit is a matter of scale, not of missing affine "
-                             f"parameters: {SCALE_NOT_AFFINE}, paired.")
+@SCALE_NOT_AFFINE.mark
 def test_scale_not_affine_explains_l2(claim, encoder_runs, tier):
     scaled, affine = encoder_runs("scaled_l2"), encoder_runs("l2_affine")
     claim.record(kappa_6={"scaled_l2": [kappa(r.probes) for r in scaled],
                           "l2_affine": [kappa(r.probes) for r in affine]})
     claim.figure("figure4-all-kinds", lambda fig: draw_figure_4(
         fig, {n: encoder_runs(n) for n in (*NORMS, "scaled_l2", "l2_affine")}))
-    claim.check_paired(accuracies(scaled), accuracies(affine), SCALE_NOT_AFFINE)
-
-
-SCALED_L2_MATCHES = TEST_ACC_VS_LN.rule(TEST_ACC_VS_LN.claim_norm)
+    claim.check_paired(accuracies(scaled), accuracies(affine))
 
 
 @pytest.mark.parametrize("tier", tiers())
-@TEST_ACC_VS_LN.marker(source="ours (scale confound)", statement=f"At LayerNorm's output scale, "
-                                                                 f"L2 matches LayerNorm: "
-                                                                 f"{SCALED_L2_MATCHES}.")
+@TEST_ACC_VS_LN.mark
 def test_scaled_l2_matches_layernorm(claim, runs, tier):
     TEST_ACC_VS_LN.check(claim, runs, tier)
 
@@ -224,8 +221,7 @@ def test_scaled_l2_matches_layernorm(claim, runs, tier):
 CONTROL_ENCODER = {"data.n_train": 64, "data.n_test": 16, "model.seq_len": 32, "model.d": 32,
                    "train.probe_batch": 16}
 RANK_CONTROL_SEEDS = range(5)  # small encoders at init: five a side cost seconds
-RANK_RULES = {"dm-none-collapses-with-depth": NONE_COLLAPSES,
-              "dm-l2-prevents-collapse": L2_PREVENTS, "dm-layernorm-prevents-collapse": LN_PREVENTS}
+RANK_CLAIMS = (NONE_COLLAPSES, L2_PREVENTS, KAPPA_6.declaration, MIN_RHO.declaration)
 
 
 def rank_collapsing(model):
@@ -251,35 +247,35 @@ def probes_at_init(task_of, variant: str, collapse: bool) -> list[dict]:
 
 
 @pytest.mark.parametrize("variant", [pytest.param(
-    Variant(v), marks=pytest.mark.control(*(f"{c}{v}" for c in (*RANK_RULES, "dm-l2-isotropic"))),
+    Variant(v), marks=pytest.mark.control(*(f"{c.id}{v}" for c in RANK_CLAIMS)),
     id=v or "base") for v in VARIANTS])
 def test_control_rank_rules_flip_on_a_rank_collapsing_encoder(task_of, variant):
     rows = rows_of(variant)
     intact, collapsed = probes_at_init(task_of, variant, False), probes_at_init(task_of, variant, True)
     kappa_intact = [kappa(p, rows=rows) for p in intact]
     kappa_collapsed = [kappa(p, rows=rows) for p in collapsed]
-    assert NONE_COLLAPSES.decide(kappa_collapsed).verdict == SUPPORTED
-    assert NONE_COLLAPSES.decide(kappa_intact).verdict == REFUTED
-    for rule in (L2_PREVENTS, LN_PREVENTS):
+    collapses, *prevent, isotropic = (c.rule for c in RANK_CLAIMS)
+    assert collapses.decide(kappa_collapsed).verdict == SUPPORTED
+    assert collapses.decide(kappa_intact).verdict == REFUTED
+    for rule in prevent:
         assert rule.decide(kappa_intact).verdict == SUPPORTED
         assert rule.decide(kappa_collapsed).verdict == REFUTED
-    assert L2_ISOTROPIC.decide([min_rho(p, rows=rows) for p in intact]).verdict == SUPPORTED
-    assert L2_ISOTROPIC.decide([min_rho(p, rows=rows) for p in collapsed]).verdict == REFUTED
+    assert isotropic.decide([min_rho(p, rows=rows) for p in intact]).verdict == SUPPORTED
+    assert isotropic.decide([min_rho(p, rows=rows) for p in collapsed]).verdict == REFUTED
 
 
-@pytest.mark.control(*(f"{c}{v}" for c in ("dm-layernorm-expression", "dm-none-memorizes")
-                       for v in RUN_VARIANTS),
-                     "dm-scale-not-affine-explains-l2", "dm-scaled-l2-matches-layernorm")
+@pytest.mark.control(*(f"{c.id}{v}" for c in (LN_EXPRESSION, NONE_MEMORIZES) for v in RUN_VARIANTS),
+                     SCALE_NOT_AFFINE.id, TEST_ACC_VS_LN.claim)
 def test_control_accuracy_rules_flip_between_a_trained_and_an_untrained_model(data_env, run):
     """The accuracy rules on test accuracy, and the memorization rule on the train-test gap, of a
     small classifier trained (and, for the gap, trained to memorize 256 rows) against the same
     model left at its initialization (learning rate 0)."""
     trained, untrained = small_classifier_accuracies(run)
-    for rule in (LN_EXPRESSION, SCALE_NOT_AFFINE):
+    for rule in (LN_EXPRESSION.rule, SCALE_NOT_AFFINE.rule):
         assert rule.decide_paired(trained, untrained).verdict == SUPPORTED
         assert rule.decide_paired(untrained, trained).verdict == REFUTED
-    assert SCALED_L2_MATCHES.decide_paired(trained, untrained).verdict == REFUTED
+    assert TEST_ACC_VS_LN.declaration.rule.decide_paired(trained, untrained).verdict == REFUTED
     memorizing = preset("mlp", **{**SMALL_CLASSIFIER, "data.n_train": 256, "train.epochs": 30})
     gaps = [[generalization_gap(r) for r in runs] for runs in trained_and_untrained(run, memorizing)]
-    assert NONE_MEMORIZES.decide_paired(*gaps).verdict == SUPPORTED
-    assert NONE_MEMORIZES.decide_paired(*reversed(gaps)).verdict == REFUTED
+    assert NONE_MEMORIZES.rule.decide_paired(*gaps).verdict == SUPPORTED
+    assert NONE_MEMORIZES.rule.decide_paired(*reversed(gaps)).verdict == REFUTED

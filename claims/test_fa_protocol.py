@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import torch
 
+from normsys.claims.declaration import Declaration
 from normsys.claims.params import tiers, variant_tiers
 from normsys.claims.protocol import BP_RANGE, DFA_RANGE, mnist_report
 from normsys.claims.stats import REFUTED, SUPPORTED, Rule
@@ -114,42 +115,46 @@ def draw_stability(fig, by_method: dict[str, list[float]]) -> None:
     ax.legend(fontsize=8)
 
 
-BP_UNSTABLE = Rule("stability(bp)", "<=", 0.2)
+BP_UNSTABLE = Declaration(
+    "fa-bp-direction-unstable", Rule("stability(bp)", "<=", 0.2),
+    source=SOURCE,
+    statement="In a BP-trained net, batch-mean gradient directions at the middle layer are batch-"
+              "specific: {rule}.")
 
 
 @pytest.mark.parametrize("variant,tier", variant_tiers(VARIANTS))
-@pytest.mark.claim("fa-bp-direction-unstable", source=SOURCE,
-                   statement=f"In a BP-trained net, batch-mean gradient directions at the middle "
-                             f"layer are batch-specific: {BP_UNSTABLE}.")
+@BP_UNSTABLE.mark
 def test_bp_direction_unstable(claim, protocol, tier, variant):
     bp = protocol("bp")
     claim.record(test_acc=trained_accuracies(bp),
                  residual_norms=[r["residual_norms"] for _, r in bp],
                  bp_grad_norms=[r["bp_grad_norms"] for _, r in bp])
-    claim.check(stabilities(bp), BP_UNSTABLE)
+    claim.check(stabilities(bp))
 
 
-DFA_STABLE = Rule("stability(dfa)", ">=", 0.5)
+DFA_STABLE = Declaration(
+    "fa-dfa-direction-stable", Rule("stability(dfa)", ">=", 0.5),
+    source=SOURCE,
+    statement="In a DFA-trained net, gradient directions are stable across batches: {rule}.")
 
 
 @pytest.mark.parametrize("variant,tier", variant_tiers(VARIANTS))
-@pytest.mark.claim("fa-dfa-direction-stable", source=SOURCE,
-                   statement=f"In a DFA-trained net, gradient directions are stable across "
-                             f"batches: {DFA_STABLE}.")
+@DFA_STABLE.mark
 def test_dfa_direction_stable(claim, protocol, tier, variant):
     dfa = protocol("dfa")
     claim.record(test_acc=trained_accuracies(dfa),
                  residual_norms=[r["residual_norms"] for _, r in dfa])
-    claim.check(stabilities(dfa), DFA_STABLE)
+    claim.check(stabilities(dfa))
 
 
-SEPARATES = Rule("stability(dfa) - stability(bp)", ">", 0.3)
+SEPARATES = Declaration(
+    "fa-stability-separates", Rule("stability(dfa) - stability(bp)", ">", 0.3),
+    source=SOURCE,
+    statement="Stability separates DFA from BP: {rule}, paired by seed (FA reported too).")
 
 
 @pytest.mark.parametrize("variant,tier", variant_tiers(VARIANTS))
-@pytest.mark.claim("fa-stability-separates", source=SOURCE,
-                   statement=f"Stability separates DFA from BP: {SEPARATES}, paired by seed "
-                             f"(FA reported too).")
+@SEPARATES.mark
 def test_stability_separates(claim, protocol, tier, variant):
     by_method = {m: stabilities(protocol(m)) for m in ("bp", "fa", "dfa")}
     claim.record(stability=by_method)
@@ -159,39 +164,45 @@ def test_stability_separates(claim, protocol, tier, variant):
                      for m in ("bp", "fa", "dfa")}
         claim.record(stability_by_epochs=by_epochs)
         claim.figure("stability-by-epochs", lambda fig: draw_stability_by_epochs(fig, by_epochs))
-    claim.check_paired(by_method["dfa"], by_method["bp"], SEPARATES)
+    claim.check_paired(by_method["dfa"], by_method["bp"])
 
 
-DFA_BEATS_FROZEN = Rule("test_acc(dfa) - test_acc(frozen)", ">", 0.02)
+DFA_BEATS_FROZEN = Declaration(
+    "fa-dfa-beats-frozen-baseline", Rule("test_acc(dfa) - test_acc(frozen)", ">", 0.02),
+    source=SOURCE,
+    statement="DFA trains the blocks usefully: {rule} (blocks frozen at init, the rest trained by "
+              "backprop), paired by seed.")
 
 
 @pytest.mark.parametrize("tier", tiers())
-@pytest.mark.claim("fa-dfa-beats-frozen-baseline", source=SOURCE,
-                   statement=f"DFA trains the blocks usefully: {DFA_BEATS_FROZEN} (blocks frozen "
-                             f"at init, the rest trained by backprop), paired by seed.")
+@DFA_BEATS_FROZEN.mark
 def test_dfa_beats_frozen_baseline(claim, protocol, frozen_acc, tier):
-    claim.check_paired(trained_accuracies(protocol("dfa")), frozen_acc(), DFA_BEATS_FROZEN)
+    claim.check_paired(trained_accuracies(protocol("dfa")), frozen_acc())
 
 
-DFA_BEATS_FROZEN_DFA = Rule("test_acc(dfa) - test_acc(frozen, dfa)", ">", 0.02)
+DFA_BEATS_FROZEN_DFA = Declaration(
+    "fa-dfa-beats-frozen-dfa-baseline", Rule("test_acc(dfa) - test_acc(frozen, dfa)", ">", 0.02),
+    source=SOURCE,
+    statement="DFA trains the blocks usefully, against a baseline whose embedding also learns from "
+              "DFA's signals: {rule}, paired.")
 
 
 @pytest.mark.parametrize("tier", tiers())
-@pytest.mark.claim("fa-dfa-beats-frozen-dfa-baseline", source=SOURCE,
-                   statement=f"DFA trains the blocks usefully, against a baseline whose embedding "
-                             f"also learns from DFA's signals: {DFA_BEATS_FROZEN_DFA}, paired.")
+@DFA_BEATS_FROZEN_DFA.mark
 def test_dfa_beats_frozen_dfa_baseline(claim, protocol, frozen_acc, tier):
-    claim.check_paired(trained_accuracies(protocol("dfa")), frozen_acc("dfa"), DFA_BEATS_FROZEN_DFA)
+    claim.check_paired(trained_accuracies(protocol("dfa")), frozen_acc("dfa"))
 
 
-BP_BEATS_FROZEN = Rule("test_acc(bp) - test_acc(frozen)", ">", 0.02)
+BP_BEATS_FROZEN = Declaration(
+    "fa-bp-beats-frozen-baseline", Rule("test_acc(bp) - test_acc(frozen)", ">", 0.02),
+    source=SOURCE,
+    statement="BP trains the blocks usefully: {rule}, paired by seed.")
 
 
 @pytest.mark.parametrize("tier", tiers())
-@pytest.mark.claim("fa-bp-beats-frozen-baseline", source=SOURCE,
-                   statement=f"BP trains the blocks usefully: {BP_BEATS_FROZEN}, paired by seed.")
+@BP_BEATS_FROZEN.mark
 def test_bp_beats_frozen_baseline(claim, protocol, frozen_acc, tier):
-    claim.check_paired(trained_accuracies(protocol("bp")), frozen_acc(), BP_BEATS_FROZEN)
+    claim.check_paired(trained_accuracies(protocol("bp")), frozen_acc())
 
 
 # ----------------------------------------------------------------------------- negative controls
@@ -219,19 +230,18 @@ def constructed_net(seed: int, shared: bool):
     return model
 
 
-@pytest.mark.control(*(f"{c}{v}" for c in ("fa-bp-direction-unstable", "fa-dfa-direction-stable",
-                                           "fa-stability-separates") for v in VARIANTS))
+@pytest.mark.control(*(f"{c.id}{v}" for c in (BP_UNSTABLE, DFA_STABLE, SEPARATES) for v in VARIANTS))
 def test_control_stability_rules_flip_between_shared_and_independent_directions(data_env):
     """Direction stability through the protocol's own measurement (autograd through the net, 8
     disjoint test batches of 128) on nets built with shared or independent gradient directions."""
     shared = [mnist_report(constructed_net(s, True))["stability"] for s in CONTROL_SEEDS]
     independent = [mnist_report(constructed_net(s, False))["stability"] for s in CONTROL_SEEDS]
-    assert BP_UNSTABLE.decide(independent).verdict == SUPPORTED
-    assert BP_UNSTABLE.decide(shared).verdict == REFUTED
-    assert DFA_STABLE.decide(shared).verdict == SUPPORTED
-    assert DFA_STABLE.decide(independent).verdict == REFUTED
-    assert SEPARATES.decide_paired(shared, independent).verdict == SUPPORTED
-    assert SEPARATES.decide_paired(independent, shared).verdict == REFUTED
+    assert BP_UNSTABLE.rule.decide(independent).verdict == SUPPORTED
+    assert BP_UNSTABLE.rule.decide(shared).verdict == REFUTED
+    assert DFA_STABLE.rule.decide(shared).verdict == SUPPORTED
+    assert DFA_STABLE.rule.decide(independent).verdict == REFUTED
+    assert SEPARATES.rule.decide_paired(shared, independent).verdict == SUPPORTED
+    assert SEPARATES.rule.decide_paired(independent, shared).verdict == REFUTED
 
 
 # a protocol net that trains in seconds: 4,096 MNIST rows, one epoch (32 steps)
@@ -239,8 +249,7 @@ SHORT_NET = {"data.n_train": 4096, "train.epochs": 1}
 SAME_NETS = Rule("stability(a) - stability(b)", "within", (-1e-9, 1e-9))
 
 
-@pytest.mark.control(*(f"{c}{v}" for c in ("fa-dfa-direction-stable", "fa-stability-separates")
-                       for v in VARIANTS))
+@pytest.mark.control(*(f"{c.id}{v}" for c in (DFA_STABLE, SEPARATES) for v in VARIANTS))
 def test_control_dfa_trains_other_nets_than_backprop(run, data_env):
     """The stability claims compare nets trained by different rules. Training is deterministic on
     the CPU, so a net trained again by backprop on the same seed and data is the same net (the
@@ -259,10 +268,9 @@ def test_control_dfa_trains_other_nets_than_backprop(run, data_env):
     assert all(abs(a - b) > 1e-3 for a, b in zip(dfa, bp, strict=True))
 
 
-@pytest.mark.control("fa-dfa-beats-frozen-baseline", "fa-dfa-beats-frozen-dfa-baseline",
-                     "fa-bp-beats-frozen-baseline")
+@pytest.mark.control(DFA_BEATS_FROZEN.id, DFA_BEATS_FROZEN_DFA.id, BP_BEATS_FROZEN.id)
 def test_control_baseline_rules_flip_between_a_trained_and_an_untrained_model(data_env, run):
     trained, untrained = small_classifier_accuracies(run)
-    for rule in (DFA_BEATS_FROZEN, DFA_BEATS_FROZEN_DFA, BP_BEATS_FROZEN):
+    for rule in (c.rule for c in (DFA_BEATS_FROZEN, DFA_BEATS_FROZEN_DFA, BP_BEATS_FROZEN)):
         assert rule.decide_paired(trained, untrained).verdict == SUPPORTED
         assert rule.decide_paired(untrained, trained).verdict == REFUTED

@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from normsys.claims import figures
+from normsys.claims.declaration import Declaration
 from normsys.claims.experiments import (
     INIT_SCALES,
     accuracy_spread,
@@ -77,15 +78,23 @@ def metric_by_norm(runs, claim, make_config, norms, metric: str) -> dict[str, li
 GRAD_RATIO_VS_NONE = Statistic(
     "grad_ratio_vs_none", "ld-layernorm-prevents-vanishing-gradients", prevents_vanishing,
     lambda n, s, t: [tanh_mlp(s, t, n)], lambda rs: dg.log10_ratio(weight_grad_profile(rs[0])),
-    versus="none", pairing="own - versus", own_seeds=5, words="gradient flow vs no norm")
+    versus="none", pairing="own - versus", own_seeds=5, words="gradient flow vs no norm",
+    source=SOURCE,
+    statement="LayerNorm after each layer of a 10-layer tanh MLP (no residuals) prevents vanishing "
+              "gradients at init (ratio = ||grad W_1|| / ||grad W_10||): {rule}, paired.")
 DECORRELATION = Statistic(
     "decorrelation", "ld-layernorm-decorrelates", decorrelates,
     lambda n, s, t: [mlp(n, s, tier=t)], lambda rs: unit_correlation(rs[0]),
-    versus="none", pairing="versus - own", words="decorrelation vs no norm")
+    versus="none", pairing="versus - own", words="decorrelation vs no norm", source=SOURCE,
+    statement="LayerNorm decorrelates hidden units (corr: mean |off-diagonal correlation| of the "
+              "last hidden layer): {rule}, paired.")
 INIT_ROBUSTNESS = Statistic(
     "init_robustness", "ld-layernorm-robust-to-init-scale", robust_to_init,
     lambda n, s, t: [mlp(n, s, tier=t, init_scale=k) for k in INIT_SCALES], init_scale_spread,
-    versus="none", pairing="versus - own", words="init-scale robustness vs no norm")
+    versus="none", pairing="versus - own", words="init-scale robustness vs no norm",
+    source=SOURCE,
+    statement="LayerNorm makes the MLP robust to its weight initialization (spread: max - min test "
+              "accuracy with the hidden weights scaled by 0.5, 1, 2 at init): {rule}, paired.")
 
 
 @pytest.fixture
@@ -113,125 +122,123 @@ def draw_correlations(fig, records: dict) -> None:
     fig.suptitle("Hidden-unit correlations, last hidden layer (seed 0, first 64 live units)")
 
 
-DECORRELATES = DECORRELATION.rule(DECORRELATION.claim_norm)
-
-
 @pytest.mark.parametrize("tier", tiers())
-@DECORRELATION.marker(source=SOURCE, statement=f"LayerNorm decorrelates hidden units (corr: mean "
-                                               f"|off-diagonal correlation| of the last hidden "
-                                               f"layer): {DECORRELATES}, paired.")
+@DECORRELATION.mark
 def test_layernorm_decorrelates(claim, runs, mlp_runs, tier):
     claim.figure("correlations", lambda fig: draw_correlations(
         fig, {"none": mlp_runs("none")[0], "layernorm": mlp_runs("layernorm")[0]}))
     DECORRELATION.check(claim, runs, tier)
 
 
-SPEEDS_CONVERGENCE = Rule("steps(layernorm) / steps(none)", "<", 0.8)
+SPEEDS_CONVERGENCE = Declaration(
+    "ld-layernorm-speeds-convergence", Rule("steps(layernorm) / steps(none)", "<", 0.8),
+    source=SOURCE,
+    statement="LayerNorm speeds up convergence (steps: to 90% accuracy on a running window of 50 "
+              "training batches): {rule}.")
 
 
 @pytest.mark.parametrize("tier", tiers())
-@pytest.mark.claim("ld-layernorm-speeds-convergence", source=SOURCE,
-                   statement=f"LayerNorm speeds up convergence (steps: to 90% accuracy on a "
-                             f"running window of 50 training batches): {SPEEDS_CONVERGENCE}.")
+@SPEEDS_CONVERGENCE.mark
 def test_layernorm_speeds_convergence(claim, mlp_runs, tier):
     none, ln = mlp_runs("none"), mlp_runs("layernorm")
     steps = {n: [dg.steps_to_accuracy(r.curves["batch_acc"]) for r in rs]
              for n, rs in (("none", none), ("layernorm", ln))}
     claim.record(steps_to_90=steps)
     ratio = [a / b for a, b in zip(steps["layernorm"], steps["none"], strict=True)]
-    claim.check(ratio, SPEEDS_CONVERGENCE)
+    claim.check(ratio)
 
 
-SMALL_BATCH = Rule("test_acc(layernorm) - test_acc(batchnorm)", ">", 0.02)
+SMALL_BATCH = Declaration(
+    "ld-layernorm-small-batch", Rule("test_acc(layernorm) - test_acc(batchnorm)", ">", 0.02),
+    source=SOURCE,
+    statement="With batch size 4, LayerNorm beats BatchNorm (eval mode, running statistics) after "
+              "2,000 steps: {rule}, paired.")
 
 
 @pytest.mark.parametrize("tier", tiers())
-@pytest.mark.claim("ld-layernorm-small-batch", source=SOURCE,
-                   statement=f"With batch size 4, LayerNorm beats BatchNorm (eval mode, running "
-                             f"statistics) after 2,000 steps: {SMALL_BATCH}, paired.")
+@SMALL_BATCH.mark
 def test_layernorm_small_batch(claim, runs, tier):
     acc = metric_by_norm(runs, claim, lambda n, s: mlp(n, s, 4, 2000, tier),
                          ("layernorm", "batchnorm"), TEST_ACC)
-    claim.check_paired(acc["layernorm"], acc["batchnorm"], SMALL_BATCH)
+    claim.check_paired(acc["layernorm"], acc["batchnorm"])
 
 
-BN_WINS_CNN = Rule("test_acc(batchnorm) - test_acc(layernorm)", ">", 0.0)
+BN_WINS_CNN = Declaration(
+    "ld-batchnorm-wins-cnn-large-batch", Rule("test_acc(batchnorm) - test_acc(layernorm)", ">", 0.0),
+    source=SOURCE,
+    statement="In a CNN with batch 128, BatchNorm beats LayerNorm after 1 epoch: {rule}, paired.")
 
 
 @pytest.mark.slow  # six 1-epoch CNN runs, ~5 min on 2 cores
 @pytest.mark.parametrize("tier", tiers())
-@pytest.mark.claim("ld-batchnorm-wins-cnn-large-batch", source=SOURCE,
-                   statement=f"In a CNN with batch 128, BatchNorm beats LayerNorm after 1 epoch: "
-                             f"{BN_WINS_CNN}, paired.")
+@BN_WINS_CNN.mark
 def test_batchnorm_wins_cnn_large_batch(claim, runs, tier):
     acc = metric_by_norm(runs, claim, lambda n, s: cnn(n, s, tier),
                          ("batchnorm", "layernorm"), TEST_ACC)
-    claim.check_paired(acc["batchnorm"], acc["layernorm"], BN_WINS_CNN)
+    claim.check_paired(acc["batchnorm"], acc["layernorm"])
 
 
-HELPS_LSTM = Rule("val_loss(plain) - val_loss(LN-LSTM)", ">", 0.0)
+HELPS_LSTM = Declaration(
+    "ld-layernorm-helps-lstm", Rule("val_loss(plain) - val_loss(LN-LSTM)", ">", 0.0),
+    source=SOURCE,
+    statement="Layer normalization helps an LSTM after 1,000 steps: {rule}, paired.")
 
 
 @pytest.mark.slow  # six 1,000-step LSTM runs, ~2 min each on one core
 @pytest.mark.parametrize("tier", tiers())
-@pytest.mark.claim("ld-layernorm-helps-lstm", source=SOURCE,
-                   statement=f"Layer normalization helps an LSTM after 1,000 steps: {HELPS_LSTM}, "
-                             f"paired.")
+@HELPS_LSTM.mark
 def test_layernorm_helps_lstm(claim, runs, tier):
     val = metric_by_norm(runs, claim, lambda n, s: lstm(n, s, tier),
                          ("none", "layernorm"), VAL_LOSS)
-    claim.check_paired(val["none"], val["layernorm"], HELPS_LSTM)
+    claim.check_paired(val["none"], val["layernorm"])
 
 
-BEATS_BN_LSTM = Rule("val_loss(BN-LSTM) - val_loss(LN-LSTM)", ">", 0.0)
+BEATS_BN_LSTM = Declaration(
+    "ld-layernorm-beats-batchnorm-lstm", Rule("val_loss(BN-LSTM) - val_loss(LN-LSTM)", ">", 0.0),
+    source=SOURCE,
+    statement="In an LSTM, LayerNorm beats BatchNorm (statistics per time step) after 1,000 steps: "
+              "{rule}, paired.")
 
 
 @pytest.mark.slow  # three more 1,000-step LSTM runs (and the LayerNorm three of the claim above)
 @pytest.mark.parametrize("tier", tiers())
-@pytest.mark.claim("ld-layernorm-beats-batchnorm-lstm", source=SOURCE,
-                   statement=f"In an LSTM, LayerNorm beats BatchNorm (statistics per time step) "
-                             f"after 1,000 steps: {BEATS_BN_LSTM}, paired.")
+@BEATS_BN_LSTM.mark
 def test_layernorm_beats_batchnorm_lstm(claim, runs, tier):
     val = metric_by_norm(runs, claim, lambda n, s: lstm(n, s, tier),
                          ("batchnorm", "layernorm"), VAL_LOSS)
-    claim.check_paired(val["batchnorm"], val["layernorm"], BEATS_BN_LSTM)
+    claim.check_paired(val["batchnorm"], val["layernorm"])
 
 
-BEATS_BN_TRANSFORMER = Rule("val_loss(BN) - val_loss(LN)", ">", 0.0)
+BEATS_BN_TRANSFORMER = Declaration(
+    "ld-layernorm-beats-batchnorm-transformer", Rule("val_loss(BN) - val_loss(LN)", ">", 0.0),
+    source=SOURCE,
+    statement="In a pre-norm Transformer block (a character LM), LayerNorm beats BatchNorm in both "
+              "norm places after 500 steps: {rule}, paired.")
 
 
 @pytest.mark.parametrize("tier", tiers())
-@pytest.mark.claim("ld-layernorm-beats-batchnorm-transformer", source=SOURCE,
-                   statement=f"In a pre-norm Transformer block (a character LM), LayerNorm beats "
-                             f"BatchNorm in both norm places after 500 steps: "
-                             f"{BEATS_BN_TRANSFORMER}, paired.")
+@BEATS_BN_TRANSFORMER.mark
 def test_layernorm_beats_batchnorm_transformer(claim, runs, tier):
     val = metric_by_norm(runs, claim, lambda n, s: tblock_lm(n, s, tier),
                          ("batchnorm", "layernorm"), VAL_LOSS)
-    claim.check_paired(val["batchnorm"], val["layernorm"], BEATS_BN_TRANSFORMER)
+    claim.check_paired(val["batchnorm"], val["layernorm"])
 
 
-IMPROVES_ACCURACY = Rule("test_acc(layernorm) - test_acc(none)", ">", 0.0)
+IMPROVES_ACCURACY = Declaration(
+    "ld-layernorm-improves-final-accuracy", Rule("test_acc(layernorm) - test_acc(none)", ">", 0.0),
+    source=SOURCE,
+    statement="LayerNorm improves the MLP's final accuracy after 1 epoch: {rule}, paired.")
 
 
 @pytest.mark.parametrize("tier", tiers())
-@pytest.mark.claim("ld-layernorm-improves-final-accuracy", source=SOURCE,
-                   statement=f"LayerNorm improves the MLP's final accuracy after 1 epoch: "
-                             f"{IMPROVES_ACCURACY}, paired.")
+@IMPROVES_ACCURACY.mark
 def test_layernorm_improves_final_accuracy(claim, mlp_runs, tier):
     ln, none = mlp_runs("layernorm"), mlp_runs("none")
-    claim.check_paired([r.metrics[TEST_ACC] for r in ln], [r.metrics[TEST_ACC] for r in none],
-                       IMPROVES_ACCURACY)
-
-
-ROBUST_TO_INIT = INIT_ROBUSTNESS.rule(INIT_ROBUSTNESS.claim_norm)
+    claim.check_paired([r.metrics[TEST_ACC] for r in ln], [r.metrics[TEST_ACC] for r in none])
 
 
 @pytest.mark.parametrize("tier", tiers())
-@INIT_ROBUSTNESS.marker(source=SOURCE, statement=f"LayerNorm makes the MLP robust to its weight "
-                                                 f"initialization (spread: max - min test "
-                                                 f"accuracy with the hidden weights scaled by "
-                                                 f"0.5, 1, 2 at init): {ROBUST_TO_INIT}, paired.")
+@INIT_ROBUSTNESS.mark
 def test_layernorm_robust_to_init_scale(claim, runs, tier):
     by_seed = {n: INIT_ROBUSTNESS.records(runs, n, claim.seeds, tier) for n in ("none", "layernorm")}
     claim.record(test_acc={n: {str(k): [rs[i].metrics[TEST_ACC] for rs in seeds]
@@ -241,15 +248,8 @@ def test_layernorm_robust_to_init_scale(claim, runs, tier):
     INIT_ROBUSTNESS.check(claim, runs, tier)
 
 
-PREVENTS_VANISHING = GRAD_RATIO_VS_NONE.rule(GRAD_RATIO_VS_NONE.claim_norm)
-
-
 @pytest.mark.parametrize("tier", tiers())
-@GRAD_RATIO_VS_NONE.marker(source=SOURCE, statement=f"LayerNorm after each layer of a 10-layer "
-                                                    f"tanh MLP (no residuals) prevents vanishing "
-                                                    f"gradients at init (ratio = ||grad W_1|| / "
-                                                    f"||grad W_10||): {PREVENTS_VANISHING}, "
-                                                    f"paired.")
+@GRAD_RATIO_VS_NONE.mark
 def test_layernorm_prevents_vanishing_gradients(claim, run, tier):
     ln, plain = ([weight_grad_profile(rs[0]) for rs in GRAD_RATIO_VS_NONE.records(
         one_by_one(run), n, claim.seeds, tier)] for n in ("layernorm", "none"))
@@ -276,15 +276,15 @@ def correlation_at_init(task_of, seed: int, shared: bool) -> float:
     return probe_of(init.probes, "layers.2")["unit_corr"]
 
 
-@pytest.mark.control("ld-layernorm-decorrelates")
+@pytest.mark.control(DECORRELATION.claim)
 def test_control_correlation_rule_flips_with_a_shared_component(task_of):
     shared = [correlation_at_init(task_of, s, True) for s in CONTROL_SEEDS]
     plain = [correlation_at_init(task_of, s, False) for s in CONTROL_SEEDS]
-    assert DECORRELATES.decide_paired(shared, plain).verdict == SUPPORTED
-    assert DECORRELATES.decide_paired(plain, shared).verdict == REFUTED
+    assert DECORRELATION.declaration.rule.decide_paired(shared, plain).verdict == SUPPORTED
+    assert DECORRELATION.declaration.rule.decide_paired(plain, shared).verdict == REFUTED
 
 
-@pytest.mark.control("ld-layernorm-speeds-convergence")
+@pytest.mark.control(SPEEDS_CONVERGENCE.id)
 def test_control_convergence_rule_flips_between_a_fast_and_a_slow_learning_rate(run, data_env):
     """Steps to 90% running accuracy (the claim's measurement) of the MLP at learning rates 1e-3
     and 2e-4, both ways round (5 seeds: the slower run's step count varies)."""
@@ -294,32 +294,30 @@ def test_control_convergence_rule_flips_between_a_fast_and_a_slow_learning_rate(
             for s in range(5)]
 
     fast, slow = steps(1e-3), steps(2e-4)
-    assert SPEEDS_CONVERGENCE.decide([f / s for f, s in zip(fast, slow, strict=True)]).verdict \
+    assert SPEEDS_CONVERGENCE.rule.decide([f / s for f, s in zip(fast, slow, strict=True)]).verdict \
         == SUPPORTED
-    assert SPEEDS_CONVERGENCE.decide([s / f for f, s in zip(fast, slow, strict=True)]).verdict \
+    assert SPEEDS_CONVERGENCE.rule.decide([s / f for f, s in zip(fast, slow, strict=True)]).verdict \
         == REFUTED
 
 
-@pytest.mark.control("ld-layernorm-small-batch", "ld-batchnorm-wins-cnn-large-batch",
-                     "ld-layernorm-improves-final-accuracy", "ld-layernorm-robust-to-init-scale")
+@pytest.mark.control(SMALL_BATCH.id, BN_WINS_CNN.id, IMPROVES_ACCURACY.id, INIT_ROBUSTNESS.claim)
 def test_control_accuracy_rules_flip_between_a_trained_and_an_untrained_model(data_env, run):
     """Test-accuracy differences of the small classifier trained and left at init; for the
     robustness rule, spreads over three runs of which one did not train, against three trained
     seeds."""
     trained, untrained = small_classifier_accuracies(run)
-    for rule in (SMALL_BATCH, BN_WINS_CNN, IMPROVES_ACCURACY):
+    for rule in (c.rule for c in (SMALL_BATCH, BN_WINS_CNN, IMPROVES_ACCURACY)):
         assert rule.decide_paired(trained, untrained).verdict == SUPPORTED
         assert rule.decide_paired(untrained, trained).verdict == REFUTED
     n = len(trained)
     fragile = [accuracy_spread([trained[i], untrained[i], trained[i]]) for i in range(n)]
     robust = [accuracy_spread([trained[i], trained[(i + 1) % n], trained[(i + 2) % n]])
               for i in range(n)]
-    assert ROBUST_TO_INIT.decide_paired(fragile, robust).verdict == SUPPORTED
-    assert ROBUST_TO_INIT.decide_paired(robust, fragile).verdict == REFUTED
+    assert INIT_ROBUSTNESS.declaration.rule.decide_paired(fragile, robust).verdict == SUPPORTED
+    assert INIT_ROBUSTNESS.declaration.rule.decide_paired(robust, fragile).verdict == REFUTED
 
 
-@pytest.mark.control("ld-layernorm-helps-lstm", "ld-layernorm-beats-batchnorm-lstm",
-                     "ld-layernorm-beats-batchnorm-transformer")
+@pytest.mark.control(HELPS_LSTM.id, BEATS_BN_LSTM.id, BEATS_BN_TRANSFORMER.id)
 def test_control_validation_loss_rules_flip_between_a_trained_and_an_untrained_lm(data_env, run):
     """Validation loss (the claims' measurement) of a small LSTM trained 60 steps and of the same
     LSTM at its initialization, both ways round."""
@@ -327,15 +325,15 @@ def test_control_validation_loss_rules_flip_between_a_trained_and_an_untrained_l
                                                   "train.batch_size": 8, "train.eval_batches": 2})
     trained, untrained = ([r.metrics[VAL_LOSS] for r in side]
                           for side in trained_and_untrained(run, cfg))
-    for rule in (HELPS_LSTM, BEATS_BN_LSTM, BEATS_BN_TRANSFORMER):
+    for rule in (c.rule for c in (HELPS_LSTM, BEATS_BN_LSTM, BEATS_BN_TRANSFORMER)):
         assert rule.decide_paired(untrained, trained).verdict == SUPPORTED
         assert rule.decide_paired(trained, untrained).verdict == REFUTED
 
 
-@pytest.mark.control("ld-layernorm-prevents-vanishing-gradients")
+@pytest.mark.control(GRAD_RATIO_VS_NONE.claim)
 def test_control_vanishing_gradient_rule_flips_when_the_sides_swap(run):
     ln = [weight_grad_profile(run(tanh_mlp(s, norm="layernorm"))) for s in CONTROL_SEEDS]
     plain = [weight_grad_profile(run(tanh_mlp(s, norm="none"))) for s in CONTROL_SEEDS]
     ratios = [[dg.log10_ratio(p) for p in side] for side in (ln, plain)]
-    assert PREVENTS_VANISHING.decide_paired(*ratios).verdict == SUPPORTED
-    assert PREVENTS_VANISHING.decide_paired(*reversed(ratios)).verdict == REFUTED
+    assert GRAD_RATIO_VS_NONE.declaration.rule.decide_paired(*ratios).verdict == SUPPORTED
+    assert GRAD_RATIO_VS_NONE.declaration.rule.decide_paired(*reversed(ratios)).verdict == REFUTED

@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from normsys.claims import figures
+from normsys.claims.declaration import Declaration
 from normsys.claims.experiments import (
     PRELN_FLAT,
     char_gpt,
@@ -44,12 +45,15 @@ PRELN_FLATNESS = Statistic(
     lambda n, s, t: [xiong("pre", depth, s, t, n) for depth in DEPTHS],
     lambda rs: {f"{depth} blocks": abs(math.log2(ffn_grad_ratio(r.init_grad_norms, depth)))
                 for depth, r in zip(DEPTHS, rs, strict=True)},
-    excludes=SEQUENCES, words="flat pre-norm gradients")
+    excludes=SEQUENCES, words="flat pre-norm gradients", source="Xiong et al. 2020",
+    statement="At init, pre-LN encoders (6 and 12 blocks) have flat FFN gradients (ratio = last / "
+              "first block's): {rule} at both depths.")
 VAL_LOSS_VS_LN = Statistic(
     "val_loss_vs_ln", "rmsnorm-matches-layernorm", loss_matches_layernorm,
     lambda n, s, t: [char_gpt(s, t, n, steps=500)], lambda rs: rs[0].metrics[VAL_LOSS],
     versus="layernorm", pairing="(own - versus) / versus", claim_norm="rmsnorm",
-    excludes=SEQUENCES, words="LM loss as LayerNorm's")
+    excludes=SEQUENCES, words="LM loss as LayerNorm's", source="Zhang & Sennrich 2019",
+    statement="RMSNorm matches LayerNorm on a pre-norm char GPT: {rule}.")
 
 
 def xiong_ratios(run, claim, placement: str, tier: str) -> dict[int, list[float]]:
@@ -67,24 +71,22 @@ def xiong_ratios(run, claim, placement: str, tier: str) -> dict[int, list[float]
     return ratios
 
 
-POSTLN_GROWS = Rule("last / first FFN grad norm", ">", 2.0)
+POSTLN_GROWS = Declaration(
+    "xiong-postln-gradients-grow-toward-output", Rule("last / first FFN grad norm", ">", 2.0),
+    source="Xiong et al. 2020",
+    statement="At init, post-LN encoders (6 and 12 blocks) have larger FFN gradients in the last "
+              "block than in the first: {rule} at both depths.")
 
 
 @pytest.mark.parametrize("tier", tiers())
-@pytest.mark.claim("xiong-postln-gradients-grow-toward-output", source="Xiong et al. 2020",
-                   statement=f"At init, post-LN encoders (6 and 12 blocks) have larger FFN "
-                             f"gradients in the last block than in the first: {POSTLN_GROWS} at "
-                             f"both depths.")
+@POSTLN_GROWS.mark
 def test_postln_gradients_grow_toward_output(claim, run, tier):
     ratios = xiong_ratios(run, claim, "post", tier)
-    claim.check_all({f"{n} blocks": ratios[n] for n in DEPTHS}, POSTLN_GROWS)
+    claim.check_all({f"{n} blocks": ratios[n] for n in DEPTHS})
 
 
 @pytest.mark.parametrize("tier", tiers())
-@PRELN_FLATNESS.marker(source="Xiong et al. 2020",
-                       statement=f"At init, pre-LN encoders (6 and 12 blocks) have flat FFN "
-                                 f"gradients (ratio = last / first block's): {PRELN_FLAT} at "
-                                 f"both depths.")
+@PRELN_FLATNESS.mark
 def test_preln_gradients_flat(claim, run, tier):
     xiong_ratios(run, claim, "pre", tier)  # the profiles, recorded and drawn
     PRELN_FLATNESS.check(claim, one_by_one(run), tier)
@@ -114,33 +116,35 @@ def depth_ratio(residuals: list[float], depth: int = 6) -> float:
     return residuals[depth] / residuals[0]
 
 
-PURE_COLLAPSES = Rule("res(depth 6) / res(depth 0)", "<", 1e-3)
+PURE_COLLAPSES = Declaration(
+    "dong-pure-attention-rank-collapse", Rule("res(depth 6) / res(depth 0)", "<", 1e-3),
+    source="Dong et al. 2021",
+    statement="A stack of random self-attention layers without skips or MLPs collapses to rank 1 "
+              "(res: relative residual of the best rank-1 fit): {rule}.")
 
 
 @pytest.mark.parametrize("tier", tiers())
-@pytest.mark.claim("dong-pure-attention-rank-collapse", source="Dong et al. 2021",
-                   statement=f"A stack of random self-attention layers without skips or MLPs "
-                             f"collapses to rank 1 (res: relative residual of the best rank-1 "
-                             f"fit): {PURE_COLLAPSES}.")
+@PURE_COLLAPSES.mark
 def test_pure_attention_rank_collapse(claim, tier):
     pure, skip = dong_residuals(claim, False), dong_residuals(claim, True)
     claim.record(residuals=pure)
     claim.figure("residual-vs-depth", lambda fig: figures.depth_residuals(
         fig, {"pure attention": pure, "with skip connections": skip}))
-    claim.check([depth_ratio(r) for r in pure], PURE_COLLAPSES)
+    claim.check([depth_ratio(r) for r in pure])
 
 
-SKIPS_PREVENT = Rule("res(depth 6) / res(depth 0)", ">", 0.1)
+SKIPS_PREVENT = Declaration(
+    "dong-skips-prevent-rank-collapse", Rule("res(depth 6) / res(depth 0)", ">", 0.1),
+    source="Dong et al. 2021",
+    statement="With skip connections the same stack keeps its rank: {rule}.")
 
 
 @pytest.mark.parametrize("tier", tiers())
-@pytest.mark.claim("dong-skips-prevent-rank-collapse", source="Dong et al. 2021",
-                   statement=f"With skip connections the same stack keeps its rank: "
-                             f"{SKIPS_PREVENT}.")
+@SKIPS_PREVENT.mark
 def test_skips_prevent_rank_collapse(claim, tier):
     skip = dong_residuals(claim, True)
     claim.record(residuals=skip)
-    claim.check([depth_ratio(r) for r in skip], SKIPS_PREVENT)
+    claim.check([depth_ratio(r) for r in skip])
 
 
 def equivalence_to_layernorm(claim, runs, norm: str, tier: str):
@@ -154,18 +158,19 @@ def equivalence_to_layernorm(claim, runs, norm: str, tier: str):
 
 
 @pytest.mark.parametrize("tier", tiers())
-@VAL_LOSS_VS_LN.marker(source="Zhang & Sennrich 2019",
-                       statement=f"RMSNorm matches LayerNorm on a pre-norm char GPT: "
-                                 f"{VAL_LOSS_VS_LN.rule('rmsnorm')}.")
+@VAL_LOSS_VS_LN.mark
 def test_rmsnorm_loss_matches_layernorm(claim, runs, tier):
     equivalence_to_layernorm(claim, runs, "rmsnorm", tier)
 
 
+DYT_MATCHES = Declaration(
+    "dyt-matches-layernorm", VAL_LOSS_VS_LN.rule("dyt"), source="Zhu et al. 2025",
+    statement="Dynamic tanh matches LayerNorm on a pre-norm char GPT: {rule}.")
+
+
 # three 500-step DyT char GPTs (~100 s on 2 cores)
 @pytest.mark.parametrize("tier", tiers(cpu=[pytest.mark.slow]))
-@pytest.mark.claim("dyt-matches-layernorm", source="Zhu et al. 2025",
-                   statement=f"Dynamic tanh matches LayerNorm on a pre-norm char GPT: "
-                             f"{loss_matches_layernorm('dyt')}.")
+@DYT_MATCHES.mark
 def test_dyt_loss_matches_layernorm(claim, runs, tier):
     equivalence_to_layernorm(claim, runs, "dyt", tier)
 
@@ -192,29 +197,29 @@ def ffn_ratios_at_init(task_of, placement: str, layers: int, shrink_first: bool)
     return out
 
 
-@pytest.mark.control("xiong-postln-gradients-grow-toward-output", "xiong-preln-gradients-flat")
+@pytest.mark.control(POSTLN_GROWS.id, PRELN_FLATNESS.claim)
 def test_control_xiong_rules_flip_on_a_profile_made_to_grow(task_of):
     grows = {f"{n} blocks": ffn_ratios_at_init(task_of, "pre", n, True) for n in DEPTHS}
     flat = {f"{n} blocks": ffn_ratios_at_init(task_of, "pre", n, False) for n in DEPTHS}
     log_ratios = {side: {k: [abs(math.log2(r)) for r in v] for k, v in ratios.items()}
                   for side, ratios in (("grows", grows), ("flat", flat))}
-    assert POSTLN_GROWS.decide_all(grows).verdict == SUPPORTED
-    assert POSTLN_GROWS.decide_all(flat).verdict == REFUTED
-    assert PRELN_FLAT.decide_all(log_ratios["flat"]).verdict == SUPPORTED
-    assert PRELN_FLAT.decide_all(log_ratios["grows"]).verdict == REFUTED
+    assert POSTLN_GROWS.rule.decide_all(grows).verdict == SUPPORTED
+    assert POSTLN_GROWS.rule.decide_all(flat).verdict == REFUTED
+    assert PRELN_FLATNESS.declaration.rule.decide_all(log_ratios["flat"]).verdict == SUPPORTED
+    assert PRELN_FLATNESS.declaration.rule.decide_all(log_ratios["grows"]).verdict == REFUTED
 
 
-@pytest.mark.control("dong-pure-attention-rank-collapse", "dong-skips-prevent-rank-collapse")
+@pytest.mark.control(PURE_COLLAPSES.id, SKIPS_PREVENT.id)
 def test_control_dong_rules_flip_between_pure_attention_and_skips():
     pure = [depth_ratio(attention_stack_residuals(s, skips=False)) for s in CONTROL_SEEDS]
     skips = [depth_ratio(attention_stack_residuals(s, skips=True)) for s in CONTROL_SEEDS]
-    assert PURE_COLLAPSES.decide(pure).verdict == SUPPORTED
-    assert PURE_COLLAPSES.decide(skips).verdict == REFUTED
-    assert SKIPS_PREVENT.decide(skips).verdict == SUPPORTED
-    assert SKIPS_PREVENT.decide(pure).verdict == REFUTED
+    assert PURE_COLLAPSES.rule.decide(pure).verdict == SUPPORTED
+    assert PURE_COLLAPSES.rule.decide(skips).verdict == REFUTED
+    assert SKIPS_PREVENT.rule.decide(skips).verdict == SUPPORTED
+    assert SKIPS_PREVENT.rule.decide(pure).verdict == REFUTED
 
 
-@pytest.mark.control("rmsnorm-matches-layernorm", "dyt-matches-layernorm")
+@pytest.mark.control(VAL_LOSS_VS_LN.claim, DYT_MATCHES.id)
 def test_control_equivalence_rules_fail_between_a_trained_and_an_untrained_lm(data_env, run):
     """The relative validation-loss gap of a small char GPT trained 60 steps against the same
     model at its initialization: far outside +-2%."""
@@ -223,5 +228,5 @@ def test_control_equivalence_rules_fail_between_a_trained_and_an_untrained_lm(da
     trained, untrained = trained_and_untrained(run, cfg)
     rel = [relative_difference(a.metrics[VAL_LOSS], b.metrics[VAL_LOSS])
            for a, b in zip(untrained, trained, strict=True)]
-    for norm in ("rmsnorm", "dyt"):
-        assert loss_matches_layernorm(norm).decide(rel).verdict == REFUTED
+    for rule in (VAL_LOSS_VS_LN.declaration.rule, DYT_MATCHES.rule):
+        assert rule.decide(rel).verdict == REFUTED

@@ -12,6 +12,7 @@ import pytest
 import torch
 from torch import nn
 
+from normsys.claims.declaration import Declaration
 from normsys.claims.experiments import char_gpt
 from normsys.claims.params import tiers
 from normsys.claims.protocol import layernorm_gradients, ln_decomposition_summary, ln_vjp_errors
@@ -39,29 +40,32 @@ def captures_of(run, cfg):
     return layernorm_gradients(model, *fresh_lm_batch(cfg))
 
 
-ANALYTIC_MATCHES = Rule("max_LN rel. error", "<", 1e-4)
+ANALYTIC_MATCHES = Declaration(
+    "lj-analytic-matches-autograd", Rule("max_LN rel. error", "<", 1e-4),
+    source=SOURCE,
+    statement="The analytic LayerNorm input gradient equals autograd's at every LayerNorm of a "
+              "trained model (fp32): {rule}.")
 
 
 @pytest.mark.parametrize("tier", tiers())
-@pytest.mark.claim("lj-analytic-matches-autograd", source=SOURCE,
-                   statement=f"The analytic LayerNorm input gradient equals autograd's at every "
-                             f"LayerNorm of a trained model (fp32): {ANALYTIC_MATCHES}.")
+@ANALYTIC_MATCHES.mark
 def test_analytic_matches_autograd(claim, run, tier):
     per_seed = [ln_vjp_errors(captures_of(run, char_gpt(s, tier)))
                 for s in claim.seeds]
     claim.record(errors_per_layernorm=per_seed, layernorms=len(per_seed[0]))
-    claim.check([max(e) for e in per_seed], ANALYTIC_MATCHES)
+    claim.check([max(e) for e in per_seed])
 
 
-COSTS_MORE_WITH_SOFTMAX = Rule("cos_cs(sigmoid) - cos_cs(softmax)", ">", 0.0)
+COSTS_MORE_WITH_SOFTMAX = Declaration(
+    "lj-center-scale-costs-more-with-softmax", Rule("cos_cs(sigmoid) - cos_cs(softmax)", ">", 0.0),
+    source=SOURCE,
+    statement="Under feedback alignment, the center-and-scale surrogate is closer to the true "
+              "LayerNorm gradient with sigmoid than with softmax attention: {rule}, paired by seed.")
 
 
 # six 250-step FA char GPTs (~290 s of compute, ~2.5 min on 2 cores)
 @pytest.mark.parametrize("tier", tiers(cpu=[pytest.mark.slow]))
-@pytest.mark.claim("lj-center-scale-costs-more-with-softmax", source=SOURCE,
-                   statement=f"Under feedback alignment, the center-and-scale surrogate is closer "
-                             f"to the true LayerNorm gradient with sigmoid than with softmax "
-                             f"attention: {COSTS_MORE_WITH_SOFTMAX}, paired by seed.")
+@COSTS_MORE_WITH_SOFTMAX.mark
 def test_center_scale_costs_more_with_softmax(claim, run, tier):
     captures = {att: [captures_of(run, char_gpt(s, tier, attention=att, method="fa"))
                       for s in claim.seeds] for att in ("sigmoid", "softmax")}
@@ -75,9 +79,9 @@ def test_center_scale_costs_more_with_softmax(claim, run, tier):
                     for att in gain_free for key in gain_free[att][0]})
     cos_cs = {att: [s["cos_center_scale"] for s in summaries[att]] for att in summaries}
     free = {att: [s["cos_center_scale"] for s in gain_free[att]] for att in gain_free}
-    claim.record(gain_free_decision=COSTS_MORE_WITH_SOFTMAX.decide_paired(
+    claim.record(gain_free_decision=COSTS_MORE_WITH_SOFTMAX.rule.decide_paired(
         free["sigmoid"], free["softmax"]).to_dict())
-    claim.check_paired(cos_cs["sigmoid"], cos_cs["softmax"], COSTS_MORE_WITH_SOFTMAX)
+    claim.check_paired(cos_cs["sigmoid"], cos_cs["softmax"])
 
 
 # ----------------------------------------------------------------------------- negative controls
@@ -99,17 +103,17 @@ def tiny_gpt(seed: int, scale_invariant_after_ln: bool = False):
     return model, fresh_lm_batch(cfg)
 
 
-@pytest.mark.control("lj-analytic-matches-autograd")
+@pytest.mark.control(ANALYTIC_MATCHES.id)
 def test_control_formula_without_its_radial_term_misses(data_env):
     """The same error measurement with the analytic formula's radial term dropped."""
     captures = [layernorm_gradients(model, *batch)
                 for model, batch in (tiny_gpt(s) for s in CONTROL_SEEDS)]
-    assert ANALYTIC_MATCHES.decide([max(ln_vjp_errors(c)) for c in captures]).verdict == SUPPORTED
+    assert ANALYTIC_MATCHES.rule.decide([max(ln_vjp_errors(c)) for c in captures]).verdict == SUPPORTED
     dropped = [max(ln_vjp_errors(c, radial=False)) for c in captures]
-    assert ANALYTIC_MATCHES.decide(dropped).verdict == REFUTED
+    assert ANALYTIC_MATCHES.rule.decide(dropped).verdict == REFUTED
 
 
-@pytest.mark.control("lj-center-scale-costs-more-with-softmax")
+@pytest.mark.control(COSTS_MORE_WITH_SOFTMAX.id)
 def test_control_surrogate_rule_flips_where_the_radial_term_vanishes(data_env):
     """cos_cs through the claim's own decomposition, on nets where it is exactly 1 (a
     scale-invariant map after every LayerNorm) against plain nets, both ways round."""
@@ -119,5 +123,5 @@ def test_control_surrogate_rule_flips_where_the_radial_term_vanishes(data_env):
                 for m, batch in nets]
 
     exact, plain = cos_cs(True), cos_cs(False)
-    assert COSTS_MORE_WITH_SOFTMAX.decide_paired(exact, plain).verdict == SUPPORTED
-    assert COSTS_MORE_WITH_SOFTMAX.decide_paired(plain, exact).verdict == REFUTED
+    assert COSTS_MORE_WITH_SOFTMAX.rule.decide_paired(exact, plain).verdict == SUPPORTED
+    assert COSTS_MORE_WITH_SOFTMAX.rule.decide_paired(plain, exact).verdict == REFUTED

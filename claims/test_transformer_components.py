@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 from normsys.claims import figures
+from normsys.claims.declaration import Declaration
 from normsys.claims.experiments import tanh_mlp, weight_grad_profile
 from normsys.claims.params import tiers
 from normsys.claims.stats import REFUTED, SUPPORTED, Rule, paired_differences
@@ -30,26 +31,31 @@ def ffn_stack(residual: bool, norm: str, seed: int, tier: str = "cpu"):
                                         "train.seed": seed})
 
 
-RESIDUAL_PRESERVES = Rule("log10 ratio(residual) - log10 ratio(plain)", ">", 1.0)
+RESIDUAL_PRESERVES = Declaration(
+    "tc-residual-preserves-gradients", Rule("log10 ratio(residual) - log10 ratio(plain)", ">", 1.0),
+    source=SOURCE, seeds=5,
+    statement="Residual connections preserve gradients (ratio = ||grad W_1|| / ||grad W_10||): "
+              "{rule}, paired by seed.")
 
 
 @pytest.mark.parametrize("tier", tiers())
-@pytest.mark.claim("tc-residual-preserves-gradients", source=SOURCE, seeds=5,
-                   statement=f"Residual connections preserve gradients (ratio = ||grad W_1|| / "
-                             f"||grad W_10||): {RESIDUAL_PRESERVES}, paired by seed.")
+@RESIDUAL_PRESERVES.mark
 def test_residual_preserves_gradients(claim, run, tier):
     with_res = [weight_grad_profile(run(tanh_mlp(s, tier, residual=True))) for s in claim.seeds]
     without = [weight_grad_profile(run(tanh_mlp(s, tier))) for s in claim.seeds]
     claim.record(profile_residual=with_res, profile_plain=without)
     claim.figure("grad-profile", lambda fig: figures.profiles(
         fig, {"with residuals": with_res, "without residuals": without}))
-    claim.check_paired([dg.log10_ratio(p) for p in with_res], [dg.log10_ratio(p) for p in without],
-                       RESIDUAL_PRESERVES)
+    claim.check_paired([dg.log10_ratio(p) for p in with_res], [dg.log10_ratio(p) for p in without])
 
 
 FFN_CONFIGS = {"residual+LN": (True, "layernorm"), "residual only": (True, "none"),
                "LN only": (False, "layernorm"), "neither": (False, "none")}
-LOWEST_LOSS = Rule("loss(other) - loss(residual+LN)", ">", 0.0)
+LOWEST_LOSS = Declaration(
+    "tc-residual-layernorm-lowest-loss", Rule("loss(other) - loss(residual+LN)", ">", 0.0),
+    source=SOURCE,
+    statement="In the FFN stack, residual+LN ends with lower loss than each of residual only, LN only"
+              " and neither: {rule} for all three, paired by seed.")
 
 
 def loss_margins(final: dict[str, list[float]]) -> dict[str, list[float]]:
@@ -60,10 +66,7 @@ def loss_margins(final: dict[str, list[float]]) -> dict[str, list[float]]:
 
 
 @pytest.mark.parametrize("tier", tiers())
-@pytest.mark.claim("tc-residual-layernorm-lowest-loss", source=SOURCE,
-                   statement=f"In the FFN stack, residual+LN ends with lower loss than each of "
-                             f"residual only, LN only and neither: {LOWEST_LOSS} for all three, "
-                             f"paired by seed.")
+@LOWEST_LOSS.mark
 def test_residual_layernorm_lowest_loss(claim, runs, tier):
     recs = {name: runs([ffn_stack(res, norm, s, tier) for s in claim.seeds])
             for name, (res, norm) in FFN_CONFIGS.items()}
@@ -72,24 +75,24 @@ def test_residual_layernorm_lowest_loss(claim, runs, tier):
     claim.figure("curves", lambda fig: figures.curves(
         fig, {n: [r.curves for r in rs] for n, rs in recs.items()}, ("loss", "grad_norm"),
         "FFN stack: loss and total gradient norm per step"))
-    claim.check_all(loss_margins(final), LOWEST_LOSS)
+    claim.check_all(loss_margins(final))
 
 
 # ----------------------------------------------------------------------------- negative controls
 
 
-@pytest.mark.control("tc-residual-preserves-gradients")
+@pytest.mark.control(RESIDUAL_PRESERVES.id)
 def test_control_gradient_rule_flips_when_the_sides_swap(run):
     """The rule on the same per-layer gradient profiles (train.gradients_at_init) with the effect
     reversed: plain minus residual."""
     with_res = [weight_grad_profile(run(tanh_mlp(s, residual=True))) for s in CONTROL_SEEDS]
     without = [weight_grad_profile(run(tanh_mlp(s))) for s in CONTROL_SEEDS]
     ratios = [[dg.log10_ratio(p) for p in side] for side in (with_res, without)]
-    assert RESIDUAL_PRESERVES.decide_paired(*ratios).verdict == SUPPORTED
-    assert RESIDUAL_PRESERVES.decide_paired(*reversed(ratios)).verdict == REFUTED
+    assert RESIDUAL_PRESERVES.rule.decide_paired(*ratios).verdict == SUPPORTED
+    assert RESIDUAL_PRESERVES.rule.decide_paired(*reversed(ratios)).verdict == REFUTED
 
 
-@pytest.mark.control("tc-residual-layernorm-lowest-loss")
+@pytest.mark.control(LOWEST_LOSS.id)
 def test_control_lowest_loss_rule_flips_between_a_trained_and_an_untrained_reference(run):
     """The all-of rule on final losses of FFN stacks, where the reference is trained and every
     other configuration left at its initialization (learning rate 0), and the other way round."""
@@ -97,5 +100,5 @@ def test_control_lowest_loss_rule_flips_between_a_trained_and_an_untrained_refer
                           trained_and_untrained(run, ffn_stack(True, "layernorm", 0)))
     lowest = {name: (trained if name == "residual+LN" else untrained) for name in FFN_CONFIGS}
     highest = {name: (untrained if name == "residual+LN" else trained) for name in FFN_CONFIGS}
-    assert LOWEST_LOSS.decide_all(loss_margins(lowest)).verdict == SUPPORTED
-    assert LOWEST_LOSS.decide_all(loss_margins(highest)).verdict == REFUTED
+    assert LOWEST_LOSS.rule.decide_all(loss_margins(lowest)).verdict == SUPPORTED
+    assert LOWEST_LOSS.rule.decide_all(loss_margins(highest)).verdict == REFUTED

@@ -33,6 +33,7 @@ from pathlib import Path
 
 from normsys.claims import params
 from normsys.claims.cache import lookup
+from normsys.claims.declaration import Declaration
 from normsys.claims.experiments import relative_difference
 from normsys.claims.progress import Progress
 from normsys.claims.runs import Runs
@@ -74,8 +75,9 @@ class Statistic:
     (``configs(N, seed, tier)``), the per-seed value read from them, and the claim's rule for
     any norm kind N. With ``versus``, the rule is on the per-seed pairing of N's value with the
     reference's (``pairing``, one of PAIRINGS). The claim's test decides through it
-    (``check``), its marker comes from it (``marker``), and the scorecard makes a column of it
-    (``declared``)."""
+    (``check``), it is the claim's declaration for the claim's own kind (``declaration``, whose
+    ``mark`` marks the test; ``statement`` has ``{rule}`` where the rule goes), and the
+    scorecard makes a column of it (``declared``)."""
 
     name: str
     claim: str  # the claim id
@@ -88,6 +90,8 @@ class Statistic:
     own_seeds: int | None = None  # the claim's own seed count at every tier, if any
     words: str = ""  # the column's name in words, for the figure
     excludes: frozenset[str] = frozenset()  # built-in kinds the experiment does not take
+    source: str = ""
+    statement: str = ""
 
     def __post_init__(self):
         if bool(self.versus) != bool(self.pairing) or (self.pairing and
@@ -102,12 +106,16 @@ class Statistic:
     def applies(self, norm: str) -> bool:
         return norm not in self.excludes
 
-    def marker(self, **kwargs):
-        """The claim's pytest marker: its id and seed count from here, statement and source."""
-        import pytest
+    @property
+    def declaration(self) -> Declaration:
+        """The claim itself: its rule for the kind it is about."""
+        return Declaration(self.claim, self.rule(self.claim_norm), self.source, self.statement,
+                           self.own_seeds)
 
-        seeds = {} if self.own_seeds is None else {"seeds": self.own_seeds}
-        return pytest.mark.claim(self.claim, **seeds, **kwargs)
+    @property
+    def mark(self):
+        """The claim's pytest marker (Declaration.mark)."""
+        return self.declaration.mark
 
     def records(self, fetch: Callable[[list[RunConfig]], list[RunRecord]], norm: str,
                 seeds, tier: str, **changes) -> list[list[RunRecord]]:
@@ -163,15 +171,13 @@ CLAIMS = Path(__file__).parents[1] / "claims"  # the claim files, in a checkout
 CLAIM_MODULES = "_normsys_claims."  # the prefix of their module names once imported here
 
 
-@functools.cache
-def declared(folder: Path = CLAIMS) -> tuple[Statistic, ...]:
-    """Every norm-generic claim: the module-level Statistic objects of the claim files
-    (``test_*.py`` in ``folder``), in file and declaration order."""
+def claim_files(folder: Path = CLAIMS) -> list:
+    """The claim files (``test_*.py`` in ``folder``) as modules, each imported once."""
     files = sorted(Path(folder).glob("test_*.py"))
     if not files:
         raise ValueError(f"no claim files (test_*.py) in {folder}: the scorecard's statistics are "
                          f"the norm-generic claims declared there, so it runs from a checkout")
-    found: list[Statistic] = []
+    modules = []
     for path in files:
         name = f"{CLAIM_MODULES}{path.stem}"
         module = sys.modules.get(name)
@@ -180,8 +186,23 @@ def declared(folder: Path = CLAIMS) -> tuple[Statistic, ...]:
             module = importlib.util.module_from_spec(spec)
             sys.modules[name] = module
             spec.loader.exec_module(module)
-        found += [v for v in vars(module).values() if isinstance(v, Statistic)]
-    return tuple(dict.fromkeys(found))
+        modules.append(module)
+    return modules
+
+
+@functools.cache
+def declared(folder: Path = CLAIMS) -> tuple[Statistic, ...]:
+    """Every norm-generic claim: the module-level Statistic objects of the claim files, in file
+    and declaration order."""
+    return tuple(dict.fromkeys(v for module in claim_files(folder) for v in vars(module).values()
+                               if isinstance(v, Statistic)))
+
+
+def claim_tests(folder: Path = CLAIMS) -> dict[str, tuple[str, object]]:
+    """Each claim's test in the claim files: its id -> (the test's name, its claim marker)."""
+    return {mark.args[0]: (name, mark) for module in claim_files(folder)
+            for name, test in vars(module).items() if name.startswith("test_")
+            for mark in getattr(test, "pytestmark", []) if mark.name == "claim"}
 
 
 class _Declared(Sequence):

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from normsys.claims.declaration import Declaration
+
 pytest_plugins = ["pytester"]
 
 CLAIMS = '''
@@ -338,6 +340,61 @@ def test_typo(claim):
     assert typo.ret != 0 and "got unknown ['seed']" in typo.stdout.str() + typo.stderr.str()
 
 
+DECLARED = '''
+import pytest
+
+from normsys.claims.declaration import Declaration
+from normsys.claims.stats import Rule
+
+BIG = Declaration("c-declared", Rule("kappa", ">=", 0.8), source="test",
+                  statement="kappa stays big: {rule}.")
+PAIRED = Declaration("c-declared-paired", Rule("val(a) - val(b)", ">", 0.1), source="test",
+                     statement="a beats b: {rule}, paired.", seeds=4)
+OTHER = Declaration("c-declared-other", Rule("kappa", ">=", 0.8), source="test", statement="{rule}")
+
+@BIG.mark
+def test_by_the_declared_rule(claim):
+    claim.check([0.90 + 0.01 * s for s in claim.seeds])
+
+@PAIRED.mark
+def test_paired_by_the_declared_rule(claim):
+    claim.check_paired([1.0 + 0.01 * s for s in claim.seeds], [0.5] * len(claim.seeds))
+
+@OTHER.mark
+def test_by_another_rule(claim):
+    claim.check([0.90, 0.91, 0.92], Rule("kappa", ">=", 0.5))
+
+@pytest.mark.claim("c-undeclared", statement="s", source="t")
+def test_without_a_rule(claim):
+    claim.check([0.9, 0.9, 0.9])
+'''
+
+
+def test_a_declared_claim_is_decided_by_its_rule_and_by_no_other(run_claims):
+    """A test marked with its claim's Declaration decides by the declared rule (the statement
+    and the seeds come from the declaration too); a test that passes another rule fails naming
+    both, and a claim declared without a rule must pass one."""
+    run_claims.makepyfile(test_declared=DECLARED)
+    listed = run_claims.runpytest("test_declared.py", "--claims-list", "-p", "no:cacheprovider")
+    assert "c-declared  [cpu]  kappa stays big: kappa >= 0.8.  (test)" in listed.stdout.str()
+    done = run(run_claims, "test_declared.py")
+    done.assert_outcomes(passed=2, failed=2)
+    out = done.stdout.str()
+    assert "[c-declared-other/cpu] decided by the rule kappa >= 0.5, but the claim declares " \
+           "kappa >= 0.8: decide by the declared rule" in out
+    assert "claim c-undeclared has no declared rule" in out
+    results = {r["id"]: r for r in json.loads((run_claims.path / "rep" / "claims.json")
+                                              .read_text())["claims"]}
+    assert (results["c-declared"]["statistic"], results["c-declared"]["rule"]) == \
+        ("kappa", ">= 0.8")
+    assert (results["c-declared-paired"]["statistic"], results["c-declared-paired"]["rule"]) == \
+        ("val(a) - val(b)", "> 0.1")
+    assert results["c-declared-paired"]["seeds"] == [0, 1, 2, 3]
+    assert results["c-declared-paired"]["statement"] == "a beats b: val(a) - val(b) > 0.1, paired."
+    with pytest.raises(TypeError, match="claim c-x: its rule must be a stats.Rule, got str"):
+        Declaration("c-x", "kappa >= 0.8", source="t", statement="{rule}")
+
+
 def test_variant_tiers_mark_the_paper_tier_gpu_and_slow_variants_slow():
     from normsys.claims.params import variant_tiers
 
@@ -350,16 +407,15 @@ def test_variant_tiers_mark_the_paper_tier_gpu_and_slow_variants_slow():
 def test_claims_start_longest_first_by_their_recorded_run_times():
     """Under xdist the workers split the long groups of runs early: claims are collected longest
     first by the training time claims/run-times-cpu.json records (claims/conftest.py)."""
-    import re
     import subprocess
     import sys
     from pathlib import Path
 
     from normsys.claims import runtimes
+    from normsys.scorecard import claim_tests
 
     root = Path(__file__).resolve().parents[1]
-    source = "".join(p.read_text() for p in sorted((root / "claims").glob("test_*.py")))
-    function = dict(re.findall(r'@pytest\.mark\.claim\("([\w-]+)".*?\ndef (\w+)\(', source, re.S))
+    function = {cid: name for cid, (name, _) in claim_tests().items()}
     recorded = runtimes.read("cpu")["claims"]
     plain = sorted((c for c in recorded if c in function), key=lambda c: -recorded[c]["seconds"])
     out = subprocess.run([sys.executable, "-m", "pytest", "claims", "--collect-only", "-q",
@@ -459,6 +515,7 @@ def test_claims_list_shows_what_each_claim_costs(tmp_path):
 
 SEQUENTIAL = '''
 import pytest
+
 from normsys.claims.stats import Rule
 
 VALUES = [0.9, 0.1, 0.5, 0.8, 0.85, 0.9, 0.88, 0.86]
@@ -504,6 +561,7 @@ def test_the_plugin_registers_its_own_markers(pytester):
     pytester.makeconftest('pytest_plugins = ["normsys.claims.plugin"]\n')
     pytester.makepyfile(test_one='''
 import pytest
+
 from normsys.claims.stats import Rule
 
 @pytest.mark.claim("c-one", statement="s", source="t")

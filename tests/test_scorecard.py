@@ -18,6 +18,7 @@ from normsys import scorecard
 from normsys.__main__ import main
 from normsys.claims import usernorm
 from normsys.claims.cache import run_key
+from normsys.claims.declaration import Declaration
 from normsys.claims.experiments import encoder
 from normsys.claims.ledger import read
 from normsys.claims.runs import Runs
@@ -226,6 +227,23 @@ def test_each_statistic_is_its_claims_recorded_rule():
         rule = entry.rule.split(": ", 1)[1] if entry.rule.startswith("all of") else entry.rule
         assert str(stat.rule(stat.claim_norm)) == f"{entry.statistic} {rule}", stat.name
         assert len(entry.seeds) == len(stat.seeds("cpu")), stat.name
+
+
+def test_every_claim_test_is_marked_by_its_one_declaration():
+    """Each claim test of the claim files is marked by a Declaration (its own, or a norm-generic
+    Statistic's): the marker's statement is the declaration's with its rule written in, no two
+    tests are one claim, and every scorecard column is one of them."""
+    tests = scorecard.claim_tests()
+    for cid, (name, mark) in tests.items():
+        made = mark.kwargs.get("declared")
+        assert isinstance(made, Declaration), f"{name}: not declared"
+        assert "{rule}" in made.statement and made.id == cid
+        assert mark.kwargs["statement"] == made.statement.format(rule=made.rule)
+    marks = sum(1 for module in scorecard.claim_files() for name, test in vars(module).items()
+                if name.startswith("test_") for m in getattr(test, "pytestmark", [])
+                if m.name == "claim")
+    assert marks == len(tests) > 20
+    assert {s.claim for s in scorecard.STATISTICS} <= set(tests)
 
 
 def test_layernorm_and_identity_under_other_names_land_on_their_rows(user_file, data_env,

@@ -1,11 +1,12 @@
 """The claims plugin: a marker, a fixture that turns per-seed evidence into a verdict, a verdict
 table at the end of the session, and a JSON + Markdown report with figures.
 
-    RULE = Rule("kappa_6(l2)", ">=", 0.8)
+    L2_PREVENTS = Declaration("dm-l2-prevents-collapse", Rule("kappa_6(l2)", ">=", 0.8),
+                              source="...", statement="... {rule}.")
 
-    @pytest.mark.claim("dm-l2-prevents-collapse", statement=f"... {RULE}.", source="...")
+    @L2_PREVENTS.mark                   # @pytest.mark.claim(id, statement=..., declared=...)
     def test_l2_prevents_collapse(claim, encoder_runs):
-        claim.check([kappa(r.probes) for r in encoder_runs("l2")], RULE)
+        claim.check([kappa(r.probes) for r in encoder_runs("l2")])   # by the declared rule
 
 Outcomes (README, "Reading a verdict"): supported passes, refuted raises ClaimRefuted, inconclusive is a
 skip, each checked against the verdict ledger (normsys.claims.ledger, ``claims/ledger/``): a claim the
@@ -53,7 +54,8 @@ STALE_OUTPUT = "normsys_stale_ledger_entries"  # what an xdist worker found, for
 DEFAULT_REPORT_DIR = "claims-report"
 
 
-MARKER_KWARGS = ("statement", "source", "seeds")  # what @pytest.mark.claim(id, ...) accepts
+MARKER_KWARGS = ("statement", "source", "seeds", "declared")  # what @pytest.mark.claim(id, ...)
+# accepts; ``declared`` is the claim's Declaration (normsys.claims.declaration), set by its mark
 
 
 class ClaimRefuted(AssertionError):
@@ -192,6 +194,7 @@ class Claim:
         self.id = claim_id(item, marker)
         self.statement = marker.kwargs.get("statement", "")
         self.source = marker.kwargs.get("source", "")
+        self.declared = marker.kwargs.get("declared")
         self.default_seeds = params.seeds(tier, marker.kwargs.get("seeds"))
         n = opt.claims_seeds or self.default_seeds
         self.offset = opt.claims_seed_offset
@@ -230,21 +233,38 @@ class Claim:
         finally:
             plt.close(fig)
 
-    def check(self, values: Sequence[float], rule: stats.Rule) -> stats.Decision:
-        """Decide ``rule`` on per-seed values of its statistic; end the test accordingly."""
+    def decided_by(self, rule: stats.Rule | None) -> stats.Rule:
+        """The rule that decides: the declared one. A rule passed besides it must be that rule;
+        a claim marked without a declaration must pass its rule."""
+        declared = self.declared.rule if self.declared is not None else None
+        if rule is None and declared is None:
+            raise pytest.UsageError(f"{self.item.nodeid}: claim {self.id} has no declared rule: "
+                                    f"mark its test with its Declaration, or pass the rule")
+        if rule is not None and declared is not None and rule != declared:
+            pytest.fail(f"[{self.id}/{self.tier}] decided by the rule {rule}, but the claim "
+                        f"declares {declared}: decide by the declared rule", pytrace=False)
+        return rule or declared
+
+    def check(self, values: Sequence[float], rule: stats.Rule | None = None) -> stats.Decision:
+        """Decide the claim's rule on per-seed values of its statistic; end the test
+        accordingly."""
+        rule = self.decided_by(rule)
         return self._conclude(rule.decide(values, self.confidence), rule.statistic)
 
     def check_paired(self, a: Sequence[float], b: Sequence[float],
-                     rule: stats.Rule) -> stats.Decision:
-        """Decide ``rule`` on the per-seed differences a - b (recorded as evidence under the
-        names the rule's statistic gives its two sides, e.g. "val(BN)" and "val(LN)")."""
+                     rule: stats.Rule | None = None) -> stats.Decision:
+        """Decide the claim's rule on the per-seed differences a - b (recorded as evidence under
+        the names the rule's statistic gives its two sides, e.g. "val(BN)" and "val(LN)")."""
+        rule = self.decided_by(rule)
         first, _, second = rule.statistic.partition(" - ")
         names = (first, second) if second and first != second else ("a", "b")
         self.record(**{names[0]: list(a), names[1]: list(b)})
         return self._conclude(rule.decide_paired(a, b, self.confidence), rule.statistic)
 
-    def check_all(self, values: dict[str, Sequence[float]], rule: stats.Rule) -> stats.Decision:
-        """Decide ``rule`` on each named comparison's per-seed values; all must hold."""
+    def check_all(self, values: dict[str, Sequence[float]],
+                  rule: stats.Rule | None = None) -> stats.Decision:
+        """Decide the claim's rule on each named comparison's per-seed values; all must hold."""
+        rule = self.decided_by(rule)
         decision = rule.decide_all(values, self.confidence)
         self.record(comparisons=decision.extra)
         return self._conclude(decision, rule.statistic)
