@@ -74,10 +74,20 @@ def unclassified(results: dict, equivalent: dict) -> list[str]:
 
 DOCS_HEAD = """# Mutation testing: where it stands
 
-Written by `python tests/mutation/mutation_results.py docs` from `results.json` (mutmut's state,
-recorded by `... record`) and `equivalent.json` (the survivors reviewed as equivalent, with why);
-a test fails when this page is not what they make. How to run mutmut: README, "What the tests pin down".
-Score: mutants killed (by a failing test or by a timeout: the mutant loops) over those that ran.
+mutmut (hours, so not part of CI) checks that the tests fail when the code is broken, over every
+module that decides a number (`[tool.mutmut]` in `pyproject.toml`). One thread per process (a
+forked child of a process that started torch's thread pool hangs), offline:
+
+```bash
+OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 NORMSYS_CACHE=off HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 \\
+    mutmut run --max-children 2
+python tests/mutation/mutation_results.py record --time "..."   # results.json from mutmut's state
+python tests/mutation/mutation_results.py docs                  # this page
+```
+
+This page is written from `results.json` and `equivalent.json` (the survivors reviewed as
+equivalent, with why); a test fails when it is not what they make. Score: mutants killed (by a
+failing test or by a timeout: the mutant loops) over those that ran.
 """
 
 
