@@ -403,6 +403,25 @@ def test_fit_hands_the_run_its_step_count_read_cadence_and_progress_bar(no_cache
                     (steps, f"ffn_stack/{cfg.model.norm}/x2 seeds")]
 
 
+@pytest.mark.parametrize("terminal", [True, False])
+def test_the_progress_bar_counts_the_steps_under_the_runs_name_only_on_a_terminal(terminal,
+                                                                                monkeypatch):
+    """On a terminal: a bar of the run's steps, named after it, shown after 3 s and cleared when
+    the run ends; in a log (stderr not a terminal): no bar at all."""
+    import sys
+
+    from normsys.training.train import progress_bar
+
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: terminal)
+    bar = progress_bar(40, "ffn_stack/layernorm/s0")
+    try:
+        assert bar.disable is not terminal and bar.total == 40 and bar.leave is False
+        if terminal:
+            assert (bar.desc, bar.delay) == ("ffn_stack/layernorm/s0", 3)
+    finally:
+        bar.close()
+
+
 @pytest.mark.parametrize("compile_setting,fused", [("off", False), ("on", True)])
 def test_fit_turns_the_norms_fused_kernels_off_with_the_compiled_step(compile_setting, fused,
                                                                       no_cache, monkeypatch):
