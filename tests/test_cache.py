@@ -285,6 +285,8 @@ def test_imports_are_read_in_every_form(tmp_path):
     assert cache.imported_modules("main", package) == {"", "a", "b", "c", "d", "sub", "sub.e"}
     assert cache.module_file("sub", package) == package / "sub" / "__init__.py"
     assert cache.module_file("nothing", package) is None
+    (tmp_path / "pkg.py").write_text("X = 2\n")  # a module beside the package, of its name
+    assert cache.module_file("", package) == package / "__init__.py"
 
 
 def test_the_cache_folder_is_checked_before_anything_trains(tmp_path, monkeypatch):
