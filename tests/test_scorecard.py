@@ -735,6 +735,20 @@ def test_no_claim_files_is_said(tmp_path):
         scorecard.declared(tmp_path)
 
 
+def test_claim_files_are_imported_once_and_each_claim_marker_is_read(tmp_path):
+    """A claim file is imported once however often it is read; its claim tests are found by
+    their markers, and a test function without marks is passed over."""
+    (tmp_path / "test_scratch_claims.py").write_text(
+        "import pytest\n"
+        "@pytest.mark.claim('c-one', statement='s', source='t')\ndef test_one(claim): pass\n"
+        "def test_unmarked(): pass\n")
+    modules = scorecard.claim_files(tmp_path)
+    assert [m.__name__ for m in modules] == [f"{scorecard.CLAIM_MODULES}test_scratch_claims"]
+    assert all(a is b for a, b in zip(scorecard.claim_files(tmp_path), modules, strict=True))
+    found = scorecard.claim_tests(tmp_path)
+    assert list(found) == ["c-one"] and found["c-one"][0] == "test_one"
+
+
 def test_a_statistic_with_parts_must_hold_for_each():
     stat = scorecard.Statistic("parts", "c", lambda n: Rule("x", "<", 1.0), lambda n, s, t: [],
                                lambda rs: {})
