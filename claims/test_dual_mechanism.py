@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import torch
 
-from normsys.claims.declaration import Declaration
+from normsys.claims.declaration import Declaration, Experiment, by_norm, metric
 from normsys.claims.experiments import (
     DM_PROBES,
     accuracy_matches_layernorm,
@@ -56,26 +56,37 @@ def rows_of(variant: str) -> str:
     return "nonpad" if variant == "-nonpad" else "all"
 
 
-def one_encoder(norm: str, seed: int, tier: str, **changes) -> list:
-    return [encoder(norm, seed, tier, **changes)]
+def one_encoder(norm: str, seed: int, tier: str, variant: str = "") -> list:
+    """One seed's run of the seed encoder with ``norm``, changed as the variant says."""
+    return [encoder(norm, seed, tier, **CHANGES[variant])]
+
+
+def kappa_6(records, variant: str = "") -> float:
+    return kappa(records[0].probes, rows=rows_of(variant))
+
+
+def min_rho_of(records, variant: str = "") -> float:
+    return min_rho(records[0].probes, rows=rows_of(variant))
+
+
+def gap_of(records, variant: str = "") -> float:
+    return generalization_gap(records[0])
 
 
 # The norm-generic claims, declared once: their tests below decide through these, and each is a
 # column of the scorecard (normsys.scorecard) for any norm kind.
 KAPPA_6 = Statistic(
-    "kappa_6", "dm-layernorm-prevents-collapse", prevents_collapse, one_encoder,
-    lambda rs, rows="all": kappa(rs[0].probes, rows=rows),
+    "kappa_6", "dm-layernorm-prevents-collapse", prevents_collapse, one_encoder, kappa_6,
     excludes=SEQUENCES, words="rank kept at depth", source=SOURCE,
     statement="LayerNorm keeps representations from collapsing with depth: {rule}.")
 MIN_RHO = Statistic(
-    "min_rho", "dm-l2-isotropic", stays_isotropic, one_encoder,
-    lambda rs, rows="all": min_rho(rs[0].probes, rows=rows),
+    "min_rho", "dm-l2-isotropic", stays_isotropic, one_encoder, min_rho_of,
     claim_norm="l2", excludes=SEQUENCES, words="isotropy of every block", source=SOURCE,
     statement="L2-normalized representations stay isotropic: min over blocks 1, 3, 6 of "
               "erank/d: {rule}.")
 TEST_ACC_VS_LN = Statistic(
     "test_acc_vs_ln", "dm-scaled-l2-matches-layernorm", accuracy_matches_layernorm, one_encoder,
-    lambda rs: rs[0].metrics[TEST_ACC], versus="layernorm", pairing="versus - own",
+    metric(TEST_ACC), versus="layernorm", pairing="versus - own",
     claim_norm="scaled_l2", excludes=SEQUENCES, words="accuracy as LayerNorm's",
     source="ours (scale confound)",
     statement="At LayerNorm's output scale, L2 matches LayerNorm: {rule}.")
@@ -83,8 +94,8 @@ TEST_ACC_VS_LN = Statistic(
 
 @pytest.fixture
 def encoder_runs(runs, claim, tier, variant):
-    return lambda norm: runs([encoder(norm, seed, tier, **CHANGES[variant])
-                              for seed in claim.seeds])
+    return lambda norm: runs([c for seed in claim.seeds
+                              for c in one_encoder(norm, seed, tier, variant)])
 
 
 def draw_figure_4(fig, runs_by_norm: dict, rows: str = "all") -> None:
@@ -108,10 +119,6 @@ def draw_figure_4(fig, runs_by_norm: dict, rows: str = "all") -> None:
     fig.suptitle("Figure 4 re-drawn: spectra of hidden states (mean over seeds, band min-max)")
 
 
-def accuracies(runs) -> list[float]:
-    return [r.metrics[TEST_ACC] for r in runs]
-
-
 def record_ranks(claim, runs, variant: str = "") -> None:
     rows = rows_of(variant)
     claim.record(erank={layer: [round(probe_of(r.probes, layer, rows)["erank"], 3) for r in runs]
@@ -123,21 +130,21 @@ def record_ranks(claim, runs, variant: str = "") -> None:
 
 NONE_COLLAPSES = Declaration(
     "dm-none-collapses-with-depth", Rule("kappa_6(none)", "<", 0.5), source=SOURCE,
-    statement="Without normalization the representation collapses with depth: {rule}.")
+    statement="Without normalization the representation collapses with depth: {rule}.",
+    experiment=Experiment(by_norm(one_encoder, "none"), kappa_6))
 
 
 @pytest.mark.parametrize("variant,tier", variant_tiers(VARIANTS, slow=SLOW))
 @NONE_COLLAPSES.mark
-def test_none_collapses_with_depth(claim, encoder_runs, tier, variant):
-    runs = encoder_runs("none")
-    record_ranks(claim, runs, variant)
+def test_none_collapses_with_depth(claim, runs, encoder_runs, tier, variant):
+    record_ranks(claim, encoder_runs("none"), variant)
     claim.figure("figure4", lambda fig: draw_figure_4(
         fig, {n: encoder_runs(n) for n in NORMS}, rows_of(variant)))
-    claim.check([kappa(r.probes, rows=rows_of(variant)) for r in runs])
+    NONE_COLLAPSES.check(claim, runs, tier, variant)
 
 
-L2_PREVENTS = Declaration(
-    "dm-l2-prevents-collapse", KAPPA_6.rule("l2"), source=SOURCE,
+L2_PREVENTS = KAPPA_6.declare(
+    "l2", "dm-l2-prevents-collapse",
     statement="The manual L2 norm keeps representations from collapsing with depth: {rule}.")
 
 
@@ -145,66 +152,65 @@ L2_PREVENTS = Declaration(
 @L2_PREVENTS.mark
 def test_l2_prevents_collapse(claim, runs, encoder_runs, tier, variant):
     record_ranks(claim, encoder_runs("l2"), variant)
-    KAPPA_6.check(claim, runs, tier, "l2", CHANGES[variant], rows=rows_of(variant))
+    L2_PREVENTS.check(claim, runs, tier, variant)
 
 
 @pytest.mark.parametrize("variant,tier", variant_tiers(VARIANTS, slow=SLOW))
 @MIN_RHO.mark
 def test_l2_isotropic(claim, runs, encoder_runs, tier, variant):
     record_ranks(claim, encoder_runs("l2"), variant)
-    MIN_RHO.check(claim, runs, tier, changes=CHANGES[variant], rows=rows_of(variant))
+    MIN_RHO.check(claim, runs, tier, variant)
 
 
 @pytest.mark.parametrize("variant,tier", variant_tiers(VARIANTS, slow=SLOW))
 @KAPPA_6.mark
 def test_layernorm_prevents_collapse(claim, runs, encoder_runs, tier, variant):
     record_ranks(claim, encoder_runs("layernorm"), variant)
-    KAPPA_6.check(claim, runs, tier, changes=CHANGES[variant], rows=rows_of(variant))
+    KAPPA_6.check(claim, runs, tier, variant)
 
 
 LN_EXPRESSION = Declaration(
     "dm-layernorm-expression", Rule("test_acc(layernorm) - test_acc(l2)", ">", 0.05),
     source=SOURCE, statement="LayerNorm's affine 'expression' part buys accuracy over plain L2: "
-                             "{rule}, paired by seed.")
+                             "{rule}, paired by seed.",
+    experiment=Experiment(by_norm(one_encoder, "layernorm", "l2"), metric(TEST_ACC)))
 
 
 @pytest.mark.parametrize("variant,tier", variant_tiers(RUN_VARIANTS, slow=SLOW))
 @LN_EXPRESSION.mark
-def test_layernorm_expression(claim, encoder_runs, tier, variant):
-    ln, l2 = encoder_runs("layernorm"), encoder_runs("l2")
-    claim.check_paired(accuracies(ln), accuracies(l2))
+def test_layernorm_expression(claim, runs, tier, variant):
+    LN_EXPRESSION.check(claim, runs, tier, variant)
 
 
 NONE_MEMORIZES = Declaration(
     "dm-none-memorizes", Rule("gap(none) - gap(layernorm)", ">", 0.02), source=SOURCE,
     statement="Without normalization the encoder memorizes (gap = train - test accuracy): "
-              "{rule}, paired by seed.")
+              "{rule}, paired by seed.",
+    experiment=Experiment(by_norm(one_encoder, "none", "layernorm"), gap_of))
 
 
 @pytest.mark.parametrize("variant,tier", variant_tiers(RUN_VARIANTS, slow=SLOW))
 @NONE_MEMORIZES.mark
-def test_none_memorizes(claim, encoder_runs, tier, variant):
-    none, ln = encoder_runs("none"), encoder_runs("layernorm")
-    claim.check_paired([generalization_gap(r) for r in none],
-                       [generalization_gap(r) for r in ln])
+def test_none_memorizes(claim, runs, tier, variant):
+    NONE_MEMORIZES.check(claim, runs, tier, variant)
 
 
 SCALE_NOT_AFFINE = Declaration(
     "dm-scale-not-affine-explains-l2", Rule("test_acc(scaled_l2) - test_acc(l2_affine)", ">", 0.05),
     source="ours (scale confound)",
     statement="The l2 model's deficit is a matter of scale, not of missing affine parameters: "
-              "{rule}, paired.")
+              "{rule}, paired.",
+    experiment=Experiment(by_norm(one_encoder, "scaled_l2", "l2_affine"), metric(TEST_ACC)))
 
 
 @pytest.mark.parametrize("tier", tiers())
 @SCALE_NOT_AFFINE.mark
-def test_scale_not_affine_explains_l2(claim, encoder_runs, tier):
-    scaled, affine = encoder_runs("scaled_l2"), encoder_runs("l2_affine")
-    claim.record(kappa_6={"scaled_l2": [kappa(r.probes) for r in scaled],
-                          "l2_affine": [kappa(r.probes) for r in affine]})
+def test_scale_not_affine_explains_l2(claim, runs, encoder_runs, tier):
+    claim.record(kappa_6={n: [kappa(r.probes) for r in encoder_runs(n)]
+                          for n in ("scaled_l2", "l2_affine")})
     claim.figure("figure4-all-kinds", lambda fig: draw_figure_4(
         fig, {n: encoder_runs(n) for n in (*NORMS, "scaled_l2", "l2_affine")}))
-    claim.check_paired(accuracies(scaled), accuracies(affine))
+    SCALE_NOT_AFFINE.check(claim, runs, tier)
 
 
 @pytest.mark.parametrize("tier", tiers())

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 
-from normsys.claims.declaration import Declaration
+from normsys.claims.declaration import Declaration, Experiment, metric, one_by_one
 from normsys.claims.params import tiers, variant_tiers
 from normsys.claims.protocol import BP_RANGE, DFA_RANGE, mnist_report
 from normsys.claims.stats import REFUTED, SUPPORTED, Rule
@@ -52,6 +52,15 @@ def fa_protocol(record, epoch: int | None = None) -> dict:
     return mnist_report(trained_model(record, learning_rule=False, epoch=epoch))
 
 
+def trained_by(method: str, frozen: bool = False):
+    """An experiment's arm: one seed's protocol net trained by ``method`` for the variant's
+    epochs (``frozen``: the frozen-blocks baseline whose other layers ``method`` trained)."""
+    return lambda seed, tier, variant: [fa_mlp(method, seed, tier, frozen, EPOCHS[variant])]
+
+
+def stability_of(records, variant: str = "") -> float:
+    return fa_protocol(records[0])["stability"]
+
 
 @pytest.fixture
 def protocol(run, claim, tier, variant):
@@ -64,14 +73,6 @@ def protocol(run, claim, tier, variant):
             out.append((record, fa_protocol(record, None if at == EPOCHS[variant] else at)))
         return out
     return measure
-
-
-@pytest.fixture
-def frozen_acc(run, claim, tier):
-    """frozen_acc(method) -> per-seed test accuracy of the frozen-blocks baseline whose embed,
-    out_ln and head ``method`` trained."""
-    return lambda method="bp": [run(fa_mlp(method, s, tier, frozen=True)).metrics[TEST_ACC]
-                                for s in claim.seeds]
 
 
 def stabilities(results) -> list[float]:
@@ -119,43 +120,46 @@ BP_UNSTABLE = Declaration(
     "fa-bp-direction-unstable", Rule("stability(bp)", "<=", 0.2),
     source=SOURCE,
     statement="In a BP-trained net, batch-mean gradient directions at the middle layer are batch-"
-              "specific: {rule}.")
+              "specific: {rule}.",
+    experiment=Experiment({"bp": trained_by("bp")}, stability_of))
 
 
 @pytest.mark.parametrize("variant,tier", variant_tiers(VARIANTS))
 @BP_UNSTABLE.mark
-def test_bp_direction_unstable(claim, protocol, tier, variant):
+def test_bp_direction_unstable(claim, run, protocol, tier, variant):
     bp = protocol("bp")
     claim.record(test_acc=trained_accuracies(bp),
                  residual_norms=[r["residual_norms"] for _, r in bp],
                  bp_grad_norms=[r["bp_grad_norms"] for _, r in bp])
-    claim.check(stabilities(bp))
+    BP_UNSTABLE.check(claim, one_by_one(run), tier, variant)
 
 
 DFA_STABLE = Declaration(
     "fa-dfa-direction-stable", Rule("stability(dfa)", ">=", 0.5),
     source=SOURCE,
-    statement="In a DFA-trained net, gradient directions are stable across batches: {rule}.")
+    statement="In a DFA-trained net, gradient directions are stable across batches: {rule}.",
+    experiment=Experiment({"dfa": trained_by("dfa")}, stability_of))
 
 
 @pytest.mark.parametrize("variant,tier", variant_tiers(VARIANTS))
 @DFA_STABLE.mark
-def test_dfa_direction_stable(claim, protocol, tier, variant):
+def test_dfa_direction_stable(claim, run, protocol, tier, variant):
     dfa = protocol("dfa")
     claim.record(test_acc=trained_accuracies(dfa),
                  residual_norms=[r["residual_norms"] for _, r in dfa])
-    claim.check(stabilities(dfa))
+    DFA_STABLE.check(claim, one_by_one(run), tier, variant)
 
 
 SEPARATES = Declaration(
     "fa-stability-separates", Rule("stability(dfa) - stability(bp)", ">", 0.3),
     source=SOURCE,
-    statement="Stability separates DFA from BP: {rule}, paired by seed (FA reported too).")
+    statement="Stability separates DFA from BP: {rule}, paired by seed (FA reported too).",
+    experiment=Experiment({"dfa": trained_by("dfa"), "bp": trained_by("bp")}, stability_of))
 
 
 @pytest.mark.parametrize("variant,tier", variant_tiers(VARIANTS))
 @SEPARATES.mark
-def test_stability_separates(claim, protocol, tier, variant):
+def test_stability_separates(claim, run, protocol, tier, variant):
     by_method = {m: stabilities(protocol(m)) for m in ("bp", "fa", "dfa")}
     claim.record(stability=by_method)
     claim.figure("stability", lambda fig: draw_stability(fig, by_method))
@@ -164,45 +168,51 @@ def test_stability_separates(claim, protocol, tier, variant):
                      for m in ("bp", "fa", "dfa")}
         claim.record(stability_by_epochs=by_epochs)
         claim.figure("stability-by-epochs", lambda fig: draw_stability_by_epochs(fig, by_epochs))
-    claim.check_paired(by_method["dfa"], by_method["bp"])
+    SEPARATES.check(claim, one_by_one(run), tier, variant)
 
 
 DFA_BEATS_FROZEN = Declaration(
     "fa-dfa-beats-frozen-baseline", Rule("test_acc(dfa) - test_acc(frozen)", ">", 0.02),
     source=SOURCE,
     statement="DFA trains the blocks usefully: {rule} (blocks frozen at init, the rest trained by "
-              "backprop), paired by seed.")
+              "backprop), paired by seed.",
+    experiment=Experiment({"dfa": trained_by("dfa"), "frozen": trained_by("bp", frozen=True)},
+                          metric(TEST_ACC)))
 
 
 @pytest.mark.parametrize("tier", tiers())
 @DFA_BEATS_FROZEN.mark
-def test_dfa_beats_frozen_baseline(claim, protocol, frozen_acc, tier):
-    claim.check_paired(trained_accuracies(protocol("dfa")), frozen_acc())
+def test_dfa_beats_frozen_baseline(claim, run, tier):
+    DFA_BEATS_FROZEN.check(claim, one_by_one(run), tier)
 
 
 DFA_BEATS_FROZEN_DFA = Declaration(
     "fa-dfa-beats-frozen-dfa-baseline", Rule("test_acc(dfa) - test_acc(frozen, dfa)", ">", 0.02),
     source=SOURCE,
     statement="DFA trains the blocks usefully, against a baseline whose embedding also learns from "
-              "DFA's signals: {rule}, paired.")
+              "DFA's signals: {rule}, paired.",
+    experiment=Experiment({"dfa": trained_by("dfa"), "frozen, dfa": trained_by("dfa", frozen=True)},
+                          metric(TEST_ACC)))
 
 
 @pytest.mark.parametrize("tier", tiers())
 @DFA_BEATS_FROZEN_DFA.mark
-def test_dfa_beats_frozen_dfa_baseline(claim, protocol, frozen_acc, tier):
-    claim.check_paired(trained_accuracies(protocol("dfa")), frozen_acc("dfa"))
+def test_dfa_beats_frozen_dfa_baseline(claim, run, tier):
+    DFA_BEATS_FROZEN_DFA.check(claim, one_by_one(run), tier)
 
 
 BP_BEATS_FROZEN = Declaration(
     "fa-bp-beats-frozen-baseline", Rule("test_acc(bp) - test_acc(frozen)", ">", 0.02),
     source=SOURCE,
-    statement="BP trains the blocks usefully: {rule}, paired by seed.")
+    statement="BP trains the blocks usefully: {rule}, paired by seed.",
+    experiment=Experiment({"bp": trained_by("bp"), "frozen": trained_by("bp", frozen=True)},
+                          metric(TEST_ACC)))
 
 
 @pytest.mark.parametrize("tier", tiers())
 @BP_BEATS_FROZEN.mark
-def test_bp_beats_frozen_baseline(claim, protocol, frozen_acc, tier):
-    claim.check_paired(trained_accuracies(protocol("bp")), frozen_acc())
+def test_bp_beats_frozen_baseline(claim, run, tier):
+    BP_BEATS_FROZEN.check(claim, one_by_one(run), tier)
 
 
 # ----------------------------------------------------------------------------- negative controls

@@ -16,12 +16,13 @@ import pytest
 import torch
 
 from normsys.claims import figures
-from normsys.claims.declaration import Declaration
+from normsys.claims.declaration import Declaration, Experiment, by_norm, metric, one_by_one, single
 from normsys.claims.experiments import (
     INIT_SCALES,
     accuracy_spread,
     decorrelates,
     init_scale_spread,
+    log10_grad_ratio,
     mlp,
     prevents_vanishing,
     robust_to_init,
@@ -37,7 +38,7 @@ from normsys.claims.testing import (
     small_classifier_accuracies,
     trained_and_untrained,
 )
-from normsys.scorecard import Statistic, one_by_one
+from normsys.scorecard import Statistic
 from normsys.training import diagnostics as dg
 from normsys.training.config import preset
 from normsys.training.measure import at_init
@@ -66,31 +67,36 @@ def tblock_lm(norm: str, seed: int, tier: str = "cpu"):
                                        "train.lr": 1e-3, "train.steps": 500, "train.seed": seed})
 
 
-def metric_by_norm(runs, claim, make_config, norms, metric: str) -> dict[str, list[float]]:
-    """{norm: [metric of each seed's run]} for configs made by make_config(norm, seed). Every
-    norm's runs are asked for at once, so that a worker trains first the ones no other holds."""
-    records = iter(runs([make_config(n, s) for n in norms for s in claim.seeds]))
-    return {n: [next(records).metrics[metric] for _ in claim.seeds] for n in norms}
+def one_mlp(norm: str, seed: int, tier: str) -> object:
+    return mlp(norm, seed, tier=tier)
+
+
+def correlation(records, variant: str = "") -> float:
+    return unit_correlation(records[0])
+
+
+def steps_to_90(records, variant: str = "") -> float:
+    return dg.steps_to_accuracy(records[0].curves["batch_acc"])
 
 
 # The norm-generic claims, declared once: their tests below decide through these, and each is a
 # column of the scorecard (normsys.scorecard) for any norm kind.
 GRAD_RATIO_VS_NONE = Statistic(
     "grad_ratio_vs_none", "ld-layernorm-prevents-vanishing-gradients", prevents_vanishing,
-    lambda n, s, t: [tanh_mlp(s, t, n)], lambda rs: dg.log10_ratio(weight_grad_profile(rs[0])),
+    lambda n, s, t, v: [tanh_mlp(s, t, n)], log10_grad_ratio,
     versus="none", pairing="own - versus", own_seeds=5, words="gradient flow vs no norm",
     source=SOURCE,
     statement="LayerNorm after each layer of a 10-layer tanh MLP (no residuals) prevents vanishing "
               "gradients at init (ratio = ||grad W_1|| / ||grad W_10||): {rule}, paired.")
 DECORRELATION = Statistic(
     "decorrelation", "ld-layernorm-decorrelates", decorrelates,
-    lambda n, s, t: [mlp(n, s, tier=t)], lambda rs: unit_correlation(rs[0]),
+    single(one_mlp), correlation,
     versus="none", pairing="versus - own", words="decorrelation vs no norm", source=SOURCE,
     statement="LayerNorm decorrelates hidden units (corr: mean |off-diagonal correlation| of the "
               "last hidden layer): {rule}, paired.")
 INIT_ROBUSTNESS = Statistic(
     "init_robustness", "ld-layernorm-robust-to-init-scale", robust_to_init,
-    lambda n, s, t: [mlp(n, s, tier=t, init_scale=k) for k in INIT_SCALES], init_scale_spread,
+    lambda n, s, t, v: [mlp(n, s, tier=t, init_scale=k) for k in INIT_SCALES], init_scale_spread,
     versus="none", pairing="versus - own", words="init-scale robustness vs no norm",
     source=SOURCE,
     statement="LayerNorm makes the MLP robust to its weight initialization (spread: max - min test "
@@ -134,113 +140,107 @@ SPEEDS_CONVERGENCE = Declaration(
     "ld-layernorm-speeds-convergence", Rule("steps(layernorm) / steps(none)", "<", 0.8),
     source=SOURCE,
     statement="LayerNorm speeds up convergence (steps: to 90% accuracy on a running window of 50 "
-              "training batches): {rule}.")
+              "training batches): {rule}.",
+    experiment=Experiment(by_norm(single(one_mlp), "layernorm", "none"), steps_to_90,
+                          combine=lambda ln, none: ln / none))
 
 
 @pytest.mark.parametrize("tier", tiers())
 @SPEEDS_CONVERGENCE.mark
-def test_layernorm_speeds_convergence(claim, mlp_runs, tier):
-    none, ln = mlp_runs("none"), mlp_runs("layernorm")
-    steps = {n: [dg.steps_to_accuracy(r.curves["batch_acc"]) for r in rs]
-             for n, rs in (("none", none), ("layernorm", ln))}
-    claim.record(steps_to_90=steps)
-    ratio = [a / b for a, b in zip(steps["layernorm"], steps["none"], strict=True)]
-    claim.check(ratio)
+def test_layernorm_speeds_convergence(claim, runs, tier):
+    claim.record(steps_to_90=SPEEDS_CONVERGENCE.experiment.values(runs, claim.seeds, tier))
+    SPEEDS_CONVERGENCE.check(claim, runs, tier)
 
 
 SMALL_BATCH = Declaration(
     "ld-layernorm-small-batch", Rule("test_acc(layernorm) - test_acc(batchnorm)", ">", 0.02),
     source=SOURCE,
     statement="With batch size 4, LayerNorm beats BatchNorm (eval mode, running statistics) after "
-              "2,000 steps: {rule}, paired.")
+              "2,000 steps: {rule}, paired.",
+    experiment=Experiment(by_norm(single(lambda n, s, t: mlp(n, s, 4, 2000, t)),
+                                  "layernorm", "batchnorm"), metric(TEST_ACC)))
 
 
 @pytest.mark.parametrize("tier", tiers())
 @SMALL_BATCH.mark
 def test_layernorm_small_batch(claim, runs, tier):
-    acc = metric_by_norm(runs, claim, lambda n, s: mlp(n, s, 4, 2000, tier),
-                         ("layernorm", "batchnorm"), TEST_ACC)
-    claim.check_paired(acc["layernorm"], acc["batchnorm"])
+    SMALL_BATCH.check(claim, runs, tier)
 
 
 BN_WINS_CNN = Declaration(
     "ld-batchnorm-wins-cnn-large-batch", Rule("test_acc(batchnorm) - test_acc(layernorm)", ">", 0.0),
     source=SOURCE,
-    statement="In a CNN with batch 128, BatchNorm beats LayerNorm after 1 epoch: {rule}, paired.")
+    statement="In a CNN with batch 128, BatchNorm beats LayerNorm after 1 epoch: {rule}, paired.",
+    experiment=Experiment(by_norm(single(cnn), "batchnorm", "layernorm"), metric(TEST_ACC)))
 
 
 @pytest.mark.slow  # six 1-epoch CNN runs, ~5 min on 2 cores
 @pytest.mark.parametrize("tier", tiers())
 @BN_WINS_CNN.mark
 def test_batchnorm_wins_cnn_large_batch(claim, runs, tier):
-    acc = metric_by_norm(runs, claim, lambda n, s: cnn(n, s, tier),
-                         ("batchnorm", "layernorm"), TEST_ACC)
-    claim.check_paired(acc["batchnorm"], acc["layernorm"])
+    BN_WINS_CNN.check(claim, runs, tier)
 
 
 HELPS_LSTM = Declaration(
     "ld-layernorm-helps-lstm", Rule("val_loss(plain) - val_loss(LN-LSTM)", ">", 0.0),
     source=SOURCE,
-    statement="Layer normalization helps an LSTM after 1,000 steps: {rule}, paired.")
+    statement="Layer normalization helps an LSTM after 1,000 steps: {rule}, paired.",
+    experiment=Experiment(by_norm(single(lstm), "none", "layernorm"), metric(VAL_LOSS)))
 
 
 @pytest.mark.slow  # six 1,000-step LSTM runs, ~2 min each on one core
 @pytest.mark.parametrize("tier", tiers())
 @HELPS_LSTM.mark
 def test_layernorm_helps_lstm(claim, runs, tier):
-    val = metric_by_norm(runs, claim, lambda n, s: lstm(n, s, tier),
-                         ("none", "layernorm"), VAL_LOSS)
-    claim.check_paired(val["none"], val["layernorm"])
+    HELPS_LSTM.check(claim, runs, tier)
 
 
 BEATS_BN_LSTM = Declaration(
     "ld-layernorm-beats-batchnorm-lstm", Rule("val_loss(BN-LSTM) - val_loss(LN-LSTM)", ">", 0.0),
     source=SOURCE,
     statement="In an LSTM, LayerNorm beats BatchNorm (statistics per time step) after 1,000 steps: "
-              "{rule}, paired.")
+              "{rule}, paired.",
+    experiment=Experiment(by_norm(single(lstm), "batchnorm", "layernorm"), metric(VAL_LOSS)))
 
 
 @pytest.mark.slow  # three more 1,000-step LSTM runs (and the LayerNorm three of the claim above)
 @pytest.mark.parametrize("tier", tiers())
 @BEATS_BN_LSTM.mark
 def test_layernorm_beats_batchnorm_lstm(claim, runs, tier):
-    val = metric_by_norm(runs, claim, lambda n, s: lstm(n, s, tier),
-                         ("batchnorm", "layernorm"), VAL_LOSS)
-    claim.check_paired(val["batchnorm"], val["layernorm"])
+    BEATS_BN_LSTM.check(claim, runs, tier)
 
 
 BEATS_BN_TRANSFORMER = Declaration(
     "ld-layernorm-beats-batchnorm-transformer", Rule("val_loss(BN) - val_loss(LN)", ">", 0.0),
     source=SOURCE,
     statement="In a pre-norm Transformer block (a character LM), LayerNorm beats BatchNorm in both "
-              "norm places after 500 steps: {rule}, paired.")
+              "norm places after 500 steps: {rule}, paired.",
+    experiment=Experiment(by_norm(single(tblock_lm), "batchnorm", "layernorm"), metric(VAL_LOSS)))
 
 
 @pytest.mark.parametrize("tier", tiers())
 @BEATS_BN_TRANSFORMER.mark
 def test_layernorm_beats_batchnorm_transformer(claim, runs, tier):
-    val = metric_by_norm(runs, claim, lambda n, s: tblock_lm(n, s, tier),
-                         ("batchnorm", "layernorm"), VAL_LOSS)
-    claim.check_paired(val["batchnorm"], val["layernorm"])
+    BEATS_BN_TRANSFORMER.check(claim, runs, tier)
 
 
 IMPROVES_ACCURACY = Declaration(
     "ld-layernorm-improves-final-accuracy", Rule("test_acc(layernorm) - test_acc(none)", ">", 0.0),
     source=SOURCE,
-    statement="LayerNorm improves the MLP's final accuracy after 1 epoch: {rule}, paired.")
+    statement="LayerNorm improves the MLP's final accuracy after 1 epoch: {rule}, paired.",
+    experiment=Experiment(by_norm(single(one_mlp), "layernorm", "none"), metric(TEST_ACC)))
 
 
 @pytest.mark.parametrize("tier", tiers())
 @IMPROVES_ACCURACY.mark
-def test_layernorm_improves_final_accuracy(claim, mlp_runs, tier):
-    ln, none = mlp_runs("layernorm"), mlp_runs("none")
-    claim.check_paired([r.metrics[TEST_ACC] for r in ln], [r.metrics[TEST_ACC] for r in none])
+def test_layernorm_improves_final_accuracy(claim, runs, tier):
+    IMPROVES_ACCURACY.check(claim, runs, tier)
 
 
 @pytest.mark.parametrize("tier", tiers())
 @INIT_ROBUSTNESS.mark
 def test_layernorm_robust_to_init_scale(claim, runs, tier):
-    by_seed = {n: INIT_ROBUSTNESS.records(runs, n, claim.seeds, tier) for n in ("none", "layernorm")}
+    by_seed = INIT_ROBUSTNESS.declaration.records(runs, claim.seeds, tier)
     claim.record(test_acc={n: {str(k): [rs[i].metrics[TEST_ACC] for rs in seeds]
                                for i, k in enumerate(INIT_SCALES)} for n, seeds in by_seed.items()},
                  spread={n: [init_scale_spread(rs) for rs in seeds]
@@ -251,8 +251,8 @@ def test_layernorm_robust_to_init_scale(claim, runs, tier):
 @pytest.mark.parametrize("tier", tiers())
 @GRAD_RATIO_VS_NONE.mark
 def test_layernorm_prevents_vanishing_gradients(claim, run, tier):
-    ln, plain = ([weight_grad_profile(rs[0]) for rs in GRAD_RATIO_VS_NONE.records(
-        one_by_one(run), n, claim.seeds, tier)] for n in ("layernorm", "none"))
+    ln, plain = ([weight_grad_profile(rs[0]) for rs in seeds] for seeds in GRAD_RATIO_VS_NONE
+                 .declaration.records(one_by_one(run), claim.seeds, tier).values())
     claim.record(profile_layernorm=ln, profile_plain=plain)
     claim.figure("grad-profile", lambda fig: figures.profiles(
         fig, {"LayerNorm after each layer": ln, "no normalization": plain}))

@@ -12,12 +12,13 @@
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import pytest
 import torch
 
 from normsys.claims import figures
-from normsys.claims.declaration import Declaration
+from normsys.claims.declaration import Declaration, Experiment, metric, one_by_one
 from normsys.claims.experiments import (
     PRELN_FLAT,
     char_gpt,
@@ -30,7 +31,7 @@ from normsys.claims.experiments import (
 from normsys.claims.params import tiers
 from normsys.claims.stats import REFUTED, SUPPORTED, Rule
 from normsys.claims.testing import CONTROL_SEEDS, trained_and_untrained
-from normsys.scorecard import SEQUENCES, Statistic, one_by_one
+from normsys.scorecard import SEQUENCES, Statistic
 from normsys.training import diagnostics as dg
 from normsys.training.measure import at_init
 from normsys.training.models import Attention
@@ -38,57 +39,70 @@ from normsys.training.record import VAL_LOSS
 
 DEPTHS = (6, 12)
 
+
+def xiong_encoders(placement: str, seed: int, tier: str, variant: str = "",
+                   norm: str = "layernorm") -> list:
+    """One seed's runs: the encoder with ``placement`` norms at each depth, at init."""
+    return [xiong(placement, depth, seed, tier, norm) for depth in DEPTHS]
+
+
+def depth_ratios(records, variant: str = "") -> dict[str, float]:
+    """Per depth, the last / first FFN gradient ratio of one seed's runs."""
+    return {f"{depth} blocks": ffn_grad_ratio(r.init_grad_norms, depth)
+            for depth, r in zip(DEPTHS, records, strict=True)}
+
+
+def log2_depth_ratios(records, variant: str = "") -> dict[str, float]:
+    return {depth: abs(math.log2(ratio)) for depth, ratio in depth_ratios(records).items()}
+
+
 # The norm-generic claims, declared once: their tests below decide through these, and each is a
 # column of the scorecard (normsys.scorecard) for any norm kind.
 PRELN_FLATNESS = Statistic(
     "preln_flat", "xiong-preln-gradients-flat", lambda n: PRELN_FLAT,
-    lambda n, s, t: [xiong("pre", depth, s, t, n) for depth in DEPTHS],
-    lambda rs: {f"{depth} blocks": abs(math.log2(ffn_grad_ratio(r.init_grad_norms, depth)))
-                for depth, r in zip(DEPTHS, rs, strict=True)},
+    lambda n, s, t, v: xiong_encoders("pre", s, t, v, n), log2_depth_ratios,
     excludes=SEQUENCES, words="flat pre-norm gradients", source="Xiong et al. 2020",
     statement="At init, pre-LN encoders (6 and 12 blocks) have flat FFN gradients (ratio = last / "
               "first block's): {rule} at both depths.")
 VAL_LOSS_VS_LN = Statistic(
     "val_loss_vs_ln", "rmsnorm-matches-layernorm", loss_matches_layernorm,
-    lambda n, s, t: [char_gpt(s, t, n, steps=500)], lambda rs: rs[0].metrics[VAL_LOSS],
+    lambda n, s, t, v: [char_gpt(s, t, n, steps=500)], metric(VAL_LOSS),
     versus="layernorm", pairing="(own - versus) / versus", claim_norm="rmsnorm",
     excludes=SEQUENCES, words="LM loss as LayerNorm's", source="Zhang & Sennrich 2019",
     statement="RMSNorm matches LayerNorm on a pre-norm char GPT: {rule}.")
 
 
-def xiong_ratios(run, claim, placement: str, tier: str) -> dict[int, list[float]]:
-    """Per depth, the per-seed last/first FFN gradient ratio; records and draws the profiles."""
-    ratios, profiles = {}, {}
-    for layers in DEPTHS:
-        recs = [run(xiong(placement, layers, s, tier)) for s in claim.seeds]
-        ratios[layers] = [ffn_grad_ratio(r.init_grad_norms, layers) for r in recs]
-        profiles[f"{placement}-LN, {layers} blocks"] = [ffn_grad_norms(r.init_grad_norms, layers)
-                                                         for r in recs]
+def xiong_profiles(claim, declaration, run, tier: str, placement: str) -> None:
+    """Records and draws the per-seed FFN gradient profiles of the claim's runs."""
+    (per_seed,) = declaration.records(one_by_one(run), claim.seeds, tier).values()
+    profiles = {f"{placement}-LN, {depth} blocks": [ffn_grad_norms(rs[i].init_grad_norms, depth)
+                                                    for rs in per_seed]
+                for i, depth in enumerate(DEPTHS)}
     claim.record(ffn_grad_profiles=profiles)
     claim.figure("profiles", lambda fig: figures.profiles(
         fig, profiles, ylabel="||grad FFN weights|| at init", xlabel="block",
         title=f"Xiong profile, {placement}-LN"))
-    return ratios
 
 
 POSTLN_GROWS = Declaration(
     "xiong-postln-gradients-grow-toward-output", Rule("last / first FFN grad norm", ">", 2.0),
     source="Xiong et al. 2020",
     statement="At init, post-LN encoders (6 and 12 blocks) have larger FFN gradients in the last "
-              "block than in the first: {rule} at both depths.")
+              "block than in the first: {rule} at both depths.",
+    experiment=Experiment({"post-LN": partial(xiong_encoders, "post")}, depth_ratios))
 
 
 @pytest.mark.parametrize("tier", tiers())
 @POSTLN_GROWS.mark
 def test_postln_gradients_grow_toward_output(claim, run, tier):
-    ratios = xiong_ratios(run, claim, "post", tier)
-    claim.check_all({f"{n} blocks": ratios[n] for n in DEPTHS})
+    xiong_profiles(claim, POSTLN_GROWS, run, tier, "post")
+    POSTLN_GROWS.check(claim, one_by_one(run), tier)
 
 
 @pytest.mark.parametrize("tier", tiers())
 @PRELN_FLATNESS.mark
 def test_preln_gradients_flat(claim, run, tier):
-    xiong_ratios(run, claim, "pre", tier)  # the profiles, recorded and drawn
+    xiong_profiles(claim, PRELN_FLATNESS.declaration, run, tier, "pre")
     PRELN_FLATNESS.check(claim, one_by_one(run), tier)
 
 
@@ -147,24 +161,24 @@ def test_skips_prevent_rank_collapse(claim, tier):
     claim.check([depth_ratio(r) for r in skip])
 
 
-def equivalence_to_layernorm(claim, runs, norm: str, tier: str):
-    recs = {n: [rs[0] for rs in VAL_LOSS_VS_LN.records(runs, n, claim.seeds, tier)]
-            for n in (norm, "layernorm")}
+def equivalence_to_layernorm(claim, runs, declaration, tier: str):
+    recs = {n: [rs[0] for rs in per_seed]
+            for n, per_seed in declaration.records(runs, claim.seeds, tier).items()}
     claim.record(val_loss={n: [r.metrics[VAL_LOSS] for r in rs] for n, rs in recs.items()})
     claim.figure("loss-curves", lambda fig: figures.curves(
         fig, {n: [r.curves for r in rs] for n, rs in recs.items()}, ("loss",),
-        f"Char GPT training loss, {norm} vs layernorm"))
-    VAL_LOSS_VS_LN.check(claim, runs, tier, norm)
+        f"Char GPT training loss, {' vs '.join(recs)}"))
+    declaration.check(claim, runs, tier)
 
 
 @pytest.mark.parametrize("tier", tiers())
 @VAL_LOSS_VS_LN.mark
 def test_rmsnorm_loss_matches_layernorm(claim, runs, tier):
-    equivalence_to_layernorm(claim, runs, "rmsnorm", tier)
+    equivalence_to_layernorm(claim, runs, VAL_LOSS_VS_LN.declaration, tier)
 
 
-DYT_MATCHES = Declaration(
-    "dyt-matches-layernorm", VAL_LOSS_VS_LN.rule("dyt"), source="Zhu et al. 2025",
+DYT_MATCHES = VAL_LOSS_VS_LN.declare(
+    "dyt", "dyt-matches-layernorm", source="Zhu et al. 2025",
     statement="Dynamic tanh matches LayerNorm on a pre-norm char GPT: {rule}.")
 
 
@@ -172,7 +186,7 @@ DYT_MATCHES = Declaration(
 @pytest.mark.parametrize("tier", tiers(cpu=[pytest.mark.slow]))
 @DYT_MATCHES.mark
 def test_dyt_loss_matches_layernorm(claim, runs, tier):
-    equivalence_to_layernorm(claim, runs, "dyt", tier)
+    equivalence_to_layernorm(claim, runs, DYT_MATCHES, tier)
 
 
 # ----------------------------------------------------------------------------- negative controls

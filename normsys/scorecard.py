@@ -33,7 +33,7 @@ from pathlib import Path
 
 from normsys.claims import params
 from normsys.claims.cache import lookup
-from normsys.claims.declaration import Declaration
+from normsys.claims.declaration import Declaration, Experiment, Fetch, NormArm, by_part
 from normsys.claims.experiments import relative_difference
 from normsys.claims.progress import Progress
 from normsys.claims.runs import Runs
@@ -72,18 +72,19 @@ PAIRINGS: dict[str, Callable[[float, float], float]] = {
 @dataclass(frozen=True)
 class Statistic:
     """A norm-generic claim, declared once in its claim file: the runs of one seed
-    (``configs(N, seed, tier)``), the per-seed value read from them, and the claim's rule for
-    any norm kind N. With ``versus``, the rule is on the per-seed pairing of N's value with the
-    reference's (``pairing``, one of PAIRINGS). The claim's test decides through it
-    (``check``), it is the claim's declaration for the claim's own kind (``declaration``, whose
-    ``mark`` marks the test; ``statement`` has ``{rule}`` where the rule goes), and the
+    (``configs(N, seed, tier, variant)``), the per-seed value read from them
+    (``value(records, variant)``), and the claim's rule for any norm kind N. With ``versus``,
+    the rule is on the per-seed pairing of N's value with the reference's (``pairing``, one of
+    PAIRINGS). It is the claim's declaration for the claim's own kind (``declaration``, whose
+    ``mark`` marks the test and whose ``check`` decides it; ``statement`` has ``{rule}`` where
+    the rule goes), it declares the claims it makes of other kinds (``declare``), and the
     scorecard makes a column of it (``declared``)."""
 
     name: str
     claim: str  # the claim id
     rule: Callable[[str], Rule]
-    configs: Callable[..., list[RunConfig]]  # (norm, seed, tier, **changes of a variant)
-    value: Callable[..., float | dict[str, float]]  # (one seed's records, **how a variant reads)
+    configs: Callable[..., list[RunConfig]]  # (norm, seed, tier, variant)
+    value: Callable[..., float | dict[str, float]]  # (one seed's records, variant)
     versus: str = ""
     pairing: str = ""
     claim_norm: str = "layernorm"  # the kind the claim itself is about
@@ -106,46 +107,38 @@ class Statistic:
     def applies(self, norm: str) -> bool:
         return norm not in self.excludes
 
+    def experiment(self, norm: str) -> Experiment:
+        """The claim's experiment with ``norm`` in place of its own kind: its arms in the order
+        the pairing subtracts them."""
+        if norm == self.versus:
+            raise ValueError(f"statistic {self.name}: {norm} against itself is no experiment")
+        own, reference = NormArm(self.configs, norm), NormArm(self.configs, self.versus)
+        if not self.versus:
+            return Experiment({norm: own}, self.value)
+        if self.pairing == "versus - own":
+            return Experiment({self.versus: reference, norm: own}, self.value)
+        combine = None if self.pairing == "own - versus" else PAIRINGS[self.pairing]
+        return Experiment({norm: own, self.versus: reference}, self.value, combine)
+
+    def declare(self, norm: str, claim: str, statement: str, source: str = "") -> Declaration:
+        """Another claim this statistic makes: its rule and experiment for ``norm``."""
+        return Declaration(claim, self.rule(norm), source or self.source, statement,
+                           self.own_seeds, self.experiment(norm))
+
     @property
     def declaration(self) -> Declaration:
-        """The claim itself: its rule for the kind it is about."""
-        return Declaration(self.claim, self.rule(self.claim_norm), self.source, self.statement,
-                           self.own_seeds)
+        """The claim itself: its rule and experiment for the kind it is about."""
+        return self.declare(self.claim_norm, self.claim, self.statement)
 
     @property
     def mark(self):
         """The claim's pytest marker (Declaration.mark)."""
         return self.declaration.mark
 
-    def records(self, fetch: Callable[[list[RunConfig]], list[RunRecord]], norm: str,
-                seeds, tier: str, **changes) -> list[list[RunRecord]]:
-        """Each seed's runs for ``norm``, all fetched in one call (so seeds stack on a GPU)."""
-        per_seed = [self.configs(norm, seed, tier, **changes) for seed in seeds]
-        fetched = iter(fetch([c for cs in per_seed for c in cs]))
-        return [[next(fetched) for _ in cs] for cs in per_seed]
-
-    def check(self, claim, fetch: Callable[[list[RunConfig]], list[RunRecord]], tier: str,
-              norm: str = "", changes: dict | None = None, **read) -> Decision:
-        """The claim's verdict for ``norm`` (the claim's own kind by default) from the runs
-        ``fetch`` gives (the claims' ``runs`` fixture), decided as the scorecard decides it."""
-        norm = norm or self.claim_norm
-
-        def values(kind: str) -> list:
-            return [self.value(rs, **read) for rs in self.records(fetch, kind, claim.seeds, tier,
-                                                                 **(changes or {}))]
-
-        own, rule = values(norm), self.rule(norm)
-        if self.versus:
-            reference = values(self.versus)
-            if self.pairing == "own - versus":
-                return claim.check_paired(own, reference, rule)
-            if self.pairing == "versus - own":
-                return claim.check_paired(reference, own, rule)
-            return claim.check([PAIRINGS[self.pairing](a, b)
-                                for a, b in zip(own, reference, strict=True)], rule)
-        if isinstance(own[0], dict):
-            return claim.check_all({part: [v[part] for v in own] for part in own[0]}, rule)
-        return claim.check(own, rule)
+    def check(self, claim, fetch: Fetch, tier: str, variant: str = "") -> Decision:
+        """The claim's verdict from the runs ``fetch`` gives (the claims' ``runs`` fixture),
+        decided as the scorecard decides it (Declaration.check)."""
+        return self.declaration.check(claim, fetch, tier, variant)
 
     def decide(self, norm: str, own: list, reference: list | None) -> Decision:
         """The claim's verdict for ``norm`` from its per-seed values (and the reference's)."""
@@ -153,18 +146,9 @@ class Statistic:
         if self.versus:
             combine = PAIRINGS[self.pairing]
             return rule.decide([combine(a, b) for a, b in zip(own, reference, strict=True)])
-        if parts := next((v for v in own if isinstance(v, dict)), None):
-            # a rule that must hold for each part (each depth); NaN where a run diverged
-            return rule.decide_all({part: [v[part] if isinstance(v, dict) else math.nan
-                                           for v in own] for part in parts})
+        if parts := by_part(own):  # a rule that must hold for each part (each depth)
+            return rule.decide_all(parts)
         return rule.decide(own)
-
-
-def one_by_one(run: Callable[[RunConfig], RunRecord]) -> Callable[[list[RunConfig]],
-                                                                  list[RunRecord]]:
-    """A fetch for ``Statistic.check`` from the claims' ``run`` fixture: each config on its own,
-    as the claims measured at initialization fetch theirs."""
-    return lambda configs: [run(c) for c in configs]
 
 
 CLAIMS = Path(__file__).parents[1] / "claims"  # the claim files, in a checkout
@@ -244,7 +228,7 @@ def plan(norms: list[str], tier: str = "cpu", statistics=STATISTICS,
             needed = list(dict.fromkeys([*needed, stat.versus]))
         for norm in needed:
             cells[stat.name, norm] = [[shrink(c) if shrink else c
-                                       for c in stat.configs(norm, seed, tier)]
+                                       for c in stat.configs(norm, seed, tier, "")]
                                       for seed in stat.seeds(tier)]
     return Plan(tier, norms, cells)
 
@@ -451,7 +435,7 @@ def stat_value(name: str, records: list[RunRecord], statistics=STATISTICS):
     if any(r.diverged for r in records):
         return math.nan
     try:
-        return stat.value(records)
+        return stat.value(records, "")
     except ArithmeticError:  # e.g. log10 of a zero gradient ratio: no value, not a crash
         return math.nan
 

@@ -1,37 +1,170 @@
-"""A claim's declaration: its id, the rule that decides it, its statement and source, read in
-one place by everything that speaks of the claim.
+"""A claim's declaration: its id, the rule that decides it, its statement and source, and its
+experiment (what it trains, what it reads of the runs), read in one place by everything that
+speaks of the claim.
 
     NONE_COLLAPSES = Declaration(
         "dm-none-collapses-with-depth", Rule("kappa_6(none)", "<", 0.5), source=SOURCE,
-        statement="Without normalization the representation collapses with depth: {rule}.")
+        statement="Without normalization the representation collapses with depth: {rule}.",
+        experiment=Experiment({"none": encoder_of("none")}, reads=kappa_6))
 
     @NONE_COLLAPSES.mark
-    def test_none_collapses_with_depth(claim, ...):
-        claim.check([kappa(r.probes) for r in runs])      # decided by the declared rule
+    def test_none_collapses_with_depth(claim, runs, tier, variant):
+        NONE_COLLAPSES.check(claim, runs, tier, variant)    # trains, reads, decides
 
 The marker carries the declaration to the plugin (normsys.claims.plugin): ``--claims-list``,
 the report and the ledger read the statement and the rule from it, and a test that decides by
-any other rule fails, naming both. A norm-generic claim (normsys.scorecard.Statistic) makes its
-declaration from its rule for the claim's own norm kind.
+any other rule, or on values of its own where the claim declares an experiment, fails. A
+norm-generic claim (normsys.scorecard.Statistic) makes its declaration from its rule and
+experiment for the claim's own norm kind. A claim measured without training runs (random layers
+at initialization, say) declares no experiment: its test computes the values it decides on.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from normsys.claims.stats import Rule
+from normsys.claims.stats import Decision, Rule
+
+Fetch = Callable[[list], list]  # configs -> their records, in order (the claims' `runs` fixture)
+
+
+def one_by_one(run: Callable) -> Fetch:
+    """A fetch from the claims' ``run`` fixture: each config on its own, in order (runs at
+    initialization, and nets a claim measures one at a time)."""
+    return lambda configs: [run(c) for c in configs]
+
+
+@dataclass(frozen=True)
+class NormArm:
+    """An experiment's arm named by its norm kind: one seed's runs are
+    ``make(norm, seed, tier, variant)``."""
+
+    make: Callable[[str, int, str, str], list]
+    norm: str
+
+    def __call__(self, seed: int, tier: str, variant: str = "") -> list:
+        return self.make(self.norm, seed, tier, variant)
+
+
+def by_norm(make: Callable[[str, int, str, str], list], *norms: str) -> dict[str, NormArm]:
+    """An experiment's arms, one per norm kind, in order (the first minus the second)."""
+    return {norm: NormArm(make, norm) for norm in norms}
+
+
+def single(make: Callable[[str, int, str], Any]) -> Callable[[str, int, str, str], list]:
+    """``make(norm, seed, tier)``, one config, as the maker of a seed's runs of every variant."""
+    def runs(norm: str, seed: int, tier: str, variant: str = "") -> list:
+        return [make(norm, seed, tier)]
+    return runs
+
+
+def metric(name: str) -> Callable[[list, str], float]:
+    """An experiment's ``reads``: the metric ``name`` of a seed's one run."""
+    def reads(records: list, variant: str = "") -> float:
+        return records[0].metrics[name]
+    reads.__qualname__ = f"metric({name!r})"
+    return reads
+
+
+def by_part(values: Sequence) -> dict[str, list[float]] | None:
+    """Per-seed values that are dicts (one value per part, e.g. per depth) as per-part lists;
+    NaN where a seed lacks a part (its run diverged); None for plain numbers."""
+    parts = next((v for v in values if isinstance(v, dict)), None)
+    if parts is None:
+        return None
+    return {part: [v[part] if isinstance(v, dict) else math.nan for v in values]
+            for part in parts}
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """What a claim trains and what it reads of the runs.
+
+    ``arms``: each arm's name -> ``configs(seed, tier, variant)``, that arm's runs of one seed.
+    ``reads(records, variant)``: the value of one seed's runs of one arm (a dict: one value per
+    part, each of which the rule must hold for). Per seed, the rule decides on the one arm's value;
+    with two arms, on first - second (paired by seed, each side recorded); with ``combine``, on
+    ``combine(*the arms' values of the seed)``."""
+
+    arms: Mapping[str, Callable[[int, str, str], list]]
+    reads: Callable[[list, str], Any]
+    combine: Callable[..., Any] | None = None
+
+    def __post_init__(self):
+        if not self.arms:
+            raise ValueError("an experiment needs at least one arm: name -> configs(seed, tier, "
+                             "variant)")
+        if self.combine is None and len(self.arms) > 2:
+            raise ValueError(f"an experiment of {len(self.arms)} arms ({', '.join(self.arms)}) "
+                             f"needs combine(*values of a seed): the rule pairs two arms at most")
+
+    def configs(self, seeds: Sequence[int], tier: str, variant: str = "") -> dict[str, list]:
+        """Per arm, each seed's configs."""
+        return {arm: [list(make(seed, tier, variant)) for seed in seeds]
+                for arm, make in self.arms.items()}
+
+    def records(self, fetch: Fetch, seeds: Sequence[int], tier: str,
+                variant: str = "") -> dict[str, list]:
+        """Per arm, each seed's records, all fetched in one call (so seeds and arms stack on a
+        GPU, and a worker trains first the runs no other holds)."""
+        per_arm = self.configs(seeds, tier, variant)
+        fetched = iter(fetch([c for per_seed in per_arm.values() for cs in per_seed for c in cs]))
+        return {arm: [[next(fetched) for _ in cs] for cs in per_seed]
+                for arm, per_seed in per_arm.items()}
+
+    def values(self, fetch: Fetch, seeds: Sequence[int], tier: str,
+               variant: str = "") -> dict[str, list]:
+        """Per arm, each seed's value as ``reads`` reads it."""
+        return {arm: [self.reads(records, variant) for records in per_seed]
+                for arm, per_seed in self.records(fetch, seeds, tier, variant).items()}
+
+    def per_seed(self, values: Mapping[str, Sequence]) -> list:
+        """What the rule decides on, per seed, from the arms' values."""
+        sides = list(values.values())
+        if self.combine is not None:
+            return [self.combine(*seed) for seed in zip(*sides, strict=True)]
+        if len(sides) == 2:
+            return [a - b for a, b in zip(*sides, strict=True)]
+        return list(sides[0])
+
+    def decide(self, rule: Rule, values: Mapping[str, Sequence],
+               confidence: float = 0.95) -> Decision:
+        """The rule's verdict on the arms' per-seed values (as ``check`` reaches it)."""
+        if self.combine is None and len(values) == 2:
+            return rule.decide_paired(*values.values(), confidence)
+        per_seed = self.per_seed(values)
+        parts = by_part(per_seed)
+        return rule.decide(per_seed, confidence) if parts is None else \
+            rule.decide_all(parts, confidence)
+
+    def check(self, claim, fetch: Fetch, tier: str, variant: str = "",
+              rule: Rule | None = None) -> Decision:
+        """Train (or fetch) the arms' runs for the claim's seeds, read them, and decide the
+        claim on them (the plugin's ``claim.check``, ``check_paired`` or ``check_all``)."""
+        values = self.values(fetch, claim.seeds, tier, variant)
+        if self.combine is None and len(values) == 2:
+            return claim.check_paired(*values.values(), rule, by=self)
+        per_seed = self.per_seed(values)
+        parts = by_part(per_seed)
+        return claim.check(per_seed, rule, by=self) if parts is None else \
+            claim.check_all(parts, rule, by=self)
 
 
 @dataclass(frozen=True)
 class Declaration:
     """One claim: ``statement`` says it in words, with ``{rule}`` where its rule goes;
-    ``seeds``: the claim's own seed count at every tier, where it differs from the tier's."""
+    ``seeds``: the claim's own seed count at every tier, where it differs from the tier's;
+    ``experiment``: what it trains and reads (none where its test computes the values)."""
 
     id: str
     rule: Rule
     source: str
     statement: str
     seeds: int | None = None
+    experiment: Experiment | None = None
 
     def __post_init__(self):
         if not isinstance(self.rule, Rule):
@@ -50,3 +183,23 @@ class Declaration:
         seeds = {} if self.seeds is None else {"seeds": self.seeds}
         return pytest.mark.claim(self.id, statement=self.text(), source=self.source,
                                  declared=self, **seeds)
+
+    def _declared_experiment(self) -> Experiment:
+        if self.experiment is None:
+            raise ValueError(f"claim {self.id} declares no experiment: its test computes the "
+                             f"values it decides on")
+        return self.experiment
+
+    def records(self, fetch: Fetch, seeds: Sequence[int], tier: str,
+                variant: str = "") -> dict[str, list]:
+        """Per arm of the experiment, each seed's records (``Experiment.records``)."""
+        return self._declared_experiment().records(fetch, seeds, tier, variant)
+
+    def check(self, claim, fetch: Fetch, tier: str, variant: str = "") -> Decision:
+        """The claim decided on its experiment by its rule (``Experiment.check``)."""
+        return self._declared_experiment().check(claim, fetch, tier, variant, self.rule)
+
+    def decide(self, values: Mapping[str, Sequence], confidence: float = 0.95) -> Decision:
+        """The rule's verdict on per-arm, per-seed values, combined as the experiment combines
+        them (a negative control decides here, on values it made)."""
+        return self._declared_experiment().decide(self.rule, values, confidence)

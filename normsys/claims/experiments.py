@@ -104,7 +104,7 @@ def accuracy_spread(accuracies: list[float]) -> float:
     return max(accuracies) - min(accuracies)
 
 
-def init_scale_spread(records: list[RunRecord]) -> float:
+def init_scale_spread(records: list[RunRecord], variant: str = "") -> float:
     """accuracy_spread of one seed's runs at the INIT_SCALES."""
     return accuracy_spread([r.metrics[TEST_ACC] for r in records])
 
@@ -132,6 +132,11 @@ def weight_grad_profile(record: RunRecord, layers: int = 10) -> list[float]:
     """||dL/dW_l|| for l = 1 ... L of the tanh MLP at initialization."""
     return dg.layer_grad_norms(record.init_grad_norms,
                                [[f"layers.{i}.weight"] for i in range(layers)])
+
+
+def log10_grad_ratio(records: list[RunRecord], variant: str = "") -> float:
+    """log10(||grad W_1|| / ||grad W_10||) of one seed's tanh MLP at initialization."""
+    return dg.log10_ratio(weight_grad_profile(records[0]))
 
 
 def prevents_vanishing(norm: str) -> Rule:

@@ -233,9 +233,11 @@ class Claim:
         finally:
             plt.close(fig)
 
-    def decided_by(self, rule: stats.Rule | None) -> stats.Rule:
+    def decided_by(self, rule: stats.Rule | None, by=None) -> stats.Rule:
         """The rule that decides: the declared one. A rule passed besides it must be that rule;
-        a claim marked without a declaration must pass its rule."""
+        a claim marked without a declaration must pass its rule. A claim that declares its
+        experiment is decided through it (``by``: the experiment that read the values), never
+        on values its test read by other means."""
         declared = self.declared.rule if self.declared is not None else None
         if rule is None and declared is None:
             raise pytest.UsageError(f"{self.item.nodeid}: claim {self.id} has no declared rule: "
@@ -243,28 +245,34 @@ class Claim:
         if rule is not None and declared is not None and rule != declared:
             pytest.fail(f"[{self.id}/{self.tier}] decided by the rule {rule}, but the claim "
                         f"declares {declared}: decide by the declared rule", pytrace=False)
+        experiment = getattr(self.declared, "experiment", None)
+        if experiment is not None and by != experiment:
+            pytest.fail(f"[{self.id}/{self.tier}] decided on values its test read, but the claim "
+                        f"declares its experiment: decide through it, "
+                        f"declaration.check(claim, fetch, tier, variant)", pytrace=False)
         return rule or declared
 
-    def check(self, values: Sequence[float], rule: stats.Rule | None = None) -> stats.Decision:
+    def check(self, values: Sequence[float], rule: stats.Rule | None = None, *,
+              by=None) -> stats.Decision:
         """Decide the claim's rule on per-seed values of its statistic; end the test
         accordingly."""
-        rule = self.decided_by(rule)
+        rule = self.decided_by(rule, by)
         return self._conclude(rule.decide(values, self.confidence), rule.statistic)
 
     def check_paired(self, a: Sequence[float], b: Sequence[float],
-                     rule: stats.Rule | None = None) -> stats.Decision:
+                     rule: stats.Rule | None = None, *, by=None) -> stats.Decision:
         """Decide the claim's rule on the per-seed differences a - b (recorded as evidence under
         the names the rule's statistic gives its two sides, e.g. "val(BN)" and "val(LN)")."""
-        rule = self.decided_by(rule)
+        rule = self.decided_by(rule, by)
         first, _, second = rule.statistic.partition(" - ")
         names = (first, second) if second and first != second else ("a", "b")
         self.record(**{names[0]: list(a), names[1]: list(b)})
         return self._conclude(rule.decide_paired(a, b, self.confidence), rule.statistic)
 
     def check_all(self, values: dict[str, Sequence[float]],
-                  rule: stats.Rule | None = None) -> stats.Decision:
+                  rule: stats.Rule | None = None, *, by=None) -> stats.Decision:
         """Decide the claim's rule on each named comparison's per-seed values; all must hold."""
-        rule = self.decided_by(rule)
+        rule = self.decided_by(rule, by)
         decision = rule.decide_all(values, self.confidence)
         self.record(comparisons=decision.extra)
         return self._conclude(decision, rule.statistic)
