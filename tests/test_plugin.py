@@ -343,7 +343,7 @@ def test_typo(claim):
 DECLARED = '''
 import pytest
 
-from normsys.claims.declaration import Declaration
+from normsys.claims.declaration import Declaration, Experiment, metric
 from normsys.claims.stats import Rule
 
 BIG = Declaration("c-declared", Rule("kappa", ">=", 0.8), source="test",
@@ -367,19 +367,43 @@ def test_by_another_rule(claim):
 @pytest.mark.claim("c-undeclared", statement="s", source="t")
 def test_without_a_rule(claim):
     claim.check([0.9, 0.9, 0.9])
+
+class Record:
+    def __init__(self, value):
+        self.metrics = {"v": value}
+
+def fetch(configs):
+    return [Record(c) for c in configs]
+
+ARMS = {"a": lambda seed, tier, variant: [1.0 + 0.01 * seed], "b": lambda seed, tier, variant: [0.5]}
+TRAINED = Declaration("c-trained", Rule("v(a) - v(b)", ">", 0.1), source="test",
+                      statement="a beats b: {rule}.", experiment=Experiment(ARMS, metric("v")))
+READ_ASIDE = Declaration("c-read-aside", Rule("v(a) - v(b)", ">", 0.1), source="test",
+                         statement="{rule}", experiment=Experiment(ARMS, metric("v")))
+
+@TRAINED.mark
+def test_through_its_experiment(claim):
+    TRAINED.check(claim, fetch, "cpu")
+
+@READ_ASIDE.mark
+def test_on_values_read_aside(claim):
+    claim.check_paired([1.0, 1.01, 1.02], [0.5, 0.5, 0.5])
 '''
 
 
 def test_a_declared_claim_is_decided_by_its_rule_and_by_no_other(run_claims):
     """A test marked with its claim's Declaration decides by the declared rule (the statement
     and the seeds come from the declaration too); a test that passes another rule fails naming
-    both, and a claim declared without a rule must pass one."""
+    both, and a claim declared without a rule must pass one. A claim that declares its
+    experiment is decided through it; deciding on values its test read aside fails."""
     run_claims.makepyfile(test_declared=DECLARED)
     listed = run_claims.runpytest("test_declared.py", "--claims-list", "-p", "no:cacheprovider")
     assert "c-declared  [cpu]  kappa stays big: kappa >= 0.8.  (test)" in listed.stdout.str()
     done = run(run_claims, "test_declared.py")
-    done.assert_outcomes(passed=2, failed=2)
+    done.assert_outcomes(passed=3, failed=3)
     out = done.stdout.str()
+    assert "[c-read-aside/cpu] decided on values its test read, but the claim declares its " \
+           "experiment: decide through it" in out
     assert "[c-declared-other/cpu] decided by the rule kappa >= 0.5, but the claim declares " \
            "kappa >= 0.8: decide by the declared rule" in out
     assert "claim c-undeclared has no declared rule" in out
@@ -391,6 +415,9 @@ def test_a_declared_claim_is_decided_by_its_rule_and_by_no_other(run_claims):
         ("val(a) - val(b)", "> 0.1")
     assert results["c-declared-paired"]["seeds"] == [0, 1, 2, 3]
     assert results["c-declared-paired"]["statement"] == "a beats b: val(a) - val(b) > 0.1, paired."
+    trained = results["c-trained"]
+    assert (trained["verdict"], trained["values"]) == ("supported", pytest.approx([0.5, 0.51, 0.52]))
+    assert trained["evidence"] == {"v(a)": [1.0, 1.01, 1.02], "v(b)": [0.5, 0.5, 0.5]}
     with pytest.raises(TypeError, match="claim c-x: its rule must be a stats.Rule, got str"):
         Declaration("c-x", "kappa >= 0.8", source="t", statement="{rule}")
 

@@ -18,7 +18,7 @@ from normsys import scorecard
 from normsys.__main__ import main
 from normsys.claims import usernorm
 from normsys.claims.cache import run_key
-from normsys.claims.declaration import Declaration
+from normsys.claims.declaration import Declaration, metric, one_by_one, single
 from normsys.claims.experiments import encoder
 from normsys.claims.ledger import read
 from normsys.claims.runs import Runs
@@ -573,9 +573,9 @@ def made(cfg, value: float, diverged: bool = False) -> RunRecord:
 
 PARTS = (
     scorecard.Statistic("level", "c-level", lambda n: Rule(f"v({n})", ">", 0.5),
-                        lambda n, s, t: [small_cfg(n, s, t)], lambda rs: rs[0].metrics["v"]),
+                        single(small_cfg), metric("v")),
     scorecard.Statistic("vs_none", "c-vs", lambda n: Rule(f"v({n}) - v(none)", ">", 0.0),
-                        lambda n, s, t: [small_cfg(n, s, t)], lambda rs: rs[0].metrics["v"],
+                        single(small_cfg), metric("v"),
                         versus="none", pairing="own - versus", excludes=frozenset({"mine"})),
 )
 
@@ -614,7 +614,7 @@ def test_a_diverged_seed_is_nan_and_leaves_its_cell_inconclusive_and_said():
 
 def test_a_statistic_undefined_on_a_run_is_nan_not_a_crash():
     zero = scorecard.Statistic("ratio", "c", PARTS[0].rule, PARTS[0].configs,
-                               lambda rs: 1 / rs[0].metrics["v"])
+                               lambda rs, v: 1 / rs[0].metrics["v"])
     assert math.isnan(scorecard.stat_value("ratio", [made(small_cfg("none", 0), 0.0)], (zero,)))
     assert scorecard.stat_value("ratio", [made(small_cfg("none", 0), 0.5)], (zero,)) == 2.0
 
@@ -628,15 +628,15 @@ class Claim:
     def __init__(self):
         self.calls = []
 
-    def check(self, values, rule):
+    def check(self, values, rule, by):
         self.calls.append(("check", list(values), None, str(rule)))
         return rule.decide(values)
 
-    def check_paired(self, a, b, rule):
+    def check_paired(self, a, b, rule, by):
         self.calls.append(("check_paired", list(a), list(b), str(rule)))
         return rule.decide_paired(a, b)
 
-    def check_all(self, values, rule):
+    def check_all(self, values, rule, by):
         self.calls.append(("check_all", dict(values), None, str(rule)))
         return rule.decide_all(values)
 
@@ -655,7 +655,7 @@ def test_a_claim_decides_through_its_declaration_as_the_scorecard_does(pairing, 
     """The claim's test and the scorecard's cell take the same per-seed values, paired the way
     the declaration says, to the same verdict."""
     stat = scorecard.Statistic("v", "c-v", lambda n: Rule(f"v({n}) vs v(none)", ">", 0.0),
-                               lambda n, s, t: [small_cfg(n, s, t)], lambda rs: rs[0].metrics["v"],
+                               single(small_cfg), metric("v"),
                                versus="none", pairing=pairing, claim_norm="mine")
     claim = Claim()
     decision = stat.check(claim, fetch_made, "cpu")
@@ -678,17 +678,22 @@ def test_a_declaration_decides_for_another_norm_and_each_part_and_reads_a_varian
         fetched.append(configs)
         return fetch_made(configs)
 
+    lr = {"": 1e-3, "-slow": 0.5}
     level = scorecard.Statistic("level", "c-level", lambda n: Rule(f"v({n})", ">", 0.5),
-                                lambda n, s, t, **c: [small_cfg(n, s, t).override(**c)],
-                                lambda rs, scale=1.0: rs[0].metrics["v"] * scale)
-    level.check(claim, fetch, "cpu", "layernorm", {"train.lr": 0.5}, scale=2.0)
+                                lambda n, s, t, v: [small_cfg(n, s, t).override(
+                                    **{"train.lr": lr[v]})],
+                                lambda rs, v: rs[0].metrics["v"] * (2.0 if v else 1.0))
+    other = level.declare("layernorm", "c-level-ln", statement="{rule}")
+    assert (other.id, str(other.rule), other.text()) == \
+        ("c-level-ln", "v(layernorm) > 0.5", "v(layernorm) > 0.5")
+    other.check(claim, fetch, "cpu", "-slow")
     assert claim.calls == [("check", pytest.approx([1.8, 1.82, 1.84]), None, "v(layernorm) > 0.5")]
     assert len(fetched) == 1 and [c.train.seed for c in fetched[0]] == [0, 1, 2]  # one call
     assert {c.train.lr for c in fetched[0]} == {0.5}
     parts = scorecard.Statistic("parts", "c-p", lambda n: Rule("v", "<", 1.0),
-                                lambda n, s, t: [small_cfg(n, s, t), small_cfg("none", s, t)],
-                                lambda rs: {"first": rs[0].metrics["v"],
-                                            "second": rs[1].metrics["v"]})
+                                lambda n, s, t, v: [small_cfg(n, s, t), small_cfg("none", s, t)],
+                                lambda rs, v: {"first": rs[0].metrics["v"],
+                                               "second": rs[1].metrics["v"]})
     claim = Claim()
     parts.check(claim, fetch_made, "cpu")
     assert claim.calls == [("check_all", {"first": [0.9, 0.91, 0.92], "second": [0.5, 0.52, 0.49]},
@@ -697,7 +702,7 @@ def test_a_declaration_decides_for_another_norm_and_each_part_and_reads_a_varian
 
 def test_one_by_one_fetches_each_config_alone_in_order():
     seen = []
-    fetch = scorecard.one_by_one(lambda cfg: seen.append(cfg) or cfg.train.seed)
+    fetch = one_by_one(lambda cfg: seen.append(cfg) or cfg.train.seed)
     configs = [small_cfg("none", seed) for seed in (2, 0, 1)]
     assert fetch(configs) == [2, 0, 1] and seen == configs
 
@@ -750,8 +755,8 @@ def test_claim_files_are_imported_once_and_each_claim_marker_is_read(tmp_path):
 
 
 def test_a_statistic_with_parts_must_hold_for_each():
-    stat = scorecard.Statistic("parts", "c", lambda n: Rule("x", "<", 1.0), lambda n, s, t: [],
-                               lambda rs: {})
+    stat = scorecard.Statistic("parts", "c", lambda n: Rule("x", "<", 1.0), lambda n, s, t, v: [],
+                               lambda rs, v: {})
     both = [{"6 blocks": 0.2, "12 blocks": 0.3}, {"6 blocks": 0.25, "12 blocks": 0.35},
             {"6 blocks": 0.22, "12 blocks": 0.31}]
     assert stat.decide("x", both, None).verdict == "supported"
@@ -869,7 +874,7 @@ def test_a_statistic_the_kind_does_not_take_leaves_the_rest_of_its_row_judged():
     assert table["mine"]["level"]["verdict"] == "refuted"
     rs = [made(small_cfg("none", 0), 0.7)]
     halve = scorecard.Statistic("half", "c-h", PARTS[0].rule, PARTS[0].configs,
-                                lambda rs: rs[0].metrics["v"] / 2)
+                                lambda rs, v: rs[0].metrics["v"] / 2)
     assert scorecard.stat_value("half", rs, (PARTS[0], halve)) == 0.35
     assert scorecard.stat_value("level", rs, (PARTS[0], halve)) == 0.7
 

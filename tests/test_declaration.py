@@ -1,0 +1,178 @@
+"""A claim's experiment: which runs it asks for, in one call, what it reads of them, and how the
+arms' per-seed values reach the rule (normsys.claims.declaration)."""
+
+from __future__ import annotations
+
+import inspect
+import math
+from types import SimpleNamespace
+
+import pytest
+
+from normsys import scorecard
+from normsys.claims.declaration import (
+    Declaration,
+    Experiment,
+    NormArm,
+    by_norm,
+    metric,
+    single,
+)
+from normsys.claims.stats import Rule
+
+
+def record(value):
+    return SimpleNamespace(metrics={"v": value})
+
+
+def fetch_values(configs):
+    """A fetch whose 'configs' are the values their records carry."""
+    return [record(c) for c in configs]
+
+
+A = {0: 1.0, 1: 1.2, 2: 1.1}  # arm a's value per seed
+B = {0: 0.4, 1: 0.5, 2: 0.7}
+
+
+class Claim:
+    """The plugin's claim as an experiment sees it: its seeds, and the check it ends on."""
+
+    seeds = [0, 1, 2]
+
+    def __init__(self):
+        self.calls = []
+
+    def check(self, values, rule, by):
+        self.calls.append(("check", list(values), by))
+
+    def check_paired(self, a, b, rule, by):
+        self.calls.append(("check_paired", (list(a), list(b)), by))
+
+    def check_all(self, values, rule, by):
+        self.calls.append(("check_all", dict(values), by))
+
+
+def two_arms(**kw) -> Experiment:
+    return Experiment({"a": lambda s, t, v: [A[s]], "b": lambda s, t, v: [B[s]]}, metric("v"), **kw)
+
+
+def test_the_runs_of_every_arm_and_seed_are_asked_for_in_one_call_in_order():
+    calls = []
+
+    def fetch(configs):
+        calls.append(list(configs))
+        return fetch_values(configs)
+
+    exp = Experiment({"a": lambda s, t, v: [(t, v, s, 0), (t, v, s, 1)],
+                      "b": lambda s, t, v: [(t, v, s, 2)]}, lambda rs, v: [r.metrics["v"] for r in rs])
+    got = exp.values(fetch, [0, 1], "paper", "-x")
+    assert calls == [[("paper", "-x", 0, 0), ("paper", "-x", 0, 1), ("paper", "-x", 1, 0),
+                      ("paper", "-x", 1, 1), ("paper", "-x", 0, 2), ("paper", "-x", 1, 2)]]
+    assert got == {"a": [[("paper", "-x", 0, 0), ("paper", "-x", 0, 1)],
+                         [("paper", "-x", 1, 0), ("paper", "-x", 1, 1)]],
+                   "b": [[("paper", "-x", 0, 2)], [("paper", "-x", 1, 2)]]}
+
+
+def test_reads_is_given_the_variant():
+    exp = Experiment({"a": lambda s, t, v: [A[s]]},
+                     lambda rs, variant: rs[0].metrics["v"] * (10 if variant == "-x" else 1))
+    assert exp.values(fetch_values, [0, 1], "cpu", "-x") == {"a": [10.0, 12.0]}
+    assert exp.values(fetch_values, [0, 1], "cpu") == {"a": [1.0, 1.2]}
+
+
+def test_two_arms_are_paired_first_minus_second():
+    claim, exp = Claim(), two_arms()
+    exp.check(claim, fetch_values, "cpu")
+    assert claim.calls == [("check_paired", ([1.0, 1.2, 1.1], [0.4, 0.5, 0.7]), exp)]
+    values = {"a": [1.0, 1.2, 1.1], "b": [0.4, 0.5, 0.7]}
+    assert exp.per_seed(values) == pytest.approx([0.6, 0.7, 0.4])
+    rule = Rule("v(a) - v(b)", ">", 0.3)
+    assert exp.decide(rule, values).summary.values == pytest.approx([0.6, 0.7, 0.4])
+    assert exp.decide(rule, dict(reversed(values.items()))).summary.mean == pytest.approx(-17 / 30)
+
+
+def test_combine_makes_the_value_the_rule_decides_on():
+    claim, exp = Claim(), two_arms(combine=lambda a, b: a / b)
+    exp.check(claim, fetch_values, "cpu")
+    assert claim.calls == [("check", pytest.approx([2.5, 2.4, 1.1 / 0.7]), exp)]
+
+
+def test_one_arm_is_its_own_value_and_parts_must_each_hold():
+    claim = Claim()
+    one = Experiment({"a": lambda s, t, v: [A[s]]}, metric("v"))
+    one.check(claim, fetch_values, "cpu")
+    parts = Experiment({"a": lambda s, t, v: [A[s]]},
+                       lambda rs, v: {"x": rs[0].metrics["v"], "y": -rs[0].metrics["v"]})
+    parts.check(claim, fetch_values, "cpu")
+    assert claim.calls == [("check", [1.0, 1.2, 1.1], one),
+                           ("check_all", {"x": [1.0, 1.2, 1.1], "y": [-1.0, -1.2, -1.1]}, parts)]
+    rule = Rule("v", ">", 0.0)
+    decision = parts.decide(rule, {"a": [{"x": 1.0, "y": -1.0}, {"x": 2.0, "y": -2.0},
+                                         {"x": 3.0, "y": -1.5}]})
+    assert decision.verdict == "refuted" and "deciding: y" in decision.reason
+    diverged = parts.decide(rule, {"a": [{"x": 1.0, "y": 1.0}, math.nan, {"x": 3.0, "y": 2.0}]})
+    assert diverged.verdict == "inconclusive" and math.isnan(diverged.summary.values[1])
+
+
+def test_a_combined_value_with_parts_is_decided_part_by_part():
+    exp = Experiment({"ref": lambda s, t, v: [B[s]], "a": lambda s, t, v: [A[s]],
+                      "b": lambda s, t, v: [A[s] + 1]}, metric("v"),
+                     combine=lambda ref, *others: {f"o{i}": o - ref for i, o in enumerate(others)})
+    claim = Claim()
+    exp.check(claim, fetch_values, "cpu")
+    (name, values, _), = claim.calls
+    assert name == "check_all" and values["o0"] == pytest.approx([0.6, 0.7, 0.4])
+    assert values["o1"] == pytest.approx([1.6, 1.7, 1.4])
+
+
+def test_an_experiment_needs_arms_and_a_combine_past_two():
+    with pytest.raises(ValueError, match="needs at least one arm"):
+        Experiment({}, metric("v"))
+    three = {k: (lambda s, t, v: [0.0]) for k in "abc"}
+    with pytest.raises(ValueError, match=r"an experiment of 3 arms \(a, b, c\) needs "
+                                         r"combine\(\*values of a seed\)"):
+        Experiment(three, metric("v"))
+
+
+def test_a_declaration_without_an_experiment_says_its_test_computes():
+    bare = Declaration("c-bare", Rule("v", ">", 0.0), source="t", statement="{rule}")
+    with pytest.raises(ValueError, match="claim c-bare declares no experiment: its test computes"):
+        bare.check(Claim(), fetch_values, "cpu")
+    with pytest.raises(ValueError, match="claim c-bare declares no experiment"):
+        bare.records(fetch_values, [0], "cpu")
+
+
+def test_norm_arms_put_their_norm_in_and_single_makes_one_run_per_seed():
+    made = by_norm(single(lambda n, s, t: (n, s, t)), "layernorm", "none")
+    assert list(made) == ["layernorm", "none"]
+    assert made["none"](2, "paper", "-x") == [("none", 2, "paper")]
+    assert made["none"] == NormArm(made["none"].make, "none")  # structural: the same arm
+    assert metric("v")([record(0.3)], "") == 0.3 and "metric('v')" in repr(metric("v"))
+
+
+@pytest.mark.parametrize("pairing,order,combined", [
+    ("own - versus", ["mine", "none"], False),
+    ("versus - own", ["none", "mine"], False),
+    ("(own - versus) / versus", ["mine", "none"], True),
+])
+def test_a_statistic_declares_its_arms_in_the_order_its_pairing_subtracts(pairing, order,
+                                                                          combined):
+    stat = scorecard.Statistic("v", "c-v", lambda n: Rule(f"v({n})", ">", 0.0),
+                               single(lambda n, s, t: (n, s)), metric("v"), versus="none",
+                               pairing=pairing, claim_norm="mine")
+    exp = stat.declaration.experiment
+    assert list(exp.arms) == order and (exp.combine is not None) == combined
+    assert exp == stat.experiment("mine")  # the same experiment each time it is made
+    with pytest.raises(ValueError, match="statistic v: none against itself is no experiment"):
+        stat.experiment("none")
+
+
+def test_every_claim_that_trains_declares_its_experiment():
+    """A claim test that takes the ``run`` or ``runs`` fixture trains (or fetches) runs: what it
+    trains and reads is its declaration's experiment, which decides it."""
+    tests = {name: mark.kwargs["declared"] for module in scorecard.claim_files()
+             for name, test in vars(module).items() if name.startswith("test_")
+             for mark in getattr(test, "pytestmark", []) if mark.name == "claim"
+             if {"run", "runs"} & set(inspect.signature(test).parameters)}
+    assert "test_residual_preserves_gradients" in tests  # the claim files were read
+    assert not [name for name, declared in tests.items() if declared.experiment is None]
