@@ -62,14 +62,17 @@ def one_encoder(norm: str, seed: int, tier: str, variant: str = "") -> list:
 
 
 def kappa_6(records, variant: str = "") -> float:
+    """erank(block 6) / erank(block 1) (variant -nonpad: of the rows that are not padding)."""
     return kappa(records[0].probes, rows=rows_of(variant))
 
 
 def min_rho_of(records, variant: str = "") -> float:
+    """min over blocks 1, 3, 6 of erank / d (variant -nonpad: of the rows that are not padding)."""
     return min_rho(records[0].probes, rows=rows_of(variant))
 
 
 def gap_of(records, variant: str = "") -> float:
+    """Train accuracy - test accuracy."""
     return generalization_gap(records[0])
 
 

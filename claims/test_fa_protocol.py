@@ -59,6 +59,7 @@ def trained_by(method: str, frozen: bool = False):
 
 
 def stability_of(records, variant: str = "") -> float:
+    """Direction stability at h_2 (fa_protocol): autograd through the trained net's weights."""
     return fa_protocol(records[0])["stability"]
 
 

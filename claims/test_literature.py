@@ -53,6 +53,7 @@ def depth_ratios(records, variant: str = "") -> dict[str, float]:
 
 
 def log2_depth_ratios(records, variant: str = "") -> dict[str, float]:
+    """Per depth, |log2| of the last / first FFN gradient ratio of one seed's runs."""
     return {depth: abs(math.log2(ratio)) for depth, ratio in depth_ratios(records).items()}
 
 

@@ -7,6 +7,8 @@
     python -m normsys import-report REPORT --device NAME ...    a report into the ledger
     python -m normsys tables [--check]                       docs/verdicts.md: every
                                                              ledger side by side
+    python -m normsys catalog [--check]                      docs/claims.md: every claim as
+                                                             declared (trains, reads, decides)
     python -m normsys scorecard mynorm.py:MyNorm [--out DIR]  a new norm beside the built-in ones
     python -m normsys scorecard --builtin                    the built-in kinds compared
     python -m normsys run-times [--tier cpu] [--cache DIR]   claims/run-times-<tier>.json: each
@@ -28,7 +30,7 @@ from pathlib import Path
 
 import torch
 
-from normsys import scorecard
+from normsys import catalog, scorecard
 from normsys.claims import ledger, runtimes, usernorm
 from normsys.claims.cache import check_folder
 from normsys.claims.progress import Progress, label
@@ -88,6 +90,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     tb.add_argument("--out", type=Path, default=Path("docs/verdicts.md"))
     tb.add_argument("--check", action="store_true",
                     help="write nothing; exit 1 if the page is not what the ledgers make")
+    ct = sub.add_parser("catalog", help="write docs/claims.md: every claim as declared (what it "
+                                        "trains, reads and decides)")
+    ct.add_argument("--out", type=Path, default=catalog.PAGE)
+    ct.add_argument("--check", action="store_true",
+                    help="write nothing; exit 1 if the page is not what the claim files make")
     rt = sub.add_parser("run-times", help="write claims/run-times-<tier>.json from a run cache's "
                                           "claim indexes: each claim's runs and training time")
     rt.add_argument("--tier", choices=["cpu", "paper"], default="cpu")
@@ -229,6 +236,17 @@ def tables(args: argparse.Namespace) -> str:
     return f"wrote {page}"
 
 
+def claims_page(args: argparse.Namespace) -> str:
+    """docs/claims.md from the claim files' declarations (or, --check, whether it is)."""
+    page, text = args.out, catalog.page()
+    if args.check:
+        if not page.is_file() or page.read_text() != text:
+            raise StaleError(f"{page} is stale: run python -m normsys catalog")
+        return f"{page}: up to date"
+    page.write_text(text)
+    return f"wrote {page}"
+
+
 def overrides(args: argparse.Namespace) -> dict[str, str]:
     changes = {key: value for key, value in (("model.norm", args.norm), ("train.seed", args.seed),
                                              ("train.method", args.method),
@@ -307,9 +325,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "list":
             print(listing())
             return 0
-        if args.command in ("compare", "import-report", "run-times", "scorecard", "tables"):
-            print({"compare": compare, "import-report": import_report, "run-times": run_times,
-                   "scorecard": score, "tables": tables}[args.command](args))
+        if args.command in ("catalog", "compare", "import-report", "run-times", "scorecard",
+                            "tables"):
+            print({"catalog": claims_page, "compare": compare, "import-report": import_report,
+                   "run-times": run_times, "scorecard": score,
+                   "tables": tables}[args.command](args))
             return 0
         cfg = resolve(args)
         if not args.dry_run and not args.no_cache:

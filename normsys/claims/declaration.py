@@ -66,6 +66,7 @@ def metric(name: str) -> Callable[[list, str], float]:
     def reads(records: list, variant: str = "") -> float:
         return records[0].metrics[name]
     reads.__qualname__ = f"metric({name!r})"
+    reads.__doc__ = f"The run's {name}."
     return reads
 
 

@@ -1,0 +1,148 @@
+"""The claims page, docs/claims.md: every claim as its declaration states it. What it trains
+(each arm's runs of one seed: the preset of its tier and what the claim changes in it), what it
+reads of them, what decides, its seeds and variants, and the negative controls that stand for
+it. The page is written from the claim files, so it says what the code does:
+
+    python -m normsys catalog            # write docs/claims.md
+    python -m normsys catalog --check    # exit 1 if the page is not what the claim files make
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from normsys.claims import params
+from normsys.claims.declaration import Declaration
+from normsys.scorecard import CLAIMS, claim_files
+from normsys.training.config import RunConfig, preset
+
+PAGE = Path(__file__).parents[1] / "docs" / "claims.md"
+TIERS = tuple(params.SEEDS)
+
+HEAD = """# The claims, as declared
+
+Written by `python -m normsys catalog` from the claim files' declarations (`tests/test_catalog.py`
+fails when this page is not what the command writes). Each claim trains its arms' runs for every
+seed (a config: the preset of the tier, `normsys.training.config`, with the changes shown; the seed
+is `train.seed`), reads one value per seed and arm, and decides by its rule: on the one arm's value,
+on first arm minus second paired by seed, or on what `combine` makes of the arms' values. Verdicts
+are in [verdicts.md](verdicts.md)."""
+
+
+@dataclass
+class Entry:
+    """One claim: where it is declared and tested, its variants and its controls."""
+
+    declared: Declaration
+    file: str
+    test: str
+    variants: list[str] = field(default_factory=list)
+    controls: list[str] = field(default_factory=list)
+
+
+def _variants(test) -> list[str]:
+    """The variant suffixes a claim test is parametrized over ("" alone if none)."""
+    for mark in getattr(test, "pytestmark", []):
+        if mark.name == "parametrize" and mark.args[0] == "variant,tier":
+            return list(dict.fromkeys(p.values[0] for p in mark.args[1]))
+    return [""]
+
+
+def _controls(test) -> list[str]:
+    """The claim ids (with variant suffixes) a negative control stands for: its own control
+    marks and those of its parameters."""
+    ids = [cid for mark in getattr(test, "pytestmark", []) if mark.name == "control"
+           for cid in mark.args]
+    for mark in getattr(test, "pytestmark", []):
+        if mark.name == "parametrize":
+            ids += [cid for p in mark.args[1] for m in getattr(p, "marks", ())
+                    if m.name == "control" for cid in m.args]
+    return ids
+
+
+def entries(folder: Path = CLAIMS) -> list[Entry]:
+    """Every declared claim of the claim files, in file and test order, with its controls."""
+    found: list[Entry] = []
+    controls: dict[str, list[str]] = {}
+    for module in claim_files(folder):
+        for name, test in vars(module).items():
+            if not name.startswith("test_"):
+                continue
+            for cid in _controls(test):
+                controls.setdefault(cid, []).append(name)
+            for mark in getattr(test, "pytestmark", []):
+                if mark.name == "claim":
+                    found.append(Entry(mark.kwargs["declared"], Path(module.__file__).name, name,
+                                       _variants(test)))
+    for entry in found:
+        entry.controls = [c for v in entry.variants
+                          for c in controls.get(entry.declared.id + v, [])]
+        entry.controls = list(dict.fromkeys(entry.controls))
+    return found
+
+
+def changes(cfg: RunConfig, tier: str) -> str:
+    """A config as its family's preset at ``tier`` and what differs from it (the seed aside)."""
+    base = preset(cfg.model.family, tier).flat()
+    diff = [f"{key}={value!r}" for key, value in cfg.flat().items()
+            if key != "train.seed" and base.get(key) != value]
+    return f"`{cfg.model.family}`" + (f" with {', '.join(diff)}" if diff else "")
+
+
+def named(fn) -> str:
+    """A function as the page names it: its name and the first line of its docstring."""
+    doc = (fn.__doc__ or "").strip().splitlines()
+    return f"`{fn.__qualname__}`" + (f": {doc[0].rstrip('.')}" if doc else "")
+
+
+def arms_text(declared: Declaration, variant: str) -> list[str]:
+    """Per arm, its runs of one seed at each tier (once where the tiers' changes agree)."""
+    lines = []
+    for arm, per_tier in ((arm, {t: [changes(c, t) for c in declared.experiment.configs(
+            [0], t, variant)[arm][0]] for t in TIERS}) for arm in declared.experiment.arms):
+        texts = {t: "; ".join(runs) for t, runs in per_tier.items()}
+        if len(set(texts.values())) == 1:
+            lines.append(f"  - `{arm}`: {texts[TIERS[0]]}")
+        else:
+            lines.append(f"  - `{arm}`: " + " / ".join(f"{t}: {x}" for t, x in texts.items()))
+    return lines
+
+
+def section(entry: Entry) -> str:
+    d = entry.declared
+    seeds = ", ".join(f"{t} {params.seeds(t, d.seeds)}" for t in TIERS)
+    variants = [v for v in entry.variants if v]
+    lines = [f"### `{d.id}`", "", f"{d.text()} ({d.source})", "",
+             f"- test: `claims/{entry.file}::{entry.test}`; seeds: {seeds}"
+             + (f"; variants: {', '.join(f'`{v}`' for v in variants)}" if variants else "")]
+    exp = d.experiment
+    if exp is None:
+        lines.append("- trains nothing: its test computes the values it decides on")
+    else:
+        lines.append("- trains, per seed:")
+        lines += arms_text(d, "")
+        for v in variants:
+            if exp.configs([0], TIERS[0], v) != exp.configs([0], TIERS[0], ""):
+                lines.append(f"- variant `{v}` trains:")
+                lines += arms_text(d, v)
+        lines.append(f"- reads: {named(exp.reads)}")
+        how = (f"on {named(exp.combine)}" if exp.combine is not None else
+               "on the first arm minus the second, paired by seed" if len(exp.arms) == 2 else
+               "on the arm's value")
+        lines.append(f"- decides: `{d.rule}`, {how}")
+    lines.append("- negative control: " + (", ".join(f"`{c}`" for c in entry.controls)
+                                            or "none"))
+    return "\n".join(lines)
+
+
+def page(folder: Path = CLAIMS) -> str:
+    """docs/claims.md: the claims of each claim file, as declared."""
+    blocks = [HEAD]
+    by_file: dict[str, list[Entry]] = {}
+    for entry in entries(folder):
+        by_file.setdefault(entry.file, []).append(entry)
+    for file, found in by_file.items():
+        blocks.append(f"## `claims/{file}`")
+        blocks += [section(e) for e in found]
+    return "\n\n".join(blocks) + "\n"

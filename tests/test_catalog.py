@@ -1,0 +1,70 @@
+"""The claims page (docs/claims.md) says what each claim's declaration makes its test do."""
+
+from __future__ import annotations
+
+import pytest
+
+from normsys import catalog
+from normsys.__main__ import main
+from normsys.scorecard import claim_tests
+from normsys.training.config import preset
+
+
+def test_the_page_is_what_the_claim_files_declare():
+    assert catalog.PAGE.read_text() == catalog.page(), "run python -m normsys catalog"
+
+
+def test_every_claim_is_on_the_page_once_with_its_test():
+    found = catalog.entries()
+    assert sorted(e.declared.id for e in found) == sorted(claim_tests())
+    assert all(e.test == claim_tests()[e.declared.id][0] for e in found)
+
+
+def section_of(cid: str) -> str:
+    return catalog.section(next(e for e in catalog.entries() if e.declared.id == cid))
+
+
+def test_the_template_claim_reads_as_its_declaration():
+    text = section_of("tc-residual-preserves-gradients")
+    assert "- test: `claims/test_transformer_components.py::test_residual_preserves_gradients`; " \
+           "seeds: cpu 5, paper 5\n" in text
+    assert "  - `residual`: `tanh_mlp` with model.residual=True\n  - `plain`: `tanh_mlp`\n" in text
+    assert "- reads: `log10_grad_ratio`: log10(||grad W_1|| / ||grad W_10||)" in text
+    assert "- decides: `log10 ratio(residual) - log10 ratio(plain) > 1`, on the first arm minus " \
+           "the second, paired by seed" in text
+    assert text.endswith("- negative control: `test_control_gradient_rule_flips_when_the_sides_swap`")
+
+
+def test_variants_that_train_otherwise_are_shown_and_parametrized_controls_are_found():
+    text = section_of("dm-none-collapses-with-depth")
+    assert "variants: `-nonpad`, `-masked`" in text
+    assert "- variant `-masked` trains:\n  - `none`: `encoder` with model.norm='none', " \
+           "model.pad_mask=True" in text
+    assert "variant `-nonpad` trains" not in text  # the same runs, read without the padding
+    assert "`test_control_rank_rules_flip_on_a_rank_collapsing_encoder`" in text  # a param's mark
+    combined = section_of("ld-layernorm-speeds-convergence")
+    assert "on `steps_ratio`: LayerNorm's steps to 90% over the plain MLP's" in combined
+    assert "trains nothing: its test computes" in section_of("dong-skips-prevent-rank-collapse")
+
+
+def test_changes_are_what_differs_from_the_tiers_preset_seed_aside():
+    cfg = preset("encoder", "paper", **{"model.norm": "l2", "train.seed": 4})
+    assert catalog.changes(cfg, "paper") == "`encoder` with model.norm='l2'"
+    assert catalog.changes(preset("mlp", "cpu", **{"train.seed": 1}), "cpu") == "`mlp`"
+    assert "data." in catalog.changes(cfg, "cpu")  # the paper tier's encoder has its own data
+
+
+def test_the_command_checks_and_writes_the_page(tmp_path, capsys):
+    page = tmp_path / "claims.md"
+    assert main(["catalog", "--out", str(page), "--check"]) == 1
+    assert "is stale: run python -m normsys catalog" in capsys.readouterr().err
+    assert main(["catalog", "--out", str(page)]) == 0 and page.read_text() == catalog.page()
+    assert main(["catalog", "--out", str(page), "--check"]) == 0
+
+
+@pytest.mark.parametrize("cid", ["lj-analytic-matches-autograd", "xiong-preln-gradients-flat"])
+def test_each_arm_lists_every_run_of_a_seed(cid):
+    text = section_of(cid)
+    assert text.count("- trains, per seed:") == 1
+    if cid.startswith("xiong"):
+        assert "; `encoder` with model.layers=12" in text.replace("model.placement='pre', ", "")
