@@ -223,28 +223,27 @@ def run_times(args: argparse.Namespace) -> str:
     return f"wrote {path}: {len(table['claims'])} claims"
 
 
+def written(args: argparse.Namespace, text: str) -> str:
+    """A generated page written to ``args.out`` (or, ``args.check``, whether it is that text)."""
+    page = args.out
+    if args.check:
+        if not page.is_file() or page.read_text() != text:
+            raise StaleError(f"{page} is stale: run python -m normsys {args.command}")
+        return f"{page}: up to date"
+    page.write_text(text)
+    return f"wrote {page}"
+
+
 def tables(args: argparse.Namespace) -> str:
     """docs/verdicts.md from the ledger files (or, --check, whether it is)."""
     if not (args.ledger / "cpu.json").is_file():
         raise UsageError(f"--ledger {args.ledger}: no cpu.json there; give the ledger folder")
-    page, text = args.out, ledger.docs(args.ledger)
-    if args.check:
-        if not page.is_file() or page.read_text() != text:
-            raise StaleError(f"{page} is stale: run python -m normsys tables")
-        return f"{page}: up to date"
-    page.write_text(text)
-    return f"wrote {page}"
+    return written(args, ledger.docs(args.ledger))
 
 
 def claims_page(args: argparse.Namespace) -> str:
     """docs/claims.md from the claim files' declarations (or, --check, whether it is)."""
-    page, text = args.out, catalog.page()
-    if args.check:
-        if not page.is_file() or page.read_text() != text:
-            raise StaleError(f"{page} is stale: run python -m normsys catalog")
-        return f"{page}: up to date"
-    page.write_text(text)
-    return f"wrote {page}"
+    return written(args, catalog.page())
 
 
 def overrides(args: argparse.Namespace) -> dict[str, str]:
