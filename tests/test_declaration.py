@@ -73,11 +73,27 @@ def test_the_runs_of_every_arm_and_seed_are_asked_for_in_one_call_in_order():
                    "b": [[("paper", "-x", 0, 2)], [("paper", "-x", 1, 2)]]}
 
 
-def test_reads_is_given_the_variant():
-    exp = Experiment({"a": lambda s, t, v: [A[s]]},
-                     lambda rs, variant: rs[0].metrics["v"] * (10 if variant == "-x" else 1))
+def test_the_arms_and_reads_are_given_the_variant_the_claim_itself_by_default():
+    seen = []
+
+    def arm(seed, tier, variant):
+        seen.append(variant)
+        return [A[seed]]
+
+    exp = Experiment({"a": arm},
+                     lambda rs, variant: rs[0].metrics["v"] * {"": 1, "-x": 10}[variant])
     assert exp.values(fetch_values, [0, 1], "cpu", "-x") == {"a": [10.0, 12.0]}
     assert exp.values(fetch_values, [0, 1], "cpu") == {"a": [1.0, 1.2]}
+    assert exp.records(fetch_values, [0], "cpu")["a"][0][0].metrics == {"v": 1.0}
+    assert exp.configs([0], "cpu") == {"a": [[1.0]]}
+    declared = Declaration("c-a", Rule("v", ">", 0.0), "t", "{rule}", experiment=exp)
+    assert declared.records(fetch_values, [1], "cpu")["a"][0][0].metrics == {"v": 1.2}
+    declared.check(Claim(), fetch_values, "cpu")
+    exp.check(Claim(), fetch_values, "cpu")
+    by_norm(lambda n, s, t, v: seen.append(v) or [], "x")["x"](0, "cpu")
+    assert seen == ["-x"] * 2 + [""] * 12  # every call but the first two left the variant out
+    assert declared.records(fetch_values, [0, 2], "paper", "-x") == \
+        exp.records(fetch_values, [0, 2], "paper", "-x")
 
 
 def test_two_arms_are_paired_first_minus_second():
@@ -89,6 +105,24 @@ def test_two_arms_are_paired_first_minus_second():
     rule = Rule("v(a) - v(b)", ">", 0.3)
     assert exp.decide(rule, values).summary.values == pytest.approx([0.6, 0.7, 0.4])
     assert exp.decide(rule, dict(reversed(values.items()))).summary.mean == pytest.approx(-17 / 30)
+
+
+def test_arms_of_unequal_seeds_are_refused_and_the_confidence_reaches_the_rule():
+    exp, combined = two_arms(), two_arms(combine=lambda a, b: a / b)
+    with pytest.raises(ValueError, match="one value per seed on both sides, got 3 and 2"):
+        exp.per_seed({"a": [1.0, 2.0, 3.0], "b": [1.0, 2.0]})
+    with pytest.raises(ValueError, match="zip"):
+        combined.per_seed({"a": [1.0, 2.0, 3.0], "b": [1.0, 2.0]})
+    values = {"a": [1.0, 1.2, 1.1], "b": [0.4, 0.5, 0.7]}
+    rule = Rule("v(a) - v(b)", ">", 0.3)
+    wide, narrow = exp.decide(rule, values), exp.decide(rule, values, confidence=0.5)
+    assert narrow.summary.high - narrow.summary.low < wide.summary.high - wide.summary.low
+    declared = Declaration("c-ab", rule, "t", "{rule}", experiment=exp)
+    assert declared.decide(values).summary == wide.summary and wide.verdict == "inconclusive"
+    assert declared.decide(values, 0.5).summary == narrow.summary
+    assert narrow.verdict == "supported"  # 0.3 lies below the narrower interval
+    one = Experiment({"a": lambda s, t, v: [A[s]]}, metric("v"))
+    assert one.decide(Rule("v", ">", 0.5), {"a": [1.0, 1.2, 1.1]}).verdict == "supported"
 
 
 def test_combine_makes_the_value_the_rule_decides_on():

@@ -72,6 +72,8 @@ def test_weight_gradient_profile_reads_each_layers_weight():
              for i in range(12) for p in ("weight", "bias")}
     assert ex.weight_grad_profile(record(grads=grads)) == [float(i + 1) for i in range(10)]
     assert ex.weight_grad_profile(record(grads=grads), layers=3) == [1.0, 2.0, 3.0]
+    # a seed's one run: log10(||grad W_1|| / ||grad W_10||) = log10(1 / 10)
+    assert ex.log10_grad_ratio([record(grads=grads)]) == pytest.approx(-1.0)
 
 
 def test_unit_correlation_is_the_last_hidden_layers_and_init_spread_the_test_accuracies():

@@ -690,6 +690,9 @@ def test_a_declaration_decides_for_another_norm_and_each_part_and_reads_a_varian
     assert claim.calls == [("check", pytest.approx([1.8, 1.82, 1.84]), None, "v(layernorm) > 0.5")]
     assert len(fetched) == 1 and [c.train.seed for c in fetched[0]] == [0, 1, 2]  # one call
     assert {c.train.lr for c in fetched[0]} == {0.5}
+    own = Claim()
+    level.check(own, fetch, "cpu", "-slow")  # the statistic's own claim, the same experiment
+    assert own.calls == claim.calls and {c.train.lr for c in fetched[1]} == {0.5}
     parts = scorecard.Statistic("parts", "c-p", lambda n: Rule("v", "<", 1.0),
                                 lambda n, s, t, v: [small_cfg(n, s, t), small_cfg("none", s, t)],
                                 lambda rs, v: {"first": rs[0].metrics["v"],

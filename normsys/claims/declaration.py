@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from normsys.claims.stats import Decision, Rule
+from normsys.claims.stats import Decision, Rule, paired_differences
 
 Fetch = Callable[[list], list]  # configs -> their records, in order (the claims' `runs` fixture)
 
@@ -128,14 +128,12 @@ class Experiment:
         if self.combine is not None:
             return [self.combine(*seed) for seed in zip(*sides, strict=True)]
         if len(sides) == 2:
-            return [a - b for a, b in zip(*sides, strict=True)]
+            return paired_differences(*sides)
         return list(sides[0])
 
     def decide(self, rule: Rule, values: Mapping[str, Sequence],
                confidence: float = 0.95) -> Decision:
         """The rule's verdict on the arms' per-seed values (as ``check`` reaches it)."""
-        if self.combine is None and len(values) == 2:
-            return rule.decide_paired(*values.values(), confidence)
         per_seed = self.per_seed(values)
         parts = by_part(per_seed)
         return rule.decide(per_seed, confidence) if parts is None else \
