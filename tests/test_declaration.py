@@ -71,6 +71,10 @@ def test_the_runs_of_every_arm_and_seed_are_asked_for_in_one_call_in_order():
     assert got == {"a": [[("paper", "-x", 0, 0), ("paper", "-x", 0, 1)],
                          [("paper", "-x", 1, 0), ("paper", "-x", 1, 1)]],
                    "b": [[("paper", "-x", 0, 2)], [("paper", "-x", 1, 2)]]}
+    declared = Declaration("c-ab", Rule("v", ">", 0.0), "t", "{rule}", experiment=exp)
+    assert declared.records(fetch, [0, 1], "paper", "-x") == exp.records(fetch, [0, 1], "paper",
+                                                                        "-x")
+    assert declared.records(fetch, [1], "cpu")["b"] == [[record(("cpu", "", 1, 2))]]
 
 
 def test_the_arms_and_reads_are_given_the_variant_the_claim_itself_by_default():
@@ -144,6 +148,9 @@ def test_one_arm_is_its_own_value_and_parts_must_each_hold():
     decision = parts.decide(rule, {"a": [{"x": 1.0, "y": -1.0}, {"x": 2.0, "y": -2.0},
                                          {"x": 3.0, "y": -1.5}]})
     assert decision.verdict == "refuted" and "deciding: y" in decision.reason
+    both = {"a": [{"x": 1.0, "y": 1.0}, {"x": 1.2, "y": 1.2}, {"x": 1.1, "y": 1.1}]}
+    wide, narrow = parts.decide(rule, both), parts.decide(rule, both, confidence=0.5)
+    assert narrow.summary.high - narrow.summary.low < wide.summary.high - wide.summary.low
     diverged = parts.decide(rule, {"a": [{"x": 1.0, "y": 1.0}, math.nan, {"x": 3.0, "y": 2.0}]})
     assert diverged.verdict == "inconclusive" and math.isnan(diverged.summary.values[1])
 

@@ -693,6 +693,8 @@ def test_a_declaration_decides_for_another_norm_and_each_part_and_reads_a_varian
     own = Claim()
     level.check(own, fetch, "cpu", "-slow")  # the statistic's own claim, the same experiment
     assert own.calls == claim.calls and {c.train.lr for c in fetched[1]} == {0.5}
+    level.check(Claim(), fetch, "cpu")  # the claim itself: variant ""
+    assert {c.train.lr for c in fetched[2]} == {1e-3}
     parts = scorecard.Statistic("parts", "c-p", lambda n: Rule("v", "<", 1.0),
                                 lambda n, s, t, v: [small_cfg(n, s, t), small_cfg("none", s, t)],
                                 lambda rs, v: {"first": rs[0].metrics["v"],
@@ -877,7 +879,7 @@ def test_a_statistic_the_kind_does_not_take_leaves_the_rest_of_its_row_judged():
     assert table["mine"]["level"]["verdict"] == "refuted"
     rs = [made(small_cfg("none", 0), 0.7)]
     halve = scorecard.Statistic("half", "c-h", PARTS[0].rule, PARTS[0].configs,
-                                lambda rs, v: rs[0].metrics["v"] / 2)
+                                lambda rs, v: rs[0].metrics["v"] / {"": 2}[v])
     assert scorecard.stat_value("half", rs, (PARTS[0], halve)) == 0.35
     assert scorecard.stat_value("level", rs, (PARTS[0], halve)) == 0.7
 
