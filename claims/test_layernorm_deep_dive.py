@@ -40,7 +40,7 @@ from normsys.claims.testing import (
 )
 from normsys.scorecard import Statistic
 from normsys.training import diagnostics as dg
-from normsys.training.config import preset
+from normsys.training.config import RunConfig, preset
 from normsys.training.measure import at_init
 from normsys.training.record import TEST_ACC, VAL_LOSS, probe_of, trained_model
 
@@ -67,7 +67,7 @@ def tblock_lm(norm: str, seed: int, tier: str = "cpu"):
                                        "train.lr": 1e-3, "train.steps": 500, "train.seed": seed})
 
 
-def one_mlp(norm: str, seed: int, tier: str) -> object:
+def one_mlp(norm: str, seed: int, tier: str) -> RunConfig:
     return mlp(norm, seed, tier=tier)
 
 
