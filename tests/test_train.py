@@ -14,7 +14,13 @@ import torch
 from normsys.claims.protocol import disjoint_batches, fa_protocol_report
 from normsys.training.config import preset
 from normsys.training.steplog import StepLog, empty_curves
-from normsys.training.train import make_optimizer, train, train_with_state
+from normsys.training.train import (
+    HOST_READ_EVERY,
+    make_optimizer,
+    run_context,
+    train,
+    train_with_state,
+)
 
 SMALL_FFN = {"train.steps": 8, "model.d": 16, "data.batch_shape": (4, 5, 16)}
 
@@ -41,6 +47,23 @@ def test_the_optimizer_is_the_one_the_config_names_with_its_settings(name, kind)
     opt = make_optimizer(cfg, [torch.nn.Parameter(torch.ones(2))], torch.device("cpu"))
     assert type(opt) is kind
     assert opt.defaults["lr"] == 0.003 and opt.defaults["weight_decay"] == 0.1
+
+
+def test_a_run_reads_its_log_every_step_on_the_cpu_and_casts_to_bf16_on_cuda(recwarn):
+    """What a run's context asks of its device, pinned on a machine without one: on the CPU the
+    step log is read every step (a diverging run stops before its next update) and nothing is
+    cast; on CUDA the log is read every HOST_READ_EVERY steps and the step runs under bf16
+    autocast (its numerics: tests/test_gpu_fast_path.py, on a GPU)."""
+    cfg = preset("ffn_stack")
+    cpu, cuda = (run_context(cfg, torch.device(d), 1000) for d in ("cpu", "cuda"))
+    assert (cpu.read_every, cpu.amp) == (1, False) and (cuda.read_every, cuda.amp) == \
+        (HOST_READ_EVERY, True)
+    assert run_context(cfg.override(**{"train.amp": "off"}), torch.device("cuda"), 10).amp is False
+    assert run_context(cfg, torch.device("cuda"), 10, read_every=3).read_every == 3
+    assert not isinstance(cpu.autocast(), torch.autocast)
+    cast = cuda.autocast()  # on a machine without CUDA torch makes it and switches it off
+    assert isinstance(cast, torch.autocast) and (cast.device, cast.fast_dtype) == \
+        ("cuda", torch.bfloat16)
 
 
 def test_divergence_is_recorded_not_raised(no_cache):
