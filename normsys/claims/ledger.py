@@ -31,6 +31,7 @@ from normsys import __version__
 from normsys.claims import params
 from normsys.claims.stats import REFUTED, SUPPORTED
 from normsys.training.config import RunConfig
+from normsys.training.provenance import device_name
 from normsys.training.store import atomic_write_text
 
 # a mean that moved by more than this fraction of its recorded interval's half-width (or by more
@@ -249,6 +250,56 @@ def judge(entry: Entry | None, fresh: Entry, file_exists: bool) -> Judgement:
 
 
 # ----------------------------------------------------------------------------- comparing ledgers
+
+
+class Ledgers:
+    """A session's ledger files in ``folder`` (one per tier, named for this device and the seeds the
+    session runs on: ``file_name``), each read once: they judge each fresh verdict, and with
+    ``update`` (--claims-update) take this session's verdicts."""
+
+    def __init__(self, folder: Path, update: bool = False, strict: bool = False,
+                 offset: int = 0, seeds: int | None = None, max_seeds: int | None = None):
+        self.folder, self.update, self.strict = Path(folder), update, strict
+        self.offset, self.seeds, self.max_seeds = offset, seeds, max_seeds
+        self.read: dict[str, dict[str, Entry]] = {}
+        # entries of claims no longer defined, by file: known only to a session that collected
+        # every claim (the plugin's ``collects_every_claim``)
+        self.stale: dict[Path, list[str]] = {}
+
+    def path(self, tier: str) -> Path:
+        return self.folder / file_name(tier, device_name(), self.offset, self.seeds,
+                                       self.max_seeds)
+
+    def entries(self, tier: str) -> dict[str, Entry]:
+        if tier not in self.read:
+            self.read[tier] = read(self.path(tier))
+        return self.read[tier]
+
+    def judge(self, cid: str, tier: str, fresh: Entry) -> Judgement:
+        if self.update:
+            return Judgement("updated", f"ledger updated from this run ({self.path(tier)})")
+        return judge(self.entries(tier).get(cid), fresh, self.path(tier).is_file())
+
+    def write(self, results: Sequence) -> list[str]:
+        """Put this session's measured verdicts (claim results: ``id``, ``tier``, ``entry``) into
+        their tiers' files; what was written."""
+        written = []
+        for tier in sorted({r.tier for r in results}):
+            fresh = {r.id: Entry(**r.entry) for r in results if r.tier == tier and r.entry}
+            if fresh:
+                path = self.path(tier)
+                gone = self.stale.pop(path, [])
+                kept = {cid: e for cid, e in read(path).items() if cid not in gone}
+                write(path, {**kept, **fresh})
+                written.append(f"{len(fresh)} entries to {path}"
+                               + (f", {len(gone)} of claims no longer defined dropped "
+                                  f"({', '.join(gone)})" if gone else ""))
+        return written
+
+    def stale_lines(self) -> list[str]:
+        return [f"{path} holds {len(ids)} entries of claims no longer defined ({', '.join(ids)}): "
+                f"review, then --claims-update drops them from the file it writes"
+                for path, ids in sorted(self.stale.items())]
 
 
 def compare(paths: Sequence[Path]) -> tuple[list[str], list[list[str]], str]:

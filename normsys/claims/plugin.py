@@ -1,172 +1,59 @@
-"""The claims plugin: a marker, a fixture that turns per-seed evidence into a verdict, a verdict
-table at the end of the session, and a JSON + Markdown report with figures.
+"""The claims plugin: the ``claim`` and ``control`` markers and the options, the fixtures a claim
+test takes (``claim``, ``run``, ``runs``, ``task_of``), the verdict table at the end of the
+session, and a JSON + Markdown report with figures.
 
-    L2_PREVENTS = Declaration("dm-l2-prevents-collapse", Rule("kappa_6(l2)", ">=", 0.8),
-                              source="...", statement="... {rule}.")
+    @NONE_COLLAPSES.mark                 # @pytest.mark.claim(id, statement=..., declared=...)
+    def test_none_collapses_with_depth(claim, runs, tier, variant):
+        NONE_COLLAPSES.check(claim, runs, tier, variant)
 
-    @L2_PREVENTS.mark                   # @pytest.mark.claim(id, statement=..., declared=...)
-    def test_l2_prevents_collapse(claim, encoder_runs):
-        claim.check([kappa(r.probes) for r in encoder_runs("l2")])   # by the declared rule
-
-Outcomes (README, "Reading a verdict"): supported passes, refuted raises ClaimRefuted, inconclusive is a
-skip, each checked against the verdict ledger (normsys.claims.ledger, ``claims/ledger/``): a claim the
-ledger records as refuted is a strict xfail that only ClaimRefuted meets (so broken code is never
-counted as a verdict), and any verdict other than the recorded one fails with one line naming
-both. ``--claims-update`` rewrites the ledger from the run; ``--claims-strict`` fails claims the
-ledger does not hold, and a session whose ledger files hold entries of claims no longer defined.
-Results travel in ``report.user_properties``, so the table is right under pytest-xdist too.
-The fixtures ``run``, ``runs`` and ``task_of`` fetch through the session's one ``Runs``
-(normsys.claims.runs), kept on ``config.stash`` with the ledgers: no module keeps a session's state.
-A claim parametrized with a ``Variant`` (e.g. Variant("-nonpad"), see ``variant_tiers``) gets
-that suffix on its id. ``pytest claims --claims-list`` lists every claim; ``-k`` matches ids.
+The ``claim`` fixture is a ``normsys.claims.claim.Claim``: it decides the claim by its declared
+rule and ends the test by the verdict, judged against the ledger (normsys.claims.ledger,
+``claims/ledger/``). ``--claims-update`` rewrites the ledger from the run; ``--claims-strict``
+fails claims the ledger does not hold, and a session whose ledger files hold entries of claims no
+longer defined. The session's state is on ``config.stash``: its one ``Runs``
+(normsys.claims.runs), which the run fixtures fetch through, its ``Ledgers``, its Ray cluster;
+no module keeps a session's state. A claim parametrized with a ``Variant`` (e.g.
+Variant("-nonpad"), see ``variant_tiers``) gets that suffix on its id. ``pytest claims
+--claims-list`` lists every claim; ``-k`` matches ids.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 
 from normsys import __version__
 from normsys.claims import ledger, params, sequential, stats, workers
-from normsys.claims.params import Variant
+from normsys.claims.claim import (
+    PROPERTY,
+    Claim,
+    ClaimRefuted,
+    ClaimResult,
+    StillOpen,
+    claim_id,
+    claim_marker,
+    claim_tier,
+)
 from normsys.claims.progress import Progress
 from normsys.claims.report import merged, verdict_table, write_reports
 from normsys.training.data import DataError, DataMissingError, data_root
 from normsys.training.provenance import device_name, git_commit
-from normsys.training.store import file_sha256
 
-PROPERTY = "normsys_claim"
 TERMINAL = pytest.StashKey[int]()
-LEDGERS = pytest.StashKey["Ledgers"]()
+LEDGERS = pytest.StashKey["ledger.Ledgers"]()  # the session's ledger files
 FETCHED = pytest.StashKey[list]()  # a claim item's run configs, as its test fetches them
 RUNS = pytest.StashKey["Runs"]()  # the session's runs (normsys.claims.runs.Runs): one per process
 CLUSTER = pytest.StashKey["Cluster"]()  # --claims-ray: the Ray cluster its runs train on
 COUNTER_ENV = "NORMSYS_RUN_COUNTER"
 STALE_OUTPUT = "normsys_stale_ledger_entries"  # what an xdist worker found, for the controller
 DEFAULT_REPORT_DIR = "claims-report"
-
-
-MARKER_KWARGS = ("statement", "source", "seeds", "declared")  # what @pytest.mark.claim(id, ...)
-# accepts; ``declared`` is the claim's Declaration (normsys.claims.declaration), set by its mark
-
-
-class ClaimRefuted(AssertionError):
-    """The evidence lies wholly on the other side of the claim's threshold."""
-
-
-class StillOpen(Exception):
-    """Inconclusive at a look with more seeds to come (--claims-max-seeds)."""
-
-    def __init__(self, decision: stats.Decision):
-        super().__init__(decision.reason)
-        self.decision = decision
-
-
-def claim_marker(item: pytest.Item) -> pytest.Mark | None:
-    """The item's claim marker, its keyword arguments checked (an unknown one is an error)."""
-    marker = item.get_closest_marker("claim")
-    if marker is None:
-        return None
-    unknown = set(marker.kwargs) - set(MARKER_KWARGS) - {"id"}
-    if unknown or not (marker.args or "id" in marker.kwargs):
-        raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.claim(id, {', '.join(MARKER_KWARGS)}"
-                                f"=...) got unknown {sorted(unknown)}" if unknown else
-                                f"{item.nodeid}: @pytest.mark.claim needs the claim id first")
-    return marker
-
-
-def claim_id(item: pytest.Item, marker: pytest.Mark) -> str:
-    base = marker.args[0] if marker.args else marker.kwargs["id"]
-    params = item.callspec.params.values() if hasattr(item, "callspec") else ()
-    return base + "".join(v for v in params if isinstance(v, Variant))
-
-
-def claim_tier(item: pytest.Item) -> str:
-    return item.callspec.params.get("tier", "cpu") if hasattr(item, "callspec") else "cpu"
-
-
-@dataclass
-class ClaimResult:
-    id: str
-    tier: str
-    statement: str
-    source: str
-    verdict: str                       # supported | refuted | inconclusive | error
-    statistic: str = ""
-    rule: str = ""
-    mean: float = math.nan
-    low: float = math.nan
-    high: float = math.nan
-    seeds: list[int] = field(default_factory=list)
-    values: list[float] = field(default_factory=list)
-    reason: str = ""
-    seconds: float = 0.0
-    evidence: dict = field(default_factory=dict)
-    figures: list[str] = field(default_factory=list)
-    nodeid: str = ""
-    measured: str = field(default_factory=lambda: time.strftime("%Y-%m-%d %H:%M"))
-    commit: str = field(default_factory=lambda: git_commit())
-    ledger: str = ""       # same | drift | changed | no-settings | new | unrecorded | updated
-    ledger_note: str = ""  # the ledger's line for this claim, or what to do
-    looks: list[dict] = field(default_factory=list)  # with --claims-max-seeds: each look's verdict
-    entry: dict = field(default_factory=dict)  # this measurement as a ledger entry
-
-
-class Ledgers:
-    """The ledger files of this session (one per tier), read once; --claims-update writes them."""
-
-    def __init__(self, config: pytest.Config):
-        opt = config.option
-        self.folder = Path(opt.claims_ledger or config.rootpath / "claims" / "ledger")
-        self.update, self.strict = opt.claims_update, opt.claims_strict
-        self.offset, self.seeds = opt.claims_seed_offset, opt.claims_seeds
-        self.max_seeds = opt.claims_max_seeds
-        self.read: dict[str, dict[str, ledger.Entry]] = {}
-        # entries of claims no longer defined, by file: known only to a session that collected
-        # every claim (see ``collects_every_claim``)
-        self.stale: dict[Path, list[str]] = {}
-
-    def path(self, tier: str) -> Path:
-        return self.folder / ledger.file_name(tier, device_name(), self.offset, self.seeds,
-                                              self.max_seeds)
-
-    def entries(self, tier: str) -> dict[str, ledger.Entry]:
-        if tier not in self.read:
-            self.read[tier] = ledger.read(self.path(tier))
-        return self.read[tier]
-
-    def judge(self, cid: str, tier: str, fresh: ledger.Entry) -> ledger.Judgement:
-        if self.update:
-            return ledger.Judgement("updated", f"ledger updated from this run ({self.path(tier)})")
-        return ledger.judge(self.entries(tier).get(cid), fresh, self.path(tier).is_file())
-
-    def write(self, results: list[ClaimResult]) -> list[str]:
-        """Put this session's measured verdicts into their tiers' files; what was written."""
-        written = []
-        for tier in sorted({r.tier for r in results}):
-            fresh = {r.id: ledger.Entry(**r.entry) for r in results if r.tier == tier and r.entry}
-            if fresh:
-                path = self.path(tier)
-                gone = self.stale.pop(path, [])
-                kept = {cid: e for cid, e in ledger.read(path).items() if cid not in gone}
-                ledger.write(path, {**kept, **fresh})
-                written.append(f"{len(fresh)} entries to {path}"
-                               + (f", {len(gone)} of claims no longer defined dropped "
-                                  f"({', '.join(gone)})" if gone else ""))
-        return written
-
-    def stale_lines(self) -> list[str]:
-        return [f"{path} holds {len(ids)} entries of claims no longer defined ({', '.join(ids)}): "
-                f"review, then --claims-update drops them from the file it writes"
-                for path, ids in sorted(self.stale.items())]
 
 
 def collects_every_claim(config: pytest.Config) -> bool:
@@ -177,145 +64,6 @@ def collects_every_claim(config: pytest.Config) -> bool:
     narrowed = (getattr(opt, name, None) for name in ("ignore", "ignore_glob", "deselect", "lf"))
     return not any(narrowed) and all(
         (config.invocation_params.dir / arg).is_dir() for arg in config.args)
-
-
-def data_digest() -> str:
-    """sha256 of the data folder's checksum list: which data files the runs read."""
-    sums = data_root() / "SHA256SUMS"
-    return file_sha256(sums)[:16] if sums.is_file() else ""
-
-
-class Claim:
-    """What a claim test talks to: its seeds, its evidence, its figures and its verdict."""
-
-    def __init__(self, item: pytest.Item, marker: pytest.Mark, tier: str):
-        opt = item.config.option
-        self.item, self.tier = item, tier
-        self.id = claim_id(item, marker)
-        self.statement = marker.kwargs.get("statement", "")
-        self.source = marker.kwargs.get("source", "")
-        self.declared = marker.kwargs.get("declared")
-        self.default_seeds = params.seeds(tier, marker.kwargs.get("seeds"))
-        n = opt.claims_seeds or self.default_seeds
-        self.offset = opt.claims_seed_offset
-        self.plan = sequential.looks(n, opt.claims_max_seeds or 0)  # seeds at each look
-        self.looks: list[dict] = []
-        self.decision: stats.Decision | None = None
-        self.at_look(n, sequential.levels(self.plan)[0])
-        self.report_dir = Path(opt.claims_report)
-        self.evidence: dict = {}
-        self.figures: list[str] = []
-        self.start = time.perf_counter()
-
-    def at_look(self, n: int, confidence: float) -> None:
-        """Decide on the first ``n`` seeds at ``confidence`` (a look of --claims-max-seeds)."""
-        self.seeds = list(range(self.offset, self.offset + n))
-        self.confidence, self.final = confidence, n == self.plan[-1]
-
-    def record(self, **evidence) -> None:
-        """Attach evidence (numbers, per-seed lists, small dicts) to the report."""
-        self.evidence.update(evidence)
-
-    def figure(self, name: str, draw: Callable) -> None:
-        """Draw a figure with ``draw(fig)`` and save it to the report's figures/ folder."""
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        fig = plt.figure(figsize=(7, 4.2))
-        try:
-            draw(fig)
-            path = self.report_dir / "figures" / f"{self.id}-{self.tier}-{name}.png"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fig.savefig(path, dpi=110, bbox_inches="tight")
-            self.figures.append(str(path.relative_to(self.report_dir)))
-        finally:
-            plt.close(fig)
-
-    def decided_by(self, rule: stats.Rule | None, by=None) -> stats.Rule:
-        """The rule that decides: the declared one. A rule passed besides it must be that rule;
-        a claim marked without a declaration must pass its rule. A claim that declares its
-        experiment is decided through it (``by``: the experiment that read the values), never
-        on values its test read by other means."""
-        declared = self.declared.rule if self.declared is not None else None
-        if rule is None and declared is None:
-            raise pytest.UsageError(f"{self.item.nodeid}: claim {self.id} has no declared rule: "
-                                    f"mark its test with its Declaration, or pass the rule")
-        if rule is not None and declared is not None and rule != declared:
-            pytest.fail(f"[{self.id}/{self.tier}] decided by the rule {rule}, but the claim "
-                        f"declares {declared}: decide by the declared rule", pytrace=False)
-        experiment = getattr(self.declared, "experiment", None)
-        if experiment is not None and by != experiment:
-            pytest.fail(f"[{self.id}/{self.tier}] decided on values its test read, but the claim "
-                        f"declares its experiment: decide through it, "
-                        f"declaration.check(claim, fetch, tier, variant)", pytrace=False)
-        return rule or declared
-
-    def check(self, values: Sequence[float], rule: stats.Rule | None = None, *,
-              by=None) -> stats.Decision:
-        """Decide the claim's rule on per-seed values of its statistic; end the test
-        accordingly."""
-        rule = self.decided_by(rule, by)
-        return self._conclude(rule.decide(values, self.confidence), rule.statistic)
-
-    def check_paired(self, a: Sequence[float], b: Sequence[float],
-                     rule: stats.Rule | None = None, *, by=None) -> stats.Decision:
-        """Decide the claim's rule on the per-seed differences a - b (recorded as evidence under
-        the names the rule's statistic gives its two sides, e.g. "val(BN)" and "val(LN)")."""
-        rule = self.decided_by(rule, by)
-        first, _, second = rule.statistic.partition(" - ")
-        names = (first, second) if second and first != second else ("a", "b")
-        self.record(**{names[0]: list(a), names[1]: list(b)})
-        return self._conclude(rule.decide_paired(a, b, self.confidence), rule.statistic)
-
-    def check_all(self, values: dict[str, Sequence[float]],
-                  rule: stats.Rule | None = None, *, by=None) -> stats.Decision:
-        """Decide the claim's rule on each named comparison's per-seed values; all must hold."""
-        rule = self.decided_by(rule, by)
-        decision = rule.decide_all(values, self.confidence)
-        self.record(comparisons=decision.extra)
-        return self._conclude(decision, rule.statistic)
-
-    def _conclude(self, decision: stats.Decision, statistic: str) -> stats.Decision:
-        import torch
-
-        s = decision.summary
-        if len(self.plan) > 1:
-            self.looks.append({"seeds": s.n, "confidence": self.confidence,
-                               "verdict": decision.verdict, "mean": s.mean, "low": s.low,
-                               "high": s.high})
-            if decision.verdict == stats.INCONCLUSIVE and not self.final:
-                raise StillOpen(decision)
-        result = ClaimResult(
-            self.id, self.tier, self.statement, self.source, decision.verdict, statistic,
-            decision.rule, s.mean, s.low, s.high, self.seeds[: s.n], list(s.values),
-            decision.reason, time.perf_counter() - self.start, _jsonable(self.evidence),
-            self.figures, self.item.nodeid)
-        settings, fingerprint = ledger.run_settings(self.item.stash.get(FETCHED, []))
-        fresh = ledger.Entry(result.verdict, statistic, result.rule, result.seeds, result.values,
-                             result.mean, result.low, result.high, result.measured, result.commit,
-                             __version__, torch.__version__, device_name(), data_digest(),
-                             settings, fingerprint)
-        ledgers = self.item.config.stash[LEDGERS]
-        judgement = ledgers.judge(self.id, self.tier, fresh)
-        result.ledger, result.ledger_note = judgement.status, judgement.message
-        result.entry = _jsonable(asdict(fresh))
-        result.looks = _jsonable(self.looks)
-        self.item.user_properties.append((PROPERTY, json.dumps(asdict(result))))
-        text = f"[{self.id}/{self.tier}] {statistic}: {decision.reason}"
-        unrecorded = judgement.status in ("new", "unrecorded", "no-settings")
-        if judgement.fails or (unrecorded and ledgers.strict):
-            pytest.fail(f"[{self.id}/{self.tier}] {judgement.message}"
-                        + (" (--claims-strict)" if unrecorded else ""), pytrace=False)
-        if decision.verdict == stats.REFUTED:
-            if unrecorded or ledgers.update:
-                pytest.xfail(f"refuted ({judgement.status}): {text}")
-            raise ClaimRefuted(f"{text}; {judgement.message}")
-        if decision.verdict == stats.INCONCLUSIVE:
-            pytest.skip(f"inconclusive: {text}; {judgement.message}")
-        self.decision = decision
-        return decision
 
 
 def provenance(config: pytest.Config) -> dict:
@@ -336,10 +84,6 @@ def provenance(config: pytest.Config) -> dict:
 
 def _seed_policy() -> str:
     return ", ".join(f"{n} at the {tier} tier" for tier, n in params.SEEDS.items())
-
-
-def _jsonable(obj):
-    return json.loads(json.dumps(obj, default=float))
 
 
 # ----------------------------------------------------------------------------- hooks
@@ -409,7 +153,9 @@ def pytest_configure(config: pytest.Config) -> None:
             check_folder()
         except CacheFolderError as err:
             raise pytest.UsageError(str(err)) from None
-    config.stash[LEDGERS] = Ledgers(config)
+    config.stash[LEDGERS] = ledger.Ledgers(
+        opt.claims_ledger or config.rootpath / "claims" / "ledger", opt.claims_update,
+        opt.claims_strict, opt.claims_seed_offset, opt.claims_seeds, opt.claims_max_seeds)
     from normsys.claims.runs import Runs  # torch and the training path: not before a session needs them
 
     config.stash[RUNS] = Runs(trainer=_cluster(config))
@@ -624,12 +370,14 @@ def data_errors(skip_missing: bool = False) -> Iterator[None]:
 
 
 @pytest.fixture
-def claim(request: pytest.FixtureRequest) -> Claim:
+def claim(request: pytest.FixtureRequest, claim_runs) -> Claim:
+    """The claim of the test's marker; it records the runs ``claim_runs`` sees the test fetch."""
     marker = claim_marker(request.node)
     if marker is None:
         raise pytest.UsageError(f"{request.node.nodeid} uses the claim fixture without "
                                 f"@pytest.mark.claim(id, statement=..., source=...)")
-    return Claim(request.node, marker, claim_tier(request.node))
+    return Claim(request.node, marker, claim_tier(request.node), request.config.stash[LEDGERS],
+                 request.node.stash[FETCHED])
 
 
 @pytest.hookimpl(hookwrapper=True)

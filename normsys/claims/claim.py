@@ -1,0 +1,248 @@
+"""What a claim test talks to: the ``claim`` fixture's object, which decides the claim's declared
+rule on the per-seed values its experiment reads, ends the test by the verdict, and hands the
+result to the report and the ledger.
+
+    @NONE_COLLAPSES.mark                 # @pytest.mark.claim(id, statement=..., declared=...)
+    def test_none_collapses_with_depth(claim, runs, tier, variant):
+        NONE_COLLAPSES.check(claim, runs, tier, variant)   # -> claim.check(values, by=experiment)
+
+Outcomes (README, "Reading a verdict"): supported passes, refuted raises ClaimRefuted, inconclusive
+is a skip, each judged against the verdict ledger (normsys.claims.ledger): a claim the ledger
+records as refuted is a strict xfail that only ClaimRefuted meets (so broken code is never counted
+as a verdict), and any verdict other than the recorded one fails with one line naming both. The
+result travels in ``item.user_properties`` (as PROPERTY), so the session's table is right under
+pytest-xdist too.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import pytest
+
+from normsys import __version__
+from normsys.claims import ledger, params, sequential, stats
+from normsys.claims.params import Variant
+from normsys.training.data import data_root
+from normsys.training.provenance import device_name, git_commit
+from normsys.training.store import file_sha256
+
+PROPERTY = "normsys_claim"  # the user property a claim's result travels in
+MARKER_KWARGS = ("statement", "source", "seeds", "declared")  # what @pytest.mark.claim(id, ...)
+# accepts; ``declared`` is the claim's Declaration (normsys.claims.declaration), set by its mark
+
+
+class ClaimRefuted(AssertionError):
+    """The evidence lies wholly on the other side of the claim's threshold."""
+
+
+class StillOpen(Exception):
+    """Inconclusive at a look with more seeds to come (--claims-max-seeds)."""
+
+    def __init__(self, decision: stats.Decision):
+        super().__init__(decision.reason)
+        self.decision = decision
+
+
+def claim_marker(item: pytest.Item) -> pytest.Mark | None:
+    """The item's claim marker, its keyword arguments checked (an unknown one is an error)."""
+    marker = item.get_closest_marker("claim")
+    if marker is None:
+        return None
+    unknown = set(marker.kwargs) - set(MARKER_KWARGS) - {"id"}
+    if unknown or not (marker.args or "id" in marker.kwargs):
+        raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.claim(id, {', '.join(MARKER_KWARGS)}"
+                                f"=...) got unknown {sorted(unknown)}" if unknown else
+                                f"{item.nodeid}: @pytest.mark.claim needs the claim id first")
+    return marker
+
+
+def claim_id(item: pytest.Item, marker: pytest.Mark) -> str:
+    base = marker.args[0] if marker.args else marker.kwargs["id"]
+    params = item.callspec.params.values() if hasattr(item, "callspec") else ()
+    return base + "".join(v for v in params if isinstance(v, Variant))
+
+
+def claim_tier(item: pytest.Item) -> str:
+    return item.callspec.params.get("tier", "cpu") if hasattr(item, "callspec") else "cpu"
+
+
+@dataclass
+class ClaimResult:
+    id: str
+    tier: str
+    statement: str
+    source: str
+    verdict: str                       # supported | refuted | inconclusive | error
+    statistic: str = ""
+    rule: str = ""
+    mean: float = math.nan
+    low: float = math.nan
+    high: float = math.nan
+    seeds: list[int] = field(default_factory=list)
+    values: list[float] = field(default_factory=list)
+    reason: str = ""
+    seconds: float = 0.0
+    evidence: dict = field(default_factory=dict)
+    figures: list[str] = field(default_factory=list)
+    nodeid: str = ""
+    measured: str = field(default_factory=lambda: time.strftime("%Y-%m-%d %H:%M"))
+    commit: str = field(default_factory=lambda: git_commit())
+    ledger: str = ""       # same | drift | changed | no-settings | new | unrecorded | updated
+    ledger_note: str = ""  # the ledger's line for this claim, or what to do
+    looks: list[dict] = field(default_factory=list)  # with --claims-max-seeds: each look's verdict
+    entry: dict = field(default_factory=dict)  # this measurement as a ledger entry
+
+
+
+def data_digest() -> str:
+    """sha256 of the data folder's checksum list: which data files the runs read."""
+    sums = data_root() / "SHA256SUMS"
+    return file_sha256(sums)[:16] if sums.is_file() else ""
+
+
+class Claim:
+    """What a claim test talks to: its seeds, its evidence, its figures and its verdict.
+    ``ledgers``: the session's ledger files (``ledger.Ledgers``) that judge the verdict;
+    ``fetched``: the run configs its test fetches, as it fetches them (the settings its ledger
+    entry records)."""
+
+    def __init__(self, item: pytest.Item, marker: pytest.Mark, tier: str,
+                 ledgers: ledger.Ledgers, fetched: list):
+        opt = item.config.option
+        self.item, self.tier = item, tier
+        self.ledgers, self.fetched = ledgers, fetched
+        self.id = claim_id(item, marker)
+        self.statement = marker.kwargs.get("statement", "")
+        self.source = marker.kwargs.get("source", "")
+        self.declared = marker.kwargs.get("declared")
+        self.default_seeds = params.seeds(tier, marker.kwargs.get("seeds"))
+        n = opt.claims_seeds or self.default_seeds
+        self.offset = opt.claims_seed_offset
+        self.plan = sequential.looks(n, opt.claims_max_seeds or 0)  # seeds at each look
+        self.looks: list[dict] = []
+        self.decision: stats.Decision | None = None
+        self.at_look(n, sequential.levels(self.plan)[0])
+        self.report_dir = Path(opt.claims_report)
+        self.evidence: dict = {}
+        self.figures: list[str] = []
+        self.start = time.perf_counter()
+
+    def at_look(self, n: int, confidence: float) -> None:
+        """Decide on the first ``n`` seeds at ``confidence`` (a look of --claims-max-seeds)."""
+        self.seeds = list(range(self.offset, self.offset + n))
+        self.confidence, self.final = confidence, n == self.plan[-1]
+
+    def record(self, **evidence) -> None:
+        """Attach evidence (numbers, per-seed lists, small dicts) to the report."""
+        self.evidence.update(evidence)
+
+    def figure(self, name: str, draw: Callable) -> None:
+        """Draw a figure with ``draw(fig)`` and save it to the report's figures/ folder."""
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig = plt.figure(figsize=(7, 4.2))
+        try:
+            draw(fig)
+            path = self.report_dir / "figures" / f"{self.id}-{self.tier}-{name}.png"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fig.savefig(path, dpi=110, bbox_inches="tight")
+            self.figures.append(str(path.relative_to(self.report_dir)))
+        finally:
+            plt.close(fig)
+
+    def decided_by(self, rule: stats.Rule | None, by=None) -> stats.Rule:
+        """The rule that decides: the declared one. A rule passed besides it must be that rule;
+        a claim marked without a declaration must pass its rule. A claim that declares its
+        experiment is decided through it (``by``: the experiment that read the values), never
+        on values its test read by other means."""
+        declared = self.declared.rule if self.declared is not None else None
+        if rule is None and declared is None:
+            raise pytest.UsageError(f"{self.item.nodeid}: claim {self.id} has no declared rule: "
+                                    f"mark its test with its Declaration, or pass the rule")
+        if rule is not None and declared is not None and rule != declared:
+            pytest.fail(f"[{self.id}/{self.tier}] decided by the rule {rule}, but the claim "
+                        f"declares {declared}: decide by the declared rule", pytrace=False)
+        experiment = getattr(self.declared, "experiment", None)
+        if experiment is not None and by != experiment:
+            pytest.fail(f"[{self.id}/{self.tier}] decided on values its test read, but the claim "
+                        f"declares its experiment: decide through it, "
+                        f"declaration.check(claim, fetch, tier, variant)", pytrace=False)
+        return rule or declared
+
+    def check(self, values: Sequence[float], rule: stats.Rule | None = None, *,
+              by=None) -> stats.Decision:
+        """Decide the claim's rule on per-seed values of its statistic; end the test
+        accordingly."""
+        rule = self.decided_by(rule, by)
+        return self._conclude(rule.decide(values, self.confidence), rule.statistic)
+
+    def check_paired(self, a: Sequence[float], b: Sequence[float],
+                     rule: stats.Rule | None = None, *, by=None) -> stats.Decision:
+        """Decide the claim's rule on the per-seed differences a - b (recorded as evidence under
+        the names the rule's statistic gives its two sides, e.g. "val(BN)" and "val(LN)")."""
+        rule = self.decided_by(rule, by)
+        first, _, second = rule.statistic.partition(" - ")
+        names = (first, second) if second and first != second else ("a", "b")
+        self.record(**{names[0]: list(a), names[1]: list(b)})
+        return self._conclude(rule.decide_paired(a, b, self.confidence), rule.statistic)
+
+    def check_all(self, values: dict[str, Sequence[float]],
+                  rule: stats.Rule | None = None, *, by=None) -> stats.Decision:
+        """Decide the claim's rule on each named comparison's per-seed values; all must hold."""
+        rule = self.decided_by(rule, by)
+        decision = rule.decide_all(values, self.confidence)
+        self.record(comparisons=decision.extra)
+        return self._conclude(decision, rule.statistic)
+
+    def _conclude(self, decision: stats.Decision, statistic: str) -> stats.Decision:
+        import torch
+
+        s = decision.summary
+        if len(self.plan) > 1:
+            self.looks.append({"seeds": s.n, "confidence": self.confidence,
+                               "verdict": decision.verdict, "mean": s.mean, "low": s.low,
+                               "high": s.high})
+            if decision.verdict == stats.INCONCLUSIVE and not self.final:
+                raise StillOpen(decision)
+        result = ClaimResult(
+            self.id, self.tier, self.statement, self.source, decision.verdict, statistic,
+            decision.rule, s.mean, s.low, s.high, self.seeds[: s.n], list(s.values),
+            decision.reason, time.perf_counter() - self.start, jsonable(self.evidence),
+            self.figures, self.item.nodeid)
+        settings, fingerprint = ledger.run_settings(self.fetched)
+        fresh = ledger.Entry(result.verdict, statistic, result.rule, result.seeds, result.values,
+                             result.mean, result.low, result.high, result.measured, result.commit,
+                             __version__, torch.__version__, device_name(), data_digest(),
+                             settings, fingerprint)
+        judgement = self.ledgers.judge(self.id, self.tier, fresh)
+        result.ledger, result.ledger_note = judgement.status, judgement.message
+        result.entry = jsonable(asdict(fresh))
+        result.looks = jsonable(self.looks)
+        self.item.user_properties.append((PROPERTY, json.dumps(asdict(result))))
+        text = f"[{self.id}/{self.tier}] {statistic}: {decision.reason}"
+        unrecorded = judgement.status in ("new", "unrecorded", "no-settings")
+        if judgement.fails or (unrecorded and self.ledgers.strict):
+            pytest.fail(f"[{self.id}/{self.tier}] {judgement.message}"
+                        + (" (--claims-strict)" if unrecorded else ""), pytrace=False)
+        if decision.verdict == stats.REFUTED:
+            if unrecorded or self.ledgers.update:
+                pytest.xfail(f"refuted ({judgement.status}): {text}")
+            raise ClaimRefuted(f"{text}; {judgement.message}")
+        if decision.verdict == stats.INCONCLUSIVE:
+            pytest.skip(f"inconclusive: {text}; {judgement.message}")
+        self.decision = decision
+        return decision
+
+
+def jsonable(obj):
+    """``obj`` as JSON gives it back (numbers that are not floats, e.g. numpy's, as floats)."""
+    return json.loads(json.dumps(obj, default=float))
