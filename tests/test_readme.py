@@ -1,6 +1,7 @@
 """README's worked claims are the claim files' own code: every line of a Python block in "Adding a
 claim" (its explaining comment stripped; a line eliding with ``...`` aside) is a line of a claim
-file, so the guide cannot drift from the code it walks through."""
+file, so the guide cannot drift from the code it walks through; its claims table and map name
+every claim file and module; the seed counts and paper settings it states are the code's."""
 
 from __future__ import annotations
 
@@ -56,3 +57,41 @@ def test_the_map_names_every_module_of_the_package():
     modules = {".".join(p.relative_to(package).with_suffix("").parts)
                for p in package.rglob("*.py") if p.name != "__init__.py"}
     assert named == modules, f"missing {sorted(modules - named)}, gone {sorted(named - modules)}"
+
+
+NUMBERS = {2: "Two", 3: "Three", 4: "Four", 5: "Five"}
+
+
+def stated_settings(text: str) -> dict:
+    """The seed counts and the encoder's paper settings README states in words."""
+    cpu = re.search(r"(\w+) seeds \(t\* = ([\d.]+)\) decide only large effects", text)
+    paper = re.search(r"\(for the encoder:\s+d=(\d+), (\d+) tokens, Adam ([\de.-]+), batch (\d+), "
+                      r"(\d+) epochs\) over (\d+) seeds", text)
+    command = re.search(r"# the paper tier: every claim, (\d+) seeds", text)
+    if not (cpu and paper and command):
+        raise AssertionError("README no longer states the seeds and paper settings this test reads")
+    d, tokens, lr, batch, epochs = paper.groups()[:5]
+    return {"cpu seeds": cpu[1], "t*": cpu[2],
+            "encoder": (int(d), int(tokens), float(lr), int(batch), int(epochs)),
+            "paper seeds": {paper[6], command[1]}}
+
+
+def test_the_seeds_and_paper_settings_it_states_are_the_codes():
+    """README says how many seeds each tier takes and the encoder's paper settings in prose; those
+    facts live in normsys.claims.params.SEEDS and the encoder preset, and the prose follows them."""
+    from normsys.claims.params import SEEDS
+    from normsys.claims.stats import t_quantile
+    from normsys.training.config import preset
+
+    paper = preset("encoder", "paper")
+    assert stated_settings((ROOT / "README.md").read_text()) == {
+        "cpu seeds": NUMBERS[SEEDS["cpu"]], "t*": f"{t_quantile(SEEDS['cpu'] - 1):.2f}",
+        "encoder": (paper.model.d, paper.model.seq_len, paper.train.lr, paper.train.batch_size,
+                    paper.train.epochs),
+        "paper seeds": {str(SEEDS["paper"])}}
+
+
+def test_a_changed_seed_count_is_found():
+    text = (ROOT / "README.md").read_text()
+    assert stated_settings(text.replace("over 5 seeds", "over 7 seeds"))["paper seeds"] == \
+        {"7", "5"}
