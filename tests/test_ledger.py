@@ -34,6 +34,37 @@ def test_file_names_per_tier_device_and_seed_set():
     assert ledger.file_name("cpu", "cpu", seed_offset=0, seeds=8) == "cpu-seeds-0-7.json"
 
 
+def test_the_cpu_tier_on_a_cpu_of_other_kernels_has_a_ledger_of_its_own():
+    """A CPU whose kernels round otherwise (AVX2 against the AVX-512 of cpu.json) measures other
+    numbers: its verdicts go to cpu-<kernels>.json, read as the CPU tier's."""
+    assert ledger.file_name("cpu", "cpu", kernels=ledger.CPU_TIER_KERNELS) == "cpu.json"
+    assert ledger.file_name("cpu", "cpu", kernels="AVX2") == "cpu-AVX2.json"
+    assert ledger.file_name("cpu", "cpu", seed_offset=3, kernels="AVX2") == "cpu-AVX2-seeds-3-5.json"
+    assert ledger.file_name("paper", "NVIDIA H200", kernels="AVX2") == "paper-NVIDIA-H200.json"
+    assert ledger.tier_of(Path("cpu-AVX2.json")) == ledger.tier_of(Path("cpu-AVX2-seeds-3-5.json")) \
+        == "cpu"
+
+
+@pytest.mark.parametrize("device,kernels,cpu_file,paper_file", [
+    ("cpu", "AVX512", "cpu.json", "paper-cpu.json"),
+    ("cpu", "AVX2", "cpu-AVX2.json", "paper-cpu.json"),
+    ("NVIDIA H200", "AVX2", "cpu.json", "paper-NVIDIA-H200.json")])  # a GPU host: as before
+def test_a_session_reads_the_ledger_of_its_cpus_kernels(monkeypatch, tmp_path, device, kernels,
+                                                        cpu_file, paper_file):
+    monkeypatch.setattr(ledger, "device_name", lambda: device)
+    monkeypatch.setattr(ledger, "cpu_kernels", lambda: kernels)
+    ledgers = ledger.Ledgers(tmp_path)
+    assert (ledgers.path("cpu"), ledgers.path("paper")) == (tmp_path / cpu_file,
+                                                           tmp_path / paper_file)
+    assert ledger.device() == (f"cpu ({kernels})" if device == "cpu" else device)
+
+
+def test_this_machines_kernels_are_torchs():
+    import torch
+
+    assert ledger.cpu_kernels() == torch.backends.cpu.get_cpu_capability()
+
+
 def test_write_then_read_round_trips_with_sorted_keys(tmp_path):
     path = tmp_path / "cpu.json"
     ledger.write(path, {"b": entry(), "a": entry("refuted", 0.1, 0.0, 0.2)})
@@ -416,10 +447,14 @@ def test_tables_put_the_cpu_tier_beside_every_gpu_and_every_seed_set(tmp_path, c
     small_ledgers(tmp_path)
     ledger.write(tmp_path / "paper-GPU-A.json", {"c-1": entry(), "c-2": entry("refuted")})
     ledger.write(tmp_path / "paper-GPU-B.json", {"c-1": entry(), "c-2": entry("supported")})
+    ledger.write(tmp_path / "cpu-AVX2.json", {"c-1": entry()})
     page = ledger.docs(tmp_path)
     sections = [line for line in page.splitlines() if line.startswith("## ")]
     assert sections == ["## The CPU tier and the paper tier on each GPU",
+                        "## CPU kernels: `cpu-AVX2` beside `cpu` (AVX512)",
                         "## Seeds: `cpu-seeds-3-5` beside `cpu`"]
+    (tmp_path / "cpu-AVX2.json").unlink()
+    page = ledger.docs(tmp_path)
     assert "`cpu.json`, `paper-GPU-A.json`, `paper-GPU-B.json`: 1 of 2 agree; 1 decisive flips " \
            "(c-2); 2 claims not in every ledger; the GPUs among themselves: 1 of 2 agree; 1 " \
            "decisive flips (c-2)\n" in page

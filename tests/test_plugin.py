@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from normsys.claims import ledger
 from normsys.claims.declaration import Declaration
 
 pytest_plugins = ["pytester"]
@@ -47,6 +48,11 @@ CONFTEST = ('pytest_plugins = ["normsys.claims.plugin"]\n'
             '    config.addinivalue_line("markers", "gpu: g")\n')
 
 
+# the CPU tier's ledger file on this machine (cpu.json, or cpu-<kernels>.json on a CPU of other
+# kernels: normsys.claims.ledger.file_name)
+CPU_LEDGER = ledger.file_name("cpu", "cpu", kernels=ledger.cpu_kernels())
+
+
 @pytest.fixture
 def run_claims(pytester):
     pytester.makeconftest(CONFTEST)
@@ -84,14 +90,15 @@ def test_update_writes_the_ledger_and_the_next_run_holds_to_it(run_claims):
     updated = run(run_claims, "--claims-update")
     updated.assert_outcomes(passed=3, xfailed=1, failed=1, skipped=1)
     assert "ledger: wrote 4 entries to" in updated.stdout.str()
-    path = run_claims.path / "claims" / "ledger" / "cpu.json"
+    path = run_claims.path / "claims" / "ledger" / CPU_LEDGER
     text = path.read_text()
     body = json.loads(text)
     assert sorted(body["claims"]) == ["c-inconclusive", "c-refuted", "c-supported", "c-tiers"]
     assert text == json.dumps(body, indent=1, sort_keys=True) + "\n"  # stable, sorted keys
     entry = body["claims"]["c-refuted"]
     assert entry["verdict"] == "refuted" and entry["values"] == [0.30, 0.31, 0.32]
-    assert entry["seeds"] == [0, 1, 2] and entry["rule"] == ">= 0.8" and entry["device"] == "cpu"
+    assert entry["seeds"] == [0, 1, 2] and entry["rule"] == ">= 0.8"
+    assert entry["device"] == f"cpu ({ledger.cpu_kernels()})"
     assert {"measured", "commit", "normsys", "torch", "data", "mean", "low", "high"} <= set(entry)
     assert (run_claims.path / "claims" / "ledger" / "paper-cpu.json").is_file()
 
@@ -176,7 +183,7 @@ def test_a_claim_decided_under_other_rules_or_settings_fails_naming_the_change(
                                              *args)
 
     run_under("--claims-update").assert_outcomes(passed=1)
-    recorded = json.loads((pytester.path / "claims" / "ledger" / "cpu.json").read_text())
+    recorded = json.loads((pytester.path / "claims" / "ledger" / CPU_LEDGER).read_text())
     entry = recorded["claims"]["c-under"]
     assert entry["settings"]["train.steps"] == "3" and entry["settings"]["model.d"] == "16"
     assert entry["settings"]["model.family"] == "ffn_stack"
@@ -199,7 +206,7 @@ def test_an_entry_without_run_settings_passes_but_not_under_strict(switch):
 
     (switch.path / "values.json").write_text(json.dumps([0.9, 0.91, 0.92]))
     run(switch, "--claims-update")
-    path = switch.path / "claims" / "ledger" / "cpu.json"
+    path = switch.path / "claims" / "ledger" / CPU_LEDGER
     body = json.loads(path.read_text())
     for field in ("settings", "settings_fingerprint"):
         del body["claims"]["c-switch"][field]
@@ -239,7 +246,7 @@ def with_entry_of_a_removed_claim(switch) -> Path:
     """The ledger of a passing claim, plus the entry of a claim ("c-removed") no file defines."""
     (switch.path / "values.json").write_text(json.dumps([0.9, 0.91, 0.92]))
     run(switch, "--claims-update")
-    path = switch.path / "claims" / "ledger" / "cpu.json"
+    path = switch.path / "claims" / "ledger" / CPU_LEDGER
     body = json.loads(path.read_text())
     body["claims"]["c-removed"] = body["claims"]["c-switch"]
     path.write_text(json.dumps(body))
@@ -292,11 +299,11 @@ def test_a_corrupt_ledger_is_a_clear_error_naming_the_file(switch):
     (switch.path / "values.json").write_text(json.dumps([0.9, 0.91, 0.92]))
     folder = switch.path / "claims" / "ledger"
     folder.mkdir(parents=True)
-    (folder / "cpu.json").write_text("{not json")
+    (folder / CPU_LEDGER).write_text("{not json")
     result = run(switch)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     err = result.stderr.str()
-    assert "cpu.json cannot be read" in err and "--claims-update" in err
+    assert f"{CPU_LEDGER} cannot be read" in err and "--claims-update" in err
 
 
 def test_seed_options_have_a_ledger_of_their_own(run_claims):
@@ -305,8 +312,10 @@ def test_seed_options_have_a_ledger_of_their_own(run_claims):
     result.assert_outcomes(passed=2)
     data = json.loads((run_claims.path / "rep" / "claims.json").read_text())
     assert all(c["seeds"] == [10, 11, 12, 13] for c in data["claims"])
-    assert (run_claims.path / "claims" / "ledger" / "cpu-seeds-10-13.json").is_file()
-    assert not (run_claims.path / "claims" / "ledger" / "cpu.json").exists()
+    seeds_10_13 = ledger.file_name("cpu", "cpu", 10, 4, kernels=ledger.cpu_kernels())
+    assert seeds_10_13.removesuffix(".json").endswith("-seeds-10-13")
+    assert (run_claims.path / "claims" / "ledger" / seeds_10_13).is_file()
+    assert not (run_claims.path / "claims" / "ledger" / CPU_LEDGER).exists()
 
 
 def test_results_reach_the_table_and_the_ledger_under_xdist(run_claims):
@@ -315,7 +324,7 @@ def test_results_reach_the_table_and_the_ledger_under_xdist(run_claims):
     data = json.loads((run_claims.path / "rep" / "claims.json").read_text())
     assert len(data["claims"]) == 6
     assert "c-inconclusive" in result.stdout.str()
-    body = json.loads((run_claims.path / "claims" / "ledger" / "cpu.json").read_text())
+    body = json.loads((run_claims.path / "claims" / "ledger" / CPU_LEDGER).read_text())
     assert len(body["claims"]) == 4
 
 
@@ -474,7 +483,7 @@ def test_a_recorded_refutation_does_not_hide_broken_code(run_claims):
     from normsys.claims import ledger
 
     run(run_claims, "--claims-update")
-    path = run_claims.path / "claims" / "ledger" / "cpu.json"
+    path = run_claims.path / "claims" / "ledger" / CPU_LEDGER
     entries = ledger.read(path)
     ledger.write(path, {**entries, "c-error": entries["c-refuted"]})
     result = run(run_claims, "-k", "c-error")
@@ -636,4 +645,4 @@ def test_max_seeds_at_the_first_look_and_a_new_ledger_folder_under_update_are_ac
         run_claims):
     assert run(run_claims, "-k", "supported", "--claims-max-seeds", "3").ret == 0
     result = run(run_claims, "-k", "supported", "--claims-ledger", "fresh", "--claims-update")
-    assert result.ret == 0 and (run_claims.path / "fresh" / "cpu.json").is_file()
+    assert result.ret == 0 and (run_claims.path / "fresh" / CPU_LEDGER).is_file()

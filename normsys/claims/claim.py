@@ -29,7 +29,7 @@ from normsys import __version__
 from normsys.claims import ledger, params, sequential, stats
 from normsys.claims.params import Variant
 from normsys.training.data import data_root
-from normsys.training.provenance import device_name, git_commit
+from normsys.training.provenance import git_commit
 from normsys.training.store import file_sha256
 
 PROPERTY = "normsys_claim"  # the user property a claim's result travels in
@@ -221,7 +221,7 @@ class Claim:
         settings, fingerprint = ledger.run_settings(self.fetched)
         fresh = ledger.Entry(result.verdict, statistic, result.rule, result.seeds, result.values,
                              result.mean, result.low, result.high, result.measured, result.commit,
-                             __version__, torch.__version__, device_name(), data_digest(),
+                             __version__, torch.__version__, ledger.device(), data_digest(),
                              settings, fingerprint)
         judgement = self.ledgers.judge(self.id, self.tier, fresh)
         result.ledger, result.ledger_note = judgement.status, judgement.message

@@ -1,6 +1,7 @@
 """The verdict ledger: what each claim was measured to be, one JSON file per tier and machine kind.
 
     claims/ledger/cpu.json                            the CPU tier, the claims' own seeds
+    claims/ledger/cpu-AVX2.json                       the same on a CPU whose kernels are AVX2
     claims/ledger/cpu-seeds-3-5.json                  the same claims on seeds 3, 4, 5, ...
     claims/ledger/paper-NVIDIA-H100-80GB-HBM3.json    the paper tier on that GPU
 
@@ -123,12 +124,38 @@ def setting_changes(recorded: dict[str, str], now: dict[str, str], most: int = 4
     return changed[:most] + ([f"{len(changed) - most} more"] if len(changed) > most else [])
 
 
+# The CPU tier's numbers depend on the vector instructions torch's CPU kernels (and MKL's) use: a
+# CPU of other kernels rounds otherwise, and a run of many steps carries that into its result. Its
+# ledger cpu.json holds what CPUs whose kernels are AVX-512 measure (the machines it was recorded
+# and reproduced on); the CPU tier on a CPU of other kernels is recorded apart, in
+# cpu-<kernels>.json (cpu-AVX2.json), as the paper tier is per GPU.
+CPU_TIER_KERNELS = "AVX512"
+
+
+def cpu_kernels() -> str:
+    """The instruction set torch's CPU kernels dispatch to on this machine: AVX2, AVX512, ..."""
+    import torch
+
+    return torch.backends.cpu.get_cpu_capability()
+
+
+def device() -> str:
+    """What a ledger entry records of where it was measured: the GPU's name, or the CPU with the
+    kernels it ran (``cpu (AVX2)``)."""
+    name = device_name()
+    return f"cpu ({cpu_kernels()})" if name == "cpu" else name
+
+
 def file_name(tier: str, device: str, seed_offset: int = 0, seeds: int = 0,
-              max_seeds: int = 0) -> str:
-    """The ledger file of a tier on a device: ``cpu.json``, ``paper-<GPU name>.json``, with
+              max_seeds: int = 0, kernels: str = CPU_TIER_KERNELS) -> str:
+    """The ledger file of a tier on a device: ``cpu.json`` (``cpu-<kernels>.json`` where the CPU's
+    kernels are not those of ``CPU_TIER_KERNELS``), ``paper-<GPU name>.json``, with
     ``-seeds-<first>-<last>`` when the run used other seeds than the claims' own and
     ``-max-seeds-<N>`` when open claims could add seeds up to N (--claims-max-seeds)."""
-    stem = "cpu" if tier == "cpu" else f"{tier}-{'-'.join(device.split())}"
+    if tier == "cpu":
+        stem = "cpu" if kernels == CPU_TIER_KERNELS else f"cpu-{kernels}"
+    else:
+        stem = f"{tier}-{'-'.join(device.split())}"
     if seed_offset or seeds:
         n = seeds or params.SEEDS[tier]  # a file without -seeds- ran on the claims' own
         stem += f"-seeds-{seed_offset}-{seed_offset + n - 1}"
@@ -267,8 +294,10 @@ class Ledgers:
         self.stale: dict[Path, list[str]] = {}
 
     def path(self, tier: str) -> Path:
-        return self.folder / file_name(tier, device_name(), self.offset, self.seeds,
-                                       self.max_seeds)
+        name = device_name()
+        kernels = cpu_kernels() if name == "cpu" else CPU_TIER_KERNELS
+        return self.folder / file_name(tier, name, self.offset, self.seeds, self.max_seeds,
+                                       kernels)
 
     def entries(self, tier: str) -> dict[str, Entry]:
         if tier not in self.read:
@@ -377,7 +406,11 @@ def docs(folder: Path) -> str:
             gpu_line = "; the GPUs among themselves: " + compare(gpus)[2]
         section("The CPU tier and the paper tier on each GPU", [cpu, *gpus], gpu_line)
     for other in sorted(folder.glob("cpu-*.json")):
-        section(f"Seeds: `{other.stem}` beside `cpu`", [cpu, other])
+        if "-seeds-" in other.stem:
+            section(f"Seeds: `{other.stem}` beside `cpu`", [cpu, other])
+        else:  # the CPU tier on a CPU of other kernels (file_name)
+            section(f"CPU kernels: `{other.stem}` beside `cpu` ({CPU_TIER_KERNELS})",
+                    [cpu, other])
     return "\n\n".join(blocks) + "\n"
 
 
