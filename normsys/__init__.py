@@ -3,7 +3,7 @@
 Two folders. ``normsys.training`` is everything a run's record depends on (configs, data, tasks,
 models and norms, the training loop and what it measures); the run cache keys on its source, and it
 imports nothing of the rest. Built on it: the decisions (stats, sequential), the claims machinery
-(runs, cache, claim, ledger, plugin, report), the scorecard and the command line. ``import normsys``
+(runs, cache, ledger, plugin, report), the scorecard and the command line. ``import normsys``
 stays light: heavy optional dependencies are imported inside the functions that need them.
 """
 
