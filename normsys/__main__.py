@@ -35,6 +35,7 @@ from normsys.claims import ledger, runtimes, usernorm
 from normsys.claims.cache import check_folder
 from normsys.claims.progress import Progress, label
 from normsys.claims.runs import Runs
+from normsys.claims.workers import RUN_THREADS, share_the_machine
 from normsys.training.config import PRESETS, RunConfig, preset
 from normsys.training.data import DataError
 from normsys.training.models import FAMILIES, build_model
@@ -162,7 +163,7 @@ def score(args: argparse.Namespace) -> str:
         cuda = torch.cuda.is_available() and args.tier == "paper"
         workers = args.workers or (1 if cuda else min(os.cpu_count() or 1, len(plan.configs)))
         if workers == 1 and not cuda:
-            torch.set_num_threads(1)  # as each worker process trains, and as the claims' runs did
+            torch.set_num_threads(RUN_THREADS)  # as each worker process and the claims train
         records = scorecard.fetch(plan, specs, workers, Runs(Progress(os.dup(2))))
     table = scorecard.judge(plan, records, reach=scorecard.builtin_reach(args.tier))
     paths = scorecard.write(args.out, table, scorecard.provenance(args.tier, specs),
@@ -339,6 +340,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"training: ~{recorded[0]:.0f} s as recorded on {recorded[1]}" if recorded else
                   "training: time not recorded for this config", file=sys.stderr)
             return 0
+        share_the_machine()  # a run it caches trains as the claims' runs do (one thread on a CPU)
         runs = Runs(Progress(os.dup(2)))
         runs.task_of(cfg)  # the data, checked against the model before anything trains
         record = train(cfg) if args.no_cache else runs.run(cfg)

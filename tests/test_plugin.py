@@ -629,6 +629,49 @@ def test_n_auto_starts_several_workers_a_gpu_and_leaves_the_cpu_to_xdist(pyteste
     assert ask() == 2 * workers.WORKERS_PER_GPU == 16
 
 
+@pytest.mark.parametrize("worker", [None, ("gw0", "1"), ("gw1", "2")])
+def test_every_run_on_a_cpu_trains_on_one_thread_in_or_out_of_xdist(monkeypatch, worker):
+    """A CPU run's numbers depend on its thread count, and the ledgers hold one-thread runs: one
+    process alone, or one of fewer workers than cores, trains on RUN_THREADS all the same."""
+    import torch
+
+    from normsys.claims import workers
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(workers.os, "cpu_count", lambda: 8)
+    if worker is None:
+        monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    else:
+        monkeypatch.setenv("PYTEST_XDIST_WORKER", worker[0])
+        monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", worker[1])
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(3)
+        workers.share_the_machine()
+        assert torch.get_num_threads() == workers.RUN_THREADS == 1
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_a_run_the_command_line_caches_trains_on_one_thread(monkeypatch, tmp_path, capsys):
+    """``python -m normsys train`` caches its run for the claims to read: it trains as they do."""
+    import torch
+
+    from normsys.__main__ import main
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path / "cache"))
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(3)
+        assert main(["train", "--model", "ffn_stack", "--set", "train.steps=2", "--set",
+                     "model.d=16", "--set", "data.batch_shape=4,5,16", "--json",
+                     str(tmp_path / "r.json")]) == 0
+    finally:
+        torch.set_num_threads(threads)
+    assert json.loads((tmp_path / "r.json").read_text())["env"]["threads"] == "1"
+
+
 @pytest.mark.parametrize("args,said", [
     (("--claims-seeds", "0"), "--claims-seeds 0: a verdict needs >= 2 seeds"),
     (("--claims-max-seeds", "2"), "--claims-max-seeds 2: below the first look of c-supported "

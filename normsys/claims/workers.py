@@ -1,6 +1,7 @@
-"""pytest-xdist workers share the machine: the CPU cores split between them instead of each taking
-them all, on a multi-GPU node one GPU per worker, and ``-n auto`` on a GPU host starts several
-workers a GPU (every claim's runs are small: one run leaves most of a GPU idle)."""
+"""How a claims session uses the machine: on the CPU every run trains on one thread, and processes
+(pytest-xdist workers) share the cores; on a GPU host the cores split between the workers, on a
+multi-GPU node one GPU per worker, and ``-n auto`` starts several workers a GPU (every claim's runs
+are small: one run leaves most of a GPU idle)."""
 
 from __future__ import annotations
 
@@ -21,13 +22,26 @@ def auto_workers() -> int | None:
     return WORKERS_PER_GPU * torch.cuda.device_count()
 
 
+# The torch threads a run trains on, on the CPU. Its numbers depend on them (a reduction split over
+# more threads rounds otherwise, and training carries that on: ld-layernorm-decorrelates' per-seed
+# values moved by up to 0.016 between one thread and two), and the CPU ledgers and the run cache
+# hold one-thread runs (CI's two workers on two cores), as the scorecard's workers and the
+# cluster's one-CPU tasks train them.
+RUN_THREADS = 1
+
+
 def share_the_machine() -> None:
-    """In an xdist worker: torch threads = cores // workers; GPU = worker index % GPU count."""
+    """On the CPU: torch trains on RUN_THREADS in every process, xdist worker or not. On a CUDA
+    host, in an xdist worker: torch threads = cores // workers; GPU = worker index % GPU
+    count."""
+    import torch
+
+    if not torch.cuda.is_available():
+        torch.set_num_threads(RUN_THREADS)
+        return
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     if worker is None:
         return
-    import torch
-
     n = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // n))
     if torch.cuda.is_available() and torch.cuda.device_count() > 1:
