@@ -99,7 +99,6 @@ class ClaimResult:
     entry: dict = field(default_factory=dict)  # this measurement as a ledger entry
 
 
-
 def data_digest() -> str:
     """sha256 of the data folder's checksum list: which data files the runs read."""
     sums = data_root() / "SHA256SUMS"

@@ -276,9 +276,6 @@ def judge(entry: Entry | None, fresh: Entry, file_exists: bool) -> Judgement:
     return Judgement("same", f"ledger: {entry.line()}")
 
 
-# ----------------------------------------------------------------------------- comparing ledgers
-
-
 class Ledgers:
     """A session's ledger files in ``folder`` (one per tier, named for this device and the seeds the
     session runs on: ``file_name``), each read once: they judge each fresh verdict, and with
@@ -288,16 +285,16 @@ class Ledgers:
                  offset: int = 0, seeds: int | None = None, max_seeds: int | None = None):
         self.folder, self.update, self.strict = Path(folder), update, strict
         self.offset, self.seeds, self.max_seeds = offset, seeds, max_seeds
+        self.device = device_name()
+        self.kernels = cpu_kernels() if self.device == "cpu" else CPU_TIER_KERNELS
         self.read: dict[str, dict[str, Entry]] = {}
         # entries of claims no longer defined, by file: known only to a session that collected
         # every claim (the plugin's ``collects_every_claim``)
         self.stale: dict[Path, list[str]] = {}
 
     def path(self, tier: str) -> Path:
-        name = device_name()
-        kernels = cpu_kernels() if name == "cpu" else CPU_TIER_KERNELS
-        return self.folder / file_name(tier, name, self.offset, self.seeds, self.max_seeds,
-                                       kernels)
+        return self.folder / file_name(tier, self.device, self.offset, self.seeds,
+                                       self.max_seeds, self.kernels)
 
     def entries(self, tier: str) -> dict[str, Entry]:
         if tier not in self.read:
@@ -329,6 +326,9 @@ class Ledgers:
         return [f"{path} holds {len(ids)} entries of claims no longer defined ({', '.join(ids)}): "
                 f"review, then --claims-update drops them from the file it writes"
                 for path, ids in sorted(self.stale.items())]
+
+
+# ----------------------------------------------------------------------------- comparing ledgers
 
 
 def compare(paths: Sequence[Path]) -> tuple[list[str], list[list[str]], str]:
