@@ -117,6 +117,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     sc.add_argument("--workers", type=int, default=None,
                     help="training processes, >= 1 (default: one per core on the CPU, one on a "
                          "GPU); with 1 it trains here, on one thread")
+    sc.add_argument("--threads", type=int, default=RUN_THREADS,
+                    help=f"torch threads of each training process on the CPU (default "
+                         f"{RUN_THREADS}, as the claims train: a run's numbers depend on it, and "
+                         f"the run cache keeps runs of each thread count apart)")
     sc.add_argument("--ray", default="", metavar="ADDRESS",
                     help="train on a Ray cluster instead: `local`, `auto` ($RAY_ADDRESS), "
                          "HOST:PORT or ray://HOST:PORT (pip install -e \".[ray]\")")
@@ -141,6 +145,8 @@ def score(args: argparse.Namespace) -> str:
                          "anyway")
     if args.workers is not None and args.workers < 1:
         raise UsageError(f"--workers {args.workers}: give 1 or more training processes")
+    if args.threads < 1:
+        raise UsageError(f"--threads {args.threads}: give 1 or more torch threads")
     if args.out.exists() and not args.out.is_dir():
         raise UsageError(f"--out {args.out}: is a file; give a folder")
     specs = list(zip(args.norms, args.name or [""] * len(args.norms), strict=True))
@@ -163,11 +169,11 @@ def score(args: argparse.Namespace) -> str:
         cuda = torch.cuda.is_available() and args.tier == "paper"
         workers = args.workers or (1 if cuda else min(os.cpu_count() or 1, len(plan.configs)))
         if workers == 1 and not cuda:
-            torch.set_num_threads(RUN_THREADS)  # as each worker process and the claims train
-        records = scorecard.fetch(plan, specs, workers, Runs(Progress(os.dup(2))))
+            torch.set_num_threads(args.threads)  # as each worker process trains
+        records = scorecard.fetch(plan, specs, workers, Runs(Progress(os.dup(2))), args.threads)
     table = scorecard.judge(plan, records, reach=scorecard.builtin_reach(args.tier))
-    paths = scorecard.write(args.out, table, scorecard.provenance(args.tier, specs),
-                            subjects=set(names) or None)
+    prov = scorecard.provenance(args.tier, specs, list(records.values()))
+    paths = scorecard.write(args.out, table, prov, subjects=set(names) or None)
     return f"{scorecard.as_text(table)}\n\nwritten: {', '.join(map(str, paths))}"
 
 

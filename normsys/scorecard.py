@@ -40,9 +40,10 @@ from normsys.claims.runs import Runs
 from normsys.claims.runtimes import run_seconds
 from normsys.claims.stats import SUPPORTED, Decision, Rule
 from normsys.claims.usernorm import absolute, load
+from normsys.claims.workers import RUN_THREADS
 from normsys.training.config import RunConfig
 from normsys.training.norms import BUILTIN, NORMS
-from normsys.training.provenance import device_name, git_commit
+from normsys.training.provenance import device_name, git_commit, numeric_of
 from normsys.training.record import RunRecord
 
 BUILTIN_ROWS = ("layernorm", "rmsnorm", "l2", "scaled_l2", "l2_affine", "dyt", "none",
@@ -348,15 +349,15 @@ def _fetch(cfg: RunConfig) -> RunRecord:
     return _WORKER_RUNS.run(cfg)
 
 
-def fetch(p: Plan, specs: list[tuple[str, str]], workers: int,
-          runs: Runs) -> dict[RunConfig, RunRecord]:
+def fetch(p: Plan, specs: list[tuple[str, str]], workers: int, runs: Runs,
+          threads: int = RUN_THREADS) -> dict[RunConfig, RunRecord]:
     """Every run of the plan, from the cache or trained: in ``workers`` processes (each with the
-    user's norms registered again, and its own runs), longest runs first; with ``runs`` in this
-    process when ``workers`` <= 1."""
+    user's norms registered again, and its own runs), each training on ``threads`` torch threads
+    (the claims' count unless told otherwise: a run's numbers depend on it), longest runs first;
+    with ``runs`` in this process when ``workers`` <= 1."""
     configs = sorted(p.configs, key=lambda c: c.model.family not in ("encoder", "char_gpt"))
     if workers <= 1:
         return {c: runs.run(c) for c in configs}
-    threads = max(1, (os.cpu_count() or 1) // workers)
     with tempfile.TemporaryDirectory() as tmp:
         pool = get_context("spawn").Pool(workers, _start_worker, (
             [(absolute(s), n) for s, n in specs], threads, str(Path(tmp) / "done")))
@@ -440,13 +441,18 @@ def stat_value(name: str, records: list[RunRecord], statistics=STATISTICS):
         return math.nan
 
 
-def provenance(tier: str, specs: list[tuple[str, str]]) -> dict:
+def provenance(tier: str, specs: list[tuple[str, str]],
+               records: Sequence[RunRecord] = ()) -> dict:
+    """Where the scorecard was made; ``environments``: the numeric environments its runs were
+    made in (provenance.numeric_of of each record's), each once."""
     import torch
 
     from normsys import __version__
 
+    environments = {json.dumps(numeric_of(r.env), sort_keys=True) for r in records}
     return {"tier": tier, "device": device_name(), "commit": git_commit(),
             "torch": torch.__version__, "normsys": __version__,
+            "environments": [json.loads(e) for e in sorted(environments)],
             "user_norms": {name: spec for spec, name in specs},
             "claims": {s.name: s.claim for s in STATISTICS}}
 

@@ -17,7 +17,7 @@ from normsys.claims.cache import cached_runs, run_key
 from normsys.claims.progress import SILENT
 from normsys.training.config import preset
 from normsys.training.record import trained_model
-from normsys.training.train import train_with_state
+from normsys.training.train import run_environment, train_with_state
 
 CFG = preset("ffn_stack", **{"train.steps": 3, "model.d": 16, "data.batch_shape": (4, 5, 16)})
 
@@ -126,7 +126,8 @@ def test_progress_says_trained_cached_and_retrained(tmp_path, monkeypatch):
             f"{CFG.fingerprint()[:8]})"
     assert lines[0] == f"normsys: training {label} ..."
     assert lines[1].startswith(f"normsys: [1 runs done] {label}: trained in ")
-    assert lines[1].endswith(f" s (cpu, {torch.get_num_threads()} thread(s))")
+    assert lines[1].endswith(f" s (cpu ({torch.backends.cpu.get_cpu_capability()}), "
+                             f"{torch.get_num_threads()} thread(s), torch {torch.__version__})")
     assert lines[2].startswith(f"normsys: [2 runs done] {label}: cached, trained in ")
     assert "cannot be read" in lines[3] and f"retraining {label}" in lines[3]
     assert lines[5].startswith(f"normsys: [3 runs done] {label}: trained in ")
@@ -407,15 +408,16 @@ def test_the_key_is_the_fingerprint_data_code_norm_and_version_in_that_form():
     from normsys import __version__
     from normsys.training.norms import register
 
-    code = cache.code_digest()
-    assert run_key(CFG) == f"{CFG.fingerprint()}-c{code}-v{__version__}"
+    code, env = cache.code_digest(), cache.environment_digest(run_environment(CFG))
+    assert run_key(CFG) == f"{CFG.fingerprint()}-c{code}-e{env}-v{__version__}"
     assert run_key(CFG, "0123456789abcdef" * 4) == \
-        f"{CFG.fingerprint()}-0123456789abcdef-c{code}-v{__version__}"
+        f"{CFG.fingerprint()}-0123456789abcdef-c{code}-e{env}-v{__version__}"
     register("halved-ln-key", lambda d: torch.nn.LayerNorm(d, elementwise_affine=False))
     try:
         mine = CFG.override(**{"model.norm": "halved-ln-key"})
         source = cache.NORMS["halved-ln-key"].source
-        assert source and run_key(mine) == f"{mine.fingerprint()}-c{code}-n{source}-v{__version__}"
+        assert source and run_key(mine) == \
+            f"{mine.fingerprint()}-c{code}-n{source}-e{env}-v{__version__}"
     finally:
         del cache.NORMS["halved-ln-key"]
 
@@ -499,3 +501,79 @@ def test_a_run_another_process_trains_is_waited_for_unless_asked_not_to(tmp_path
         held.release()
     waiting.join(60)
     assert got and got[0].run_config == CFG
+
+
+# ----------------------------------------------------------------------------- numeric environment
+
+
+def test_a_run_made_at_two_threads_is_not_served_at_one(tmp_path, monkeypatch):
+    """A thread count changes a run's numbers: each count keeps its own runs."""
+    monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path))
+    log, threads = tmp_path / "calls", torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        two = cached_run(CFG, counting(log))
+        torch.set_num_threads(1)
+        one = cached_run(CFG, counting(log))
+        assert log.read_text() == "xx" and (two.env["threads"], one.env["threads"]) == ("2", "1")
+        torch.set_num_threads(2)
+        assert cached_run(CFG, counting(log)) == two and log.read_text() == "xx"
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_a_record_made_on_other_cpu_kernels_is_not_served_here(tmp_path, monkeypatch):
+    """A run trained under ATEN_CPU_CAPABILITY=avx2 (another process, as on another CPU) is kept
+    under its kernels; this machine's kernels train their own."""
+    import subprocess
+    import sys
+
+    here = torch.backends.cpu.get_cpu_capability()
+    other = "avx2" if here != "AVX2" else "default"
+    monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path))
+    script = ("from normsys.claims.cache import cached_runs\n"
+              "from normsys.training.train import train_with_state\n"
+              "from tests.test_cache import CFG\n"
+              "r = cached_runs([CFG], '', lambda cs: [train_with_state(c) for c in cs])[0]\n"
+              "print(r.env['device'])")
+    made = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env={**os.environ, "ATEN_CPU_CAPABILITY": other, "OMP_NUM_THREADS":
+                               str(torch.get_num_threads())}, cwd=Path(__file__).parents[1],
+                          check=True).stdout.split()
+    assert made[-1] == f"({other.upper()})"
+    log = tmp_path / "calls"
+    mine = cached_run(CFG, counting(log))
+    assert log.read_text() == "x" and mine.env["device"] == f"cpu ({here})"
+    assert len(list((tmp_path / "runs").glob("*.json"))) == 2
+
+
+def test_the_torch_version_keys_the_run(tmp_path, monkeypatch):
+    monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path))
+    log = tmp_path / "calls"
+    before = run_key(CFG)
+    cached_run(CFG, counting(log))
+    monkeypatch.setattr(torch, "__version__", "0.0.1+other")
+    assert run_key(CFG) != before
+    cached_run(CFG, counting(log))
+    assert log.read_text() == "xx"
+
+
+def test_a_record_made_elsewhere_is_kept_under_its_own_environment(tmp_path, monkeypatch):
+    """A trainer (a Ray node) whose run comes back made in another numeric environment: the
+    record serves the session that asked, under its own key, and is never served here later."""
+    monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path))
+    elsewhere = {**run_environment(CFG), "device": "cpu (SVE256)"}
+
+    def on_a_node(cfg):
+        record, state = train_with_state(cfg)
+        record.env.update(elsewhere)
+        return record, state
+
+    got = cached_run(CFG, on_a_node)
+    assert got.env["device"] == "cpu (SVE256)"
+    assert (tmp_path / "runs" / f"{run_key(CFG, '', elsewhere)}.json").is_file()
+    assert not (tmp_path / "runs" / f"{run_key(CFG)}.json").exists()
+    log = tmp_path / "calls"
+    assert cached_run(CFG, counting(log)).env["device"] != "cpu (SVE256)"
+    assert log.read_text() == "x"
+    assert cache.lookup(CFG, "", lambda cfg: elsewhere).env["device"] == "cpu (SVE256)"

@@ -9,6 +9,7 @@ import pytest
 
 from normsys.__main__ import main
 from normsys.claims import ledger
+from normsys.training import provenance
 from normsys.training.config import preset
 
 SMALL = preset("ffn_stack", **{"train.steps": 3, "model.d": 16, "data.batch_shape": (4, 5, 16)})
@@ -51,18 +52,19 @@ def test_the_cpu_tier_on_a_cpu_of_other_kernels_has_a_ledger_of_its_own():
     ("NVIDIA H200", "AVX2", "cpu.json", "paper-NVIDIA-H200.json")])  # a GPU host: as before
 def test_a_session_reads_the_ledger_of_its_cpus_kernels(monkeypatch, tmp_path, device, kernels,
                                                         cpu_file, paper_file):
-    monkeypatch.setattr(ledger, "device_name", lambda: device)
-    monkeypatch.setattr(ledger, "cpu_kernels", lambda: kernels)
+    monkeypatch.setattr(provenance, "device_name", lambda _=None: device)
+    monkeypatch.setattr(provenance, "cpu_kernels", lambda: kernels)
     ledgers = ledger.Ledgers(tmp_path)
     assert (ledgers.path("cpu"), ledgers.path("paper")) == (tmp_path / cpu_file,
                                                            tmp_path / paper_file)
-    assert ledger.device() == (f"cpu ({kernels})" if device == "cpu" else device)
+    assert provenance.numeric_environment()["device"] == \
+        (f"cpu ({kernels})" if device == "cpu" else device)
 
 
 def test_this_machines_kernels_are_torchs():
     import torch
 
-    assert ledger.cpu_kernels() == torch.backends.cpu.get_cpu_capability()
+    assert provenance.cpu_kernels() == torch.backends.cpu.get_cpu_capability()
 
 
 def test_write_then_read_round_trips_with_sorted_keys(tmp_path):
@@ -342,11 +344,11 @@ def test_the_written_file_is_exactly_this(tmp_path):
     assert path.read_text() == (
         '{\n "about": "normsys verdict ledger: written by `pytest claims --claims-update`, never '
         'by hand; every claims run is checked against it",\n "claims": {\n  "c": {\n'
-        '   "commit": "a59fd79c0ffee",\n   "data": "abc",\n   "device": "cpu",\n'
+        '   "autocast": "",\n   "commit": "a59fd79c0ffee",\n   "data": "abc",\n   "device": "cpu",\n'
         '   "high": 0.84,\n   "low": 0.8,\n   "mean": 0.82,\n   "measured": "2026-11-23 10:00",\n'
         '   "normsys": "0.2.0",\n   "rule": ">= 0.8",\n   "seeds": [\n    0\n   ],\n'
         '   "settings": {\n    "a.b": "1"\n   },\n   "settings_fingerprint": "f",\n'
-        '   "statistic": "kappa",\n   "torch": "2.13.0+cpu",\n   "values": [\n    0.5\n   ],\n'
+        '   "statistic": "kappa",\n   "threads": "",\n   "torch": "2.13.0+cpu",\n   "values": [\n    0.5\n   ],\n'
         '   "verdict": "supported"\n  }\n },\n "format": 1\n}\n')
 
 
@@ -450,9 +452,10 @@ def test_tables_put_the_cpu_tier_beside_every_gpu_and_every_seed_set(tmp_path, c
     ledger.write(tmp_path / "cpu-AVX2.json", {"c-1": entry()})
     page = ledger.docs(tmp_path)
     sections = [line for line in page.splitlines() if line.startswith("## ")]
-    assert sections == ["## The CPU tier and the paper tier on each GPU",
-                        "## CPU kernels: `cpu-AVX2` beside `cpu` (AVX512)",
-                        "## Seeds: `cpu-seeds-3-5` beside `cpu`"]
+    assert sections == ["## Replication: every claim at a glance",
+                        "## The CPU tier and the paper tier on each GPU",
+                        "## Seeds: `cpu-seeds-3-5` beside `cpu`",
+                        "## CPU kernels: `cpu-AVX2` beside `cpu` (AVX512)"]
     (tmp_path / "cpu-AVX2.json").unlink()
     page = ledger.docs(tmp_path)
     assert "`cpu.json`, `paper-GPU-A.json`, `paper-GPU-B.json`: 1 of 2 agree; 1 decisive flips " \
@@ -472,3 +475,91 @@ def test_tables_put_the_cpu_tier_beside_every_gpu_and_every_seed_set(tmp_path, c
     assert main([*common, "--check"]) == 0
     assert main(["tables", "--ledger", str(tmp_path / "nowhere")]) == 2
     assert "no cpu.json there" in capsys.readouterr().err
+
+
+def test_replication_says_robust_fragile_contradicted_or_unreplicated_for_each_claim(tmp_path):
+    small_ledgers(tmp_path)  # c-1 supported twice, c-2 refuted/supported, c-3 open/supported
+    ledger.write(tmp_path / "cpu-AVX2.json", {"c-1": entry(), "c-2": entry("refuted")})
+    ledger.write(tmp_path / "paper-GPU-A.json", {"c-1": entry()})
+    assert [p.name for p in ledger.tier_files(tmp_path, "cpu")] == \
+        ["cpu.json", "cpu-AVX2.json", "cpu-seeds-3-5.json"]  # the reference first
+    cpu = ledger.replications(tmp_path, "cpu")
+    assert {cid: r.word for cid, r in cpu.items()} == {
+        "c-1": ledger.ROBUST, "c-2": ledger.CONTRADICTED, "c-3": ledger.FRAGILE,
+        "c-only-a": ledger.UNREPLICATED}
+    assert cpu["c-3"].line() == "fragile: inconclusive (cpu), supported (cpu-seeds-3-5)"
+    assert cpu["c-1"].behind["cpu-seeds-3-5"] == "seeds 3-5, cpu, torch 2.13.0+cpu"
+    assert ledger.replications(tmp_path, "paper")["c-1"].word == ledger.UNREPLICATED
+    assert [ledger.replicates(v) for v in (["refuted", "inconclusive"], ["inconclusive"] * 3,
+                                           ["supported", "inconclusive", "refuted"])] == \
+        [ledger.FRAGILE, ledger.ROBUST, ledger.CONTRADICTED]
+    table = ledger.replication_table(tmp_path)
+    assert "| `c-3` | inconclusive (`cpu`) | **fragile**: supported in `cpu-seeds-3-5` | - |  |" \
+        in table
+    assert "| `c-2` | REFUTED (`cpu`) | **CONTRADICTED**: supported in `cpu-seeds-3-5` |" in table
+    assert "cpu: 1 CONTRADICTED, 1 fragile, 1 robust, 1 unreplicated; paper: 1 unreplicated" \
+        in table
+
+
+# ----------------------------------------------------------------------------- another environment
+
+
+def test_across_environments_a_flip_a_robust_move_a_shift_or_a_new_rule_fails():
+    recorded = entry(mean=0.82, low=0.80, high=0.84)  # half-interval 0.02
+    across = ledger.judge_across
+    same = across(recorded, entry(mean=0.835, low=0.8, high=0.87, device="cpu (DEFAULT)"),
+                  ledger.ROBUST)
+    assert same.status == "same" and not same.fails
+    assert same.message.startswith("reference (cpu, torch 2.13.0+cpu): supported 0.82")
+    shifted = across(recorded, entry(mean=0.845, low=0.81, high=0.88), ledger.ROBUST)
+    assert shifted.fails and "drift: the mean moved 0.025, beyond 1 of the half-interval (0.02)" \
+        in shifted.message
+    assert across(recorded, entry(mean=0.8395), ledger.ROBUST).status == "same"  # at the edge
+    flip = across(recorded, entry("refuted", 0.5, 0.4, 0.6), ledger.FRAGILE)
+    assert flip.fails and "a decisive flip" in flip.message  # fragile or not
+    robust_move = across(recorded, entry("inconclusive", 0.81, 0.7, 0.92), ledger.ROBUST)
+    assert robust_move.fails and "record it as robust" in robust_move.message
+    assert across(recorded, entry("inconclusive", 0.81, 0.7, 0.92), ledger.UNREPLICATED).fails
+    moved = across(recorded, entry("inconclusive", 0.81, 0.7, 0.92), ledger.FRAGILE)
+    assert moved.status == ledger.MOVED and not moved.fails
+    assert across(recorded, entry(rule="> 0.9"), ledger.ROBUST).fails  # as on its own kernels
+    assert across(None, entry(), ledger.ROBUST).status == "new"
+    assert across(recorded, entry(mean=float("nan")), ledger.ROBUST).fails
+
+
+def test_the_tolerance_across_kernels_holds_what_other_kernels_moved_and_not_a_new_sample():
+    """ACROSS_TOLERANCE, from the committed ledgers: every claim of a CPU tier ledger of other
+    kernels (same seeds) moved its mean by less than that fraction of cpu.json's half-interval,
+    and a new seed sample (cpu-seeds-3-5) moves some by more: the tolerance admits rounding, not
+    a change in what was measured."""
+    folder = Path(__file__).parents[1] / "claims" / "ledger"
+    reference = ledger.read(folder / "cpu.json")
+
+    def moved(path: Path) -> list[float]:
+        other = ledger.read(path)
+        return [abs(other[c].mean - e.mean) / max((e.high - e.low) / 2, ledger.DRIFT_FLOOR)
+                for c, e in reference.items() if c in other and e.high > e.low]
+
+    kernels = [p for p in folder.glob("cpu-*.json") if "seeds" not in p.stem]
+    assert kernels and all(max(moved(p)) <= ledger.ACROSS_TOLERANCE for p in kernels)
+    assert max(moved(folder / "cpu-seeds-3-5.json")) > ledger.ACROSS_TOLERANCE
+
+
+def test_a_cpu_without_its_own_ledger_is_judged_against_the_reference(monkeypatch, tmp_path):
+    monkeypatch.setattr(provenance, "device_name", lambda _=None: "cpu")
+    monkeypatch.setattr(provenance, "cpu_kernels", lambda: "SVE256")
+    ledger.write(tmp_path / "cpu.json", {"c-1": entry(), "c-3": entry()})
+    ledger.write(tmp_path / "cpu-seeds-3-5.json", {"c-1": entry(),
+                                                   "c-3": entry("inconclusive", 0.8, 0.7, 0.9)})
+    ledgers = ledger.Ledgers(tmp_path, strict=True)
+    assert ledgers.across("cpu") and ledgers.judged_against("cpu") == tmp_path / "cpu.json"
+    assert not ledgers.across("paper")
+    assert set(ledgers.entries("cpu")) == {"c-1", "c-3"}
+    fresh = entry("inconclusive", 0.81, 0.7, 0.92, device="cpu (SVE256)")
+    assert ledgers.judge("c-1", "cpu", fresh).fails  # robust: its move fails
+    assert ledgers.judge("c-3", "cpu", fresh).status == ledger.MOVED  # fragile: reported
+    assert not ledger.Ledgers(tmp_path, update=True).across("cpu")  # it writes its own
+    ledger.write(tmp_path / "cpu-SVE256.json", {"c-1": entry()})
+    held = ledger.Ledgers(tmp_path)
+    assert not held.across("cpu") and held.judge("c-1", "cpu", fresh).fails  # its own, as ever
+    assert held.judged_against("cpu") == tmp_path / "cpu-SVE256.json"

@@ -9,6 +9,7 @@ import pytest
 
 from normsys.claims import ledger
 from normsys.claims.declaration import Declaration
+from normsys.training import provenance
 
 pytest_plugins = ["pytester"]
 
@@ -50,7 +51,7 @@ CONFTEST = ('pytest_plugins = ["normsys.claims.plugin"]\n'
 
 # the CPU tier's ledger file on this machine (cpu.json, or cpu-<kernels>.json on a CPU of other
 # kernels: normsys.claims.ledger.file_name)
-CPU_LEDGER = ledger.file_name("cpu", "cpu", kernels=ledger.cpu_kernels())
+CPU_LEDGER = ledger.file_name("cpu", "cpu", kernels=provenance.cpu_kernels())
 
 
 @pytest.fixture
@@ -98,7 +99,7 @@ def test_update_writes_the_ledger_and_the_next_run_holds_to_it(run_claims):
     entry = body["claims"]["c-refuted"]
     assert entry["verdict"] == "refuted" and entry["values"] == [0.30, 0.31, 0.32]
     assert entry["seeds"] == [0, 1, 2] and entry["rule"] == ">= 0.8"
-    assert entry["device"] == f"cpu ({ledger.cpu_kernels()})"
+    assert entry["device"] == f"cpu ({provenance.cpu_kernels()})"
     assert {"measured", "commit", "normsys", "torch", "data", "mean", "low", "high"} <= set(entry)
     assert (run_claims.path / "claims" / "ledger" / "paper-cpu.json").is_file()
 
@@ -312,7 +313,7 @@ def test_seed_options_have_a_ledger_of_their_own(run_claims):
     result.assert_outcomes(passed=2)
     data = json.loads((run_claims.path / "rep" / "claims.json").read_text())
     assert all(c["seeds"] == [10, 11, 12, 13] for c in data["claims"])
-    seeds_10_13 = ledger.file_name("cpu", "cpu", 10, 4, kernels=ledger.cpu_kernels())
+    seeds_10_13 = ledger.file_name("cpu", "cpu", 10, 4, kernels=provenance.cpu_kernels())
     assert seeds_10_13.removesuffix(".json").endswith("-seeds-10-13")
     assert (run_claims.path / "claims" / "ledger" / seeds_10_13).is_file()
     assert not (run_claims.path / "claims" / "ledger" / CPU_LEDGER).exists()
@@ -689,3 +690,38 @@ def test_max_seeds_at_the_first_look_and_a_new_ledger_folder_under_update_are_ac
     assert run(run_claims, "-k", "supported", "--claims-max-seeds", "3").ret == 0
     result = run(run_claims, "-k", "supported", "--claims-ledger", "fresh", "--claims-update")
     assert result.ret == 0 and (run_claims.path / "fresh" / CPU_LEDGER).is_file()
+
+
+def test_a_cpu_of_kernels_without_a_ledger_is_held_to_the_reference_by_its_rules(switch,
+                                                                                   monkeypatch):
+    """--claims-strict on a CPU whose kernels have no ledger: judged against cpu.json, a value
+    shifted within the tolerance passes, a robust verdict that moves fails, a fragile one that
+    moves is reported, a decisive flip fails."""
+    values = switch.path / "values.json"
+    monkeypatch.setattr(provenance, "cpu_kernels", lambda: ledger.CPU_TIER_KERNELS)
+    values.write_text(json.dumps([0.9, 0.91, 0.92]))
+    run(switch, "--claims-update")
+    reference = switch.path / "claims" / "ledger" / "cpu.json"
+    assert reference.is_file()
+    monkeypatch.setattr(provenance, "cpu_kernels", lambda: "SVE256")
+    values.write_text(json.dumps([0.9, 0.91, 0.9205]))  # rounding: within the tolerance
+    same = run(switch, "--claims-strict")
+    same.assert_outcomes(passed=1)
+    row = json.loads((switch.path / "rep" / "claims.json").read_text())["claims"][0]
+    assert row["ledger"] == "same" and row["ledger_note"].startswith("reference (cpu (")
+    assert row["entry"]["device"] == "cpu (SVE256)" and row["entry"]["threads"]
+    values.write_text(json.dumps(VALUES["inconclusive"]))
+    run(switch, "--claims-strict").assert_outcomes(failed=1)  # unreplicated: a move fails
+    seeds = reference.with_name("cpu-seeds-3-5.json")
+    body = json.loads(reference.read_text())
+    body["claims"]["c-switch"]["verdict"] = "inconclusive"
+    seeds.write_text(json.dumps(body))  # another seed set left it open: fragile
+    moved = run(switch, "--claims-strict", "-rs")
+    moved.assert_outcomes(skipped=1)
+    assert "moved, as a fragile claim may" in moved.stdout.str()
+    assert "fragile" in moved.stdout.str()  # the table's replication column
+    values.write_text(json.dumps(VALUES["refuted"]))
+    flip = run(switch, "--claims-strict")
+    flip.assert_outcomes(failed=1)
+    assert "a decisive flip" in flip.stdout.str()
+    assert not reference.with_name("cpu-SVE256.json").exists()  # nothing written

@@ -12,7 +12,7 @@ import torch
 from normsys.claims import runs
 from normsys.claims.cache import run_key
 from normsys.training.config import RunConfig, preset
-from normsys.training.train import train_with_state
+from normsys.training.train import run_environment, train_with_state
 
 SMALL = preset("ffn_stack", **{"train.steps": 2, "model.d": 8, "data.batch_shape": (2, 3, 8)})
 SEEDS = [SMALL.override(**{"train.seed": s}) for s in range(3)]
@@ -143,7 +143,7 @@ def test_on_cuda_the_seed_groups_nobody_else_holds_train_first(cache, monkeypatc
             for d in (4, 6))
     real, asked = runs.cached_runs, []
 
-    def a_held_elsewhere(configs, data, compute, wait=True, progress=None):
+    def a_held_elsewhere(configs, data, compute, wait=True, progress=None, environment=None):
         asked.append((configs[0].model.d, wait))
         if configs[0] in a and not wait:
             return None
@@ -170,7 +170,7 @@ def test_run_waits_by_default_and_says_none_when_asked_not_to(cache, monkeypatch
     """run(cfg) waits for a run another process holds; run(cfg, wait=False) answers None."""
     asked = []
 
-    def held_elsewhere(configs, data, compute, wait=True, progress=None):
+    def held_elsewhere(configs, data, compute, wait=True, progress=None, environment=None):
         asked.append(wait)
         return None if not wait else [train_with_state(c)[0] for c in configs]
 
@@ -309,6 +309,9 @@ class Elsewhere:
 
     def __init__(self, cuda: bool = False):
         self.cuda, self.calls, self.tasks = cuda, [], []
+
+    def environment(self, cfg):
+        return run_environment(cfg)  # it trains here
 
     def submit(self, cfgs, task):
         self.calls.append(("submit", cfgs))

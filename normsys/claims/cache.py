@@ -1,11 +1,15 @@
 """On-disk cache of run records so that several claims share one training run.
 
 Key: the config's fingerprint, a digest of the data the run reads (normsys.training.data: file
-checksums or the rows themselves), a digest of the code a run's result depends on and the normsys
-version. That code is one package, ``normsys.training`` (with the ``normsys`` __init__ its import
-runs), hashed whole with the torch version: an edit of any of its modules retrains every run, and
-an edit of the report, the plugin, the ledger or a claim file retrains nothing. The package holds
-everything its entry points import (``imported_closure`` reads their imports; the tests check it).
+checksums or the rows themselves), a digest of the code a run's result depends on, a digest of the
+numeric environment it trains in (``numeric_environment``: the device and its CPU kernels or GPU,
+torch threads, torch version, autocast dtype) and the normsys version. That code is one package,
+``normsys.training`` (with the ``normsys`` __init__ its import runs), hashed whole: an edit of any
+of its modules retrains every run, and an edit of the report, the plugin, the ledger or a claim
+file retrains nothing. The package holds everything its entry points import
+(``imported_closure`` reads their imports; the tests check it). A record is kept under the
+environment it was made in (its own ``env``), so one made elsewhere (a Ray node of other kernels,
+a process at another thread count) is never served to a session whose runs train otherwise.
 Location: normsys.training.store (``$NORMSYS_CACHE``, ``off`` disables it). Writes are atomic; an
 entry that cannot be read or does not match its key is retrained, and says so. A file lock per key
 makes concurrent pytest-xdist workers safe: one trains, the others wait (and say whom they wait on)
@@ -29,10 +33,14 @@ from normsys import __version__
 from normsys.claims.progress import SILENT, Progress, label
 from normsys.training.config import RunConfig
 from normsys.training.norms import NORMS
+from normsys.training.provenance import described, numeric_of
 from normsys.training.record import RunRecord
 from normsys.training.store import atomic_save, atomic_write_text, cache_root, file_sha256
+from normsys.training.train import run_environment
 
 Compute = Callable[[list[RunConfig]], list[tuple[RunRecord, dict | None]]]
+Environment = Callable[[RunConfig], dict[str, str]]  # where a config's run trains: its numeric
+# environment (normsys.training.train.run_environment here; a cluster's own, cluster.Cluster)
 NORMSYS = Path(__file__).parents[1]  # the normsys package
 TRAINING = "training"  # the package that trains a run: everything a record depends on
 ENTRY_POINTS = ("training.train", "training.batched")  # one run, or stacked seeds (fit)
@@ -87,36 +95,48 @@ def training_path(package: Path = NORMSYS) -> tuple[str, ...]:
 
 @functools.cache
 def code_digest(package: Path = NORMSYS) -> str:
-    """sha256 of the training path's source files and the torch version (12 hex digits)."""
-    import torch
-
-    digest = hashlib.sha256(torch.__version__.encode())
+    """sha256 of the training path's source files (12 hex digits)."""
+    digest = hashlib.sha256()
     for name in training_path(package):
         digest.update(name.encode() + b"\0" + module_file(name, package).read_bytes())
     return digest.hexdigest()[:12]
 
 
-def run_key(config: RunConfig, data: str = "") -> str:
+def environment_digest(environment: dict[str, str]) -> str:
+    """12 hex digits of a numeric environment (provenance.numeric_environment)."""
+    return hashlib.sha256(json.dumps(numeric_of(environment), sort_keys=True).encode()) \
+        .hexdigest()[:12]
+
+
+def run_key(config: RunConfig, data: str = "", environment: dict[str, str] | None = None) -> str:
     """The cache key: config fingerprint, data digest (when the run reads data), code digest
-    (with a registered norm kind's source digest, normsys.training.norms.register), version."""
+    (with a registered norm kind's source digest, normsys.training.norms.register), the digest of
+    the numeric environment the run trains in (``environment``; None: here, run_environment),
+    version."""
     data_part = f"-{data[:16]}" if data else ""
     kind = NORMS.get(config.model.norm)
     norm_part = f"-n{kind.source}" if kind is not None and kind.source else ""
-    return f"{config.fingerprint()}{data_part}-c{code_digest()}{norm_part}-v{__version__}"
+    env = run_environment(config) if environment is None else environment
+    return f"{config.fingerprint()}{data_part}-c{code_digest()}{norm_part}" \
+           f"-e{environment_digest(env)}-v{__version__}"
 
 
-def lookup(config: RunConfig, data: str = "") -> RunRecord | None:
-    """The cached record of ``config`` on data ``data`` if a valid one exists (no lock, no
-    training): what a cost estimate reads."""
+def lookup(config: RunConfig, data: str = "",
+           environment: Environment = run_environment) -> RunRecord | None:
+    """The cached record of ``config`` on data ``data`` made in the numeric environment its run
+    trains in (``environment(config)``), if a valid one exists (no lock, no training): what a cost
+    estimate reads."""
     root = cache_root()
     if root is None:
         return None
-    return _load(root / "runs" / f"{run_key(config, data)}.json", config)[0]
+    env = environment(config)
+    return _load(root / "runs" / f"{run_key(config, data, env)}.json", config, env)[0]
 
 
-def _load(json_path: Path, config: RunConfig) -> tuple[RunRecord | None, str]:
-    """The stored record if it is whole, matches the key and its weights check out, else None and
-    what was wrong ('' when there is no entry)."""
+def _load(json_path: Path, config: RunConfig,
+          environment: dict[str, str]) -> tuple[RunRecord | None, str]:
+    """The stored record if it is whole, matches the key (config, version, numeric environment)
+    and its weights check out, else None and what was wrong ('' when there is no entry)."""
     if not json_path.exists():
         return None, ""
     try:
@@ -126,6 +146,8 @@ def _load(json_path: Path, config: RunConfig) -> tuple[RunRecord | None, str]:
             return None, "its checksum does not match"
         if record.fingerprint != config.fingerprint() or record.version != __version__:
             return None, "it belongs to another config or version"
+        if numeric_of(record.env) != numeric_of(environment):
+            return None, f"it was made in another numeric environment ({described(record.env)})"
         if record.state_path is not None:
             state = Path(record.state_path)
             if not state.is_file() or payload.get("state_sha256") != file_sha256(state):
@@ -171,20 +193,24 @@ def writable(root: Path) -> bool:
 
 
 def cached_runs(configs: list[RunConfig], data: str, compute: Compute, wait: bool = True,
-                progress: Progress = SILENT) -> list[RunRecord] | None:
+                progress: Progress = SILENT,
+                environment: Environment = run_environment) -> list[RunRecord] | None:
     """The records of ``configs`` (runs on the same data, digest ``data``): from the cache where
-    a valid entry exists (read without a lock first: a read-only cache serves its runs), the
-    others computed together by ``compute(missing configs)`` under a lock per run and stored,
-    each said on ``progress``. With ``wait=False``, None instead of waiting while another
-    process holds one of them (is training it), so that the caller can do other work first and
-    ask again. A run that cannot be stored (a full disk, a read-only cache) is said and served
-    to this session only."""
+    a valid entry made in the numeric environment they train in (``environment(config)``)
+    exists (read without a lock first: a read-only cache serves its runs), the others computed
+    together by ``compute(missing configs)`` under a lock per run and stored, each said on
+    ``progress``. With ``wait=False``, None instead of waiting while another process holds one
+    of them (is training it), so that the caller can do other work first and ask again. A run
+    that cannot be stored (a full disk, a read-only cache) is said and served to this session
+    only; one that comes back made in another environment than asked (a cluster node of other
+    kernels) is said, kept under its own environment and served to this session only."""
+    envs = {c: environment(c) for c in dict.fromkeys(configs)}
     root = cache_root()
     if root is None:
         return _computed(configs, compute, progress)
     runs = root / "runs"
-    paths = {c: runs / run_key(c, data) for c in configs}
-    ready = {c: _load(Path(f"{paths[c]}.json"), c)[0] for c in dict.fromkeys(configs)}
+    paths = {c: runs / run_key(c, data, envs[c]) for c in envs}
+    ready = {c: _load(Path(f"{paths[c]}.json"), c, envs[c])[0] for c in envs}
     if all(r is not None for r in ready.values()):
         for record in ready.values():
             progress.finished(record, cached=True)
@@ -213,7 +239,7 @@ def cached_runs(configs: list[RunConfig], data: str, compute: Compute, wait: boo
                 stack.callback(lock.release)
             found = {}
             for c in dict.fromkeys(configs):
-                found[c], problem = _load(Path(f"{paths[c]}.json"), c)
+                found[c], problem = _load(Path(f"{paths[c]}.json"), c, envs[c])
                 if problem:
                     progress.note(f"cache entry {paths[c].name} is unusable ({problem}): "
                                   f"retraining {label(c)}")
@@ -223,7 +249,12 @@ def cached_runs(configs: list[RunConfig], data: str, compute: Compute, wait: boo
             if missing:
                 progress.started(missing)
                 for c, (record, state) in zip(missing, compute(missing), strict=True):
-                    found[c] = _store(record, state, paths[c], progress)
+                    path = runs / run_key(c, data, record.env)  # where it was made
+                    if path != paths[c]:
+                        progress.note(f"{label(c)} was made in another numeric environment "
+                                      f"({described(record.env)}; asked: {described(envs[c])}): kept "
+                                      f"under its own, served to this session only")
+                    found[c] = _store(record, state, path, progress)
                     progress.finished(record, cached=False)
             return [found[c] for c in configs]
     except Timeout:

@@ -29,7 +29,7 @@ from normsys import __version__
 from normsys.claims import ledger, params, sequential, stats
 from normsys.claims.params import Variant
 from normsys.training.data import data_root
-from normsys.training.provenance import git_commit
+from normsys.training.provenance import git_commit, numeric_environment
 from normsys.training.store import file_sha256
 
 PROPERTY = "normsys_claim"  # the user property a claim's result travels in
@@ -95,6 +95,8 @@ class ClaimResult:
     commit: str = field(default_factory=lambda: git_commit())
     ledger: str = ""       # same | drift | changed | no-settings | new | unrecorded | updated
     ledger_note: str = ""  # the ledger's line for this claim, or what to do
+    replication: str = ""  # robust | fragile | CONTRADICTED | unreplicated (ledger.replicates)
+    replication_note: str = ""  # its verdict in each ledger file of the tier
     looks: list[dict] = field(default_factory=list)  # with --claims-max-seeds: each look's verdict
     entry: dict = field(default_factory=dict)  # this measurement as a ledger entry
 
@@ -203,7 +205,7 @@ class Claim:
         return self._conclude(decision, rule.statistic)
 
     def _conclude(self, decision: stats.Decision, statistic: str) -> stats.Decision:
-        import torch
+        from normsys.training.train import run_environment  # torch: when a claim decides
 
         s = decision.summary
         if len(self.plan) > 1:
@@ -218,12 +220,15 @@ class Claim:
             decision.reason, time.perf_counter() - self.start, jsonable(self.evidence),
             self.figures, self.item.nodeid)
         settings, fingerprint = ledger.run_settings(self.fetched)
+        env = run_environment(self.fetched[0]) if self.fetched else numeric_environment()
         fresh = ledger.Entry(result.verdict, statistic, result.rule, result.seeds, result.values,
                              result.mean, result.low, result.high, result.measured, result.commit,
-                             __version__, torch.__version__, ledger.device(), data_digest(),
-                             settings, fingerprint)
+                             __version__, env["torch"], env["device"], data_digest(),
+                             settings, fingerprint, env["threads"], env["autocast"])
         judgement = self.ledgers.judge(self.id, self.tier, fresh)
         result.ledger, result.ledger_note = judgement.status, judgement.message
+        if (replicated := self.ledgers.replication(self.id, self.tier)) is not None:
+            result.replication, result.replication_note = replicated.word, replicated.line()
         result.entry = jsonable(asdict(fresh))
         result.looks = jsonable(self.looks)
         self.item.user_properties.append((PROPERTY, json.dumps(asdict(result))))
@@ -233,7 +238,7 @@ class Claim:
             pytest.fail(f"[{self.id}/{self.tier}] {judgement.message}"
                         + (" (--claims-strict)" if unrecorded else ""), pytrace=False)
         if decision.verdict == stats.REFUTED:
-            if unrecorded or self.ledgers.update:
+            if unrecorded or self.ledgers.update or judgement.status == ledger.MOVED:
                 pytest.xfail(f"refuted ({judgement.status}): {text}")
             raise ClaimRefuted(f"{text}; {judgement.message}")
         if decision.verdict == stats.INCONCLUSIVE:

@@ -5,9 +5,11 @@ cache lacks (one run, or one configuration's seeds stacked on a GPU) becomes a R
 loads the data and trains them (normsys.training.train.fit) on whichever node Ray gives it, asking for a
 fraction of a GPU on a cluster with GPUs (several small runs share one) or a number of CPUs
 otherwise. The records and weights come back through Ray's object store (no shared filesystem)
-and the session keeps them in the local run cache under the same key as a run trained here, so
-the claims read them as they read any cached run. A run trained on the cluster is the run
-trained here: same config, same data (its digest is checked), same code.
+and the session keeps them in the local run cache under the cluster's numeric environment (its
+device and CPU kernels or GPU, the task's threads, torch, autocast: asked of a worker once), so a
+later session reads them when its runs train on the same cluster, and never as runs trained here
+in another environment. A run trained on the cluster is otherwise the run trained here: same
+config, same data (its digest is checked), same code.
 
     pytest claims --claims-ray local               a Ray cluster on this machine
     pytest claims --claims-ray auto                the running cluster (or $RAY_ADDRESS)
@@ -86,8 +88,21 @@ class Cluster:
         self.threads = cpus
         self.specs = list(specs or [])
         self.remote = ray.remote(max_retries=RETRIES)(work or train_group)
+        self.probe = ray.remote(max_retries=RETRIES)(worker_environment)
+        self.environments: dict[tuple, dict[str, str]] = {}  # a worker's, by what decides it
         self.pending: dict[RunConfig, object] = {}  # each submitted run's task (ObjectRef)
         self.ready: dict[RunConfig, tuple[RunRecord, dict | None]] = {}  # came back, not asked
+
+    def environment(self, cfg: RunConfig) -> dict[str, str]:
+        """The numeric environment a run of ``cfg`` trains in on the cluster, asked of a worker
+        under this cluster's task options once for each device and autocast setting."""
+        import ray
+
+        key = (cfg.train.device, cfg.train.amp)
+        if key not in self.environments:
+            ref = self.probe.options(**self.options).remote(cfg, self.threads)
+            self.environments[key] = ray.get(ref)
+        return self.environments[key]
 
     def submit(self, cfgs: list[RunConfig], task: Task) -> None:
         """Start training ``cfgs`` (one run, or one configuration's seeds) as one task."""
@@ -147,6 +162,17 @@ def node_name() -> str:
     import ray
 
     return f"{socket.gethostname()} ({ray.util.get_node_ip_address()})"
+
+
+def worker_environment(cfg: RunConfig, threads: int) -> dict[str, str]:
+    """A Ray task: the numeric environment a run of ``cfg`` trains in on this worker at
+    ``threads`` torch threads (train_group's)."""
+    import torch
+
+    from normsys.training.train import run_environment
+
+    torch.set_num_threads(threads)
+    return run_environment(cfg)
 
 
 _WORKER_RUNS: Runs | None = None  # a worker process's data settings, loaded once each

@@ -32,7 +32,7 @@ from normsys import __version__
 from normsys.claims import params
 from normsys.claims.stats import REFUTED, SUPPORTED
 from normsys.training.config import RunConfig
-from normsys.training.provenance import device_name
+from normsys.training import provenance
 from normsys.training.store import atomic_write_text
 
 # a mean that moved by more than this fraction of its recorded interval's half-width (or by more
@@ -67,6 +67,18 @@ class Entry:
     # predate them (imported reports), which are then not checked for settings
     settings: dict[str, str] = field(default_factory=dict)
     settings_fingerprint: str = ""
+    # the rest of the numeric environment beside torch and device (provenance.numeric_environment);
+    # "" in entries that predate them
+    threads: str = ""
+    autocast: str = ""
+
+    @property
+    def environment(self) -> str:
+        """Where the values were computed, in a few words (``cpu (AVX512), torch 2.13.0``)."""
+        parts = [self.device, f"torch {self.torch}"]
+        if self.threads:
+            parts.insert(1, f"{self.threads} thread(s)")
+        return ", ".join(parts)
 
     def line(self) -> str:
         """``supported 0.82 [0.8, 0.84] seeds 0-2 (2026-11-23, a59fd79)``."""
@@ -130,20 +142,6 @@ def setting_changes(recorded: dict[str, str], now: dict[str, str], most: int = 4
 # and reproduced on); the CPU tier on a CPU of other kernels is recorded apart, in
 # cpu-<kernels>.json (cpu-AVX2.json), as the paper tier is per GPU.
 CPU_TIER_KERNELS = "AVX512"
-
-
-def cpu_kernels() -> str:
-    """The instruction set torch's CPU kernels dispatch to on this machine: AVX2, AVX512, ..."""
-    import torch
-
-    return torch.backends.cpu.get_cpu_capability()
-
-
-def device() -> str:
-    """What a ledger entry records of where it was measured: the GPU's name, or the CPU with the
-    kernels it ran (``cpu (AVX2)``)."""
-    name = device_name()
-    return f"cpu ({cpu_kernels()})" if name == "cpu" else name
 
 
 def file_name(tier: str, device: str, seed_offset: int = 0, seeds: int = 0,
@@ -253,6 +251,48 @@ def changes(entry: Entry, fresh: Entry) -> list[str]:
     return out
 
 
+# A CPU whose kernels have no ledger of their own is checked against its tier's reference ledger
+# (cpu.json) with rules made for another numeric environment: rounding moves per-seed values, so
+# they are compared within ACROSS_TOLERANCE (the fresh mean within that fraction of the recorded
+# interval's half-width: tests/test_ledger.py holds it against what other kernels were measured to
+# move and what another seed set moves), and a verdict that moves fails unless the ledgers record
+# the claim as fragile (``replication``).
+ACROSS_TOLERANCE = 1.0
+MOVED = "moved"  # a fragile claim's verdict moved between decisive and inconclusive: reported
+
+
+def judge_across(entry: Entry | None, fresh: Entry, replicated: str) -> Judgement:
+    """Compare a measurement made in another numeric environment (a CPU of other kernels) with
+    its tier's reference entry, the claim's replication across the ledgers being ``replicated``
+    (ROBUST, FRAGILE, ...): a decisive flip fails; a verdict that moves fails unless the claim is
+    fragile, whose move between decisive and inconclusive is reported (MOVED); a statistic, rule,
+    seed set or setting that differs fails as ever; a mean that shifted beyond ACROSS_TOLERANCE
+    of the recorded half-width fails as drift."""
+    if entry is None:
+        return Judgement("new", f"new: not in the reference ledger; {UPDATE}")
+    now = f"{fresh.verdict} {interval(fresh.mean, fresh.low, fresh.high)}"
+    head = [f"reference ({entry.environment}): {entry.line()}", f"now: {now}"]
+    if changed := changes(entry, fresh):
+        return Judgement("changed", "; ".join([*head, *changed, UPDATE]))
+    if entry.verdict != fresh.verdict:
+        if {entry.verdict, fresh.verdict} == {SUPPORTED, REFUTED}:
+            return Judgement("changed", "; ".join([*head, "a decisive flip", UPDATE]))
+        if replicated != FRAGILE:
+            return Judgement("changed", "; ".join([*head, f"the verdict moved, and the ledgers "
+                                                          f"record it as {replicated}", UPDATE]))
+        return Judgement(MOVED, "; ".join([*head, "moved, as a fragile claim may (more seeds "
+                                                  "decide it: --claims-max-seeds)"]))
+    width = (entry.high - entry.low) / 2 if math.isfinite(entry.high - entry.low) else math.inf
+    tolerance = max(ACROSS_TOLERANCE * width, DRIFT_FLOOR)
+    moved = abs(fresh.mean - entry.mean)
+    if not (moved <= tolerance):  # NaN too
+        return Judgement("changed", "; ".join([*head, f"drift: the mean moved {num(moved)}, "
+                                                      f"beyond {ACROSS_TOLERANCE:g} of the "
+                                                      f"half-interval ({num(tolerance)})",
+                                               UPDATE]))
+    return Judgement("same", "; ".join(head[:1] + [f"within {num(moved)} of it"]))
+
+
 def judge(entry: Entry | None, fresh: Entry, file_exists: bool) -> Judgement:
     """Compare a fresh measurement with its ledger entry (None: the claim has none)."""
     if not file_exists:
@@ -277,33 +317,56 @@ def judge(entry: Entry | None, fresh: Entry, file_exists: bool) -> Judgement:
 
 
 class Ledgers:
-    """A session's ledger files in ``folder`` (one per tier, named for this device and the seeds the
-    session runs on: ``file_name``), each read once: they judge each fresh verdict, and with
-    ``update`` (--claims-update) take this session's verdicts."""
+    """A session's ledger files in ``folder`` (one per tier, named for this numeric environment
+    and the seeds the session runs on: ``file_name``), each read once: they judge each fresh
+    verdict, and with ``update`` (--claims-update) take this session's verdicts. On a CPU whose
+    kernels have no ledger of their own, the CPU tier is judged against its reference ledger
+    (``CPU_TIER_KERNELS``) by the rules for another environment (``judge_across``)."""
 
     def __init__(self, folder: Path, update: bool = False, strict: bool = False,
                  offset: int = 0, seeds: int | None = None, max_seeds: int | None = None):
         self.folder, self.update, self.strict = Path(folder), update, strict
         self.offset, self.seeds, self.max_seeds = offset, seeds, max_seeds
-        self.device = device_name()
-        self.kernels = cpu_kernels() if self.device == "cpu" else CPU_TIER_KERNELS
+        self.device = provenance.device_name()  # what numeric_environment names, read apart
+        self.kernels = provenance.cpu_kernels() if self.device == "cpu" else CPU_TIER_KERNELS
         self.read: dict[str, dict[str, Entry]] = {}
+        self.replicated: dict[str, dict[str, Replication]] = {}
         # entries of claims no longer defined, by file: known only to a session that collected
         # every claim (the plugin's ``collects_every_claim``)
         self.stale: dict[Path, list[str]] = {}
 
-    def path(self, tier: str) -> Path:
+    def path(self, tier: str, kernels: str | None = None) -> Path:
         return self.folder / file_name(tier, self.device, self.offset, self.seeds,
-                                       self.max_seeds, self.kernels)
+                                       self.max_seeds, kernels or self.kernels)
+
+    def across(self, tier: str) -> bool:
+        """Whether ``tier`` is judged against the reference ledger of another environment: the
+        CPU tier on kernels that have no ledger, when not writing one."""
+        return tier == "cpu" and not self.update and self.kernels != CPU_TIER_KERNELS and \
+            not self.path(tier).is_file() and self.path(tier, CPU_TIER_KERNELS).is_file()
+
+    def judged_against(self, tier: str) -> Path:
+        """The ledger file this session's verdicts of ``tier`` are judged against."""
+        return self.path(tier, CPU_TIER_KERNELS) if self.across(tier) else self.path(tier)
 
     def entries(self, tier: str) -> dict[str, Entry]:
         if tier not in self.read:
-            self.read[tier] = read(self.path(tier))
+            self.read[tier] = read(self.judged_against(tier))
         return self.read[tier]
+
+    def replication(self, cid: str, tier: str) -> Replication | None:
+        """How the claim's verdict replicates across the tier's ledger files (None: in none)."""
+        if tier not in self.replicated:
+            self.replicated[tier] = replications(self.folder, tier)
+        return self.replicated[tier].get(cid)
 
     def judge(self, cid: str, tier: str, fresh: Entry) -> Judgement:
         if self.update:
             return Judgement("updated", f"ledger updated from this run ({self.path(tier)})")
+        if self.across(tier):
+            replicated = self.replication(cid, tier)
+            return judge_across(self.entries(tier).get(cid), fresh,
+                                replicated.word if replicated else UNREPLICATED)
         return judge(self.entries(tier).get(cid), fresh, self.path(tier).is_file())
 
     def write(self, results: Sequence) -> list[str]:
@@ -326,6 +389,60 @@ class Ledgers:
         return [f"{path} holds {len(ids)} entries of claims no longer defined ({', '.join(ids)}): "
                 f"review, then --claims-update drops them from the file it writes"
                 for path, ids in sorted(self.stale.items())]
+
+
+# ----------------------------------------------------------------------------- replication
+
+# How a claim's verdict replicates across the ledger files of its tier (seed sets, numeric
+# environments): one verdict in every file; decisive in one and inconclusive in another (a
+# verdict the sample decides: more seeds, or the paper tier, settle it); supported in one and
+# refuted in another (a red flag: the claim's evidence points both ways); recorded once.
+ROBUST, FRAGILE, CONTRADICTED, UNREPLICATED = "robust", "fragile", "CONTRADICTED", "unreplicated"
+
+
+def replicates(verdicts: Sequence[str]) -> str:
+    """The replication word of one claim's verdicts in several ledger files."""
+    found = set(verdicts)
+    if {SUPPORTED, REFUTED} <= found:
+        return CONTRADICTED
+    if len(found) > 1:
+        return FRAGILE
+    return ROBUST if len(verdicts) > 1 else UNREPLICATED
+
+
+@dataclass(frozen=True)
+class Replication:
+    """One claim's verdict in each ledger file of its tier (by file stem) and what they say."""
+
+    verdicts: dict[str, str]
+    behind: dict[str, str]  # file stem -> its seeds and numeric environment, in a few words
+
+    @property
+    def word(self) -> str:
+        return replicates(list(self.verdicts.values()))
+
+    def line(self) -> str:
+        """``fragile: supported (cpu), inconclusive (cpu-AVX2)``."""
+        return f"{self.word}: " + ", ".join(f"{v} ({stem})" for stem, v in self.verdicts.items())
+
+
+def tier_files(folder: Path, tier: str) -> list[Path]:
+    """The ledger files of ``tier`` in ``folder``, the tier's reference first (``cpu.json``;
+    for the paper tier, each GPU's own seeds before other seed sets)."""
+    files = [p for p in sorted(Path(folder).glob("*.json")) if tier_of(p) == tier]
+    return sorted(files, key=lambda p: ("-seeds-" in p.stem, p.stem != tier, p.stem))
+
+
+def replications(folder: Path, tier: str) -> dict[str, Replication]:
+    """Each claim's replication across the ledger files of ``tier`` in ``folder``."""
+    out: dict[str, dict[str, Entry]] = {}
+    for path in tier_files(folder, tier):
+        for cid, e in read(path).items():
+            out.setdefault(cid, {})[path.stem] = e
+    return {cid: Replication({stem: e.verdict for stem, e in by.items()},
+                             {stem: f"seeds {seed_span(e.seeds)}, {e.environment}"
+                              for stem, e in by.items()})
+            for cid, by in sorted(out.items())}
 
 
 # ----------------------------------------------------------------------------- comparing ledgers
@@ -381,18 +498,71 @@ def as_markdown(header: list[str], rows: list[list[str]]) -> str:
 DOCS_HEAD = """# Verdict ledgers side by side
 
 Written by `python -m normsys tables` from the ledger files in this folder (`tests/test_ledger.py`
-fails when this page is not what the command writes from them). Each table is `python -m normsys
-compare ... --markdown` of the files it names. The CPU and paper tiers differ in model size, data
-and seeds, so their agreement is a comparison of settings, not a reproduction check; two GPUs on
-the paper tier, or two seed sets of one tier, are."""
+fails when this page is not what the command writes from them). Each table below the first is
+`python -m normsys compare ... --markdown` of the files it names. The CPU and paper tiers differ in
+model size, data and seeds, so their agreement is a comparison of settings, not a reproduction
+check; two GPUs on the paper tier, two CPU kernel sets, or two seed sets of one tier, are."""
+
+REPLICATION_HEAD = """## Replication: every claim at a glance
+
+Each tier's verdict is its reference ledger's (the first file listed for it); beside it, how that
+verdict replicates across every ledger file of the tier: **robust** (one verdict in all of them),
+**fragile** (decisive in one, inconclusive in another: the sample decides it, and more seeds,
+`--claims-max-seeds`, or the paper tier settle it), **CONTRADICTED** (supported in one, refuted in
+another: the evidence points both ways), *unreplicated* (one file records it). Where files
+disagree, the cell names those that differ from the reference."""
+
+
+def replication_table(folder: Path, tiers: Sequence[str] = ("cpu", "paper")) -> str:
+    """The page's first table: each claim's verdict per tier, its replication, and the files
+    that differ; above it, the files behind each tier with their seeds and environments."""
+    tiers = [t for t in tiers if tier_files(folder, t)]
+    lines = []
+    for tier in tiers:
+        files = tier_files(folder, tier)
+        seen = {}
+        for path in files:
+            entries = list(read(path).values())
+            spans = sorted({seed_span(e.seeds) for e in entries}, key=lambda x: (len(x), x))
+            environments = sorted({e.environment for e in entries})
+            seen[path.stem] = "no entries" if not entries else \
+                f"seeds {' to '.join(dict.fromkeys([spans[0], spans[-1]]))}, " \
+                f"{'; '.join(environments)}"
+        lines.append(f"- {tier}: " + "; ".join(f"`{stem}` ({what})" for stem, what in seen.items()))
+    by_tier = {t: replications(folder, t) for t in tiers}
+    header = ["claim"] + [x for t in tiers for x in (t, f"{t}: replication")]
+    rows = []
+    for cid in sorted(set().union(*by_tier.values())):
+        row = [cid]
+        for tier in tiers:
+            r = by_tier[tier].get(cid)
+            if r is None:
+                row += ["-", ""]
+                continue
+            reference, *others = r.verdicts.items()
+            differ = [f"{v} in `{stem}`" for stem, v in others if v != reference[1]]
+            verdict = reference[1].upper() if reference[1] == REFUTED else reference[1]
+            word = f"**{r.word}**" if r.word in (FRAGILE, CONTRADICTED) else r.word
+            row += [f"{verdict} (`{reference[0]}`)",
+                    word + (f": {', '.join(differ)}" if differ else "")]
+        rows.append(row)
+    counts = {t: {} for t in tiers}
+    for t in tiers:
+        for r in by_tier[t].values():
+            counts[t][r.word] = counts[t].get(r.word, 0) + 1
+    summary = "; ".join(f"{t}: " + ", ".join(f"{n} {w}" for w, n in sorted(counts[t].items()))
+                        for t in tiers)
+    return "\n\n".join([REPLICATION_HEAD, "\n".join(lines), summary,
+                         as_markdown(header, rows)])
 
 
 def docs(folder: Path) -> str:
-    """This folder's README: the CPU tier beside the paper tier on every GPU with a ledger, the
-    GPUs' agreement among themselves, and the CPU tier beside each other seed set."""
+    """This folder's README: the replication of every verdict, then the CPU tier beside the
+    paper tier on every GPU with a ledger, the GPUs' agreement among themselves, and each tier
+    beside its other kernel sets and seed sets."""
     cpu = folder / "cpu.json"
-    gpus = sorted(folder.glob("paper-*.json"))
-    blocks = [DOCS_HEAD]
+    gpus = [p for p in sorted(folder.glob("paper-*.json")) if "-seeds-" not in p.stem]
+    blocks = [DOCS_HEAD, replication_table(folder)]
 
     def section(title: str, paths: list[Path], extra: str = "") -> None:
         header, rows, agreement = compare(paths)
@@ -405,10 +575,12 @@ def docs(folder: Path) -> str:
         if len(gpus) > 1:
             gpu_line = "; the GPUs among themselves: " + compare(gpus)[2]
         section("The CPU tier and the paper tier on each GPU", [cpu, *gpus], gpu_line)
+    for other in sorted(folder.glob("*-seeds-*.json")):
+        reference = folder / f"{other.stem.split('-seeds-')[0].removesuffix('-max')}.json"
+        if reference.is_file():
+            section(f"Seeds: `{other.stem}` beside `{reference.stem}`", [reference, other])
     for other in sorted(folder.glob("cpu-*.json")):
-        if "-seeds-" in other.stem:
-            section(f"Seeds: `{other.stem}` beside `cpu`", [cpu, other])
-        else:  # the CPU tier on a CPU of other kernels (file_name)
+        if "-seeds-" not in other.stem:  # the CPU tier on a CPU of other kernels (file_name)
             section(f"CPU kernels: `{other.stem}` beside `cpu` ({CPU_TIER_KERNELS})",
                     [cpu, other])
     return "\n\n".join(blocks) + "\n"

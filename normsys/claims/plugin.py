@@ -44,7 +44,7 @@ from normsys.claims.claim import (
 from normsys.claims.progress import Progress
 from normsys.claims.report import merged, verdict_table, write_reports
 from normsys.training.data import DataError, DataMissingError, data_root
-from normsys.training.provenance import device_name, git_commit
+from normsys.training.provenance import device_name, git_commit, numeric_environment
 
 TERMINAL = pytest.StashKey[int]()
 LEDGERS = pytest.StashKey["ledger.Ledgers"]()  # the session's ledger files
@@ -75,7 +75,7 @@ def provenance(config: pytest.Config) -> dict:
     device = device_name()
     opt = config.option
     return {"normsys": __version__, "commit": git_commit(), "torch": torch.__version__,
-            "device": device, "seeds": opt.claims_seeds or f"each claim's own ({_seed_policy()})",
+            "device": device, "environment": numeric_environment(), "seeds": opt.claims_seeds or f"each claim's own ({_seed_policy()})",
             "seed_offset": opt.claims_seed_offset, "data": str(root),
             "data_sha256": dict(line.split()[::-1] for line in sums.read_text().splitlines()
                                 if line.strip()) if sums.is_file() else {},

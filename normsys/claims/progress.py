@@ -15,6 +15,7 @@ from pathlib import Path
 from filelock import FileLock
 
 from normsys.training.config import PRESETS, RunConfig, preset
+from normsys.training.provenance import described
 
 
 class Progress:
@@ -47,9 +48,7 @@ class Progress:
         """A run ended: trained now, or read from the cache (when and where it was trained)."""
         cfg = RunConfig.from_dict(record.config)
         done = self._count()
-        where = record.env.get("device", "?")
-        if where.startswith("cpu") and "threads" in record.env:
-            where = f"cpu, {record.env['threads']} thread(s)"
+        where = described(record.env)
         if "node" in record.env:  # trained on a cluster (normsys.claims.cluster)
             where = f"{where}; node {record.env['node']}"
         if cached:

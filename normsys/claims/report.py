@@ -16,7 +16,7 @@ from pathlib import Path
 
 VERDICT_ORDER = ("supported", "refuted", "inconclusive", "error", "not run")
 HEADER = ["claim", "tier", "verdict", "statistic", "mean", "95% CI", "rule", "seeds", "time",
-          "ledger"]
+          "ledger", "replication"]
 
 
 def _num(x: float) -> str:
@@ -30,7 +30,8 @@ def _num(x: float) -> str:
 def rows(results) -> list[list[str]]:
     return [[r.id, r.tier, r.verdict.upper() if r.verdict == "refuted" else r.verdict,
              r.statistic, _num(r.mean), f"[{_num(r.low)}, {_num(r.high)}]", r.rule,
-             str(len(r.seeds)), f"{r.seconds:.0f}s", ledger_cell(r)] for r in results]
+             str(len(r.seeds)), f"{r.seconds:.0f}s", ledger_cell(r),
+             getattr(r, "replication", "")] for r in results]
 
 
 def ledger_cell(r) -> str:
@@ -87,6 +88,8 @@ def write_reports(results, folder: Path, provenance: dict) -> list[Path]:
                f"Measured {r.measured} at commit {r.commit or '?'}.\n"]
         if getattr(r, "ledger_note", ""):
             md.append(f"Ledger ({r.ledger}): {r.ledger_note}\n")
+        if getattr(r, "replication_note", ""):
+            md.append(f"Replication across the ledgers: {r.replication_note}\n")
         if r.rule:
             md.append(f"Rule: `{r.statistic} {r.rule}` on the 95% t-interval of the mean over "
                       f"seeds {r.seeds}.  \nPer seed: {', '.join(_num(v) for v in r.values)}  \n"

@@ -34,13 +34,15 @@ from normsys.training.norms import NORMS
 from normsys.training.record import RunRecord
 from normsys.training.store import atomic_write_text, cache_root
 from normsys.training.tasks import Classify, LanguageModel, Task, make_task
-from normsys.training.train import fit, resolve_device
+from normsys.training.train import fit, resolve_device, run_environment
 
 
 class Trainer(Protocol):
     """Where runs train when not in this process (normsys.claims.cluster.Cluster: a Ray cluster)."""
 
     cuda: bool  # whether its runs train on CUDA (seeds stack)
+
+    def environment(self, cfg: RunConfig) -> dict[str, str]: ...  # where a run of cfg trains
 
     def submit(self, cfgs: list[RunConfig], task: Task) -> None: ...
 
@@ -104,7 +106,7 @@ class Runs:
             task = self.task_of(missing[0])
             train = fit if self.trainer is None else self.trainer.train
             found = cached_runs(missing, task.digest, lambda todo: train(todo, task), wait,
-                                self.progress)
+                                self.progress, self.environment)
             if found is None:
                 return False
             self.records.update(zip(missing, found, strict=True))
@@ -113,6 +115,11 @@ class Runs:
 
     def _cuda(self) -> bool | None:
         return None if self.trainer is None else self.trainer.cuda
+
+    def environment(self, cfg: RunConfig) -> dict[str, str]:
+        """The numeric environment a run of ``cfg`` trains in: here (run_environment), or the
+        trainer's; the run cache serves only records made in it."""
+        return run_environment(cfg) if self.trainer is None else self.trainer.environment(cfg)
 
     def submit(self, groups: list[list[RunConfig]]) -> int:
         """Hand the trainer the runs of ``groups`` that neither this session nor the run cache
@@ -123,7 +130,8 @@ class Runs:
         handed = 0
         for group in groups:
             task = self.task_of(group[0])
-            missing = [c for c in group if c not in self.records and lookup(c, task.digest) is None]
+            missing = [c for c in group if c not in self.records and
+                       lookup(c, task.digest, self.environment) is None]
             if missing:
                 self.trainer.submit(missing, task)
                 handed += len(missing)

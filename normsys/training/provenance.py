@@ -1,5 +1,11 @@
 """Where something was computed: the code's commit, the versions, the device. One definition, used
-by the run records, the claims report and ledger, and the benchmarks."""
+by the run records, the run cache's key, the claims report and ledger, and the benchmarks.
+
+A run's numbers depend on more than its config, data and code: on the kernels its device runs
+(a CPU's vector instructions, a GPU model), the torch threads a reduction is split over, the torch
+version and the autocast dtype. ``numeric_environment`` declares those once; the cache keys each
+record on it, the record and the ledger entries carry it, and the ledger's file name is read from
+it, so a number is never served to, or compared as if it came from, another environment."""
 
 from __future__ import annotations
 
@@ -41,15 +47,48 @@ def device_name(device: torch.device | None = None) -> str:
     return torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
 
 
+def cpu_kernels() -> str:
+    """The instruction set torch's CPU kernels dispatch to on this machine (AVX512, AVX2, DEFAULT,
+    ...; ``ATEN_CPU_CAPABILITY`` chooses a lower one)."""
+    return torch.backends.cpu.get_cpu_capability()
+
+
+NUMERIC_FIELDS = ("device", "threads", "torch", "autocast")  # what numeric_environment says
+
+
+def numeric_environment(device: torch.device | None = None, amp: bool = False) -> dict[str, str]:
+    """What a computation on ``device`` (None: CUDA where there is one, else the CPU) computes its
+    numbers under here, besides its inputs and code: the device (the GPU's name, or the CPU with
+    the kernels it runs, ``cpu (AVX512)``), torch's threads and version, and the autocast dtype
+    (``amp``: bf16 autocast, the CUDA fast path)."""
+    name = device_name(device)
+    return {"device": f"cpu ({cpu_kernels()})" if name == "cpu" else name,
+            "threads": str(torch.get_num_threads()), "torch": torch.__version__,
+            "autocast": "bfloat16" if amp else "off"}
+
+
+def numeric_of(env: dict[str, str]) -> dict[str, str]:
+    """The numeric environment a record's or an entry's ``env`` names (absent fields ``?``: made
+    before they were recorded)."""
+    return {k: str(env.get(k, "?")) for k in NUMERIC_FIELDS}
+
+
+def described(env: dict[str, str]) -> str:
+    """A numeric environment in a few words: ``cpu (AVX512), 1 thread(s), torch 2.13.0``."""
+    e = numeric_of(env)
+    amp = f", {e['autocast']} autocast" if e["autocast"] not in ("off", "?") else ""
+    return f"{e['device']}, {e['threads']} thread(s), torch {e['torch']}{amp}"
+
+
 def processor() -> str:
     """The CPU's name where the platform says it, else its architecture (Linux leaves
     platform.processor() empty on many hosts)."""
     return platform.processor() or platform.machine() or "unknown"
 
 
-def environment(device: torch.device) -> dict[str, str]:
-    """What a run record keeps of where it ran."""
-    name = device_name(device) if device.type == "cuda" else processor()
-    return {"torch": torch.__version__, "device": f"{device.type}: {name}",
-            "commit": git_commit(), "normsys": __version__, "python": platform.python_version(),
-            "threads": str(torch.get_num_threads()), "date": time.strftime("%Y-%m-%d %H:%M")}
+def environment(device: torch.device, amp: bool = False) -> dict[str, str]:
+    """What a run record keeps of where it ran: its numeric environment (the run cache's key
+    reads it back, ``numeric_of``), the processor, the code and when."""
+    return {**numeric_environment(device, amp), "processor": processor(), "commit": git_commit(),
+            "normsys": __version__, "python": platform.python_version(),
+            "date": time.strftime("%Y-%m-%d %H:%M")}

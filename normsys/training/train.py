@@ -26,7 +26,7 @@ from normsys.training.feedback import dfa_feedback
 from normsys.training.measure import AtInit, backward, gradients_at_init, probe
 from normsys.training.models import prepare_model
 from normsys.training.norms import fusion
-from normsys.training.provenance import environment
+from normsys.training.provenance import environment, numeric_environment
 from normsys.training.record import RunRecord, snapshot_key
 from normsys.training.stacked import stack_modules, unstack_into
 from normsys.training.steplog import StepLog, empty_curves
@@ -89,8 +89,20 @@ def run_context(cfg: RunConfig, device: torch.device, steps: int,
     HOST_READ_EVERY steps on CUDA, where each read stalls the queue of kernels."""
     if read_every is None:
         read_every = 1 if device.type == "cpu" else HOST_READ_EVERY
-    return RunContext(device, device.type == "cuda" and cfg.train.amp == "auto",
-                      compile_mode(cfg, device, steps), read_every)
+    return RunContext(device, autocasts(cfg, device), compile_mode(cfg, device, steps), read_every)
+
+
+def autocasts(cfg: RunConfig, device: torch.device) -> bool:
+    """Whether a run of ``cfg`` on ``device`` trains under bf16 autocast: on CUDA, train.amp=auto."""
+    return device.type == "cuda" and cfg.train.amp == "auto"
+
+
+def run_environment(cfg: RunConfig) -> dict[str, str]:
+    """The numeric environment a run of ``cfg`` trains in here (``numeric_environment``: the
+    device its train.device resolves to, this process's threads, torch, the autocast dtype): what
+    the run cache keys the run on."""
+    device = resolve_device(cfg.train.device)
+    return numeric_environment(device, autocasts(cfg, device))
 
 
 def make_optimizer(cfg: RunConfig, params, device: torch.device) -> torch.optim.Optimizer:
@@ -196,7 +208,7 @@ def finish(run: Trained, task: Task, ctx: RunContext,
         config=json.loads(json.dumps(cfg.to_dict())), fingerprint=cfg.fingerprint(),
         version=__version__, metrics=metrics, curves=curves, probes=probes,
         init_grad_norms=run.init.grads, diverged=run.diverged, steps=steps,
-        wall_time=time.perf_counter() - start, env=environment(ctx.device),
+        wall_time=time.perf_counter() - start, env=environment(ctx.device, ctx.amp),
         data_source=task.source)
     if not cfg.train.keep_state:
         return record, None
