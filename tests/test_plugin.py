@@ -592,6 +592,41 @@ def test_max_seeds_adds_seeds_at_the_looks_until_a_verdict(pytester):
     plain.assert_outcomes(skipped=1)  # without the option: 3 seeds at 95%, inconclusive
 
 
+BRANCH_CLAIMS = '''
+import pytest
+from normsys.claims.params import Variant
+from normsys.claims.stats import Rule
+from tests_sequential_branches import BRANCHES
+
+NAMES = {Variant(f"-{i}"): branch for i, branch in enumerate(BRANCHES)}
+
+@pytest.mark.parametrize("variant", list(NAMES))
+@pytest.mark.claim("c-branch", statement="s", source="t")
+def test_branch(claim, variant):
+    claim.record(branch=NAMES[variant])
+    claim.check(BRANCHES[NAMES[variant]][0][:len(claim.seeds)], Rule("x", ">", 0.2))
+'''
+
+
+def test_every_branch_of_the_sequential_design_through_a_claim(pytester):
+    """The values of each branch (tests/test_sequential.py) decided by a claim under
+    --claims-max-seeds 8: each stops at the look where it decides, with that verdict."""
+    from test_sequential import BRANCHES
+
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(tests_sequential_branches=f"BRANCHES = {BRANCHES!r}\n",
+                        test_branches=BRANCH_CLAIMS)
+    result = run(pytester, "--claims-max-seeds", "8")
+    result.assert_outcomes(passed=1, xfailed=3, skipped=1)  # refuted, unrecorded: xfail
+    rows = json.loads((pytester.path / "rep" / "claims.json").read_text())["claims"]
+    by_branch = {r["evidence"]["branch"]: r for r in rows}
+    assert set(by_branch) == set(BRANCHES)
+    for branch, (_, verdicts) in BRANCHES.items():
+        row = by_branch[branch]
+        assert [look["verdict"] for look in row["looks"]] == verdicts, branch
+        assert row["verdict"] == verdicts[-1] and len(row["seeds"]) == [3, 5, 8][len(verdicts) - 1]
+
+
 def test_the_plugin_registers_its_own_markers(pytester):
     """A project that loads normsys.claims.plugin and nothing else can use @pytest.mark.claim under
     --strict-markers."""

@@ -153,3 +153,33 @@ def test_each_look_is_taken_at_the_level_of_the_alpha_given():
     sequential(lambda n, c: seen.append(c) or rule.decide([1.0, -1.0, 0.5, -0.5, 0.1][:n], c),
                (3, 5), alpha=0.05)
     assert seen == list(levels((3, 5), 0.05)) and seen != list(levels((3, 5)))
+
+
+# Per-seed values for each branch of the design at looks 3 -> 5 -> 8 under "x > 0.2": decided
+# supported or refuted at the first look, open and then refuted at the second, open until the
+# last look decides it, open at every look.
+BRANCHES = {
+    "supported at the first look": ([1.0, 1.01, 0.99, 1.0, 1.0, 1.0, 1.0, 1.0], [SUPPORTED]),
+    "refuted at the first look": ([-1.0, -1.01, -0.99, -1.0, -1.0, -1.0, -1.0, -1.0], [REFUTED]),
+    "open, then refuted": ([-1.0, -0.4, -1.6, -1.0, -1.0, 0.0, 0.0, 0.0],
+                           [INCONCLUSIVE, REFUTED]),
+    "open until the last look decides": ([-1.0, -0.4, -1.6, 0.6, -2.6, -1.0, -1.0, -1.0],
+                                         [INCONCLUSIVE, INCONCLUSIVE, REFUTED]),
+    "open at every look": ([1.0, -1.0, 0.5, -0.5, 0.0, 1.0, -1.0, 0.2],
+                           [INCONCLUSIVE, INCONCLUSIVE, INCONCLUSIVE]),
+}
+BRANCH_RULE = Rule("x", ">", 0.2)
+
+
+@pytest.mark.parametrize("branch", BRANCHES)
+def test_every_branch_of_the_design_stops_where_it_decides(branch):
+    """A decisive look (supported or refuted) stops; an open look adds seeds; the last look's
+    verdict is final, open or not. The same values through a claim: tests/test_plugin.py."""
+    values, verdicts = BRANCHES[branch]
+    asked = []
+    decision, record = sequential(
+        lambda n, c: asked.append(n) or BRANCH_RULE.decide(values[:n], c), looks(3, 8))
+    assert [r["verdict"] for r in record] == verdicts and decision.verdict == verdicts[-1]
+    assert asked == [3, 5, 8][:len(verdicts)]
+    seen = simulate(BRANCH_RULE, lambda g, n: np.array(values[:n]), looks(3, 8), reps=3)
+    assert seen[verdicts[-1]] == 1.0 and seen["mean_seeds"] == [3, 5, 8][len(verdicts) - 1]

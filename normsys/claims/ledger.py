@@ -16,7 +16,10 @@ one (a threshold moved, epochs changed) fails the claim with one line naming wha
 that moved while all else held is flagged as drift. This is snapshot testing (syrupy,
 pytest-snapshot) applied to verdicts and what they were decided under.
 
-``compare`` puts several ledgers side by side: machines, seed sets, tiers.
+``compare`` puts several ledgers side by side: machines, seed sets, tiers. ``replications`` says of
+each claim whether its verdict replicates across the ledger files of its tier (robust, fragile,
+CONTRADICTED), and ``judge_across`` holds a CPU of kernels that have no ledger to the tier's
+reference (cpu.json) by rules made for another numeric environment.
 """
 
 from __future__ import annotations
