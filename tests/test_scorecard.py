@@ -22,6 +22,7 @@ from normsys.claims.declaration import Declaration, metric, one_by_one, single
 from normsys.claims.experiments import encoder
 from normsys.claims.ledger import read
 from normsys.claims.runs import Runs
+from normsys.claims.workers import RUN_THREADS
 from normsys.training import norms
 
 USER_NORMS = textwrap.dedent('''
@@ -822,11 +823,24 @@ def test_the_written_files_and_the_figure(tmp_path):
     plt.close(fig)
 
 
+RECORD_FIELDS = {"config": {}, "fingerprint": "f", "version": "v", "metrics": {}, "curves": {},
+                 "probes": {}, "init_grad_norms": {}, "diverged": False, "steps": 0,
+                 "wall_time": 0.0, "data_source": ""}
+
+
 def test_provenance_names_the_users_norms_and_each_statistics_claim():
     prov = scorecard.provenance("paper", [("a/b.py:Mine", "mine")])
     assert prov["tier"] == "paper" and prov["user_norms"] == {"mine": "a/b.py:Mine"}
     assert prov["claims"]["kappa_6"] == "dm-layernorm-prevents-collapse"
-    assert set(prov) == {"tier", "device", "commit", "torch", "normsys", "user_norms", "claims"}
+    assert set(prov) == {"tier", "device", "commit", "torch", "normsys", "environments",
+                         "user_norms", "claims"}
+    assert prov["environments"] == []  # no runs: no environment
+    one, two = (RunRecord.from_json(json.dumps({**RECORD_FIELDS, "env": env}))
+                for env in ({"device": "cpu (AVX2)", "threads": "1"},
+                            {"device": "cpu (AVX2)", "threads": "2", "torch": "x"}))
+    envs = scorecard.provenance("cpu", [], [one, one, two])["environments"]
+    assert envs == [{"autocast": "?", "device": "cpu (AVX2)", "threads": "1", "torch": "?"},
+                    {"autocast": "?", "device": "cpu (AVX2)", "threads": "2", "torch": "x"}]
 
 
 def test_absolute_makes_a_files_path_absolute_and_leaves_a_module_alone(tmp_path, monkeypatch):
@@ -970,8 +984,8 @@ def test_one_worker_trains_here_on_one_thread(monkeypatch, tmp_path):
     claims' runs do), so its records equal theirs."""
     seen = {}
 
-    def fetch(plan, specs, workers, runs):
-        seen.update(workers=workers, threads=torch.get_num_threads())
+    def fetch(plan, specs, workers, runs, threads):
+        seen.update(workers=workers, threads=torch.get_num_threads(), asked=threads)
         return {}
 
     monkeypatch.setattr(scorecard, "fetch", fetch)
@@ -983,7 +997,14 @@ def test_one_worker_trains_here_on_one_thread(monkeypatch, tmp_path):
         assert main(["scorecard", "--builtin", "--workers", "1", "--out", str(tmp_path)]) == 0
     finally:
         torch.set_num_threads(threads)
-    assert seen == {"workers": 1, "threads": 1}
+    assert seen == {"workers": 1, "threads": 1, "asked": 1}
+    try:
+        assert main(["scorecard", "--builtin", "--workers", "1", "--threads", "2", "--out",
+                     str(tmp_path)]) == 0
+    finally:
+        torch.set_num_threads(threads)
+    assert seen == {"workers": 1, "threads": 2, "asked": 2}
+    assert main(["scorecard", "--builtin", "--threads", "0"]) == 2
 
 
 def test_layers_that_work_pass_the_check_on_every_family_and_dtype(user_file):
@@ -1111,24 +1132,33 @@ def test_the_written_figure_judges_the_rows_it_is_given(tmp_path, monkeypatch):
     assert drawn == [{"mine"}, None]
 
 
-@pytest.mark.parametrize("cores,threads", [(8, "4"), (2, "1")])
-def test_worker_processes_train_the_plan_on_their_share_of_the_cores(user_file, tmp_path,
-                                                                     monkeypatch, capfd, cores,
-                                                                     threads):
-    """Two workers on eight cores: four threads each (on two, one); every run of a user's norm
-    comes back (the workers register it again), kept in the cache; the runs done are counted
-    across the workers, and nothing is left in the working folder."""
+@pytest.mark.parametrize("cores,threads", [(8, None), (2, None), (8, 2)])
+def test_worker_processes_train_the_plan_on_the_claims_thread_count(user_file, tmp_path,
+                                                                    monkeypatch, capfd, cores,
+                                                                    threads):
+    """Two workers, on eight cores or two: one thread each, as the claims train (a run's numbers
+    depend on it), or the count asked for; every run of a user's norm comes back (the workers
+    register it again), kept in the cache under that environment, and served here only at that
+    count; the runs done are counted across the workers, and nothing is left in the working
+    folder."""
     monkeypatch.setattr(scorecard.os, "cpu_count", lambda: cores)
     (tmp_path / "here").mkdir()
     monkeypatch.chdir(tmp_path / "here")
     name = usernorm.load(f"{user_file}:LNWrap", "wrap")
     plan = scorecard.plan([name], statistics=PARTS[:1])
-    got = scorecard.fetch(plan, [(f"{user_file}:LNWrap", name)], workers=2, runs=Runs())
+    asked = {} if threads is None else {"threads": threads}
+    got = scorecard.fetch(plan, [(f"{user_file}:LNWrap", name)], workers=2, runs=Runs(),
+                          **asked)
     assert sorted(got, key=plan.configs.index) == plan.configs
     assert all(record.run_config == cfg for cfg, record in got.items())
-    assert {record.env["threads"] for record in got.values()} == {threads}
+    assert {record.env["threads"] for record in got.values()} == {str(threads or RUN_THREADS)}
     assert not list((tmp_path / "here").iterdir())
-    assert all(Runs().run(cfg).to_json() == record.to_json() for cfg, record in got.items())
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(threads or RUN_THREADS)
+        assert all(Runs().run(cfg).to_json() == record.to_json() for cfg, record in got.items())
+    finally:
+        torch.set_num_threads(before)
     err = capfd.readouterr().err
     assert sorted(int(n) for n in re.findall(r"\[(\d+) runs done\]", err)) == [1, 2, 3]
 
