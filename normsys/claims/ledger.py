@@ -330,8 +330,10 @@ class Ledgers:
                  offset: int = 0, seeds: int | None = None, max_seeds: int | None = None):
         self.folder, self.update, self.strict = Path(folder), update, strict
         self.offset, self.seeds, self.max_seeds = offset, seeds, max_seeds
-        self.device = provenance.device_name()  # what numeric_environment names, read apart
-        self.kernels = provenance.cpu_kernels() if self.device == "cpu" else CPU_TIER_KERNELS
+        device = provenance.numeric_environment()["device"]  # a GPU's name or cpu (<kernels>)
+        cpu = device.startswith("cpu (")
+        self.device = "cpu" if cpu else device
+        self.kernels = device.removeprefix("cpu (").removesuffix(")") if cpu else CPU_TIER_KERNELS
         self.read: dict[str, dict[str, Entry]] = {}
         self.replicated: dict[str, dict[str, Replication]] = {}
         # entries of claims no longer defined, by file: known only to a session that collected
