@@ -145,6 +145,12 @@ def score(args: argparse.Namespace) -> str:
                          "anyway")
     if args.workers is not None and args.workers < 1:
         raise UsageError(f"--workers {args.workers}: give 1 or more training processes")
+    if args.workers is not None and args.workers > (cores := os.cpu_count() or 1):
+        raise UsageError(f"--workers {args.workers}: at most {cores}, the cores here (each "
+                         f"process trains on --threads of them)")
+    if not [n for n in args.against.split(",") if n]:
+        raise UsageError(f"--against {args.against!r}: name at least one built-in kind, "
+                         f"comma-separated ({', '.join(scorecard.BUILTIN_ROWS)})")
     if args.threads < 1:
         raise UsageError(f"--threads {args.threads}: give 1 or more torch threads")
     if args.out.exists() and not args.out.is_dir():

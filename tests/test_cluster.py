@@ -278,3 +278,27 @@ def test_the_scorecard_trains_its_plan_on_the_cluster(cluster, cache, tmp_path, 
             cli.on_cluster(Namespace(ray="local", tier="paper", allow_cpu_paper=False), plan, [])
     finally:
         del norms.NORMS[name]
+
+
+def test_without_ray_installed_the_cluster_options_say_so_in_one_line(monkeypatch, tmp_path,
+                                                                       capsys):
+    """--ray and --claims-ray where Ray cannot be imported: the error names the fix, no
+    traceback."""
+    from normsys.__main__ import main
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
+    with pytest.raises(ClusterError, match=r"^--ray local: Ray is not installed; pip install"):
+        Cluster("local")
+    monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path / "cache"))
+    assert main(["scorecard", "--builtin", "--against", "layernorm", "--ray", "local",
+                 "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "Ray is not installed" in err and err.count("\n") == 1
+    claims = subprocess.run([sys.executable, "-c", "import sys; sys.modules['ray'] = None\n"
+                             "import pytest; sys.exit(pytest.main(['claims', '--claims-ray', "
+                             "'local', '-k', 'tc-residual-preserves-gradients and cpu', '-p', "
+                             "'no:cacheprovider']))"], cwd=ROOT, capture_output=True, text=True,
+                            env={**os.environ, "NORMSYS_CACHE": str(tmp_path / "cache")})
+    assert claims.returncode == pytest.ExitCode.USAGE_ERROR, claims.stdout + claims.stderr
+    assert "--claims-ray: --ray local: Ray is not installed" in claims.stdout + claims.stderr
+    assert "Traceback" not in claims.stderr + claims.stdout

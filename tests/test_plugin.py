@@ -714,7 +714,11 @@ def test_a_run_the_command_line_caches_trains_on_one_thread(monkeypatch, tmp_pat
                                   "[cpu], 3 seeds; give at least 3"),
     (("--claims-seeds", "4", "--claims-max-seeds", "3"), "--claims-max-seeds 3: below the first "
                                                          "look of c-supported [cpu], 4 seeds"),
-    (("--claims-ledger", "nowhere"), "--claims-ledger nowhere: no such folder")])
+    (("--claims-ledger", "nowhere"), "--claims-ledger nowhere: no such folder"),
+    (("--claims-seed-offset", "99999999999999999999"), "--claims-seed-offset "
+                                                       "99999999999999999999: seeds are below 2**62"),
+    (("--claims-seed-offset", str(2**62 - 3), "--claims-max-seeds", "8"), "(up to 8 seeds from "
+                                                                          "the offset)")])
 def test_options_that_would_be_ignored_or_misread_are_usage_errors(run_claims, args, said):
     result = run(run_claims, "-k", "supported", *args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR and said in result.stderr.str()

@@ -8,6 +8,7 @@ import functools
 import json
 import math
 import re
+import sys
 import textwrap
 
 import pytest
@@ -203,6 +204,9 @@ def test_a_bad_norm_exits_2_naming_the_problem_before_anything_trains(user_file,
     ([], "give a norm"),
     (["--builtin", "--against", "layernorm,mine"], "--against mine: not a built-in kind"),
     (["--builtin", "--workers", "0"], "error: --workers 0: give 1 or more training processes"),
+    (["--builtin", "--workers", "1000"], "error: --workers 1000: at most "),
+    (["--builtin", "--against", ""], "error: --against '': name at least one built-in kind"),
+    (["--builtin", "--against", ","], "error: --against ',': name at least one built-in kind"),
     (["--builtin", "--tier", "paper"], "error: scorecard --tier paper: no CUDA device here"),
 ])
 def test_bad_scorecard_arguments_exit_2(user_file, capsys, argv, expected):
@@ -528,6 +532,34 @@ def test_loading_a_norm_says_what_was_wrong_with_the_spec(tmp_path, monkeypatch)
     with pytest.raises(ValueError, match=r"it has a00, a01, a02, a03, a04, a05, a06, a07, a08, "
                                          r"a09, a10, a11$"):
         usernorm.load(f"{many}:X")
+
+
+def test_a_norm_file_named_like_an_installed_module_shadows_nothing(user_file, tmp_path):
+    """json.py, torch.py, normsys.py: each is loaded under a private name, so the real modules
+    stay what every later import gets (the scorecard writes its .json after training)."""
+    import importlib
+
+    import normsys
+
+    real = {name: sys.modules[name] for name in ("json", "torch", "normsys")}
+    for name in real:
+        (tmp_path / f"{name}.py").write_text(USER_NORMS)
+        assert usernorm.load(f"{tmp_path / name}.py:LNWrap", f"in-{name}") == f"in-{name}"
+        assert sys.modules[name] is real[name] and importlib.import_module(name) is real[name]
+        module = sys.modules[usernorm.private_name(tmp_path / f"{name}.py")]
+        assert module.__name__.startswith(f"_normsys_user_{name}_") and module.LNWrap
+    assert json.dumps({"a": 1}) == '{"a": 1}' and normsys.__version__
+    assert usernorm.private_name(tmp_path / "json.py") == usernorm.private_name(
+        tmp_path / "x" / ".." / "json.py")  # every process names the same file alike
+
+
+def test_a_user_file_that_exits_is_an_error_naming_it(tmp_path):
+    leaves = tmp_path / "leaves.py"
+    leaves.write_text("import sys\nsys.exit(3)\n")
+    with pytest.raises(ValueError, match=rf"^'{leaves}:X': importing {leaves} failed: "
+                                         r"SystemExit: 3$"):
+        usernorm.load(f"{leaves}:X")
+    assert usernorm.private_name(leaves) not in sys.modules
 
 
 def test_a_norm_from_a_folder_whose_name_has_a_colon_is_named_after_its_class(user_file,

@@ -80,9 +80,9 @@ class Cluster:
 
     def __init__(self, address: str, gpus: float = 0.25, cpus: int = 1,
                  specs: list[tuple[str, str]] | None = None, work: Callable | None = None):
+        connect(address)  # first: without Ray installed, a ClusterError that says so
         import ray
 
-        connect(address)
         self.cuda = gpus > 0 and ray.cluster_resources().get("GPU", 0) > 0
         self.options = {"num_gpus": gpus, "num_cpus": 0} if self.cuda else {"num_cpus": cpus}
         self.threads = cpus

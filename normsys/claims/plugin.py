@@ -43,6 +43,7 @@ from normsys.claims.claim import (
 )
 from normsys.claims.progress import Progress
 from normsys.claims.report import merged, verdict_table, write_reports
+from normsys.training.config import MAX_SEED
 from normsys.training.data import DataError, DataMissingError, data_root
 from normsys.training.provenance import device_name, git_commit, numeric_environment
 
@@ -141,6 +142,10 @@ def pytest_configure(config: pytest.Config) -> None:
                                 f">= 2 seeds")
     if opt.claims_seed_offset < 0:
         raise pytest.UsageError(f"--claims-seed-offset {opt.claims_seed_offset}: seeds are >= 0")
+    most = max(opt.claims_max_seeds or 0, opt.claims_seeds or 0, *params.SEEDS.values())
+    if opt.claims_seed_offset + most > MAX_SEED:
+        raise pytest.UsageError(f"--claims-seed-offset {opt.claims_seed_offset}: seeds are "
+                                f"below 2**62 (up to {most} seeds from the offset)")
     if opt.claims_ledger and not opt.claims_update and not Path(opt.claims_ledger).is_dir():
         raise pytest.UsageError(f"--claims-ledger {opt.claims_ledger}: no such folder; name the "
                                 f"folder of the ledger files (default claims/ledger/ under the "

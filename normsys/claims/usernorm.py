@@ -4,6 +4,7 @@ and Ray node registers again before it trains."""
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
 import sys
@@ -24,25 +25,41 @@ def load(spec: str, name: str = "") -> str:
         path = Path(target)
         if not path.is_file():
             raise ValueError(f"{spec!r}: no such file {path}")
-        module_spec = importlib.util.spec_from_file_location(path.stem, path.resolve())
+        module_name = private_name(path)
+        module_spec = importlib.util.spec_from_file_location(module_name, path.resolve())
         module = importlib.util.module_from_spec(module_spec)
-        sys.modules[path.stem] = module  # classes pickle and inspect by their module
+        sys.modules[module_name] = module  # classes pickle and inspect by their module
         try:
             module_spec.loader.exec_module(module)
-        except Exception as err:  # noqa: BLE001 - the user's file failed to import
+        except (Exception, SystemExit) as err:  # noqa: BLE001 - the user's file failed to import
+            del sys.modules[module_name]
             raise ValueError(f"{spec!r}: importing {path} failed: {type(err).__name__}: "
                              f"{err}") from None
     else:
         try:
             module = importlib.import_module(target)
-        except Exception as err:  # noqa: BLE001
+        except (Exception, SystemExit) as err:  # noqa: BLE001
             raise ValueError(f"{spec!r}: cannot import {target}: {type(err).__name__}: "
                              f"{err}") from None
     if not hasattr(module, attr):
         public = [a for a in vars(module) if not a.startswith("_")]
         raise ValueError(f"{spec!r}: {target} has no attribute {attr!r}; it has "
                          f"{', '.join(public[:12]) or 'none'}")
-    return register(name or attr.lower(), getattr(module, attr))
+    factory = getattr(module, attr)
+    # without a docstring of its own, a kind is described by where it is defined: the file's
+    # name, not the private module name it was loaded under
+    where = f"{Path(target).stem}:{attr}" if target.endswith(".py") and not factory.__doc__ else ""
+    return register(name or attr.lower(), factory, where)
+
+
+def private_name(path: Path) -> str:
+    """The module name a user's file is loaded under: its stem under a prefix of its own and a
+    digest of its absolute path, so that a file named like an installed module (json.py,
+    torch.py, normsys.py) shadows nothing, and every worker process that loads the same file
+    names it alike (its classes pickle by that name)."""
+    digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:8]
+    stem = "".join(c if c.isalnum() else "_" for c in path.stem)
+    return f"_normsys_user_{stem}_{digest}"
 
 
 def absolute(spec: str) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 from dataclasses import dataclass, field, fields, replace
 
 from normsys.training.norms import check_kind
@@ -162,6 +163,11 @@ def _one_of(name: str, value: str, valid: tuple[str, ...]) -> None:
         raise ValueError(f"unknown {name} {value!r}; valid: {', '.join(valid)}")
 
 
+# seeds below this: each random stream of a run draws on the seed plus a fixed offset
+# (feedback.FEEDBACK_SEED_OFFSET, tasks.EVAL_SEED), and torch seeds are 64-bit
+MAX_SEED = 2**62
+
+
 def validate(cfg: RunConfig) -> None:
     m, d, t = cfg.model, cfg.data, cfg.train
     check_kind(m.norm)
@@ -189,6 +195,10 @@ def validate(cfg: RunConfig) -> None:
     for name, value in at_least_zero.items():  # 0: the tier's size, or no training at all
         if not value >= 0:
             raise ValueError(f"{name} must be >= 0, got {value}")
+        if not math.isfinite(value):
+            raise ValueError(f"{name} must be a finite number, got {value}")
+    if not t.seed < MAX_SEED:
+        raise ValueError(f"train.seed must be below 2**62, got {t.seed}")
     if any(not 1 <= e <= t.epochs for e in t.snapshots):
         raise ValueError(f"train.snapshots={t.snapshots}: epochs between 1 and train.epochs="
                          f"{t.epochs}")
