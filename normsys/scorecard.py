@@ -474,7 +474,8 @@ def cell_text(cell: dict) -> str:
 def as_text(table: dict, statistics=STATISTICS) -> str:
     names = [s.name for s in statistics]
     width = max(len(n) for n in table) + 2
-    cols = [max(len(n), 10) + 2 for n in names]
+    cols = [max(len(n), 10, *(len(cell_text(row[n])) for row in table.values())) + 2
+            for n in names]  # the widest cell: "1.55 out of range" never runs into the next
     lines = ["".ljust(width) + "".join(n.ljust(c) for n, c in zip(names, cols, strict=True))]
     for norm, row in table.items():
         lines.append(norm.ljust(width) + "".join(cell_text(row[n]).ljust(c)

@@ -812,6 +812,12 @@ def test_the_table_in_text_and_markdown_and_the_legend():
         "           level       vs_none     ",
         "mine       0.25 x      n/a         ",
         "layernorm  0.91 +      0.407 +     "]
+    wide = json.loads(json.dumps(table))
+    wide["mine"]["level"].update(out_of_range=True, mean=1.55)
+    wide["mine"]["vs_none"] = dict(wide["layernorm"]["vs_none"], diverged=2)
+    lines = scorecard.as_text(wide, PARTS).splitlines()
+    assert lines[1] == "mine       1.55 out of range  diverged (2 of 3 seeds)  "
+    assert lines[2].index("0.407") == lines[1].index("diverged")  # the columns line up
     assert text.endswith(
         "mean over seeds; + supported, x refuted, ? inconclusive (95% t-interval against the "
         "claim's rule, N = the row's norm):\n"
