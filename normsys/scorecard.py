@@ -405,11 +405,15 @@ def judge(p: Plan, records: dict[RunConfig, RunRecord], statistics=STATISTICS,
                               "diverged": diverged[stat.name, norm]}
             span = (reach or {}).get(stat.name)
             if span and norm not in BUILTIN and not span[0] <= s.mean <= span[1]:
-                row[stat.name]["out_of_range"] = list(span)
+                # beyond every built-in kind's values: the claim's rule was not made for it, so
+                # what it says (``rule_verdict``) is no verdict
+                row[stat.name].update(out_of_range=list(span), verdict=OUT_OF_RANGE,
+                                      rule_verdict=d.verdict)
     return table
 
 
 GALLERY = Path(__file__).parents[1] / "claims" / "gallery"  # in a checkout
+OUT_OF_RANGE = "out of range"  # a user's value beyond every built-in kind's (builtin_reach)
 
 
 def builtin_reach(tier: str, folder: Path | None = None) -> dict[str, tuple[float, float]]:
@@ -499,7 +503,7 @@ def as_markdown(table: dict, statistics=STATISTICS) -> str:
 
 
 COLOURS = {"reference": "#ececec", "n/a": "#f7f7f7", "refuted": "#e8a0a0",
-           "inconclusive": "#f2e3a0", SUPPORTED: "#9fd49f", "out of range": "#a9c8ec"}
+           "inconclusive": "#f2e3a0", SUPPORTED: "#9fd49f", OUT_OF_RANGE: "#a9c8ec"}
 
 
 def shade(cell: dict, subject: bool) -> str:
@@ -509,7 +513,7 @@ def shade(cell: dict, subject: bool) -> str:
         return "n/a"
     if not subject:
         return "reference"
-    return "out of range" if "out_of_range" in cell else cell["verdict"]
+    return cell["verdict"]
 
 
 def draw(fig, table: dict, statistics=STATISTICS, subjects: set[str] | None = None) -> None:

@@ -983,7 +983,8 @@ def test_a_value_beyond_every_builtin_kinds_is_flagged_out_of_range_not_green(tm
                for c in plan.configs}  # mine: 1.2, 1.3, 1.25
     table = scorecard.judge(plan, records, PARTS, reach={"level": (0.1, 0.95)})
     cell = table["mine"]["level"]
-    assert cell["verdict"] == "supported" and cell["out_of_range"] == [0.1, 0.95]
+    assert cell["verdict"] == "out of range" and cell["out_of_range"] == [0.1, 0.95]
+    assert cell["rule_verdict"] == "supported"  # what the rule alone says, kept beside it
     assert scorecard.cell_text(cell) == "1.25 out of range"
     assert scorecard.shade(cell, True) == "out of range"
     assert "out_of_range" not in table["layernorm"]["level"]  # 0.91: inside
@@ -1132,7 +1133,8 @@ def test_shade_colours_a_judged_row_by_verdict_and_a_reference_row_grey():
                                                                           False) == "n/a"
     assert scorecard.shade({"verdict": "refuted"}, False) == "reference"
     assert scorecard.shade({"verdict": "refuted"}, True) == "refuted"
-    assert scorecard.shade({"verdict": "supported", "out_of_range": [0, 1]}, True) == "out of range"
+    assert scorecard.shade({"verdict": "out of range", "rule_verdict": "supported",
+                            "out_of_range": [0, 1]}, True) == "out of range"
     assert set(scorecard.COLOURS) == {"reference", "n/a", "refuted", "inconclusive", "supported",
                                       "out of range"}
 
