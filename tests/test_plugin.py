@@ -510,6 +510,25 @@ def test_a_k_that_matches_nothing_points_to_the_claims_list(run_claims):
     assert "--claims-list" in result.stdout.str()
 
 
+def test_ctrl_c_before_a_result_is_not_called_a_k_that_matches_nothing(pytester):
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_stop='''
+import pytest
+from normsys.claims.stats import Rule
+
+@pytest.mark.claim("c-stopped", statement="s", source="t")
+def test_stopped(claim):
+    raise KeyboardInterrupt
+
+def test_other():
+    pass
+''')
+    result = pytester.runpytest_subprocess("--claims-report", "rep", "-p", "no:cacheprovider",
+                                           "-k", "c-stopped")  # Ctrl-C ends its own process
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    assert "no claim or test matches" not in result.stdout.str()
+
+
 def test_paired_evidence_is_named_by_the_rule_and_the_report_reads_plainly(run_claims):
     run(run_claims)
     data = json.loads((run_claims.path / "rep" / "claims.json").read_text())

@@ -466,12 +466,13 @@ class ClaimsSession:
         if stale:
             self.config.stash[LEDGERS].stale = {Path(p): ids for p, ids in stale.items()}
 
-    def pytest_terminal_summary(self, terminalreporter) -> None:
+    def pytest_terminal_summary(self, terminalreporter, exitstatus) -> None:
         if hasattr(self.config, "workerinput"):
             return
         ran = {"passed", "failed", "skipped", "xfailed", "xpassed", "error"}
         if self.config.option.keyword and terminalreporter.stats.get("deselected") and \
-                not ran & set(terminalreporter.stats):
+                not ran & set(terminalreporter.stats) and \
+                exitstatus != pytest.ExitCode.INTERRUPTED:  # Ctrl-C before the first result
             terminalreporter.write_line(f"normsys: no claim or test matches -k "
                                         f"'{self.config.option.keyword}'; `pytest claims "
                                         f"--claims-list` lists the claim ids")
