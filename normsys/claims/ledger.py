@@ -2,6 +2,7 @@
 
     claims/ledger/cpu.json                            the CPU tier, the claims' own seeds
     claims/ledger/cpu-AVX2.json                       the same on a CPU whose kernels are AVX2
+    claims/ledger/cpu-DEFAULT.json                    ... whose kernels are torch's plain ones
     claims/ledger/cpu-seeds-3-5.json                  the same claims on seeds 3, 4, 5, ...
     claims/ledger/paper-NVIDIA-H100-80GB-HBM3.json    the paper tier on that GPU
 
