@@ -563,3 +563,30 @@ def test_a_cpu_without_its_own_ledger_is_judged_against_the_reference(monkeypatc
     held = ledger.Ledgers(tmp_path)
     assert not held.across("cpu") and held.judge("c-1", "cpu", fresh).fails  # its own, as ever
     assert held.judged_against("cpu") == tmp_path / "cpu-SVE256.json"
+
+
+def test_the_committed_kernel_ledgers_judged_against_cpu_json_as_a_cpu_without_its_own(tmp_path):
+    """Each CPU tier ledger of other kernels, read as a fresh session on those kernels would be
+    judged without it (replication from the other files): torch's plain kernels (DEFAULT) move
+    3 fragile verdicts and nothing robust, so --claims-strict would pass there; AVX2 moves
+    ld-layernorm-decorrelates, which every other ledger records supported (robust without
+    AVX2's), so it would fail there: a recorded finding, not a tolerance to widen."""
+    import shutil
+
+    folder = Path(__file__).parents[1] / "claims" / "ledger"
+    reference = ledger.read(folder / "cpu.json")
+    failing, moved = {}, {}
+    for kernels in ("AVX2", "DEFAULT"):
+        others = tmp_path / kernels
+        others.mkdir()
+        for path in folder.glob("*.json"):
+            if path.name != f"cpu-{kernels}.json":
+                shutil.copy(path, others)
+        words = {cid: r.word for cid, r in ledger.replications(others, "cpu").items()}
+        judged = {cid: ledger.judge_across(reference.get(cid), e, words[cid])
+                  for cid, e in ledger.read(folder / f"cpu-{kernels}.json").items()}
+        failing[kernels] = sorted(c for c, j in judged.items() if j.fails)
+        moved[kernels] = sorted(c for c, j in judged.items() if j.status == ledger.MOVED)
+    assert failing == {"AVX2": ["ld-layernorm-decorrelates"], "DEFAULT": []}
+    assert moved["DEFAULT"] == ["ld-batchnorm-wins-cnn-large-batch",
+                                "ld-layernorm-improves-final-accuracy", "ld-layernorm-small-batch"]
