@@ -348,7 +348,8 @@ def test_the_written_file_is_exactly_this(tmp_path):
         '   "high": 0.84,\n   "low": 0.8,\n   "mean": 0.82,\n   "measured": "2026-11-23 10:00",\n'
         '   "normsys": "0.2.0",\n   "rule": ">= 0.8",\n   "seeds": [\n    0\n   ],\n'
         '   "settings": {\n    "a.b": "1"\n   },\n   "settings_fingerprint": "f",\n'
-        '   "statistic": "kappa",\n   "threads": "",\n   "torch": "2.13.0+cpu",\n   "values": [\n    0.5\n   ],\n'
+        '   "statistic": "kappa",\n   "threads": "",\n   "torch": "2.13.0+cpu",\n'
+        '   "values": [\n    0.5\n   ],\n'
         '   "verdict": "supported"\n  }\n },\n "format": 1\n}\n')
 
 

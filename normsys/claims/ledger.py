@@ -35,8 +35,8 @@ from pathlib import Path
 from normsys import __version__
 from normsys.claims import params
 from normsys.claims.stats import REFUTED, SUPPORTED
-from normsys.training.config import RunConfig
 from normsys.training import provenance
+from normsys.training.config import RunConfig
 from normsys.training.store import atomic_write_text
 
 # a mean that moved by more than this fraction of its recorded interval's half-width (or by more

@@ -76,7 +76,8 @@ def provenance(config: pytest.Config) -> dict:
     device = device_name()
     opt = config.option
     return {"normsys": __version__, "commit": git_commit(), "torch": torch.__version__,
-            "device": device, "environment": numeric_environment(), "seeds": opt.claims_seeds or f"each claim's own ({_seed_policy()})",
+            "device": device, "environment": numeric_environment(),
+            "seeds": opt.claims_seeds or f"each claim's own ({_seed_policy()})",
             "seed_offset": opt.claims_seed_offset, "data": str(root),
             "data_sha256": dict(line.split()[::-1] for line in sums.read_text().splitlines()
                                 if line.strip()) if sums.is_file() else {},
