@@ -75,6 +75,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     tr.add_argument("--no-cache", action="store_true", help="train even if a cached run exists")
     tr.add_argument("--dry-run", action="store_true",
                     help="print the resolved config and its fingerprint, train nothing")
+    tr.add_argument("--allow-cpu-paper", action="store_true",
+                    help="train a paper-tier config without a GPU (hours, and the full data)")
     cmp = sub.add_parser("compare", help="verdict ledgers side by side, with an agreement line")
     cmp.add_argument("ledgers", nargs="+", type=Path, metavar="LEDGER.json")
     cmp.add_argument("--markdown", action="store_true", help="the table as Markdown")
@@ -134,7 +136,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def score(args: argparse.Namespace) -> str:
     """The scorecard of the norms given (or of the built-in kinds): checked, planned, trained,
     judged and written, or with --dry-run what it would train."""
-    if bool(args.norms) == args.builtin:
+    if args.norms and args.builtin:
+        raise UsageError(f"scorecard: --builtin scores the built-in kinds alone; drop it to score "
+                         f"{', '.join(args.norms)} beside them")
+    if not args.norms and not args.builtin:
         raise UsageError("scorecard: give a norm (e.g. mynorm.py:MyNorm) or --builtin")
     if args.name and len(args.name) != len(args.norms):
         raise UsageError(f"scorecard: {len(args.name)} --name for {len(args.norms)} norms")
@@ -283,6 +288,10 @@ def resolve(args: argparse.Namespace) -> RunConfig:
     if t.device == "cuda" and not torch.cuda.is_available():
         raise UsageError("train.device=cuda but no CUDA device is available here; use "
                          "train.device=cpu or auto")
+    if cfg.data.tier == "paper" and not torch.cuda.is_available() and not args.allow_cpu_paper:
+        raise UsageError("data.tier=paper: no CUDA device here, and a paper-tier run on the CPU "
+                         "takes hours (and the full data); add --allow-cpu-paper to train it "
+                         "anyway, or use the cpu tier")
     with torch.device("meta"):  # the model's structure, checked without memory or random draws
         model = build_model(cfg.model)
     names = dict(model.named_modules())

@@ -202,6 +202,8 @@ def test_a_bad_norm_exits_2_naming_the_problem_before_anything_trains(user_file,
     (["nofile.py:X"], "no such file nofile.py"),
     (["justaname"], "expected MODULE:ATTRIBUTE"),
     ([], "give a norm"),
+    (["mine.py:Mine", "--builtin"], "--builtin scores the built-in kinds alone; drop it to score "
+                                    "mine.py:Mine beside them"),
     (["--builtin", "--against", "layernorm,mine"], "--against mine: not a built-in kind"),
     (["--builtin", "--workers", "0"], "error: --workers 0: give 1 or more training processes"),
     (["--builtin", "--workers", "1000"], "error: --workers 1000: at most "),

@@ -305,6 +305,19 @@ def test_cli_refuses_bad_input_before_any_work_in_one_error_line(argv, says, cap
     assert err.startswith("error: ") and says in err and err.count("\n") == 1
 
 
+def test_cli_refuses_the_paper_tier_without_a_gpu_unless_allowed(capsys, monkeypatch):
+    """Hours of training on fallback data: said before anything loads, dry run included."""
+    from normsys.__main__ import main
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    for argv in (["--model", "encoder-paper", "--dry-run"], ["--tier", "paper"]):
+        assert main(["train", *argv]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: data.tier=paper: no CUDA device here") and \
+            "--allow-cpu-paper" in err and err.count("\n") == 1
+    assert main(["train", "--model", "encoder-paper", "--dry-run", "--allow-cpu-paper"]) == 0
+
+
 def test_cli_refuses_cuda_without_a_gpu_before_training(capsys, monkeypatch):
     """train.device=cuda on a machine without CUDA: one error line, exit 2, --dry-run included
     (checked on a CUDA host too, by pretending it has none)."""
