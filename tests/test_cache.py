@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -352,6 +353,23 @@ def test_a_run_the_disk_cannot_take_is_said_kept_for_the_session_and_leaves_no_p
     assert "could not keep ffn_stack/layernorm/bp/s0" in said
     assert "(OSError: [Errno 28] No space left on device): its record serves this session only" \
         in said
+
+
+def test_a_full_disk_is_said_in_words_not_in_torchs(tmp_path, monkeypatch):
+    """torch.save on a full disk raises "unexpected pos ...": the line says the disk is full."""
+    monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path))
+
+    def full(*args):
+        raise RuntimeError("[enforce fail at inline_container.cc:626] . unexpected pos 64 vs 0")
+
+    monkeypatch.setattr(cache, "atomic_save", full)
+    usage = shutil.disk_usage(tmp_path)
+    monkeypatch.setattr(cache.shutil, "disk_usage", lambda p: usage._replace(free=4096))
+    _, said = saying(lambda said: cached_run(CFG, train_with_state, progress=said))
+    assert f"(the disk holding {tmp_path / 'runs'} is full; RuntimeError: [enforce fail" in said
+    monkeypatch.setattr(cache.shutil, "disk_usage", lambda p: usage._replace(free=1 << 30))
+    _, said = saying(lambda said: cached_run(CFG, train_with_state, progress=said))
+    assert "is full" not in said and "(RuntimeError: [enforce fail" in said
 
 
 def test_each_kind_of_unusable_entry_is_named_and_retrained(tmp_path, monkeypatch):

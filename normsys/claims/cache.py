@@ -23,6 +23,7 @@ import functools
 import hashlib
 import json
 import os
+import shutil
 from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
@@ -261,6 +262,17 @@ def cached_runs(configs: list[RunConfig], data: str, compute: Compute, wait: boo
         return None
 
 
+FULL_BELOW = 1 << 20  # bytes free under which a failed write is put down to a full disk
+
+
+def disk_full(folder: Path) -> bool:
+    """Whether the disk holding ``folder`` has (next to) no space left."""
+    try:
+        return shutil.disk_usage(folder).free < FULL_BELOW
+    except OSError:
+        return False
+
+
 def _computed(configs: list[RunConfig], compute: Compute, progress: Progress) -> list[RunRecord]:
     progress.started(configs)
     records = [record for record, _ in compute(configs)]
@@ -286,7 +298,9 @@ def _store(record: RunRecord, state: dict | None, path: Path,
     except (OSError, RuntimeError) as err:  # torch.save reports a full disk as a RuntimeError
         state_path.unlink(missing_ok=True)
         record.state_path = None
-        progress.note(f"could not keep {label(record.run_config)} in the run cache "
-                      f"({type(err).__name__}: {(str(err) or '-').splitlines()[0][:120]}): its record "
-                      f"serves this session only, without its weights")
+        why = f"{type(err).__name__}: {(str(err) or '-').splitlines()[0][:120]}"
+        if disk_full(path.parent):  # torch's words for it are "unexpected pos ..."
+            why = f"the disk holding {path.parent} is full; {why}"
+        progress.note(f"could not keep {label(record.run_config)} in the run cache ({why}): its "
+                      f"record serves this session only, without its weights")
     return record
