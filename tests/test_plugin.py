@@ -336,7 +336,17 @@ def test_claims_list_ids_match_k_and_unknown_marker_arguments_are_errors(run_cla
     assert listed.ret == 0
     out = listed.stdout.str()
     assert "c-supported  [cpu]  big is big  (test)" in out and "c-tiers  [paper]" in out
-    assert "5 claims, 6 claim-tier pairs" in out and "passed" not in out
+    assert "5 claims, 6 claim-tier pairs; at most ~0.0 min of training for the runs not " \
+           "cached (a run that claims share is counted for each); 6 not timed yet" in out
+    assert "passed" not in out
+    narrowed = run_claims.runpytest("--claims-list", "-k", "c-refuted or c-tiers", "-p",
+                                    "no:cacheprovider")
+    assert narrowed.ret == 0
+    lines = [line for line in narrowed.stdout.lines if "  [" in line]
+    assert [line.split("  ")[:2] for line in lines] == [
+        ["c-refuted", "[cpu]"], ["c-tiers", "[cpu]"], ["c-tiers", "[paper]"]]  # -k, as a run
+    assert "2 claims, 3 claim-tier pairs" in narrowed.stdout.str()
+    assert "no claim or test matches" not in narrowed.stdout.str()
     picked = run(run_claims, "-k", "c-refuted")
     picked.assert_outcomes(xfailed=1)
     run_claims.makepyfile(test_typo='''

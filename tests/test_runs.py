@@ -45,12 +45,13 @@ def test_a_claims_index_keeps_each_run_once_with_its_data_and_training_time(cach
 
 
 def test_cost_counts_cached_runs_and_the_training_the_others_took(cache, session):
-    assert runs.cost("c-x", "cpu") == "runs: not known until it has run once with this cache"
+    assert runs.cost("c-x", "cpu") == ("runs: not known until it has run once with this cache",
+                                       None)
     with session.recording() as fetched:
         for c in SEEDS:
             session.run(c)
     session.write_index("c-x", "cpu", fetched)
-    assert runs.cost("c-x", "cpu") == "3 runs (3 cached)"
+    assert runs.cost("c-x", "cpu") == ("3 runs (3 cached)", 0)
     (cache / "runs" / f"{run_key(SEEDS[2])}.json").unlink()
     index = cache / "claims" / "c-x-cpu.json"
     body = json.loads(index.read_text())
@@ -58,14 +59,14 @@ def test_cost_counts_cached_runs_and_the_training_the_others_took(cache, session
     body["runs"][1]["seconds"] = None  # never timed: counts nothing
     index.write_text(json.dumps(body))
     assert runs.cost("c-x", "cpu") == \
-        "3 runs (2 cached; the others ~10.0 min of training as last timed)"
+        ("3 runs (2 cached; the others ~10.0 min of training as last timed)", 600.0)
     (cache / "runs" / f"{run_key(SEEDS[1])}.json").unlink()
     body["runs"][2]["seconds"] = 62.5  # 1.04 min; a second more for the untimed run is 1.06
     index.write_text(json.dumps(body))
     assert runs.cost("c-x", "cpu") == \
-        "3 runs (1 cached; the others ~1.0 min of training as last timed)"
+        ("3 runs (1 cached; the others ~1.0 min of training as last timed)", 62.5)
     index.write_text("{}")
-    assert runs.cost("c-x", "cpu") == "runs: not known (its index cannot be read)"
+    assert runs.cost("c-x", "cpu") == ("runs: not known (its index cannot be read)", None)
 
 
 def test_the_index_keys_runs_on_their_data(cache, data_env, session):
@@ -77,14 +78,14 @@ def test_the_index_keys_runs_on_their_data(cache, data_env, session):
     digest = json.loads((cache / "claims" / "c-mnist-cpu.json").read_text())["runs"][0]["data"]
     assert digest == session.task_of(cfg).digest and len(digest) == 64
     assert (cache / "runs" / f"{run_key(cfg, digest)}.json").is_file()
-    assert runs.cost("c-mnist", "cpu") == "1 runs (1 cached)" and record.metrics
+    assert runs.cost("c-mnist", "cpu") == ("1 runs (1 cached)", 0) and record.metrics
 
 
 def test_without_a_cache_nothing_is_indexed_or_known(monkeypatch, session):
     monkeypatch.setenv("NORMSYS_CACHE", "off")
     assert runs.index_path("c", "cpu") is None
     session.write_index("c", "cpu", SEEDS)
-    assert runs.cost("c", "cpu") == "runs: not known until it has run once with this cache"
+    assert runs.cost("c", "cpu")[0] == "runs: not known until it has run once with this cache"
 
 
 def test_several_seeds_of_one_config_train_stacked_on_cuda_and_one_by_one_otherwise(
@@ -204,8 +205,9 @@ def test_the_recorded_run_times_count_each_claims_runs_and_the_ones_it_alone_rea
     assert runtimes.read("paper", folder) == {"tier": "paper", "device": "", "claims": {}}
     assert runtimes.recorded_cost("c-a", "cpu", folder) == (
         f"2 runs, ~{table['claims']['c-a']['seconds'] / 60:.1f} min of training on "
-        f"{table['device']} as recorded (claims/run-times-cpu.json)")
-    assert runtimes.recorded_cost("c-none", "cpu", folder) == ""
+        f"{table['device']} as recorded (claims/run-times-cpu.json)",
+        table["claims"]["c-a"]["seconds"])
+    assert runtimes.recorded_cost("c-none", "cpu", folder) is None
     assert runtimes.run_seconds(SEEDS[2], folder) == (round(wall[2], 1), table["device"])
     assert runtimes.run_seconds(SEEDS[2].override(**{"model.d": 6}), folder) is None
     with pytest.raises(ValueError, match="no claim indexes of the paper tier"):
@@ -215,8 +217,8 @@ def test_the_recorded_run_times_count_each_claims_runs_and_the_ones_it_alone_rea
 def test_a_claim_without_an_index_costs_what_the_committed_run_times_say(cache, monkeypatch):
     from normsys.claims import runtimes
 
-    monkeypatch.setattr(runs, "recorded_cost", lambda claim, tier: f"{claim}/{tier} recorded")
-    assert runs.cost("c-x", "cpu") == "c-x/cpu recorded"
+    monkeypatch.setattr(runs, "recorded_cost", lambda claim, tier: (f"{claim}/{tier} recorded", 7))
+    assert runs.cost("c-x", "cpu") == ("c-x/cpu recorded", 7)
     row = runtimes.read("cpu")["claims"]["dm-l2-prevents-collapse"]
     assert row["runs"] == 3 and row["seconds"] > 0
 

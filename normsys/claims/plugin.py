@@ -52,6 +52,7 @@ LEDGERS = pytest.StashKey["ledger.Ledgers"]()  # the session's ledger files
 FETCHED = pytest.StashKey[list]()  # a claim item's run configs, as its test fetches them
 RUNS = pytest.StashKey["Runs"]()  # the session's runs (normsys.claims.runs.Runs): one per process
 CLUSTER = pytest.StashKey["Cluster"]()  # --claims-ray: the Ray cluster its runs train on
+CONTROLS = pytest.StashKey[dict]()  # each claim id's negative controls, as collected
 COUNTER_ENV = "NORMSYS_RUN_COUNTER"
 STALE_OUTPUT = "normsys_stale_ledger_entries"  # what an xdist worker found, for the controller
 DEFAULT_REPORT_DIR = "claims-report"
@@ -259,16 +260,31 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         counter = os.environ.get(COUNTER_ENV)
         config.stash[RUNS].progress = Progress(config.stash[TERMINAL],
                                                Path(counter) if counter else None)
-    if config.option.claims_list:
-        from normsys.claims.runs import cost
+    config.stash[CONTROLS] = controls  # --claims-list names them, once -k has selected
 
-        write = config.pluginmanager.get_plugin("terminalreporter").write_line
-        for (cid, tier), (statement, source) in sorted(catalog.items()):
-            control = ", ".join(controls.get(cid, [])) or "NONE"
-            write(f"{cid}  [{tier}]  {statement}  ({source})  control: {control}  "
-                  f"cost: {cost(cid, tier)}")
-        write(f"{len({cid for cid, _ in catalog})} claims, {len(catalog)} claim-tier pairs")
-        items.clear()
+
+def list_claims(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """--claims-list: the claims ``items`` hold (what -k and -m selected), each with its
+    statement, source, negative controls and cost, and the training they would take in all."""
+    from normsys.claims.runs import cost
+
+    catalog = {}
+    for item in items:
+        if (marker := claim_marker(item)) is not None:
+            catalog[claim_id(item, marker), claim_tier(item)] = (
+                marker.kwargs.get("statement", ""), marker.kwargs.get("source", ""))
+    controls = config.stash.get(CONTROLS, {})
+    write = config.pluginmanager.get_plugin("terminalreporter").write_line
+    seconds, untimed = 0.0, 0
+    for (cid, tier), (statement, source) in sorted(catalog.items()):
+        control = ", ".join(controls.get(cid, [])) or "NONE"
+        text, todo = cost(cid, tier)
+        seconds, untimed = seconds + (todo or 0.0), untimed + (todo is None)
+        write(f"{cid}  [{tier}]  {statement}  ({source})  control: {control}  cost: {text}")
+    write(f"{len({cid for cid, _ in catalog})} claims, {len(catalog)} claim-tier pairs; at "
+          f"most ~{seconds / 60:.1f} min of training for the runs not cached (a run that claims "
+          f"share is counted for each)" + (f"; {untimed} not timed yet" if untimed else ""))
+    items.clear()
 
 
 def control_ids(item: pytest.Item) -> list[str]:
@@ -434,6 +450,9 @@ class ClaimsSession:
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         """--claims-max-seeds below a claim's first look would be ignored for it: an error."""
         opt = self.config.option
+        if opt.claims_list:
+            list_claims(self.config, items)
+            return
         if CLUSTER in self.config.stash:
             self.submit(items)
         if opt.claims_max_seeds is None:
@@ -472,6 +491,7 @@ class ClaimsSession:
             return
         ran = {"passed", "failed", "skipped", "xfailed", "xpassed", "error"}
         if self.config.option.keyword and terminalreporter.stats.get("deselected") and \
+                not self.config.option.claims_list and \
                 not ran & set(terminalreporter.stats) and \
                 exitstatus != pytest.ExitCode.INTERRUPTED:  # Ctrl-C before the first result
             terminalreporter.write_line(f"normsys: no claim or test matches -k "

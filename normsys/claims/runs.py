@@ -246,19 +246,21 @@ def index_path(claim: str, tier: str) -> Path | None:
     return None if root is None else root / "claims" / f"{claim}-{tier}.json"
 
 
-def cost(claim: str, tier: str) -> str:
+def cost(claim: str, tier: str) -> tuple[str, float | None]:
     """``9 runs (6 cached; the others ~4.1 min of training as last timed)``, from the claim's
-    last run, or what is not known."""
+    last run, or what the committed run times record, or what is not known; and the seconds of
+    training its runs not cached take (None: not known)."""
     path = index_path(claim, tier)
     if path is None or not path.is_file():
-        return recorded_cost(claim, tier) or "runs: not known until it has run once with this cache"
+        recorded = recorded_cost(claim, tier)
+        return recorded or ("runs: not known until it has run once with this cache", None)
     try:
         runs_ = json.loads(path.read_text())["runs"]
         keys = [run_key(RunConfig.from_dict(r["config"]), r["data"]) for r in runs_]
     except (ValueError, KeyError, TypeError):
-        return "runs: not known (its index cannot be read)"
+        return "runs: not known (its index cannot be read)", None
     cached = [(path.parent.parent / "runs" / f"{k}.json").is_file() for k in keys]
     todo = sum(r["seconds"] or 0 for r, c in zip(runs_, cached, strict=True) if not c)
     return (f"{len(runs_)} runs ({sum(cached)} cached"
             + (f"; the others ~{todo / 60:.1f} min of training as last timed)"
-               if not all(cached) else ")"))
+               if not all(cached) else ")")), todo

@@ -93,14 +93,16 @@ def run_seconds(cfg: RunConfig, folder: Path | None = None) -> tuple[float, str]
     return None if seconds is None else (seconds, table["device"])
 
 
-def recorded_cost(claim: str, tier: str, folder: Path | None = None) -> str:
-    """``9 runs, ~4.1 min of training on <device> as recorded``, or '' where none is."""
+def recorded_cost(claim: str, tier: str,
+                  folder: Path | None = None) -> tuple[str, float] | None:
+    """``9 runs, ~4.1 min of training on <device> as recorded`` and those seconds, or None where
+    none is recorded."""
     table = read(tier, folder)
     row = table["claims"].get(claim)
     if row is None:
-        return ""
-    return f"{row['runs']} runs, ~{row['seconds'] / 60:.1f} min of training on " \
-           f"{table['device']} as recorded (claims/{table_path(tier).name})"
+        return None
+    return (f"{row['runs']} runs, ~{row['seconds'] / 60:.1f} min of training on "
+            f"{table['device']} as recorded (claims/{table_path(tier).name})", row["seconds"])
 
 
 # ----------------------------------------------------------------------------- on more devices
