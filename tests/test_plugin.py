@@ -513,6 +513,18 @@ def test_a_report_path_that_cannot_be_written_is_a_usage_error_before_any_claim_
     assert "normsys claims" not in result.stdout.str()  # nothing ran
 
 
+def test_a_session_says_at_the_start_what_its_selected_claims_would_train(run_claims):
+    """Once, before the first claim: the claim-tier pairs -k selected (skipped ones left out) and
+    the training their runs not cached take at most."""
+    for extra in ([], ["-n", "2"]):
+        result = run_claims.runpytest_subprocess("--claims-report", "rep", "-p",
+                                                 "no:cacheprovider", "-k", "c-tiers", *extra)
+        said = [line for line in result.stderr.lines if "claim-tier pairs selected" in line]
+        assert said == ["normsys: 2 claim-tier pairs selected; at most ~0.0 min of training for "
+                        "the runs not cached (a run that claims share is counted for each); 2 not "
+                        "timed yet"], result.stderr.str()  # cpu and paper: nothing skips here
+
+
 def test_a_k_that_matches_nothing_points_to_the_claims_list(run_claims):
     result = run(run_claims, "-k", "no-such-claim")
     assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED

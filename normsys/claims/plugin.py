@@ -263,27 +263,37 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     config.stash[CONTROLS] = controls  # --claims-list names them, once -k has selected
 
 
+def selected(items: list[pytest.Item]) -> dict[tuple[str, str], tuple[str, str]]:
+    """The claims ``items`` hold (what -k and -m selected): (id, tier) -> (statement, source)."""
+    return {(claim_id(item, marker), claim_tier(item)): (marker.kwargs.get("statement", ""),
+                                                         marker.kwargs.get("source", ""))
+            for item in items if (marker := claim_marker(item)) is not None}
+
+
+def total_line(costs: list[float | None]) -> str:
+    """What the runs not cached of several claims take (``runs.cost``'s seconds, None: unknown)."""
+    seconds = sum(c for c in costs if c is not None)
+    untimed = sum(c is None for c in costs)
+    return f"at most ~{seconds / 60:.1f} min of training for the runs not cached (a run that " \
+           f"claims share is counted for each)" + (f"; {untimed} not timed yet" if untimed else "")
+
+
 def list_claims(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """--claims-list: the claims ``items`` hold (what -k and -m selected), each with its
-    statement, source, negative controls and cost, and the training they would take in all."""
+    """--claims-list: the claims ``items`` hold, each with its statement, source, negative
+    controls and cost, and the training they would take in all."""
     from normsys.claims.runs import cost
 
-    catalog = {}
-    for item in items:
-        if (marker := claim_marker(item)) is not None:
-            catalog[claim_id(item, marker), claim_tier(item)] = (
-                marker.kwargs.get("statement", ""), marker.kwargs.get("source", ""))
+    catalog = selected(items)
     controls = config.stash.get(CONTROLS, {})
     write = config.pluginmanager.get_plugin("terminalreporter").write_line
-    seconds, untimed = 0.0, 0
+    costs = []
     for (cid, tier), (statement, source) in sorted(catalog.items()):
         control = ", ".join(controls.get(cid, [])) or "NONE"
         text, todo = cost(cid, tier)
-        seconds, untimed = seconds + (todo or 0.0), untimed + (todo is None)
+        costs.append(todo)
         write(f"{cid}  [{tier}]  {statement}  ({source})  control: {control}  cost: {text}")
-    write(f"{len({cid for cid, _ in catalog})} claims, {len(catalog)} claim-tier pairs; at "
-          f"most ~{seconds / 60:.1f} min of training for the runs not cached (a run that claims "
-          f"share is counted for each)" + (f"; {untimed} not timed yet" if untimed else ""))
+    write(f"{len({cid for cid, _ in catalog})} claims, {len(catalog)} claim-tier pairs; "
+          f"{total_line(costs)}")
     items.clear()
 
 
@@ -453,6 +463,13 @@ class ClaimsSession:
         if opt.claims_list:
             list_claims(self.config, items)
             return
+        runnable = [i for i in items if not i.get_closest_marker("skip")]
+        if (claims := selected(runnable)) and os.environ.get("PYTEST_XDIST_WORKER", "gw0") == "gw0":
+            from normsys.claims.runs import cost  # said once, by the first worker or alone
+
+            self.config.stash[RUNS].progress.note(
+                f"{len(claims)} claim-tier pairs selected; "
+                f"{total_line([cost(cid, tier)[1] for cid, tier in claims])}")
         if CLUSTER in self.config.stash:
             self.submit(items)
         if opt.claims_max_seeds is None:
