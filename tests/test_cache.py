@@ -17,6 +17,7 @@ from normsys.claims import cache, progress
 from normsys.claims.cache import cached_runs, run_key
 from normsys.claims.progress import SILENT
 from normsys.training.config import preset
+from normsys.training.provenance import cpu_vendor, numeric_environment
 from normsys.training.record import trained_model
 from normsys.training.train import run_environment, train_with_state
 
@@ -127,7 +128,7 @@ def test_progress_says_trained_cached_and_retrained(tmp_path, monkeypatch):
             f"{CFG.fingerprint()[:8]})"
     assert lines[0] == f"normsys: training {label} ..."
     assert lines[1].startswith(f"normsys: [1 runs done] {label}: trained in ")
-    assert lines[1].endswith(f" s (cpu ({torch.backends.cpu.get_cpu_capability()}), "
+    assert lines[1].endswith(f" s ({numeric_environment()['device']}, "
                              f"{torch.get_num_threads()} thread(s), torch {torch.__version__})")
     assert lines[2].startswith(f"normsys: [2 runs done] {label}: cached, trained in ")
     assert "cannot be read" in lines[3] and f"retraining {label}" in lines[3]
@@ -558,10 +559,11 @@ def test_a_record_made_on_other_cpu_kernels_is_not_served_here(tmp_path, monkeyp
                           env={**os.environ, "ATEN_CPU_CAPABILITY": other, "OMP_NUM_THREADS":
                                str(torch.get_num_threads())}, cwd=Path(__file__).parents[1],
                           check=True).stdout.split()
-    assert made[-1] == f"({other.upper()})"
+    vendor = cpu_vendor()
+    assert " ".join(made[-2:]) == f"({other.upper()}, {vendor})"
     log = tmp_path / "calls"
     mine = cached_run(CFG, counting(log))
-    assert log.read_text() == "x" and mine.env["device"] == f"cpu ({here})"
+    assert log.read_text() == "x" and mine.env["device"] == f"cpu ({here}, {vendor})"
     assert len(list((tmp_path / "runs").glob("*.json"))) == 2
 
 

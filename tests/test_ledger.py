@@ -46,19 +46,22 @@ def test_the_cpu_tier_on_a_cpu_of_other_kernels_has_a_ledger_of_its_own():
         == "cpu"
 
 
-@pytest.mark.parametrize("device,kernels,cpu_file,paper_file", [
-    ("cpu", "AVX512", "cpu.json", "paper-cpu.json"),
-    ("cpu", "AVX2", "cpu-AVX2.json", "paper-cpu.json"),
-    ("NVIDIA H200", "AVX2", "cpu.json", "paper-NVIDIA-H200.json")])  # a GPU host: as before
+@pytest.mark.parametrize("device,kernels,vendor,cpu_file,paper_file", [
+    ("cpu", "AVX512", "AMD", "cpu.json", "paper-cpu.json"),
+    ("cpu", "AVX2", "AMD", "cpu-AVX2.json", "paper-cpu.json"),
+    ("cpu", "AVX512", "Intel", "cpu-AVX512-Intel.json", "paper-cpu.json"),  # MKL rounds otherwise
+    ("cpu", "DEFAULT", "aarch64", "cpu-DEFAULT-aarch64.json", "paper-cpu.json"),
+    ("NVIDIA H200", "AVX2", "Intel", "cpu.json", "paper-NVIDIA-H200.json")])  # a GPU host
 def test_a_session_reads_the_ledger_of_its_cpus_kernels(monkeypatch, tmp_path, device, kernels,
-                                                        cpu_file, paper_file):
+                                                        vendor, cpu_file, paper_file):
     monkeypatch.setattr(provenance, "device_name", lambda _=None: device)
     monkeypatch.setattr(provenance, "cpu_kernels", lambda: kernels)
+    monkeypatch.setattr(provenance, "cpu_vendor", lambda: vendor)
     ledgers = ledger.Ledgers(tmp_path)
     assert (ledgers.path("cpu"), ledgers.path("paper")) == (tmp_path / cpu_file,
                                                            tmp_path / paper_file)
     assert provenance.numeric_environment()["device"] == \
-        (f"cpu ({kernels})" if device == "cpu" else device)
+        (f"cpu ({kernels}, {vendor})" if device == "cpu" else device)
 
 
 def test_this_machines_kernels_are_torchs():
@@ -549,6 +552,7 @@ def test_the_tolerance_across_kernels_holds_what_other_kernels_moved_and_not_a_n
 def test_a_cpu_without_its_own_ledger_is_judged_against_the_reference(monkeypatch, tmp_path):
     monkeypatch.setattr(provenance, "device_name", lambda _=None: "cpu")
     monkeypatch.setattr(provenance, "cpu_kernels", lambda: "SVE256")
+    monkeypatch.setattr(provenance, "cpu_vendor", lambda: "AMD")
     ledger.write(tmp_path / "cpu.json", {"c-1": entry(), "c-3": entry()})
     ledger.write(tmp_path / "cpu-seeds-3-5.json", {"c-1": entry(),
                                                    "c-3": entry("inconclusive", 0.8, 0.7, 0.9)})
@@ -577,7 +581,7 @@ def test_the_committed_kernel_ledgers_judged_against_cpu_json_as_a_cpu_without_i
     folder = Path(__file__).parents[1] / "claims" / "ledger"
     reference = ledger.read(folder / "cpu.json")
     failing, moved = {}, {}
-    for kernels in ("AVX2", "DEFAULT"):
+    for kernels in ("AVX2", "DEFAULT-Intel"):
         others = tmp_path / kernels
         others.mkdir()
         for path in folder.glob("*.json"):
@@ -588,6 +592,6 @@ def test_the_committed_kernel_ledgers_judged_against_cpu_json_as_a_cpu_without_i
                   for cid, e in ledger.read(folder / f"cpu-{kernels}.json").items()}
         failing[kernels] = sorted(c for c, j in judged.items() if j.fails)
         moved[kernels] = sorted(c for c, j in judged.items() if j.status == ledger.MOVED)
-    assert failing == {"AVX2": ["ld-layernorm-decorrelates"], "DEFAULT": []}
-    assert moved["DEFAULT"] == ["ld-batchnorm-wins-cnn-large-batch",
+    assert failing == {"AVX2": ["ld-layernorm-decorrelates"], "DEFAULT-Intel": []}
+    assert moved["DEFAULT-Intel"] == ["ld-batchnorm-wins-cnn-large-batch",
                                 "ld-layernorm-improves-final-accuracy", "ld-layernorm-small-batch"]

@@ -51,7 +51,8 @@ CONFTEST = ('pytest_plugins = ["normsys.claims.plugin"]\n'
 
 # the CPU tier's ledger file on this machine (cpu.json, or cpu-<kernels>.json on a CPU of other
 # kernels: normsys.claims.ledger.file_name)
-CPU_LEDGER = ledger.file_name("cpu", "cpu", kernels=provenance.cpu_kernels())
+CPU_LEDGER = ledger.file_name("cpu", "cpu",
+                              kernels=ledger.cpu_label(provenance.numeric_environment()["device"]))
 
 
 @pytest.fixture
@@ -99,7 +100,7 @@ def test_update_writes_the_ledger_and_the_next_run_holds_to_it(run_claims):
     entry = body["claims"]["c-refuted"]
     assert entry["verdict"] == "refuted" and entry["values"] == [0.30, 0.31, 0.32]
     assert entry["seeds"] == [0, 1, 2] and entry["rule"] == ">= 0.8"
-    assert entry["device"] == f"cpu ({provenance.cpu_kernels()})"
+    assert entry["device"] == provenance.numeric_environment()["device"]
     assert {"measured", "commit", "normsys", "torch", "data", "mean", "low", "high"} <= set(entry)
     assert (run_claims.path / "claims" / "ledger" / "paper-cpu.json").is_file()
 
@@ -313,7 +314,8 @@ def test_seed_options_have_a_ledger_of_their_own(run_claims):
     result.assert_outcomes(passed=2)
     data = json.loads((run_claims.path / "rep" / "claims.json").read_text())
     assert all(c["seeds"] == [10, 11, 12, 13] for c in data["claims"])
-    seeds_10_13 = ledger.file_name("cpu", "cpu", 10, 4, kernels=provenance.cpu_kernels())
+    seeds_10_13 = ledger.file_name("cpu", "cpu", 10, 4, kernels=ledger.cpu_label(
+        provenance.numeric_environment()["device"]))
     assert seeds_10_13.removesuffix(".json").endswith("-seeds-10-13")
     assert (run_claims.path / "claims" / "ledger" / seeds_10_13).is_file()
     assert not (run_claims.path / "claims" / "ledger" / CPU_LEDGER).exists()
@@ -513,9 +515,12 @@ def test_a_report_path_that_cannot_be_written_is_a_usage_error_before_any_claim_
     assert "normsys claims" not in result.stdout.str()  # nothing ran
 
 
-def test_a_session_says_at_the_start_what_its_selected_claims_would_train(run_claims):
+def test_a_session_says_at_the_start_what_its_selected_claims_would_train(run_claims,
+                                                                          monkeypatch):
     """Once, before the first claim: the claim-tier pairs -k selected (skipped ones left out) and
     the training their runs not cached take at most."""
+    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT"):  # this test's own worker
+        monkeypatch.delenv(name, raising=False)
     for extra in ([], ["-n", "2"]):
         result = run_claims.runpytest_subprocess("--claims-report", "rep", "-p",
                                                  "no:cacheprovider", "-k", "c-tiers", *extra)
@@ -779,6 +784,7 @@ def test_a_cpu_of_kernels_without_a_ledger_is_held_to_the_reference_by_its_rules
     moves is reported, a decisive flip fails."""
     values = switch.path / "values.json"
     monkeypatch.setattr(provenance, "cpu_kernels", lambda: ledger.CPU_TIER_KERNELS)
+    monkeypatch.setattr(provenance, "cpu_vendor", lambda: ledger.CPU_TIER_VENDOR)
     values.write_text(json.dumps([0.9, 0.91, 0.92]))
     run(switch, "--claims-update")
     reference = switch.path / "claims" / "ledger" / "cpu.json"
@@ -789,7 +795,7 @@ def test_a_cpu_of_kernels_without_a_ledger_is_held_to_the_reference_by_its_rules
     same.assert_outcomes(passed=1)
     row = json.loads((switch.path / "rep" / "claims.json").read_text())["claims"][0]
     assert row["ledger"] == "same" and row["ledger_note"].startswith("reference (cpu (")
-    assert row["entry"]["device"] == "cpu (SVE256)" and row["entry"]["threads"]
+    assert row["entry"]["device"] == "cpu (SVE256, AMD)" and row["entry"]["threads"]
     values.write_text(json.dumps(VALUES["inconclusive"]))
     run(switch, "--claims-strict").assert_outcomes(failed=1)  # unreplicated: a move fails
     seeds = reference.with_name("cpu-seeds-3-5.json")

@@ -2,7 +2,7 @@
 
     claims/ledger/cpu.json                            the CPU tier, the claims' own seeds
     claims/ledger/cpu-AVX2.json                       the same on a CPU whose kernels are AVX2
-    claims/ledger/cpu-DEFAULT.json                    ... whose kernels are torch's plain ones
+    claims/ledger/cpu-DEFAULT-Intel.json              ... torch's plain kernels on an Intel CPU
     claims/ledger/cpu-seeds-3-5.json                  the same claims on seeds 3, 4, 5, ...
     claims/ledger/paper-NVIDIA-H100-80GB-HBM3.json    the paper tier on that GPU
 
@@ -140,12 +140,25 @@ def setting_changes(recorded: dict[str, str], now: dict[str, str], most: int = 4
     return changed[:most] + ([f"{len(changed) - most} more"] if len(changed) > most else [])
 
 
-# The CPU tier's numbers depend on the vector instructions torch's CPU kernels (and MKL's) use: a
-# CPU of other kernels rounds otherwise, and a run of many steps carries that into its result. Its
-# ledger cpu.json holds what CPUs whose kernels are AVX-512 measure (the machines it was recorded
-# and reproduced on); the CPU tier on a CPU of other kernels is recorded apart, in
-# cpu-<kernels>.json (cpu-AVX2.json), as the paper tier is per GPU.
+# The CPU tier's numbers depend on the vector instructions torch's CPU kernels (and MKL's) use, and
+# on the CPU's vendor, by which MKL and oneDNN choose their code paths: a CPU of other kernels or of
+# another vendor rounds otherwise, and a run of many steps carries that into its result. Its
+# ledger cpu.json holds what AMD CPUs whose kernels are AVX-512 measure (the machines it was
+# recorded and reproduced on); the CPU tier on another CPU is recorded apart, in
+# cpu-<label>.json (``cpu_label``: cpu-AVX2.json on AMD, cpu-AVX512-Intel.json), as the paper tier
+# is per GPU, or judged against cpu.json where it has none (``judge_across``).
 CPU_TIER_KERNELS = "AVX512"
+CPU_TIER_VENDOR = "AMD"  # the vendor of the CPUs whose ledgers carry no vendor in their name
+
+
+def cpu_label(device: str) -> str:
+    """The CPU part of a ledger's file name, from numeric_environment's device: ``cpu (AVX2,
+    AMD)`` -> ``AVX2``, ``cpu (AVX512, Intel)`` -> ``AVX512-Intel`` (CPU_TIER_KERNELS on
+    CPU_TIER_VENDOR: the reference); a GPU's: the reference's."""
+    if not device.startswith("cpu ("):
+        return CPU_TIER_KERNELS
+    kernels, _, vendor = device.removeprefix("cpu (").removesuffix(")").partition(", ")
+    return kernels if vendor in ("", CPU_TIER_VENDOR) else f"{kernels}-{vendor}"
 
 
 def file_name(tier: str, device: str, seed_offset: int = 0, seeds: int = 0,
@@ -331,10 +344,9 @@ class Ledgers:
                  offset: int = 0, seeds: int | None = None, max_seeds: int | None = None):
         self.folder, self.update, self.strict = Path(folder), update, strict
         self.offset, self.seeds, self.max_seeds = offset, seeds, max_seeds
-        device = provenance.numeric_environment()["device"]  # a GPU's name or cpu (<kernels>)
-        cpu = device.startswith("cpu (")
-        self.device = "cpu" if cpu else device
-        self.kernels = device.removeprefix("cpu (").removesuffix(")") if cpu else CPU_TIER_KERNELS
+        device = provenance.numeric_environment()["device"]  # a GPU's, or cpu (kernels, vendor)
+        self.device = "cpu" if device.startswith("cpu (") else device
+        self.kernels = cpu_label(device)
         self.read: dict[str, dict[str, Entry]] = {}
         self.replicated: dict[str, dict[str, Replication]] = {}
         # entries of claims no longer defined, by file: known only to a session that collected
