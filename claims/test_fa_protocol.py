@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 
-from normsys.claims.declaration import Declaration, Experiment, metric, one_by_one
+from normsys.claims.declaration import Declaration, Experiment, metric
 from normsys.claims.params import tiers, variant_tiers
 from normsys.claims.protocol import BP_RANGE, DFA_RANGE, mnist_report
 from normsys.claims.stats import REFUTED, SUPPORTED, Rule
@@ -64,15 +64,13 @@ def stability_of(records, variant: str = "") -> float:
 
 
 @pytest.fixture
-def protocol(run, claim, tier, variant):
+def protocol(runs, claim, tier, variant):
     """protocol(method, at=None) -> per-seed (record, report) of that learning rule after the
-    variant's epochs (or, ``at``, its weights after that epoch)."""
+    variant's epochs (or, ``at``, its weights after that epoch); the seeds' runs fetched at once."""
     def measure(method: str, at: int | None = None):
-        out = []
-        for seed in claim.seeds:
-            record = run(fa_mlp(method, seed, tier, epochs=EPOCHS[variant]))
-            out.append((record, fa_protocol(record, None if at == EPOCHS[variant] else at)))
-        return out
+        records = runs([fa_mlp(method, seed, tier, epochs=EPOCHS[variant]) for seed in claim.seeds])
+        return [(record, fa_protocol(record, None if at == EPOCHS[variant] else at))
+                for record in records]
     return measure
 
 
@@ -127,12 +125,12 @@ BP_UNSTABLE = Declaration(
 
 @pytest.mark.parametrize("variant,tier", variant_tiers(VARIANTS))
 @BP_UNSTABLE.mark
-def test_bp_direction_unstable(claim, run, protocol, tier, variant):
+def test_bp_direction_unstable(claim, runs, protocol, tier, variant):
     bp = protocol("bp")
     claim.record(test_acc=trained_accuracies(bp),
                  residual_norms=[r["residual_norms"] for _, r in bp],
                  bp_grad_norms=[r["bp_grad_norms"] for _, r in bp])
-    BP_UNSTABLE.check(claim, one_by_one(run), tier, variant)
+    BP_UNSTABLE.check(claim, runs, tier, variant)
 
 
 DFA_STABLE = Declaration(
@@ -144,11 +142,11 @@ DFA_STABLE = Declaration(
 
 @pytest.mark.parametrize("variant,tier", variant_tiers(VARIANTS))
 @DFA_STABLE.mark
-def test_dfa_direction_stable(claim, run, protocol, tier, variant):
+def test_dfa_direction_stable(claim, runs, protocol, tier, variant):
     dfa = protocol("dfa")
     claim.record(test_acc=trained_accuracies(dfa),
                  residual_norms=[r["residual_norms"] for _, r in dfa])
-    DFA_STABLE.check(claim, one_by_one(run), tier, variant)
+    DFA_STABLE.check(claim, runs, tier, variant)
 
 
 SEPARATES = Declaration(
@@ -160,7 +158,7 @@ SEPARATES = Declaration(
 
 @pytest.mark.parametrize("variant,tier", variant_tiers(VARIANTS))
 @SEPARATES.mark
-def test_stability_separates(claim, run, protocol, tier, variant):
+def test_stability_separates(claim, runs, protocol, tier, variant):
     by_method = {m: stabilities(protocol(m)) for m in ("bp", "fa", "dfa")}
     claim.record(stability=by_method)
     claim.figure("stability", lambda fig: draw_stability(fig, by_method))
@@ -169,7 +167,7 @@ def test_stability_separates(claim, run, protocol, tier, variant):
                      for m in ("bp", "fa", "dfa")}
         claim.record(stability_by_epochs=by_epochs)
         claim.figure("stability-by-epochs", lambda fig: draw_stability_by_epochs(fig, by_epochs))
-    SEPARATES.check(claim, one_by_one(run), tier, variant)
+    SEPARATES.check(claim, runs, tier, variant)
 
 
 DFA_BEATS_FROZEN = Declaration(
@@ -183,8 +181,8 @@ DFA_BEATS_FROZEN = Declaration(
 
 @pytest.mark.parametrize("tier", tiers())
 @DFA_BEATS_FROZEN.mark
-def test_dfa_beats_frozen_baseline(claim, run, tier):
-    DFA_BEATS_FROZEN.check(claim, one_by_one(run), tier)
+def test_dfa_beats_frozen_baseline(claim, runs, tier):
+    DFA_BEATS_FROZEN.check(claim, runs, tier)
 
 
 DFA_BEATS_FROZEN_DFA = Declaration(
@@ -198,8 +196,8 @@ DFA_BEATS_FROZEN_DFA = Declaration(
 
 @pytest.mark.parametrize("tier", tiers())
 @DFA_BEATS_FROZEN_DFA.mark
-def test_dfa_beats_frozen_dfa_baseline(claim, run, tier):
-    DFA_BEATS_FROZEN_DFA.check(claim, one_by_one(run), tier)
+def test_dfa_beats_frozen_dfa_baseline(claim, runs, tier):
+    DFA_BEATS_FROZEN_DFA.check(claim, runs, tier)
 
 
 BP_BEATS_FROZEN = Declaration(
@@ -212,8 +210,8 @@ BP_BEATS_FROZEN = Declaration(
 
 @pytest.mark.parametrize("tier", tiers())
 @BP_BEATS_FROZEN.mark
-def test_bp_beats_frozen_baseline(claim, run, tier):
-    BP_BEATS_FROZEN.check(claim, one_by_one(run), tier)
+def test_bp_beats_frozen_baseline(claim, runs, tier):
+    BP_BEATS_FROZEN.check(claim, runs, tier)
 
 
 # ----------------------------------------------------------------------------- negative controls

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from normsys.claims import figures
-from normsys.claims.declaration import Declaration, Experiment, by_norm, metric, one_by_one, single
+from normsys.claims.declaration import Declaration, Experiment, by_norm, metric, single
 from normsys.claims.experiments import (
     INIT_SCALES,
     accuracy_spread,
@@ -257,13 +257,13 @@ def test_layernorm_robust_to_init_scale(claim, runs, tier):
 
 @pytest.mark.parametrize("tier", tiers())
 @GRAD_RATIO_VS_NONE.mark
-def test_layernorm_prevents_vanishing_gradients(claim, run, tier):
+def test_layernorm_prevents_vanishing_gradients(claim, runs, tier):
     ln, plain = ([weight_grad_profile(rs[0]) for rs in seeds] for seeds in GRAD_RATIO_VS_NONE
-                 .declaration.records(one_by_one(run), claim.seeds, tier).values())
+                 .declaration.records(runs, claim.seeds, tier).values())
     claim.record(profile_layernorm=ln, profile_plain=plain)
     claim.figure("grad-profile", lambda fig: figures.profiles(
         fig, {"LayerNorm after each layer": ln, "no normalization": plain}))
-    GRAD_RATIO_VS_NONE.check(claim, one_by_one(run), tier)
+    GRAD_RATIO_VS_NONE.check(claim, runs, tier)
 
 
 # ----------------------------------------------------------------------------- negative controls

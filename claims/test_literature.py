@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from normsys.claims import figures
-from normsys.claims.declaration import Declaration, Experiment, metric, one_by_one
+from normsys.claims.declaration import Declaration, Experiment, metric
 from normsys.claims.experiments import (
     PRELN_FLAT,
     char_gpt,
@@ -73,9 +73,9 @@ VAL_LOSS_VS_LN = Statistic(
     statement="RMSNorm matches LayerNorm on a pre-norm char GPT: {rule}.")
 
 
-def xiong_profiles(claim, declaration, run, tier: str, placement: str) -> None:
+def xiong_profiles(claim, declaration, runs, tier: str, placement: str) -> None:
     """Records and draws the per-seed FFN gradient profiles of the claim's runs."""
-    (per_seed,) = declaration.records(one_by_one(run), claim.seeds, tier).values()
+    (per_seed,) = declaration.records(runs, claim.seeds, tier).values()
     profiles = {f"{placement}-LN, {depth} blocks": [ffn_grad_norms(rs[i].init_grad_norms, depth)
                                                     for rs in per_seed]
                 for i, depth in enumerate(DEPTHS)}
@@ -95,16 +95,16 @@ POSTLN_GROWS = Declaration(
 
 @pytest.mark.parametrize("tier", tiers())
 @POSTLN_GROWS.mark
-def test_postln_gradients_grow_toward_output(claim, run, tier):
-    xiong_profiles(claim, POSTLN_GROWS, run, tier, "post")
-    POSTLN_GROWS.check(claim, one_by_one(run), tier)
+def test_postln_gradients_grow_toward_output(claim, runs, tier):
+    xiong_profiles(claim, POSTLN_GROWS, runs, tier, "post")
+    POSTLN_GROWS.check(claim, runs, tier)
 
 
 @pytest.mark.parametrize("tier", tiers())
 @PRELN_FLATNESS.mark
-def test_preln_gradients_flat(claim, run, tier):
-    xiong_profiles(claim, PRELN_FLATNESS.declaration, run, tier, "pre")
-    PRELN_FLATNESS.check(claim, one_by_one(run), tier)
+def test_preln_gradients_flat(claim, runs, tier):
+    xiong_profiles(claim, PRELN_FLATNESS.declaration, runs, tier, "pre")
+    PRELN_FLATNESS.check(claim, runs, tier)
 
 
 def attention_stack_residuals(seed: int, depth: int = 6, skips: bool = False, d: int = 64,

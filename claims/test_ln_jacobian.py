@@ -14,7 +14,7 @@ import pytest
 import torch
 from torch import nn
 
-from normsys.claims.declaration import Declaration, Experiment, one_by_one
+from normsys.claims.declaration import Declaration, Experiment
 from normsys.claims.experiments import char_gpt
 from normsys.claims.params import tiers
 from normsys.claims.protocol import layernorm_gradients, ln_decomposition_summary, ln_vjp_errors
@@ -68,11 +68,11 @@ ANALYTIC_MATCHES = Declaration(
 
 @pytest.mark.parametrize("tier", tiers())
 @ANALYTIC_MATCHES.mark
-def test_analytic_matches_autograd(claim, run, tier):
-    (records,) = ANALYTIC_MATCHES.records(one_by_one(run), claim.seeds, tier).values()
+def test_analytic_matches_autograd(claim, runs, tier):
+    (records,) = ANALYTIC_MATCHES.records(runs, claim.seeds, tier).values()
     per_seed = [ln_vjp_errors(captures_of(rs[0])) for rs in records]
     claim.record(errors_per_layernorm=per_seed, layernorms=len(per_seed[0]))
-    ANALYTIC_MATCHES.check(claim, one_by_one(run), tier)
+    ANALYTIC_MATCHES.check(claim, runs, tier)
 
 
 COSTS_MORE_WITH_SOFTMAX = Declaration(
@@ -87,9 +87,9 @@ COSTS_MORE_WITH_SOFTMAX = Declaration(
 # six 250-step FA char GPTs (~290 s of compute, ~2.5 min on 2 cores)
 @pytest.mark.parametrize("tier", tiers(cpu=[pytest.mark.slow]))
 @COSTS_MORE_WITH_SOFTMAX.mark
-def test_center_scale_costs_more_with_softmax(claim, run, tier):
+def test_center_scale_costs_more_with_softmax(claim, runs, tier):
     captures = {att: [captures_of(rs[0]) for rs in seeds] for att, seeds in
-                COSTS_MORE_WITH_SOFTMAX.records(one_by_one(run), claim.seeds, tier).items()}
+                COSTS_MORE_WITH_SOFTMAX.records(runs, claim.seeds, tier).items()}
     # The rule reads g_z = gain * dL/dout, the true gradient at z. The analysis's seed script
     # took dL/dout itself as g_z; that reading is measured too and kept as evidence only.
     summaries, gain_free = ({att: [ln_decomposition_summary(c, through_gain) for c in caps]
@@ -100,7 +100,7 @@ def test_center_scale_costs_more_with_softmax(claim, run, tier):
                     for att in gain_free for key in gain_free[att][0]})
     free = {att: [s["cos_center_scale"] for s in gain_free[att]] for att in gain_free}
     claim.record(gain_free_decision=COSTS_MORE_WITH_SOFTMAX.decide(free).to_dict())
-    COSTS_MORE_WITH_SOFTMAX.check(claim, one_by_one(run), tier)
+    COSTS_MORE_WITH_SOFTMAX.check(claim, runs, tier)
 
 
 # ----------------------------------------------------------------------------- negative controls

@@ -14,7 +14,7 @@ from functools import partial
 import pytest
 
 from normsys.claims import figures
-from normsys.claims.declaration import Declaration, Experiment, metric, one_by_one
+from normsys.claims.declaration import Declaration, Experiment, metric
 from normsys.claims.experiments import log10_grad_ratio, tanh_mlp, weight_grad_profile
 from normsys.claims.params import tiers
 from normsys.claims.stats import REFUTED, SUPPORTED, Rule
@@ -48,13 +48,13 @@ RESIDUAL_PRESERVES = Declaration(
 
 @pytest.mark.parametrize("tier", tiers())
 @RESIDUAL_PRESERVES.mark
-def test_residual_preserves_gradients(claim, run, tier):
-    records = RESIDUAL_PRESERVES.records(one_by_one(run), claim.seeds, tier)
+def test_residual_preserves_gradients(claim, runs, tier):
+    records = RESIDUAL_PRESERVES.records(runs, claim.seeds, tier)
     profile = {arm: [weight_grad_profile(rs[0]) for rs in seeds] for arm, seeds in records.items()}
     claim.record(profile_residual=profile["residual"], profile_plain=profile["plain"])
     claim.figure("grad-profile", lambda fig: figures.profiles(
         fig, {"with residuals": profile["residual"], "without residuals": profile["plain"]}))
-    RESIDUAL_PRESERVES.check(claim, one_by_one(run), tier)
+    RESIDUAL_PRESERVES.check(claim, runs, tier)
 
 
 FFN_CONFIGS = {"residual+LN": (True, "layernorm"), "residual only": (True, "none"),
@@ -94,10 +94,10 @@ def test_residual_layernorm_lowest_loss(claim, runs, tier):
 
 
 @pytest.mark.control(RESIDUAL_PRESERVES.id)
-def test_control_gradient_rule_flips_when_the_sides_swap(run):
+def test_control_gradient_rule_flips_when_the_sides_swap(runs):
     """The rule on the same per-layer gradient profiles (train.gradients_at_init) with the effect
     reversed: plain minus residual."""
-    ratios = RESIDUAL_PRESERVES.experiment.values(one_by_one(run), CONTROL_SEEDS, "cpu")
+    ratios = RESIDUAL_PRESERVES.experiment.values(runs, CONTROL_SEEDS, "cpu")
     assert RESIDUAL_PRESERVES.decide(ratios).verdict == SUPPORTED
     assert RESIDUAL_PRESERVES.decide(dict(reversed(ratios.items()))).verdict == REFUTED
 

@@ -217,3 +217,47 @@ def test_every_claim_that_trains_declares_its_experiment():
              if {"run", "runs"} & set(inspect.signature(test).parameters)}
     assert "test_residual_preserves_gradients" in tests  # the claim files were read
     assert not [name for name, declared in tests.items() if declared.experiment is None]
+
+
+# ----------------------------------------------------------------------------- planned before a run
+
+
+def claim_item(declared, tier="paper", variant="", seeds=None, max_seeds=None, offset=0,
+               index=()):
+    """A collected claim item as the planner reads it: its marker, its parameters, the options."""
+    from normsys.claims.params import Variant
+
+    marker = pytest.mark.claim("c-x", declared=declared).mark
+    option = SimpleNamespace(claims_seeds=seeds, claims_max_seeds=max_seeds,
+                             claims_seed_offset=offset)
+    return SimpleNamespace(get_closest_marker=lambda name: marker if name == "claim" else None,
+                           callspec=SimpleNamespace(params={"tier": tier,
+                                                            "variant": Variant(variant)}),
+                           config=SimpleNamespace(option=option), nodeid="claims/x.py::c-x")
+
+
+def test_a_claim_plans_its_first_look_from_its_declared_experiment():
+    """The runs planned for a claim are its experiment's configs at its first look's seeds (the
+    tier's, --claims-seeds, from --claims-seed-offset), arm by arm, of its variant."""
+    from normsys.claims.claim import claim_looks, planned_configs
+
+    made = lambda arm: lambda seed, tier, variant: [f"{arm}{variant}/{tier}/s{seed}"]  # noqa: E731
+    declared = Declaration("c-x", Rule("v", ">", 0), "src", "statement",
+                           experiment=Experiment({"a": made("a"), "b": made("b")}, reads=None))
+    item = claim_item(declared, variant="-long")
+    assert claim_looks(item, item.get_closest_marker("claim")) == (5, 8, 13, 21)
+    assert planned_configs(item) == [f"{arm}-long/paper/s{s}" for arm in "ab" for s in range(5)]
+    item = claim_item(declared, tier="cpu", seeds=2, offset=3)
+    assert claim_looks(item, item.get_closest_marker("claim")) == (2,)  # the CPU tier: one look
+    assert planned_configs(item) == ["a/cpu/s3", "a/cpu/s4", "b/cpu/s3", "b/cpu/s4"]
+    item = claim_item(declared, max_seeds=5)  # a single look at the paper tier's 5 seeds
+    assert claim_looks(item, item.get_closest_marker("claim")) == (5,)
+
+
+def test_a_claim_without_an_experiment_plans_what_it_fetched_last(monkeypatch):
+    from normsys.claims import claim, runs
+
+    monkeypatch.setattr(runs, "planned", lambda cid, tier: [f"last run of {cid} [{tier}]"])
+    declared = Declaration("c-x", Rule("v", ">", 0), "src", "statement")
+    assert claim.planned_configs(claim_item(declared, variant="-nonpad", tier="cpu")) == \
+        ["last run of c-x-nonpad [cpu]"]

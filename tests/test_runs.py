@@ -400,3 +400,54 @@ def test_the_expected_wall_lays_the_longest_tasks_first_and_is_bounded_by_the_lo
     assert expected_wall([2.0, 2.0, 2.0], 1) == 6.0
     with pytest.raises(ValueError, match="0 slots"):
         expected_wall([1.0], 0)
+
+
+def test_a_plan_trains_here_longest_first_and_nothing_the_cache_holds(cache, monkeypatch):
+    """Without a trainer, ``plan`` keeps the groups and ``train_planned`` trains them, longest
+    first as the run times record them, skipping what the cache holds."""
+    runs.Runs().run(SEEDS[0])  # another session's: cached
+    seconds = {SEEDS[1].fingerprint(): 5.0, SEEDS[2].fingerprint(): 50.0}
+    monkeypatch.setattr(runs, "run_seconds", lambda c: (seconds[c.fingerprint()], "box")
+                        if c.fingerprint() in seconds else None)
+    trained = []
+    monkeypatch.setattr(runs, "fit", lambda cfgs, task: trained.append(cfgs) or
+                        [train_with_state(c) for c in cfgs])
+    session = runs.Runs()
+    assert session.plan(SEEDS) == 0 and session.planned == [[SEEDS[2]], [SEEDS[1]], [SEEDS[0]]]
+    assert session.train_planned() == 2 and trained == [[SEEDS[2]], [SEEDS[1]]]
+    assert session.planned == [] and session.train_planned() == 0
+    assert [r.run_config for r in runs.Runs().runs(SEEDS)] == SEEDS and len(trained) == 2
+
+
+def test_a_planned_run_another_process_trains_is_left_to_it(cache, monkeypatch):
+    """A worker takes the next planned group no other process holds, and never waits on one."""
+    import threading
+
+    from filelock import FileLock
+
+    session = runs.Runs()
+    session.plan(SEEDS)
+    task = session.task_of(SEEDS[1])
+    (cache / "runs").mkdir(parents=True, exist_ok=True)
+    trained = []
+    worker = threading.Thread(target=lambda: trained.append(session.train_planned()))
+    with FileLock(f"{cache / 'runs' / run_key(SEEDS[1], task.digest)}.lock"):  # another's
+        worker.start()
+        worker.join(60)
+        assert not worker.is_alive() and trained == [2]  # it did not wait
+    assert runs.lookup(SEEDS[1], task.digest) is None
+    assert all(runs.lookup(c, task.digest) is not None for c in (SEEDS[0], SEEDS[2]))
+
+
+def test_a_planned_run_that_cannot_train_is_left_to_its_claim(cache, data_env):
+    """A group that fails before training (data missing, a config the data does not fit) is said
+    and left to the claim that needs it, which fails with the whole message; the rest train."""
+    said = []
+    session = runs.Runs(progress=type("P", (runs.SILENT.__class__,), {
+        "note": lambda self, line: said.append(line)})())
+    wrong = preset("mlp", **{"data.n_train": 64, "data.n_test": 32, "model.d": 8,
+                             "model.n_out": 1})
+    session.plan([wrong, SEEDS[1]])
+    assert session.train_planned() == 1
+    assert len(said) == 1 and said[0].startswith("planned run mlp/") and \
+        "left to its claim (model.n_out=1: the mnist data has 10 classes" in said[0]

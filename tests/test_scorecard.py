@@ -19,7 +19,7 @@ from normsys import scorecard
 from normsys.__main__ import main
 from normsys.claims import usernorm
 from normsys.claims.cache import run_key
-from normsys.claims.declaration import Declaration, metric, one_by_one, single
+from normsys.claims.declaration import Declaration, metric, single
 from normsys.claims.experiments import encoder
 from normsys.claims.ledger import read
 from normsys.claims.runs import Runs
@@ -738,13 +738,6 @@ def test_a_declaration_decides_for_another_norm_and_each_part_and_reads_a_varian
     parts.check(claim, fetch_made, "cpu")
     assert claim.calls == [("check_all", {"first": [0.9, 0.91, 0.92], "second": [0.5, 0.52, 0.49]},
                             None, "v < 1")]
-
-
-def test_one_by_one_fetches_each_config_alone_in_order():
-    seen = []
-    fetch = one_by_one(lambda cfg: seen.append(cfg) or cfg.train.seed)
-    configs = [small_cfg("none", seed) for seed in (2, 0, 1)]
-    assert fetch(configs) == [2, 0, 1] and seen == configs
 
 
 def test_a_reference_needs_a_known_pairing():

@@ -63,13 +63,42 @@ def claim_marker(item: pytest.Item) -> pytest.Mark | None:
 
 
 def claim_id(item: pytest.Item, marker: pytest.Mark) -> str:
-    base = marker.args[0] if marker.args else marker.kwargs["id"]
-    params = item.callspec.params.values() if hasattr(item, "callspec") else ()
-    return base + "".join(v for v in params if isinstance(v, Variant))
+    return (marker.args[0] if marker.args else marker.kwargs["id"]) + claim_variant(item)
 
 
 def claim_tier(item: pytest.Item) -> str:
     return item.callspec.params.get("tier", "cpu") if hasattr(item, "callspec") else "cpu"
+
+
+def claim_variant(item: pytest.Item) -> str:
+    """The claim's variant (its id's suffix: ``-nonpad``), "" for the claim itself."""
+    params = item.callspec.params.values() if hasattr(item, "callspec") else ()
+    return "".join(v for v in params if isinstance(v, Variant))
+
+
+def claim_looks(item: pytest.Item, marker: pytest.Mark) -> tuple[int, ...]:
+    """The seed counts the claim decides at (normsys.claims.sequential.looks): its first look is
+    --claims-seeds or its own seeds at its tier; open, it adds seeds up to --claims-max-seeds,
+    or the tier's own most (params.MAX_SEEDS)."""
+    opt, tier = item.config.option, claim_tier(item)
+    first = opt.claims_seeds or params.seeds(tier, marker.kwargs.get("seeds"))
+    return sequential.looks(first, opt.claims_max_seeds or params.MAX_SEEDS[tier])
+
+
+def planned_configs(item: pytest.Item) -> list:
+    """The runs a claim's first look trains, known before it runs: those of its declared
+    experiment; for a claim that declares none, those it fetched the last time it ran with this
+    cache (normsys.claims.runs.planned); [] where neither is known."""
+    from normsys.claims.runs import planned  # torch and the training path: when a session plans
+
+    marker = claim_marker(item)
+    experiment = getattr(marker.kwargs.get("declared"), "experiment", None)
+    if experiment is None:
+        return planned(claim_id(item, marker), claim_tier(item))
+    offset = item.config.option.claims_seed_offset
+    seeds = range(offset, offset + claim_looks(item, marker)[0])
+    per_arm = experiment.configs(seeds, claim_tier(item), claim_variant(item))
+    return [c for per_seed in per_arm.values() for cs in per_seed for c in cs]
 
 
 @dataclass
@@ -122,13 +151,11 @@ class Claim:
         self.statement = marker.kwargs.get("statement", "")
         self.source = marker.kwargs.get("source", "")
         self.declared = marker.kwargs.get("declared")
-        self.default_seeds = params.seeds(tier, marker.kwargs.get("seeds"))
-        n = opt.claims_seeds or self.default_seeds
         self.offset = opt.claims_seed_offset
-        self.plan = sequential.looks(n, opt.claims_max_seeds or 0)  # seeds at each look
+        self.plan = claim_looks(item, marker)  # seeds at each look
         self.looks: list[dict] = []
         self.decision: stats.Decision | None = None
-        self.at_look(n, sequential.levels(self.plan)[0])
+        self.at_look(self.plan[0], sequential.levels(self.plan)[0])
         self.report_dir = Path(opt.claims_report)
         self.evidence: dict = {}
         self.figures: list[str] = []

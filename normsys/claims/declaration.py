@@ -31,12 +31,6 @@ from normsys.claims.stats import Decision, Rule, paired_differences
 Fetch = Callable[[list], list]  # configs -> their records, in order (the claims' `runs` fixture)
 
 
-def one_by_one(run: Callable) -> Fetch:
-    """A fetch from the claims' ``run`` fixture: each config on its own, in order (runs at
-    initialization, and nets a claim measures one at a time)."""
-    return lambda configs: [run(c) for c in configs]
-
-
 @dataclass(frozen=True)
 class NormArm:
     """An experiment's arm named by its norm kind: one seed's runs are

@@ -166,7 +166,8 @@ def file_name(tier: str, device: str, seed_offset: int = 0, seeds: int = 0,
     """The ledger file of a tier on a device: ``cpu.json`` (``cpu-<kernels>.json`` where the CPU's
     kernels are not those of ``CPU_TIER_KERNELS``), ``paper-<GPU name>.json``, with
     ``-seeds-<first>-<last>`` when the run used other seeds than the claims' own and
-    ``-max-seeds-<N>`` when open claims could add seeds up to N (--claims-max-seeds)."""
+    ``-max-seeds-<N>`` when open claims could add seeds up to another N than the tier's own
+    (--claims-max-seeds; params.MAX_SEEDS)."""
     if tier == "cpu":
         stem = "cpu" if kernels == CPU_TIER_KERNELS else f"cpu-{kernels}"
     else:
@@ -174,7 +175,7 @@ def file_name(tier: str, device: str, seed_offset: int = 0, seeds: int = 0,
     if seed_offset or seeds:
         n = seeds or params.SEEDS[tier]  # a file without -seeds- ran on the claims' own
         stem += f"-seeds-{seed_offset}-{seed_offset + n - 1}"
-    if max_seeds:
+    if max_seeds and max_seeds != params.MAX_SEEDS[tier]:
         stem += f"-max-seeds-{max_seeds}"
     return stem + ".json"
 

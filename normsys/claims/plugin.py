@@ -40,6 +40,7 @@ from normsys.claims.claim import (
     claim_id,
     claim_marker,
     claim_tier,
+    planned_configs,
 )
 from normsys.claims.progress import Progress
 from normsys.claims.report import merged, verdict_table, write_reports
@@ -89,6 +90,10 @@ def _seed_policy() -> str:
     return ", ".join(f"{n} at the {tier} tier" for tier, n in params.SEEDS.items())
 
 
+def _max_seeds_policy() -> str:
+    return ", ".join(f"{n} at the {tier} tier" for tier, n in params.MAX_SEEDS.items())
+
+
 # ----------------------------------------------------------------------------- hooks
 
 
@@ -106,7 +111,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="list the selected claims (id, tier, statement, source) and run nothing")
     group.addoption("--claims-max-seeds", type=int, default=None,
                     help="a claim still inconclusive on its seeds adds seeds at fixed looks "
-                         "(3, 5, 8, 13, ...) up to N, each look at an alpha-spending level")
+                         "(3, 5, 8, 13, ...) up to N, each look at an alpha-spending level "
+                         f"(default: {_max_seeds_policy()})")
     group.addoption("--claims-update", action="store_true",
                     help="write this run's verdicts into the ledger (after reviewing them)")
     group.addoption("--claims-strict", action="store_true",
@@ -144,7 +150,8 @@ def pytest_configure(config: pytest.Config) -> None:
                                 f">= 2 seeds")
     if opt.claims_seed_offset < 0:
         raise pytest.UsageError(f"--claims-seed-offset {opt.claims_seed_offset}: seeds are >= 0")
-    most = max(opt.claims_max_seeds or 0, opt.claims_seeds or 0, *params.SEEDS.values())
+    most = max(opt.claims_max_seeds or 0, opt.claims_seeds or 0, *params.SEEDS.values(),
+               *params.MAX_SEEDS.values())
     if opt.claims_seed_offset + most > MAX_SEED:
         raise pytest.UsageError(f"--claims-seed-offset {opt.claims_seed_offset}: seeds are "
                                 f"below 2**62 (up to {most} seeds from the offset)")
@@ -436,25 +443,38 @@ class ClaimsSession:
         self.config = config
         self.results: dict[str, ClaimResult] = {}
 
-    def submit(self, items: list[pytest.Item]) -> None:
-        """--claims-ray: every run the selected claims fetched when they last ran with this cache
-        (their indexes, normsys.claims.runs.planned) that the cache lacks starts on the cluster now,
-        longest first; a claim with no index yet submits its runs as it asks for them."""
-        from normsys.claims.runs import planned
-
-        cfgs = []
-        for item in items:
-            if (marker := claim_marker(item)) is not None and not item.get_closest_marker("skip"):
-                cfgs += planned(claim_id(item, marker), claim_tier(item))
+    def plan(self, items: list[pytest.Item]) -> None:
+        """Plan every run the first looks of the selected claims train (claim.planned_configs),
+        longest first: on --claims-ray the cluster starts the ones the cache lacks now; here
+        ``pytest_runtestloop`` trains them before the first claim starts."""
+        cfgs = [c for item in items if claim_marker(item) is not None
+                and not item.get_closest_marker("skip") for c in planned_configs(item)]
         runs = self.config.stash[RUNS]
         try:
             handed = runs.plan(cfgs)
         except (DataError, ValueError) as err:  # said again by the claim that needs the run
-            runs.progress.note(f"nothing submitted ahead ({err})")
+            runs.progress.note(f"nothing planned ahead ({err})")
             return
-        runs.progress.note(f"Ray cluster {self.config.option.claims_ray}: {handed} runs "
-                           f"submitted, longest first (of the {len(set(cfgs))} the claims' "
-                           f"indexes name; the rest are cached)")
+        if CLUSTER in self.config.stash:
+            runs.progress.note(f"Ray cluster {self.config.option.claims_ray}: {handed} runs "
+                               f"submitted, longest first (of the {len(set(cfgs))} the claims "
+                               f"plan; the rest are cached)")
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtestloop(self, session: pytest.Session):
+        """Before the first claim starts (in each pytest-xdist worker, or alone): train the
+        planned runs the cache lacks, longest first, each worker taking the next one no other
+        holds (normsys.claims.runs.Runs.train_planned). Not in xdist's controller, which runs
+        no test."""
+        runs = self.config.stash[RUNS]
+        if runs.planned and not self.config.pluginmanager.has_plugin("dsession") and \
+                not session.config.option.collectonly:
+            planned = sum(map(len, runs.planned))
+            trained = runs.train_planned()
+            runs.progress.note(f"the {planned} planned runs are taken ({trained} trained by this "
+                               f"process, the others cached or training elsewhere); the claims "
+                               f"start")
+        yield
 
     @pytest.hookimpl(trylast=True)  # after -k and -m deselect and the gpu skips: what runs
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
@@ -470,8 +490,7 @@ class ClaimsSession:
             self.config.stash[RUNS].progress.note(
                 f"{len(claims)} claim-tier pairs selected; "
                 f"{total_line([cost(cid, tier)[1] for cid, tier in claims])}")
-        if CLUSTER in self.config.stash:
-            self.submit(items)
+        self.plan(items)
         if opt.claims_max_seeds is None:
             return
         for item in items:

@@ -3,18 +3,23 @@
 A ``Runs`` object holds what one session fetched. ``run(config)`` is one record; ``runs(configs)``
 several, which on CUDA trains the uncached seeds of each configuration as one seed-stacked model
 (normsys.training.batched), and on any device trains first the runs (or seed groups) no other
-pytest-xdist worker holds, leaving for last the ones another worker is training, so that workers
-needing the same runs share them out instead of queueing. Records fetched once are kept for the
-rest of the session, and the data of each data setting is loaded once. A ``trainer``
-(normsys.claims.cluster: a Ray cluster) trains the runs elsewhere instead: ``plan`` and ``runs`` hand it
-every missing run first, so that they train at once, and the records it returns are kept in the
-run cache as the ones trained here.
+pytest-xdist worker holds, leaving for last the ones another worker is training. Records fetched
+once are kept for the rest of the session, and the data of each data setting is loaded once.
+
+A session plans before any claim starts: ``plan`` takes the runs of every selected claim's first
+look (claim.planned_configs), grouped as they train, longest first as the tier's run times
+record them. ``train_planned`` then trains them in every pytest-xdist worker, each taking the
+next group no other holds, so that the longest runs start first whichever claim needs them and
+no worker waits on another while runs remain; the claims read their runs after. A ``trainer``
+(normsys.claims.cluster: a Ray cluster) trains the runs elsewhere instead: ``plan`` and
+``runs`` hand it every missing run first, so that they train at once, and the records it
+returns are kept in the run cache as the ones trained here.
 
 What a claim needs is known once it has run: ``recording()`` collects the runs fetched inside
 it, and ``write_index`` keeps them in the cache folder (``claims/<id>-<tier>.json``: each run's
 config, data digest and training time), from which ``cost`` tells ``--claims-list`` how many
 runs a claim needs, how many are cached now, and what training the others would take on this
-machine.
+machine, and ``planned`` the runs of a claim that declares no experiment.
 """
 
 from __future__ import annotations
@@ -22,11 +27,12 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Protocol
 
 from normsys.claims.cache import cached_runs, lookup, run_key
-from normsys.claims.progress import SILENT, Progress
+from normsys.claims.progress import SILENT, Progress, label
 from normsys.claims.runtimes import recorded_cost, run_seconds
 from normsys.training.batched import check_batchable
 from normsys.training.config import RunConfig
@@ -64,6 +70,7 @@ class Runs:
         self.digests: dict[RunConfig, str] = {}  # the data digest of each run fetched
         self.tasks: dict[tuple, Task] = {}  # loaded data, by the fields make_task reads
         self.recordings: list[list[RunConfig]] = []  # the open recordings (innermost last)
+        self.planned: list[list[RunConfig]] = []  # groups train_planned has still to train
 
     def task_of(self, cfg: RunConfig) -> Task:
         """The data of ``cfg`` (tasks.make_task), loaded once for each data setting, checked
@@ -129,19 +136,50 @@ class Runs:
             return 0
         handed = 0
         for group in groups:
-            task = self.task_of(group[0])
-            missing = [c for c in group if c not in self.records and
-                       lookup(c, task.digest, self.environment) is None]
-            if missing:
-                self.trainer.submit(missing, task)
+            if missing := self._missing(group):
+                self.trainer.submit(missing, self.task_of(group[0]))
                 handed += len(missing)
         return handed
 
+    def _missing(self, group: list[RunConfig]) -> list[RunConfig]:
+        """The runs of ``group`` that neither this session nor the run cache holds."""
+        task = self.task_of(group[0])
+        return [c for c in group if c not in self.records and
+                lookup(c, task.digest, self.environment) is None]
+
     def plan(self, cfgs: list[RunConfig]) -> int:
-        """Submit ``cfgs`` (what the selected claims need, ``planned``), longest first as the
-        tier's run times record them, grouped as they train (``seed_groups``)."""
+        """Plan ``cfgs`` (what the selected claims need: claim.planned_configs), grouped as they
+        train (``seed_groups``), longest first as the tier's run times record them: a trainer
+        gets the missing ones now (``submit``: how many, the return value); here
+        ``train_planned`` trains them before the first claim starts (0 handed)."""
         groups = seed_groups(list(dict.fromkeys(cfgs)), self._cuda())
-        return self.submit(sorted(groups, key=lambda g: -sum(expected_seconds(c) for c in g)))
+        groups.sort(key=lambda g: -sum(expected_seconds(c) for c in g))  # stable
+        if self.trainer is not None:
+            return self.submit(groups)
+        self.planned = groups
+        return 0
+
+    def train_planned(self) -> int:
+        """Train the planned groups, longest first, that neither the run cache nor another
+        process (a pytest-xdist worker, which trains the same plan) holds: the workers split
+        the plan as places free up, so that no run waits for a claim to ask for it while a
+        worker idles, and the claims then read their runs. A group that cannot train (missing
+        data, a config that does not fit it) is left to the claim that needs it, which says why.
+        How many runs this process trained."""
+        trained = 0
+        while self.planned:
+            group = self.planned.pop(0)
+            try:
+                if not (missing := self._missing(group)):
+                    continue
+                task = self.task_of(group[0])
+                found = cached_runs(missing, task.digest, partial(fit, task=task), False,
+                                    self.progress, self.environment)
+            except Exception as err:  # noqa: BLE001 -- said again, in full, by its claim
+                self.progress.note(f"planned run {label(group[0])} left to its claim ({err})")
+                continue
+            trained += 0 if found is None else len(missing)
+        return trained
 
     @contextmanager
     def recording(self) -> Iterator[list[RunConfig]]:
