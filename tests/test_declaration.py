@@ -240,18 +240,33 @@ def test_a_claim_plans_its_first_look_from_its_declared_experiment():
     """The runs planned for a claim are its experiment's configs at its first look's seeds (the
     tier's, --claims-seeds, from --claims-seed-offset), arm by arm, of its variant."""
     from normsys.claims.claim import claim_looks, planned_configs
+    from normsys.training.config import preset
 
-    made = lambda arm: lambda seed, tier, variant: [f"{arm}{variant}/{tier}/s{seed}"]  # noqa: E731
+    def made(arm):
+        return lambda seed, tier, variant: [preset("ffn_stack", **{
+            "model.norm": arm, "train.seed": seed, "train.steps": 2 if variant else 1,
+            "model.d": {"cpu": 8, "paper": 16}[tier]})]
+
+    def read(configs):
+        return [(c.model.norm, {8: "cpu", 16: "paper"}[c.model.d], c.train.seed, c.train.steps)
+                for c in configs]
+
     declared = Declaration("c-x", Rule("v", ">", 0), "src", "statement",
-                           experiment=Experiment({"a": made("a"), "b": made("b")}, reads=None))
+                           experiment=Experiment({"a": made("layernorm"), "b": made("none")},
+                                                 reads=None))
     item = claim_item(declared, variant="-long")
     assert claim_looks(item, item.get_closest_marker("claim")) == (5, 8, 13, 21)
-    assert planned_configs(item) == [f"{arm}-long/paper/s{s}" for arm in "ab" for s in range(5)]
+    assert read(planned_configs(item)) == [(norm, "paper", s, 2) for norm in ("layernorm", "none")
+                                           for s in range(5)]
     item = claim_item(declared, tier="cpu", seeds=2, offset=3)
     assert claim_looks(item, item.get_closest_marker("claim")) == (2,)  # the CPU tier: one look
-    assert planned_configs(item) == ["a/cpu/s3", "a/cpu/s4", "b/cpu/s3", "b/cpu/s4"]
+    assert read(planned_configs(item)) == [("layernorm", "cpu", 3, 1), ("layernorm", "cpu", 4, 1),
+                                           ("none", "cpu", 3, 1), ("none", "cpu", 4, 1)]
     item = claim_item(declared, max_seeds=5)  # a single look at the paper tier's 5 seeds
     assert claim_looks(item, item.get_closest_marker("claim")) == (5,)
+    values = Declaration("c-v", Rule("v", ">", 0), "src", "statement",  # a test's own values
+                         experiment=Experiment({"a": lambda s, t, v: [1.0]}, reads=None))
+    assert planned_configs(claim_item(values)) == []
 
 
 def test_a_claim_without_an_experiment_plans_what_it_fetched_last(monkeypatch):

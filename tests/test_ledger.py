@@ -336,6 +336,10 @@ def test_file_names_with_seed_counts_on_tiers_of_their_own():
         "cpu-seeds-3-5-max-seeds-8.json"
     assert ledger.file_name("paper", "NVIDIA H200", seed_offset=2) == \
         "paper-NVIDIA-H200-seeds-2-6.json"  # the paper tier's own 5 seeds
+    # the tier's own most seeds (params.MAX_SEEDS) is the plain file; a single look at 5 is not
+    assert ledger.file_name("paper", "NVIDIA H200", max_seeds=21) == "paper-NVIDIA-H200.json"
+    assert ledger.file_name("paper", "NVIDIA H200", max_seeds=5) == \
+        "paper-NVIDIA-H200-max-seeds-5.json"
 
 
 def test_the_written_file_is_exactly_this(tmp_path):
@@ -348,7 +352,8 @@ def test_the_written_file_is_exactly_this(tmp_path):
         '{\n "about": "normsys verdict ledger: written by `pytest claims --claims-update`, never '
         'by hand; every claims run is checked against it",\n "claims": {\n  "c": {\n'
         '   "autocast": "",\n   "commit": "a59fd79c0ffee",\n   "data": "abc",\n   "device": "cpu",\n'
-        '   "high": 0.84,\n   "low": 0.8,\n   "mean": 0.82,\n   "measured": "2026-11-23 10:00",\n'
+        '   "high": 0.84,\n   "looks": [],\n   "low": 0.8,\n   "mean": 0.82,\n'
+        '   "measured": "2026-11-23 10:00",\n'
         '   "normsys": "0.2.0",\n   "rule": ">= 0.8",\n   "seeds": [\n    0\n   ],\n'
         '   "settings": {\n    "a.b": "1"\n   },\n   "settings_fingerprint": "f",\n'
         '   "statistic": "kappa",\n   "threads": "",\n   "torch": "2.13.0+cpu",\n'

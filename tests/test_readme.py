@@ -31,7 +31,7 @@ def code_lines(markdown: str) -> list[str]:
 def test_the_adding_a_claim_examples_are_lines_of_the_claim_files():
     shown = code_lines(section((ROOT / "README.md").read_text(), "Adding a claim"))
     # the template claim with its test, and a declared norm-generic one
-    assert {"RESIDUAL_PRESERVES = Declaration(", "def test_residual_preserves_gradients(claim, run, "
+    assert {"RESIDUAL_PRESERVES = Declaration(", "def test_residual_preserves_gradients(claim, runs, "
             "tier):", "DECORRELATION = Statistic("} <= set(shown)
     in_files = {line.rstrip() for path in (ROOT / "claims").glob("test_*.py")
                 for line in path.read_text().splitlines()}

@@ -90,6 +90,7 @@ def planned_configs(item: pytest.Item) -> list:
     experiment; for a claim that declares none, those it fetched the last time it ran with this
     cache (normsys.claims.runs.planned); [] where neither is known."""
     from normsys.claims.runs import planned  # torch and the training path: when a session plans
+    from normsys.training.config import RunConfig
 
     marker = claim_marker(item)
     experiment = getattr(marker.kwargs.get("declared"), "experiment", None)
@@ -98,7 +99,8 @@ def planned_configs(item: pytest.Item) -> list:
     offset = item.config.option.claims_seed_offset
     seeds = range(offset, offset + claim_looks(item, marker)[0])
     per_arm = experiment.configs(seeds, claim_tier(item), claim_variant(item))
-    return [c for per_seed in per_arm.values() for cs in per_seed for c in cs]
+    return [c for per_seed in per_arm.values() for cs in per_seed for c in cs
+            if isinstance(c, RunConfig)]  # what a test's own fetch takes is not a run
 
 
 @dataclass
@@ -126,7 +128,8 @@ class ClaimResult:
     ledger_note: str = ""  # the ledger's line for this claim, or what to do
     replication: str = ""  # robust | fragile | CONTRADICTED | unreplicated (ledger.replicates)
     replication_note: str = ""  # its verdict in each ledger file of the tier
-    looks: list[dict] = field(default_factory=list)  # with --claims-max-seeds: each look's verdict
+    looks: list[dict] = field(default_factory=list)  # with more than one look: each look's verdict
+    open_note: str = ""  # inconclusive at the last look: by how much (sequential.open_note)
     entry: dict = field(default_factory=dict)  # this measurement as a ledger entry
 
 
@@ -211,7 +214,7 @@ class Claim:
         """Decide the claim's rule on per-seed values of its statistic; end the test
         accordingly."""
         rule = self.decided_by(rule, by)
-        return self._conclude(rule.decide(values, self.confidence), rule.statistic)
+        return self._conclude(rule.decide(values, self.confidence), rule)
 
     def check_paired(self, a: Sequence[float], b: Sequence[float],
                      rule: stats.Rule | None = None, *, by=None) -> stats.Decision:
@@ -221,7 +224,7 @@ class Claim:
         first, _, second = rule.statistic.partition(" - ")
         names = (first, second) if second and first != second else ("a", "b")
         self.record(**{names[0]: list(a), names[1]: list(b)})
-        return self._conclude(rule.decide_paired(a, b, self.confidence), rule.statistic)
+        return self._conclude(rule.decide_paired(a, b, self.confidence), rule)
 
     def check_all(self, values: dict[str, Sequence[float]],
                   rule: stats.Rule | None = None, *, by=None) -> stats.Decision:
@@ -229,18 +232,21 @@ class Claim:
         rule = self.decided_by(rule, by)
         decision = rule.decide_all(values, self.confidence)
         self.record(comparisons=decision.extra)
-        return self._conclude(decision, rule.statistic)
+        return self._conclude(decision, rule)
 
-    def _conclude(self, decision: stats.Decision, statistic: str) -> stats.Decision:
+    def _conclude(self, decision: stats.Decision, rule: stats.Rule) -> stats.Decision:
         from normsys.training.train import run_environment  # torch: when a claim decides
 
-        s = decision.summary
+        s, statistic = decision.summary, rule.statistic
+        open_note = ""
         if len(self.plan) > 1:
             self.looks.append({"seeds": s.n, "confidence": self.confidence,
                                "verdict": decision.verdict, "mean": s.mean, "low": s.low,
                                "high": s.high})
             if decision.verdict == stats.INCONCLUSIVE and not self.final:
                 raise StillOpen(decision)
+            if decision.verdict == stats.INCONCLUSIVE:
+                open_note = sequential.open_note(s, rule)
         result = ClaimResult(
             self.id, self.tier, self.statement, self.source, decision.verdict, statistic,
             decision.rule, s.mean, s.low, s.high, self.seeds[: s.n], list(s.values),
@@ -251,13 +257,14 @@ class Claim:
         fresh = ledger.Entry(result.verdict, statistic, result.rule, result.seeds, result.values,
                              result.mean, result.low, result.high, result.measured, result.commit,
                              __version__, env["torch"], env["device"], data_digest(),
-                             settings, fingerprint, env["threads"], env["autocast"])
+                             settings, fingerprint, env["threads"], env["autocast"],
+                             list(self.plan) if len(self.plan) > 1 else [])
         judgement = self.ledgers.judge(self.id, self.tier, fresh)
         result.ledger, result.ledger_note = judgement.status, judgement.message
         if (replicated := self.ledgers.replication(self.id, self.tier)) is not None:
             result.replication, result.replication_note = replicated.word, replicated.line()
         result.entry = jsonable(asdict(fresh))
-        result.looks = jsonable(self.looks)
+        result.looks, result.open_note = jsonable(self.looks), open_note
         self.item.user_properties.append((PROPERTY, json.dumps(asdict(result))))
         text = f"[{self.id}/{self.tier}] {statistic}: {decision.reason}"
         unrecorded = judgement.status in ("new", "unrecorded", "no-settings")

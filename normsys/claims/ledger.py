@@ -4,7 +4,9 @@
     claims/ledger/cpu-AVX2.json                       the same on a CPU whose kernels are AVX2
     claims/ledger/cpu-DEFAULT-Intel.json              ... torch's plain kernels on an Intel CPU
     claims/ledger/cpu-seeds-3-5.json                  the same claims on seeds 3, 4, 5, ...
-    claims/ledger/paper-NVIDIA-H100-80GB-HBM3.json    the paper tier on that GPU
+    claims/ledger/paper-NVIDIA-H200.json              the paper tier on that GPU: 5 seeds, and up
+                                                      to 21 where a verdict is open
+    claims/ledger/paper-NVIDIA-H200-max-seeds-5.json  ... decided at 5 seeds, in one look
 
 Each entry holds a claim's verdict, statistic, rule, seeds, per-seed values, mean and interval, the
 settings of the runs it read (every config field, with a fingerprint of the run configs), and
@@ -75,6 +77,9 @@ class Entry:
     # "" in entries that predate them
     threads: str = ""
     autocast: str = ""
+    # the seed counts of the looks an open claim could take (normsys.claims.sequential), [] for
+    # one look; the look it decided at is len(seeds)
+    looks: list[int] = field(default_factory=list)
 
     @property
     def environment(self) -> str:
@@ -655,7 +660,7 @@ def table_rows(text: str) -> list[dict]:
         if len(cells) < len(header) - 1:
             break
         row = dict(zip(header, cells, strict=False))
-        low, high = row["95% CI"].strip("[]").split(", ")
+        low, high = row.get("CI", row.get("95% CI", "")).strip("[]").split(", ")  # or older
         rows.append({"id": row["claim"], "tier": row["tier"], "verdict": row["verdict"],
                      "statistic": row["statistic"], "rule": row["rule"], "mean": row["mean"],
                      "low": low, "high": high, "seeds": list(range(int(row["seeds"])))})

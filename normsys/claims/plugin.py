@@ -150,8 +150,8 @@ def pytest_configure(config: pytest.Config) -> None:
                                 f">= 2 seeds")
     if opt.claims_seed_offset < 0:
         raise pytest.UsageError(f"--claims-seed-offset {opt.claims_seed_offset}: seeds are >= 0")
-    most = max(opt.claims_max_seeds or 0, opt.claims_seeds or 0, *params.SEEDS.values(),
-               *params.MAX_SEEDS.values())
+    most = max(opt.claims_seeds or 0, *params.SEEDS.values(),
+               opt.claims_max_seeds or max(params.MAX_SEEDS.values()))
     if opt.claims_seed_offset + most > MAX_SEED:
         raise pytest.UsageError(f"--claims-seed-offset {opt.claims_seed_offset}: seeds are "
                                 f"below 2**62 (up to {most} seeds from the offset)")
@@ -447,13 +447,13 @@ class ClaimsSession:
         """Plan every run the first looks of the selected claims train (claim.planned_configs),
         longest first: on --claims-ray the cluster starts the ones the cache lacks now; here
         ``pytest_runtestloop`` trains them before the first claim starts."""
-        cfgs = [c for item in items if claim_marker(item) is not None
-                and not item.get_closest_marker("skip") for c in planned_configs(item)]
         runs = self.config.stash[RUNS]
         try:
+            cfgs = [c for item in items if claim_marker(item) is not None
+                    and not item.get_closest_marker("skip") for c in planned_configs(item)]
             handed = runs.plan(cfgs)
-        except (DataError, ValueError) as err:  # said again by the claim that needs the run
-            runs.progress.note(f"nothing planned ahead ({err})")
+        except Exception as err:  # noqa: BLE001 -- said again by the claim that needs the run
+            runs.progress.note(f"nothing planned ahead ({type(err).__name__}: {err})")
             return
         if CLUSTER in self.config.stash:
             runs.progress.note(f"Ray cluster {self.config.option.claims_ray}: {handed} runs "

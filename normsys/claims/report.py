@@ -15,8 +15,8 @@ from dataclasses import asdict, fields
 from pathlib import Path
 
 VERDICT_ORDER = ("supported", "refuted", "inconclusive", "error", "not run")
-HEADER = ["claim", "tier", "verdict", "statistic", "mean", "95% CI", "rule", "seeds", "time",
-          "ledger", "replication"]
+HEADER = ["claim", "tier", "verdict", "statistic", "mean", "CI", "rule", "seeds", "time",
+          "ledger", "replication"]  # CI: 95%, or the level of the look that decided (looks)
 
 
 def _num(x: float) -> str:
@@ -47,7 +47,28 @@ def verdict_table(results) -> str:
     line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True))  # noqa: E731
     counts = {v: sum(r.verdict == v for r in results) for v in VERDICT_ORDER}
     summary = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
-    return "\n".join([line(HEADER), line(["-" * w for w in widths]), *map(line, body), summary])
+    return "\n".join([line(HEADER), line(["-" * w for w in widths]), *map(line, body), summary,
+                      *open_lines(results)])
+
+
+def open_lines(results) -> list[str]:
+    """The claims still open at their last look, each with what it lacks (its open_note)."""
+    still = [r for r in results if getattr(r, "open_note", "")]
+    if not still:
+        return []
+    return [f"{len(still)} open at their last look:"] + \
+        [f"  {r.id} [{r.tier}]: {r.open_note}" for r in still]
+
+
+def looks_line(r) -> str:
+    """``looks at 5, 8, 13 seeds (levels 99.99%, 99.85%, 98.72%): inconclusive, inconclusive,
+    supported``, or "" for a claim decided in one look."""
+    looks = getattr(r, "looks", [])
+    if not looks:
+        return ""
+    levels = ", ".join(f"{100 * k['confidence']:.4g}%" for k in looks)
+    return (f"Looks at {', '.join(str(k['seeds']) for k in looks)} seeds (levels {levels}): "
+            f"{', '.join(k['verdict'] for k in looks)}.  ")
 
 
 def merged(results, folder: Path, result_type) -> list:
@@ -83,6 +104,8 @@ def write_reports(results, folder: Path, provenance: dict) -> list[Path]:
     md += ["", "| " + " | ".join([*HEADER, "measured"]) + " |", "|" + "---|" * (len(HEADER) + 1)]
     md += ["| " + " | ".join(c.replace("|", "\\|") for c in [*row, f"{r.measured} {r.commit[:8]}"])
            + " |" for row, r in zip(rows(results), results, strict=True)]
+    if still := open_lines(results):
+        md += ["", still[0], *(f"- {line.strip()}" for line in still[1:])]
     for r in results:
         md += [f"\n## {r.id} ({r.tier}): {r.verdict}\n", f"*{r.statement}*  \nSource: {r.source}  ",
                f"Measured {r.measured} at commit {r.commit or '?'}.\n"]
@@ -91,9 +114,12 @@ def write_reports(results, folder: Path, provenance: dict) -> list[Path]:
         if getattr(r, "replication_note", ""):
             md.append(f"Replication across the ledgers: {r.replication_note}\n")
         if r.rule:
-            md.append(f"Rule: `{r.statistic} {r.rule}` on the 95% t-interval of the mean over "
-                      f"seeds {r.seeds}.  \nPer seed: {', '.join(_num(v) for v in r.values)}  \n"
-                      f"{r.reason}\n")
+            level = f"{100 * r.looks[-1]['confidence']:.4g}%" if getattr(r, "looks", []) else "95%"
+            md.append(f"Rule: `{r.statistic} {r.rule}` on the {level} t-interval of the mean over "
+                      f"seeds {r.seeds}.  \n{looks_line(r)}"
+                      f"Per seed: {', '.join(_num(v) for v in r.values)}  \n{r.reason}\n")
+            if getattr(r, "open_note", ""):
+                md.append(f"Still open: {r.open_note}.\n")
         elif r.reason:
             md.append(f"```\n{r.reason}\n```\n")
         if r.evidence:

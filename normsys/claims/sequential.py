@@ -24,7 +24,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-from normsys.claims.stats import INCONCLUSIVE, REFUTED, SUPPORTED, Decision, Rule
+from normsys.claims.stats import INCONCLUSIVE, REFUTED, SUPPORTED, Decision, Rule, Summary, t_quantile
 
 SCHEDULE = (3, 5, 8, 13, 21, 34, 55)  # seeds at which an open claim looks again
 ALPHA_PER_SIDE = 0.025
@@ -64,6 +64,42 @@ def sequential(decide_at: Callable[[int, float], Decision], plan: Sequence[int],
         if decision.verdict != INCONCLUSIVE:
             break
     return decision, record
+
+
+MOST_SEEDS = 10**6  # beyond this, an open verdict is said to need more seeds than anyone trains
+
+
+def seeds_to_decide(summary: Summary, rule: Rule) -> int | None:
+    """How many seeds an open verdict would take to decide if its mean and spread held: the
+    fewest n at which the t-interval (at the summary's confidence) no longer reaches the rule's
+    nearest threshold. None where nothing would decide it: no spread known, the mean on a
+    threshold, or more than MOST_SEEDS. A planning figure, not a promise: the mean moves as
+    seeds are added."""
+    edges = rule.threshold if isinstance(rule.threshold, tuple) else (rule.threshold,)
+    gap = min(abs(summary.mean - t) for t in edges)
+    if not (math.isfinite(gap) and math.isfinite(summary.std)) or gap == 0 or summary.n < 2:
+        return None
+
+    def reaches(n: int) -> bool:  # the interval's half-width at n seeds reaches the threshold
+        return t_quantile(n - 1, summary.confidence) * summary.std / math.sqrt(n) >= gap
+
+    low, high = 2, MOST_SEEDS
+    if reaches(high):
+        return None
+    while low < high:  # the half-width shrinks as n grows: the first n that does not reach
+        mid = (low + high) // 2
+        low, high = (mid + 1, high) if reaches(mid) else (low, mid)
+    return low
+
+
+def open_note(summary: Summary, rule: Rule) -> str:
+    """What an open verdict at its last look lacks, in words."""
+    n = seeds_to_decide(summary, rule)
+    need = "no number of seeds would decide it at this mean" if n is None else \
+        f"~{n} seeds would decide it if its mean ({summary.mean:.4g}) and spread " \
+        f"({summary.std:.4g}) held"
+    return f"open at its last look, {summary.n} seeds: the {100 * summary.confidence:.4g}% " \
+           f"interval [{summary.low:.4g}, {summary.high:.4g}] reaches the rule's {rule.text}; {need}"
 
 
 def simulate(rule: Rule, draw: Callable[[np.random.Generator, int], np.ndarray],
