@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 
 import pytest
 import torch
@@ -412,6 +413,7 @@ def test_a_plan_trains_here_longest_first_and_nothing_the_cache_holds(cache, mon
     trained = []
     monkeypatch.setattr(runs, "fit", lambda cfgs, task: trained.append(cfgs) or
                         [train_with_state(c) for c in cfgs])
+    assert runs.group_seconds(SEEDS) == 50.0  # seeds stacked: as long as the longest
     session = runs.Runs()
     assert session.plan(SEEDS) == 0 and session.planned == [[SEEDS[2]], [SEEDS[1]], [SEEDS[0]]]
     assert session.train_planned() == 2 and trained == [[SEEDS[2]], [SEEDS[1]]]
@@ -451,3 +453,45 @@ def test_a_planned_run_that_cannot_train_is_left_to_its_claim(cache, data_env):
     assert session.train_planned() == 1
     assert len(said) == 1 and said[0].startswith("planned run mlp/") and \
         "left to its claim (model.n_out=1: the mnist data has 10 classes" in said[0]
+
+
+def test_a_worker_whose_claims_are_done_trains_what_another_claim_asks_for(cache, monkeypatch):
+    """A claim's groups go on the session's board while it fetches them; an idle worker trains
+    those nobody holds, and stops once no other worker is at work."""
+    import threading
+
+    monkeypatch.setattr(runs, "HELP_POLL", 0.05)
+    board = runs.Board(cache / "sessions" / "uid")
+    assert board.post([SEEDS[:1], SEEDS[1:]]) == [SEEDS[:1], SEEDS[1:]]
+    assert board.wanted() == [SEEDS[:1], SEEDS[1:]]
+    board.take([SEEDS[:1]])
+    assert board.wanted() == [SEEDS[1:]]
+    (cache / "sessions" / "uid" / "wanted" / "junk.json").write_text("{")  # unreadable: none
+    assert board.wanted() == [SEEDS[1:]]
+
+    helper = runs.Runs()
+    helper.board = board
+    assert helper.help("gw1") == 2  # nobody else at work: what is wanted, then done
+    assert all(runs.lookup(c) is not None for c in SEEDS[1:]) and runs.lookup(SEEDS[0]) is None
+    done, started = threading.Event(), threading.Event()
+
+    def busy():  # another worker, its claims still running
+        with board.at_work("gw0"):
+            started.set()
+            done.wait(30)
+
+    other = threading.Thread(target=busy)
+    other.start()
+    started.wait(30)
+    helped = []
+    idle = threading.Thread(target=lambda: helped.append(helper.help("gw1")))
+    idle.start()
+    board.post([SEEDS[:1]])  # the busy worker's claim asks for another look's seeds
+    deadline = time.monotonic() + 30
+    while runs.lookup(SEEDS[0]) is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert runs.lookup(SEEDS[0]) is not None and idle.is_alive()  # trained; waits for gw0
+    done.set()
+    idle.join(30)
+    other.join(30)
+    assert helped == [1] and not idle.is_alive()

@@ -183,3 +183,27 @@ def test_every_branch_of_the_design_stops_where_it_decides(branch):
     assert asked == [3, 5, 8][:len(verdicts)]
     seen = simulate(BRANCH_RULE, lambda g, n: np.array(values[:n]), looks(3, 8), reps=3)
     assert seen[verdicts[-1]] == 1.0 and seen["mean_seeds"] == [3, 5, 8][len(verdicts) - 1]
+
+
+def test_an_open_verdict_says_the_seeds_that_would_decide_it_at_its_mean_and_spread():
+    """The fewest seeds whose t-interval of this spread clears the nearest threshold: a half-width
+    of 2.0 * std / sqrt(n) at 95% once n is large; None where nothing would decide it."""
+    import math
+
+    from normsys.claims.sequential import MOST_SEEDS, open_note, seeds_to_decide
+    from normsys.claims.stats import Summary, t_quantile
+
+    s = Summary((), mean=0.0147, std=0.0085, n=5, low=0.004, high=0.025, confidence=0.95)
+    n = seeds_to_decide(s, Rule("gap", ">", 0.02))
+    half = lambda k: t_quantile(k - 1, 0.95) * 0.0085 / math.sqrt(k)  # noqa: E731
+    assert half(n) < 0.0053 <= half(n - 1) and 10 < n < 20
+    assert seeds_to_decide(s, Rule("gap", "within", (-0.05, 0.02))) == n  # the nearer edge
+    assert seeds_to_decide(s, Rule("gap", ">", 0.0147)) is None  # on the threshold
+    assert seeds_to_decide(Summary((), 0.0, 1.0, 3, -2.5, 2.5), Rule("v", ">", 1e-4)) is None
+    assert seeds_to_decide(Summary((), 0.0, math.nan, 1, -1, 1), Rule("v", ">", 1)) is None
+    assert MOST_SEEDS == 1000  # 1e-4 from the mean at a spread of 1: more than that
+    assert open_note(s, Rule("gap", ">", 0.02)) == (
+        f"open at its last look, 5 seeds: the 95% interval [0.004, 0.025] reaches the rule's "
+        f"> 0.02; ~{n} seeds would decide it if its mean (0.0147) and spread (0.0085) held")
+    assert open_note(s, Rule("gap", ">", 0.0147)).endswith("no number of seeds would decide it "
+                                                            "at this mean")

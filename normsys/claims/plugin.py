@@ -464,17 +464,45 @@ class ClaimsSession:
     def pytest_runtestloop(self, session: pytest.Session):
         """Before the first claim starts (in each pytest-xdist worker, or alone): train the
         planned runs the cache lacks, longest first, each worker taking the next one no other
-        holds (normsys.claims.runs.Runs.train_planned). Not in xdist's controller, which runs
-        no test."""
+        holds (normsys.claims.runs.Runs.train_planned). Then, in a worker: the claims run, with
+        the groups they ask for posted on the session's board; once its own are done, the worker
+        trains what the others' claims wait for until none is at work (Runs.help). Not in
+        xdist's controller, which runs no test."""
         runs = self.config.stash[RUNS]
-        if runs.planned and not self.config.pluginmanager.has_plugin("dsession") and \
-                not session.config.option.collectonly:
+        if self.config.pluginmanager.has_plugin("dsession") or session.config.option.collectonly:
+            yield
+            return
+        if runs.planned:
             planned = sum(map(len, runs.planned))
             trained = runs.train_planned()
             runs.progress.note(f"the {planned} planned runs are taken ({trained} trained by this "
                                f"process, the others cached or training elsewhere); the claims "
                                f"start")
-        yield
+        board, me = self.board()
+        if board is None:
+            yield
+            return
+        runs.board = board
+        with board.at_work(me):
+            yield
+        if helped := runs.help(me):
+            runs.progress.note(f"{me}: its claims done, trained {helped} runs the others' "
+                               f"claims asked for")
+
+    def board(self):
+        """The session's board (normsys.claims.runs.Board) and this worker's name, under
+        pytest-xdist with a writable run cache; (None, "") otherwise."""
+        from normsys.claims.runs import Board
+        from normsys.training.store import cache_root
+
+        workerinput = getattr(self.config, "workerinput", None)
+        root = cache_root()
+        if workerinput is None or root is None or CLUSTER in self.config.stash:
+            return None, ""
+        try:
+            return Board(root / "sessions" / workerinput["testrunuid"]), workerinput["workerid"]
+        except OSError:  # a read-only cache: each claim trains its own runs
+            return None, ""
 
     @pytest.hookimpl(trylast=True)  # after -k and -m deselect and the gpu skips: what runs
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:

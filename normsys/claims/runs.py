@@ -25,11 +25,14 @@ machine, and ``planned`` the runs of a claim that declares no experiment.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 from typing import Protocol
+
+from filelock import FileLock, Timeout
 
 from normsys.claims.cache import cached_runs, lookup, run_key
 from normsys.claims.progress import SILENT, Progress, label
@@ -69,19 +72,27 @@ class Runs:
         self.records: dict[RunConfig, RunRecord] = {}
         self.digests: dict[RunConfig, str] = {}  # the data digest of each run fetched
         self.tasks: dict[tuple, Task] = {}  # loaded data, by the fields make_task reads
+        self.data_digests: dict[tuple, str] = {}  # the digest of each data setting loaded
         self.recordings: list[list[RunConfig]] = []  # the open recordings (innermost last)
         self.planned: list[list[RunConfig]] = []  # groups train_planned has still to train
+        self.board: Board | None = None  # the runs wanted now by the session's workers
 
     def task_of(self, cfg: RunConfig) -> Task:
         """The data of ``cfg`` (tasks.make_task), loaded once for each data setting, checked
         against the model's outputs and vocabulary (``fits``)."""
-        key = (cfg.data, cfg.model.seq_len, cfg.model.d)
+        key = data_key(cfg)
         if key not in self.tasks:
             while len(self.tasks) >= KEEP_TASKS:
                 del self.tasks[next(iter(self.tasks))]
             self.tasks[key] = make_task(cfg)
+            self.data_digests[key] = self.tasks[key].digest
         fits(cfg, self.tasks[key])
         return self.tasks[key]
+
+    def digest_of(self, cfg: RunConfig) -> str:
+        """The digest of ``cfg``'s data (what keys its runs in the cache), kept for the session
+        once its data has been loaded, which a planner asks of every planned group."""
+        return self.data_digests.get(data_key(cfg)) or self.task_of(cfg).digest
 
     def run(self, cfg: RunConfig, wait: bool = True) -> RunRecord | None:
         """The record of ``cfg`` from the run cache, training it first if needed. ``wait=False``:
@@ -94,13 +105,17 @@ class Runs:
 
     def runs(self, cfgs: list[RunConfig]) -> list[RunRecord]:
         """Records of several configs (see the module doc for how they are trained): first every
-        group of runs nobody else holds is trained or read, then the others are waited for."""
+        group of runs nobody else holds is trained or read, then the others are waited for.
+        The groups missing are posted on the session's board meanwhile, for idle workers."""
         groups = seed_groups(list(dict.fromkeys(cfgs)), self._cuda())
         self.submit(groups)
+        posted = self.board.post([g for g in groups if self._missing(g)]) if self.board else []
         for group in groups:
             self._fetch(group, wait=False)
         for group in groups:
             self._fetch(group, wait=True)
+        if self.board:
+            self.board.take(posted)
         for fetched in self.recordings:
             fetched.extend(cfgs)
         return [self.records[c] for c in cfgs]
@@ -143,9 +158,9 @@ class Runs:
 
     def _missing(self, group: list[RunConfig]) -> list[RunConfig]:
         """The runs of ``group`` that neither this session nor the run cache holds."""
-        task = self.task_of(group[0])
+        digest = self.digest_of(group[0])
         return [c for c in group if c not in self.records and
-                lookup(c, task.digest, self.environment) is None]
+                lookup(c, digest, self.environment) is None]
 
     def plan(self, cfgs: list[RunConfig]) -> int:
         """Plan ``cfgs`` (what the selected claims need: claim.planned_configs), grouped as they
@@ -153,7 +168,7 @@ class Runs:
         gets the missing ones now (``submit``: how many, the return value); here
         ``train_planned`` trains them before the first claim starts (0 handed)."""
         groups = seed_groups(list(dict.fromkeys(cfgs)), self._cuda())
-        groups.sort(key=lambda g: -sum(expected_seconds(c) for c in g))  # stable
+        groups.sort(key=lambda g: -group_seconds(g))  # stable
         if self.trainer is not None:
             return self.submit(groups)
         self.planned = groups
@@ -181,6 +196,30 @@ class Runs:
             trained += 0 if found is None else len(missing)
         return trained
 
+    def help(self, me: str) -> int:
+        """A worker whose claims are done trains what the others' claims wait for: each group
+        posted on the board (a claim's later look) that no process holds, until nothing is
+        wanted and no other worker is at work. How many runs it trained."""
+        trained = 0
+        while self.board is not None:
+            took = 0
+            for group in self.board.wanted():
+                try:
+                    if not (missing := self._missing(group)):
+                        continue
+                    found = cached_runs(missing, self.digest_of(group[0]),
+                                        partial(fit, task=self.task_of(group[0])), False,
+                                        self.progress, self.environment)
+                except Exception:  # noqa: BLE001 -- the claim that posted it trains it and says why
+                    continue
+                took += 0 if found is None else len(missing)
+            trained += took
+            if not took:
+                if not self.board.others_at_work(me):
+                    return trained
+                time.sleep(HELP_POLL)
+        return trained
+
     @contextmanager
     def recording(self) -> Iterator[list[RunConfig]]:
         """The configs of the runs fetched inside the block, in order (repeats included)."""
@@ -201,6 +240,72 @@ class Runs:
                   "seconds": self.records[c].wall_time if c in self.records else None}
                  for c in dict.fromkeys(fetched)]
         atomic_write_text(json.dumps({"runs": runs_}), path)
+
+
+HELP_POLL = 1.0  # seconds between an idle worker's looks at the board
+
+
+class Board:
+    """What one session's workers want trained now, in the run cache folder (``sessions/<id>/``):
+    a claim's groups of runs as it asks for them (a later look's seeds, which no plan holds), for
+    a pytest-xdist worker whose claims are done to train instead of idling; and a lock per
+    worker held while its claims run, by which an idle one knows when to stop."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        (folder / "wanted").mkdir(parents=True, exist_ok=True)
+
+    def _path(self, group: list[RunConfig]) -> Path:
+        return self.folder / "wanted" / f"{group[0].fingerprint()}-{len(group)}.json"
+
+    def post(self, groups: list[list[RunConfig]]) -> list[list[RunConfig]]:
+        for group in groups:
+            atomic_write_text(json.dumps([c.to_dict() for c in group]), self._path(group))
+        return groups
+
+    def take(self, groups: list[list[RunConfig]]) -> None:
+        for group in groups:
+            self._path(group).unlink(missing_ok=True)
+
+    def wanted(self) -> list[list[RunConfig]]:
+        """The groups posted and not yet taken, oldest first (one that cannot be read: none)."""
+        out = []
+        for path in sorted((self.folder / "wanted").glob("*.json"), key=_mtime):
+            try:
+                out.append([RunConfig.from_dict(c) for c in json.loads(path.read_text())])
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+        return out
+
+    @contextmanager
+    def at_work(self, me: str) -> Iterator[None]:
+        """Hold ``me``'s lock while its claims run (a process that dies lets it go)."""
+        with FileLock(self.folder / f"{me}.lock"):
+            yield
+
+    def others_at_work(self, me: str) -> bool:
+        for path in self.folder.glob("*.lock"):
+            if path.stem == me:
+                continue
+            lock = FileLock(path)
+            try:
+                lock.acquire(timeout=0)
+            except Timeout:
+                return True
+            lock.release()
+        return False
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def data_key(cfg: RunConfig) -> tuple:
+    """What a run's data depends on: its data settings and the model's sequence length and width."""
+    return cfg.data, cfg.model.seq_len, cfg.model.d
 
 
 def fits(cfg: RunConfig, task: Task) -> None:
@@ -277,6 +382,12 @@ def expected_seconds(cfg: RunConfig) -> float:
     """What a run of ``cfg`` took as the tier's run times record (0 where unknown)."""
     recorded = run_seconds(cfg)
     return 0.0 if recorded is None else recorded[0]
+
+
+def group_seconds(group: list[RunConfig]) -> float:
+    """What a group of runs trains in as the tier's run times record: its longest run (seeds that
+    stack train together, and each records the group's time; any other group is one run)."""
+    return max(expected_seconds(c) for c in group)
 
 
 def index_path(claim: str, tier: str) -> Path | None:
