@@ -153,7 +153,8 @@ SEPARATES = Declaration(
     "fa-stability-separates", Rule("stability(dfa) - stability(bp)", ">", 0.3),
     source=SOURCE,
     statement="Stability separates DFA from BP: {rule}, paired by seed (FA reported too).",
-    experiment=Experiment({"dfa": trained_by("dfa"), "bp": trained_by("bp")}, stability_of))
+    experiment=Experiment({"dfa": trained_by("dfa"), "bp": trained_by("bp")}, stability_of,
+                          evidence={"fa": trained_by("fa")}))
 
 
 @pytest.mark.parametrize("variant,tier", variant_tiers(VARIANTS))

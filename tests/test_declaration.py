@@ -264,6 +264,11 @@ def test_a_claim_plans_its_first_look_from_its_declared_experiment():
                                            ("none", "cpu", 3, 1), ("none", "cpu", 4, 1)]
     item = claim_item(declared, max_seeds=5)  # a single look at the paper tier's 5 seeds
     assert claim_looks(item, item.get_closest_marker("claim")) == (5,)
+    evidence = Declaration("c-e", Rule("v", ">", 0), "src", "statement", experiment=Experiment(
+        {"a": made("layernorm")}, reads=None, evidence={"b": made("rmsnorm")}))
+    assert read(planned_configs(claim_item(evidence, tier="cpu"))) == [
+        (norm, "cpu", s, 1) for norm in ("layernorm", "rmsnorm") for s in range(3)]
+    assert list(evidence.experiment.configs(range(3), "cpu")) == ["a"]  # decided on: a only
     values = Declaration("c-v", Rule("v", ">", 0), "src", "statement",  # a test's own values
                          experiment=Experiment({"a": lambda s, t, v: [1.0]}, reads=None))
     assert planned_configs(claim_item(values)) == []

@@ -87,7 +87,7 @@ def claim_looks(item: pytest.Item, marker: pytest.Mark) -> tuple[int, ...]:
 
 def planned_configs(item: pytest.Item) -> list:
     """The runs a claim's first look trains, known before it runs: those of its declared
-    experiment; for a claim that declares none, those it fetched the last time it ran with this
+    experiment, evidence arms included; for a claim that declares none, those it fetched the last time it ran with this
     cache (normsys.claims.runs.planned); [] where neither is known."""
     from normsys.claims.runs import planned  # torch and the training path: when a session plans
     from normsys.training.config import RunConfig
@@ -98,8 +98,7 @@ def planned_configs(item: pytest.Item) -> list:
         return planned(claim_id(item, marker), claim_tier(item))
     offset = item.config.option.claims_seed_offset
     seeds = range(offset, offset + claim_looks(item, marker)[0])
-    per_arm = experiment.configs(seeds, claim_tier(item), claim_variant(item))
-    return [c for per_seed in per_arm.values() for cs in per_seed for c in cs
+    return [c for c in experiment.planned(seeds, claim_tier(item), claim_variant(item))
             if isinstance(c, RunConfig)]  # what a test's own fetch takes is not a run
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from normsys.claims.stats import Decision, Rule, paired_differences
@@ -87,6 +87,9 @@ class Experiment:
     arms: Mapping[str, Callable[[int, str, str], list]]
     reads: Callable[[list, str], Any]
     combine: Callable[..., Any] | None = None
+    # arms its test also trains, for evidence only (read and reported, never decided on): the
+    # session plans their runs with the others' (``planned``)
+    evidence: Mapping[str, Callable[[int, str, str], list]] = field(default_factory=dict)
 
     def __post_init__(self):
         if not self.arms:
@@ -100,6 +103,11 @@ class Experiment:
         """Per arm, each seed's configs."""
         return {arm: [list(make(seed, tier, variant)) for seed in seeds]
                 for arm, make in self.arms.items()}
+
+    def planned(self, seeds: Sequence[int], tier: str, variant: str = "") -> list:
+        """Every run the claim trains on ``seeds``: its arms', then its evidence arms'."""
+        return [c for make in (*self.arms.values(), *self.evidence.values())
+                for seed in seeds for c in make(seed, tier, variant)]
 
     def records(self, fetch: Fetch, seeds: Sequence[int], tier: str,
                 variant: str = "") -> dict[str, list]:

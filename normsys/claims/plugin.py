@@ -442,6 +442,7 @@ class ClaimsSession:
     def __init__(self, config: pytest.Config):
         self.config = config
         self.results: dict[str, ClaimResult] = {}
+        self.started = time.monotonic()
 
     def plan(self, items: list[pytest.Item]) -> None:
         """Plan every run the first looks of the selected claims train (claim.planned_configs),
@@ -477,7 +478,7 @@ class ClaimsSession:
             trained = runs.train_planned()
             runs.progress.note(f"the {planned} planned runs are taken ({trained} trained by this "
                                f"process, the others cached or training elsewhere); the claims "
-                               f"start")
+                               f"start, {time.monotonic() - self.started:.0f} s into the session")
         board, me = self.board()
         if board is None:
             yield
