@@ -87,8 +87,8 @@ def claim_looks(item: pytest.Item, marker: pytest.Mark) -> tuple[int, ...]:
 
 def planned_configs(item: pytest.Item) -> list:
     """The runs a claim's first look trains, known before it runs: those of its declared
-    experiment, evidence arms included; for a claim that declares none, those it fetched the last time it ran with this
-    cache (normsys.claims.runs.planned); [] where neither is known."""
+    experiment, evidence arms included; for a claim that declares none, those it fetched the
+    last time it ran with this cache (normsys.claims.runs.planned); [] where neither is known."""
     from normsys.claims.runs import planned  # torch and the training path: when a session plans
     from normsys.training.config import RunConfig
 
