@@ -21,6 +21,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+from normsys.claims import runtimes
 from normsys.claims.runtimes import expected_wall, task_seconds
 from normsys.claims.workers import WORKERS_PER_GPU
 from normsys.training.data import AG_NEWS_ROWS
@@ -306,7 +307,28 @@ def docs(folder: Path = RESULTS) -> str:
         blocks += ["## The GPUs side by side", compare(gpus)]
     for log in sorted(folder.glob("*.log")):
         blocks += [f"## On more GPUs: the tasks of {log.name}", on_more_gpus(log.read_text())]
+    cpu = runtimes.read("cpu")
+    if cpu.get("runs"):
+        blocks += [f"## The CPU tier on {CI_CORES} cores: the runs of claims/"
+                   f"{runtimes.table_path('cpu').name}", cpu_tier(cpu)]
     return "\n\n".join(blocks) + "\n"
+
+
+CI_CORES = 2  # CI's machine: two workers, one run each, one thread a run
+
+
+def cpu_tier(table: dict) -> str:
+    """The CPU tier's runs as its run times record them, laid out as a claims session plans
+    them (longest first, one run a core): the training wall of a cold run on CI's cores, against
+    its floor (their total over the cores) and the longest run."""
+    tasks = list(table["runs"].values())
+    return "\n".join([
+        f"{len(tasks)} runs, {sum(tasks):,.0f} s of one-core training in all, the longest "
+        f"{max(tasks):.0f} s, timed on {table['device']}.", "",
+        "| cores | training wall, longest first (s) | floor: total / cores (s) | bound by |",
+        "|---|---|---|---|",
+        *(f"| {n} | {expected_wall(tasks, n):.0f} | {sum(tasks) / n:.0f} | {bound_by(tasks, n)} |"
+          for n in (1, CI_CORES, 4, 8))])
 
 
 GPUS = (1, 2, 4, 8, 16)
@@ -315,18 +337,36 @@ PER_GPU = WORKERS_PER_GPU  # tasks a GPU trains at once: as -n auto ran the sess
 
 def on_more_gpus(log: str) -> str:
     """The training a session's log records, task by task (normsys.claims.runtimes.task_seconds), laid
-    out on N GPUs as --claims-ray does it (longest first, PER_GPU tasks sharing each GPU as they
-    shared the one measured): the wall time training bounds, against the session's own."""
+    out on N GPUs as the planner does it (longest first, PER_GPU tasks sharing each GPU as they
+    shared the one measured): the wall time training bounds, and what bounds it (the longest task,
+    or the tasks' total over the GPUs' places), against the session's own."""
     tasks = task_seconds(log)
     walls = [re.findall(r" in ([0-9.]+)s \(", line) for line in log.splitlines()]
     measured = [float(w[-1]) for w in walls if w]
+    planned = "planned runs are taken" in log
+    how = ("every claim's first-look runs planned at the start, longest first; its claims' own "
+           "work, data loading and the runs no plan held come after" if planned else
+           "runs started only when their claim asked; claims' own work and data loading")
+    took = (f"the session itself took {measured[-1]:.0f} s on one GPU" if measured else
+            "the session was stopped before it finished (no closing line): these are the tasks "
+            "it trained by then")
+    head = (f"{len(tasks)} training tasks (a run, or a configuration's seeds stacked), "
+            f"{sum(tasks):,.0f} s in all, the longest {max(tasks):.0f} s, each timed while "
+            f"{PER_GPU} shared the GPU; {took} ({how})") if tasks else ""
     return "\n".join([
-        f"{len(tasks)} training tasks (a run, or a configuration's seeds stacked), {sum(tasks):,.0f} "
-        f"s in all, the longest {max(tasks):.0f} s, each timed while {PER_GPU} shared the GPU; "
-        f"the session itself took {measured[-1]:.0f} s on one GPU (claims' own work, data "
-        f"loading, runs started only when their claim asked)" if measured else "", "",
-        "| GPUs | training bound: longest first, " + f"{PER_GPU} tasks a GPU (s) |", "|---|---|",
-        *(f"| {n} | {expected_wall(tasks, PER_GPU * n):.0f} |" for n in GPUS)])
+        head, "",
+        f"| GPUs | training bound: longest first, {PER_GPU} tasks a GPU (s) | bound by |",
+        "|---|---|---|",
+        *(f"| {n} | {expected_wall(tasks, PER_GPU * n):.0f} | {bound_by(tasks, PER_GPU * n)} |"
+          for n in GPUS)])
+
+
+def bound_by(tasks: list[float], slots: int) -> str:
+    """What no order of ``tasks`` on ``slots`` places can beat: the longest task, or their total
+    shared out evenly (whichever is larger)."""
+    longest, even = max(tasks, default=0.0), sum(tasks) / slots
+    return f"the longest task, {longest:.0f} s" if longest >= even else \
+        f"the total over {slots} places, {even:.0f} s"
 
 
 def _walls(results: dict, prefix: str) -> list[dict]:
