@@ -66,20 +66,24 @@ def stated_settings(text: str) -> dict:
     """The seed counts and the encoder's paper settings README states in words."""
     cpu = re.search(r"(\w+) seeds \(t\* = ([\d.]+)\) decide only large effects", text)
     paper = re.search(r"\(for the encoder:\s+d=(\d+), (\d+) tokens, Adam ([\de.-]+), batch (\d+), "
-                      r"(\d+) epochs\) over (\d+) seeds", text)
-    command = re.search(r"# the paper tier: every claim, (\d+) seeds", text)
-    if not (cpu and paper and command):
+                      r"(\d+) epochs\) over (\d+) seeds, up to (\d+) where", text)
+    command = re.search(r"# the paper tier: every claim, (\d+) seeds \(to (\d+) where open\)", text)
+    looks = re.search(r"The paper tier looks\s+at ([\d, ]+) and (\d+) seeds; the CPU tier decides "
+                      r"at its (\d+)", text)
+    if not (cpu and paper and command and looks):
         raise AssertionError("README no longer states the seeds and paper settings this test reads")
     d, tokens, lr, batch, epochs = paper.groups()[:5]
     return {"cpu seeds": cpu[1], "t*": cpu[2],
             "encoder": (int(d), int(tokens), float(lr), int(batch), int(epochs)),
-            "paper seeds": {paper[6], command[1]}}
+            "paper seeds": {paper[6], command[1]}, "paper most": {paper[7], command[2], looks[2]},
+            "paper looks": looks[1].split(", ") + [looks[2]], "cpu looks": looks[3]}
 
 
 def test_the_seeds_and_paper_settings_it_states_are_the_codes():
     """README says how many seeds each tier takes and the encoder's paper settings in prose; those
     facts live in normsys.claims.params.SEEDS and the encoder preset, and the prose follows them."""
-    from normsys.claims.params import SEEDS
+    from normsys.claims.params import MAX_SEEDS, SEEDS
+    from normsys.claims.sequential import looks
     from normsys.claims.stats import t_quantile
     from normsys.training.config import preset
 
@@ -88,7 +92,9 @@ def test_the_seeds_and_paper_settings_it_states_are_the_codes():
         "cpu seeds": NUMBERS[SEEDS["cpu"]], "t*": f"{t_quantile(SEEDS['cpu'] - 1):.2f}",
         "encoder": (paper.model.d, paper.model.seq_len, paper.train.lr, paper.train.batch_size,
                     paper.train.epochs),
-        "paper seeds": {str(SEEDS["paper"])}}
+        "paper seeds": {str(SEEDS["paper"])}, "paper most": {str(MAX_SEEDS["paper"])},
+        "paper looks": [str(n) for n in looks(SEEDS["paper"], MAX_SEEDS["paper"])],
+        "cpu looks": str(looks(SEEDS["cpu"], MAX_SEEDS["cpu"])[-1])}
 
 
 def test_a_changed_seed_count_is_found():
