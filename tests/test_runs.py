@@ -491,7 +491,11 @@ def test_a_worker_whose_claims_are_done_trains_what_another_claim_asks_for(cache
     while runs.lookup(SEEDS[0]) is None and time.monotonic() < deadline:
         time.sleep(0.05)
     assert runs.lookup(SEEDS[0]) is not None and idle.is_alive()  # trained; waits for gw0
+    board.close()  # gw0 is at work: the board stays
+    assert (cache / "sessions" / "uid" / "gw0.lock").exists()
     done.set()
     idle.join(30)
     other.join(30)
     assert helped == [1] and not idle.is_alive()
+    board.close()  # nobody at work: the last to leave removes the board
+    assert not (cache / "sessions" / "uid").exists()

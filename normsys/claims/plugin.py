@@ -23,7 +23,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict
 from pathlib import Path
 
@@ -473,22 +473,23 @@ class ClaimsSession:
         if self.config.pluginmanager.has_plugin("dsession") or session.config.option.collectonly:
             yield
             return
-        if runs.planned:
-            planned = sum(map(len, runs.planned))
-            trained = runs.train_planned()
-            runs.progress.note(f"the {planned} planned runs are taken ({trained} trained by this "
-                               f"process, the others cached or training elsewhere); the claims "
-                               f"start, {time.monotonic() - self.started:.0f} s into the session")
         board, me = self.board()
+        with board.at_work(me) if board else nullcontext():
+            if runs.planned:
+                planned = sum(map(len, runs.planned))
+                trained = runs.train_planned()
+                runs.progress.note(f"the {planned} planned runs are taken ({trained} trained by "
+                                   f"this process, the others cached or training elsewhere); the "
+                                   f"claims start, {time.monotonic() - self.started:.0f} s into "
+                                   f"the session")
+            runs.board = board
+            yield
         if board is None:
-            yield
             return
-        runs.board = board
-        with board.at_work(me):
-            yield
         if helped := runs.help(me):
             runs.progress.note(f"{me}: its claims done, trained {helped} runs the others' "
                                f"claims asked for")
+        board.close()
 
     def board(self):
         """The session's board (normsys.claims.runs.Board) and this worker's name, under

@@ -25,6 +25,7 @@ machine, and ``planned`` the runs of a claim that declares no experiment.
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -282,6 +283,12 @@ class Board:
         """Hold ``me``'s lock while its claims run (a process that dies lets it go)."""
         with FileLock(self.folder / f"{me}.lock"):
             yield
+
+    def close(self) -> None:
+        """Remove the board, once no worker is at work (the last to leave does; what another
+        still holds stays)."""
+        if not self.others_at_work(""):
+            shutil.rmtree(self.folder, ignore_errors=True)
 
     def others_at_work(self, me: str) -> bool:
         for path in self.folder.glob("*.lock"):
