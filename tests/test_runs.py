@@ -259,6 +259,13 @@ def test_the_run_times_command_writes_the_table_or_says_what_is_missing(
     ("char_gpt", {"model.n_out": 64}, "model.n_out=64: the tinyshakespeare data has 65 characters "
                                       "to predict; set model.n_out >= 65"),
     ("encoder", {"model.vocab": 100}, "model.vocab=100: the ag_news data holds token ids up to "),
+    ("mlp", {"data.name": "ag_news"}, "model.family=mlp reads float features; the ag_news data are "
+                                      "token ids: take a family that reads token ids (char_gpt, "
+                                      "encoder, lstm), or data of float features"),
+    ("lstm", {"data.name": "mnist"}, "model.family=lstm reads token ids; the mnist data are float "
+                                     "features: take a family that reads float features (cnn, "
+                                     "ffn_stack, mlp, resmlp, tanh_mlp, tblock, vit), or data of "
+                                     "token ids"),
 ])
 def test_a_model_that_cannot_take_its_data_is_refused_before_training(
         data_env, session, monkeypatch, capsys, family, changes, said):
@@ -302,9 +309,13 @@ def test_float_inputs_are_features_not_token_ids(session):
     x, y = torch.full((4, 8), 300.0), torch.tensor([0, 1, 0, 1])
     cfg = preset("mlp", **{"model.in_dim": 8, "model.vocab": 2})
     runs.fits(cfg, Classify(x, y, x, y))  # no vocabulary to check
-    with pytest.raises(ValueError, match=r"^model.vocab=2: the mnist data holds token ids up "
-                                         r"to 300; set model.vocab >= 301$"):
+    with pytest.raises(ValueError, match=r"^model.family=mlp reads float features; the mnist data "
+                                         r"are token ids"):
         runs.fits(cfg, Classify(x.long(), y, x.long(), y))
+    tokens = preset("encoder", **{"model.vocab": 2, "model.n_out": 2})
+    with pytest.raises(ValueError, match=r"^model.vocab=2: the ag_news data holds token ids up "
+                                         r"to 300; set model.vocab >= 301$"):
+        runs.fits(tokens, Classify(x.long(), y, x.long(), y))
 
 
 class Elsewhere:

@@ -33,13 +33,16 @@ from functools import partial
 from pathlib import Path
 from typing import Protocol
 
+import torch
 from filelock import FileLock, Timeout
+from torch import nn
 
 from normsys.claims.cache import cached_runs, lookup, run_key
 from normsys.claims.progress import SILENT, Progress, label
 from normsys.claims.runtimes import recorded_cost, run_seconds
 from normsys.training.batched import check_batchable
-from normsys.training.config import RunConfig
+from normsys.training.config import PRESETS, ModelConfig, RunConfig
+from normsys.training.models import build_model
 from normsys.training.norms import NORMS
 from normsys.training.record import RunRecord
 from normsys.training.store import atomic_write_text, cache_root
@@ -315,11 +318,29 @@ def data_key(cfg: RunConfig) -> tuple:
     return cfg.data, cfg.model.seq_len, cfg.model.d
 
 
+def takes_tokens(cfg: ModelConfig) -> bool:
+    """Whether the family reads token ids (it embeds its input) rather than float features."""
+    with torch.device("meta"):  # the structure only: no memory, no random draws
+        model = build_model(cfg)
+    return any(isinstance(m, nn.Embedding) for m in model.modules())
+
+
 def fits(cfg: RunConfig, task: Task) -> None:
-    """The model can take the data: as many outputs as the task has classes (or characters) and
-    a vocabulary holding every token id. A ValueError naming the setting and the fix otherwise,
-    before anything trains (inside training it would be an IndexError)."""
+    """The model can take the data: token ids where it embeds its input, float features where it
+    does not, as many outputs as the task has classes (or characters) and a vocabulary holding
+    every token id. A ValueError naming the setting and the fix otherwise, before anything
+    trains (inside training it would be a dtype or an index error)."""
     m = cfg.model
+    if isinstance(task, Classify | LanguageModel):
+        tokens = isinstance(task, LanguageModel) or not task.x_train.is_floating_point()
+        if tokens != takes_tokens(m):
+            kinds = ("token ids", "float features")
+            want, have = kinds[not takes_tokens(m)], kinds[not tokens]
+            fitting = sorted({p.model.family for p in PRESETS.values()
+                              if takes_tokens(p.model) == tokens})
+            raise ValueError(f"model.family={m.family} reads {want}; the {cfg.data.name} data are "
+                             f"{have}: take a family that reads {have} ({', '.join(fitting)}), "
+                             f"or data of {want}")
     if isinstance(task, Classify):
         classes = int(max(task.y_train.max(), task.y_test.max())) + 1
         if m.n_out < classes:
