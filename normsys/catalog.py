@@ -9,10 +9,11 @@ it. The page is written from the claim files, so it says what the code does:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from normsys.claims import params
+from normsys.claims import params, sequential
 from normsys.claims.declaration import Declaration
 from normsys.scorecard import CLAIMS, claim_files
 from normsys.training.config import RunConfig, preset
@@ -96,11 +97,12 @@ def named(fn) -> str:
     return f"`{fn.__qualname__}`" + (f": {doc[0].rstrip('.')}" if doc else "")
 
 
-def arms_text(declared: Declaration, variant: str) -> list[str]:
-    """Per arm, its runs of one seed at each tier (once where the tiers' changes agree)."""
+def arms_text(arms: Mapping, variant: str) -> list[str]:
+    """Per arm (name -> its runs of a seed), its runs of one seed at each tier (once where the
+    tiers' changes agree)."""
     lines = []
-    for arm, per_tier in ((arm, {t: [changes(c, t) for c in declared.experiment.configs(
-            [0], t, variant)[arm][0]] for t in TIERS}) for arm in declared.experiment.arms):
+    for arm, per_tier in ((arm, {t: [changes(c, t) for c in make(0, t, variant)] for t in TIERS})
+                          for arm, make in arms.items()):
         texts = {t: "; ".join(runs) for t, runs in per_tier.items()}
         if len(set(texts.values())) == 1:
             lines.append(f"  - `{arm}`: {texts[TIERS[0]]}")
@@ -111,7 +113,10 @@ def arms_text(declared: Declaration, variant: str) -> list[str]:
 
 def section(entry: Entry) -> str:
     d = entry.declared
-    seeds = ", ".join(f"{t} {params.seeds(t, d.seeds)}" for t in TIERS)
+    seeds = ", ".join(f"{t} {params.seeds(t, d.seeds)}" + (
+        f" (looks at {', '.join(map(str, plan))} while open)" if len(plan) > 1 else "")
+        for t in TIERS
+        for plan in [sequential.looks(params.seeds(t, d.seeds), params.MAX_SEEDS[t])])
     variants = [v for v in entry.variants if v]
     lines = [f"### `{d.id}`", "", f"{d.text()} ({d.source})", "",
              f"- test: `claims/{entry.file}::{entry.test}`; seeds: {seeds}"
@@ -121,11 +126,18 @@ def section(entry: Entry) -> str:
         lines.append("- trains nothing: its test computes the values it decides on")
     else:
         lines.append("- trains, per seed:")
-        lines += arms_text(d, "")
+        lines += arms_text(exp.arms, "")
         for v in variants:
             if exp.configs([0], TIERS[0], v) != exp.configs([0], TIERS[0], ""):
                 lines.append(f"- variant `{v}` trains:")
-                lines += arms_text(d, v)
+                lines += arms_text(exp.arms, v)
+        if exp.evidence:
+            lines.append("- also trains, per seed, for its evidence only (never decided on):")
+            lines += arms_text(exp.evidence, "")
+            for v in variants:
+                if exp.planned([0], TIERS[0], v) != exp.planned([0], TIERS[0], ""):
+                    lines.append(f"- variant `{v}` also trains, for its evidence only:")
+                    lines += arms_text(exp.evidence, v)
         lines.append(f"- reads: {named(exp.reads)}")
         how = (f"on {named(exp.combine)}" if exp.combine is not None else
                "on the first arm minus the second, paired by seed" if len(exp.arms) == 2 else

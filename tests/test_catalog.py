@@ -27,7 +27,7 @@ def section_of(cid: str) -> str:
 def test_the_template_claim_reads_as_its_declaration():
     text = section_of("tc-residual-preserves-gradients")
     assert "- test: `claims/test_transformer_components.py::test_residual_preserves_gradients`; " \
-           "seeds: cpu 5, paper 5\n" in text
+           "seeds: cpu 5, paper 5 (looks at 5, 8, 13, 21 while open)\n" in text
     assert "  - `residual`: `tanh_mlp` with model.residual=True\n  - `plain`: `tanh_mlp`\n" in text
     assert "- reads: `log10_grad_ratio`: log10(||grad W_1|| / ||grad W_10||)" in text
     assert "- decides: `log10 ratio(residual) - log10 ratio(plain) > 1`, on the first arm minus " \
