@@ -111,6 +111,16 @@ def arms_text(arms: Mapping, variant: str) -> list[str]:
     return lines
 
 
+def arms_block(arms: Mapping, variants: list[str], head: str, per_variant: str) -> list[str]:
+    """``head`` and the arms' runs, then each variant whose runs differ (``per_variant`` names
+    it) with its own."""
+    lines = [head, *arms_text(arms, "")]
+    for v in variants:
+        if any(make(0, TIERS[0], v) != make(0, TIERS[0], "") for make in arms.values()):
+            lines += [per_variant.format(v), *arms_text(arms, v)]
+    return lines
+
+
 def section(entry: Entry) -> str:
     d = entry.declared
     seeds = ", ".join(f"{t} {params.seeds(t, d.seeds)}" + (
@@ -125,19 +135,11 @@ def section(entry: Entry) -> str:
     if exp is None:
         lines.append("- trains nothing: its test computes the values it decides on")
     else:
-        lines.append("- trains, per seed:")
-        lines += arms_text(exp.arms, "")
-        for v in variants:
-            if exp.configs([0], TIERS[0], v) != exp.configs([0], TIERS[0], ""):
-                lines.append(f"- variant `{v}` trains:")
-                lines += arms_text(exp.arms, v)
+        lines += arms_block(exp.arms, variants, "- trains, per seed:", "- variant `{}` trains:")
         if exp.evidence:
-            lines.append("- also trains, per seed, for its evidence only (never decided on):")
-            lines += arms_text(exp.evidence, "")
-            for v in variants:
-                if exp.planned([0], TIERS[0], v) != exp.planned([0], TIERS[0], ""):
-                    lines.append(f"- variant `{v}` also trains, for its evidence only:")
-                    lines += arms_text(exp.evidence, v)
+            lines += arms_block(exp.evidence, variants,
+                                "- also trains, per seed, for its evidence only (never decided on):",
+                                "- variant `{}` also trains, for its evidence only:")
         lines.append(f"- reads: {named(exp.reads)}")
         how = (f"on {named(exp.combine)}" if exp.combine is not None else
                "on the first arm minus the second, paired by seed" if len(exp.arms) == 2 else
