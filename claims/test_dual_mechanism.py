@@ -19,9 +19,10 @@ import numpy as np
 import pytest
 import torch
 
-from normsys.claims.declaration import Declaration, Experiment, by_norm, metric
+from normsys.claims.declaration import Declaration, Experiment, Statistic, by_norm, metric
 from normsys.claims.experiments import (
     DM_PROBES,
+    SEQUENCES,
     accuracy_matches_layernorm,
     encoder,
     kappa,
@@ -32,7 +33,6 @@ from normsys.claims.experiments import (
 from normsys.claims.params import Variant, tiers, variant_tiers
 from normsys.claims.stats import REFUTED, SUPPORTED, Rule
 from normsys.claims.testing import SMALL_CLASSIFIER, small_classifier_accuracies, trained_and_untrained
-from normsys.scorecard import SEQUENCES, Statistic
 from normsys.training.config import preset
 from normsys.training.measure import at_init
 from normsys.training.record import TEST_ACC, TRAIN_ACC, probe_of

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from normsys.claims import figures
-from normsys.claims.declaration import Declaration, Experiment, by_norm, metric, single
+from normsys.claims.declaration import Declaration, Experiment, Statistic, by_norm, metric, single
 from normsys.claims.experiments import (
     INIT_SCALES,
     accuracy_spread,
@@ -38,7 +38,6 @@ from normsys.claims.testing import (
     small_classifier_accuracies,
     trained_and_untrained,
 )
-from normsys.scorecard import Statistic
 from normsys.training import diagnostics as dg
 from normsys.training.config import RunConfig, preset
 from normsys.training.measure import at_init

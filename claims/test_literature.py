@@ -18,9 +18,10 @@ import pytest
 import torch
 
 from normsys.claims import figures
-from normsys.claims.declaration import Declaration, Experiment, metric
+from normsys.claims.declaration import Declaration, Experiment, Statistic, metric
 from normsys.claims.experiments import (
     PRELN_FLAT,
+    SEQUENCES,
     char_gpt,
     ffn_grad_norms,
     ffn_grad_ratio,
@@ -31,7 +32,6 @@ from normsys.claims.experiments import (
 from normsys.claims.params import tiers
 from normsys.claims.stats import REFUTED, SUPPORTED, Rule
 from normsys.claims.testing import CONTROL_SEEDS, trained_and_untrained
-from normsys.scorecard import SEQUENCES, Statistic
 from normsys.training import diagnostics as dg
 from normsys.training.measure import at_init
 from normsys.training.models import Attention

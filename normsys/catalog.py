@@ -1,7 +1,9 @@
-"""The claims page, docs/claims.md: every claim as its declaration states it. What it trains
-(each arm's runs of one seed: the preset of its tier and what the claim changes in it), what it
-reads of them, what decides, its seeds and variants, and the negative controls that stand for
-it. The page is written from the claim files, so it says what the code does:
+"""The claim files and what they declare (``claim_files``; ``declared``, the norm-generic claims
+that are the scorecard's columns; ``claim_tests``), and the claims page, docs/claims.md: every
+claim as its declaration states it. What it trains (each arm's runs of one seed: the preset of its
+tier and what the claim changes in it), what it reads of them, what decides, its seeds and
+variants, and the negative controls that stand for it. The page is written from the claim files,
+so it says what the code does:
 
     python -m normsys catalog            # write docs/claims.md
     python -m normsys catalog --check    # exit 1 if the page is not what the claim files make
@@ -9,14 +11,55 @@ it. The page is written from the claim files, so it says what the code does:
 
 from __future__ import annotations
 
+import functools
+import importlib.util
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from normsys.claims import params, sequential
-from normsys.claims.declaration import Declaration
-from normsys.scorecard import CLAIMS, claim_files
+from normsys.claims.declaration import Declaration, Statistic
 from normsys.training.config import RunConfig, preset
+
+CLAIMS = Path(__file__).parents[1] / "claims"  # the claim files, in a checkout
+CLAIM_MODULES = "_normsys_claims."  # the prefix of their module names once imported here
+
+
+def claim_files(folder: Path = CLAIMS) -> list:
+    """The claim files (``test_*.py`` in ``folder``) as modules, each imported once."""
+    files = sorted(Path(folder).glob("test_*.py"))
+    if not files:
+        raise ValueError(f"no claim files (test_*.py) in {folder}: the claims and the scorecard's "
+                         f"statistics are declared there, so the catalog and the scorecard run "
+                         f"from a checkout")
+    modules = []
+    for path in files:
+        name = f"{CLAIM_MODULES}{path.stem}"
+        module = sys.modules.get(name)
+        if module is None:
+            spec = importlib.util.spec_from_file_location(name, path)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module
+            spec.loader.exec_module(module)
+        modules.append(module)
+    return modules
+
+
+@functools.cache
+def declared(folder: Path = CLAIMS) -> tuple[Statistic, ...]:
+    """Every norm-generic claim: the module-level Statistic objects of the claim files, in file
+    and declaration order."""
+    return tuple(dict.fromkeys(v for module in claim_files(folder) for v in vars(module).values()
+                               if isinstance(v, Statistic)))
+
+
+def claim_tests(folder: Path = CLAIMS) -> dict[str, tuple[str, object]]:
+    """Each claim's test in the claim files: its id -> (the test's name, its claim marker)."""
+    return {mark.args[0]: (name, mark) for module in claim_files(folder)
+            for name, test in vars(module).items() if name.startswith("test_")
+            for mark in getattr(test, "pytestmark", []) if mark.name == "claim"}
+
 
 PAGE = Path(__file__).parents[1] / "docs" / "claims.md"
 TIERS = tuple(params.SEEDS)

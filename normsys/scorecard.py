@@ -17,13 +17,9 @@ nothing; the others train in worker processes, one per core on the CPU.
 
 from __future__ import annotations
 
-import functools
-import importlib
-import importlib.util
 import json
 import math
 import os
-import sys
 import tempfile
 import textwrap
 from collections.abc import Callable, Sequence
@@ -31,14 +27,13 @@ from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
 
-from normsys.claims import params
+from normsys.catalog import declared
 from normsys.claims.cache import lookup
-from normsys.claims.declaration import Declaration, Experiment, Fetch, NormArm, by_part
-from normsys.claims.experiments import relative_difference
+from normsys.claims.declaration import Statistic
 from normsys.claims.progress import Progress
 from normsys.claims.runs import Runs
 from normsys.claims.runtimes import run_seconds
-from normsys.claims.stats import SUPPORTED, Decision, Rule
+from normsys.claims.stats import SUPPORTED
 from normsys.claims.usernorm import absolute, load
 from normsys.claims.workers import RUN_THREADS
 from normsys.training.config import RunConfig
@@ -48,159 +43,16 @@ from normsys.training.record import RunRecord
 
 BUILTIN_ROWS = ("layernorm", "rmsnorm", "l2", "scaled_l2", "l2_affine", "dyt", "none",
                 "batchnorm")
-# BatchNorm's statistics run over the batch and time: in the encoder they take in the padding
-# positions, in the causal char GPT the tokens a position must not see; it is measured where the
-# deep dive measures it, in the MLPs.
-SEQUENCES = frozenset({"batchnorm"})
 
 
-def _own_minus_versus(a: float, b: float) -> float:
-    return a - b
+
+Columns = Sequence[Statistic] | None  # the statistics a scorecard judges by (None: every one)
 
 
-def _versus_minus_own(a: float, b: float) -> float:
-    return b - a
+def columns(statistics: Columns) -> Sequence[Statistic]:
+    """The statistics asked for, or every norm-generic claim the claim files declare."""
+    return declared() if statistics is None else statistics
 
-
-# how a paired statistic combines a seed's value for the row's norm (own) and the reference's
-PAIRINGS: dict[str, Callable[[float, float], float]] = {
-    "own - versus": _own_minus_versus,
-    "versus - own": _versus_minus_own,
-    "(own - versus) / versus": relative_difference,
-}
-
-
-@dataclass(frozen=True)
-class Statistic:
-    """A norm-generic claim, declared once in its claim file: the runs of one seed
-    (``configs(N, seed, tier, variant)``), the per-seed value read from them
-    (``value(records, variant)``), and the claim's rule for any norm kind N. With ``versus``,
-    the rule is on the per-seed pairing of N's value with the reference's (``pairing``, one of
-    PAIRINGS). It is the claim's declaration for the claim's own kind (``declaration``, whose
-    ``mark`` marks the test and whose ``check`` decides it; ``statement`` has ``{rule}`` where
-    the rule goes), it declares the claims it makes of other kinds (``declare``), and the
-    scorecard makes a column of it (``declared``)."""
-
-    name: str
-    claim: str  # the claim id
-    rule: Callable[[str], Rule]
-    configs: Callable[..., list[RunConfig]]  # (norm, seed, tier, variant)
-    value: Callable[..., float | dict[str, float]]  # (one seed's records, variant)
-    versus: str = ""
-    pairing: str = ""
-    claim_norm: str = "layernorm"  # the kind the claim itself is about
-    own_seeds: int | None = None  # the claim's own seed count at every tier, if any
-    words: str = ""  # the column's name in words, for the figure
-    excludes: frozenset[str] = frozenset()  # built-in kinds the experiment does not take
-    source: str = ""
-    statement: str = ""
-
-    def __post_init__(self):
-        if bool(self.versus) != bool(self.pairing) or (self.pairing and
-                                                       self.pairing not in PAIRINGS):
-            raise ValueError(f"statistic {self.name}: a reference (versus={self.versus!r}) needs "
-                             f"a pairing, one of {', '.join(map(repr, PAIRINGS))}; got "
-                             f"pairing={self.pairing!r}")
-
-    def seeds(self, tier: str) -> list[int]:
-        return list(range(params.seeds(tier, self.own_seeds)))
-
-    def applies(self, norm: str) -> bool:
-        return norm not in self.excludes
-
-    def experiment(self, norm: str) -> Experiment:
-        """The claim's experiment with ``norm`` in place of its own kind: its arms in the order
-        the pairing subtracts them."""
-        if norm == self.versus:
-            raise ValueError(f"statistic {self.name}: {norm} against itself is no experiment")
-        own, reference = NormArm(self.configs, norm), NormArm(self.configs, self.versus)
-        if not self.versus:
-            return Experiment({norm: own}, self.value)
-        if self.pairing == "versus - own":
-            return Experiment({self.versus: reference, norm: own}, self.value)
-        combine = None if self.pairing == "own - versus" else PAIRINGS[self.pairing]
-        return Experiment({norm: own, self.versus: reference}, self.value, combine)
-
-    def declare(self, norm: str, claim: str, statement: str, source: str = "") -> Declaration:
-        """Another claim this statistic makes: its rule and experiment for ``norm``."""
-        return Declaration(claim, self.rule(norm), source or self.source, statement,
-                           self.own_seeds, self.experiment(norm))
-
-    @property
-    def declaration(self) -> Declaration:
-        """The claim itself: its rule and experiment for the kind it is about."""
-        return self.declare(self.claim_norm, self.claim, self.statement)
-
-    @property
-    def mark(self):
-        """The claim's pytest marker (Declaration.mark)."""
-        return self.declaration.mark
-
-    def check(self, claim, fetch: Fetch, tier: str, variant: str = "") -> Decision:
-        """The claim's verdict from the runs ``fetch`` gives (the claims' ``runs`` fixture),
-        decided as the scorecard decides it (Declaration.check)."""
-        return self.declaration.check(claim, fetch, tier, variant)
-
-    def decide(self, norm: str, own: list, reference: list | None) -> Decision:
-        """The claim's verdict for ``norm`` from its per-seed values (and the reference's)."""
-        rule = self.rule(norm)
-        if self.versus:
-            combine = PAIRINGS[self.pairing]
-            return rule.decide([combine(a, b) for a, b in zip(own, reference, strict=True)])
-        if parts := by_part(own):  # a rule that must hold for each part (each depth)
-            return rule.decide_all(parts)
-        return rule.decide(own)
-
-
-CLAIMS = Path(__file__).parents[1] / "claims"  # the claim files, in a checkout
-CLAIM_MODULES = "_normsys_claims."  # the prefix of their module names once imported here
-
-
-def claim_files(folder: Path = CLAIMS) -> list:
-    """The claim files (``test_*.py`` in ``folder``) as modules, each imported once."""
-    files = sorted(Path(folder).glob("test_*.py"))
-    if not files:
-        raise ValueError(f"no claim files (test_*.py) in {folder}: the scorecard's statistics are "
-                         f"the norm-generic claims declared there, so it runs from a checkout")
-    modules = []
-    for path in files:
-        name = f"{CLAIM_MODULES}{path.stem}"
-        module = sys.modules.get(name)
-        if module is None:
-            spec = importlib.util.spec_from_file_location(name, path)
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[name] = module
-            spec.loader.exec_module(module)
-        modules.append(module)
-    return modules
-
-
-@functools.cache
-def declared(folder: Path = CLAIMS) -> tuple[Statistic, ...]:
-    """Every norm-generic claim: the module-level Statistic objects of the claim files, in file
-    and declaration order."""
-    return tuple(dict.fromkeys(v for module in claim_files(folder) for v in vars(module).values()
-                               if isinstance(v, Statistic)))
-
-
-def claim_tests(folder: Path = CLAIMS) -> dict[str, tuple[str, object]]:
-    """Each claim's test in the claim files: its id -> (the test's name, its claim marker)."""
-    return {mark.args[0]: (name, mark) for module in claim_files(folder)
-            for name, test in vars(module).items() if name.startswith("test_")
-            for mark in getattr(test, "pytestmark", []) if mark.name == "claim"}
-
-
-class _Declared(Sequence):
-    """``declared()``, read when first used: the claim files import this module."""
-
-    def __getitem__(self, index):
-        return declared()[index]
-
-    def __len__(self) -> int:
-        return len(declared())
-
-
-STATISTICS: Sequence[Statistic] = _Declared()  # every norm-generic claim, in declaration order
 
 # ----------------------------------------------------------------------------- what it trains
 
@@ -218,12 +70,12 @@ class Plan:
         return list(dict.fromkeys(c for seeds in self.cells.values() for cs in seeds for c in cs))
 
 
-def plan(norms: list[str], tier: str = "cpu", statistics=STATISTICS,
+def plan(norms: list[str], tier: str = "cpu", statistics: Columns = None,
          shrink: Callable[[RunConfig], RunConfig] | None = None) -> Plan:
     """The runs behind each cell, reference rows included (``shrink``: a smaller config for each,
     as the tests use)."""
     cells = {}
-    for stat in statistics:
+    for stat in columns(statistics):
         needed = [n for n in norms if stat.applies(n)]
         if stat.versus and needed:
             needed = list(dict.fromkeys([*needed, stat.versus]))
@@ -378,7 +230,7 @@ WAIT_FOREVER = 30 * 24 * 3600.0  # seconds
 # ----------------------------------------------------------------------------- the verdicts
 
 
-def judge(p: Plan, records: dict[RunConfig, RunRecord], statistics=STATISTICS,
+def judge(p: Plan, records: dict[RunConfig, RunRecord], statistics: Columns = None,
           reach: dict[str, tuple[float, float]] | None = None) -> dict[str, dict[str, dict]]:
     """{norm: {statistic: cell}}: a cell holds mean, low, high, verdict, rule, per-seed values;
     ``{"verdict": "n/a"}`` where the experiment does not take the kind. A kind that is not built
@@ -392,12 +244,11 @@ def judge(p: Plan, records: dict[RunConfig, RunRecord], statistics=STATISTICS,
     table: dict[str, dict[str, dict]] = {}
     for norm in p.norms:
         row = table.setdefault(norm, {})
-        for stat in statistics:
+        for stat in columns(statistics):
             if not stat.applies(norm):
                 row[stat.name] = {"verdict": "n/a", "rule": str(stat.rule(norm))}
                 continue
-            d = stat.decide(norm, per_seed[stat.name, norm],
-                            per_seed[stat.name, stat.versus] if stat.versus else None)
+            d = stat.judge(norm, lambda kind, name=stat.name: per_seed[name, kind])
             s = d.summary
             row[stat.name] = {"mean": s.mean, "low": s.low, "high": s.high,
                               "verdict": d.verdict, "rule": str(stat.rule(norm)),
@@ -433,10 +284,10 @@ def builtin_reach(tier: str, folder: Path | None = None) -> dict[str, tuple[floa
     return spans
 
 
-def stat_value(name: str, records: list[RunRecord], statistics=STATISTICS):
+def stat_value(name: str, records: list[RunRecord], statistics: Columns = None):
     """The statistic's value on one seed's records: NaN where a run diverged, or where the
     value is undefined for them (a ratio over a zero gradient, say): never an exception."""
-    stat = next(s for s in statistics if s.name == name)
+    stat = next(s for s in columns(statistics) if s.name == name)
     if any(r.diverged for r in records):
         return math.nan
     try:
@@ -458,7 +309,7 @@ def provenance(tier: str, specs: list[tuple[str, str]],
             "torch": torch.__version__, "normsys": __version__,
             "environments": [json.loads(e) for e in sorted(environments)],
             "user_norms": {name: spec for spec, name in specs},
-            "claims": {s.name: s.claim for s in STATISTICS}}
+            "claims": {s.name: s.claim for s in declared()}}
 
 # ----------------------------------------------------------------------------- the outputs
 
@@ -475,8 +326,8 @@ def cell_text(cell: dict) -> str:
     return f"{cell['mean']:.3g} {MARK[cell['verdict']]}"
 
 
-def as_text(table: dict, statistics=STATISTICS) -> str:
-    names = [s.name for s in statistics]
+def as_text(table: dict, statistics: Columns = None) -> str:
+    names = [s.name for s in columns(statistics)]
     width = max(len(n) for n in table) + 2
     cols = [max(len(n), 10, *(len(cell_text(row[n])) for row in table.values())) + 2
             for n in names]  # the widest cell: "1.55 out of range" never runs into the next
@@ -487,15 +338,15 @@ def as_text(table: dict, statistics=STATISTICS) -> str:
     return "\n".join(lines + ["", legend(statistics)])
 
 
-def legend(statistics=STATISTICS) -> str:
+def legend(statistics: Columns = None) -> str:
     rows = [f"  {s.name}: {s.rule('N')}  (claim {s.claim}, {len(s.seeds('cpu'))} seeds at the CPU tier)"
-            for s in statistics]
+            for s in columns(statistics)]
     return ("mean over seeds; + supported, x refuted, ? inconclusive (95% t-interval against the "
             "claim's rule, N = the row's norm):\n" + "\n".join(rows))
 
 
-def as_markdown(table: dict, statistics=STATISTICS) -> str:
-    names = [s.name for s in statistics]
+def as_markdown(table: dict, statistics: Columns = None) -> str:
+    names = [s.name for s in columns(statistics)]
     lines = ["| norm | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
     lines += [f"| {norm} | " + " | ".join(cell_text(row[n]) for n in names) + " |"
               for norm, row in table.items()]
@@ -516,7 +367,7 @@ def shade(cell: dict, subject: bool) -> str:
     return cell["verdict"]
 
 
-def draw(fig, table: dict, statistics=STATISTICS, subjects: set[str] | None = None) -> None:
+def draw(fig, table: dict, statistics: Columns = None, subjects: set[str] | None = None) -> None:
     """Norms x statistics, the rows judged (``subjects``: the user's kinds; every row when None)
     first and coloured by verdict, the others grey as references; each cell with its mean and
     95% interval, each column with its words and its rule."""
@@ -524,6 +375,7 @@ def draw(fig, table: dict, statistics=STATISTICS, subjects: set[str] | None = No
 
     subjects = set(table) if subjects is None else subjects
     norms = [n for n in table if n in subjects] + [n for n in table if n not in subjects]
+    statistics = columns(statistics)
     names, shades = [s.name for s in statistics], list(COLOURS)
     grid = [[shades.index(shade(table[n][s], n in subjects)) for s in names] for n in norms]
     ax = fig.subplots()
@@ -552,13 +404,13 @@ def draw(fig, table: dict, statistics=STATISTICS, subjects: set[str] | None = No
                  fontsize=9, pad=40)
 
 
-def markdown_page(table: dict, prov: dict, statistics=STATISTICS) -> str:
+def markdown_page(table: dict, prov: dict, statistics: Columns = None) -> str:
     """scorecard.md: where it was measured, the table and the legend."""
     return (f"# Scorecard ({prov['tier']} tier, {prov['device']}, {prov['commit'][:12]})\n\n"
             f"{as_markdown(table, statistics)}")
 
 
-def write(out: Path, table: dict, prov: dict, statistics=STATISTICS,
+def write(out: Path, table: dict, prov: dict, statistics: Columns = None,
           subjects: set[str] | None = None) -> list[Path]:
     """scorecard.json, scorecard.md and scorecard.png in ``out``."""
     import matplotlib

@@ -82,15 +82,15 @@ def fresh_memo_per_mutant():
     by the parent's code). Clear them there (only under mutmut: elsewhere they are what keeps one
     process from training a run or reading a file twice)."""
     if "MUTANT_UNDER_TEST" in os.environ:
-        from normsys import scorecard
+        from normsys import catalog
         from normsys.claims import cache, stats
         from normsys.training import data
 
         data._VERIFIED.clear()
         for memo in (data._checksums, data.bert_tokenizer, cache.code_digest, stats.t_quantile,
-                     scorecard.declared):
+                     catalog.declared):
             memo.cache_clear()
-        for name in [m for m in sys.modules if m.startswith(scorecard.CLAIM_MODULES)]:
+        for name in [m for m in sys.modules if m.startswith(catalog.CLAIM_MODULES)]:
             del sys.modules[name]
     yield
 

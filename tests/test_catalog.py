@@ -6,7 +6,7 @@ import pytest
 
 from normsys import catalog
 from normsys.__main__ import main
-from normsys.scorecard import claim_tests
+from normsys.catalog import claim_tests
 from normsys.training.config import preset
 
 

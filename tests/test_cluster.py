@@ -20,7 +20,7 @@ import torch
 ray = pytest.importorskip("ray")
 
 from normsys.claims.cluster import Cluster, ClusterError, connect, train_group  # noqa: E402
-from normsys.claims.declaration import metric  # noqa: E402
+from normsys.claims.declaration import Statistic, metric  # noqa: E402
 from normsys.claims.runs import Runs  # noqa: E402
 from normsys.training.config import preset  # noqa: E402
 
@@ -263,7 +263,7 @@ def test_the_scorecard_trains_its_plan_on_the_cluster(cluster, cache, tmp_path, 
     path = tmp_path / "usernorm.py"
     path.write_text("from torch import nn\n\n\ndef Scaled(d):\n    return nn.LayerNorm(d)\n")
     name = usernorm.load(f"{path}:Scaled", "scaled")
-    level = scorecard.Statistic("loss", "c-loss", lambda n: Rule(f"loss({n})", "<", 10.0),
+    level = Statistic("loss", "c-loss", lambda n: Rule(f"loss({n})", "<", 10.0),
                                 lambda n, s, t, v: [FFN.override(**{"model.norm": n,
                                                                     "train.seed": s})],
                                 metric("final_loss"))

@@ -9,11 +9,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from normsys import scorecard
+from normsys import catalog
 from normsys.claims.declaration import (
     Declaration,
     Experiment,
     NormArm,
+    Statistic,
     by_norm,
     metric,
     single,
@@ -198,20 +199,23 @@ def test_norm_arms_put_their_norm_in_and_single_makes_one_run_per_seed():
 ])
 def test_a_statistic_declares_its_arms_in_the_order_its_pairing_subtracts(pairing, order,
                                                                           combined):
-    stat = scorecard.Statistic("v", "c-v", lambda n: Rule(f"v({n})", ">", 0.0),
+    stat = Statistic("v", "c-v", lambda n: Rule(f"v({n})", ">", 0.0),
                                single(lambda n, s, t: (n, s)), metric("v"), versus="none",
                                pairing=pairing, claim_norm="mine")
     exp = stat.declaration.experiment
     assert list(exp.arms) == order and (exp.combine is not None) == combined
     assert exp == stat.experiment("mine")  # the same experiment each time it is made
-    with pytest.raises(ValueError, match="statistic v: none against itself is no experiment"):
-        stat.experiment("none")
+    with pytest.raises(ValueError, match="statistic v: none against itself is no claim"):
+        stat.declare("none", "c-none", "statement")
+    itself = stat.experiment("none")  # the scorecard's reference row: paired with itself
+    assert list(itself.arms) == [{"mine": "none", "none": "none (reference)"}[n] for n in order] and \
+        {a.norm for a in itself.arms.values()} == {"none"}
 
 
 def test_every_claim_that_trains_declares_its_experiment():
     """A claim test that takes the ``run`` or ``runs`` fixture trains (or fetches) runs: what it
     trains and reads is its declaration's experiment, which decides it."""
-    tests = {name: mark.kwargs["declared"] for module in scorecard.claim_files()
+    tests = {name: mark.kwargs["declared"] for module in catalog.claim_files()
              for name, test in vars(module).items() if name.startswith("test_")
              for mark in getattr(test, "pytestmark", []) if mark.name == "claim"
              if {"run", "runs"} & set(inspect.signature(test).parameters)}

@@ -460,8 +460,8 @@ def test_claims_start_longest_first_by_their_recorded_run_times():
     import sys
     from pathlib import Path
 
+    from normsys.catalog import claim_tests
     from normsys.claims import runtimes
-    from normsys.scorecard import claim_tests
 
     root = Path(__file__).resolve().parents[1]
     function = {cid: name for cid, (name, _) in claim_tests().items()}

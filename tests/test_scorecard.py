@@ -15,11 +15,11 @@ import pytest
 import torch
 from torch import nn
 
-from normsys import scorecard
+from normsys import catalog, scorecard
 from normsys.__main__ import main
 from normsys.claims import usernorm
 from normsys.claims.cache import run_key
-from normsys.claims.declaration import Declaration, metric, single
+from normsys.claims.declaration import Declaration, Statistic, metric, single
 from normsys.claims.experiments import encoder
 from normsys.claims.ledger import read
 from normsys.claims.runs import Runs
@@ -229,7 +229,7 @@ def test_each_statistic_is_its_claims_recorded_rule():
     """The rule of each scorecard column, written for the claim's own norm, is the statistic and
     rule the CPU tier's ledger recorded for that claim, on as many seeds."""
     ledger = read(scorecard.Path(__file__).parents[1] / "claims" / "ledger" / "cpu.json")
-    for stat in scorecard.STATISTICS:
+    for stat in catalog.declared():
         entry = ledger[stat.claim]
         rule = entry.rule.split(": ", 1)[1] if entry.rule.startswith("all of") else entry.rule
         assert str(stat.rule(stat.claim_norm)) == f"{entry.statistic} {rule}", stat.name
@@ -240,17 +240,17 @@ def test_every_claim_test_is_marked_by_its_one_declaration():
     """Each claim test of the claim files is marked by a Declaration (its own, or a norm-generic
     Statistic's): the marker's statement is the declaration's with its rule written in, no two
     tests are one claim, and every scorecard column is one of them."""
-    tests = scorecard.claim_tests()
+    tests = catalog.claim_tests()
     for cid, (name, mark) in tests.items():
         made = mark.kwargs.get("declared")
         assert isinstance(made, Declaration), f"{name}: not declared"
         assert "{rule}" in made.statement and made.id == cid
         assert mark.kwargs["statement"] == made.statement.format(rule=made.rule)
-    marks = sum(1 for module in scorecard.claim_files() for name, test in vars(module).items()
+    marks = sum(1 for module in catalog.claim_files() for name, test in vars(module).items()
                 if name.startswith("test_") for m in getattr(test, "pytestmark", [])
                 if m.name == "claim")
     assert marks == len(tests) > 20
-    assert {s.claim for s in scorecard.STATISTICS} <= set(tests)
+    assert {s.claim for s in catalog.declared()} <= set(tests)
 
 
 def test_layernorm_and_identity_under_other_names_land_on_their_rows(user_file, data_env,
@@ -264,7 +264,7 @@ def test_layernorm_and_identity_under_other_names_land_on_their_rows(user_file, 
     table = scorecard.judge(plan, records)
     check_paired_statistics_by_hand(plan, records, table)
     for mine, builtin in ((wrap, "layernorm"), (same, "none")):
-        for stat in scorecard.STATISTICS:
+        for stat in catalog.declared():
             a, b = table[mine][stat.name], table[builtin][stat.name]
             assert a["verdict"] == b["verdict"], (mine, stat.name)
             assert a["mean"] == pytest.approx(b["mean"], abs=1e-9), (mine, stat.name)
@@ -305,7 +305,7 @@ def check_paired_statistics_by_hand(plan, records, table):
         ("init_robustness", "layernorm"): [x - ln for ln, x in pairs(
             "init_robustness", "layernorm", "none", init_scale_spread)],
     }
-    assert {s.name for s in scorecard.STATISTICS if s.versus} == {k for k, _ in by_hand}
+    assert {s.name for s in catalog.declared() if s.versus} == {k for k, _ in by_hand}
     for (stat, norm), values in by_hand.items():
         assert table[norm][stat]["values"] == pytest.approx(values, abs=1e-12), stat
         assert any(v != 0 for v in values), stat  # the two sides differ: the order is tested
@@ -322,7 +322,7 @@ def test_worker_processes_register_the_users_norm_again(user_file, monkeypatch):
     spec, and give what the same runs give in this process."""
     spec = f"{user_file}:LNWrap"
     wrap = usernorm.load(spec, "wrap")
-    stats = [s for s in scorecard.STATISTICS if s.name == "grad_ratio_vs_none"]
+    stats = [s for s in catalog.declared() if s.name == "grad_ratio_vs_none"]
     plan = scorecard.plan([wrap], statistics=stats)
     in_workers = scorecard.fetch(plan, [(spec, wrap)], workers=2, runs=Runs())
     assert {c.model.norm for c in in_workers} == {wrap, "none"}
@@ -491,15 +491,15 @@ def test_a_registered_kinds_description_is_the_first_line_of_its_docstring(check
 
 
 def test_each_statistic_takes_its_claims_seeds_per_tier():
-    cpu = {s.name: len(s.seeds("cpu")) for s in scorecard.STATISTICS}
+    cpu = {s.name: len(s.seeds("cpu")) for s in catalog.declared()}
     assert cpu.pop("grad_ratio_vs_none") == 5  # an at-init claim: 5 seeds on the CPU too
     assert set(cpu.values()) == {3}
-    for stat in scorecard.STATISTICS:
+    for stat in catalog.declared():
         assert stat.seeds("paper") == [0, 1, 2, 3, 4], stat.name
 
 
 def test_the_plan_holds_each_cells_configs_per_seed_at_its_tier():
-    stat = scorecard.STATISTICS[0]  # kappa_6: one encoder per seed
+    stat = catalog.declared()[0]  # kappa_6: one encoder per seed
     plan = scorecard.plan(["rmsnorm"], "paper", statistics=(stat,), shrink=tiny)
     assert plan.tier == "paper" and plan.norms == ["rmsnorm"]
     seeds = plan.cells[stat.name, "rmsnorm"]
@@ -607,9 +607,9 @@ def made(cfg, value: float, diverged: bool = False) -> RunRecord:
 
 
 PARTS = (
-    scorecard.Statistic("level", "c-level", lambda n: Rule(f"v({n})", ">", 0.5),
+    Statistic("level", "c-level", lambda n: Rule(f"v({n})", ">", 0.5),
                         single(small_cfg), metric("v")),
-    scorecard.Statistic("vs_none", "c-vs", lambda n: Rule(f"v({n}) - v(none)", ">", 0.0),
+    Statistic("vs_none", "c-vs", lambda n: Rule(f"v({n}) - v(none)", ">", 0.0),
                         single(small_cfg), metric("v"),
                         versus="none", pairing="own - versus", excludes=frozenset({"mine"})),
 )
@@ -648,7 +648,7 @@ def test_a_diverged_seed_is_nan_and_leaves_its_cell_inconclusive_and_said():
 
 
 def test_a_statistic_undefined_on_a_run_is_nan_not_a_crash():
-    zero = scorecard.Statistic("ratio", "c", PARTS[0].rule, PARTS[0].configs,
+    zero = Statistic("ratio", "c", PARTS[0].rule, PARTS[0].configs,
                                lambda rs, v: 1 / rs[0].metrics["v"])
     assert math.isnan(scorecard.stat_value("ratio", [made(small_cfg("none", 0), 0.0)], (zero,)))
     assert scorecard.stat_value("ratio", [made(small_cfg("none", 0), 0.5)], (zero,)) == 2.0
@@ -689,7 +689,7 @@ def fetch_made(configs):
 def test_a_claim_decides_through_its_declaration_as_the_scorecard_does(pairing, call, a, b):
     """The claim's test and the scorecard's cell take the same per-seed values, paired the way
     the declaration says, to the same verdict."""
-    stat = scorecard.Statistic("v", "c-v", lambda n: Rule(f"v({n}) vs v(none)", ">", 0.0),
+    stat = Statistic("v", "c-v", lambda n: Rule(f"v({n}) vs v(none)", ">", 0.0),
                                single(small_cfg), metric("v"),
                                versus="none", pairing=pairing, claim_norm="mine")
     claim = Claim()
@@ -701,8 +701,8 @@ def test_a_claim_decides_through_its_declaration_as_the_scorecard_does(pairing, 
         assert (first, second) == ({"mine": own, "none": ref}[a], {"mine": own, "none": ref}[b])
     else:
         assert first == pytest.approx([(x - y) / y for x, y in zip(own, ref, strict=True)])
-    assert decision.summary.values == stat.decide("mine", own, ref).summary.values
-    assert decision.verdict == stat.decide("mine", own, ref).verdict
+    judged = stat.judge("mine", {"mine": own, "none": ref}.__getitem__)  # the scorecard's cell
+    assert decision.summary.values == judged.summary.values and decision.verdict == judged.verdict
 
 
 def test_a_declaration_decides_for_another_norm_and_each_part_and_reads_a_variant():
@@ -714,7 +714,7 @@ def test_a_declaration_decides_for_another_norm_and_each_part_and_reads_a_varian
         return fetch_made(configs)
 
     lr = {"": 1e-3, "-slow": 0.5}
-    level = scorecard.Statistic("level", "c-level", lambda n: Rule(f"v({n})", ">", 0.5),
+    level = Statistic("level", "c-level", lambda n: Rule(f"v({n})", ">", 0.5),
                                 lambda n, s, t, v: [small_cfg(n, s, t).override(
                                     **{"train.lr": lr[v]})],
                                 lambda rs, v: rs[0].metrics["v"] * (2.0 if v else 1.0))
@@ -730,7 +730,7 @@ def test_a_declaration_decides_for_another_norm_and_each_part_and_reads_a_varian
     assert own.calls == claim.calls and {c.train.lr for c in fetched[1]} == {0.5}
     level.check(Claim(), fetch, "cpu")  # the claim itself: variant ""
     assert {c.train.lr for c in fetched[2]} == {1e-3}
-    parts = scorecard.Statistic("parts", "c-p", lambda n: Rule("v", "<", 1.0),
+    parts = Statistic("parts", "c-p", lambda n: Rule("v", "<", 1.0),
                                 lambda n, s, t, v: [small_cfg(n, s, t), small_cfg("none", s, t)],
                                 lambda rs, v: {"first": rs[0].metrics["v"],
                                                "second": rs[1].metrics["v"]})
@@ -744,7 +744,7 @@ def test_a_reference_needs_a_known_pairing():
     for versus, pairing in (("none", ""), ("", "own - versus"), ("none", "own / versus")):
         with pytest.raises(ValueError, match="needs a pairing, one of 'own - versus', "
                                              "'versus - own', '\\(own - versus\\) / versus'; got"):
-            scorecard.Statistic("v", "c", PARTS[0].rule, PARTS[0].configs, PARTS[0].value,
+            Statistic("v", "c", PARTS[0].rule, PARTS[0].configs, PARTS[0].value,
                                 versus=versus, pairing=pairing)
 
 
@@ -753,11 +753,11 @@ def test_each_declaration_is_its_claims_marker_in_its_claim_file():
     that carries its id takes its marker from it (its seeds too)."""
     import sys
 
-    found = scorecard.STATISTICS
+    found = catalog.declared()
     assert [s.name for s in found][:2] == ["kappa_6", "min_rho"]  # test_dual_mechanism.py first
     for stat in found:
         module = next(m for name, m in list(sys.modules.items())
-                      if name.startswith(scorecard.CLAIM_MODULES)
+                      if name.startswith(catalog.CLAIM_MODULES)
                       and any(v is stat for v in vars(m).values()))
         marks = [m for f in vars(module).values() if callable(f)
                  for m in getattr(f, "pytestmark", []) if m.name == "claim"
@@ -769,8 +769,9 @@ def test_each_declaration_is_its_claims_marker_in_its_claim_file():
 
 def test_no_claim_files_is_said(tmp_path):
     with pytest.raises(ValueError, match=f"no claim files \\(test_\\*.py\\) in {tmp_path}: the "
-                                         f"scorecard's statistics are the norm-generic claims"):
-        scorecard.declared(tmp_path)
+                                         f"claims and the scorecard's statistics are declared "
+                                         f"there"):
+        catalog.declared(tmp_path)
 
 
 def test_claim_files_are_imported_once_and_each_claim_marker_is_read(tmp_path):
@@ -780,23 +781,23 @@ def test_claim_files_are_imported_once_and_each_claim_marker_is_read(tmp_path):
         "import pytest\n"
         "@pytest.mark.claim('c-one', statement='s', source='t')\ndef test_one(claim): pass\n"
         "def test_unmarked(): pass\n")
-    modules = scorecard.claim_files(tmp_path)
-    assert [m.__name__ for m in modules] == [f"{scorecard.CLAIM_MODULES}test_scratch_claims"]
-    assert all(a is b for a, b in zip(scorecard.claim_files(tmp_path), modules, strict=True))
-    found = scorecard.claim_tests(tmp_path)
+    modules = catalog.claim_files(tmp_path)
+    assert [m.__name__ for m in modules] == [f"{catalog.CLAIM_MODULES}test_scratch_claims"]
+    assert all(a is b for a, b in zip(catalog.claim_files(tmp_path), modules, strict=True))
+    found = catalog.claim_tests(tmp_path)
     assert list(found) == ["c-one"] and found["c-one"][0] == "test_one"
 
 
 def test_a_statistic_with_parts_must_hold_for_each():
-    stat = scorecard.Statistic("parts", "c", lambda n: Rule("x", "<", 1.0), lambda n, s, t, v: [],
+    stat = Statistic("parts", "c", lambda n: Rule("x", "<", 1.0), lambda n, s, t, v: [],
                                lambda rs, v: {})
     both = [{"6 blocks": 0.2, "12 blocks": 0.3}, {"6 blocks": 0.25, "12 blocks": 0.35},
             {"6 blocks": 0.22, "12 blocks": 0.31}]
-    assert stat.decide("x", both, None).verdict == "supported"
+    assert stat.judge("x", lambda kind: both).verdict == "supported"
     one_fails = [dict(v, **{"12 blocks": 5.0 + i / 10}) for i, v in enumerate(both)]
-    assert stat.decide("x", one_fails, None).verdict == "refuted"
+    assert stat.judge("x", lambda kind: one_fails).verdict == "refuted"
     diverged = [both[0], math.nan, both[2]]
-    assert stat.decide("x", diverged, None).verdict == "inconclusive"
+    assert stat.judge("x", lambda kind: diverged).verdict == "inconclusive"
 
 
 def test_the_table_in_text_and_markdown_and_the_legend():
@@ -925,7 +926,7 @@ def test_a_statistic_the_kind_does_not_take_leaves_the_rest_of_its_row_judged():
     assert table["mine"]["vs_none"]["verdict"] == "n/a"
     assert table["mine"]["level"]["verdict"] == "refuted"
     rs = [made(small_cfg("none", 0), 0.7)]
-    halve = scorecard.Statistic("half", "c-h", PARTS[0].rule, PARTS[0].configs,
+    halve = Statistic("half", "c-h", PARTS[0].rule, PARTS[0].configs,
                                 lambda rs, v: rs[0].metrics["v"] / {"": 2}[v])
     assert scorecard.stat_value("half", rs, (PARTS[0], halve)) == 0.35
     assert scorecard.stat_value("level", rs, (PARTS[0], halve)) == 0.7
@@ -986,7 +987,7 @@ def test_a_value_beyond_every_builtin_kinds_is_flagged_out_of_range_not_green(tm
     table = scorecard.judge(plan, records, PARTS, reach={"level": (0.0, 0.5)})
     assert "out_of_range" not in table["layernorm"]["level"]  # a built-in row is never flagged
     assert scorecard.judge(plan, records, PARTS)["mine"]["level"].get("out_of_range") is None
-    assert set(scorecard.builtin_reach("cpu")) == {s.name for s in scorecard.STATISTICS}
+    assert set(scorecard.builtin_reach("cpu")) == {s.name for s in catalog.declared()}
 
 
 def test_the_files_are_written_into_a_new_nested_folder_and_over_old_ones(tmp_path):

@@ -14,8 +14,8 @@ speaks of the claim.
 The marker carries the declaration to the plugin (normsys.claims.plugin): ``--claims-list``,
 the report and the ledger read the statement and the rule from it, and a test that decides by
 any other rule, or on values of its own where the claim declares an experiment, fails. A
-norm-generic claim (normsys.scorecard.Statistic) makes its declaration from its rule and
-experiment for the claim's own norm kind. A claim measured without training runs (random layers
+norm-generic claim (``Statistic``, below) makes its declaration from its rule and experiment for
+the claim's own norm kind, and the scorecard judges any kind through the same experiment. A claim measured without training runs (random layers
 at initialization, say) declares no experiment: its test computes the values it decides on.
 """
 
@@ -26,7 +26,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from normsys.claims import params
+from normsys.claims.experiments import relative_difference
 from normsys.claims.stats import Decision, Rule, paired_differences
+from normsys.training.config import RunConfig
 
 Fetch = Callable[[list], list]  # configs -> their records, in order (the claims' `runs` fixture)
 
@@ -204,3 +207,105 @@ class Declaration:
         """The rule's verdict on per-arm, per-seed values, combined as the experiment combines
         them (a negative control decides here, on values it made)."""
         return self._declared_experiment().decide(self.rule, values, confidence)
+
+
+# ----------------------------------------------------------------------------- norm-generic claims
+
+
+def _own_minus_versus(a: float, b: float) -> float:
+    return a - b
+
+
+def _versus_minus_own(a: float, b: float) -> float:
+    return b - a
+
+
+# how a paired statistic combines a seed's value for the row's norm (own) and the reference's
+PAIRINGS: dict[str, Callable[[float, float], float]] = {
+    "own - versus": _own_minus_versus,
+    "versus - own": _versus_minus_own,
+    "(own - versus) / versus": relative_difference,
+}
+
+
+@dataclass(frozen=True)
+class Statistic:
+    """A norm-generic claim, declared once in its claim file: the runs of one seed
+    (``configs(N, seed, tier, variant)``), the per-seed value read from them
+    (``value(records, variant)``), and the claim's rule for any norm kind N. With ``versus``,
+    the rule is on the per-seed pairing of N's value with the reference's (``pairing``, one of
+    PAIRINGS). It is the claim's declaration for the claim's own kind (``declaration``, whose
+    ``mark`` marks the test and whose ``check`` decides it; ``statement`` has ``{rule}`` where
+    the rule goes), it declares the claims it makes of other kinds (``declare``), and the
+    scorecard makes a column of it (normsys.catalog.declared) and judges any kind by it
+    (``judge``)."""
+
+    name: str
+    claim: str  # the claim id
+    rule: Callable[[str], Rule]
+    configs: Callable[..., list[RunConfig]]  # (norm, seed, tier, variant)
+    value: Callable[..., float | dict[str, float]]  # (one seed's records, variant)
+    versus: str = ""
+    pairing: str = ""
+    claim_norm: str = "layernorm"  # the kind the claim itself is about
+    own_seeds: int | None = None  # the claim's own seed count at every tier, if any
+    words: str = ""  # the column's name in words, for the figure
+    excludes: frozenset[str] = frozenset()  # built-in kinds the experiment does not take
+    source: str = ""
+    statement: str = ""
+
+    def __post_init__(self):
+        if bool(self.versus) != bool(self.pairing) or (self.pairing and
+                                                       self.pairing not in PAIRINGS):
+            raise ValueError(f"statistic {self.name}: a reference (versus={self.versus!r}) needs "
+                             f"a pairing, one of {', '.join(map(repr, PAIRINGS))}; got "
+                             f"pairing={self.pairing!r}")
+
+    def seeds(self, tier: str) -> list[int]:
+        return list(range(params.seeds(tier, self.own_seeds)))
+
+    def applies(self, norm: str) -> bool:
+        return norm not in self.excludes
+
+    def experiment(self, norm: str) -> Experiment:
+        """The claim's experiment with ``norm`` in place of its own kind: its arms in the order
+        the pairing subtracts them. The reference kind itself (the scorecard's reference row) is
+        paired with itself, its arms apart by name."""
+        own = NormArm(self.configs, norm)
+        if not self.versus:
+            return Experiment({norm: own}, self.value)
+        versus = self.versus if norm != self.versus else f"{norm} (reference)"
+        reference = NormArm(self.configs, self.versus)
+        if self.pairing == "versus - own":
+            return Experiment({versus: reference, norm: own}, self.value)
+        combine = None if self.pairing == "own - versus" else PAIRINGS[self.pairing]
+        return Experiment({norm: own, versus: reference}, self.value, combine)
+
+    def declare(self, norm: str, claim: str, statement: str, source: str = "") -> Declaration:
+        """Another claim this statistic makes: its rule and experiment for ``norm``."""
+        if norm == self.versus:
+            raise ValueError(f"statistic {self.name}: {norm} against itself is no claim")
+        return Declaration(claim, self.rule(norm), source or self.source, statement,
+                           self.own_seeds, self.experiment(norm))
+
+    def judge(self, norm: str, values: Callable[[str], list]) -> Decision:
+        """The verdict for ``norm`` (any kind, the reference too) from each kind's per-seed
+        values (``values(kind)``), decided as the claim decides (Experiment.decide)."""
+        exp = self.experiment(norm)
+        return exp.decide(self.rule(norm), {arm: values(make.norm)
+                                            for arm, make in exp.arms.items()})
+
+    @property
+    def declaration(self) -> Declaration:
+        """The claim itself: its rule and experiment for the kind it is about."""
+        return self.declare(self.claim_norm, self.claim, self.statement)
+
+    @property
+    def mark(self):
+        """The claim's pytest marker (Declaration.mark)."""
+        return self.declaration.mark
+
+    def check(self, claim, fetch: Fetch, tier: str, variant: str = "") -> Decision:
+        """The claim's verdict from the runs ``fetch`` gives (the claims' ``runs`` fixture),
+        decided as the scorecard decides it (Declaration.check)."""
+        return self.declaration.check(claim, fetch, tier, variant)

@@ -162,3 +162,9 @@ def relative_difference(a: float, b: float) -> float:
 def loss_matches_layernorm(norm: str) -> Rule:
     """The equivalence rule of a norm against LayerNorm: relative validation-loss gap within 2%."""
     return Rule(f"(val({norm}) - val(LN)) / val(LN)", "within", (-0.02, 0.02))
+
+
+# BatchNorm's statistics run over the batch and time: in the encoder they take in the padding
+# positions, in the causal char GPT the tokens a position must not see; it is measured where the
+# deep dive measures it, in the MLPs.
+SEQUENCES = frozenset({"batchnorm"})
