@@ -19,6 +19,7 @@ import os
 import re
 from pathlib import Path
 
+from normsys.claims import params
 from normsys.claims.cache import run_key
 from normsys.training.config import RunConfig
 from normsys.training.provenance import device_name, processor
@@ -86,14 +87,11 @@ def seconds(claim: str, tier: str, folder: Path | None = None) -> float:
     return read(tier, folder)["claims"].get(claim, {}).get("seconds", 0.0)
 
 
-TIERS = ("cpu", "paper")  # the tiers whose tables there may be
-
-
 def run_seconds(cfg: RunConfig, folder: Path | None = None) -> tuple[float, str] | None:
     """(seconds, device) a run of ``cfg``'s config took as its tier's table records, or another
     tier's (a paper-tier claim may train a config of the CPU tier's data on a GPU), or None."""
     fingerprint = cfg.fingerprint()
-    for tier in sorted(TIERS, key=lambda t: t != cfg.data.tier):
+    for tier in sorted(params.SEEDS, key=lambda t: t != cfg.data.tier):
         table = read(tier, folder)
         if (seconds := table.get("runs", {}).get(fingerprint)) is not None:
             return seconds, table["device"]
