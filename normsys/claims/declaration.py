@@ -15,8 +15,9 @@ The marker carries the declaration to the plugin (normsys.claims.plugin): ``--cl
 the report and the ledger read the statement and the rule from it, and a test that decides by
 any other rule, or on values of its own where the claim declares an experiment, fails. A
 norm-generic claim (``Statistic``, below) makes its declaration from its rule and experiment for
-the claim's own norm kind, and the scorecard judges any kind through the same experiment. A claim measured without training runs (random layers
-at initialization, say) declares no experiment: its test computes the values it decides on.
+the claim's own norm kind, and the scorecard judges any kind through the same experiment. A claim
+measured without training runs (random layers at initialization, say) declares no experiment:
+its test computes the values it decides on.
 """
 
 from __future__ import annotations
