@@ -600,3 +600,27 @@ def test_the_committed_kernel_ledgers_judged_against_cpu_json_as_a_cpu_without_i
     assert failing == {"AVX2": ["ld-layernorm-decorrelates"], "DEFAULT-Intel": []}
     assert moved["DEFAULT-Intel"] == ["ld-batchnorm-wins-cnn-large-batch",
                                 "ld-layernorm-improves-final-accuracy", "ld-layernorm-small-batch"]
+
+
+def test_under_the_same_looks_the_look_a_claim_decided_at_is_no_change():
+    """A claim of a tier with looks may decide at another look on a rerun (GPU rounding moves a
+    value): the same verdict passes; its seeds are compared at the first look, and its runs
+    differ in nothing but the seeds added. Other looks, another offset, or another setting stay
+    changes."""
+    plan = [5, 8, 13, 21]
+    at8 = entry(seeds=range(8), looks=plan, settings_fingerprint="eight")
+    at13 = entry(seeds=range(13), looks=plan, settings_fingerprint="thirteen")
+    assert ledger.judge(at8, at13, True).status == "same"
+    assert ledger.judge(at8, entry(seeds=range(13), looks=plan, verdict="refuted",
+                                   settings_fingerprint="thirteen"), True).status == "changed"
+    moved = ledger.judge(at8, entry(seeds=range(3, 16), looks=plan,
+                                    settings_fingerprint="thirteen"), True)
+    assert moved.status == "changed" and "seeds: recorded 0-4, now 3-7" in moved.message
+    one_look = ledger.judge(at8, entry(seeds=range(13), looks=[13], settings_fingerprint="t"), True)
+    assert one_look.status == "changed" and "seeds: recorded 0-7, now 0-12" in one_look.message
+    other = dict(SETTINGS, **{"train.epochs": "99"})
+    setting = ledger.judge(at8, entry(seeds=range(13), looks=plan, settings=other,
+                                      settings_fingerprint="thirteen"), True)
+    assert setting.status == "changed" and "settings: train.epochs" in setting.message
+    same_look = ledger.judge(at8, entry(seeds=range(8), looks=plan, settings_fingerprint="x"), True)
+    assert same_look.status == "changed" and "run configs recorded eight, now x" in same_look.message

@@ -261,16 +261,23 @@ UPDATE = "review, then rerun with --claims-update"
 
 def changes(entry: Entry, fresh: Entry) -> list[str]:
     """What a claim was decided under that differs from its entry: statistic, rule, seeds, run
-    settings (where the entry records them), each as ``what: recorded X, now Y``."""
+    settings (where the entry records them), each as ``what: recorded X, now Y``. Under the same
+    looks (``Entry.looks``) the look a claim decided at is an outcome, not a setting: its seeds
+    are compared at the first look, and runs that differ only in how many seeds were added are
+    no change."""
+    looked = bool(entry.looks) and entry.looks == fresh.looks and \
+        len(entry.seeds) in entry.looks and len(fresh.seeds) in fresh.looks
+    first = entry.looks[0] if looked else None
     out = [f"{name}: recorded {old}, now {new}" for name, old, new in (
         ("statistic", entry.statistic, fresh.statistic), ("rule", entry.rule, fresh.rule),
-        ("seeds", seed_span(entry.seeds), seed_span(fresh.seeds))) if old != new]
+        ("seeds", seed_span(entry.seeds[:first]), seed_span(fresh.seeds[:first]))) if old != new]
     if entry.settings_fingerprint and entry.settings_fingerprint != fresh.settings_fingerprint:
         named = setting_changes(entry.settings, fresh.settings)
-        out.append("settings: " + (", ".join(named) if named else
-                                   f"the runs pair the same values otherwise (run configs "
-                                   f"recorded {entry.settings_fingerprint}, now "
-                                   f"{fresh.settings_fingerprint})"))
+        if named or not looked or len(entry.seeds) == len(fresh.seeds):
+            out.append("settings: " + (", ".join(named) if named else
+                                       f"the runs pair the same values otherwise (run configs "
+                                       f"recorded {entry.settings_fingerprint}, now "
+                                       f"{fresh.settings_fingerprint})"))
     return out
 
 
