@@ -510,3 +510,17 @@ def test_a_worker_whose_claims_are_done_trains_what_another_claim_asks_for(cache
     assert helped == [1] and not idle.is_alive()
     board.close()  # nobody at work: the last to leave removes the board
     assert not (cache / "sessions" / "uid").exists()
+
+
+def test_nothing_is_planned_ahead_without_a_cache_that_keeps_it(monkeypatch, tmp_path):
+    """Without a run cache (or with a read-only one) a planned run would train twice: ahead, and
+    again when its claim asks."""
+    monkeypatch.setenv("NORMSYS_CACHE", "off")
+    session = runs.Runs()
+    assert session.plan(SEEDS) == 0 and session.planned == []
+    monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path))
+    monkeypatch.setattr(runs, "writable", lambda root: False)
+    assert session.plan(SEEDS) == 0 and session.planned == []
+    monkeypatch.setattr(runs, "writable", lambda root: True)
+    session.plan(SEEDS)
+    assert session.planned == [[c] for c in SEEDS]

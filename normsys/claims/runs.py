@@ -37,7 +37,7 @@ import torch
 from filelock import FileLock, Timeout
 from torch import nn
 
-from normsys.claims.cache import cached_runs, lookup, run_key
+from normsys.claims.cache import cached_runs, lookup, run_key, writable
 from normsys.claims.progress import SILENT, Progress, label
 from normsys.claims.runtimes import recorded_cost, run_seconds
 from normsys.training.batched import check_batchable
@@ -170,12 +170,16 @@ class Runs:
         """Plan ``cfgs`` (what the selected claims need: claim.planned_configs), grouped as they
         train (``seed_groups``), longest first as the tier's run times record them: a trainer
         gets the missing ones now (``submit``: how many, the return value); here
-        ``train_planned`` trains them before the first claim starts (0 handed)."""
+        ``train_planned`` trains them before the first claim starts (0 handed), where a run cache
+        keeps them for the claims."""
         groups = seed_groups(list(dict.fromkeys(cfgs)), self._cuda())
         groups.sort(key=lambda g: -group_seconds(g))  # stable
         if self.trainer is not None:
             return self.submit(groups)
-        self.planned = groups
+        root = cache_root()
+        # only a cache that keeps them hands the runs on to the claims: without one, each claim
+        # trains its own
+        self.planned = groups if root is not None and writable(root) else []
         return 0
 
     def train_planned(self) -> int:
