@@ -15,6 +15,11 @@ longer defined. The session's state is on ``config.stash``: its one ``Runs``
 no module keeps a session's state. A claim parametrized with a ``Variant`` (e.g.
 Variant("-nonpad"), see ``variant_tiers``) gets that suffix on its id. ``pytest claims
 --claims-list`` lists every claim; ``-k`` matches ids.
+
+Before the first claim starts, the session plans the runs of every selected claim's first look
+and each process trains its share of them, longest first (``ClaimsSession.pytest_runtestloop``,
+normsys.claims.runs); a claim open at its first look adds seeds at the looks of its tier
+(normsys.claims.sequential), whose runs a pytest-xdist worker done with its own claims trains.
 """
 
 from __future__ import annotations
