@@ -36,21 +36,18 @@ B = {0: 0.4, 1: 0.5, 2: 0.7}
 
 
 class Claim:
-    """The plugin's claim as an experiment sees it: its seeds, and the check it ends on."""
+    """The plugin's claim as an experiment sees it: its seeds and confidence, and the decision
+    it ends on (its per-seed values) with the evidence recorded."""
 
     seeds = [0, 1, 2]
+    confidence = 0.95
 
     def __init__(self):
         self.calls = []
 
-    def check(self, values, rule, by):
-        self.calls.append(("check", list(values), by))
-
-    def check_paired(self, a, b, rule, by):
-        self.calls.append(("check_paired", (list(a), list(b)), by))
-
-    def check_all(self, values, rule, by):
-        self.calls.append(("check_all", dict(values), by))
+    def conclude(self, decision, rule, **evidence):
+        self.calls.append((list(decision.summary.values), evidence, str(rule)))
+        return decision
 
 
 def two_arms(**kw) -> Experiment:
@@ -94,7 +91,7 @@ def test_the_arms_and_reads_are_given_the_variant_the_claim_itself_by_default():
     declared = Declaration("c-a", Rule("v", ">", 0.0), "t", "{rule}", experiment=exp)
     assert declared.records(fetch_values, [1], "cpu")["a"][0][0].metrics == {"v": 1.2}
     declared.check(Claim(), fetch_values, "cpu")
-    exp.check(Claim(), fetch_values, "cpu")
+    exp.check(Claim(), fetch_values, "cpu", "", Rule("v", ">", 0.0))
     by_norm(lambda n, s, t, v: seen.append(v) or [], "x")["x"](0, "cpu")
     assert seen == ["-x"] * 2 + [""] * 12  # every call but the first two left the variant out
     assert declared.records(fetch_values, [0, 2], "paper", "-x") == \
@@ -103,8 +100,9 @@ def test_the_arms_and_reads_are_given_the_variant_the_claim_itself_by_default():
 
 def test_two_arms_are_paired_first_minus_second():
     claim, exp = Claim(), two_arms()
-    exp.check(claim, fetch_values, "cpu")
-    assert claim.calls == [("check_paired", ([1.0, 1.2, 1.1], [0.4, 0.5, 0.7]), exp)]
+    exp.check(claim, fetch_values, "cpu", "", Rule("v(a) - v(b)", ">", 0.3))
+    assert claim.calls == [(pytest.approx([0.6, 0.7, 0.4]),
+                            {"v(a)": [1.0, 1.2, 1.1], "v(b)": [0.4, 0.5, 0.7]}, "v(a) - v(b) > 0.3")]
     values = {"a": [1.0, 1.2, 1.1], "b": [0.4, 0.5, 0.7]}
     assert exp.per_seed(values) == pytest.approx([0.6, 0.7, 0.4])
     rule = Rule("v(a) - v(b)", ">", 0.3)
@@ -132,20 +130,23 @@ def test_arms_of_unequal_seeds_are_refused_and_the_confidence_reaches_the_rule()
 
 def test_combine_makes_the_value_the_rule_decides_on():
     claim, exp = Claim(), two_arms(combine=lambda a, b: a / b)
-    exp.check(claim, fetch_values, "cpu")
-    assert claim.calls == [("check", pytest.approx([2.5, 2.4, 1.1 / 0.7]), exp)]
+    exp.check(claim, fetch_values, "cpu", "", Rule("v(a) / v(b)", ">", 1.0))
+    assert claim.calls == [(pytest.approx([2.5, 2.4, 1.1 / 0.7]), {}, "v(a) / v(b) > 1")]
 
 
 def test_one_arm_is_its_own_value_and_parts_must_each_hold():
     claim = Claim()
     one = Experiment({"a": lambda s, t, v: [A[s]]}, metric("v"))
-    one.check(claim, fetch_values, "cpu")
+    rule = Rule("v", ">", 0.0)
+    one.check(claim, fetch_values, "cpu", "", rule)
     parts = Experiment({"a": lambda s, t, v: [A[s]]},
                        lambda rs, v: {"x": rs[0].metrics["v"], "y": -rs[0].metrics["v"]})
-    parts.check(claim, fetch_values, "cpu")
-    assert claim.calls == [("check", [1.0, 1.2, 1.1], one),
-                           ("check_all", {"x": [1.0, 1.2, 1.1], "y": [-1.0, -1.2, -1.1]}, parts)]
-    rule = Rule("v", ">", 0.0)
+    parts.check(claim, fetch_values, "cpu", "", rule)
+    (ones, none, _), (deciding, evidence, _) = claim.calls
+    assert ones == [1.0, 1.2, 1.1] and none == {}
+    assert deciding == [-1.0, -1.2, -1.1]  # the part the verdict rests on: y, refuted
+    assert {k: list(v["summary"]["values"]) for k, v in evidence["comparisons"].items()} == \
+        {"x": [1.0, 1.2, 1.1], "y": [-1.0, -1.2, -1.1]}
     decision = parts.decide(rule, {"a": [{"x": 1.0, "y": -1.0}, {"x": 2.0, "y": -2.0},
                                          {"x": 3.0, "y": -1.5}]})
     assert decision.verdict == "refuted" and "deciding: y" in decision.reason
@@ -161,9 +162,10 @@ def test_a_combined_value_with_parts_is_decided_part_by_part():
                       "b": lambda s, t, v: [A[s] + 1]}, metric("v"),
                      combine=lambda ref, *others: {f"o{i}": o - ref for i, o in enumerate(others)})
     claim = Claim()
-    exp.check(claim, fetch_values, "cpu")
-    (name, values, _), = claim.calls
-    assert name == "check_all" and values["o0"] == pytest.approx([0.6, 0.7, 0.4])
+    exp.check(claim, fetch_values, "cpu", "", Rule("v", ">", 0.0))
+    (_, evidence, _), = claim.calls
+    values = {k: v["summary"]["values"] for k, v in evidence["comparisons"].items()}
+    assert values["o0"] == pytest.approx([0.6, 0.7, 0.4])
     assert values["o1"] == pytest.approx([1.6, 1.7, 1.4])
 
 

@@ -655,25 +655,18 @@ def test_a_statistic_undefined_on_a_run_is_nan_not_a_crash():
 
 
 class Claim:
-    """The plugin's claim as a declaration's test sees it: its seeds, and which check it ends on
-    with which per-seed values."""
+    """The plugin's claim as a declaration's test sees it: its seeds and confidence, and the
+    decision it ends on (its per-seed values) with the evidence recorded."""
 
     seeds = [0, 1, 2]
+    confidence = 0.95
 
     def __init__(self):
         self.calls = []
 
-    def check(self, values, rule, by):
-        self.calls.append(("check", list(values), None, str(rule)))
-        return rule.decide(values)
-
-    def check_paired(self, a, b, rule, by):
-        self.calls.append(("check_paired", list(a), list(b), str(rule)))
-        return rule.decide_paired(a, b)
-
-    def check_all(self, values, rule, by):
-        self.calls.append(("check_all", dict(values), None, str(rule)))
-        return rule.decide_all(values)
+    def conclude(self, decision, rule, **evidence):
+        self.calls.append((list(decision.summary.values), evidence, str(rule)))
+        return decision
 
 
 def fetch_made(configs):
@@ -681,12 +674,12 @@ def fetch_made(configs):
     return [made(c, VALUES[norm_of(c), c.train.seed]) for c in configs]
 
 
-@pytest.mark.parametrize("pairing,call,a,b", [
-    ("own - versus", "check_paired", "mine", "none"),
-    ("versus - own", "check_paired", "none", "mine"),
-    ("(own - versus) / versus", "check", None, None),
+@pytest.mark.parametrize("pairing,paired,a,b", [
+    ("own - versus", True, "mine", "none"),
+    ("versus - own", True, "none", "mine"),
+    ("(own - versus) / versus", False, None, None),
 ])
-def test_a_claim_decides_through_its_declaration_as_the_scorecard_does(pairing, call, a, b):
+def test_a_claim_decides_through_its_declaration_as_the_scorecard_does(pairing, paired, a, b):
     """The claim's test and the scorecard's cell take the same per-seed values, paired the way
     the declaration says, to the same verdict."""
     stat = Statistic("v", "c-v", lambda n: Rule(f"v({n}) vs v(none)", ">", 0.0),
@@ -695,12 +688,15 @@ def test_a_claim_decides_through_its_declaration_as_the_scorecard_does(pairing, 
     claim = Claim()
     decision = stat.check(claim, fetch_made, "cpu")
     own, ref = [0.2, 0.3, 0.25], [0.5, 0.52, 0.49]
-    (name, first, second, rule), = claim.calls
-    assert name == call and rule == "v(mine) vs v(none) > 0"
-    if call == "check_paired":
-        assert (first, second) == ({"mine": own, "none": ref}[a], {"mine": own, "none": ref}[b])
+    (values, evidence, rule), = claim.calls
+    assert rule == "v(mine) vs v(none) > 0"
+    side = {"mine": own, "none": ref}
+    if paired:  # the sides recorded under the rule's names (one statistic here: a and b)
+        assert evidence == {"a": side[a], "b": side[b]}
+        assert values == pytest.approx([x - y for x, y in zip(side[a], side[b], strict=True)])
     else:
-        assert first == pytest.approx([(x - y) / y for x, y in zip(own, ref, strict=True)])
+        assert evidence == {}
+        assert values == pytest.approx([(x - y) / y for x, y in zip(own, ref, strict=True)])
     judged = stat.judge("mine", {"mine": own, "none": ref}.__getitem__)  # the scorecard's cell
     assert decision.summary.values == judged.summary.values and decision.verdict == judged.verdict
 
@@ -722,7 +718,7 @@ def test_a_declaration_decides_for_another_norm_and_each_part_and_reads_a_varian
     assert (other.id, str(other.rule), other.text()) == \
         ("c-level-ln", "v(layernorm) > 0.5", "v(layernorm) > 0.5")
     other.check(claim, fetch, "cpu", "-slow")
-    assert claim.calls == [("check", pytest.approx([1.8, 1.82, 1.84]), None, "v(layernorm) > 0.5")]
+    assert claim.calls == [(pytest.approx([1.8, 1.82, 1.84]), {}, "v(layernorm) > 0.5")]
     assert len(fetched) == 1 and [c.train.seed for c in fetched[0]] == [0, 1, 2]  # one call
     assert {c.train.lr for c in fetched[0]} == {0.5}
     own = Claim()
@@ -736,8 +732,10 @@ def test_a_declaration_decides_for_another_norm_and_each_part_and_reads_a_varian
                                                "second": rs[1].metrics["v"]})
     claim = Claim()
     parts.check(claim, fetch_made, "cpu")
-    assert claim.calls == [("check_all", {"first": [0.9, 0.91, 0.92], "second": [0.5, 0.52, 0.49]},
-                            None, "v < 1")]
+    (_, evidence, rule), = claim.calls
+    assert rule == "v < 1" and {k: list(v["summary"]["values"]) for k, v in
+                                evidence["comparisons"].items()} == \
+        {"first": [0.9, 0.91, 0.92], "second": [0.5, 0.52, 0.49]}
 
 
 def test_a_reference_needs_a_known_pairing():

@@ -1,10 +1,10 @@
-"""What a claim test talks to: the ``claim`` fixture's object, which decides the claim's declared
-rule on the per-seed values its experiment reads, ends the test by the verdict, and hands the
-result to the report and the ledger.
+"""What a claim test talks to: the ``claim`` fixture's object, which ends the test by the verdict
+its declared experiment reaches (``conclude``; or, for a claim that declares none, by its rule on
+the values its test computed: ``check``), and hands the result to the report and the ledger.
 
     @NONE_COLLAPSES.mark                 # @pytest.mark.claim(id, statement=..., declared=...)
     def test_none_collapses_with_depth(claim, runs, tier, variant):
-        NONE_COLLAPSES.check(claim, runs, tier, variant)   # -> claim.check(values, by=experiment)
+        NONE_COLLAPSES.check(claim, runs, tier, variant)   # decides, then claim.conclude(decision)
 
 Outcomes (README, "Reading a verdict"): supported passes, refuted raises ClaimRefuted, inconclusive
 is a skip, each judged against the verdict ledger (normsys.claims.ledger): a claim the ledger
@@ -189,11 +189,9 @@ class Claim:
         finally:
             plt.close(fig)
 
-    def decided_by(self, rule: stats.Rule | None, by=None) -> stats.Rule:
+    def _rule(self, rule: stats.Rule | None) -> stats.Rule:
         """The rule that decides: the declared one. A rule passed besides it must be that rule;
-        a claim marked without a declaration must pass its rule. A claim that declares its
-        experiment is decided through it (``by``: the experiment that read the values), never
-        on values its test read by other means."""
+        a claim marked without a declaration must pass its rule."""
         declared = self.declared.rule if self.declared is not None else None
         if rule is None and declared is None:
             raise pytest.UsageError(f"{self.item.nodeid}: claim {self.id} has no declared rule: "
@@ -201,37 +199,44 @@ class Claim:
         if rule is not None and declared is not None and rule != declared:
             pytest.fail(f"[{self.id}/{self.tier}] decided by the rule {rule}, but the claim "
                         f"declares {declared}: decide by the declared rule", pytrace=False)
-        experiment = getattr(self.declared, "experiment", None)
-        if experiment is not None and by != experiment:
+        return rule or declared
+
+    def _own_values(self, rule: stats.Rule | None) -> stats.Rule:
+        """The rule for values the test computed itself: only where the claim declares no
+        experiment (one that does is decided through it, never on values read by other means)."""
+        if getattr(self.declared, "experiment", None) is not None:
             pytest.fail(f"[{self.id}/{self.tier}] decided on values its test read, but the claim "
                         f"declares its experiment: decide through it, "
                         f"declaration.check(claim, fetch, tier, variant)", pytrace=False)
-        return rule or declared
+        return self._rule(rule)
 
-    def check(self, values: Sequence[float], rule: stats.Rule | None = None, *,
-              by=None) -> stats.Decision:
-        """Decide the claim's rule on per-seed values of its statistic; end the test
-        accordingly."""
-        rule = self.decided_by(rule, by)
-        return self._conclude(rule.decide(values, self.confidence), rule)
+    def conclude(self, decision: stats.Decision, rule: stats.Rule, **evidence) -> stats.Decision:
+        """End the test by ``decision`` of the claim's rule (its experiment's, Experiment.check),
+        with ``evidence`` recorded."""
+        rule = self._rule(rule)
+        self.record(**evidence)
+        return self._conclude(decision, rule)
+
+    def check(self, values: Sequence[float], rule: stats.Rule | None = None) -> stats.Decision:
+        """Decide the claim's rule on per-seed values its test computed (a claim that declares no
+        experiment); end the test accordingly."""
+        rule = self._own_values(rule)
+        return self.conclude(rule.decide(values, self.confidence), rule)
 
     def check_paired(self, a: Sequence[float], b: Sequence[float],
-                     rule: stats.Rule | None = None, *, by=None) -> stats.Decision:
-        """Decide the claim's rule on the per-seed differences a - b (recorded as evidence under
-        the names the rule's statistic gives its two sides, e.g. "val(BN)" and "val(LN)")."""
-        rule = self.decided_by(rule, by)
-        first, _, second = rule.statistic.partition(" - ")
-        names = (first, second) if second and first != second else ("a", "b")
-        self.record(**{names[0]: list(a), names[1]: list(b)})
-        return self._conclude(rule.decide_paired(a, b, self.confidence), rule)
+                     rule: stats.Rule | None = None) -> stats.Decision:
+        """``check`` on the per-seed differences a - b, each side recorded under the name the
+        rule's statistic gives it (``val(BN) - val(LN)``: val(BN), val(LN))."""
+        rule = self._own_values(rule)
+        return self.conclude(rule.decide_paired(a, b, self.confidence), rule,
+                             **dict(zip(rule.sides, (list(a), list(b)), strict=True)))
 
     def check_all(self, values: dict[str, Sequence[float]],
-                  rule: stats.Rule | None = None, *, by=None) -> stats.Decision:
-        """Decide the claim's rule on each named comparison's per-seed values; all must hold."""
-        rule = self.decided_by(rule, by)
+                  rule: stats.Rule | None = None) -> stats.Decision:
+        """``check`` on each named comparison's per-seed values; all must hold."""
+        rule = self._own_values(rule)
         decision = rule.decide_all(values, self.confidence)
-        self.record(comparisons=decision.extra)
-        return self._conclude(decision, rule)
+        return self.conclude(decision, rule, comparisons=decision.extra)
 
     def _conclude(self, decision: stats.Decision, rule: stats.Rule) -> stats.Decision:
         from normsys.training.train import run_environment  # torch: when a claim decides

@@ -145,17 +145,18 @@ class Experiment:
         return rule.decide(per_seed, confidence) if parts is None else \
             rule.decide_all(parts, confidence)
 
-    def check(self, claim, fetch: Fetch, tier: str, variant: str = "",
-              rule: Rule | None = None) -> Decision:
-        """Train (or fetch) the arms' runs for the claim's seeds, read them, and decide the
-        claim on them (the plugin's ``claim.check``, ``check_paired`` or ``check_all``)."""
+    def check(self, claim, fetch: Fetch, tier: str, variant: str, rule: Rule) -> Decision:
+        """Train (or fetch) the arms' runs for the claim's seeds, read them, decide ``rule`` on
+        them (``decide``, at the claim's confidence) and end the claim's test by the verdict
+        (``claim.conclude``), with the two sides of a paired rule, or each part's comparison,
+        as evidence."""
         values = self.values(fetch, claim.seeds, tier, variant)
+        decision = self.decide(rule, values, claim.confidence)
         if self.combine is None and len(values) == 2:
-            return claim.check_paired(*values.values(), rule, by=self)
-        per_seed = self.per_seed(values)
-        parts = by_part(per_seed)
-        return claim.check(per_seed, rule, by=self) if parts is None else \
-            claim.check_all(parts, rule, by=self)
+            evidence = dict(zip(rule.sides, map(list, values.values()), strict=True))
+        else:
+            evidence = {"comparisons": decision.extra} if decision.extra else {}
+        return claim.conclude(decision, rule, **evidence)
 
 
 @dataclass(frozen=True)

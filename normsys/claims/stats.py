@@ -212,6 +212,13 @@ class Rule:
     def __str__(self) -> str:
         return f"{self.statistic} {self.text}"
 
+    @property
+    def sides(self) -> tuple[str, str]:
+        """The names its statistic gives the two sides of a paired difference (``val(BN) -
+        val(LN)``: val(BN), val(LN)), under which a claim records them; ``a``, ``b`` otherwise."""
+        first, _, second = self.statistic.partition(" - ")
+        return (first, second) if second and first != second else ("a", "b")
+
     def decide(self, values: Sequence[float], confidence: float = 0.95) -> Decision:
         """The verdict on per-seed values of the statistic."""
         if self.side == "within":
