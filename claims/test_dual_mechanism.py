@@ -143,7 +143,7 @@ def test_none_collapses_with_depth(claim, runs, encoder_runs, tier, variant):
     record_ranks(claim, encoder_runs("none"), variant)
     claim.figure("figure4", lambda fig: draw_figure_4(
         fig, {n: encoder_runs(n) for n in NORMS}, rows_of(variant)))
-    NONE_COLLAPSES.check(claim, runs, tier, variant)
+    claim.check(runs)
 
 
 L2_PREVENTS = KAPPA_6.declare(
@@ -155,21 +155,21 @@ L2_PREVENTS = KAPPA_6.declare(
 @L2_PREVENTS.mark
 def test_l2_prevents_collapse(claim, runs, encoder_runs, tier, variant):
     record_ranks(claim, encoder_runs("l2"), variant)
-    L2_PREVENTS.check(claim, runs, tier, variant)
+    claim.check(runs)
 
 
 @pytest.mark.parametrize("variant,tier", variant_tiers(VARIANTS, slow=SLOW))
 @MIN_RHO.mark
 def test_l2_isotropic(claim, runs, encoder_runs, tier, variant):
     record_ranks(claim, encoder_runs("l2"), variant)
-    MIN_RHO.check(claim, runs, tier, variant)
+    claim.check(runs)
 
 
 @pytest.mark.parametrize("variant,tier", variant_tiers(VARIANTS, slow=SLOW))
 @KAPPA_6.mark
 def test_layernorm_prevents_collapse(claim, runs, encoder_runs, tier, variant):
     record_ranks(claim, encoder_runs("layernorm"), variant)
-    KAPPA_6.check(claim, runs, tier, variant)
+    claim.check(runs)
 
 
 LN_EXPRESSION = Declaration(
@@ -182,7 +182,7 @@ LN_EXPRESSION = Declaration(
 @pytest.mark.parametrize("variant,tier", variant_tiers(RUN_VARIANTS, slow=SLOW))
 @LN_EXPRESSION.mark
 def test_layernorm_expression(claim, runs, tier, variant):
-    LN_EXPRESSION.check(claim, runs, tier, variant)
+    claim.check(runs)
 
 
 NONE_MEMORIZES = Declaration(
@@ -195,7 +195,7 @@ NONE_MEMORIZES = Declaration(
 @pytest.mark.parametrize("variant,tier", variant_tiers(RUN_VARIANTS, slow=SLOW))
 @NONE_MEMORIZES.mark
 def test_none_memorizes(claim, runs, tier, variant):
-    NONE_MEMORIZES.check(claim, runs, tier, variant)
+    claim.check(runs)
 
 
 SCALE_NOT_AFFINE = Declaration(
@@ -213,13 +213,13 @@ def test_scale_not_affine_explains_l2(claim, runs, encoder_runs, tier):
                           for n in ("scaled_l2", "l2_affine")})
     claim.figure("figure4-all-kinds", lambda fig: draw_figure_4(
         fig, {n: encoder_runs(n) for n in (*NORMS, "scaled_l2", "l2_affine")}))
-    SCALE_NOT_AFFINE.check(claim, runs, tier)
+    claim.check(runs)
 
 
 @pytest.mark.parametrize("tier", tiers())
 @TEST_ACC_VS_LN.mark
 def test_scaled_l2_matches_layernorm(claim, runs, tier):
-    TEST_ACC_VS_LN.check(claim, runs, tier)
+    claim.check(runs)
 
 
 # ----------------------------------------------------------------------------- negative controls

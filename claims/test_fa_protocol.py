@@ -130,7 +130,7 @@ def test_bp_direction_unstable(claim, runs, protocol, tier, variant):
     claim.record(test_acc=trained_accuracies(bp),
                  residual_norms=[r["residual_norms"] for _, r in bp],
                  bp_grad_norms=[r["bp_grad_norms"] for _, r in bp])
-    BP_UNSTABLE.check(claim, runs, tier, variant)
+    claim.check(runs)
 
 
 DFA_STABLE = Declaration(
@@ -146,7 +146,7 @@ def test_dfa_direction_stable(claim, runs, protocol, tier, variant):
     dfa = protocol("dfa")
     claim.record(test_acc=trained_accuracies(dfa),
                  residual_norms=[r["residual_norms"] for _, r in dfa])
-    DFA_STABLE.check(claim, runs, tier, variant)
+    claim.check(runs)
 
 
 SEPARATES = Declaration(
@@ -168,7 +168,7 @@ def test_stability_separates(claim, runs, protocol, tier, variant):
                      for m in ("bp", "fa", "dfa")}
         claim.record(stability_by_epochs=by_epochs)
         claim.figure("stability-by-epochs", lambda fig: draw_stability_by_epochs(fig, by_epochs))
-    SEPARATES.check(claim, runs, tier, variant)
+    claim.check(runs)
 
 
 DFA_BEATS_FROZEN = Declaration(
@@ -183,7 +183,7 @@ DFA_BEATS_FROZEN = Declaration(
 @pytest.mark.parametrize("tier", tiers())
 @DFA_BEATS_FROZEN.mark
 def test_dfa_beats_frozen_baseline(claim, runs, tier):
-    DFA_BEATS_FROZEN.check(claim, runs, tier)
+    claim.check(runs)
 
 
 DFA_BEATS_FROZEN_DFA = Declaration(
@@ -198,7 +198,7 @@ DFA_BEATS_FROZEN_DFA = Declaration(
 @pytest.mark.parametrize("tier", tiers())
 @DFA_BEATS_FROZEN_DFA.mark
 def test_dfa_beats_frozen_dfa_baseline(claim, runs, tier):
-    DFA_BEATS_FROZEN_DFA.check(claim, runs, tier)
+    claim.check(runs)
 
 
 BP_BEATS_FROZEN = Declaration(
@@ -212,7 +212,7 @@ BP_BEATS_FROZEN = Declaration(
 @pytest.mark.parametrize("tier", tiers())
 @BP_BEATS_FROZEN.mark
 def test_bp_beats_frozen_baseline(claim, runs, tier):
-    BP_BEATS_FROZEN.check(claim, runs, tier)
+    claim.check(runs)
 
 
 # ----------------------------------------------------------------------------- negative controls

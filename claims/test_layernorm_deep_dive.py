@@ -139,7 +139,7 @@ def draw_correlations(fig, records: dict) -> None:
 def test_layernorm_decorrelates(claim, runs, mlp_runs, tier):
     claim.figure("correlations", lambda fig: draw_correlations(
         fig, {"none": mlp_runs("none")[0], "layernorm": mlp_runs("layernorm")[0]}))
-    DECORRELATION.check(claim, runs, tier)
+    claim.check(runs)
 
 
 SPEEDS_CONVERGENCE = Declaration(
@@ -155,7 +155,7 @@ SPEEDS_CONVERGENCE = Declaration(
 @SPEEDS_CONVERGENCE.mark
 def test_layernorm_speeds_convergence(claim, runs, tier):
     claim.record(steps_to_90=SPEEDS_CONVERGENCE.experiment.values(runs, claim.seeds, tier))
-    SPEEDS_CONVERGENCE.check(claim, runs, tier)
+    claim.check(runs)
 
 
 SMALL_BATCH = Declaration(
@@ -170,7 +170,7 @@ SMALL_BATCH = Declaration(
 @pytest.mark.parametrize("tier", tiers())
 @SMALL_BATCH.mark
 def test_layernorm_small_batch(claim, runs, tier):
-    SMALL_BATCH.check(claim, runs, tier)
+    claim.check(runs)
 
 
 BN_WINS_CNN = Declaration(
@@ -184,7 +184,7 @@ BN_WINS_CNN = Declaration(
 @pytest.mark.parametrize("tier", tiers())
 @BN_WINS_CNN.mark
 def test_batchnorm_wins_cnn_large_batch(claim, runs, tier):
-    BN_WINS_CNN.check(claim, runs, tier)
+    claim.check(runs)
 
 
 HELPS_LSTM = Declaration(
@@ -198,7 +198,7 @@ HELPS_LSTM = Declaration(
 @pytest.mark.parametrize("tier", tiers())
 @HELPS_LSTM.mark
 def test_layernorm_helps_lstm(claim, runs, tier):
-    HELPS_LSTM.check(claim, runs, tier)
+    claim.check(runs)
 
 
 BEATS_BN_LSTM = Declaration(
@@ -213,7 +213,7 @@ BEATS_BN_LSTM = Declaration(
 @pytest.mark.parametrize("tier", tiers())
 @BEATS_BN_LSTM.mark
 def test_layernorm_beats_batchnorm_lstm(claim, runs, tier):
-    BEATS_BN_LSTM.check(claim, runs, tier)
+    claim.check(runs)
 
 
 BEATS_BN_TRANSFORMER = Declaration(
@@ -227,7 +227,7 @@ BEATS_BN_TRANSFORMER = Declaration(
 @pytest.mark.parametrize("tier", tiers())
 @BEATS_BN_TRANSFORMER.mark
 def test_layernorm_beats_batchnorm_transformer(claim, runs, tier):
-    BEATS_BN_TRANSFORMER.check(claim, runs, tier)
+    claim.check(runs)
 
 
 IMPROVES_ACCURACY = Declaration(
@@ -240,7 +240,7 @@ IMPROVES_ACCURACY = Declaration(
 @pytest.mark.parametrize("tier", tiers())
 @IMPROVES_ACCURACY.mark
 def test_layernorm_improves_final_accuracy(claim, runs, tier):
-    IMPROVES_ACCURACY.check(claim, runs, tier)
+    claim.check(runs)
 
 
 @pytest.mark.parametrize("tier", tiers())
@@ -251,7 +251,7 @@ def test_layernorm_robust_to_init_scale(claim, runs, tier):
                                for i, k in enumerate(INIT_SCALES)} for n, seeds in by_seed.items()},
                  spread={n: [init_scale_spread(rs) for rs in seeds]
                          for n, seeds in by_seed.items()})
-    INIT_ROBUSTNESS.check(claim, runs, tier)
+    claim.check(runs)
 
 
 @pytest.mark.parametrize("tier", tiers())
@@ -262,7 +262,7 @@ def test_layernorm_prevents_vanishing_gradients(claim, runs, tier):
     claim.record(profile_layernorm=ln, profile_plain=plain)
     claim.figure("grad-profile", lambda fig: figures.profiles(
         fig, {"LayerNorm after each layer": ln, "no normalization": plain}))
-    GRAD_RATIO_VS_NONE.check(claim, runs, tier)
+    claim.check(runs)
 
 
 # ----------------------------------------------------------------------------- negative controls

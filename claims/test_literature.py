@@ -97,14 +97,14 @@ POSTLN_GROWS = Declaration(
 @POSTLN_GROWS.mark
 def test_postln_gradients_grow_toward_output(claim, runs, tier):
     xiong_profiles(claim, POSTLN_GROWS, runs, tier, "post")
-    POSTLN_GROWS.check(claim, runs, tier)
+    claim.check(runs)
 
 
 @pytest.mark.parametrize("tier", tiers())
 @PRELN_FLATNESS.mark
 def test_preln_gradients_flat(claim, runs, tier):
     xiong_profiles(claim, PRELN_FLATNESS.declaration, runs, tier, "pre")
-    PRELN_FLATNESS.check(claim, runs, tier)
+    claim.check(runs)
 
 
 def attention_stack_residuals(seed: int, depth: int = 6, skips: bool = False, d: int = 64,
@@ -145,7 +145,7 @@ def test_pure_attention_rank_collapse(claim, tier):
     claim.record(residuals=pure)
     claim.figure("residual-vs-depth", lambda fig: figures.depth_residuals(
         fig, {"pure attention": pure, "with skip connections": skip}))
-    claim.check([depth_ratio(r) for r in pure])
+    claim.check_values([depth_ratio(r) for r in pure])
 
 
 SKIPS_PREVENT = Declaration(
@@ -159,7 +159,7 @@ SKIPS_PREVENT = Declaration(
 def test_skips_prevent_rank_collapse(claim, tier):
     skip = dong_residuals(claim, True)
     claim.record(residuals=skip)
-    claim.check([depth_ratio(r) for r in skip])
+    claim.check_values([depth_ratio(r) for r in skip])
 
 
 def equivalence_to_layernorm(claim, runs, declaration, tier: str):
@@ -169,7 +169,7 @@ def equivalence_to_layernorm(claim, runs, declaration, tier: str):
     claim.figure("loss-curves", lambda fig: figures.curves(
         fig, {n: [r.curves for r in rs] for n, rs in recs.items()}, ("loss",),
         f"Char GPT training loss, {' vs '.join(recs)}"))
-    declaration.check(claim, runs, tier)
+    claim.check(runs)
 
 
 @pytest.mark.parametrize("tier", tiers())

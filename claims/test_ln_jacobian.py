@@ -72,7 +72,7 @@ def test_analytic_matches_autograd(claim, runs, tier):
     (records,) = ANALYTIC_MATCHES.records(runs, claim.seeds, tier).values()
     per_seed = [ln_vjp_errors(captures_of(rs[0])) for rs in records]
     claim.record(errors_per_layernorm=per_seed, layernorms=len(per_seed[0]))
-    ANALYTIC_MATCHES.check(claim, runs, tier)
+    claim.check(runs)
 
 
 COSTS_MORE_WITH_SOFTMAX = Declaration(
@@ -100,7 +100,7 @@ def test_center_scale_costs_more_with_softmax(claim, runs, tier):
                     for att in gain_free for key in gain_free[att][0]})
     free = {att: [s["cos_center_scale"] for s in gain_free[att]] for att in gain_free}
     claim.record(gain_free_decision=COSTS_MORE_WITH_SOFTMAX.decide(free).to_dict())
-    COSTS_MORE_WITH_SOFTMAX.check(claim, runs, tier)
+    claim.check(runs)
 
 
 # ----------------------------------------------------------------------------- negative controls

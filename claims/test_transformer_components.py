@@ -54,7 +54,7 @@ def test_residual_preserves_gradients(claim, runs, tier):
     claim.record(profile_residual=profile["residual"], profile_plain=profile["plain"])
     claim.figure("grad-profile", lambda fig: figures.profiles(
         fig, {"with residuals": profile["residual"], "without residuals": profile["plain"]}))
-    RESIDUAL_PRESERVES.check(claim, runs, tier)
+    claim.check(runs)
 
 
 FFN_CONFIGS = {"residual+LN": (True, "layernorm"), "residual only": (True, "none"),
@@ -87,7 +87,7 @@ def test_residual_layernorm_lowest_loss(claim, runs, tier):
     claim.figure("curves", lambda fig: figures.curves(
         fig, {n: [r.curves for r in rs] for n, rs in recs.items()}, ("loss", "grad_norm"),
         "FFN stack: loss and total gradient norm per step"))
-    LOWEST_LOSS.check(claim, runs, tier)
+    claim.check(runs)
 
 
 # ----------------------------------------------------------------------------- negative controls

@@ -23,11 +23,11 @@ KAPPA = Rule("kappa", ">=", 0.8)
 @pytest.mark.claim("c-supported", statement="big is big", source="test")
 def test_supported(claim):
     claim.record(note="fine")
-    claim.check([0.91, 0.92, 0.93], KAPPA)
+    claim.check_values([0.91, 0.92, 0.93], KAPPA)
 
 @pytest.mark.claim("c-refuted", statement="small is big", source="test")
 def test_refuted(claim):
-    claim.check([0.30, 0.31, 0.32], KAPPA)
+    claim.check_values([0.30, 0.31, 0.32], KAPPA)
 
 @pytest.mark.claim("c-inconclusive", statement="noise", source="test")
 def test_inconclusive(claim):
@@ -40,7 +40,7 @@ def test_error(claim):
 @pytest.mark.parametrize("tier", tiers())
 @pytest.mark.claim("c-tiers", statement="tiers", source="test")
 def test_tiers(claim, tier):
-    claim.check([1.0 + 0.01 * s for s in claim.seeds], Rule("x", ">", 0.5))
+    claim.check_values([1.0 + 0.01 * s for s in claim.seeds], Rule("x", ">", 0.5))
 '''
 
 # a project of its own: the plugin and nothing else (it registers the claim marker itself)
@@ -118,7 +118,7 @@ from normsys.claims.stats import Rule
 
 @pytest.mark.claim("c-switch", statement="s", source="t")
 def test_switch(claim):
-    claim.check(json.load(open("values.json")), Rule("x", ">", 0.5))
+    claim.check_values(json.load(open("values.json")), Rule("x", ">", 0.5))
 '''
 VALUES = {"supported": [0.9, 0.91, 0.92], "refuted": [0.1, 0.11, 0.12],
           "inconclusive": [0.1, 0.9, 0.5]}
@@ -159,7 +159,7 @@ def test_under(claim, run):
     for seed in claim.seeds:
         run(preset("ffn_stack", **{"train.steps": S["steps"], "model.d": 16, "train.seed": seed,
                                    "data.batch_shape": (4, 5, 16)}))
-    claim.check([1.0 + 0.01 * s for s in claim.seeds], Rule(S["statistic"], ">", S["threshold"]))
+    claim.check_values([1.0 + 0.01 * s for s in claim.seeds], Rule(S["statistic"], ">", S["threshold"]))
 '''
 UNDER = {"seeds": 3, "steps": 3, "statistic": "x", "threshold": 0.5}
 
@@ -376,7 +376,7 @@ OTHER = Declaration("c-declared-other", Rule("kappa", ">=", 0.8), source="test",
 
 @BIG.mark
 def test_by_the_declared_rule(claim):
-    claim.check([0.90 + 0.01 * s for s in claim.seeds])
+    claim.check_values([0.90 + 0.01 * s for s in claim.seeds])
 
 @PAIRED.mark
 def test_paired_by_the_declared_rule(claim):
@@ -384,11 +384,11 @@ def test_paired_by_the_declared_rule(claim):
 
 @OTHER.mark
 def test_by_another_rule(claim):
-    claim.check([0.90, 0.91, 0.92], Rule("kappa", ">=", 0.5))
+    claim.check_values([0.90, 0.91, 0.92], Rule("kappa", ">=", 0.5))
 
 @pytest.mark.claim("c-undeclared", statement="s", source="t")
 def test_without_a_rule(claim):
-    claim.check([0.9, 0.9, 0.9])
+    claim.check_values([0.9, 0.9, 0.9])
 
 class Record:
     def __init__(self, value):
@@ -405,7 +405,7 @@ READ_ASIDE = Declaration("c-read-aside", Rule("v(a) - v(b)", ">", 0.1), source="
 
 @TRAINED.mark
 def test_through_its_experiment(claim):
-    TRAINED.check(claim, fetch, "cpu")
+    claim.check(fetch)
 
 @READ_ASIDE.mark
 def test_on_values_read_aside(claim):
@@ -608,11 +608,11 @@ SEEN = []
 @pytest.mark.claim("c-open", statement="s", source="t")
 def test_open(claim):
     SEEN.append(len(claim.seeds))
-    claim.check([VALUES[s] for s in claim.seeds], Rule("x", ">", 0.2))
+    claim.check_values([VALUES[s] for s in claim.seeds], Rule("x", ">", 0.2))
 
 @pytest.mark.claim("c-never", statement="s", source="t")
 def test_never(claim):
-    claim.check([(-1) ** s * 1.0 for s in claim.seeds], Rule("x", ">", 0.0))
+    claim.check_values([(-1) ** s * 1.0 for s in claim.seeds], Rule("x", ">", 0.0))
 
 def test_seen():
     assert SEEN == [3, 5, 8]
@@ -651,7 +651,7 @@ NAMES = {Variant(f"-{i}"): branch for i, branch in enumerate(BRANCHES)}
 @pytest.mark.claim("c-branch", statement="s", source="t")
 def test_branch(claim, variant):
     claim.record(branch=NAMES[variant])
-    claim.check(BRANCHES[NAMES[variant]][0][:len(claim.seeds)], Rule("x", ">", 0.2))
+    claim.check_values(BRANCHES[NAMES[variant]][0][:len(claim.seeds)], Rule("x", ">", 0.2))
 '''
 
 
@@ -685,7 +685,7 @@ from normsys.claims.stats import Rule
 
 @pytest.mark.claim("c-one", statement="s", source="t")
 def test_one(claim):
-    claim.check([1.0, 1.1, 1.2], Rule("x", ">", 0.5))
+    claim.check_values([1.0, 1.1, 1.2], Rule("x", ">", 0.5))
 
 @pytest.mark.control("c-one")
 def test_control():

@@ -686,7 +686,7 @@ def test_a_claim_decides_through_its_declaration_as_the_scorecard_does(pairing, 
                                single(small_cfg), metric("v"),
                                versus="none", pairing=pairing, claim_norm="mine")
     claim = Claim()
-    decision = stat.check(claim, fetch_made, "cpu")
+    decision = stat.declaration.check(claim, fetch_made, "cpu", "")
     own, ref = [0.2, 0.3, 0.25], [0.5, 0.52, 0.49]
     (values, evidence, rule), = claim.calls
     assert rule == "v(mine) vs v(none) > 0"
@@ -722,16 +722,16 @@ def test_a_declaration_decides_for_another_norm_and_each_part_and_reads_a_varian
     assert len(fetched) == 1 and [c.train.seed for c in fetched[0]] == [0, 1, 2]  # one call
     assert {c.train.lr for c in fetched[0]} == {0.5}
     own = Claim()
-    level.check(own, fetch, "cpu", "-slow")  # the statistic's own claim, the same experiment
+    level.declaration.check(own, fetch, "cpu", "-slow")  # the statistic's own claim
     assert own.calls == claim.calls and {c.train.lr for c in fetched[1]} == {0.5}
-    level.check(Claim(), fetch, "cpu")  # the claim itself: variant ""
+    level.declaration.check(Claim(), fetch, "cpu", "")  # the claim itself: variant ""
     assert {c.train.lr for c in fetched[2]} == {1e-3}
     parts = Statistic("parts", "c-p", lambda n: Rule("v", "<", 1.0),
                                 lambda n, s, t, v: [small_cfg(n, s, t), small_cfg("none", s, t)],
                                 lambda rs, v: {"first": rs[0].metrics["v"],
                                                "second": rs[1].metrics["v"]})
     claim = Claim()
-    parts.check(claim, fetch_made, "cpu")
+    parts.declaration.check(claim, fetch_made, "cpu", "")
     (_, evidence, rule), = claim.calls
     assert rule == "v < 1" and {k: list(v["summary"]["values"]) for k, v in
                                 evidence["comparisons"].items()} == \

@@ -1,10 +1,11 @@
 """What a claim test talks to: the ``claim`` fixture's object, which ends the test by the verdict
-its declared experiment reaches (``conclude``; or, for a claim that declares none, by its rule on
-the values its test computed: ``check``), and hands the result to the report and the ledger.
+its declared experiment reaches (``check``, then ``conclude``; or, for a claim that declares none,
+by its rule on the values its test computed: ``check_values``), and hands the result to the report
+and the ledger.
 
     @NONE_COLLAPSES.mark                 # @pytest.mark.claim(id, statement=..., declared=...)
     def test_none_collapses_with_depth(claim, runs, tier, variant):
-        NONE_COLLAPSES.check(claim, runs, tier, variant)   # decides, then claim.conclude(decision)
+        claim.check(runs)          # its experiment decides; the claim concludes on the decision
 
 Outcomes (README, "Reading a verdict"): supported passes, refuted raises ClaimRefuted, inconclusive
 is a skip, each judged against the verdict ledger (normsys.claims.ledger): a claim the ledger
@@ -149,7 +150,7 @@ class Claim:
         opt = item.config.option
         self.item, self.tier = item, tier
         self.ledgers, self.fetched = ledgers, fetched
-        self.id = claim_id(item, marker)
+        self.id, self.variant = claim_id(item, marker), claim_variant(item)
         self.statement = marker.kwargs.get("statement", "")
         self.source = marker.kwargs.get("source", "")
         self.declared = marker.kwargs.get("declared")
@@ -206,8 +207,8 @@ class Claim:
         experiment (one that does is decided through it, never on values read by other means)."""
         if getattr(self.declared, "experiment", None) is not None:
             pytest.fail(f"[{self.id}/{self.tier}] decided on values its test read, but the claim "
-                        f"declares its experiment: decide through it, "
-                        f"declaration.check(claim, fetch, tier, variant)", pytrace=False)
+                        f"declares its experiment: decide through it, claim.check(runs)",
+                        pytrace=False)
         return self._rule(rule)
 
     def conclude(self, decision: stats.Decision, rule: stats.Rule, **evidence) -> stats.Decision:
@@ -217,7 +218,17 @@ class Claim:
         self.record(**evidence)
         return self._conclude(decision, rule)
 
-    def check(self, values: Sequence[float], rule: stats.Rule | None = None) -> stats.Decision:
+    def check(self, fetch) -> stats.Decision:
+        """Decide the claim through its declared experiment, at its tier and variant, on the
+        runs ``fetch`` gives (the claims' ``runs`` fixture); end the test accordingly."""
+        if getattr(self.declared, "experiment", None) is None:
+            raise pytest.UsageError(f"{self.item.nodeid}: claim {self.id} declares no experiment: "
+                                    f"decide on the values its test computes, "
+                                    f"claim.check_values(values)")
+        return self.declared.check(self, fetch, self.tier, self.variant)
+
+    def check_values(self, values: Sequence[float],
+                     rule: stats.Rule | None = None) -> stats.Decision:
         """Decide the claim's rule on per-seed values its test computed (a claim that declares no
         experiment); end the test accordingly."""
         rule = self._own_values(rule)
@@ -225,7 +236,7 @@ class Claim:
 
     def check_paired(self, a: Sequence[float], b: Sequence[float],
                      rule: stats.Rule | None = None) -> stats.Decision:
-        """``check`` on the per-seed differences a - b, each side recorded under the name the
+        """``check_values`` on the per-seed differences a - b, each side recorded under the name the
         rule's statistic gives it (``val(BN) - val(LN)``: val(BN), val(LN))."""
         rule = self._own_values(rule)
         return self.conclude(rule.decide_paired(a, b, self.confidence), rule,
@@ -233,7 +244,7 @@ class Claim:
 
     def check_all(self, values: dict[str, Sequence[float]],
                   rule: stats.Rule | None = None) -> stats.Decision:
-        """``check`` on each named comparison's per-seed values; all must hold."""
+        """``check_values`` on each named comparison's per-seed values; all must hold."""
         rule = self._own_values(rule)
         decision = rule.decide_all(values, self.confidence)
         return self.conclude(decision, rule, comparisons=decision.extra)

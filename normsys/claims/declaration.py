@@ -9,7 +9,7 @@ speaks of the claim.
 
     @NONE_COLLAPSES.mark
     def test_none_collapses_with_depth(claim, runs, tier, variant):
-        NONE_COLLAPSES.check(claim, runs, tier, variant)    # trains, reads, decides
+        claim.check(runs)    # trains, reads and decides NONE_COLLAPSES's experiment
 
 The marker carries the declaration to the plugin (normsys.claims.plugin): ``--claims-list``,
 the report and the ledger read the statement and the rule from it, and a test that decides by
@@ -306,8 +306,3 @@ class Statistic:
     def mark(self):
         """The claim's pytest marker (Declaration.mark)."""
         return self.declaration.mark
-
-    def check(self, claim, fetch: Fetch, tier: str, variant: str = "") -> Decision:
-        """The claim's verdict from the runs ``fetch`` gives (the claims' ``runs`` fixture),
-        decided as the scorecard decides it (Declaration.check)."""
-        return self.declaration.check(claim, fetch, tier, variant)
