@@ -41,8 +41,7 @@ from normsys.training.norms import BUILTIN, NORMS
 from normsys.training.provenance import device_name, git_commit, numeric_of
 from normsys.training.record import RunRecord
 
-BUILTIN_ROWS = ("layernorm", "rmsnorm", "l2", "scaled_l2", "l2_affine", "dyt", "none",
-                "batchnorm")
+BUILTIN_ROWS = tuple(kind for kind in NORMS if kind in BUILTIN)  # the registry's, in its order
 
 
 

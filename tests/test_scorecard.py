@@ -577,7 +577,10 @@ def test_against_names_every_unknown_kind_and_the_built_in_ones():
     with pytest.raises(ValueError) as err:
         scorecard.builtin_rows(["layernorm", "x", "y"])
     assert str(err.value) == ("--against x,y: not a built-in kind; built-in kinds: layernorm, "
-                              "rmsnorm, l2, scaled_l2, l2_affine, dyt, none, batchnorm")
+                              "rmsnorm, l2, batchnorm, dyt, none, l2_affine, scaled_l2")
+    # every built-in kind once, in the registry's order: a new kind is a row with no other edit
+    assert scorecard.BUILTIN_ROWS == tuple(k for k in norms.NORMS if k in norms.BUILTIN)
+    assert sorted(scorecard.BUILTIN_ROWS) == sorted(norms.BUILTIN)
     assert scorecard.builtin_rows(["l2", "none"]) == ["l2", "none"]
 
 
