@@ -10,9 +10,9 @@ The ``claim`` fixture is a ``normsys.claims.claim.Claim``: it decides the claim 
 rule and ends the test by the verdict, judged against the ledger (normsys.claims.ledger,
 ``claims/ledger/``). ``--claims-update`` rewrites the ledger from the run; ``--claims-strict``
 fails claims the ledger does not hold, and a session whose ledger files hold entries of claims no
-longer defined. The session's state is on ``config.stash``: its one ``Runs``
-(normsys.claims.runs), which the run fixtures fetch through, its ``Ledgers``, its Ray cluster;
-no module keeps a session's state. A claim parametrized with a ``Variant`` (e.g.
+longer defined. The session's state is one ``ClaimsSession`` on ``config.stash[SESSION]``: its
+``Runs`` (normsys.claims.runs), which the run fixtures fetch through, its ``Ledgers``, its Ray
+cluster; no module keeps a session's state. A claim parametrized with a ``Variant`` (e.g.
 Variant("-nonpad"), see ``variant_tiers``) gets that suffix on its id. ``pytest claims
 --claims-list`` lists every claim; ``-k`` matches ids.
 
@@ -53,12 +53,8 @@ from normsys.training.config import MAX_SEED
 from normsys.training.data import DataError, DataMissingError, data_root
 from normsys.training.provenance import device_name, git_commit, numeric_environment
 
-TERMINAL = pytest.StashKey[int]()
-LEDGERS = pytest.StashKey["ledger.Ledgers"]()  # the session's ledger files
+SESSION = pytest.StashKey["ClaimsSession"]()  # the session's state, one object a process
 FETCHED = pytest.StashKey[list]()  # a claim item's run configs, as its test fetches them
-RUNS = pytest.StashKey["Runs"]()  # the session's runs (normsys.claims.runs.Runs): one per process
-CLUSTER = pytest.StashKey["Cluster"]()  # --claims-ray: the Ray cluster its runs train on
-CONTROLS = pytest.StashKey[dict]()  # each claim id's negative controls, as collected
 COUNTER_ENV = "NORMSYS_RUN_COUNTER"
 STALE_OUTPUT = "normsys_stale_ledger_entries"  # what an xdist worker found, for the controller
 DEFAULT_REPORT_DIR = "claims-report"
@@ -172,15 +168,16 @@ def pytest_configure(config: pytest.Config) -> None:
             check_folder()
         except CacheFolderError as err:
             raise pytest.UsageError(str(err)) from None
-    config.stash[LEDGERS] = ledger.Ledgers(
+    ledgers = ledger.Ledgers(
         opt.claims_ledger or config.rootpath / "claims" / "ledger", opt.claims_update,
         opt.claims_strict, opt.claims_seed_offset, opt.claims_seeds, opt.claims_max_seeds)
     from normsys.claims.runs import Runs  # torch and the training path: not before a session needs them
 
-    config.stash[RUNS] = Runs(trainer=_cluster(config))
-    config.pluginmanager.register(ClaimsSession(config), "normsys-claims-session")
+    cluster = _cluster(config)
     # the terminal, before pytest captures it: progress lines of training runs go there
-    config.stash[TERMINAL] = os.dup(2)
+    session = ClaimsSession(config, ledgers, Runs(trainer=cluster), cluster, os.dup(2))
+    config.stash[SESSION] = session
+    config.pluginmanager.register(session, "normsys-claims-session")
     if not hasattr(config, "workerinput"):  # one run counter for the session's processes
         import tempfile
 
@@ -204,15 +201,15 @@ def _cluster(config: pytest.Config):
     from normsys.claims.cluster import Cluster, ClusterError
 
     try:
-        config.stash[CLUSTER] = Cluster(opt.claims_ray, opt.claims_ray_gpus, opt.claims_ray_cpus)
+        return Cluster(opt.claims_ray, opt.claims_ray_gpus, opt.claims_ray_cpus)
     except ClusterError as err:
         raise pytest.UsageError(f"--claims-ray: {err}") from None
-    return config.stash[CLUSTER]
 
 
 def cluster_has_gpus(config: pytest.Config) -> bool:
     """Whether --claims-ray trains on a cluster with GPUs (where the GPU claims can run)."""
-    return CLUSTER in config.stash and config.stash[CLUSTER].cuda
+    cluster = config.stash[SESSION].cluster if SESSION in config.stash else None
+    return cluster is not None and cluster.cuda
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -247,7 +244,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.extra_keyword_matches.add(cid)
             catalog[cid, claim_tier(item)] = (marker.kwargs.get("statement", ""),
                                               marker.kwargs.get("source", ""))
-    ledgers = config.stash[LEDGERS]
+    session = config.stash[SESSION]
+    ledgers = session.ledgers
     if catalog and collects_every_claim(config):
         defined: dict[str, set[str]] = {}
         for cid, tier in catalog:
@@ -270,9 +268,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                                               reason=f"ledger: {entry.line()}"))
     if catalog and not config.option.claims_list:  # a claims session: say what training does
         counter = os.environ.get(COUNTER_ENV)
-        config.stash[RUNS].progress = Progress(config.stash[TERMINAL],
-                                               Path(counter) if counter else None)
-    config.stash[CONTROLS] = controls  # --claims-list names them, once -k has selected
+        session.runs.progress = Progress(session.terminal, Path(counter) if counter else None)
+    session.controls = controls  # --claims-list names them, once -k has selected
 
 
 def selected(items: list[pytest.Item]) -> dict[tuple[str, str], tuple[str, str]]:
@@ -296,7 +293,7 @@ def list_claims(config: pytest.Config, items: list[pytest.Item]) -> None:
     from normsys.claims.runs import cost
 
     catalog = selected(items)
-    controls = config.stash.get(CONTROLS, {})
+    controls = config.stash[SESSION].controls
     write = config.pluginmanager.get_plugin("terminalreporter").write_line
     costs = []
     for (cid, tier), (statement, source) in sorted(catalog.items()):
@@ -319,15 +316,15 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     opt = session.config.option
     if opt.claims_list and exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
         session.exitstatus = pytest.ExitCode.OK  # listing is what was asked for
-    ledgers = session.config.stash[LEDGERS]
+    ledgers = session.config.stash[SESSION].ledgers
     if ledgers.strict and ledgers.stale and not ledgers.update and \
             not hasattr(session.config, "workerinput"):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED  # said in the terminal summary
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    if CLUSTER in config.stash:
-        config.stash[CLUSTER].close()
+    if SESSION in config.stash and config.stash[SESSION].cluster is not None:
+        config.stash[SESSION].cluster.close()
     if not hasattr(config, "workerinput") and (counter := os.environ.pop(COUNTER_ENV, None)):
         for path in (counter, counter + ".lock"):
             if os.path.exists(path):
@@ -362,7 +359,7 @@ def claim_runs(request: pytest.FixtureRequest):
     if marker is None:
         yield
         return
-    runs = request.config.stash[RUNS]
+    runs = request.config.stash[SESSION].runs
     with runs.recording() as fetched:
         request.node.stash[FETCHED] = fetched
         yield
@@ -385,20 +382,20 @@ def _guarded(request: pytest.FixtureRequest, fetch: Callable) -> Callable:
 def run(request: pytest.FixtureRequest):
     """run(config) -> RunRecord: from the session's runs (each read or trained once) and the run
     cache."""
-    return _guarded(request, request.config.stash[RUNS].run)
+    return _guarded(request, request.config.stash[SESSION].runs.run)
 
 
 @pytest.fixture
 def runs(request: pytest.FixtureRequest):
     """runs([configs]) -> [RunRecord]: like run, with each configuration's seeds stacked together
     on a GPU, and the runs no other worker holds trained first."""
-    return _guarded(request, request.config.stash[RUNS].runs)
+    return _guarded(request, request.config.stash[SESSION].runs.runs)
 
 
 @pytest.fixture
 def task_of(request: pytest.FixtureRequest):
     """task_of(config) -> its data (tasks.make_task), loaded once per session."""
-    return _guarded(request, request.config.stash[RUNS].task_of)
+    return _guarded(request, request.config.stash[SESSION].runs.task_of)
 
 
 @contextmanager
@@ -420,8 +417,8 @@ def claim(request: pytest.FixtureRequest, claim_runs) -> Claim:
     if marker is None:
         raise pytest.UsageError(f"{request.node.nodeid} uses the claim fixture without "
                                 f"@pytest.mark.claim(id, statement=..., source=...)")
-    return Claim(request.node, marker, claim_tier(request.node), request.config.stash[LEDGERS],
-                 request.node.stash[FETCHED])
+    return Claim(request.node, marker, claim_tier(request.node),
+                 request.config.stash[SESSION].ledgers, request.node.stash[FETCHED])
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -442,18 +439,27 @@ def pytest_runtest_makereport(item: pytest.Item, call):
 
 
 class ClaimsSession:
-    """Collects claim results from every report (local or from xdist workers) and reports them."""
+    """A claims session's state, one object a process (on ``config.stash[SESSION]``): its ledger
+    files (``ledger.Ledgers``), its runs (normsys.claims.runs.Runs, which the run fixtures fetch
+    through), its Ray cluster (--claims-ray, else None), the terminal its progress lines go to,
+    the negative controls of each claim id; and the claim results of every report (local or
+    from xdist workers), which it writes to the report and the ledger when the session finishes
+    and shows in the terminal summary."""
 
-    def __init__(self, config: pytest.Config):
-        self.config = config
+    def __init__(self, config: pytest.Config, ledgers: ledger.Ledgers, runs, cluster,
+                 terminal: int):
+        self.config, self.ledgers, self.runs = config, ledgers, runs
+        self.cluster, self.terminal = cluster, terminal
+        self.controls: dict[str, list[str]] = {}
         self.results: dict[str, ClaimResult] = {}
+        self.written: list[str] = []  # what was written, for the terminal summary
         self.started = time.monotonic()
 
     def plan(self, items: list[pytest.Item]) -> None:
         """Plan every run the first looks of the selected claims train (claim.planned_configs),
         longest first: on --claims-ray the cluster starts the ones the cache lacks now; here
         ``pytest_runtestloop`` trains them before the first claim starts."""
-        runs = self.config.stash[RUNS]
+        runs = self.runs
         try:
             cfgs = [c for item in items if claim_marker(item) is not None
                     and not item.get_closest_marker("skip") for c in planned_configs(item)]
@@ -461,7 +467,7 @@ class ClaimsSession:
         except Exception as err:  # noqa: BLE001 -- said again by the claim that needs the run
             runs.progress.note(f"nothing planned ahead ({type(err).__name__}: {err})")
             return
-        if CLUSTER in self.config.stash:
+        if self.cluster is not None:
             runs.progress.note(f"Ray cluster {self.config.option.claims_ray}: {handed} runs "
                                f"submitted, longest first (of the {len(set(cfgs))} the claims "
                                f"plan; the rest are cached)")
@@ -474,7 +480,7 @@ class ClaimsSession:
         the groups they ask for posted on the session's board; once its own are done, the worker
         trains what the others' claims wait for until none is at work (Runs.help). Not in
         xdist's controller, which runs no test."""
-        runs = self.config.stash[RUNS]
+        runs = self.runs
         if self.config.pluginmanager.has_plugin("dsession") or session.config.option.collectonly:
             yield
             return
@@ -504,7 +510,7 @@ class ClaimsSession:
 
         workerinput = getattr(self.config, "workerinput", None)
         root = cache_root()
-        if workerinput is None or root is None or CLUSTER in self.config.stash:
+        if workerinput is None or root is None or self.cluster is not None:
             return None, ""
         try:
             return Board(root / "sessions" / workerinput["testrunuid"]), workerinput["workerid"]
@@ -522,7 +528,7 @@ class ClaimsSession:
         if (claims := selected(runnable)) and os.environ.get("PYTEST_XDIST_WORKER", "gw0") == "gw0":
             from normsys.claims.runs import cost  # said once, by the first worker or alone
 
-            self.config.stash[RUNS].progress.note(
+            self.runs.progress.note(
                 f"{len(claims)} claim-tier pairs selected; "
                 f"{total_line([cost(cid, tier)[1] for cid, tier in claims])}")
         self.plan(items)
@@ -540,9 +546,9 @@ class ClaimsSession:
 
     def pytest_keyboard_interrupt(self, excinfo) -> None:
         """Ctrl-C: the cluster's tasks are cancelled; the cache keeps only whole runs."""
-        if CLUSTER in self.config.stash:
-            cancelled = self.config.stash[CLUSTER].cancel()
-            self.config.stash[RUNS].progress.note(f"interrupted: {cancelled} runs cancelled on "
+        if self.cluster is not None:
+            cancelled = self.cluster.cancel()
+            self.runs.progress.note(f"interrupted: {cancelled} runs cancelled on "
                                                   f"the Ray cluster, none of them kept")
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -555,7 +561,26 @@ class ClaimsSession:
     def pytest_testnodedown(self, node, error) -> None:
         stale = getattr(node, "workeroutput", {}).get(STALE_OUTPUT)
         if stale:
-            self.config.stash[LEDGERS].stale = {Path(p): ids for p, ids in stale.items()}
+            self.ledgers.stale = {Path(p): ids for p, ids in stale.items()}
+
+    def sorted_results(self) -> list[ClaimResult]:
+        return sorted(self.results.values(), key=lambda r: (r.tier, r.id))
+
+    @pytest.hookimpl(tryfirst=True)  # before the terminal's summary, which shows what it wrote
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        """The report, and with --claims-update the ledger, from this session's results (in the
+        process that gathers them: alone, or xdist's controller)."""
+        if hasattr(self.config, "workerinput") or not self.results:
+            return
+        results = self.sorted_results()
+        folder = Path(self.config.option.claims_report)
+        rows = merged(results, folder, ClaimResult)
+        paths = write_reports(rows, folder, provenance(self.config))
+        kept = len(rows) - len(results)
+        self.written = ["report: " + ", ".join(str(p) for p in paths)
+                        + (f" ({kept} rows of earlier sessions kept)" if kept else "")]
+        if self.ledgers.update:
+            self.written += [f"ledger: wrote {line}" for line in self.ledgers.write(results)]
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus) -> None:
         if hasattr(self.config, "workerinput"):
@@ -568,21 +593,12 @@ class ClaimsSession:
             terminalreporter.write_line(f"normsys: no claim or test matches -k "
                                         f"'{self.config.option.keyword}'; `pytest claims "
                                         f"--claims-list` lists the claim ids")
-        ledgers = self.config.stash[LEDGERS]
+        ledgers = self.ledgers
         if self.results:
-            results = sorted(self.results.values(), key=lambda r: (r.tier, r.id))
             terminalreporter.write_sep("=", "normsys claims")
-            terminalreporter.write_line(verdict_table(results))
-            folder = Path(self.config.option.claims_report)
-            rows = merged(results, folder, ClaimResult)
-            paths = write_reports(rows, folder, provenance(self.config))
-            kept = len(rows) - len(results)
-            terminalreporter.write_line("report: " + ", ".join(str(p) for p in paths)
-                                        + (f" ({kept} rows of earlier sessions kept)" if kept
-                                           else ""))
-            if ledgers.update:
-                for line in ledgers.write(results):
-                    terminalreporter.write_line(f"ledger: wrote {line}")
+            terminalreporter.write_line(verdict_table(self.sorted_results()))
+            for line in self.written:
+                terminalreporter.write_line(line)
         failing = ledgers.strict and not ledgers.update
         for line in ledgers.stale_lines():
             terminalreporter.write_line(f"ledger: {line}" + (" (fails under --claims-strict)"
