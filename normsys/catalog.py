@@ -70,8 +70,9 @@ Written by `python -m normsys catalog` from the claim files' declarations (`test
 fails when this page is not what the command writes). Each claim trains its arms' runs for every
 seed (a config: the preset of the tier, `normsys.training.config`, with the changes shown; the seed
 is `train.seed`), reads one value per seed and arm, and decides by its rule: on the one arm's value,
-on first arm minus second paired by seed, or on what `combine` makes of the arms' values. Verdicts
-are in [verdicts.md](verdicts.md)."""
+on first arm minus second paired by seed, or on what `combine` makes of the arms' values. Every
+setting of each preset, resolved per tier, closes the page. Verdicts are in
+[verdicts.md](verdicts.md)."""
 
 
 @dataclass
@@ -193,13 +194,46 @@ def section(entry: Entry) -> str:
     return "\n".join(lines)
 
 
+def families(found: list[Entry]) -> list[str]:
+    """The presets the claims' arms train (their model families), in order of first use."""
+    out: dict[str, None] = {}
+    for entry in found:
+        exp = entry.declared.experiment
+        if exp is None:
+            continue
+        for make in (*exp.arms.values(), *exp.evidence.values()):
+            for tier in TIERS:
+                for variant in entry.variants:
+                    out.update(dict.fromkeys(c.model.family for c in make(0, tier, variant)
+                                             if isinstance(c, RunConfig)))
+    return list(out)
+
+
+def presets_text(names: list[str]) -> str:
+    """Every setting of each preset at each tier, as a claim's arm resolves it before its changes
+    (the seed aside)."""
+    blocks = ["## The presets, resolved", "",
+              "Every arm above trains its preset at its tier with the changes it shows. Each "
+              "preset's settings, resolved (`normsys.training.config.preset(name, tier)`):"]
+    for name in names:
+        tiers = {t: preset(name, t).flat() for t in TIERS}
+        rows = [f"| `{key}` | " + " | ".join(f"`{tiers[t][key]!r}`" for t in TIERS) + " |"
+                for key in tiers[TIERS[0]] if key != "train.seed"]
+        blocks += ["", f"### `{name}`", "", "| setting | " + " | ".join(TIERS) + " |",
+                   "|---|" + "---|" * len(TIERS), *rows]
+    return "\n".join(blocks)
+
+
 def page(folder: Path = CLAIMS) -> str:
-    """docs/claims.md: the claims of each claim file, as declared."""
+    """docs/claims.md: the claims of each claim file, as declared, then the presets they train
+    with every setting resolved."""
     blocks = [HEAD]
     by_file: dict[str, list[Entry]] = {}
-    for entry in entries(folder):
+    found = entries(folder)
+    for entry in found:
         by_file.setdefault(entry.file, []).append(entry)
-    for file, found in by_file.items():
+    for file, of_file in by_file.items():
         blocks.append(f"## `claims/{file}`")
-        blocks += [section(e) for e in found]
+        blocks += [section(e) for e in of_file]
+    blocks.append(presets_text(families(found)))
     return "\n\n".join(blocks) + "\n"

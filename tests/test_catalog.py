@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from normsys import catalog
@@ -68,3 +70,17 @@ def test_each_arm_lists_every_run_of_a_seed(cid):
     assert text.count("- trains, per seed:") == 1
     if cid.startswith("xiong"):
         assert "; `encoder` with model.layers=12" in text.replace("model.placement='pre', ", "")
+
+
+def test_the_page_closes_with_every_trained_preset_resolved_per_tier():
+    """What an arm trains is its preset at its tier with the changes shown: the page resolves
+    every setting of each preset an arm trains, so the claim file and this page say the run."""
+    page = catalog.page()
+    presets = page.split("## The presets, resolved")[1]
+    names = re.findall(r"^### `(\w+)`$", presets, flags=re.M)
+    assert names == catalog.families(catalog.entries()) and "tanh_mlp" in names
+    tanh = presets.split("### `tanh_mlp`")[1].split("###")[0]
+    for key in ("model.layers", "model.d", "train.lr"):
+        cpu, paper = (preset("tanh_mlp", t).flat()[key] for t in ("cpu", "paper"))
+        assert f"| `{key}` | `{cpu!r}` | `{paper!r}` |" in tanh
+    assert "`train.seed`" not in presets  # each arm's seed is its own
