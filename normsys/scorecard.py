@@ -33,7 +33,7 @@ from normsys.claims.declaration import Statistic
 from normsys.claims.progress import Progress
 from normsys.claims.runs import Runs
 from normsys.claims.runtimes import run_seconds
-from normsys.claims.stats import SUPPORTED
+from normsys.claims.stats import INCONCLUSIVE, REFUTED, SUPPORTED
 from normsys.claims.usernorm import absolute, load
 from normsys.claims.workers import RUN_THREADS
 from normsys.training.config import RunConfig
@@ -312,7 +312,7 @@ def provenance(tier: str, specs: list[tuple[str, str]],
 
 # ----------------------------------------------------------------------------- the outputs
 
-MARK = {SUPPORTED: "+", "refuted": "x", "inconclusive": "?", "n/a": ""}
+MARK = {SUPPORTED: "+", REFUTED: "x", INCONCLUSIVE: "?", "n/a": ""}
 
 
 def cell_text(cell: dict) -> str:
@@ -352,8 +352,8 @@ def as_markdown(table: dict, statistics: Columns = None) -> str:
     return "\n".join(lines) + "\n\n" + legend(statistics).replace("\n  ", "\n- ") + "\n"
 
 
-COLOURS = {"reference": "#ececec", "n/a": "#f7f7f7", "refuted": "#e8a0a0",
-           "inconclusive": "#f2e3a0", SUPPORTED: "#9fd49f", OUT_OF_RANGE: "#a9c8ec"}
+COLOURS = {"reference": "#ececec", "n/a": "#f7f7f7", REFUTED: "#e8a0a0",
+           INCONCLUSIVE: "#f2e3a0", SUPPORTED: "#9fd49f", OUT_OF_RANGE: "#a9c8ec"}
 
 
 def shade(cell: dict, subject: bool) -> str:

@@ -36,7 +36,7 @@ from pathlib import Path
 
 from normsys import __version__
 from normsys.claims import params
-from normsys.claims.stats import REFUTED, SUPPORTED
+from normsys.claims.stats import INCONCLUSIVE, REFUTED, SUPPORTED
 from normsys.training import provenance
 from normsys.training.config import RunConfig
 from normsys.training.store import atomic_write_text
@@ -637,7 +637,7 @@ def from_report(path: Path, provenance: dict[str, str]) -> dict[tuple[str, str],
                           f"table") from None
     out = {}
     for r in rows:
-        if r["verdict"].lower() not in (SUPPORTED, REFUTED, "inconclusive"):
+        if r["verdict"].lower() not in (SUPPORTED, REFUTED, INCONCLUSIVE):
             continue
         recorded = r.get("entry") or {}  # reports that carry the run settings
         out[r["id"], r["tier"]] = Entry(

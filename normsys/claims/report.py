@@ -14,7 +14,9 @@ import time
 from dataclasses import asdict, fields
 from pathlib import Path
 
-VERDICT_ORDER = ("supported", "refuted", "inconclusive", "error", "not run")
+from normsys.claims.stats import INCONCLUSIVE, REFUTED, SUPPORTED
+
+VERDICT_ORDER = (SUPPORTED, REFUTED, INCONCLUSIVE, "error", "not run")
 HEADER = ["claim", "tier", "verdict", "statistic", "mean", "CI", "rule", "seeds", "time",
           "ledger", "replication"]  # CI: 95%, or the level of the look that decided (looks)
 
@@ -28,7 +30,7 @@ def _num(x: float) -> str:
 
 
 def rows(results) -> list[list[str]]:
-    return [[r.id, r.tier, r.verdict.upper() if r.verdict == "refuted" else r.verdict,
+    return [[r.id, r.tier, r.verdict.upper() if r.verdict == REFUTED else r.verdict,
              r.statistic, _num(r.mean), f"[{_num(r.low)}, {_num(r.high)}]", r.rule,
              str(len(r.seeds)), f"{r.seconds:.0f}s", ledger_cell(r),
              getattr(r, "replication", "")] for r in results]
