@@ -27,8 +27,8 @@ PROBES = {"blocks.0": layer(8.0, 0.9, 6.0, 0.8),
           "blocks.5": layer(2.0, 0.6, 4.5, 0.3)}
 
 
-def record(probes=None, grads=None, metrics=None) -> RunRecord:
-    return RunRecord(config=preset("encoder").to_dict(), fingerprint="f", version="0",
+def record(probes=None, grads=None, metrics=None, config=None) -> RunRecord:
+    return RunRecord(config=(config or preset("encoder")).to_dict(), fingerprint="f", version="0",
                      metrics=metrics or {}, curves={}, probes=probes or {},
                      init_grad_norms=grads or {}, diverged=False, steps=0, wall_time=0.0,
                      env={}, data_source="")
@@ -70,10 +70,13 @@ def test_ffn_gradient_norms_combine_both_linears_of_each_block():
 def test_weight_gradient_profile_reads_each_layers_weight():
     grads = {f"layers.{i}.{p}": float(i + 1 + (p == "bias") * 50)
              for i in range(12) for p in ("weight", "bias")}
-    assert ex.weight_grad_profile(record(grads=grads)) == [float(i + 1) for i in range(10)]
-    assert ex.weight_grad_profile(record(grads=grads), layers=3) == [1.0, 2.0, 3.0]
+    tanh = preset("tanh_mlp")  # its layers (10) are what the profile reads
+    assert ex.weight_grad_profile(record(grads=grads, config=tanh)) == \
+        [float(i + 1) for i in range(10)]
+    three = tanh.override(**{"model.layers": 3})
+    assert ex.weight_grad_profile(record(grads=grads, config=three)) == [1.0, 2.0, 3.0]
     # a seed's one run: log10(||grad W_1|| / ||grad W_10||) = log10(1 / 10)
-    assert ex.log10_grad_ratio([record(grads=grads)]) == pytest.approx(-1.0)
+    assert ex.log10_grad_ratio([record(grads=grads, config=tanh)]) == pytest.approx(-1.0)
 
 
 def test_unit_correlation_is_the_last_hidden_layers_and_init_spread_the_test_accuracies():

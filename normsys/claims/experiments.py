@@ -34,7 +34,7 @@ def kappa(probes: dict, rows: str = "all") -> float:
     if not probes:
         return float("nan")
     return dg.collapse_ratios([probe_of(probes, b, rows)["erank"]
-                               for b in ("blocks.0", "blocks.5")])[1]
+                               for b in (DM_PROBES[0], DM_PROBES[-1])])[1]
 
 
 def min_rho(probes: dict, rows: str = "all") -> float:
@@ -128,14 +128,15 @@ def tanh_mlp(seed: int, tier: str = "cpu", norm: str = "none",
                                        "train.seed": seed})
 
 
-def weight_grad_profile(record: RunRecord, layers: int = 10) -> list[float]:
-    """||dL/dW_l|| for l = 1 ... L of the tanh MLP at initialization."""
+def weight_grad_profile(record: RunRecord) -> list[float]:
+    """||dL/dW_l|| for l = 1 ... L of the tanh MLP at initialization, L its config's layers."""
+    layers = RunConfig.from_dict(record.config).model.layers
     return dg.layer_grad_norms(record.init_grad_norms,
                                [[f"layers.{i}.weight"] for i in range(layers)])
 
 
 def log10_grad_ratio(records: list[RunRecord], variant: str = "") -> float:
-    """log10(||grad W_1|| / ||grad W_10||) of one seed's tanh MLP at initialization."""
+    """log10(||grad W_1|| / ||grad W_L||) of one seed's tanh MLP at initialization (L = 10)."""
     return dg.log10_ratio(weight_grad_profile(records[0]))
 
 
