@@ -193,16 +193,20 @@ class Runs:
         while self.planned:
             group = self.planned.pop(0)
             try:
-                if not (missing := self._missing(group)):
-                    continue
-                task = self.task_of(group[0])
-                found = cached_runs(missing, task.digest, partial(fit, task=task), False,
-                                    self.progress, self.environment)
+                trained += self._train_free(group)
             except Exception as err:  # noqa: BLE001 -- said again, in full, by its claim
                 self.progress.note(f"planned run {label(group[0])} left to its claim ({err})")
-                continue
-            trained += 0 if found is None else len(missing)
         return trained
+
+    def _train_free(self, group: list[RunConfig]) -> int:
+        """Train the runs of ``group`` the cache lacks, unless another process holds one: how
+        many were trained (0: none lacking, or held elsewhere)."""
+        if not (missing := self._missing(group)):
+            return 0
+        task = self.task_of(group[0])
+        found = cached_runs(missing, task.digest, partial(fit, task=task), False, self.progress,
+                            self.environment)
+        return 0 if found is None else len(missing)
 
     def help(self, me: str) -> int:
         """A worker whose claims are done trains what the others' claims wait for: each group
@@ -213,14 +217,9 @@ class Runs:
             took = 0
             for group in self.board.wanted():
                 try:
-                    if not (missing := self._missing(group)):
-                        continue
-                    found = cached_runs(missing, self.digest_of(group[0]),
-                                        partial(fit, task=self.task_of(group[0])), False,
-                                        self.progress, self.environment)
+                    took += self._train_free(group)
                 except Exception:  # noqa: BLE001 -- the claim that posted it trains it and says why
                     continue
-                took += 0 if found is None else len(missing)
             trained += took
             if not took:
                 if not self.board.others_at_work(me):
