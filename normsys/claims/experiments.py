@@ -136,7 +136,7 @@ def weight_grad_profile(record: RunRecord) -> list[float]:
 
 
 def log10_grad_ratio(records: list[RunRecord], variant: str = "") -> float:
-    """log10(||grad W_1|| / ||grad W_L||) of one seed's tanh MLP at initialization (L = 10)."""
+    """log10(||grad W_1|| / ||grad W_10||) of one seed's tanh MLP at initialization."""
     return dg.log10_ratio(weight_grad_profile(records[0]))
 
 
