@@ -427,6 +427,7 @@ def test_a_plan_trains_here_longest_first_and_nothing_the_cache_holds(cache, mon
     assert runs.group_seconds(SEEDS) == 50.0  # seeds stacked: as long as the longest
     session = runs.Runs()
     assert session.plan(SEEDS) == 0 and session.planned == [[SEEDS[2]], [SEEDS[1]], [SEEDS[0]]]
+    assert session.planned_work(1) == (2, 55.0) and session.planned_work(2) == (2, 50.0)
     assert session.train_planned() == 2 and trained == [[SEEDS[2]], [SEEDS[1]]]
     assert session.planned == [] and session.train_planned() == 0
     assert [r.run_config for r in runs.Runs().runs(SEEDS)] == SEEDS and len(trained) == 2

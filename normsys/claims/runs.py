@@ -39,7 +39,7 @@ from torch import nn
 
 from normsys.claims.cache import cached_runs, lookup, run_key, writable
 from normsys.claims.progress import SILENT, Progress, label
-from normsys.claims.runtimes import recorded_cost, run_seconds
+from normsys.claims.runtimes import expected_wall, recorded_cost, run_seconds
 from normsys.training.batched import check_batchable
 from normsys.training.config import PRESETS, ModelConfig, RunConfig
 from normsys.training.models import build_model
@@ -181,6 +181,14 @@ class Runs:
         # trains its own
         self.planned = groups if root is not None and writable(root) else []
         return 0
+
+    def planned_work(self, places: int) -> tuple[int, float]:
+        """The planned runs the cache lacks, and the wall time their training takes on ``places``
+        processes laid out longest first (runtimes.expected_wall), as their tier's run times
+        record them (0 for a run never timed)."""
+        missing = [group for group in self.planned if self._missing(group)]
+        return (sum(map(len, missing)),
+                expected_wall([group_seconds(g) for g in missing], max(1, places)))
 
     def train_planned(self) -> int:
         """Train the planned groups, longest first, that neither the run cache nor another
