@@ -462,6 +462,7 @@ def test_a_planned_run_that_cannot_train_is_left_to_its_claim(cache, data_env):
     wrong = preset("mlp", **{"data.n_train": 64, "data.n_test": 32, "model.d": 8,
                              "model.n_out": 1})
     session.plan([wrong, SEEDS[1]])
+    assert session.planned_work(1)[0] == 2  # a group that cannot be read counts as lacking
     assert session.train_planned() == 1
     assert len(said) == 1 and said[0].startswith("planned run mlp/") and \
         "left to its claim (model.n_out=1: the mnist data has 10 classes" in said[0]

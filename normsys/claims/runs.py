@@ -186,9 +186,17 @@ class Runs:
         """The planned runs the cache lacks, and the wall time their training takes on ``places``
         processes laid out longest first (runtimes.expected_wall), as their tier's run times
         record them (0 for a run never timed)."""
-        missing = [group for group in self.planned if self._missing(group)]
+        missing = [group for group in self.planned if self._lacks(group)]
         return (sum(map(len, missing)),
                 expected_wall([group_seconds(g) for g in missing], max(1, places)))
+
+    def _lacks(self, group: list[RunConfig]) -> bool:
+        """Whether the cache lacks a run of ``group``; a group whose data cannot be read lacks
+        them (its claim says why)."""
+        try:
+            return bool(self._missing(group))
+        except Exception:  # noqa: BLE001 -- said in full by the claim that needs the group
+            return True
 
     def train_planned(self) -> int:
         """Train the planned groups, longest first, that neither the run cache nor another
