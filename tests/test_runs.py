@@ -481,6 +481,10 @@ def test_a_worker_whose_claims_are_done_trains_what_another_claim_asks_for(cache
     assert board.wanted() == [SEEDS[1:]]
     (cache / "sessions" / "uid" / "wanted" / "junk.json").write_text("{")  # unreadable: none
     assert board.wanted() == [SEEDS[1:]]
+    gone = runs.Board(cache / "sessions" / "gone")
+    (cache / "sessions" / "gone" / "wanted").rmdir()  # a board that cannot be written to:
+    (cache / "sessions" / "gone" / "wanted").write_text("")  # a file where its folder goes
+    assert gone.post([SEEDS[:1]]) == [] and gone.take([SEEDS[:1]]) is None
 
     helper = runs.Runs()
     helper.board = board

@@ -24,6 +24,7 @@ machine, and ``planned`` the runs of a claim that declares no experiment.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import time
@@ -282,13 +283,21 @@ class Board:
         return self.folder / "wanted" / f"{group[0].fingerprint()}-{len(group)}.json"
 
     def post(self, groups: list[list[RunConfig]]) -> list[list[RunConfig]]:
+        """Post ``groups``; those that could be (a board that cannot be written to helps nobody
+        and stops no claim)."""
+        posted = []
         for group in groups:
-            atomic_write_text(json.dumps([c.to_dict() for c in group]), self._path(group))
-        return groups
+            try:
+                atomic_write_text(json.dumps([c.to_dict() for c in group]), self._path(group))
+            except OSError:
+                continue
+            posted.append(group)
+        return posted
 
     def take(self, groups: list[list[RunConfig]]) -> None:
         for group in groups:
-            self._path(group).unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                self._path(group).unlink(missing_ok=True)
 
     def wanted(self) -> list[list[RunConfig]]:
         """The groups posted and not yet taken, oldest first (one that cannot be read: none)."""
