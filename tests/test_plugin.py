@@ -569,8 +569,9 @@ def test_paired_evidence_is_named_by_the_rule_and_the_report_reads_plainly(run_c
 
 
 def test_claims_list_shows_what_each_claim_costs(tmp_path):
-    """Once a claim has run, --claims-list shows its runs, how many are cached, and the training
-    time of the others as last timed; before, what the committed run times record."""
+    """--claims-list shows the runs a claim's first look trains with the session's seed options,
+    how many are cached, and the training the others take as the committed run times record
+    (another seed of a recorded config costs what it cost)."""
     import subprocess
     import sys
     from pathlib import Path
@@ -588,13 +589,16 @@ def test_claims_list_shows_what_each_claim_costs(tmp_path):
         return next(line for line in out.splitlines()
                     if line.startswith("tc-residual-preserves-gradients  [cpu]"))
 
-    assert listed().endswith(" cost: 10 runs, ~0.0 min of training on cpu (x86_64, 2 cores) as "
-                             "recorded (claims/run-times-cpu.json)")
+    recorded = "min of training as recorded on cpu (x86_64, 2 cores))"
+    assert listed().endswith(f" cost: 10 runs (0 cached; the others ~0.0 {recorded}")
     ran = pytest_claims("--claims-report", str(tmp_path / "rep"))
     assert ran.returncode == 0, ran.stdout[-2000:]
     assert listed().endswith("cost: 10 runs (10 cached)")  # five seeds, with and without residual
     next((tmp_path / "cache" / "runs").glob("*.json")).unlink()
-    assert " cost: 10 runs (9 cached; the others ~0.0 min of training as last timed)" in listed()
+    assert listed().endswith(f" cost: 10 runs (9 cached; the others ~0.0 {recorded}")
+    eight = next(line for line in pytest_claims("--claims-list", "--claims-seeds", "8")
+                 .stdout.splitlines() if line.startswith("tc-residual-preserves-gradients  [cpu]"))
+    assert eight.endswith(f" cost: 16 runs (9 cached; the others ~0.0 {recorded}")
 
 
 SEQUENTIAL = '''

@@ -293,12 +293,16 @@ def list_claims(config: pytest.Config, items: list[pytest.Item]) -> None:
     from normsys.claims.runs import cost
 
     catalog = selected(items)
-    controls = config.stash[SESSION].controls
+    item_of = {(claim_id(i, m), claim_tier(i)): i for i in items if (m := claim_marker(i))}
+    session = config.stash[SESSION]
     write = config.pluginmanager.get_plugin("terminalreporter").write_line
     costs = []
     for (cid, tier), (statement, source) in sorted(catalog.items()):
-        control = ", ".join(controls.get(cid, [])) or "NONE"
-        text, todo = cost(cid, tier)
+        control = ", ".join(session.controls.get(cid, [])) or "NONE"
+        planned = planned_configs(item_of[cid, tier])
+        # the runs its first look trains with this session's seed options, where it declares
+        # them; else what it fetched last, or what the run times record of it
+        text, todo = session.runs.cost(planned) if planned else cost(cid, tier)
         costs.append(todo)
         write(f"{cid}  [{tier}]  {statement}  ({source})  control: {control}  cost: {text}")
     write(f"{len({cid for cid, _ in catalog})} claims, {len(catalog)} claim-tier pairs; "
@@ -530,14 +534,15 @@ class ClaimsSession:
         if opt.claims_list:
             list_claims(self.config, items)
             return
+        self.plan(items)
         runnable = [i for i in items if not i.get_closest_marker("skip")]
         if (claims := selected(runnable)) and os.environ.get("PYTEST_XDIST_WORKER", "gw0") == "gw0":
             from normsys.claims.runs import cost  # said once, by the first worker or alone
 
-            self.runs.progress.note(
-                f"{len(claims)} claim-tier pairs selected; "
-                f"{total_line([cost(cid, tier)[1] for cid, tier in claims])}")
-        self.plan(items)
+            # a planned session says what its plan costs when it starts training it
+            self.runs.progress.note(f"{len(claims)} claim-tier pairs selected" + (
+                "" if self.runs.planned else
+                f"; {total_line([cost(cid, tier)[1] for cid, tier in claims])}"))
         if opt.claims_max_seeds is None:
             return
         for item in items:

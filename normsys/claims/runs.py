@@ -38,6 +38,7 @@ import torch
 from filelock import FileLock, Timeout
 from torch import nn
 
+from normsys.claims import params
 from normsys.claims.cache import cached_runs, lookup, run_key, writable
 from normsys.claims.progress import SILENT, Progress, label
 from normsys.claims.runtimes import expected_wall, recorded_cost, run_seconds
@@ -190,6 +191,23 @@ class Runs:
         missing = [group for group in self.planned if self._lacks(group)]
         return (sum(map(len, missing)),
                 expected_wall([group_seconds(g) for g in missing], max(1, places)))
+
+    def cost(self, cfgs: list[RunConfig]) -> tuple[str, float | None]:
+        """``10 runs (4 cached; the others ~3.2 min of training as recorded)``: what the runs
+        ``cfgs`` (a claim's plan, ``claim.planned_configs``) cost now, with this cache, grouped
+        as they train; and those seconds (None where a run was never timed)."""
+        cfgs = list(dict.fromkeys(cfgs))
+        missing = [c for c in cfgs if self._lacks([c])]
+        timed = [[t for c in g if (t := similar_seconds(c)) is not None]
+                 for g in seed_groups(missing, self._cuda())]
+        untimed = sum(not t for t in timed)
+        seconds = sum(max(s for s, _ in t) for t in timed if t)
+        devices = sorted({d for t in timed for _, d in t})
+        text = f"{len(cfgs)} runs ({len(cfgs) - len(missing)} cached" + (
+            f"; the others ~{seconds / 60:.1f} min of training as recorded on "
+            f"{' and '.join(devices) or '-'}" if missing else "") + (
+            f", {untimed} of them never timed" if untimed else "") + ")"
+        return text, None if untimed else seconds
 
     def _lacks(self, group: list[RunConfig]) -> bool:
         """Whether the cache lacks a run of ``group``; a group whose data cannot be read lacks
@@ -438,6 +456,16 @@ def expected_seconds(cfg: RunConfig) -> float:
     """What a run of ``cfg`` took as the tier's run times record (0 where unknown)."""
     recorded = run_seconds(cfg)
     return 0.0 if recorded is None else recorded[0]
+
+
+def similar_seconds(cfg: RunConfig) -> tuple[float, str] | None:
+    """(seconds, device) a run of ``cfg`` took as the run times record, or a run of the same
+    configuration on another seed of the most a tier takes (a seed changes what a run computes,
+    not what it costs); None where none was timed."""
+    for seed in (cfg.train.seed, *range(max(params.MAX_SEEDS.values()))):
+        if (recorded := run_seconds(cfg.override(**{"train.seed": seed}))) is not None:
+            return recorded
+    return None
 
 
 def group_seconds(group: list[RunConfig]) -> float:
