@@ -115,7 +115,10 @@ class Runs:
         The groups missing are posted on the session's board meanwhile, for idle workers."""
         groups = seed_groups(list(dict.fromkeys(cfgs)), self._cuda())
         self.submit(groups)
-        posted = self.board.post([g for g in groups if self._missing(g)]) if self.board else []
+        # what this session does not hold yet (the cache is read once, by _fetch; a helper finds
+        # a group the cache holds and passes it over)
+        posted = self.board.post([g for g in groups if any(c not in self.records for c in g)]) \
+            if self.board else []
         for group in groups:
             self._fetch(group, wait=False)
         for group in groups:
