@@ -20,19 +20,11 @@ import pytest
 import torch
 
 from normsys.claims.declaration import Declaration, Experiment, Statistic, by_norm, metric
-from normsys.claims.experiments import (
-    DM_PROBES,
-    SEQUENCES,
-    accuracy_matches_layernorm,
-    encoder,
-    kappa,
-    min_rho,
-    prevents_collapse,
-    stays_isotropic,
-)
+from normsys.claims.experiments import SEQUENCES, encoder
 from normsys.claims.params import Variant, tiers, variant_tiers
 from normsys.claims.stats import REFUTED, SUPPORTED, Rule
 from normsys.claims.testing import SMALL_CLASSIFIER, small_classifier_accuracies, trained_and_untrained
+from normsys.training import diagnostics as dg
 from normsys.training.config import preset
 from normsys.training.measure import at_init
 from normsys.training.record import TEST_ACC, TRAIN_ACC, probe_of
@@ -50,6 +42,38 @@ RUN_VARIANTS = ("", "-masked")  # the accuracy claims: -nonpad would repeat the 
 CHANGES = {"": {}, "-nonpad": {}, "-masked": {"model.pad_mask": True}}
 SLOW = ("-masked",)  # nine more encoder runs (~10 min of one core): outside CI's budget
 # where the paper tier was measured: 5 seeds each, the offline FALLBACK pool (8,000 train rows)
+
+
+# the block outputs the encoder preset probes: blocks 1, 3, 6 (blocks.0, .2, .5)
+DM_PROBES = preset("encoder").train.probe
+
+
+def kappa(probes: dict, rows: str = "all") -> float:
+    """kappa_6 = erank(block 6) / erank(block 1) of a run's probes (``rows="nonpad"``: without the
+    padding positions); NaN for a run without probes (diverged)."""
+    if not probes:
+        return float("nan")
+    return dg.collapse_ratios([probe_of(probes, b, rows)["erank"]
+                               for b in (DM_PROBES[0], DM_PROBES[-1])])[1]
+
+
+def min_rho(probes: dict, rows: str = "all") -> float:
+    """min over blocks 1, 3, 6 of erank / d; NaN for a run without probes (diverged)."""
+    if not probes:
+        return float("nan")
+    return min(probe_of(probes, b, rows)["rho"] for b in DM_PROBES)
+
+
+def prevents_collapse(norm: str) -> Rule:
+    return Rule(f"kappa_6({norm})", ">=", 0.8)
+
+
+def stays_isotropic(norm: str) -> Rule:
+    return Rule(f"min_l rho_l({norm})", ">=", 0.5)
+
+
+def accuracy_matches_layernorm(norm: str) -> Rule:
+    return Rule(f"test_acc(layernorm) - test_acc({norm})", "within", (-0.02, 0.02))
 
 
 def rows_of(variant: str) -> str:

@@ -17,19 +17,7 @@ import torch
 
 from normsys.claims import figures
 from normsys.claims.declaration import Declaration, Experiment, Statistic, by_norm, metric, single
-from normsys.claims.experiments import (
-    INIT_SCALES,
-    accuracy_spread,
-    decorrelates,
-    init_scale_spread,
-    log10_grad_ratio,
-    mlp,
-    prevents_vanishing,
-    robust_to_init,
-    tanh_mlp,
-    unit_correlation,
-    weight_grad_profile,
-)
+from normsys.claims.experiments import log10_grad_ratio, tanh_mlp, weight_grad_profile
 from normsys.claims.params import tiers
 from normsys.claims.stats import REFUTED, SUPPORTED, Rule
 from normsys.claims.testing import (
@@ -41,9 +29,50 @@ from normsys.claims.testing import (
 from normsys.training import diagnostics as dg
 from normsys.training.config import RunConfig, preset
 from normsys.training.measure import at_init
-from normsys.training.record import TEST_ACC, VAL_LOSS, probe_of, trained_model
+from normsys.training.record import TEST_ACC, VAL_LOSS, RunRecord, probe_of, trained_model
 
 SOURCE = "LayerNorm deep-dive notebook"
+
+
+INIT_SCALES = (0.5, 1.0, 2.0)  # the hidden weights' scale at init, robustness to which is measured
+MLP_PROBE = "layers.2"  # the MLP's last hidden layer: what its runs probe and its readers read
+
+
+def mlp(norm: str, seed: int, batch_size: int = 64, steps: int = 0, tier: str = "cpu",
+        init_scale: float = 1.0) -> RunConfig:
+    """The MLP (mlp preset: 784 -> 3 x 256 Linear-norm-ReLU -> 10, Adam 1e-3, 1 epoch or
+    ``steps``), its last hidden layer probed on 1,000 fixed training images."""
+    return preset("mlp", tier, **{"model.norm": norm, "train.seed": seed,
+                                  "train.batch_size": batch_size, "train.steps": steps,
+                                  "train.probe": (MLP_PROBE,), "train.probe_batch": 1000,
+                                  "model.init_scale": init_scale})
+
+
+def unit_correlation(record: RunRecord) -> float:
+    """Mean |off-diagonal correlation| of the MLP's last hidden layer's units."""
+    return probe_of(record.probes, MLP_PROBE)["unit_corr"]
+
+
+def accuracy_spread(accuracies: list[float]) -> float:
+    """max - min test accuracy over the initial weight scales."""
+    return max(accuracies) - min(accuracies)
+
+
+def init_scale_spread(records: list[RunRecord], variant: str = "") -> float:
+    """accuracy_spread of one seed's runs at the INIT_SCALES."""
+    return accuracy_spread([r.metrics[TEST_ACC] for r in records])
+
+
+def decorrelates(norm: str) -> Rule:
+    return Rule(f"corr(none) - corr({norm})", ">", 0.0)
+
+
+def robust_to_init(norm: str) -> Rule:
+    return Rule(f"spread(none) - spread({norm})", ">", 0.02)
+
+
+def prevents_vanishing(norm: str) -> Rule:
+    return Rule(f"log10 ratio({norm}) - log10 ratio(plain)", ">", 1.0)
 
 
 def cnn(norm: str, seed: int, tier: str = "cpu"):
@@ -279,7 +308,7 @@ def correlation_at_init(task_of, seed: int, shared: bool) -> float:
         w.add_(5 * torch.ones(w.shape[0], 1) @ v / w.shape[1] ** 0.5)
 
     init = at_init(cfg, task_of(cfg), add_shared_component if shared else None)
-    return probe_of(init.probes, "layers.2")["unit_corr"]
+    return probe_of(init.probes, MLP_PROBE)["unit_corr"]
 
 
 @pytest.mark.control(DECORRELATION.claim)

@@ -18,26 +18,53 @@ import pytest
 import torch
 
 from normsys.claims import figures
-from normsys.claims.declaration import Declaration, Experiment, Statistic, metric
-from normsys.claims.experiments import (
-    PRELN_FLAT,
-    SEQUENCES,
-    char_gpt,
-    ffn_grad_norms,
-    ffn_grad_ratio,
-    loss_matches_layernorm,
+from normsys.claims.declaration import (
+    Declaration,
+    Experiment,
+    Statistic,
+    metric,
     relative_difference,
-    xiong,
 )
+from normsys.claims.experiments import SEQUENCES, char_gpt
 from normsys.claims.params import tiers
 from normsys.claims.stats import REFUTED, SUPPORTED, Rule
 from normsys.claims.testing import CONTROL_SEEDS, trained_and_untrained
 from normsys.training import diagnostics as dg
+from normsys.training.config import RunConfig, preset
 from normsys.training.measure import at_init
 from normsys.training.models import Attention
 from normsys.training.record import VAL_LOSS
 
 DEPTHS = (6, 12)
+
+
+def xiong(placement: str, layers: int, seed: int, tier: str = "cpu",
+          norm: str = "layernorm") -> RunConfig:
+    """The seed encoder (encoder preset), ``layers`` blocks, at initialization: gradients on the
+    first batch of 64 AG News sequences, no training."""
+    return preset("encoder", tier, **{"model.norm": norm, "model.placement": placement,
+                                      "model.layers": layers, "train.seed": seed,
+                                      "train.epochs": 0, "train.probe": ()})
+
+
+def ffn_grad_norms(grads: dict[str, float], layers: int) -> list[float]:
+    """||grad of block b's FFN weights|| (both Linears) for b = 0 ... layers - 1."""
+    return dg.layer_grad_norms(grads, [[f"blocks.{b}.mlp.{i}.weight" for i in (0, 2)]
+                                       for b in range(layers)])
+
+
+def ffn_grad_ratio(grads: dict[str, float], layers: int) -> float:
+    """||grad of the last block's FFN weights|| / ||the first block's|| at init."""
+    norms = ffn_grad_norms(grads, layers)
+    return norms[-1] / norms[0]
+
+
+PRELN_FLAT = Rule("|log2(last / first)|", "<", 1.0)
+
+
+def loss_matches_layernorm(norm: str) -> Rule:
+    """The equivalence rule of a norm against LayerNorm: relative validation-loss gap within 2%."""
+    return Rule(f"(val({norm}) - val(LN)) / val(LN)", "within", (-0.02, 0.02))
 
 
 def xiong_encoders(placement: str, seed: int, tier: str, variant: str = "",

@@ -1,5 +1,6 @@
 """What each reader of a run record reads: which layer, which rows, which metric, which parameters
-(normsys.claims.experiments, normsys.training.record). Each record below gives every layer and
+(the shared experiments, normsys.claims.experiments; the readers and rules of one claim file, in
+that file; normsys.training.record). Each record below gives every layer and
 every row set a value of its own, so that reading another one changes the answer; and each
 experiment's config holds the settings its claims were fixed with.
 """
@@ -10,9 +11,29 @@ import math
 
 import pytest
 
+from normsys import catalog
 from normsys.claims import experiments as ex
+from normsys.claims.declaration import relative_difference
 from normsys.training.config import preset
 from normsys.training.record import TEST_ACC, RunRecord, probe_of
+
+
+def claim_file(stem: str):
+    """A claim file's module (imported where a test asks for it: under mutation testing each
+    mutant's process imports the claim files anew)."""
+    return next(m for m in catalog.claim_files() if m.__name__ == catalog.CLAIM_MODULES + stem)
+
+
+def dm():
+    return claim_file("test_dual_mechanism")
+
+
+def lit():
+    return claim_file("test_literature")
+
+
+def dd():
+    return claim_file("test_layernorm_deep_dive")
 
 
 def layer(erank: float, rho: float, nonpad_erank: float, nonpad_rho: float, **extra) -> dict:
@@ -35,16 +56,16 @@ def record(probes=None, grads=None, metrics=None, config=None) -> RunRecord:
 
 
 def test_kappa_is_block_six_over_block_one_on_all_or_nonpad_rows():
-    assert ex.kappa(PROBES) == pytest.approx(2.0 / 8.0)
-    assert ex.kappa(PROBES, rows="nonpad") == pytest.approx(4.5 / 6.0)
-    assert math.isnan(ex.kappa({}))  # a diverged run has no probes
+    assert dm().kappa(PROBES) == pytest.approx(2.0 / 8.0)
+    assert dm().kappa(PROBES, rows="nonpad") == pytest.approx(4.5 / 6.0)
+    assert math.isnan(dm().kappa({}))  # a diverged run has no probes
 
 
 def test_min_rho_is_over_blocks_one_three_six():
-    assert ex.DM_PROBES == ("blocks.0", "blocks.2", "blocks.5")
-    assert ex.min_rho(PROBES) == pytest.approx(0.4)  # block 3's, not block 2's 0.01
-    assert ex.min_rho(PROBES, rows="nonpad") == pytest.approx(0.3)
-    assert math.isnan(ex.min_rho({}, rows="nonpad"))
+    assert dm().DM_PROBES == ("blocks.0", "blocks.2", "blocks.5")
+    assert dm().min_rho(PROBES) == pytest.approx(0.4)  # block 3's, not block 2's 0.01
+    assert dm().min_rho(PROBES, rows="nonpad") == pytest.approx(0.3)
+    assert math.isnan(dm().min_rho({}, rows="nonpad"))
 
 
 def test_probe_of_reads_the_layer_and_its_rows_and_names_what_was_probed():
@@ -61,10 +82,10 @@ def test_ffn_gradient_norms_combine_both_linears_of_each_block():
              for b in range(3) for i in (0, 2) for p in ("weight", "bias")}
     grads["blocks.0.attn.qkv.weight"] = 1e6  # not the FFN
     # block b: sqrt((10b)^2 + (10b + 2)^2) of the two weights, biases left out
-    norms = ex.ffn_grad_norms(grads, 3)
+    norms = lit().ffn_grad_norms(grads, 3)
     assert norms == pytest.approx([2.0, math.sqrt(100 + 144), math.sqrt(400 + 484)])
-    assert ex.ffn_grad_ratio(grads, 3) == pytest.approx(math.sqrt(884) / 2.0)
-    assert ex.ffn_grad_ratio(grads, 2) == pytest.approx(math.sqrt(244) / 2.0)
+    assert lit().ffn_grad_ratio(grads, 3) == pytest.approx(math.sqrt(884) / 2.0)
+    assert lit().ffn_grad_ratio(grads, 2) == pytest.approx(math.sqrt(244) / 2.0)
 
 
 def test_weight_gradient_profile_reads_each_layers_weight():
@@ -81,11 +102,11 @@ def test_weight_gradient_profile_reads_each_layers_weight():
 
 def test_unit_correlation_is_the_last_hidden_layers_and_init_spread_the_test_accuracies():
     probes = {f"layers.{i}": {"unit_corr": 0.1 * (i + 1)} for i in range(3)}
-    assert ex.unit_correlation(record(probes)) == pytest.approx(0.3)
+    assert dd().unit_correlation(record(probes)) == pytest.approx(0.3)
     runs = [record(metrics={TEST_ACC: a, "train_acc": 1.0}) for a in (0.91, 0.85, 0.88)]
-    assert ex.init_scale_spread(runs) == pytest.approx(0.06)
-    assert ex.accuracy_spread([0.5]) == 0.0
-    assert ex.relative_difference(3.0, 2.0) == pytest.approx(0.5)
+    assert dd().init_scale_spread(runs) == pytest.approx(0.06)
+    assert dd().accuracy_spread([0.5]) == 0.0
+    assert relative_difference(3.0, 2.0) == pytest.approx(0.5)
 
 
 def test_each_experiment_holds_its_claims_settings():
@@ -94,15 +115,15 @@ def test_each_experiment_holds_its_claims_settings():
         ("encoder", "l2", 4, True)
     assert enc.model.layers == 6 and enc.model.placement == "post" and enc.data.name == "ag_news"
     assert ex.encoder("none", 0, "paper").model.d == 128  # the paper preset
-    x = ex.xiong("pre", 3, 2, norm="rmsnorm")
+    x = lit().xiong("pre", 3, 2, norm="rmsnorm")
     assert (x.model.placement, x.model.layers, x.train.seed, x.model.norm) == ("pre", 3, 2,
                                                                                "rmsnorm")
     assert x.train.epochs == 0 and x.train.probe == ()  # at initialization, nothing probed
-    m = ex.mlp("l2", 3, batch_size=8, steps=5, init_scale=2.0)
+    m = dd().mlp("l2", 3, batch_size=8, steps=5, init_scale=2.0)
     assert (m.model.norm, m.train.seed, m.train.batch_size, m.train.steps) == ("l2", 3, 8, 5)
     assert m.model.init_scale == 2.0 and m.train.probe == ("layers.2",)
     assert m.train.probe_batch == 1000 and m.model.family == "mlp"
-    assert ex.mlp("none", 0).train.batch_size == 64 and ex.mlp("none", 0).train.steps == 0
+    assert dd().mlp("none", 0).train.batch_size == 64 and dd().mlp("none", 0).train.steps == 0
     t = ex.tanh_mlp(5, norm="layernorm", residual=True)
     assert (t.train.seed, t.model.norm, t.model.residual, t.model.layers) == (5, "layernorm",
                                                                               True, 10)
@@ -111,21 +132,21 @@ def test_each_experiment_holds_its_claims_settings():
     assert (g.train.seed, g.model.norm, g.model.attention, g.train.method, g.train.steps) == \
         (1, "dyt", "sigmoid", "fa", 7)
     assert ex.char_gpt(0).train.steps == 250 and ex.char_gpt(0).model.attention == "softmax"
-    assert ex.INIT_SCALES == (0.5, 1.0, 2.0)
+    assert dd().INIT_SCALES == (0.5, 1.0, 2.0)
 
 
 def test_each_norm_generic_rule_reads_as_its_claims_were_fixed():
-    assert str(ex.prevents_collapse("l2")) == "kappa_6(l2) >= 0.8"
-    rules = {ex.prevents_collapse("x"): ("kappa_6(x)", ">=", 0.8),
-             ex.stays_isotropic("x"): ("min_l rho_l(x)", ">=", 0.5),
-             ex.accuracy_matches_layernorm("x"): ("test_acc(layernorm) - test_acc(x)", "within",
+    assert str(dm().prevents_collapse("l2")) == "kappa_6(l2) >= 0.8"
+    rules = {dm().prevents_collapse("x"): ("kappa_6(x)", ">=", 0.8),
+             dm().stays_isotropic("x"): ("min_l rho_l(x)", ">=", 0.5),
+             dm().accuracy_matches_layernorm("x"): ("test_acc(layernorm) - test_acc(x)", "within",
                                                   (-0.02, 0.02)),
-             ex.decorrelates("x"): ("corr(none) - corr(x)", ">", 0.0),
-             ex.robust_to_init("x"): ("spread(none) - spread(x)", ">", 0.02),
-             ex.prevents_vanishing("x"): ("log10 ratio(x) - log10 ratio(plain)", ">", 1.0),
-             ex.loss_matches_layernorm("x"): ("(val(x) - val(LN)) / val(LN)", "within",
+             dd().decorrelates("x"): ("corr(none) - corr(x)", ">", 0.0),
+             dd().robust_to_init("x"): ("spread(none) - spread(x)", ">", 0.02),
+             dd().prevents_vanishing("x"): ("log10 ratio(x) - log10 ratio(plain)", ">", 1.0),
+             lit().loss_matches_layernorm("x"): ("(val(x) - val(LN)) / val(LN)", "within",
                                               (-0.02, 0.02)),
-             ex.PRELN_FLAT: ("|log2(last / first)|", "<", 1.0)}
+             lit().PRELN_FLAT: ("|log2(last / first)|", "<", 1.0)}
     for rule, (statistic, op, threshold) in rules.items():
         assert (rule.statistic, rule.side, rule.threshold) == (statistic, op, threshold)
 
@@ -180,13 +201,13 @@ def test_a_probe_of_a_row_model_has_neither_token_cosine_nor_nonpad_rows():
 def test_each_experiment_takes_its_tier_and_its_defaults():
     """The paper tier's settings reach every experiment (its device is the GPU's), and the
     defaults are the claims' own: LayerNorm for Xiong et al., weights at scale 1 for the MLP."""
-    for paper in (ex.encoder("l2", 0, "paper"), ex.xiong("pre", 2, 0, "paper"),
-                  ex.mlp("l2", 0, tier="paper"), ex.tanh_mlp(0, "paper"),
+    for paper in (ex.encoder("l2", 0, "paper"), lit().xiong("pre", 2, 0, "paper"),
+                  dd().mlp("l2", 0, tier="paper"), ex.tanh_mlp(0, "paper"),
                   ex.char_gpt(0, "paper")):
         assert paper.train.device == "auto", paper.model.family
-    assert ex.xiong("post", 6, 0).model.norm == "layernorm"
-    assert ex.xiong("post", 6, 0).train.device == "cpu"
-    assert ex.mlp("none", 0).model.init_scale == 1.0 and ex.char_gpt(0).model.norm == "layernorm"
+    assert lit().xiong("post", 6, 0).model.norm == "layernorm"
+    assert lit().xiong("post", 6, 0).train.device == "cpu"
+    assert dd().mlp("none", 0).model.init_scale == 1.0 and ex.char_gpt(0).model.norm == "layernorm"
     assert ex.char_gpt(0).train.method == "bp"
 
 

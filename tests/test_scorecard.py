@@ -280,8 +280,12 @@ def test_layernorm_and_identity_under_other_names_land_on_their_rows(user_file, 
 def check_paired_statistics_by_hand(plan, records, table):
     """Each paired statistic, recomputed from the runs as its claim writes it (which side is
     subtracted from which)."""
-    from normsys.claims.experiments import init_scale_spread, unit_correlation, weight_grad_profile
+    from normsys.claims.experiments import weight_grad_profile
     from normsys.training import diagnostics as dg
+
+    deep_dive = next(m for m in catalog.claim_files()
+                     if m.__name__ == f"{catalog.CLAIM_MODULES}test_layernorm_deep_dive")
+    init_scale_spread, unit_correlation = deep_dive.init_scale_spread, deep_dive.unit_correlation
     from normsys.training.record import TEST_ACC, VAL_LOSS
 
     def per_seed(stat, norm, read):

@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from normsys.claims import params
-from normsys.claims.experiments import relative_difference
 from normsys.claims.stats import Decision, Rule, paired_differences
 from normsys.training.config import RunConfig
 
@@ -220,6 +219,11 @@ def _own_minus_versus(a: float, b: float) -> float:
 
 def _versus_minus_own(a: float, b: float) -> float:
     return b - a
+
+
+def relative_difference(a: float, b: float) -> float:
+    """(a - b) / b."""
+    return (a - b) / b
 
 
 # how a paired statistic combines a seed's value for the row's norm (own) and the reference's
