@@ -10,6 +10,7 @@ import torch
 
 from normsys.training.batched import check_batchable, train_seeds
 from normsys.training.config import preset
+from normsys.training.norms import BUILTIN
 from normsys.training.train import train_with_state
 
 TINY_ENCODER = {"data.n_train": 96, "data.n_test": 32, "model.seq_len": 16, "model.d": 16,
@@ -56,6 +57,19 @@ def test_batched_seeds_match_separate_runs(name, changes, data_env, no_cache):
             assert abs(rec_b.metrics[key] - value) <= 1e-3 * max(1.0, abs(value)), key
         for layer, probe in rec_s.probes.items():
             assert abs(rec_b.probes[layer]["erank"] - probe["erank"]) <= 1e-2
+
+
+@pytest.mark.parametrize("kind", sorted(BUILTIN))
+def test_every_built_in_norm_kind_trains_stacked_as_it_trains_alone(kind, no_cache):
+    """Seeds stack every built-in kind's module (batched.STACKABLE reads the registry): each
+    applies its parameters through normsys.training.stacked, so its stacked seeds end where its
+    separate runs do. A new kind written with torch's own ops fails here."""
+    cfgs = [preset("ffn_stack", **{"train.steps": 4, "model.d": 16, "data.batch_shape": (4, 5, 16),
+                                   "model.norm": kind, "train.seed": s}) for s in (0, 1)]
+    for cfg, (rec_b, _) in zip(cfgs, train_seeds(cfgs), strict=True):
+        rec_s, _ = train_with_state(cfg)
+        assert close(rec_b.curves["loss"], rec_s.curves["loss"]), kind
+        assert close(rec_b.curves["grad_norm"], rec_s.curves["grad_norm"], rel=1e-3), kind
 
 
 @pytest.fixture

@@ -13,8 +13,9 @@ so the records match separate runs up to floating-point reduction order
 (tests/test_batched.py).
 
 Limits: backprop only (FA/DFA's custom backward), and models made of stackable layers only
-(``STACKABLE``: no convolutions); the configs may differ in train.seed alone. Batchnorm stacks: each
-seed's rows are normalized by their own statistics (normsys.training.norms.batch_norm).
+(``STACKABLE``: no convolutions, no registered norm kind's module); the configs may differ in
+train.seed alone. Batchnorm stacks: each seed's rows are normalized by their own statistics
+(normsys.training.norms.batch_norm).
 """
 
 from __future__ import annotations
@@ -28,9 +29,12 @@ from normsys.training.record import RunRecord
 from normsys.training.tasks import Task
 from normsys.training.train import fit
 
-# the layers whose parameters may be seed-stacked: each applies them through normsys.training.stacked
-STACKABLE = (stacked.Linear, stacked.Embedding, norms.LayerNorm, norms.RMSNorm, norms.L2Norm,
-             norms.DyT, norms.BatchNorm, models.PatchEmbed, models.TBlockClassifier)
+# the layers whose parameters may be seed-stacked, each applying them through
+# normsys.training.stacked: the models' own, and the module of every built-in norm kind of the
+# registry (tests/test_batched.py trains each kind stacked; a registered kind's module is its
+# author's code, whose seeds train separately)
+STACKABLE = (stacked.Linear, stacked.Embedding, models.PatchEmbed, models.TBlockClassifier,
+             *dict.fromkeys(type(norms.NORMS[kind].build(2)) for kind in sorted(norms.BUILTIN)))
 
 
 def unstackable(model: nn.Module) -> list[str]:

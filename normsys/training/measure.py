@@ -18,6 +18,7 @@ from normsys.training import diagnostics as dg
 from normsys.training.config import RunConfig
 from normsys.training.feedback import dfa_loss_and_backward
 from normsys.training.models import capture, prepare_model
+from normsys.training.record import Probe, Spectrum
 from normsys.training.tasks import Task
 
 Autocast = Callable[[], AbstractContextManager]
@@ -62,7 +63,8 @@ def gradients_at_init(model: nn.Module, rule: Callable[[nn.Module, Tensor, Tenso
 
 
 @torch.no_grad()
-def probe(model, cfg: RunConfig, x: Tensor, autocast: Autocast = nullcontext) -> dict[str, dict]:
+def probe(model, cfg: RunConfig, x: Tensor,
+          autocast: Autocast = nullcontext) -> dict[str, Probe]:
     """Spectra and ranks of the probed hidden states (cfg.train.probe) on the batch ``x`` (rows =
     batch*tokens): singular values, erank, rho, stable rank, mean row norm, hidden-unit
     correlation, token cosine for (B, T, d) states, and for the encoder the same without the
@@ -74,11 +76,10 @@ def probe(model, cfg: RunConfig, x: Tensor, autocast: Autocast = nullcontext) ->
         model(x)
     # token models: the rows that are not padding ([PAD] = 0), for measurements without them
     nonpad = (x != 0) if cfg.model.family == "encoder" else None
-    result = {}
+    result: dict[str, Probe] = {}
     for name in cfg.train.probe:
         h = (hidden[name][0] if isinstance(hidden[name], tuple) else hidden[name]).float()
-        result[name] = spectrum(h)
-        result[name]["unit_corr"] = dg.hidden_unit_correlation(h)
+        result[name] = Probe(**spectrum(h), unit_corr=dg.hidden_unit_correlation(h))
         if h.dim() == 3:
             result[name]["token_cosine"] = dg.token_cosine(h)
         if nonpad is not None:
@@ -86,12 +87,12 @@ def probe(model, cfg: RunConfig, x: Tensor, autocast: Autocast = nullcontext) ->
     return result
 
 
-def spectrum(h: Tensor) -> dict:
+def spectrum(h: Tensor) -> Spectrum:
     """Singular values, effective rank, rho = erank/d, stable rank and mean row norm of (..., d)."""
     s = dg.singular_values(h)
     erank = dg.effective_rank(s=s)
-    return {"singular_values": s.tolist(), "erank": erank, "rho": erank / h.shape[-1],
-            "stable_rank": dg.stable_rank(h), "mean_norm": float(h.norm(dim=-1).mean())}
+    return Spectrum(singular_values=s.tolist(), erank=erank, rho=erank / h.shape[-1],
+                    stable_rank=dg.stable_rank(h), mean_norm=float(h.norm(dim=-1).mean()))
 
 
 def at_init(cfg: RunConfig, task: Task, edit: Callable[[nn.Module], None] | None = None) -> AtInit:

@@ -16,6 +16,7 @@ from torch import Tensor, nn
 
 from normsys.training import data
 from normsys.training.config import RunConfig
+from normsys.training.record import TEST_ACC, TEST_LOSS, TRAIN_ACC, TRAIN_LOSS, VAL_LOSS
 
 EVAL_SEED = 1_000_003  # fixed evaluation batches (LM), identical for every seed and norm
 # rows per forward pass when evaluating a classifier: on one CPU core the seed encoder evaluated
@@ -99,8 +100,9 @@ class Classify(Task):
         model.eval()
         out: dict[str, float] = {}
         n_train = cfg.train.eval_train_rows or len(self.y_train)
-        for name, x_all, y_all in (("train", self.x_train[:n_train], self.y_train[:n_train]),
-                                   ("test", self.x_test, self.y_test)):
+        for (acc, mean_loss), x_all, y_all in (
+                ((TRAIN_ACC, TRAIN_LOSS), self.x_train[:n_train], self.y_train[:n_train]),
+                ((TEST_ACC, TEST_LOSS), self.x_test, self.y_test)):
             correct, loss = 0, 0.0
             for i in range(0, len(y_all), EVAL_CHUNK):
                 x, y = x_all[i : i + EVAL_CHUNK], y_all[i : i + EVAL_CHUNK]
@@ -108,7 +110,7 @@ class Classify(Task):
                     logits = model(x).float()
                 loss += float(F.cross_entropy(logits, y, reduction="sum"))
                 correct += int((logits.argmax(-1) == y).sum())
-            out[f"{name}_acc"], out[f"{name}_loss"] = correct / len(y_all), loss / len(y_all)
+            out[acc], out[mean_loss] = correct / len(y_all), loss / len(y_all)
         return out
 
 
@@ -136,13 +138,13 @@ class LanguageModel(Task):
         """Mean loss over eval_batches fixed windows of the train and the validation text."""
         model.eval()
         out: dict[str, float] = {}
-        for name, ids in (("train", self.train_ids), ("val", self.val_ids)):
+        for name, ids in ((TRAIN_LOSS, self.train_ids), (VAL_LOSS, self.val_ids)):
             gen, total = torch.Generator().manual_seed(EVAL_SEED), 0.0
             for _ in range(cfg.train.eval_batches):
                 x, y = lm_batch(ids, cfg.model.seq_len, cfg.train.batch_size, gen)
                 with ctx.autocast():
                     total += float(self.loss(model(x), y))
-            out[f"{name}_loss"] = total / cfg.train.eval_batches
+            out[name] = total / cfg.train.eval_batches
         return out
 
 

@@ -27,7 +27,15 @@ from normsys.training.measure import AtInit, backward, gradients_at_init, probe
 from normsys.training.models import prepare_model
 from normsys.training.norms import fusion
 from normsys.training.provenance import environment, numeric_environment
-from normsys.training.record import RunRecord, snapshot_key
+from normsys.training.record import (
+    FINAL_LOSS,
+    INIT_LOSS,
+    TEST_ACC,
+    TRAIN_ACC,
+    VAL_LOSS,
+    RunRecord,
+    snapshot_key,
+)
 from normsys.training.stacked import stack_modules, unstack_into
 from normsys.training.steplog import StepLog, empty_curves
 from normsys.training.tasks import Task, make_task
@@ -196,11 +204,11 @@ def finish(run: Trained, task: Task, ctx: RunContext,
     run began."""
     cfg, curves = run.cfg, run.curves
     steps = len(curves["loss"])
-    metrics = {"init_loss": run.init.loss}
+    metrics = {INIT_LOSS: run.init.loss}
     if steps:
-        metrics["final_loss"] = sum(curves["loss"][-10:]) / len(curves["loss"][-10:])
+        metrics[FINAL_LOSS] = sum(curves["loss"][-10:]) / len(curves["loss"][-10:])
     if run.diverged:
-        metrics.update({k: float("nan") for k in ("train_acc", "test_acc", "val_loss")})
+        metrics.update({k: float("nan") for k in (TRAIN_ACC, TEST_ACC, VAL_LOSS)})
     elif steps:  # a run without training steps measures gradients at init only
         metrics.update(task.evaluate(run.model, cfg, ctx))
     probes = {} if run.diverged else probe(run.model, cfg, run.init.x, ctx.autocast)
