@@ -355,6 +355,8 @@ def main(argv: list[str] | None = None) -> int:
         cfg = resolve(args)
         if not args.dry_run and not args.no_cache:
             check_folder()
+        runs = Runs(Progress(os.dup(2)))
+        runs.task_of(cfg)  # the data, checked against the model before anything trains (or not)
         if args.dry_run:
             print(json.dumps({"fingerprint": cfg.fingerprint(), **cfg.to_dict()}, indent=2))
             recorded = runtimes.run_seconds(cfg)
@@ -362,8 +364,6 @@ def main(argv: list[str] | None = None) -> int:
                   "training: time not recorded for this config", file=sys.stderr)
             return 0
         share_the_machine()  # a run it caches trains as the claims' runs do (one thread on a CPU)
-        runs = Runs(Progress(os.dup(2)))
-        runs.task_of(cfg)  # the data, checked against the model before anything trains
         record = train(cfg) if args.no_cache else runs.run(cfg)
     except (UsageError, KeyError, ValueError, DataError) as err:  # CacheFolderError is a ValueError
         text = err.args[0] if isinstance(err, KeyError) and err.args else str(err)

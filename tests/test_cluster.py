@@ -287,7 +287,8 @@ def test_without_ray_installed_the_cluster_options_say_so_in_one_line(monkeypatc
     from normsys.__main__ import main
 
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
-    with pytest.raises(ClusterError, match=r"^--ray local: Ray is not installed; pip install"):
+    with pytest.raises(ClusterError, match=r"^Ray is not installed, so the cluster 'local' cannot "
+                                           r"be used; pip install"):
         Cluster("local")
     monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path / "cache"))
     assert main(["scorecard", "--builtin", "--against", "layernorm", "--ray", "local",
@@ -300,5 +301,6 @@ def test_without_ray_installed_the_cluster_options_say_so_in_one_line(monkeypatc
                              "'no:cacheprovider']))"], cwd=ROOT, capture_output=True, text=True,
                             env={**os.environ, "NORMSYS_CACHE": str(tmp_path / "cache")})
     assert claims.returncode == pytest.ExitCode.USAGE_ERROR, claims.stdout + claims.stderr
-    assert "--claims-ray: --ray local: Ray is not installed" in claims.stdout + claims.stderr
+    assert "--claims-ray: Ray is not installed, so the cluster 'local' cannot be used" in \
+        claims.stdout + claims.stderr
     assert "Traceback" not in claims.stderr + claims.stdout

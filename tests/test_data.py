@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from normsys.training import data
+from normsys.training.store import file_sha256
 
 
 def test_tokenizer_encodes_hello_world(data_env):
@@ -27,6 +28,13 @@ def test_the_shipped_data_is_the_default_and_matches_its_checksums(monkeypatch):
     assert len(listed) == 10 and all(data.checksum(name) == sha for name, sha in listed.items())
     monkeypatch.setenv("NORMSYS_DATA", "relative/folder")
     assert data.data_root().is_absolute()  # a later cd changes nothing
+
+
+@pytest.fixture
+def unpinned(monkeypatch):
+    """Files normsys does not pin, each vouched for by its folder's SHA256SUMS alone (as the full
+    AG News train split a user brings): what the readers make of files other than the shipped."""
+    monkeypatch.setattr(data, "PINNED", {})
 
 
 def copy_of_the_data(tmp_path: Path, monkeypatch) -> Path:
@@ -48,7 +56,7 @@ def test_damaged_files_are_named_with_the_expected_checksum_and_the_fix(tmp_path
     assert str(gz) in message and "fails its checksum" in message
     assert "f7ae60f92e00ec6debd23a6088c31dbd2371eca3ffa0defaefb259924204aec6" in message
     assert message.endswith(
-        f"({root / 'SHA256SUMS'}). The file is damaged or not the original. Fix: copy the "
+        "(pinned in normsys.training.data). The file is damaged or not the original. Fix: copy the "
         f"original into {root} (sources and checksums in {data.SHIPPED / 'README.md'}), or "
         f"unset NORMSYS_DATA to use the data shipped with normsys.")
     vocab = root / data.VOCAB_FILE
@@ -56,6 +64,24 @@ def test_damaged_files_are_named_with_the_expected_checksum_and_the_fix(tmp_path
     vocab.write_text("\n".join(lines[1:] + lines[:1]) + "\n")  # a shuffled vocabulary
     with pytest.raises(data.DataCorruptError, match="vocab.txt fails its checksum"):
         data.ag_news("cpu", 16)
+
+
+def test_a_shipped_file_is_checked_against_its_pin_whatever_its_folder_lists(tmp_path,
+                                                                             monkeypatch):
+    """A checksum list beside the data cannot vouch for another file: the shipped files' sha256
+    are pinned in the package (and normsys/datafiles/SHA256SUMS lists the same, for sha256sum)."""
+    assert data._checksums(data.SHIPPED / "SHA256SUMS", 0) == data.PINNED
+    root = copy_of_the_data(tmp_path, monkeypatch)
+    vocab = root / data.VOCAB_FILE
+    vocab.write_text(vocab.read_text().replace("hello", "hullo"))
+    sums = root / "SHA256SUMS"
+    sums.write_text(sums.read_text().replace(data.PINNED[data.VOCAB_FILE], file_sha256(vocab)))
+    with pytest.raises(data.DataCorruptError) as err:
+        data.checksum(data.VOCAB_FILE, "BERT uncased vocabulary")
+    assert str(err.value).startswith(f"BERT uncased vocabulary: {vocab} fails its checksum: "
+                                     f"sha256 {file_sha256(vocab)}, expected "
+                                     f"{data.PINNED[data.VOCAB_FILE]} (pinned in "
+                                     f"normsys.training.data).")
 
 
 def test_missing_files_and_unlisted_files_are_errors_that_say_what_to_do(tmp_path, monkeypatch):
@@ -112,7 +138,7 @@ def test_mnist_shapes_and_label_counts(data_env):
     assert abs(float(split.x_train[:1000].mean())) < 0.2
 
 
-def test_malformed_files_listed_as_they_are_are_still_clear_errors(tmp_path, monkeypatch):
+def test_malformed_files_listed_as_they_are_are_still_clear_errors(tmp_path, monkeypatch, unpinned):
     """A folder whose SHA256SUMS vouches for broken files: the readers say what is wrong."""
     monkeypatch.setenv("NORMSYS_DATA", str(tmp_path))
     (tmp_path / "ag_news").mkdir()
@@ -160,7 +186,7 @@ def test_a_claim_on_damaged_or_missing_data_fails_or_skips_with_the_message(tmp_
     assert skipped.returncode == 0 and "1 skipped" in skipped.stdout
 
 
-def test_the_same_config_on_changed_data_is_trained_again(tmp_path, monkeypatch):
+def test_the_same_config_on_changed_data_is_trained_again(tmp_path, monkeypatch, unpinned):
     """The run cache keys on the data a run read: a cut-down Tiny Shakespeare (with its own
     checksum) gets its own run, and the real data its own again."""
     from normsys.claims import runs
@@ -256,7 +282,7 @@ def test_the_fix_a_data_error_names_depends_on_whose_folder_it_is(tmp_path, monk
         f"normsys")
 
 
-def test_tiny_shakespeare_errors_name_the_data_set(tmp_path, monkeypatch):
+def test_tiny_shakespeare_errors_name_the_data_set(tmp_path, monkeypatch, unpinned):
     monkeypatch.setenv("NORMSYS_DATA", str(tmp_path))
     with pytest.raises(data.DataMissingError, match=r"^Tiny Shakespeare: .*input.txt does not "):
         data.tiny_shakespeare()
@@ -300,7 +326,7 @@ def ag_folder(tmp_path, rows: list[str], name: str = "test") -> None:
 
 @pytest.mark.parametrize("line", ['"5","t","d"', '"0","t","d"', '"x","t","d"', '"1","t"',
                                   '"1","t","d","e"'])
-def test_an_ag_news_row_is_a_class_from_1_to_4_and_three_columns(tmp_path, monkeypatch, line):
+def test_an_ag_news_row_is_a_class_from_1_to_4_and_three_columns(tmp_path, monkeypatch, line, unpinned):
     monkeypatch.setenv("NORMSYS_DATA", str(tmp_path))
     ag_folder(tmp_path, ['"4","fine","row"', line])
     first = line.split(",")[0]
@@ -311,7 +337,7 @@ def test_an_ag_news_row_is_a_class_from_1_to_4_and_three_columns(tmp_path, monke
                               f"title, description)")
 
 
-def test_an_unreadable_ag_news_file_says_so(tmp_path, monkeypatch):
+def test_an_unreadable_ag_news_file_says_so(tmp_path, monkeypatch, unpinned):
     monkeypatch.setenv("NORMSYS_DATA", str(tmp_path))
     ag_folder(tmp_path, [])
     path = tmp_path / data.AG_FILES["test"]
@@ -404,7 +430,7 @@ def test_a_missing_vocabulary_is_named(tmp_path, monkeypatch):
         data.tokenize(["x"], 4)
 
 
-def test_mnist_errors_name_the_data_set_and_what_is_wrong_with_the_file(tmp_path, monkeypatch):
+def test_mnist_errors_name_the_data_set_and_what_is_wrong_with_the_file(tmp_path, monkeypatch, unpinned):
     monkeypatch.setenv("NORMSYS_DATA", str(tmp_path))
     with pytest.raises(data.DataMissingError, match=r"^MNIST: .*does not exist"):
         data.mnist()
@@ -439,7 +465,7 @@ def test_mnist_says_what_it_holds(data_env):
                             ) == "MNIST: 60000 train / 10000 test"
 
 
-def test_a_folder_without_sha256sums_says_how_to_write_one(tmp_path, monkeypatch):
+def test_a_folder_without_sha256sums_says_how_to_write_one(tmp_path, monkeypatch, unpinned):
     monkeypatch.setenv("NORMSYS_DATA", str(tmp_path))
     (tmp_path / "tinyshakespeare").mkdir()
     (tmp_path / data.SHAKESPEARE_FILE).write_text("text")
@@ -452,8 +478,8 @@ def test_a_folder_without_sha256sums_says_how_to_write_one(tmp_path, monkeypatch
         data.checksum("nothing/here.txt")
 
 
-def test_a_changed_sha256sums_is_read_again_and_the_file_checked_against_it(tmp_path,
-                                                                             monkeypatch):
+def test_a_changed_sha256sums_is_read_again_and_the_file_checked_against_it(tmp_path, monkeypatch,
+                                                                             unpinned):
     from normsys.training.store import file_sha256
 
     monkeypatch.setenv("NORMSYS_DATA", str(tmp_path))

@@ -275,9 +275,10 @@ def test_a_model_that_cannot_take_its_data_is_refused_before_training(
     with pytest.raises(ValueError, match=f"^{re.escape(said)}"):
         session.run(preset(family, **changes))
     sets = [arg for k, v in changes.items() for arg in ("--set", f"{k}={v}")]
-    assert main(["train", "--model", family, *sets, "--no-cache"]) == 2
-    err = capsys.readouterr().err
-    assert err.startswith(f"error: {said}") and err.count("\n") == 1
+    for how in ("--no-cache", "--dry-run"):  # a dry run checks what the run checks
+        assert main(["train", "--model", family, *sets, how]) == 2
+        out, err = capsys.readouterr()
+        assert err.startswith(f"error: {said}") and err.count("\n") == 1 and not out
     session.task_of(preset(family))  # the preset itself fits
 
 

@@ -49,7 +49,8 @@ def connect(address: str) -> None:
     try:
         import ray
     except ImportError:
-        raise ClusterError(f"--ray {address}: Ray is not installed; pip install -e \".[ray]\"") \
+        raise ClusterError(f"Ray is not installed, so the cluster {address!r} cannot be used; "
+                           f"pip install -e \".[ray]\"") \
             from None
     target = os.environ.get("RAY_ADDRESS", "") if address == "auto" else address
     if target not in ("", "local", "auto"):  # a named head: asked at once, not after Ray's retries

@@ -3,9 +3,12 @@
 The files the CPU tier needs ship with normsys (``normsys/datafiles``: the AG News test split and
 its first 2,000 train rows, the BERT uncased vocabulary, Tiny Shakespeare, MNIST; provenance in
 its README.md). ``$NORMSYS_DATA`` points normsys at another folder of the same layout instead.
-Every file is checked against the folder's ``SHA256SUMS`` when it is read: a missing file is a
-DataMissingError and a damaged one a DataCorruptError, each naming the file, what was expected
-and the fix. Each data set comes with a digest of what was read, which the run cache keys on.
+Every file is checked when it is read: a file normsys ships against the sha256 pinned here
+(``PINNED``), wherever it is read from, so that no checksum list beside the data can vouch for
+another file; a file it does not ship (the full AG News train split) against the folder's
+``SHA256SUMS``. A missing file is a DataMissingError and a damaged one a DataCorruptError, each
+naming the file, what was expected and the fix. Each data set comes with a digest of what was
+read, which the run cache keys on.
 
 AG News pools. Only the official test split (7,600 rows, 1,900 per class) and the first
 2,000 train rows ship, so the CPU tier is defined on the test split alone, identical on every
@@ -45,6 +48,30 @@ MNIST_FILES = {"train_x": "mnist/train-images-idx3-ubyte.gz",
                "train_y": "mnist/train-labels-idx1-ubyte.gz",
                "test_x": "mnist/t10k-images-idx3-ubyte.gz", "test_y": "mnist/t10k-labels-idx1-ubyte.gz"}
 MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
+# the sha256 of every file normsys ships, as its provenance (normsys/datafiles/README.md) records
+# them; normsys/datafiles/SHA256SUMS lists the same, for sha256sum -c (tests/test_data.py)
+PINNED = {
+    "ag_news/classes.txt":
+        "612dbfa932f07a6ed837295a7d5746ce7412e7bb4bc32ba919fdb3cda3a1b9b5",
+    "ag_news/readme.txt":
+        "779c2e6bbf93dd810d9c7b318006daef7a4bfc34062002461d251dc10fb9f58c",
+    "ag_news/test.csv.gz":
+        "3c277beb6ce3dd635407635cb90a7c5ceaf87168fabb3be218e39aa2b097f706",
+    "ag_news/train_first2000rows.csv.gz":
+        "663449bec3414628db1b590c71f9f57ab8a8190c5fbdde488db349c9c89e1266",
+    "mnist/t10k-images-idx3-ubyte.gz":
+        "8d422c7b0a1c1c79245a5bcf07fe86e33eeafee792b84584aec276f5a2dbc4e6",
+    "mnist/t10k-labels-idx1-ubyte.gz":
+        "f7ae60f92e00ec6debd23a6088c31dbd2371eca3ffa0defaefb259924204aec6",
+    "mnist/train-images-idx3-ubyte.gz":
+        "440fcabf73cc546fa21475e81ea370265605f56be210a4024d2ca8f203523609",
+    "mnist/train-labels-idx1-ubyte.gz":
+        "3552534a0a558bbed6aed32b30c495cca23d567ec52cac8be1a0730e8010255c",
+    "tinyshakespeare/input.txt":
+        "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed",
+    "tokenizers/bert-base-uncased/vocab.txt":
+        "07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3",
+}
 
 
 class DataError(Exception):
@@ -100,21 +127,14 @@ _VERIFIED: dict[tuple[str, int, int], str] = {}  # (path, size, mtime) -> sha256
 
 
 def data_file(relative: str, what: str) -> Path:
-    """The path of a data file, checked against its folder's SHA256SUMS; a DataMissingError or a
-    DataCorruptError naming the file, the expected checksum and the fix otherwise."""
+    """The path of a data file, checked against its pinned sha256 (``PINNED``) or, for a file
+    normsys does not ship, its folder's SHA256SUMS; a DataMissingError or a DataCorruptError
+    naming the file, the expected checksum and the fix otherwise."""
     root = data_root()
     path = root / relative
     if not path.is_file():
         raise DataMissingError(f"{what}: {path} does not exist ({_where(root)}). Fix: {_fix(root)}.")
-    sums = root / "SHA256SUMS"
-    if not sums.is_file():
-        raise DataMissingError(f"{what}: {root} has no SHA256SUMS to check {relative} against. "
-                               f"Fix: write one (cd {root} && sha256sum */* */*/* > SHA256SUMS).")
-    expected = _checksums(sums, sums.stat().st_mtime_ns).get(relative)
-    if expected is None:
-        raise DataCorruptError(f"{what}: {relative} is not listed in {sums}, so normsys cannot "
-                               f"tell it is the right file. Fix: add its sha256 (cd {root} && "
-                               f"sha256sum {relative} >> SHA256SUMS) after checking it.")
+    expected, sums = expected_sha256(root, relative, what)
     stat = path.stat()
     key = (str(path), stat.st_size, stat.st_mtime_ns)
     if _VERIFIED.get(key) != expected:
@@ -127,11 +147,27 @@ def data_file(relative: str, what: str) -> Path:
     return path
 
 
+def expected_sha256(root: Path, relative: str, what: str) -> tuple[str, str]:
+    """The sha256 a data file must have and what says so: its pin, or the folder's SHA256SUMS
+    for a file normsys does not ship."""
+    if relative in PINNED:
+        return PINNED[relative], "pinned in normsys.training.data"
+    sums = root / "SHA256SUMS"
+    if not sums.is_file():
+        raise DataMissingError(f"{what}: {root} has no SHA256SUMS to check {relative} against. "
+                               f"Fix: write one (cd {root} && sha256sum */* */*/* > SHA256SUMS).")
+    expected = _checksums(sums, sums.stat().st_mtime_ns).get(relative)
+    if expected is None:
+        raise DataCorruptError(f"{what}: {relative} is not listed in {sums}, so normsys cannot "
+                               f"tell it is the right file. Fix: add its sha256 (cd {root} && "
+                               f"sha256sum {relative} >> SHA256SUMS) after checking it.")
+    return expected, str(sums)
+
+
 def checksum(relative: str, what: str = "data file") -> str:
-    """The sha256 of a data file, as listed in its folder's SHA256SUMS once the file is checked."""
+    """The sha256 of a data file once it is checked (its pin, or its folder's SHA256SUMS)."""
     data_file(relative, what)
-    sums = data_root() / "SHA256SUMS"
-    return _checksums(sums, sums.stat().st_mtime_ns)[relative]
+    return expected_sha256(data_root(), relative, what)[0]
 
 
 def _digest(*parts: str) -> str:
