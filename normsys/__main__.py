@@ -166,22 +166,21 @@ def score(args: argparse.Namespace) -> str:
     rows = names + scorecard.builtin_rows([n for n in args.against.split(",") if n])
     plan = scorecard.plan(list(dict.fromkeys(rows)), args.tier)
     scorecard.check_layers(plan, names)
+    cuda = torch.cuda.is_available() and args.tier == "paper"
+    workers = args.workers or (1 if cuda else min(os.cpu_count() or 1, len(plan.configs)))
+    costs, seconds, unknown = scorecard.estimate(plan, Runs())
+    said = scorecard.cost_line(costs, seconds, unknown, 1 if args.ray else workers)
     if args.dry_run:
-        runs, seconds, unknown = scorecard.estimate(plan, Runs())
-        lines = [f"  {label(cfg)}: {cost}" for cfg, cost in runs]
-        todo = sum(cost != "cached" for _, cost in runs)
-        return "\n".join([f"{len(runs)} runs, {len(runs) - todo} cached; the other {todo} ~"
-                          f"{seconds / 60:.1f} min of training on one core"
-                          + (f" plus {unknown} not timed yet" if unknown else ""), *lines])
+        return "\n".join([said, *(f"  {label(cfg)}: {cost}" for cfg, cost in costs)])
     check_folder()
+    print(f"scorecard: {said}", file=sys.stderr, flush=True)  # before any training
     if args.ray:
         records = on_cluster(args, plan, specs)
     else:
-        cuda = torch.cuda.is_available() and args.tier == "paper"
-        workers = args.workers or (1 if cuda else min(os.cpu_count() or 1, len(plan.configs)))
         if workers == 1 and not cuda:
             torch.set_num_threads(args.threads)  # as each worker process trains
-        records = scorecard.fetch(plan, specs, workers, Runs(Progress(os.dup(2))), args.threads)
+        records = scorecard.fetch(plan, specs, workers, Runs(Progress(os.dup(2))), args.threads,
+                                  seconds)
     table = scorecard.judge(plan, records, reach=scorecard.builtin_reach(args.tier))
     prov = scorecard.provenance(args.tier, specs, list(records.values()))
     paths = scorecard.write(args.out, table, prov, subjects=set(names) or None)

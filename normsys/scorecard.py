@@ -146,30 +146,44 @@ def _layer_problem(factory, shape: tuple[int, ...], dtype) -> str:
     return ""
 
 
-def estimate(p: Plan, runs: Runs) -> tuple[list[tuple[RunConfig, str]], float, int]:
-    """Each config with what it costs ('cached', '~N s' as its LayerNorm twin's cached run took
-    here, or as the tier's run times record it or its twin (normsys.claims.runtimes), or 'time
-    unknown'), the seconds of training known, and how many have no estimate
-    (``runs`` loads each config's data, for its digest)."""
-    rows, seconds, unknown = [], 0.0, 0
+def estimate(p: Plan, runs: Runs) -> tuple[list[tuple[RunConfig, str]], dict[str, float], int]:
+    """Each config with what it costs ('cached', '~N s' as the tier's run times record it or its
+    LayerNorm twin (normsys.claims.runtimes), else as its twin's cached run took here, or 'time
+    unknown'); the seconds of each run to train (by config fingerprint; 0 without an
+    estimate); and how many have none (``runs`` loads each config's data, for its digest)."""
+    rows, seconds, unknown = [], {}, 0
     for cfg in p.configs:
         digest = runs.task_of(cfg).digest
         if lookup(cfg, digest) is not None:
             rows.append((cfg, "cached"))
             continue
         twin_cfg = cfg.override(**{"model.norm": "layernorm"})
-        twin = lookup(twin_cfg, digest)
         recorded = run_seconds(cfg) or run_seconds(twin_cfg)
-        if twin is not None:
-            rows.append((cfg, f"~{twin.wall_time:.0f} s (its LayerNorm run's time)"))
-            seconds += twin.wall_time
-        elif recorded is not None:
+        twin = None if recorded else lookup(twin_cfg, digest)
+        if recorded is not None:
             rows.append((cfg, f"~{recorded[0]:.0f} s (as recorded on {recorded[1]})"))
-            seconds += recorded[0]
+            seconds[cfg.fingerprint()] = recorded[0]
+        elif twin is not None:
+            rows.append((cfg, f"~{twin.wall_time:.0f} s (its LayerNorm run's time here)"))
+            seconds[cfg.fingerprint()] = twin.wall_time
         else:
             rows.append((cfg, "time unknown"))
+            seconds[cfg.fingerprint()] = 0.0
             unknown += 1
     return rows, seconds, unknown
+
+
+def cost_line(rows: list[tuple[RunConfig, str]], seconds: dict[str, float], unknown: int,
+              workers: int) -> str:
+    """``222 runs, 40 cached; the other 182 ~62.7 min of training on one core (~31.4 min on 2
+    processes)``: what a scorecard costs before it trains."""
+    todo, total = sum(cost != "cached" for _, cost in rows), sum(seconds.values())
+    text = f"{len(rows)} runs, {len(rows) - todo} cached"
+    if todo:
+        text += f"; the other {todo} ~{total / 60:.1f} min of training on one core"
+        if workers > 1:
+            text += f" (~{total / 60 / workers:.1f} min on {workers} processes)"
+    return text + (f", plus {unknown} not timed yet" if unknown else "")
 
 
 def _start_worker(specs: list[tuple[str, str]], threads: int, counter: str) -> None:
@@ -201,15 +215,21 @@ def _fetch(cfg: RunConfig) -> RunRecord:
 
 
 def fetch(p: Plan, specs: list[tuple[str, str]], workers: int, runs: Runs,
-          threads: int = RUN_THREADS) -> dict[RunConfig, RunRecord]:
+          threads: int = RUN_THREADS,
+          seconds: dict[str, float] | None = None) -> dict[RunConfig, RunRecord]:
     """Every run of the plan, from the cache or trained: in ``workers`` processes (each with the
     user's norms registered again, and its own runs), each training on ``threads`` torch threads
     (the claims' count unless told otherwise: a run's numbers depend on it), longest runs first;
-    with ``runs`` in this process when ``workers`` <= 1."""
+    with ``runs`` in this process when ``workers`` <= 1. ``seconds``: the runs to train with
+    their estimates (``estimate``), for the progress lines' run k of N and time left."""
     configs = sorted(p.configs, key=lambda c: c.model.family not in ("encoder", "char_gpt"))
     if workers <= 1:
+        if seconds is not None:
+            runs.progress.expect(seconds, 1)
         return {c: runs.run(c) for c in configs}
     with tempfile.TemporaryDirectory() as tmp:
+        if seconds is not None:
+            Progress(counter=Path(tmp) / "done").expect(seconds, workers)
         pool = get_context("spawn").Pool(workers, _start_worker, (
             [(absolute(s), n) for s, n in specs], threads, str(Path(tmp) / "done")))
         try:

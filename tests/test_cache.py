@@ -127,12 +127,41 @@ def test_progress_says_trained_cached_and_retrained(tmp_path, monkeypatch):
     label = f"ffn_stack/layernorm/bp/s0 d=16 batch_shape=(4, 5, 16) steps=3 (cpu tier, " \
             f"{CFG.fingerprint()[:8]})"
     assert lines[0] == f"normsys: training {label} ..."
-    assert lines[1].startswith(f"normsys: [1 runs done] {label}: trained in ")
+    assert lines[1].startswith(f"normsys: [run 1] {label}: trained in ")
     assert lines[1].endswith(f" s ({numeric_environment()['device']}, "
                              f"{torch.get_num_threads()} thread(s), torch {torch.__version__})")
-    assert lines[2].startswith(f"normsys: [2 runs done] {label}: cached, trained in ")
+    assert lines[2].startswith(f"normsys: [cached] {label}: trained in ")
     assert "cannot be read" in lines[3] and f"retraining {label}" in lines[3]
-    assert lines[5].startswith(f"normsys: [3 runs done] {label}: trained in ")
+    assert lines[5].startswith(f"normsys: [run 2] {label}: trained in ")
+
+
+def test_a_planned_run_says_k_of_n_and_the_time_left_at_the_pace_kept_so_far(tmp_path):
+    """With a plan (fingerprint -> recorded seconds) on two processes: the first run, planned at
+    40 s, took 80: the plan's other 60 s are 120 at that pace, on two processes 1.0 min; a run
+    outside the plan counts on past it; the tally is one file the session's processes share."""
+    from types import SimpleNamespace
+
+    cfgs = [CFG.override(**{"train.seed": s}) for s in range(3)]
+    plan = {cfgs[0].fingerprint(): 40.0, cfgs[1].fingerprint(): 60.0}
+    counter = tmp_path / "tally"
+    read, write = os.pipe()
+    first, second = progress.Progress(write, counter), progress.Progress(write, counter)
+    try:
+        first.expect(plan, places=2)
+        for said, cfg, took in ((first, cfgs[0], 80.0), (second, cfgs[1], 100.0),
+                                (first, cfgs[2], 5.0)):
+            said.finished(SimpleNamespace(config=cfg.to_dict(), env={}, wall_time=took),
+                          cached=False)
+    finally:
+        os.close(write)
+    lines = os.read(read, 1 << 16).decode().splitlines()
+    os.close(read)
+    assert [line.split("]")[0] for line in lines] == [
+        "normsys: [run 1 of 2, ~1.0 min left", "normsys: [run 2 of 2, ~0.0 min left",
+        "normsys: [run 3; 2 were planned"]
+    assert progress.where_in_plan({"trained": 1, "took": 30.0, "estimated": 0.0,
+                                   "plan": {"a": 0.0, "b": 90.0}, "places": 1}) == \
+        "run 1 of 2, ~1.5 min left"  # nothing timed yet: the recorded pace
 
 
 def test_cached_runs_compute_only_the_missing_ones_together(tmp_path, monkeypatch):

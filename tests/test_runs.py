@@ -401,8 +401,16 @@ def test_each_task_of_a_sessions_lines_is_timed_once():
         "on 2026-11-24 (cuda)",
         "normsys: waiting for encoder/l2/bp/s1 (paper tier, cccccccc): another process is training",
         "normsys: training lstm/none/bp/s0 (cpu tier, dddddddd) ...",  # never finished
+        # the lines of a session with a plan
+        "normsys: training cnn/none/bp/s0 (cpu tier, eeeeeeee) ...",
+        "normsys: [run 5 of 9, ~1.0 min left] cnn/none/bp/s0 (cpu tier, eeeeeeee): trained in "
+        "12 s (cpu)",
+        "normsys: [cached] cnn/none/bp/s0 (cpu tier, eeeeeeee): trained in 12 s on 2026-11-26 (cpu)",
+        "normsys: training cnn/none/bp/s1 (cpu tier, ffffffff) ...",
+        "normsys: [run 10; 9 were planned] cnn/none/bp/s1 (cpu tier, ffffffff): trained in 3 s "
+        "(cpu)",
     ])
-    assert task_seconds(log) == [7.0, 30.0]
+    assert task_seconds(log) == [7.0, 30.0, 12.0, 3.0]
 
 
 def test_the_expected_wall_lays_the_longest_tasks_first_and_is_bounded_by_the_longest():
@@ -428,7 +436,8 @@ def test_a_plan_trains_here_longest_first_and_nothing_the_cache_holds(cache, mon
     assert runs.group_seconds(SEEDS) == 50.0  # seeds stacked: as long as the longest
     session = runs.Runs()
     assert session.plan(SEEDS) == 0 and session.planned == [[SEEDS[2]], [SEEDS[1]], [SEEDS[0]]]
-    assert session.planned_work(1) == (2, 55.0) and session.planned_work(2) == (2, 50.0)
+    shares = {SEEDS[2].fingerprint(): 50.0, SEEDS[1].fingerprint(): 5.0}
+    assert session.planned_work(1) == (shares, 55.0) and session.planned_work(2) == (shares, 50.0)
     assert session.train_planned() == 2 and trained == [[SEEDS[2]], [SEEDS[1]]]
     assert session.planned == [] and session.train_planned() == 0
     assert [r.run_config for r in runs.Runs().runs(SEEDS)] == SEEDS and len(trained) == 2
@@ -463,7 +472,7 @@ def test_a_planned_run_that_cannot_train_is_left_to_its_claim(cache, data_env):
     wrong = preset("mlp", **{"data.n_train": 64, "data.n_test": 32, "model.d": 8,
                              "model.n_out": 1})
     session.plan([wrong, SEEDS[1]])
-    assert session.planned_work(1)[0] == 2  # a group that cannot be read counts as lacking
+    assert len(session.planned_work(1)[0]) == 2  # a group that cannot be read: lacking
     assert session.train_planned() == 1
     assert len(said) == 1 and said[0].startswith("planned run mlp/") and \
         "left to its claim (model.n_out=1: the mnist data has 10 classes" in said[0]

@@ -495,8 +495,9 @@ class ClaimsSession:
                 if me in ("", "gw0"):  # said once, by the first worker or alone
                     places = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
                     todo, wall = runs.planned_work(places)
-                    runs.progress.note(f"planned: {planned} runs, {todo} of them not cached: "
-                                       f"~{wall / 60:.1f} min of training on {places} "
+                    runs.progress.expect(todo, places)  # each trained run: k of N, time left
+                    runs.progress.note(f"planned: {planned} runs, {len(todo)} of them not "
+                                       f"cached: ~{wall / 60:.1f} min of training on {places} "
                                        f"process(es) as their run times record them")
                 trained = runs.train_planned()
                 runs.progress.note(f"the {planned} planned runs are taken ({trained} trained by "

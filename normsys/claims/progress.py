@@ -1,5 +1,7 @@
 """What the run cache is doing, a line per training run as it starts and as it ends (trained or
-read from the cache), with how many of the session's runs are done.
+read from the cache); with a plan (``Progress.expect``: the runs a session will train and their
+recorded seconds), each trained run says how far the plan is and the time left:
+``[run 3 of 40, ~12.5 min left]``.
 
 A ``Progress`` names the stream: the claims plugin gives its session's the terminal (a copy of
 the standard error taken before pytest captures output, so the lines show while claims wait on
@@ -9,7 +11,9 @@ the command line gives its own standard error; ``SILENT`` writes nothing.
 
 from __future__ import annotations
 
+import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from filelock import FileLock
@@ -19,27 +23,40 @@ from normsys.training.provenance import described
 
 
 class Progress:
-    """Where one session's progress lines go: file descriptor ``fd`` (None: nowhere), with
-    finished runs counted in ``counter`` (a file shared by every process of the session) or in
-    this object."""
+    """Where one session's progress lines go: file descriptor ``fd`` (None: nowhere), with its
+    tally (the plan, the runs trained and read) kept in ``counter`` (a file shared by every
+    process of the session) or in this object."""
 
     def __init__(self, fd: int | None = None, counter: Path | None = None):
-        self.fd, self.counter, self.done = fd, counter, 0
+        self.fd, self.counter = fd, counter
+        self.tally: dict = {}  # without a counter file
+        self.shares: dict[str, float] = {}  # a run's share of the group it trains in (started)
 
     def _write(self, line: str) -> None:
         if self.fd is not None:
             os.write(self.fd, f"normsys: {line}\n".encode())
 
-    def _count(self) -> int:
+    def _update(self, change: Callable[[dict], None]) -> dict:
+        """Apply ``change`` to the session's tally (under the counter file's lock) and return it."""
         if self.counter is None:
-            self.done += 1
-            return self.done
+            change(self.tally)
+            return dict(self.tally)
         with FileLock(str(self.counter) + ".lock"):
-            done = int(self.counter.read_text() or 0) + 1 if self.counter.exists() else 1
-            self.counter.write_text(str(done))
-        return done
+            text = self.counter.read_text() if self.counter.exists() else ""
+            tally = json.loads(text) if text.strip() else {}
+            change(tally)
+            self.counter.write_text(json.dumps(tally))
+        return tally
+
+    def expect(self, seconds: dict[str, float], places: int) -> None:
+        """The session will train the runs ``seconds`` holds (config fingerprint -> its share of
+        the training its group takes on one process, as the run times record it: 0 where none
+        does) on ``places`` processes at once."""
+        self._update(lambda t: t.update(plan=seconds, places=max(1, places)))
 
     def started(self, cfgs) -> None:
+        for c in cfgs:
+            self.shares[c.fingerprint()] = 1 / len(cfgs)
         what = label(cfgs[0]) if len(cfgs) == 1 else \
             f"{label(cfgs[0])} with {len(cfgs)} seeds stacked"
         self._write(f"training {what} ...")
@@ -47,20 +64,46 @@ class Progress:
     def finished(self, record, cached: bool) -> None:
         """A run ended: trained now, or read from the cache (when and where it was trained)."""
         cfg = RunConfig.from_dict(record.config)
-        done = self._count()
         where = described(record.env)
         if "node" in record.env:  # trained on a cluster (normsys.claims.cluster)
             where = f"{where}; node {record.env['node']}"
         if cached:
             when = record.env.get("date", "an earlier session")
-            self._write(f"[{done} runs done] {label(cfg)}: cached, trained in "
-                        f"{record.wall_time:.0f} s on {when} ({where})")
-        else:
-            self._write(f"[{done} runs done] {label(cfg)}: trained in {record.wall_time:.0f} s "
+            self._update(lambda t: t.update(read=t.get("read", 0) + 1))
+            self._write(f"[cached] {label(cfg)}: trained in {record.wall_time:.0f} s on {when} "
                         f"({where})")
+            return
+        took = record.wall_time * self.shares.pop(cfg.fingerprint(), 1.0)
+        fingerprint = cfg.fingerprint()
+
+        def count(t: dict) -> None:
+            planned = t.get("plan", {}).get(fingerprint)
+            t.update(trained=t.get("trained", 0) + 1, took=t.get("took", 0.0) + took,
+                     estimated=t.get("estimated", 0.0) + (took if not planned else planned))
+            if planned is not None:
+                t["done"] = t.get("done", 0.0) + planned
+
+        self._write(f"[{where_in_plan(self._update(count))}] {label(cfg)}: trained in "
+                    f"{record.wall_time:.0f} s ({where})")
 
     def note(self, line: str) -> None:
         self._write(line)
+
+
+def where_in_plan(tally: dict) -> str:
+    """``run 3 of 40, ~12.5 min left``: the runs trained so far against the plan, and the plan's
+    recorded seconds not yet trained, on its processes, at the pace the runs trained so far kept
+    against their recorded times; ``run 41; 40 were planned`` past the plan; ``run 3`` without
+    one."""
+    k = tally["trained"]
+    if "plan" not in tally:
+        return f"run {k}"
+    runs = len(tally["plan"])
+    if k > runs:
+        return f"run {k}; {runs} were planned"
+    pace = tally["took"] / tally["estimated"] if tally["estimated"] > 0 else 1.0
+    left = max(0.0, sum(tally["plan"].values()) - tally.get("done", 0.0)) * pace
+    return f"run {k} of {runs}, ~{left / tally['places'] / 60:.1f} min left"
 
 
 SILENT = Progress()  # what a caller that names no stream gets

@@ -187,13 +187,14 @@ class Runs:
         self.planned = groups if root is not None and writable(root) else []
         return 0
 
-    def planned_work(self, places: int) -> tuple[int, float]:
-        """The planned runs the cache lacks, and the wall time their training takes on ``places``
+    def planned_work(self, places: int) -> tuple[dict[str, float], float]:
+        """The planned runs the cache lacks, each (by config fingerprint) with its share of the
+        seconds its group trains in, and the wall time their training takes on ``places``
         processes laid out longest first (runtimes.expected_wall), as their tier's run times
         record them (0 for a run never timed)."""
         missing = [group for group in self.planned if self._lacks(group)]
-        return (sum(map(len, missing)),
-                expected_wall([group_seconds(g) for g in missing], max(1, places)))
+        shares = {c.fingerprint(): group_seconds(g) / len(g) for g in missing for c in g}
+        return shares, expected_wall([group_seconds(g) for g in missing], max(1, places))
 
     def cost(self, cfgs: list[RunConfig]) -> tuple[str, float | None]:
         """``10 runs (4 cached; the others ~3.2 min of training as recorded)``: what the runs

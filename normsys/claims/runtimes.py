@@ -114,7 +114,9 @@ def recorded_cost(claim: str, tier: str,
 
 TRAINING = re.compile(r"normsys: training .* tier, ([0-9a-f]{8})\)(?: with \d+ seeds stacked)? "
                       r"\.\.\.")
-TRAINED = re.compile(r"normsys: \[\d+ runs done\] .* tier, ([0-9a-f]{8})\): trained in (\d+) s")
+# a trained run's line: "[run 3 of 40, ~12.5 min left] ..." (logs before plans: "[3 runs done]")
+TRAINED = re.compile(r"normsys: \[(?:\d+ runs done|run \d+[^\]]*)\] .* tier, ([0-9a-f]{8})\): "
+                     r"trained in (\d+) s")
 
 
 def task_seconds(log: str) -> list[float]:
