@@ -168,7 +168,8 @@ def score(args: argparse.Namespace) -> str:
     scorecard.check_layers(plan, names)
     cuda = torch.cuda.is_available() and args.tier == "paper"
     workers = args.workers or (1 if cuda else min(os.cpu_count() or 1, len(plan.configs)))
-    costs, seconds, unknown = scorecard.estimate(plan, Runs())
+    # looked up as the runs will train: on --threads each in worker processes on the CPU
+    costs, seconds, unknown = scorecard.estimate(plan, Runs(), None if cuda else args.threads)
     said = scorecard.cost_line(costs, seconds, unknown, 1 if args.ray else workers)
     if args.dry_run:
         return "\n".join([said, *(f"  {label(cfg)}: {cost}" for cfg, cost in costs)])

@@ -40,6 +40,7 @@ from normsys.training.config import RunConfig
 from normsys.training.norms import BUILTIN, NORMS
 from normsys.training.provenance import device_name, git_commit, numeric_of
 from normsys.training.record import RunRecord
+from normsys.training.train import run_environment
 
 BUILTIN_ROWS = tuple(kind for kind in NORMS if kind in BUILTIN)  # the registry's, in its order
 
@@ -146,20 +147,27 @@ def _layer_problem(factory, shape: tuple[int, ...], dtype) -> str:
     return ""
 
 
-def estimate(p: Plan, runs: Runs) -> tuple[list[tuple[RunConfig, str]], dict[str, float], int]:
+def estimate(p: Plan, runs: Runs, threads: int | None = None
+             ) -> tuple[list[tuple[RunConfig, str]], dict[str, float], int]:
     """Each config with what it costs ('cached', '~N s' as the tier's run times record it or its
     LayerNorm twin (normsys.claims.runtimes), else as its twin's cached run took here, or 'time
     unknown'); the seconds of each run to train (by config fingerprint; 0 without an
-    estimate); and how many have none (``runs`` loads each config's data, for its digest)."""
+    estimate); and how many have none (``runs`` loads each config's data, for its digest).
+    ``threads``: the torch threads the runs will train on (a cached run made on another count
+    is not the run; None: this process's)."""
+    def environment(cfg: RunConfig) -> dict[str, str]:
+        env = run_environment(cfg)
+        return env if threads is None else {**env, "threads": str(threads)}
+
     rows, seconds, unknown = [], {}, 0
     for cfg in p.configs:
         digest = runs.task_of(cfg).digest
-        if lookup(cfg, digest) is not None:
+        if lookup(cfg, digest, environment) is not None:
             rows.append((cfg, "cached"))
             continue
         twin_cfg = cfg.override(**{"model.norm": "layernorm"})
         recorded = run_seconds(cfg) or run_seconds(twin_cfg)
-        twin = None if recorded else lookup(twin_cfg, digest)
+        twin = None if recorded else lookup(twin_cfg, digest, environment)
         if recorded is not None:
             rows.append((cfg, f"~{recorded[0]:.0f} s (as recorded on {recorded[1]})"))
             seconds[cfg.fingerprint()] = recorded[0]

@@ -1059,6 +1059,23 @@ def test_layers_that_work_pass_the_check_on_every_family_and_dtype(user_file):
     scorecard.check_layers(plan, names)
 
 
+def test_estimate_looks_runs_up_on_the_threads_they_will_train_on(tmp_path, monkeypatch):
+    """The worker processes train on --threads (one by default): a run cached there is cached
+    for the estimate, whatever this process's own thread count."""
+    monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path))
+    plan = scorecard.plan(["rmsnorm"], statistics=PARTS[:1])
+    cfg = plan.cells["level", "rmsnorm"][0][0]
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        Runs().run(cfg)
+        torch.set_num_threads(2)
+        assert dict(scorecard.estimate(plan, Runs(), threads=1)[0])[cfg] == "cached"
+        assert dict(scorecard.estimate(plan, Runs())[0])[cfg] != "cached"
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_estimate_falls_back_on_the_recorded_run_times_of_the_config_or_its_twin(tmp_path,
                                                                                monkeypatch):
     monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path))
