@@ -167,10 +167,19 @@ def score(args: argparse.Namespace) -> str:
     plan = scorecard.plan(list(dict.fromkeys(rows)), args.tier)
     scorecard.check_layers(plan, names)
     cuda = torch.cuda.is_available() and args.tier == "paper"
-    workers = args.workers or (1 if cuda else min(os.cpu_count() or 1, len(plan.configs)))
-    # looked up as the runs will train: on --threads each in worker processes on the CPU
-    costs, seconds, unknown = scorecard.estimate(plan, Runs(), None if cuda else args.threads)
-    said = scorecard.cost_line(costs, seconds, unknown, 1 if args.ray else workers)
+    # the runs as they will train: on --threads each in worker processes on the CPU
+    threads = None if cuda else args.threads
+    if names:  # the built-in rows as the committed built-in scorecard holds them, if it can
+        plan.known, why = scorecard.committed(plan, scorecard.environment_of(threads))
+        read = (f"{len(plan.known)} cells of the built-in kinds read from the committed "
+                f"built-in scorecard (claims/gallery)" if plan.known else
+                f"the built-in kinds' runs trained here: {why}")
+    else:
+        read = "the built-in kinds' runs trained here (--builtin reads no committed results)"
+    workers = args.workers or (1 if cuda else max(1, min(os.cpu_count() or 1, len(plan.configs))))
+    costs, seconds, unknown = scorecard.estimate(plan, Runs(), threads)
+    said = (f"{scorecard.cost_line(costs, seconds, unknown, 1 if args.ray else workers)}; "
+            f"{read}")
     if args.dry_run:
         return "\n".join([said, *(f"  {label(cfg)}: {cost}" for cfg, cost in costs)])
     check_folder()
@@ -183,7 +192,7 @@ def score(args: argparse.Namespace) -> str:
         records = scorecard.fetch(plan, specs, workers, Runs(Progress(os.dup(2))), args.threads,
                                   seconds)
     table = scorecard.judge(plan, records, reach=scorecard.builtin_reach(args.tier))
-    prov = scorecard.provenance(args.tier, specs, list(records.values()))
+    prov = {**scorecard.provenance(args.tier, specs, list(records.values())), "read": read}
     paths = scorecard.write(args.out, table, prov, subjects=set(names) or None)
     return f"{scorecard.as_text(table)}\n\nwritten: {', '.join(map(str, paths))}"
 

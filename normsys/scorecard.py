@@ -23,12 +23,12 @@ import os
 import tempfile
 import textwrap
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing import get_context
 from pathlib import Path
 
 from normsys.catalog import declared
-from normsys.claims.cache import lookup
+from normsys.claims.cache import code_digest, lookup
 from normsys.claims.declaration import Statistic
 from normsys.claims.progress import Progress
 from normsys.claims.runs import Runs
@@ -38,7 +38,7 @@ from normsys.claims.usernorm import absolute, load
 from normsys.claims.workers import RUN_THREADS
 from normsys.training.config import RunConfig
 from normsys.training.norms import BUILTIN, NORMS
-from normsys.training.provenance import device_name, git_commit, numeric_of
+from normsys.training.provenance import described, device_name, git_commit, numeric_of
 from normsys.training.record import RunRecord
 from normsys.training.train import run_environment
 
@@ -59,15 +59,18 @@ def columns(statistics: Columns) -> Sequence[Statistic]:
 
 @dataclass
 class Plan:
-    """Per (statistic, norm), the configs of each seed; and every distinct config to fetch."""
+    """Per (statistic, norm), the configs of each seed; the cells read from committed results
+    instead of trained (``known``, ``committed``); and every distinct config to fetch."""
 
     tier: str
     norms: list[str]
     cells: dict[tuple[str, str], list[list[RunConfig]]]
+    known: dict[tuple[str, str], dict] = field(default_factory=dict)
 
     @property
     def configs(self) -> list[RunConfig]:
-        return list(dict.fromkeys(c for seeds in self.cells.values() for cs in seeds for c in cs))
+        return list(dict.fromkeys(c for key, seeds in self.cells.items() if key not in self.known
+                                  for cs in seeds for c in cs))
 
 
 def plan(norms: list[str], tier: str = "cpu", statistics: Columns = None,
@@ -84,6 +87,45 @@ def plan(norms: list[str], tier: str = "cpu", statistics: Columns = None,
                                        for c in stat.configs(norm, seed, tier, "")]
                                       for seed in stat.seeds(tier)]
     return Plan(tier, norms, cells)
+
+
+def environment_of(threads: int | None) -> Callable[[RunConfig], dict[str, str]]:
+    """The numeric environment a run of a config trains in here, on ``threads`` torch threads
+    (the worker processes' count on the CPU; None: this process's)."""
+    def environment(cfg: RunConfig) -> dict[str, str]:
+        env = run_environment(cfg)
+        return env if threads is None else {**env, "threads": str(threads)}
+
+    return environment
+
+
+def committed(p: Plan, environment: Callable[[RunConfig], dict[str, str]],
+              folder: Path | None = None) -> tuple[dict[tuple[str, str], dict], str]:
+    """The built-in kinds' cells of the plan that the committed built-in scorecard of its tier
+    (``scorecard-builtin-<tier>.json``) holds as this machine would make them: the same runs
+    (each seed's config fingerprints), the same training code (the run cache's code digest) and
+    the numeric environment the runs would train in here (``environment``). Their per-seed
+    readings then stand in for training them. And, where none does, why (else '')."""
+    path = (folder or GALLERY) / f"scorecard-builtin-{p.tier}.json"
+    if not path.is_file():
+        return {}, f"there is no {path.name} to read them from"
+    body = json.loads(path.read_text())
+    prov = body["provenance"]
+    if prov.get("code") != code_digest():
+        return {}, f"{path.name} was made by other training code than this"
+    here = {json.dumps(numeric_of(environment(c)), sort_keys=True) for c in p.configs}
+    made = {json.dumps(numeric_of(e), sort_keys=True) for e in prov.get("environments", [])}
+    if not here <= made:
+        return {}, (f"{path.name} was made on {'; '.join(described(json.loads(e)) for e in made)}"
+                    f", this machine trains on "
+                    f"{'; '.join(described(json.loads(e)) for e in sorted(here))}")
+    found = {}
+    for (stat, norm), seeds in p.cells.items():
+        cell = body["norms"].get(norm, {}).get(stat, {})
+        if norm in BUILTIN and "reads" in cell and \
+                cell.get("runs") == [[c.fingerprint() for c in cs] for cs in seeds]:
+            found[stat, norm] = cell
+    return found, ""
 
 
 INPUT_RANK = {"mlp": 2, "tanh_mlp": 2, "resmlp": 2}  # the others give their norms (B, T, d)
@@ -155,10 +197,7 @@ def estimate(p: Plan, runs: Runs, threads: int | None = None
     estimate); and how many have none (``runs`` loads each config's data, for its digest).
     ``threads``: the torch threads the runs will train on (a cached run made on another count
     is not the run; None: this process's)."""
-    def environment(cfg: RunConfig) -> dict[str, str]:
-        env = run_environment(cfg)
-        return env if threads is None else {**env, "threads": str(threads)}
-
+    environment = environment_of(threads)
     rows, seconds, unknown = [], {}, 0
     for cfg in p.configs:
         digest = runs.task_of(cfg).digest
@@ -264,10 +303,13 @@ def judge(p: Plan, records: dict[RunConfig, RunRecord], statistics: Columns = No
     in whose mean lies outside ``reach[statistic]`` (what the built-in kinds reach,
     ``builtin_reach``) is flagged ``out of range``: a value no working norm gives is a finding
     to look at, not a verdict to trust."""
+    made = {key: seeds for key, seeds in p.cells.items() if key not in p.known}
     per_seed = {key: [stat_value(key[0], [records[c] for c in cs], statistics) for cs in seeds]
-                for key, seeds in p.cells.items()}
+                for key, seeds in made.items()}
+    per_seed.update({key: cell["reads"] for key, cell in p.known.items()})
     diverged = {key: sum(any(records[c].diverged for c in cs) for cs in seeds)
-                for key, seeds in p.cells.items()}
+                for key, seeds in made.items()}
+    diverged.update({key: cell["diverged"] for key, cell in p.known.items()})
     table: dict[str, dict[str, dict]] = {}
     for norm in p.norms:
         row = table.setdefault(norm, {})
@@ -280,7 +322,11 @@ def judge(p: Plan, records: dict[RunConfig, RunRecord], statistics: Columns = No
             row[stat.name] = {"mean": s.mean, "low": s.low, "high": s.high,
                               "verdict": d.verdict, "rule": str(stat.rule(norm)),
                               "values": list(s.values), "reason": d.reason,
-                              "diverged": diverged[stat.name, norm]}
+                              "diverged": diverged[stat.name, norm],
+                              # what a later scorecard pairs with, and the runs it came from
+                              "reads": list(per_seed[stat.name, norm]),
+                              "runs": [[c.fingerprint() for c in cs]
+                                       for cs in p.cells[stat.name, norm]]}
             span = (reach or {}).get(stat.name)
             if span and norm not in BUILTIN and not span[0] <= s.mean <= span[1]:
                 # beyond every built-in kind's values: the claim's rule was not made for it, so
@@ -332,7 +378,7 @@ def provenance(tier: str, specs: list[tuple[str, str]],
     from normsys import __version__
 
     environments = {json.dumps(numeric_of(r.env), sort_keys=True) for r in records}
-    return {"tier": tier, "device": device_name(), "commit": git_commit(),
+    return {"tier": tier, "device": device_name(), "commit": git_commit(), "code": code_digest(),
             "torch": torch.__version__, "normsys": __version__,
             "environments": [json.loads(e) for e in sorted(environments)],
             "user_norms": {name: spec for spec, name in specs},
@@ -353,6 +399,14 @@ def cell_text(cell: dict) -> str:
     return f"{cell['mean']:.3g} {MARK[cell['verdict']]}"
 
 
+def interval_text(cell: dict, sep: str = " ") -> str:
+    """The cell's text and, for a value over seeds, its 95% interval: ``0.806 ? [0.79, 0.82]``."""
+    text = cell_text(cell)
+    if cell["verdict"] != "n/a" and not cell.get("diverged"):
+        text = f"{text}{sep}[{cell['low']:.3g}, {cell['high']:.3g}]"
+    return text
+
+
 def as_text(table: dict, statistics: Columns = None) -> str:
     names = [s.name for s in columns(statistics)]
     width = max(len(n) for n in table) + 2
@@ -368,14 +422,17 @@ def as_text(table: dict, statistics: Columns = None) -> str:
 def legend(statistics: Columns = None) -> str:
     rows = [f"  {s.name}: {s.rule('N')}  (claim {s.claim}, {len(s.seeds('cpu'))} seeds at the CPU tier)"
             for s in columns(statistics)]
-    return ("mean over seeds; + supported, x refuted, ? inconclusive (95% t-interval against the "
-            "claim's rule, N = the row's norm):\n" + "\n".join(rows))
+    return ("mean over seeds [95% t-interval, where shown]; + supported, x refuted, "
+            "? inconclusive (the interval against the claim's rule, N = the row's norm):\n"
+            + "\n".join(rows))
 
 
 def as_markdown(table: dict, statistics: Columns = None) -> str:
     names = [s.name for s in columns(statistics)]
-    lines = ["| norm | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
-    lines += [f"| {norm} | " + " | ".join(cell_text(row[n]) for n in names) + " |"
+    lines = ["| norm | " + " | ".join(f"{s.name} ({s.words})" if s.words else s.name
+                                      for s in columns(statistics)) + " |",
+             "|---" * (len(names) + 1) + "|"]
+    lines += [f"| {norm} | " + " | ".join(interval_text(row[n]) for n in names) + " |"
               for norm, row in table.items()]
     return "\n".join(lines) + "\n\n" + legend(statistics).replace("\n  ", "\n- ") + "\n"
 
@@ -411,11 +468,7 @@ def draw(fig, table: dict, statistics: Columns = None, subjects: set[str] | None
               aspect="auto")
     for i, n in enumerate(norms):
         for j, s in enumerate(names):
-            cell = table[n][s]
-            text = cell_text(cell)
-            if cell["verdict"] != "n/a" and not cell.get("diverged"):
-                text = f"{text}\n[{cell['low']:.3g}, {cell['high']:.3g}]"
-            ax.text(j, i, text, ha="center", va="center", fontsize=7)
+            ax.text(j, i, interval_text(table[n][s], "\n"), ha="center", va="center", fontsize=7)
     ax.set_xticks(range(len(names)), [f"{st.words}\n{textwrap.fill(str(st.rule('N')), 24)}"
                                       for st in statistics], rotation=0, fontsize=7)
     ax.xaxis.tick_top()
@@ -423,7 +476,8 @@ def draw(fig, table: dict, statistics: Columns = None, subjects: set[str] | None
     legend = ", ".join(f"{name}" for name in ("green supported", "red refuted",
                                                "yellow inconclusive", "blue out of range",
                                                "grey reference or n/a"))
-    ax.set_xlabel(f"mean [95% interval] over seeds, N = the row's norm; {legend}; "
+    ax.set_xlabel(f"mean [95% interval] over seeds, N = the row's norm. A colour is the verdict "
+                  f"of the column's rule for the row, not a grade of the norm: {legend}; "
                   f"+ supported, x refuted, ? inconclusive", fontsize=7)
     judged = [n for n in norms if n in subjects]
     ax.set_title("Scorecard: " + (", ".join(judged) if len(judged) < len(norms) else

@@ -645,6 +645,48 @@ def test_judge_decides_each_cell_by_its_rule_on_the_per_seed_values():
     assert list(table) == ["mine", "layernorm"]
 
 
+def test_committed_builtin_cells_stand_in_for_their_runs_where_made_alike(tmp_path, monkeypatch):
+    """A user's scorecard reads the built-in kinds' cells of the committed built-in scorecard,
+    made of the same runs by the same training code in the numeric environment its runs would
+    train in here, instead of training them: its table is the one a scorecard that trains
+    every run makes, the user's paired cells included. Made by other code, in another
+    environment or of other runs: not read, and it says why."""
+    stats = (PARTS[0], Statistic("vs", "c-vs-all", lambda n: Rule(f"v({n}) - v(none)", ">", 0.0),
+                                 single(small_cfg), metric("v"), versus="none",
+                                 pairing="own - versus"))
+    norm_of = lambda c: "mine" if c.model.d == 5 else c.model.norm  # noqa: E731
+    records_of = lambda p: {c: made(c, VALUES[norm_of(c), c.train.seed])  # noqa: E731
+                            for c in p.configs}
+    env = {"device": "cpu (X, Y)", "threads": "1", "torch": "t", "autocast": "off"}
+    builtin = scorecard.plan(["layernorm", "none"], statistics=stats)
+    body = {"norms": scorecard.judge(builtin, records_of(builtin), stats),
+            "provenance": {"code": scorecard.code_digest(), "environments": [env]}}
+    (tmp_path / "scorecard-builtin-cpu.json").write_text(json.dumps(body))
+    full = scorecard.plan(["mine", "layernorm", "none"], statistics=stats)
+    table = scorecard.judge(full, records_of(full), stats)
+
+    user = scorecard.plan(["mine", "layernorm", "none"], statistics=stats)
+    user.known, why = scorecard.committed(user, lambda cfg: env, tmp_path)
+    assert why == "" and set(user.known) == {(s, n) for s in ("level", "vs")
+                                             for n in ("layernorm", "none")}
+    assert {norm_of(c) for c in user.configs} == {"mine"}  # only the user's runs train
+    assert scorecard.judge(user, records_of(user), stats) == table
+    assert table["mine"]["vs"]["values"] == pytest.approx([-0.3, -0.22, -0.24])  # paired by seed
+
+    elsewhere = {**env, "device": "cpu (AVX2, AMD)"}
+    assert scorecard.committed(user, lambda cfg: elsewhere, tmp_path) == (
+        {}, "scorecard-builtin-cpu.json was made on cpu (X, Y), 1 thread(s), torch t, this "
+            "machine trains on cpu (AVX2, AMD), 1 thread(s), torch t")
+    body["norms"]["none"]["level"]["runs"][0] = ["another config"]
+    (tmp_path / "scorecard-builtin-cpu.json").write_text(json.dumps(body))
+    assert ("level", "none") not in scorecard.committed(user, lambda cfg: env, tmp_path)[0]
+    monkeypatch.setattr(scorecard, "code_digest", lambda: "other")
+    assert scorecard.committed(user, lambda cfg: env, tmp_path) == (
+        {}, "scorecard-builtin-cpu.json was made by other training code than this")
+    assert scorecard.committed(user, lambda cfg: env, tmp_path / "none") == (
+        {}, "there is no scorecard-builtin-cpu.json to read them from")
+
+
 def test_a_diverged_seed_is_nan_and_leaves_its_cell_inconclusive_and_said():
     _, table = judged(diverge={("mine", 1), ("mine", 2)})
     cell = table["mine"]["level"]
@@ -808,7 +850,7 @@ def test_a_statistic_with_parts_must_hold_for_each():
 def test_the_table_in_text_and_markdown_and_the_legend():
     _, table = judged()
     text = scorecard.as_text(table, PARTS)
-    assert "     \n\nmean over seeds;" in text  # the legend a blank line below the table
+    assert "     \n\nmean over seeds [" in text  # the legend a blank line below the table
     assert text.splitlines()[:3] == [  # every column padded to its width, the last too
         "           level       vs_none     ",
         "mine       0.25 x      n/a         ",
@@ -820,13 +862,14 @@ def test_the_table_in_text_and_markdown_and_the_legend():
     assert lines[1] == "mine       1.55 out of range  diverged (2 of 3 seeds)  "
     assert lines[2].index("0.407") == lines[1].index("diverged")  # the columns line up
     assert text.endswith(
-        "mean over seeds; + supported, x refuted, ? inconclusive (95% t-interval against the "
-        "claim's rule, N = the row's norm):\n"
+        "mean over seeds [95% t-interval, where shown]; + supported, x refuted, ? inconclusive "
+        "(the interval against the claim's rule, N = the row's norm):\n"
         "  level: v(N) > 0.5  (claim c-level, 3 seeds at the CPU tier)\n"
         "  vs_none: v(N) - v(none) > 0  (claim c-vs, 3 seeds at the CPU tier)")
     md = scorecard.as_markdown(table, PARTS)
-    assert md.startswith("| norm | level | vs_none |\n|---|---|---|\n| mine | 0.25 x | n/a |\n"
-                         "| layernorm | 0.91 + | 0.407 + |\n\nmean over seeds;")
+    assert md.startswith(  # each cell with its interval
+        "| norm | level | vs_none |\n|---|---|---|\n| mine | 0.25 x [0.126, 0.374] | n/a |\n"
+        "| layernorm | 0.91 + [0.885, 0.935] | 0.407 + [0.355, 0.458] |\n\nmean over seeds [")
     assert "\n- level: v(N) > 0.5  (claim c-level" in md and md.endswith("CPU tier)\n")
     assert scorecard.cell_text({"verdict": "inconclusive", "mean": 1234.5}) == "1.23e+03 ?"
 
@@ -871,8 +914,9 @@ def test_provenance_names_the_users_norms_and_each_statistics_claim():
     prov = scorecard.provenance("paper", [("a/b.py:Mine", "mine")])
     assert prov["tier"] == "paper" and prov["user_norms"] == {"mine": "a/b.py:Mine"}
     assert prov["claims"]["kappa_6"] == "dm-layernorm-prevents-collapse"
-    assert set(prov) == {"tier", "device", "commit", "torch", "normsys", "environments",
+    assert set(prov) == {"tier", "device", "commit", "code", "torch", "normsys", "environments",
                          "user_norms", "claims"}
+    assert prov["code"] == scorecard.code_digest()  # the training code its runs were made by
     assert prov["environments"] == []  # no runs: no environment
     one, two = (RunRecord.from_json(json.dumps({**RECORD_FIELDS, "env": env}))
                 for env in ({"device": "cpu (AVX2)", "threads": "1"},
@@ -1025,7 +1069,7 @@ def test_one_worker_trains_here_on_one_thread(monkeypatch, tmp_path):
     claims' runs do), so its records equal theirs."""
     seen = {}
 
-    def fetch(plan, specs, workers, runs, threads):
+    def fetch(plan, specs, workers, runs, threads, seconds=None):
         seen.update(workers=workers, threads=torch.get_num_threads(), asked=threads)
         return {}
 
