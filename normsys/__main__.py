@@ -184,16 +184,29 @@ def score(args: argparse.Namespace) -> str:
         return "\n".join([said, *(f"  {label(cfg)}: {cost}" for cfg, cost in costs)])
     check_folder()
     print(f"scorecard: {said}", file=sys.stderr, flush=True)  # before any training
+    reach, written = scorecard.builtin_reach(args.tier), []
+
+    def publish(records: dict) -> tuple[dict, list[Path]]:
+        """Judge and write the columns whose runs are all in, each as soon as it is: a later
+        failure loses no finished judgement."""
+        ready = scorecard.complete(plan, records)
+        table = scorecard.judge(plan, records, ready, reach)
+        prov = {**scorecard.provenance(args.tier, specs, list(records.values())), "read": read}
+        written[:] = ready
+        return table, scorecard.write(args.out, table, prov, ready, set(names) or None)
+
+    def done(records: dict) -> None:
+        if len(scorecard.complete(plan, records)) > len(written):
+            publish(records)
+
     if args.ray:
         records = on_cluster(args, plan, specs)
     else:
         if workers == 1 and not cuda:
             torch.set_num_threads(args.threads)  # as each worker process trains
         records = scorecard.fetch(plan, specs, workers, Runs(Progress(os.dup(2))), args.threads,
-                                  seconds)
-    table = scorecard.judge(plan, records, reach=scorecard.builtin_reach(args.tier))
-    prov = {**scorecard.provenance(args.tier, specs, list(records.values())), "read": read}
-    paths = scorecard.write(args.out, table, prov, subjects=set(names) or None)
+                                  seconds, done)
+    table, paths = publish(records)
     return f"{scorecard.as_text(table)}\n\nwritten: {', '.join(map(str, paths))}"
 
 

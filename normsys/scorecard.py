@@ -255,40 +255,64 @@ _WORKER_RUNS: Runs | None = None  # a worker process's runs, made by its initial
 _WORKER_ERROR = ""  # why its initializer could not make them
 
 
-def _fetch(cfg: RunConfig) -> RunRecord:
+def _fetch(indexed: tuple[int, RunConfig]) -> tuple[int, RunRecord]:
     if _WORKER_ERROR:
         raise ValueError(_WORKER_ERROR)
-    return _WORKER_RUNS.run(cfg)
+    return indexed[0], _WORKER_RUNS.run(indexed[1])
 
 
 def fetch(p: Plan, specs: list[tuple[str, str]], workers: int, runs: Runs,
-          threads: int = RUN_THREADS,
-          seconds: dict[str, float] | None = None) -> dict[RunConfig, RunRecord]:
+          threads: int = RUN_THREADS, seconds: dict[str, float] | None = None,
+          done: Callable[[dict[RunConfig, RunRecord]], None] | None = None
+          ) -> dict[RunConfig, RunRecord]:
     """Every run of the plan, from the cache or trained: in ``workers`` processes (each with the
     user's norms registered again, and its own runs), each training on ``threads`` torch threads
     (the claims' count unless told otherwise: a run's numbers depend on it), longest runs first;
     with ``runs`` in this process when ``workers`` <= 1. ``seconds``: the runs to train with
-    their estimates (``estimate``), for the progress lines' run k of N and time left."""
+    their estimates (``estimate``), for the progress lines' run k of N and time left; ``done``
+    is handed the records so far each time one arrives."""
     configs = sorted(p.configs, key=lambda c: c.model.family not in ("encoder", "char_gpt"))
+    records: dict[RunConfig, RunRecord] = {}
+
+    def arrived(cfg: RunConfig, record: RunRecord) -> None:
+        records[cfg] = record
+        if done is not None:
+            done(records)
+
     if workers <= 1:
         if seconds is not None:
             runs.progress.expect(seconds, 1)
-        return {c: runs.run(c) for c in configs}
+        for c in configs:
+            arrived(c, runs.run(c))
+        return records
     with tempfile.TemporaryDirectory() as tmp:
         if seconds is not None:
             Progress(counter=Path(tmp) / "done").expect(seconds, workers)
         pool = get_context("spawn").Pool(workers, _start_worker, (
             [(absolute(s), n) for s, n in specs], threads, str(Path(tmp) / "done")))
         try:
-            # a timeout keeps the wait interruptible: Ctrl-C reaches this process at once
-            records = pool.map_async(_fetch, configs, chunksize=1).get(timeout=WAIT_FOREVER)
+            arriving = pool.imap_unordered(_fetch, enumerate(configs), chunksize=1)
+            for _ in configs:
+                # a timeout keeps the wait interruptible: Ctrl-C reaches this process at once
+                i, record = arriving.next(timeout=WAIT_FOREVER)
+                arrived(configs[i], record)
             pool.close()
         except BaseException:  # Ctrl-C or a failed run: stop every worker now, not at its end
             pool.terminate()
             raise
         finally:
             pool.join()
-    return dict(zip(configs, records, strict=True))
+    return {c: records[c] for c in configs}
+
+
+def complete(p: Plan, records: dict[RunConfig, RunRecord],
+             statistics: Columns = None) -> list[Statistic]:
+    """The statistics whose cells all have their runs (or are read from committed results)."""
+    def ready(stat: Statistic) -> bool:
+        return all(c in records for key, seeds in p.cells.items()
+                   if key[0] == stat.name and key not in p.known for cs in seeds for c in cs)
+
+    return [s for s in columns(statistics) if ready(s)]
 
 
 WAIT_FOREVER = 30 * 24 * 3600.0  # seconds
@@ -303,13 +327,15 @@ def judge(p: Plan, records: dict[RunConfig, RunRecord], statistics: Columns = No
     in whose mean lies outside ``reach[statistic]`` (what the built-in kinds reach,
     ``builtin_reach``) is flagged ``out of range``: a value no working norm gives is a finding
     to look at, not a verdict to trust."""
-    made = {key: seeds for key, seeds in p.cells.items() if key not in p.known}
+    judged = {s.name for s in columns(statistics)}
+    made = {key: seeds for key, seeds in p.cells.items()
+            if key not in p.known and key[0] in judged}
     per_seed = {key: [stat_value(key[0], [records[c] for c in cs], statistics) for cs in seeds]
                 for key, seeds in made.items()}
-    per_seed.update({key: cell["reads"] for key, cell in p.known.items()})
+    per_seed.update({key: cell["reads"] for key, cell in p.known.items() if key[0] in judged})
     diverged = {key: sum(any(records[c].diverged for c in cs) for cs in seeds)
                 for key, seeds in made.items()}
-    diverged.update({key: cell["diverged"] for key, cell in p.known.items()})
+    diverged.update({key: cell["diverged"] for key, cell in p.known.items() if key[0] in judged})
     table: dict[str, dict[str, dict]] = {}
     for norm in p.norms:
         row = table.setdefault(norm, {})

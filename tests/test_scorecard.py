@@ -1064,18 +1064,46 @@ def test_the_committed_builtin_scorecard_page_is_what_its_json_makes():
     assert "| layernorm |" in page and "| batchnorm | n/a |" in page
 
 
+def test_a_run_that_fails_later_loses_no_column_already_judged(monkeypatch, tmp_path, capsys):
+    """Each column is judged and written as soon as its runs are in: a failure in a later
+    column's run ends the scorecard with its error, the finished column on disk."""
+    first = Statistic("level", "c-level", lambda n: Rule(f"loss({n})", ">", 0.5),
+                      single(small_cfg), metric("final_loss"))
+    later = Statistic("later", "c-later", lambda n: Rule(f"loss({n})", ">", 0.5),
+                      single(lambda n, s, t: small_cfg(n, s).override(**{"train.steps": 7})),
+                      metric("final_loss"))
+    monkeypatch.setattr(scorecard, "declared", lambda: (first, later))
+    monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path / "cache"))
+    run = Runs.run
+
+    def failing(self, cfg):
+        if cfg.train.steps == 7:
+            raise ValueError("a later run failed")
+        return run(self, cfg)
+
+    monkeypatch.setattr(Runs, "run", failing)
+    assert main(["scorecard", "--builtin", "--against", "layernorm", "--workers", "1",
+                 "--out", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err.endswith("error: a later run failed\n")
+    saved = json.loads((tmp_path / "out" / "scorecard.json").read_text())
+    assert list(saved["norms"]["layernorm"]) == ["level"]  # judged, kept; "later" never was
+    assert saved["norms"]["layernorm"]["level"]["verdict"] in ("supported", "refuted",
+                                                               "inconclusive")
+    assert "| layernorm |" in (tmp_path / "out" / "scorecard.md").read_text()
+
+
 def test_one_worker_trains_here_on_one_thread(monkeypatch, tmp_path):
     """--workers 1: the runs train in this process on one thread (as each worker process and the
     claims' runs do), so its records equal theirs."""
     seen = {}
 
-    def fetch(plan, specs, workers, runs, threads, seconds=None):
+    def fetch(plan, specs, workers, runs, threads, seconds=None, done=None):
         seen.update(workers=workers, threads=torch.get_num_threads(), asked=threads)
         return {}
 
     monkeypatch.setattr(scorecard, "fetch", fetch)
-    monkeypatch.setattr(scorecard, "judge", lambda plan, records, reach: {})
-    monkeypatch.setattr(scorecard, "write", lambda out, table, prov, subjects: [])
+    monkeypatch.setattr(scorecard, "judge", lambda plan, records, ready, reach: {})
+    monkeypatch.setattr(scorecard, "write", lambda out, table, prov, ready, subjects: [])
     monkeypatch.setattr(scorecard, "as_text", lambda table: "")
     threads = torch.get_num_threads()
     try:
