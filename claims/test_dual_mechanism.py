@@ -20,12 +20,12 @@ import pytest
 import torch
 
 from normsys.claims.declaration import Declaration, Experiment, Statistic, by_norm, metric
-from normsys.claims.experiments import SEQUENCES, encoder
+from normsys.claims.experiments import SEQUENCES
 from normsys.claims.params import Variant, tiers, variant_tiers
 from normsys.claims.stats import REFUTED, SUPPORTED, Rule
 from normsys.claims.testing import SMALL_CLASSIFIER, small_classifier_accuracies, trained_and_untrained
 from normsys.training import diagnostics as dg
-from normsys.training.config import preset
+from normsys.training.config import RunConfig, preset
 from normsys.training.measure import at_init
 from normsys.training.record import TEST_ACC, TRAIN_ACC, probe_of
 
@@ -42,6 +42,11 @@ RUN_VARIANTS = ("", "-masked")  # the accuracy claims: -nonpad would repeat the 
 CHANGES = {"": {}, "-nonpad": {}, "-masked": {"model.pad_mask": True}}
 SLOW = ("-masked",)  # nine more encoder runs (~10 min of one core): outside CI's budget
 # where the paper tier was measured: 5 seeds each, the offline FALLBACK pool (8,000 train rows)
+
+
+def encoder(norm: str, seed: int, tier: str = "cpu", **changes) -> RunConfig:
+    """The seed encoder's run: the encoder preset of the tier (AG News, post-norm, 6 blocks)."""
+    return preset("encoder", tier, **{"model.norm": norm, "train.seed": seed, **changes})
 
 
 # the block outputs the encoder preset probes: blocks 1, 3, 6 (blocks.0, .2, .5)

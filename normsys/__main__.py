@@ -26,6 +26,7 @@ import dataclasses
 import json
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import torch
@@ -204,8 +205,10 @@ def score(args: argparse.Namespace) -> str:
     else:
         if workers == 1 and not cuda:
             torch.set_num_threads(args.threads)  # as each worker process trains
-        records = scorecard.fetch(plan, specs, workers, Runs(Progress(os.dup(2))), args.threads,
-                                  seconds, done)
+        with tempfile.TemporaryDirectory() as tmp:  # the tally the worker processes share
+            runs = Runs(Progress(os.dup(2), Path(tmp) / "tally"))
+            runs.progress.expect(seconds, workers)  # each trained run: k of N, time left
+            records = scorecard.fetch(plan, specs, workers, runs, args.threads, done)
     table, paths = publish(records)
     return f"{scorecard.as_text(table)}\n\nwritten: {', '.join(map(str, paths))}"
 

@@ -262,15 +262,15 @@ def _fetch(indexed: tuple[int, RunConfig]) -> tuple[int, RunRecord]:
 
 
 def fetch(p: Plan, specs: list[tuple[str, str]], workers: int, runs: Runs,
-          threads: int = RUN_THREADS, seconds: dict[str, float] | None = None,
+          threads: int = RUN_THREADS,
           done: Callable[[dict[RunConfig, RunRecord]], None] | None = None
           ) -> dict[RunConfig, RunRecord]:
     """Every run of the plan, from the cache or trained: in ``workers`` processes (each with the
     user's norms registered again, and its own runs), each training on ``threads`` torch threads
     (the claims' count unless told otherwise: a run's numbers depend on it), longest runs first;
-    with ``runs`` in this process when ``workers`` <= 1. ``seconds``: the runs to train with
-    their estimates (``estimate``), for the progress lines' run k of N and time left; ``done``
-    is handed the records so far each time one arrives."""
+    with ``runs`` in this process when ``workers`` <= 1. The workers' progress lines share the
+    tally of ``runs.progress`` where it has a counter file (its plan: run k of N, time left);
+    ``done`` is handed the records so far each time one arrives."""
     configs = sorted(p.configs, key=lambda c: c.model.family not in ("encoder", "char_gpt"))
     records: dict[RunConfig, RunRecord] = {}
 
@@ -280,16 +280,13 @@ def fetch(p: Plan, specs: list[tuple[str, str]], workers: int, runs: Runs,
             done(records)
 
     if workers <= 1:
-        if seconds is not None:
-            runs.progress.expect(seconds, 1)
         for c in configs:
             arrived(c, runs.run(c))
         return records
     with tempfile.TemporaryDirectory() as tmp:
-        if seconds is not None:
-            Progress(counter=Path(tmp) / "done").expect(seconds, workers)
+        counter = runs.progress.counter or Path(tmp) / "done"
         pool = get_context("spawn").Pool(workers, _start_worker, (
-            [(absolute(s), n) for s, n in specs], threads, str(Path(tmp) / "done")))
+            [(absolute(s), n) for s, n in specs], threads, str(counter)))
         try:
             arriving = pool.imap_unordered(_fetch, enumerate(configs), chunksize=1)
             for _ in configs:

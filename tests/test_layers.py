@@ -96,3 +96,19 @@ def test_no_claim_file_defines_a_helper_another_claim_file_defines():
                     twice.append(f"{node.name}: {seen[node.name]} and {path.name}")
                 seen[node.name] = path.name
     assert not twice
+
+
+def test_what_only_one_claim_file_uses_sits_in_that_file():
+    """normsys.claims.experiments holds what two or more claim files run or read: a reading, a
+    rule or an experiment of one claim file sits in that file, beside the claim it decides."""
+    claims = PACKAGE.parent / "claims"
+    shared = ast.parse((PACKAGE / "claims" / "experiments.py").read_text())
+    defined = [node.targets[0].id if isinstance(node, ast.Assign) else node.name
+               for node in shared.body if isinstance(node, ast.FunctionDef | ast.Assign)]
+    users = {name: [] for name in defined}
+    for path in sorted(claims.glob("test_*.py")):
+        names = {n.id for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.Name)}
+        for name in users:
+            if name in names:
+                users[name].append(path.name)
+    assert {name: files for name, files in users.items() if len(files) < 2} == {}

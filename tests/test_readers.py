@@ -110,11 +110,11 @@ def test_unit_correlation_is_the_last_hidden_layers_and_init_spread_the_test_acc
 
 
 def test_each_experiment_holds_its_claims_settings():
-    enc = ex.encoder("l2", 4, **{"model.pad_mask": True})
+    enc = dm().encoder("l2", 4, **{"model.pad_mask": True})
     assert (enc.model.family, enc.model.norm, enc.train.seed, enc.model.pad_mask) == \
         ("encoder", "l2", 4, True)
     assert enc.model.layers == 6 and enc.model.placement == "post" and enc.data.name == "ag_news"
-    assert ex.encoder("none", 0, "paper").model.d == 128  # the paper preset
+    assert dm().encoder("none", 0, "paper").model.d == 128  # the paper preset
     x = lit().xiong("pre", 3, 2, norm="rmsnorm")
     assert (x.model.placement, x.model.layers, x.train.seed, x.model.norm) == ("pre", 3, 2,
                                                                                "rmsnorm")
@@ -201,7 +201,7 @@ def test_a_probe_of_a_row_model_has_neither_token_cosine_nor_nonpad_rows():
 def test_each_experiment_takes_its_tier_and_its_defaults():
     """The paper tier's settings reach every experiment (its device is the GPU's), and the
     defaults are the claims' own: LayerNorm for Xiong et al., weights at scale 1 for the MLP."""
-    for paper in (ex.encoder("l2", 0, "paper"), lit().xiong("pre", 2, 0, "paper"),
+    for paper in (dm().encoder("l2", 0, "paper"), lit().xiong("pre", 2, 0, "paper"),
                   dd().mlp("l2", 0, tier="paper"), ex.tanh_mlp(0, "paper"),
                   ex.char_gpt(0, "paper")):
         assert paper.train.device == "auto", paper.model.family

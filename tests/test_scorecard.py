@@ -20,7 +20,6 @@ from normsys.__main__ import main
 from normsys.claims import usernorm
 from normsys.claims.cache import run_key
 from normsys.claims.declaration import Declaration, Statistic, metric, single
-from normsys.claims.experiments import encoder
 from normsys.claims.ledger import read
 from normsys.claims.runs import Runs
 from normsys.claims.workers import RUN_THREADS
@@ -218,6 +217,8 @@ def test_bad_scorecard_arguments_exit_2(user_file, capsys, argv, expected):
 
 def test_a_registered_kind_keys_its_runs_on_its_source(user_file):
     name = usernorm.load(f"{user_file}:LNWrap", "wrap")
+    encoder = next(m for m in catalog.claim_files()
+                   if m.__name__ == f"{catalog.CLAIM_MODULES}test_dual_mechanism").encoder
     before, builtin = run_key(encoder(name, 0)), run_key(encoder("layernorm", 0))
     user_file.write_text(USER_NORMS + "\n# an edit\n")
     usernorm.load(f"{user_file}:LNWrap", "wrap")
@@ -1097,7 +1098,7 @@ def test_one_worker_trains_here_on_one_thread(monkeypatch, tmp_path):
     claims' runs do), so its records equal theirs."""
     seen = {}
 
-    def fetch(plan, specs, workers, runs, threads, seconds=None, done=None):
+    def fetch(plan, specs, workers, runs, threads, done=None):
         seen.update(workers=workers, threads=torch.get_num_threads(), asked=threads)
         return {}
 

@@ -2,7 +2,6 @@
 and, where both read it alike, what is read of it. What only one claim reads, and every claim's
 rule, sits in that claim's file.
 
-- the seed encoder of the Dual-Mechanism paper (also Xiong et al.'s encoders at initialization);
 - the deep tanh MLP of the Transformer-components notebook (also the deep dive's vanishing-gradient
   setting) and its per-layer gradient profile;
 - the char GPT of the LayerNorm-Jacobian analysis (also the RMSNorm and DyT comparisons).
@@ -13,13 +12,6 @@ from __future__ import annotations
 from normsys.training import diagnostics as dg
 from normsys.training.config import RunConfig, preset
 from normsys.training.record import RunRecord
-
-# ----------------------------------------------------------------------------- seed encoder
-
-
-def encoder(norm: str, seed: int, tier: str = "cpu", **changes) -> RunConfig:
-    """The seed encoder's run: the encoder preset of the tier (AG News, post-norm, 6 blocks)."""
-    return preset("encoder", tier, **{"model.norm": norm, "train.seed": seed, **changes})
 
 # ----------------------------------------------------------------------------- deep tanh MLP
 
