@@ -184,7 +184,6 @@ def score(args: argparse.Namespace) -> str:
     if args.dry_run:
         return "\n".join([said, *(f"  {label(cfg)}: {cost}" for cfg, cost in costs)])
     check_folder()
-    print(f"scorecard: {said}", file=sys.stderr, flush=True)  # before any training
     reach, written = scorecard.builtin_reach(args.tier), []
 
     def publish(records: dict) -> tuple[dict, list[Path]]:
@@ -201,8 +200,9 @@ def score(args: argparse.Namespace) -> str:
             publish(records)
 
     if args.ray:
-        records = on_cluster(args, plan, specs)
+        records = on_cluster(args, plan, specs, said, done)
     else:
+        print(f"scorecard: {said}", file=sys.stderr, flush=True)  # before any training
         if workers == 1 and not cuda:
             torch.set_num_threads(args.threads)  # as each worker process trains
         with tempfile.TemporaryDirectory() as tmp:  # the tally the worker processes share
@@ -213,9 +213,11 @@ def score(args: argparse.Namespace) -> str:
     return f"{scorecard.as_text(table)}\n\nwritten: {', '.join(map(str, paths))}"
 
 
-def on_cluster(args: argparse.Namespace, plan: scorecard.Plan, specs: list[tuple[str, str]]):
+def on_cluster(args: argparse.Namespace, plan: scorecard.Plan, specs: list[tuple[str, str]],
+               said: str, done) -> dict:
     """The plan's runs trained on the Ray cluster at ``args.ray`` (all submitted at once,
-    longest first), kept in the local run cache."""
+    longest first), kept in the local run cache; ``said`` (the plan's cost) is printed once the
+    cluster is joined, ``done`` handed the records as they arrive (scorecard.fetch)."""
     from normsys.claims.cluster import Cluster, ClusterError
 
     try:
@@ -226,9 +228,10 @@ def on_cluster(args: argparse.Namespace, plan: scorecard.Plan, specs: list[tuple
         if args.tier == "paper" and not cluster.cuda and not args.allow_cpu_paper:
             raise UsageError(f"scorecard --tier paper --ray {args.ray}: the cluster has no GPU; "
                              f"add --allow-cpu-paper to train the paper tier on its CPUs")
+        print(f"scorecard: {said}", file=sys.stderr, flush=True)  # before any training
         runs = Runs(Progress(os.dup(2)), trainer=cluster)
         runs.plan(plan.configs)
-        return scorecard.fetch(plan, specs, 1, runs)
+        return scorecard.fetch(plan, specs, 1, runs, done=done)
     finally:
         cluster.close()
 

@@ -488,11 +488,11 @@ def test_runs_found_kept_beside_ones_trained_now_are_said_as_cached(tmp_path, mo
         [CFG, other], "", lambda cfgs: [train_with_state(c) for c in cfgs], progress=said))
     assert [r.run_config for r in records] == [CFG, other]
     lines = said.splitlines()
-    assert ": cached, trained in " in lines[0] and "/s0 " in lines[0]
-    assert "/s1 " in lines[-1] and ": cached" not in lines[-1]
+    assert lines[0].startswith("normsys: [cached] ") and "/s0 " in lines[0]
+    assert "/s1 " in lines[-1] and lines[-1].startswith("normsys: [run ")
     monkeypatch.setenv("NORMSYS_CACHE", "off")
     _, said = saying(lambda said: cached_run(CFG, train_with_state, progress=said))
-    assert ": trained in " in said and ": cached" not in said
+    assert ": trained in " in said and "[cached]" not in said
 
 
 @pytest.mark.parametrize("error,says", [

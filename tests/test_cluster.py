@@ -270,12 +270,16 @@ def test_the_scorecard_trains_its_plan_on_the_cluster(cluster, cache, tmp_path, 
     try:
         plan = scorecard.plan([name, "layernorm"], statistics=(level,))
         args = Namespace(ray="local", tier="cpu", allow_cpu_paper=False)
-        records = cli.on_cluster(args, plan, [(str(path) + ":Scaled", name)])
+        arrived = []
+        records = cli.on_cluster(args, plan, [(str(path) + ":Scaled", name)], "6 runs",
+                                 lambda got: arrived.append(len(got)))
         assert set(records) == set(plan.configs) and len(records) == 6
+        assert arrived == [1, 2, 3, 4, 5, 6]  # each record handed on as it arrives
         assert all(r.run_config == c and r.env["node"] for c, r in records.items())
         with pytest.raises(cli.UsageError, match=r"--ray local: the cluster has no GPU; add "
                                                  r"--allow-cpu-paper"):
-            cli.on_cluster(Namespace(ray="local", tier="paper", allow_cpu_paper=False), plan, [])
+            cli.on_cluster(Namespace(ray="local", tier="paper", allow_cpu_paper=False), plan, [],
+                           "", None)
     finally:
         del norms.NORMS[name]
 
