@@ -73,10 +73,14 @@ def xiong_encoders(placement: str, seed: int, tier: str, variant: str = "",
     return [xiong(placement, depth, seed, tier, norm) for depth in DEPTHS]
 
 
+def blocks(record) -> int:
+    """The blocks of the encoder a record's run was made of (its config's model.layers)."""
+    return RunConfig.from_dict(record.config).model.layers
+
+
 def depth_ratios(records, variant: str = "") -> dict[str, float]:
     """Per depth, the last / first FFN gradient ratio of one seed's runs."""
-    return {f"{depth} blocks": ffn_grad_ratio(r.init_grad_norms, depth)
-            for depth, r in zip(DEPTHS, records, strict=True)}
+    return {f"{blocks(r)} blocks": ffn_grad_ratio(r.init_grad_norms, blocks(r)) for r in records}
 
 
 def log2_depth_ratios(records, variant: str = "") -> dict[str, float]:
@@ -103,9 +107,9 @@ VAL_LOSS_VS_LN = Statistic(
 def xiong_profiles(claim, declaration, runs, tier: str, placement: str) -> None:
     """Records and draws the per-seed FFN gradient profiles of the claim's runs."""
     (per_seed,) = declaration.records(runs, claim.seeds, tier).values()
-    profiles = {f"{placement}-LN, {depth} blocks": [ffn_grad_norms(rs[i].init_grad_norms, depth)
-                                                    for rs in per_seed]
-                for i, depth in enumerate(DEPTHS)}
+    profiles = {f"{placement}-LN, {blocks(run)} blocks": [
+                    ffn_grad_norms(rs[i].init_grad_norms, blocks(rs[i])) for rs in per_seed]
+                for i, run in enumerate(per_seed[0])}  # each depth's runs, one per seed
     claim.record(ffn_grad_profiles=profiles)
     claim.figure("profiles", lambda fig: figures.profiles(
         fig, profiles, ylabel="||grad FFN weights|| at init", xlabel="block",
