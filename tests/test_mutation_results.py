@@ -50,3 +50,23 @@ def test_record_reads_each_mutants_exit_code_as_mutmut_names_it(tmp_path):
     assert got["no tests"] == ["normsys.b.x_g__mutmut_1"]
     with pytest.raises(ValueError, match="no mutmut state"):
         mr.record(tmp_path / "empty", "")
+
+
+def test_a_run_over_some_modules_replaces_theirs_and_keeps_the_others():
+    """A run of mutmut over the claim files (``record --only 'claims.test_*'``): their modules and
+    mutants as that run has them, every library module as recorded before."""
+    old = {"tool": "m 1", "date": "d0", "commit": "c0", "time": "t0",
+           "modules": {"claims.cache": {"killed": 3}, "claims.test_a": {"killed": 1}},
+           "survived": ["normsys.claims.cache.x_f__mutmut_1", "claims.test_a.x_g__mutmut_2"],
+           "no tests": [], "not checked": ["claims.test_a.x_g__mutmut_3"]}
+    new = {"tool": "m 2", "date": "d1", "commit": "c1", "time": "t1",
+           "modules": {"claims.test_a": {"killed": 2}, "claims.test_b": {"no tests": 1},
+                       "claims.cache": {"not checked": 4}},
+           "survived": [], "no tests": ["claims.test_b.x_h__mutmut_1"],
+           "not checked": ["normsys.claims.cache.x_f__mutmut_9"]}
+    got = mr.merged(old, new, "claims.test_*")
+    assert got["modules"] == {"claims.cache": {"killed": 3}, "claims.test_a": {"killed": 2},
+                              "claims.test_b": {"no tests": 1}}
+    assert got["survived"] == ["normsys.claims.cache.x_f__mutmut_1"]
+    assert got["no tests"] == ["claims.test_b.x_h__mutmut_1"] and got["not checked"] == []
+    assert (got["tool"], got["commit"], got["time"]) == ("m 2", "c1", "t1")

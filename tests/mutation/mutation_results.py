@@ -2,8 +2,11 @@
 ``results.json``, and the page that shows them (``docs/mutation.md``) with the equivalent survivors by
 reason (``equivalent.json``, a reviewed classification: mutant name -> reason).
 
-    python tests/mutation/mutation_results.py record [--mutants mutants] --time "..."
-                                 results.json from mutmut's state (its mutants/ folder)
+    python tests/mutation/mutation_results.py record [--mutants mutants] --time "..." [--only GLOB]
+                                 results.json from mutmut's state (its mutants/ folder); with
+                                 --only, the modules it names (e.g. 'claims.test_*', as a run
+                                 of mutmut run 'claims.test_*' checked) replace theirs in
+                                 results.json and every other module stays as recorded
     python tests/mutation/mutation_results.py docs [--check]
                                  write (or check) docs/mutation.md from results.json and equivalent.json
 
@@ -13,6 +16,7 @@ The modules mutated and the tests run against them are in pyproject.toml (``[too
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import subprocess
 import sys
@@ -60,6 +64,21 @@ def record(mutants: Path, took: str) -> dict:
             "survived": sorted(n for n, s in by_name.items() if s == "survived"),
             "no tests": sorted(n for n, s in by_name.items() if s == "no tests"),
             "not checked": sorted(n for n, s in by_name.items() if s == "not checked")}
+
+
+def merged(old: dict, new: dict, only: str) -> dict:
+    """``old`` with the modules matching ``only`` (fnmatch) as ``new`` has them; the header
+    (tool, date, commit, time) is the new run's."""
+    def ours(name: str) -> bool:
+        return fnmatch.fnmatch(name.rpartition(".")[0].removeprefix("normsys."), only)
+
+    modules = {m: c for m, c in old["modules"].items() if not fnmatch.fnmatch(m, only)}
+    modules |= {m: c for m, c in new["modules"].items() if fnmatch.fnmatch(m, only)}
+    lists = {state: sorted([n for n in old[state] if not ours(n)]
+                           + [n for n in new[state] if ours(n)])
+             for state in ("survived", "no tests", "not checked")}
+    return {**{k: new[k] for k in ("tool", "date", "commit", "time")},
+            "modules": dict(sorted(modules.items())), **lists}
 
 
 def score(counts: dict) -> float:
@@ -131,12 +150,18 @@ def main(argv: list[str] | None = None) -> int:
     r = sub.add_parser("record", help="results.json from mutmut's state")
     r.add_argument("--mutants", type=Path, default=Path("mutants"))
     r.add_argument("--time", required=True, help="how long the passes took, in words")
+    r.add_argument("--only", default="", metavar="GLOB",
+                   help="replace only the modules matching GLOB (e.g. 'claims.test_*'), keep "
+                        "the others as recorded")
     d = sub.add_parser("docs", help="write docs/mutation.md from results.json and equivalent.json")
     d.add_argument("--check", action="store_true", help="fail if docs/mutation.md is not up to date")
     args = parser.parse_args(argv)
     if args.command == "record":
         try:
-            RESULTS.write_text(json.dumps(record(args.mutants, args.time), indent=1) + "\n")
+            results = record(args.mutants, args.time)
+            if args.only:
+                results = merged(json.loads(RESULTS.read_text()), results, args.only)
+            RESULTS.write_text(json.dumps(results, indent=1) + "\n")
         except ValueError as err:
             print(f"error: {err}", file=sys.stderr)
             return 2
