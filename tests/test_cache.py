@@ -157,11 +157,11 @@ def test_a_planned_run_says_k_of_n_and_the_time_left_at_the_pace_kept_so_far(tmp
     lines = os.read(read, 1 << 16).decode().splitlines()
     os.close(read)
     assert [line.split("]")[0] for line in lines] == [
-        "normsys: [run 1 of 2, ~1.0 min left", "normsys: [run 2 of 2, ~0.0 min left",
-        "normsys: [run 3; 2 were planned"]
+        "normsys: [run 1 of 2, ~1.0 min of training left",
+        "normsys: [run 2 of 2, ~0.0 min of training left", "normsys: [run 3; 2 were planned"]
     assert progress.where_in_plan({"trained": 1, "took": 30.0, "estimated": 0.0,
                                    "plan": {"a": 0.0, "b": 90.0}, "places": 1}) == \
-        "run 1 of 2, ~1.5 min left"  # nothing timed yet: the recorded pace
+        "run 1 of 2, ~1.5 min of training left"  # nothing timed yet: the recorded pace
 
 
 def test_cached_runs_compute_only_the_missing_ones_together(tmp_path, monkeypatch):

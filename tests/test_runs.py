@@ -403,8 +403,8 @@ def test_each_task_of_a_sessions_lines_is_timed_once():
         "normsys: training lstm/none/bp/s0 (cpu tier, dddddddd) ...",  # never finished
         # the lines of a session with a plan
         "normsys: training cnn/none/bp/s0 (cpu tier, eeeeeeee) ...",
-        "normsys: [run 5 of 9, ~1.0 min left] cnn/none/bp/s0 (cpu tier, eeeeeeee): trained in "
-        "12 s (cpu)",
+        "normsys: [run 5 of 9, ~1.0 min of training left] cnn/none/bp/s0 (cpu tier, eeeeeeee): "
+        "trained in 12 s (cpu)",
         "normsys: [cached] cnn/none/bp/s0 (cpu tier, eeeeeeee): trained in 12 s on 2026-11-26 (cpu)",
         "normsys: training cnn/none/bp/s1 (cpu tier, ffffffff) ...",
         "normsys: [run 10; 9 were planned] cnn/none/bp/s1 (cpu tier, ffffffff): trained in 3 s "

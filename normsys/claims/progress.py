@@ -1,7 +1,7 @@
 """What the run cache is doing, a line per training run as it starts and as it ends (trained or
 read from the cache); with a plan (``Progress.expect``: the runs a session will train and their
 recorded seconds), each trained run says how far the plan is and the time left:
-``[run 3 of 40, ~12.5 min left]``.
+``[run 3 of 40, ~12.5 min of training left]``.
 
 A ``Progress`` names the stream: the claims plugin gives its session's the terminal (a copy of
 the standard error taken before pytest captures output, so the lines show while claims wait on
@@ -91,9 +91,10 @@ class Progress:
 
 
 def where_in_plan(tally: dict) -> str:
-    """``run 3 of 40, ~12.5 min left``: the runs trained so far against the plan, and the plan's
-    recorded seconds not yet trained, on its processes, at the pace the runs trained so far kept
-    against their recorded times; ``run 41; 40 were planned`` past the plan; ``run 3`` without
+    """``run 3 of 40, ~12.5 min of training left``: the runs trained so far against the plan,
+    and the plan's recorded seconds not yet trained, on its processes, at the pace the runs
+    trained so far kept against their recorded times (the training alone: what the claims do
+    between runs is not in it); ``run 41; 40 were planned`` past the plan; ``run 3`` without
     one."""
     k = tally["trained"]
     if "plan" not in tally:
@@ -103,7 +104,7 @@ def where_in_plan(tally: dict) -> str:
         return f"run {k}; {runs} were planned"
     pace = tally["took"] / tally["estimated"] if tally["estimated"] > 0 else 1.0
     left = max(0.0, sum(tally["plan"].values()) - tally.get("done", 0.0)) * pace
-    return f"run {k} of {runs}, ~{left / tally['places'] / 60:.1f} min left"
+    return f"run {k} of {runs}, ~{left / tally['places'] / 60:.1f} min of training left"
 
 
 SILENT = Progress()  # what a caller that names no stream gets

@@ -114,7 +114,8 @@ def recorded_cost(claim: str, tier: str,
 
 TRAINING = re.compile(r"normsys: training .* tier, ([0-9a-f]{8})\)(?: with \d+ seeds stacked)? "
                       r"\.\.\.")
-# a trained run's line: "[run 3 of 40, ~12.5 min left] ..." (logs before plans: "[3 runs done]")
+# a trained run's line: "[run 3 of 40, ~12.5 min of training left] ..." (in logs made before
+# plans: "[3 runs done] ...")
 TRAINED = re.compile(r"normsys: \[(?:\d+ runs done|run \d+[^\]]*)\] .* tier, ([0-9a-f]{8})\): "
                      r"trained in (\d+) s")
 
