@@ -524,8 +524,8 @@ def write(out: Path, table: dict, prov: dict, statistics: Columns = None,
 
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / "scorecard.json", out / "scorecard.md", out / "scorecard.png"]
-    paths[0].write_text(json.dumps({"norms": table, "provenance": prov}, indent=1,
-                                   sort_keys=True) + "\n")
+    # the rows in the table's order, which the page and the figure show (the judged ones first)
+    paths[0].write_text(json.dumps({"norms": table, "provenance": prov}, indent=1) + "\n")
     paths[1].write_text(markdown_page(table, prov, statistics))
     fig = plt.figure()
     draw(fig, table, statistics, subjects)
