@@ -70,3 +70,17 @@ def test_a_run_over_some_modules_replaces_theirs_and_keeps_the_others():
     assert got["survived"] == ["normsys.claims.cache.x_f__mutmut_1"]
     assert got["no tests"] == ["claims.test_b.x_h__mutmut_1"] and got["not checked"] == []
     assert (got["tool"], got["commit"], got["time"]) == ("m 2", "c1", "t1")
+
+
+def test_every_test_the_mutation_run_deselects_exists():
+    """A deselected test that was renamed would run under mutmut again: the worker-pool tests
+    there start processes that die as they start, without end."""
+    import re
+
+    root = HERE.parents[1]
+    config = (root / "pyproject.toml").read_text().split("[tool.mutmut]", 1)[1]
+    deselected = re.findall(r'"--deselect=([^":]+)::(\w+)"', config)
+    assert len(deselected) >= 7
+    missing = [f"{path}::{name}" for path, name in deselected
+               if f"def {name}(" not in (root / path).read_text()]
+    assert missing == []
