@@ -234,3 +234,57 @@ def test_at_init_measures_the_edited_model_on_the_probe_batch():
     assert edited.grads["layers.0.weight"] == 0.0 < plain.grads["layers.0.weight"]
     assert edited.probes["layers.1"]["erank"] != plain.probes["layers.1"]["erank"]
     assert at_init(cfg.override(**{"train.probe": ()}), task).probes == {}
+
+
+# ----------------------------------------------------------------------------- a claim file's readers
+
+
+def test_the_rank_readers_take_the_rows_their_variant_names():
+    """kappa_6 and min_rho of one seed's run: every row, or without the padding (-nonpad); the
+    -masked variant trains otherwise and reads every row."""
+    runs = [record(PROBES)]
+    assert dm().kappa_6(runs) == dm().kappa_6(runs, "-masked") == pytest.approx(2.0 / 8.0)
+    assert dm().kappa_6(runs, "-nonpad") == pytest.approx(4.5 / 6.0)
+    assert dm().min_rho_of(runs) == pytest.approx(0.4)
+    assert dm().min_rho_of(runs, "-nonpad") == pytest.approx(0.3)
+    assert [dm().rows_of(v) for v in ("", "-nonpad", "-masked")] == ["all", "nonpad", "all"]
+
+
+def test_the_gap_is_train_minus_test_accuracy_of_the_seeds_run():
+    from normsys.training.record import TRAIN_ACC
+
+    assert dm().gap_of([record(metrics={TRAIN_ACC: 0.97, TEST_ACC: 0.85})]) == pytest.approx(0.12)
+
+
+def test_xiongs_readers_take_each_runs_depth_from_its_config():
+    """One seed's runs at 6 and 12 blocks: each run's last / first FFN gradient ratio, keyed by
+    the depth its config says, and |log2| of it."""
+    def run(blocks: int, last: float):
+        grads = {f"blocks.{b}.mlp.{i}.weight": (last if b == blocks - 1 else 1.0) / math.sqrt(2)
+                 for b in range(blocks) for i in (0, 2)}
+        return record(grads=grads, config=lit().xiong("pre", blocks, 0))
+
+    runs = [run(6, 4.0), run(12, 0.5)]
+    assert [lit().blocks(r) for r in runs] == [6, 12]
+    assert lit().depth_ratios(runs) == pytest.approx({"6 blocks": 4.0, "12 blocks": 0.5})
+    assert lit().log2_depth_ratios(runs) == pytest.approx({"6 blocks": 2.0, "12 blocks": 1.0})
+
+
+def test_dongs_reader_is_the_residual_at_depth_over_the_input():
+    residuals = [2.0, 1.0, 0.5, 0.25, 0.1, 0.05, 0.01, 7.0]
+    assert lit().depth_ratio(residuals) == pytest.approx(0.005)
+    assert lit().depth_ratio(residuals, depth=3) == pytest.approx(0.125)
+
+
+def test_the_deep_dives_readers_and_the_ffn_stacks_margins():
+    probes = {f"layers.{i}": {"unit_corr": 0.1 * (i + 1)} for i in range(3)}
+    assert dd().correlation([record(probes)]) == pytest.approx(0.3)
+    run = record(config=preset("mlp"))
+    run.curves = {"batch_acc": [0.0] * 40 + [1.0] * 200}
+    # the window of batches 36 ... 85 is the first with at most 5 misses of 50: 90% at step 85
+    assert dd().steps_to_90([run]) == 85
+    assert dd().steps_ratio(30.0, 60.0) == 0.5
+    tc = claim_file("test_transformer_components")
+    assert tc.loss_margins(1.0, 1.5, 2.0, 0.75) == {
+        "loss(residual only) - loss(residual+LN)": 0.5, "loss(LN only) - loss(residual+LN)": 1.0,
+        "loss(neither) - loss(residual+LN)": -0.25}
