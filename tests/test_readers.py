@@ -288,3 +288,11 @@ def test_the_deep_dives_readers_and_the_ffn_stacks_margins():
     assert tc.loss_margins(1.0, 1.5, 2.0, 0.75) == {
         "loss(residual only) - loss(residual+LN)": 0.5, "loss(LN only) - loss(residual+LN)": 1.0,
         "loss(neither) - loss(residual+LN)": -0.25}
+
+
+def test_xiongs_encoders_train_the_norm_they_are_given():
+    """The pre-LN flatness column of the scorecard asks it of any kind: each depth's run is of
+    that kind, at the placement and tier given."""
+    runs = lit().xiong_encoders("pre", 3, "cpu", "", "rmsnorm")
+    assert [(c.model.norm, c.model.placement, c.model.layers, c.train.seed) for c in runs] == \
+        [("rmsnorm", "pre", depth, 3) for depth in lit().DEPTHS]
