@@ -47,6 +47,14 @@ def claim_files(folder: Path = CLAIMS) -> list:
     return modules
 
 
+def claim_file(stem: str, folder: Path = CLAIMS):
+    """One claim file's module, by its file name's stem (``test_dual_mechanism``)."""
+    found = [m for m in claim_files(folder) if m.__name__ == CLAIM_MODULES + stem]
+    if not found:
+        raise ValueError(f"no claim file {stem}.py in {folder}")
+    return found[0]
+
+
 @functools.cache
 def declared(folder: Path = CLAIMS) -> tuple[Statistic, ...]:
     """Every norm-generic claim: the module-level Statistic objects of the claim files, in file

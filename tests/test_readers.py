@@ -18,22 +18,18 @@ from normsys.training.config import preset
 from normsys.training.record import TEST_ACC, RunRecord, probe_of
 
 
-def claim_file(stem: str):
-    """A claim file's module (imported where a test asks for it: under mutation testing each
-    mutant's process imports the claim files anew)."""
-    return next(m for m in catalog.claim_files() if m.__name__ == catalog.CLAIM_MODULES + stem)
-
-
+# each claim file's module, asked for where a test needs it (under mutation testing each mutant's
+# process imports the claim files anew)
 def dm():
-    return claim_file("test_dual_mechanism")
+    return catalog.claim_file("test_dual_mechanism")
 
 
 def lit():
-    return claim_file("test_literature")
+    return catalog.claim_file("test_literature")
 
 
 def dd():
-    return claim_file("test_layernorm_deep_dive")
+    return catalog.claim_file("test_layernorm_deep_dive")
 
 
 def layer(erank: float, rho: float, nonpad_erank: float, nonpad_rho: float, **extra) -> dict:
@@ -284,7 +280,7 @@ def test_the_deep_dives_readers_and_the_ffn_stacks_margins():
     # the window of batches 36 ... 85 is the first with at most 5 misses of 50: 90% at step 85
     assert dd().steps_to_90([run]) == 85
     assert dd().steps_ratio(30.0, 60.0) == 0.5
-    tc = claim_file("test_transformer_components")
+    tc = catalog.claim_file("test_transformer_components")
     assert tc.loss_margins(1.0, 1.5, 2.0, 0.75) == {
         "loss(residual only) - loss(residual+LN)": 0.5, "loss(LN only) - loss(residual+LN)": 1.0,
         "loss(neither) - loss(residual+LN)": -0.25}
@@ -296,3 +292,9 @@ def test_xiongs_encoders_train_the_norm_they_are_given():
     runs = lit().xiong_encoders("pre", 3, "cpu", "", "rmsnorm")
     assert [(c.model.norm, c.model.placement, c.model.layers, c.train.seed) for c in runs] == \
         [("rmsnorm", "pre", depth, 3) for depth in lit().DEPTHS]
+
+
+def test_a_claim_file_is_found_by_its_name_or_said_missing():
+    assert dm().__name__ == "claims.test_dual_mechanism"
+    with pytest.raises(ValueError, match=r"^no claim file test_nothing.py in .*claims$"):
+        catalog.claim_file("test_nothing")

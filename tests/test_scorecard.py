@@ -217,8 +217,7 @@ def test_bad_scorecard_arguments_exit_2(user_file, capsys, argv, expected):
 
 def test_a_registered_kind_keys_its_runs_on_its_source(user_file):
     name = usernorm.load(f"{user_file}:LNWrap", "wrap")
-    encoder = next(m for m in catalog.claim_files()
-                   if m.__name__ == f"{catalog.CLAIM_MODULES}test_dual_mechanism").encoder
+    encoder = catalog.claim_file("test_dual_mechanism").encoder
     before, builtin = run_key(encoder(name, 0)), run_key(encoder("layernorm", 0))
     user_file.write_text(USER_NORMS + "\n# an edit\n")
     usernorm.load(f"{user_file}:LNWrap", "wrap")
@@ -284,8 +283,7 @@ def check_paired_statistics_by_hand(plan, records, table):
     from normsys.claims.experiments import weight_grad_profile
     from normsys.training import diagnostics as dg
 
-    deep_dive = next(m for m in catalog.claim_files()
-                     if m.__name__ == f"{catalog.CLAIM_MODULES}test_layernorm_deep_dive")
+    deep_dive = catalog.claim_file("test_layernorm_deep_dive")
     init_scale_spread, unit_correlation = deep_dive.init_scale_spread, deep_dive.unit_correlation
     from normsys.training.record import TEST_ACC, VAL_LOSS
 
