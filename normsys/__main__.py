@@ -208,7 +208,8 @@ def score(args: argparse.Namespace) -> str:
         with tempfile.TemporaryDirectory() as tmp:  # the tally the worker processes share
             runs = Runs(Progress(os.dup(2), Path(tmp) / "tally"))
             runs.progress.expect(seconds, workers)  # each trained run: k of N, time left
-            records = scorecard.fetch(plan, specs, workers, runs, args.threads, done)
+            with runs.progress.bar():
+                records = scorecard.fetch(plan, specs, workers, runs, args.threads, done)
     table, paths = publish(records)
     return f"{scorecard.as_text(table)}\n\nwritten: {', '.join(map(str, paths))}"
 

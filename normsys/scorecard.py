@@ -238,8 +238,11 @@ def _start_worker(specs: list[tuple[str, str]], threads: int, counter: str) -> N
 
     import torch
 
+    from normsys.training import train
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it stops us
     torch.set_num_threads(threads)
+    train.STEP_BARS = False  # one of a pool of processes on the terminal
     global _WORKER_RUNS, _WORKER_ERROR
     try:
         for spec, name in specs:

@@ -8,6 +8,8 @@ import multiprocessing
 import os
 import shutil
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -162,6 +164,80 @@ def test_a_planned_run_says_k_of_n_and_the_time_left_at_the_pace_kept_so_far(tmp
     assert progress.where_in_plan({"trained": 1, "took": 30.0, "estimated": 0.0,
                                    "plan": {"a": 0.0, "b": 90.0}, "places": 1}) == \
         "run 1 of 2, ~1.5 min of training left"  # nothing timed yet: the recorded pace
+
+
+def drained(fd: int) -> Callable[[], str]:
+    """Read the pseudo-terminal whose controller side is ``fd`` as it is written (a terminal
+    that no one reads blocks its writers); the function returned gives all that was written,
+    once the terminal side is closed."""
+    import threading
+
+    out: list[bytes] = []
+
+    def read() -> None:
+        while True:
+            try:
+                chunk = os.read(fd, 1 << 16)
+            except OSError:  # EIO: the terminal side is closed and everything read
+                return
+            if not chunk:
+                return
+            out.append(chunk)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+
+    def written() -> str:
+        reader.join()
+        os.close(fd)
+        return b"".join(out).decode()
+
+    return written
+
+
+def looked(looks: list[float]) -> float:
+    """A clock one second on at each reading, kept in ``looks``."""
+    looks.append(float(len(looks)))
+    return looks[-1]
+
+
+def test_on_a_terminal_a_bar_shows_the_plan_and_the_time_left(tmp_path):
+    """A command training a plan on a terminal keeps a bar of it below its lines (k of N runs,
+    the time left counting down between runs: here a clock 1 s on at each look) and each line
+    clears the bar first; on a pipe the same calls write the lines alone."""
+    import fcntl
+    import struct
+    import termios
+    from types import SimpleNamespace
+
+    cfgs = [CFG.override(**{"train.seed": s}) for s in range(2)]
+    plan = {c.fingerprint(): 60.0 for c in cfgs}
+    controller, terminal = os.openpty()
+    fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 120, 0, 0))
+    on_terminal = drained(controller)
+    read, write = os.pipe()
+    for fd in (terminal, write):
+        said = progress.Progress(fd, tmp_path / f"tally-{fd}")
+        said.expect(plan, places=1)
+        looks: list[float] = []  # the clock's readings: a second apart
+        clock = partial(looked, looks)
+        with said.bar(tick=0.01, clock=clock):
+            deadline = time.monotonic() + 10
+            while fd == terminal and len(looks) < 15 and time.monotonic() < deadline:
+                time.sleep(0.01)  # 14 s of the countdown drawn
+            said.finished(SimpleNamespace(config=cfgs[0].to_dict(), env={}, wall_time=60.0),
+                          cached=False)
+            time.sleep(0.1)
+        os.close(fd)
+    on_terminal, on_pipe = on_terminal(), os.read(read, 1 << 16).decode()
+    os.close(read)
+    before, after = on_terminal.split("\r\x1b[Knormsys: [run 1 of 2")
+    assert "0 of 2 runs trained, ~2.0 min of training left" in before
+    assert "0 of 2 runs trained, ~1.9 min of training left" in before  # counting down
+    assert "1 of 2 runs trained, ~1.0 min of training left" in after  # 60 s of 120 trained
+    assert after.startswith(", ~1.0 min of training left]")
+    assert on_pipe.startswith("normsys: [run 1 of 2, ~1.0 min of training left]")
+    assert on_pipe.count("\n") == 1 and "runs trained" not in on_pipe
 
 
 def test_cached_runs_compute_only_the_missing_ones_together(tmp_path, monkeypatch):

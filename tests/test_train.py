@@ -443,20 +443,22 @@ def test_fit_hands_the_run_its_step_count_read_cadence_and_progress_bar(no_cache
                     (steps, f"ffn_stack/{cfg.model.norm}/x2 seeds")]
 
 
-@pytest.mark.parametrize("terminal", [True, False])
-def test_the_progress_bar_counts_the_steps_under_the_runs_name_only_on_a_terminal(terminal,
-                                                                                monkeypatch):
-    """On a terminal: a bar of the run's steps, named after it, shown after 3 s and cleared when
-    the run ends; in a log (stderr not a terminal): no bar at all."""
+@pytest.mark.parametrize("terminal,alone", [(True, True), (False, True), (True, False)])
+def test_the_progress_bar_counts_the_steps_under_the_runs_name_only_on_a_terminal(
+        terminal, alone, monkeypatch):
+    """On a terminal this process alone draws on: a bar of the run's steps, named after it,
+    shown after 3 s and cleared when the run ends; in a log (stderr not a terminal), or in one
+    of a pool of training processes sharing the terminal (train.STEP_BARS off): no bar."""
     import sys
 
-    from normsys.training.train import progress_bar
+    from normsys.training import train as train_module
 
     monkeypatch.setattr(sys.stderr, "isatty", lambda: terminal)
-    bar = progress_bar(40, "ffn_stack/layernorm/s0")
+    monkeypatch.setattr(train_module, "STEP_BARS", alone)
+    bar = train_module.progress_bar(40, "ffn_stack/layernorm/s0")
     try:
-        assert bar.disable is not terminal and bar.total == 40 and bar.leave is False
-        if terminal:
+        assert bar.disable is not (terminal and alone) and bar.total == 40 and bar.leave is False
+        if terminal and alone:
             assert (bar.desc, bar.delay) == ("ffn_stack/layernorm/s0", 3)
     finally:
         bar.close()

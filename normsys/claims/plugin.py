@@ -185,6 +185,10 @@ def pytest_configure(config: pytest.Config) -> None:
         os.close(fd)
         os.environ[COUNTER_ENV] = counter
     workers.share_the_machine()
+    if hasattr(config, "workerinput"):  # one of the session's processes on the terminal
+        from normsys.training import train
+
+        train.STEP_BARS = False
 
 
 def _cluster(config: pytest.Config):
@@ -499,7 +503,8 @@ class ClaimsSession:
                     runs.progress.note(f"planned: {planned} runs, {len(todo)} of them not "
                                        f"cached: ~{wall / 60:.1f} min of training on {places} "
                                        f"process(es) as their run times record them")
-                trained = runs.train_planned()
+                with runs.progress.bar() if me in ("", "gw0") else nullcontext():
+                    trained = runs.train_planned()
                 runs.progress.note(f"the {planned} planned runs are taken ({trained} trained by "
                                    f"this process, the others cached or training elsewhere); the "
                                    f"claims start, {time.monotonic() - self.started:.0f} s into "

@@ -6,14 +6,18 @@ recorded seconds), each trained run says how far the plan is and the time left:
 A ``Progress`` names the stream: the claims plugin gives its session's the terminal (a copy of
 the standard error taken before pytest captures output, so the lines show while claims wait on
 training, from pytest-xdist workers too) and a counter file shared by the session's processes;
-the command line gives its own standard error; ``SILENT`` writes nothing.
+the command line gives its own standard error; ``SILENT`` writes nothing. On a terminal,
+``Progress.bar`` keeps a tqdm bar of the plan below the lines while a command trains it.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from filelock import FileLock
@@ -33,19 +37,23 @@ class Progress:
         self.shares: dict[str, float] = {}  # a run's share of the group it trains in (started)
 
     def _write(self, line: str) -> None:
-        if self.fd is not None:
-            os.write(self.fd, f"normsys: {line}\n".encode())
+        if self.fd is not None:  # on a terminal, the line first clears the bar it is written over
+            clear = "\r\x1b[K" if os.isatty(self.fd) else ""
+            os.write(self.fd, f"{clear}normsys: {line}\n".encode())
 
-    def _update(self, change: Callable[[dict], None]) -> dict:
-        """Apply ``change`` to the session's tally (under the counter file's lock) and return it."""
+    def _update(self, change: Callable[[dict], None] | None) -> dict:
+        """Apply ``change`` (None: read only) to the session's tally (under the counter file's
+        lock) and return it."""
         if self.counter is None:
-            change(self.tally)
+            if change is not None:
+                change(self.tally)
             return dict(self.tally)
         with FileLock(str(self.counter) + ".lock"):
             text = self.counter.read_text() if self.counter.exists() else ""
             tally = json.loads(text) if text.strip() else {}
-            change(tally)
-            self.counter.write_text(json.dumps(tally))
+            if change is not None:
+                change(tally)
+                self.counter.write_text(json.dumps(tally))
         return tally
 
     def expect(self, seconds: dict[str, float], places: int) -> None:
@@ -89,6 +97,51 @@ class Progress:
     def note(self, line: str) -> None:
         self._write(line)
 
+    @contextmanager
+    def bar(self, tick: float = 0.5, clock: Callable[[], float] = time.monotonic
+            ) -> Iterator[None]:
+        """While the plan trains, on a terminal: a tqdm bar of its runs under the lines, ``run k
+        of N, ~M min of training left`` (the time left counting down between the runs that
+        update it), redrawn every ``tick`` seconds from the tally the session's processes share.
+        Elsewhere (a file, a pipe, CI's log) nothing: the lines say the same."""
+        if self.fd is None or not os.isatty(self.fd):
+            yield
+            return
+        from tqdm.auto import tqdm
+
+        stream = os.fdopen(os.dup(self.fd), "w")
+        shown: list = []  # the bar, once the tally holds a plan
+        stop = threading.Event()
+
+        def draw() -> None:
+            seen, since = None, clock()
+            while not stop.wait(tick):
+                tally = self._update(None)
+                if "plan" not in tally:
+                    continue
+                if tally.get("trained") != seen:
+                    seen, since = tally.get("trained"), clock()
+                left = max(0.0, seconds_left(tally) - (clock() - since))
+                postfix = f"~{left / 60:.1f} min of training left"
+                if not shown:
+                    shown.append(tqdm(total=len(tally["plan"]), file=stream, leave=False,
+                                      dynamic_ncols=True, desc="normsys", bar_format=BAR,
+                                      postfix=postfix))
+                shown[0].n = min(tally.get("trained", 0), shown[0].total)
+                shown[0].set_postfix_str(postfix, refresh=False)
+                shown[0].refresh()
+
+        drawing = threading.Thread(target=draw, name="normsys-progress-bar", daemon=True)
+        drawing.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            drawing.join()
+            for b in shown:
+                b.close()
+            stream.close()
+
 
 def where_in_plan(tally: dict) -> str:
     """``run 3 of 40, ~12.5 min of training left``: the runs trained so far against the plan,
@@ -102,11 +155,19 @@ def where_in_plan(tally: dict) -> str:
     runs = len(tally["plan"])
     if k > runs:
         return f"run {k}; {runs} were planned"
-    pace = tally["took"] / tally["estimated"] if tally["estimated"] > 0 else 1.0
-    left = max(0.0, sum(tally["plan"].values()) - tally.get("done", 0.0)) * pace
-    return f"run {k} of {runs}, ~{left / tally['places'] / 60:.1f} min of training left"
+    return f"run {k} of {runs}, ~{seconds_left(tally) / 60:.1f} min of training left"
 
 
+def seconds_left(tally: dict) -> float:
+    """The plan's recorded seconds not yet trained, at the pace the runs trained so far kept
+    against their recorded times, spread over the plan's processes."""
+    took, estimated = tally.get("took", 0.0), tally.get("estimated", 0.0)
+    pace = took / estimated if estimated > 0 else 1.0
+    return max(0.0, sum(tally["plan"].values()) - tally.get("done", 0.0)) * pace \
+        / tally["places"]
+
+
+BAR = "{desc}: {bar} {n} of {total} runs trained{postfix}"  # tqdm puts ", " before the postfix
 SILENT = Progress()  # what a caller that names no stream gets
 
 

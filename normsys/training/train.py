@@ -288,11 +288,17 @@ def drive(stream, learner: Learner, bar) -> None:
     learner.epoch_done(epoch_now + 1)  # the last epoch
 
 
+# Whether this process draws a run's step bar on a terminal: not where it is one of a pool of
+# training processes (pytest-xdist's workers, the scorecard's), whose bars would overwrite each
+# other on the one line they share; their progress is the session's lines and its bar.
+STEP_BARS = True
+
+
 def progress_bar(total: int, desc: str):
     from tqdm.auto import tqdm
 
     return tqdm(total=total, desc=desc, delay=3, leave=False,
-                disable=None if sys.stderr.isatty() else True)
+                disable=None if STEP_BARS and sys.stderr.isatty() else True)
 
 
 def train_with_state(cfg: RunConfig, read_every: int | None = None) -> tuple[RunRecord, dict | None]:
