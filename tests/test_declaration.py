@@ -287,3 +287,34 @@ def test_a_claim_without_an_experiment_plans_what_it_fetched_last(monkeypatch):
     declared = Declaration("c-x", Rule("v", ">", 0), "src", "statement")
     assert claim.planned_configs(claim_item(declared, variant="-nonpad", tier="cpu")) == \
         ["last run of c-x-nonpad [cpu]"]
+
+
+LEDGERS = catalog.CLAIMS / "ledger"
+
+
+@pytest.mark.parametrize("path", sorted(LEDGERS.glob("*.json")), ids=lambda p: p.name)
+def test_a_declared_claims_plan_is_every_run_its_ledger_records_it_fetched(path):
+    """What a session plans and costs for a claim (its experiment's arms and evidence arms) is
+    the set of runs its test fetched when its verdict was recorded, figures' runs included: a
+    run fetched outside the plan would train unplanned and uncounted. Checked against every
+    ledger entry that records its runs' fingerprint (entries imported from reports do not)."""
+    from normsys.claims import ledger
+    from normsys.training.config import RunConfig
+
+    tier = path.name.split("-")[0].removesuffix(".json")
+    recorded = ledger.read(path)
+    checked = []
+    for entry in catalog.entries():
+        experiment = entry.declared.experiment
+        for variant in entry.variants if experiment is not None else ():
+            was = recorded.get(entry.declared.id + variant)
+            if was is None or not was.settings_fingerprint:
+                continue
+            planned = [c for c in experiment.planned(was.seeds, tier, variant)
+                       if isinstance(c, RunConfig)]
+            settings, fingerprint = ledger.run_settings(planned)
+            assert fingerprint == was.settings_fingerprint, (
+                f"{entry.declared.id + variant} [{tier}]: planned runs differ from those its "
+                f"ledger entry records: {ledger.setting_changes(was.settings, settings)}")
+            checked.append(entry.declared.id + variant)
+    assert checked or all(not e.settings_fingerprint for e in recorded.values())

@@ -90,8 +90,8 @@ class Experiment:
     arms: Mapping[str, Callable[[int, str, str], list]]
     reads: Callable[[list, str], Any]
     combine: Callable[..., Any] | None = None
-    # arms its test also trains, for evidence only (read and reported, never decided on): the
-    # session plans their runs with the others' (``planned``)
+    # arms its test also trains, for evidence only (read, reported or drawn, never decided on):
+    # the session plans their runs with the others' (``planned``), and their cost is counted
     evidence: Mapping[str, Callable[[int, str, str], list]] = field(default_factory=dict)
 
     def __post_init__(self):
