@@ -190,8 +190,8 @@ def section(entry: Entry) -> str:
     else:
         lines += arms_block(exp.arms, variants, "- trains, per seed:", "- variant `{}` trains:")
         if exp.evidence:
-            lines += arms_block(exp.evidence, variants,
-                                "- also trains, per seed, for its evidence and figures only (never decided on):",
+            lines += arms_block(exp.evidence, variants, "- also trains, per seed, for its evidence "
+                                "and figures only (never decided on):",
                                 "- variant `{}` also trains, for its evidence and figures only:")
         lines.append(f"- reads: {named(exp.reads)}")
         how = (f"on {named(exp.combine)}" if exp.combine is not None else
