@@ -10,7 +10,8 @@
     python -m normsys catalog [--check]                      docs/claims.md: every claim as
                                                              declared (trains, reads, decides)
     python -m normsys scorecard mynorm.py:MyNorm [--out DIR]  a new norm beside the built-in ones
-    python -m normsys scorecard --builtin                    the built-in kinds compared
+    python -m normsys scorecard --builtin [--check]          the built-in kinds compared (or
+                                                             whether claims/gallery's is now)
     python -m normsys run-times [--tier cpu] [--cache DIR]   claims/run-times-<tier>.json: each
                                                              claim's recorded training time
 
@@ -116,7 +117,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                     help="the built-in rows, comma-separated (default: all)")
     sc.add_argument("--tier", choices=["cpu", "paper"], default="cpu")
     sc.add_argument("--out", type=Path, default=Path("scorecard"),
-                    help="folder for scorecard.json, .md and .png (default: scorecard/)")
+                    help="folder for scorecard.json, .md and .png (with --builtin: "
+                         "scorecard-builtin-<tier>.*; default: scorecard/)")
     sc.add_argument("--workers", type=int, default=None,
                     help="training processes, >= 1 (default: one per core on the CPU, one on a "
                          "GPU); with 1 it trains here, on one thread")
@@ -131,6 +133,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                     help="run the paper tier without a GPU (hours of training)")
     sc.add_argument("--dry-run", action="store_true",
                     help="list the runs it needs, cached or with their estimated cost")
+    sc.add_argument("--check", action="store_true",
+                    help="with --builtin: train nothing, write nothing; exit 1 if the committed "
+                         "built-in scorecard of --tier (claims/gallery) is not what --builtin "
+                         "makes of this checkout (its training code, runs and rules)")
     return parser.parse_args(argv)
 
 
@@ -142,6 +148,14 @@ def score(args: argparse.Namespace) -> str:
                          f"{', '.join(args.norms)} beside them")
     if not args.norms and not args.builtin:
         raise UsageError("scorecard: give a norm (e.g. mynorm.py:MyNorm) or --builtin")
+    if args.check:
+        if not args.builtin:
+            raise UsageError("scorecard --check: checks the committed built-in scorecard; add "
+                             "--builtin (and --tier)")
+        if why := scorecard.stale(args.tier):
+            raise StaleError(f"{why}: run python -m normsys scorecard --builtin --tier "
+                             f"{args.tier} --out claims/gallery, and commit what it writes")
+        return f"{scorecard.GALLERY / scorecard.builtin_name(args.tier)}.json: up to date"
     if args.name and len(args.name) != len(args.norms):
         raise UsageError(f"scorecard: {len(args.name)} --name for {len(args.norms)} norms")
     if args.tier == "paper" and not torch.cuda.is_available() and not args.allow_cpu_paper \
@@ -193,7 +207,9 @@ def score(args: argparse.Namespace) -> str:
         table = scorecard.judge(plan, records, ready, reach)
         prov = {**scorecard.provenance(args.tier, specs, list(records.values())), "read": read}
         written[:] = ready
-        return table, scorecard.write(args.out, table, prov, ready, set(names) or None)
+        return table, scorecard.write(args.out, table, prov, ready, set(names) or None,
+                                      scorecard.builtin_name(args.tier) if args.builtin else
+                                      "scorecard")
 
     def done(records: dict) -> None:
         if len(scorecard.complete(plan, records)) > len(written):

@@ -106,7 +106,7 @@ def committed(p: Plan, environment: Callable[[RunConfig], dict[str, str]],
     (each seed's config fingerprints), the same training code (the run cache's code digest) and
     the numeric environment the runs would train in here (``environment``). Their per-seed
     readings then stand in for training them. And, where none does, why (else '')."""
-    path = (folder or GALLERY) / f"scorecard-builtin-{p.tier}.json"
+    path = (folder or GALLERY) / f"{builtin_name(p.tier)}.json"
     if not path.is_file():
         return {}, f"there is no {path.name} to read them from"
     body = json.loads(path.read_text())
@@ -126,6 +126,33 @@ def committed(p: Plan, environment: Callable[[RunConfig], dict[str, str]],
                 cell.get("runs") == [[c.fingerprint() for c in cs] for cs in seeds]:
             found[stat, norm] = cell
     return found, ""
+
+
+def stale(tier: str, folder: Path | None = None) -> str:
+    """Why the committed built-in scorecard of ``tier`` is not what ``scorecard --builtin`` would
+    make of this checkout: other training code (a user's scorecard would then train every
+    built-in row again), other runs behind a cell, another rule, or cells no longer (or not yet)
+    made; '' where it is. The numeric environment is not judged here: it decides only where the
+    committed cells can be read (``committed``)."""
+    path = (folder or GALLERY) / f"{builtin_name(tier)}.json"
+    if not path.is_file():
+        return f"there is no {path.name}"
+    body = json.loads(path.read_text())
+    if (made := body["provenance"].get("code")) != code_digest():
+        return f"{path.name} was made by other training code (digest {made}, now {code_digest()})"
+    p = plan(list(BUILTIN_ROWS), tier)
+    stats = {s.name: s for s in columns(None)}
+    now = {(stat, norm): ([[c.fingerprint() for c in cs] for cs in seeds],
+                          str(stats[stat].rule(norm))) for (stat, norm), seeds in p.cells.items()}
+    there = {(stat, norm): (cell["runs"], cell["rule"]) for norm, row in body["norms"].items()
+             for stat, cell in row.items() if "runs" in cell}
+    differ = sorted(k for k in now.keys() & there.keys() if now[k] != there[k])
+    for what, keys in (("made of other runs or judged by another rule", differ),
+                       ("not made there", sorted(now.keys() - there.keys())),
+                       ("there but no longer made", sorted(there.keys() - now.keys()))):
+        if keys:
+            return f"{path.name}: {len(keys)} cells {what}, e.g. {keys[0][1]} on {keys[0][0]}"
+    return ""
 
 
 INPUT_RANK = {"mlp": 2, "tanh_mlp": 2, "resmlp": 2}  # the others give their norms (B, T, d)
@@ -363,6 +390,12 @@ def judge(p: Plan, records: dict[RunConfig, RunRecord], statistics: Columns = No
 
 
 GALLERY = Path(__file__).parents[1] / "claims" / "gallery"  # in a checkout
+
+
+def builtin_name(tier: str) -> str:
+    """The file name (without suffix) of the built-in scorecard of ``tier``, as ``scorecard
+    --builtin`` writes it and the gallery holds it."""
+    return f"scorecard-builtin-{tier}"
 OUT_OF_RANGE = "out of range"  # a user's value beyond every built-in kind's (builtin_reach)
 
 
@@ -370,7 +403,7 @@ def builtin_reach(tier: str, folder: Path | None = None) -> dict[str, tuple[floa
     """Per statistic, the lowest and highest per-seed value any built-in kind gave in the
     committed built-in scorecard of ``tier`` (``scorecard-builtin-<tier>.json``); {} without
     one."""
-    path = (folder or GALLERY) / f"scorecard-builtin-{tier}.json"
+    path = (folder or GALLERY) / f"{builtin_name(tier)}.json"
     if not path.is_file():
         return {}
     spans: dict[str, tuple[float, float]] = {}
@@ -518,15 +551,15 @@ def markdown_page(table: dict, prov: dict, statistics: Columns = None) -> str:
 
 
 def write(out: Path, table: dict, prov: dict, statistics: Columns = None,
-          subjects: set[str] | None = None) -> list[Path]:
-    """scorecard.json, scorecard.md and scorecard.png in ``out``."""
+          subjects: set[str] | None = None, name: str = "scorecard") -> list[Path]:
+    """``name``.json, .md and .png in ``out``."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     out.mkdir(parents=True, exist_ok=True)
-    paths = [out / "scorecard.json", out / "scorecard.md", out / "scorecard.png"]
+    paths = [out / f"{name}.json", out / f"{name}.md", out / f"{name}.png"]
     # the rows in the table's order, which the page and the figure show (the judged ones first)
     paths[0].write_text(json.dumps({"norms": table, "provenance": prov}, indent=1) + "\n")
     paths[1].write_text(markdown_page(table, prov, statistics))

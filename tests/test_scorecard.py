@@ -686,6 +686,40 @@ def test_committed_builtin_cells_stand_in_for_their_runs_where_made_alike(tmp_pa
         {}, "there is no scorecard-builtin-cpu.json to read them from")
 
 
+def test_the_committed_builtin_scorecard_is_stale_when_its_code_runs_rules_or_cells_differ(
+        monkeypatch, tmp_path):
+    """`scorecard --builtin --check` (CI): the committed built-in scorecard is what --builtin
+    makes of this checkout, judged by its training code's digest, each cell's runs and rule, and
+    its set of cells; each difference is named. The committed one, under the digest it records,
+    is up to date (it is made of the claims' runs and rules as they stand)."""
+    gallery = scorecard.Path(__file__).parents[1] / "claims" / "gallery"
+    body = json.loads((gallery / "scorecard-builtin-cpu.json").read_text())
+    monkeypatch.setattr(scorecard, "code_digest", lambda: body["provenance"]["code"])
+    assert scorecard.stale("cpu", gallery) == ""
+    path = tmp_path / "scorecard-builtin-cpu.json"
+
+    def stale_with(change) -> str:
+        changed = json.loads(json.dumps(body))
+        change(changed)
+        path.write_text(json.dumps(changed))
+        return scorecard.stale("cpu", tmp_path)
+
+    assert stale_with(lambda b: b["norms"]["rmsnorm"]["kappa_6"]["runs"][0].pop()) == (
+        "scorecard-builtin-cpu.json: 1 cells made of other runs or judged by another rule, e.g. "
+        "rmsnorm on kappa_6")
+    assert stale_with(lambda b: b["norms"]["l2"]["min_rho"].update(rule="min_rho(l2) > 0.1")) \
+        .endswith("1 cells made of other runs or judged by another rule, e.g. l2 on min_rho")
+    assert stale_with(lambda b: b["norms"]["none"].pop("decorrelation")).endswith(
+        "1 cells not made there, e.g. none on decorrelation")
+    assert stale_with(lambda b: b["norms"]["none"].update(
+        extra={"runs": [], "rule": ""})).endswith("1 cells there but no longer made, e.g. none on "
+                                                  "extra")
+    assert stale_with(lambda b: b["provenance"].update(code="0" * 12)) == (
+        f"scorecard-builtin-cpu.json was made by other training code (digest {'0' * 12}, now "
+        f"{body['provenance']['code']})")
+    assert scorecard.stale("paper", tmp_path) == "there is no scorecard-builtin-paper.json"
+
+
 def test_a_diverged_seed_is_nan_and_leaves_its_cell_inconclusive_and_said():
     _, table = judged(diverge={("mine", 1), ("mine", 2)})
     cell = table["mine"]["level"]
@@ -1085,11 +1119,26 @@ def test_a_run_that_fails_later_loses_no_column_already_judged(monkeypatch, tmp_
     assert main(["scorecard", "--builtin", "--against", "layernorm", "--workers", "1",
                  "--out", str(tmp_path / "out")]) == 2
     assert capsys.readouterr().err.endswith("error: a later run failed\n")
-    saved = json.loads((tmp_path / "out" / "scorecard.json").read_text())
+    # --builtin writes the files under the names the gallery holds them by
+    saved = json.loads((tmp_path / "out" / "scorecard-builtin-cpu.json").read_text())
     assert list(saved["norms"]["layernorm"]) == ["level"]  # judged, kept; "later" never was
     assert saved["norms"]["layernorm"]["level"]["verdict"] in ("supported", "refuted",
                                                                "inconclusive")
-    assert "| layernorm |" in (tmp_path / "out" / "scorecard.md").read_text()
+    assert "| layernorm |" in (tmp_path / "out" / "scorecard-builtin-cpu.md").read_text()
+
+
+def test_check_says_whether_the_committed_builtin_scorecard_is_up_to_date(monkeypatch, capsys):
+    """`scorecard --builtin --check`: exit 0 and "up to date", or exit 1 with why and the command
+    that makes it again; without --builtin, a usage error."""
+    monkeypatch.setattr(scorecard, "stale", lambda tier: "" if tier == "cpu" else "no such file")
+    assert main(["scorecard", "--builtin", "--check"]) == 0
+    assert capsys.readouterr().out.endswith("scorecard-builtin-cpu.json: up to date\n")
+    assert main(["scorecard", "--builtin", "--check", "--tier", "paper"]) == 1
+    assert capsys.readouterr().err == (
+        "stale: no such file: run python -m normsys scorecard --builtin --tier paper --out "
+        "claims/gallery, and commit what it writes\n")
+    assert main(["scorecard", "x.py:X", "--check"]) == 2
+    assert "add --builtin" in capsys.readouterr().err
 
 
 def test_one_worker_trains_here_on_one_thread(monkeypatch, tmp_path):
@@ -1103,7 +1152,7 @@ def test_one_worker_trains_here_on_one_thread(monkeypatch, tmp_path):
 
     monkeypatch.setattr(scorecard, "fetch", fetch)
     monkeypatch.setattr(scorecard, "judge", lambda plan, records, ready, reach: {})
-    monkeypatch.setattr(scorecard, "write", lambda out, table, prov, ready, subjects: [])
+    monkeypatch.setattr(scorecard, "write", lambda out, table, prov, ready, subjects, name: [])
     monkeypatch.setattr(scorecard, "as_text", lambda table: "")
     threads = torch.get_num_threads()
     try:
