@@ -101,3 +101,15 @@ def test_a_changed_seed_count_is_found():
     text = (ROOT / "README.md").read_text()
     assert stated_settings(text.replace("over 5 seeds", "over 7 seeds"))["paper seeds"] == \
         {"7", "5"}
+
+
+def test_the_scorecard_time_it_states_is_the_committed_logs():
+    """README's wall time of its `MyNorm` scorecard is the one the committed log of that command
+    ends on (the log is what the command printed, from an empty run cache on 2 cores)."""
+    stated = re.search(r"the `MyNorm` above took (\d+) s of wall time\s+"
+                       r"\(`(claims/gallery/[\w.-]+\.log)`", (ROOT / "README.md").read_text())
+    assert stated is not None, "README no longer states the MyNorm scorecard's time and its log"
+    log = (ROOT / stated[2]).read_text()
+    assert log.rstrip().endswith(f"rc=0 after {stated[1]} s")
+    assert log.startswith("# python -m normsys scorecard mynorm.py:MyNorm ") and \
+        "\nscorecard: " in log and "\nwritten: " in log
