@@ -155,7 +155,7 @@ def score(args: argparse.Namespace) -> str:
         if why := scorecard.stale(args.tier):
             raise StaleError(f"{why}: run python -m normsys scorecard --builtin --tier "
                              f"{args.tier} --out claims/gallery, and commit what it writes")
-        return f"{scorecard.GALLERY / scorecard.builtin_name(args.tier)}.json: up to date"
+        return f"{scorecard.builtin_json(args.tier)}: up to date"
     if args.name and len(args.name) != len(args.norms):
         raise UsageError(f"scorecard: {len(args.name)} --name for {len(args.norms)} norms")
     if args.tier == "paper" and not torch.cuda.is_available() and not args.allow_cpu_paper \

@@ -106,7 +106,7 @@ def committed(p: Plan, environment: Callable[[RunConfig], dict[str, str]],
     (each seed's config fingerprints), the same training code (the run cache's code digest) and
     the numeric environment the runs would train in here (``environment``). Their per-seed
     readings then stand in for training them. And, where none does, why (else '')."""
-    path = (folder or GALLERY) / f"{builtin_name(p.tier)}.json"
+    path = builtin_json(p.tier, folder)
     if not path.is_file():
         return {}, f"there is no {path.name} to read them from"
     body = json.loads(path.read_text())
@@ -134,7 +134,7 @@ def stale(tier: str, folder: Path | None = None) -> str:
     built-in row again), other runs behind a cell, another rule, or cells no longer (or not yet)
     made; '' where it is. The numeric environment is not judged here: it decides only where the
     committed cells can be read (``committed``)."""
-    path = (folder or GALLERY) / f"{builtin_name(tier)}.json"
+    path = builtin_json(tier, folder)
     if not path.is_file():
         return f"there is no {path.name}"
     body = json.loads(path.read_text())
@@ -396,6 +396,11 @@ def builtin_name(tier: str) -> str:
     """The file name (without suffix) of the built-in scorecard of ``tier``, as ``scorecard
     --builtin`` writes it and the gallery holds it."""
     return f"scorecard-builtin-{tier}"
+
+
+def builtin_json(tier: str, folder: Path | None = None) -> Path:
+    """The built-in scorecard of ``tier`` in ``folder`` (the gallery unless told)."""
+    return (folder or GALLERY) / f"{builtin_name(tier)}.json"
 OUT_OF_RANGE = "out of range"  # a user's value beyond every built-in kind's (builtin_reach)
 
 
@@ -403,7 +408,7 @@ def builtin_reach(tier: str, folder: Path | None = None) -> dict[str, tuple[floa
     """Per statistic, the lowest and highest per-seed value any built-in kind gave in the
     committed built-in scorecard of ``tier`` (``scorecard-builtin-<tier>.json``); {} without
     one."""
-    path = (folder or GALLERY) / f"{builtin_name(tier)}.json"
+    path = builtin_json(tier, folder)
     if not path.is_file():
         return {}
     spans: dict[str, tuple[float, float]] = {}
