@@ -7,7 +7,10 @@ tell a genuinely different run apart, or the GPU cases could not fail.
 
 from __future__ import annotations
 
+import time
+
 import pytest
+import torch
 
 from normsys.training.config import preset
 from normsys.training.record import RunRecord
@@ -68,3 +71,60 @@ def test_the_tolerance_check_tells_a_different_run_apart(data_env, no_cache):
     same = train(cfg)
     assert within_tolerance(differences(same, train(cfg)))
     assert not within_tolerance(differences(train(cfg.override(**{"train.lr": 3e-2})), same))
+
+
+# (preset, method, norm, seeds stacked): the families on the paper tier's critical path, each
+# learning rule, per-step batchnorm and stacked seeds, then every other family; sizes cut so that
+# every run captures after its warm-up, and the MNIST and AG News runs end each epoch on a short
+# batch (run eager between replays)
+CAPTURED = [("lstm", "bp", "layernorm", 1), ("lstm", "bp", "batchnorm", 5),
+            ("lstm", "bp", "none", 1), ("resmlp", "bp", "layernorm", 1),
+            ("resmlp", "fa", "layernorm", 1), ("resmlp", "dfa", "rmsnorm", 1),
+            ("resmlp", "bp", "l2", 3), ("encoder", "bp", "layernorm", 2),
+            ("encoder", "bp", "dyt", 1), ("vit", "bp", "layernorm", 1),
+            ("char_gpt", "bp", "layernorm", 1), ("tblock", "bp", "scaled_l2", 1),
+            ("mlp", "bp", "l2_affine", 1), ("cnn", "bp", "batchnorm", 1),
+            ("ffn_stack", "bp", "none", 1)]
+MNIST_SMALL = {"data.n_train": 1000, "data.n_test": 500, "train.epochs": 2}
+CAPTURE_SIZES = {"lstm": {"train.steps": 120}, "char_gpt": {"train.steps": 40},
+                 "ffn_stack": {"train.steps": 40}, "encoder": MNIST_SMALL,
+                 **dict.fromkeys(("resmlp", "vit", "tblock", "mlp", "cnn"), MNIST_SMALL)}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name,method,norm,seeds", CAPTURED)
+def test_a_captured_step_trains_as_the_eager_step(data_env, no_cache, monkeypatch, name, method,
+                                                  norm, seeds):
+    """train.compile=auto captures a short CUDA run's step as a CUDA graph and replays it: the run
+    ends where the same run with the eager step (train.compile=off) ends, within the tolerances
+    of bf16 above (the per-step gap is printed: the graph replays the eager step's kernels)."""
+    from normsys.training import train as train_module
+    from normsys.training.train import compile_mode, fit
+
+    replays = []
+    real = train_module.CapturedStep.__call__
+    monkeypatch.setattr(train_module.CapturedStep, "__call__", lambda self, x, y: (
+        replays.append(self.graph is not None), real(self, x, y))[1])
+    cfgs = [preset(name, **{"train.device": "cuda", "train.method": method, "model.norm": norm,
+                            "train.seed": s, **CAPTURE_SIZES[name]}) for s in range(seeds)]
+    start = time.perf_counter()
+    eager = [record for record, _ in fit([c.override(**{"train.compile": "off"}) for c in cfgs])]
+    middle = time.perf_counter()
+    captured = [record for record, _ in fit(cfgs)]
+    walls = f"wall {time.perf_counter() - middle:.1f} s captured, {middle - start:.1f} s eager"
+    steps = len(captured[0].curves["loss"])
+    assert compile_mode(cfgs[0], torch.device("cuda"), steps) == "capture"
+    assert sum(replays) > steps // 2, (sum(replays), steps)  # most steps were replays
+    for a, b in zip(captured, eager, strict=True):
+        assert a.steps == b.steps and a.diverged == b.diverged is False
+        gaps = {k: abs(a.metrics[k] - b.metrics[k]) / max(abs(b.metrics[k]), 1e-12)
+                for k in ("final_loss", "val_loss") if k in b.metrics}
+        same = a.curves["loss"] == b.curves["loss"] and a.metrics == b.metrics
+        worst = max(abs(x - y) / max(abs(y), 1e-12)
+                    for x, y in zip(a.curves["loss"], b.curves["loss"], strict=True))
+        print(f"captured vs eager {name}/{method}/{norm}/x{seeds} s{a.config['train']['seed']}: "
+              f"{steps} steps, {sum(replays)} replays, bit-identical={same}, gaps {gaps}, "
+              f"largest per-step loss gap {worst:.2e}; {walls}")
+        assert all(g < LOSS_REL for g in gaps.values()), gaps
+        if "test_acc" in b.metrics:
+            assert abs(a.metrics["test_acc"] - b.metrics["test_acc"]) < ACC_ABS

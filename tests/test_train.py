@@ -6,6 +6,7 @@ import itertools
 import json
 import math
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 import pytest
@@ -138,27 +139,56 @@ def test_deferred_host_reads_give_the_per_step_record(no_cache):
     assert deferred[1].curves == eager[1].curves
 
 
-def test_compile_setting_picks_the_mode_from_the_work_and_keeps_fa_eager():
-    """train.compile: auto compiles on CUDA from COMPILE_MIN_STEPS steps on (a short run trains
-    eager: compiling would cost more than it saves), on compiles anywhere, cudagraphs adds CUDA
-    graphs on CUDA, off never; FA/DFA never (custom backward)."""
+def test_compile_setting_picks_the_mode_from_the_work_and_keeps_fa_uncompiled():
+    """train.compile: auto on CUDA compiles from COMPILE_MIN_STEPS steps on and captures shorter
+    runs as a CUDA graph (compiling would cost more than it saves), FA/DFA's at any length, but a
+    registered norm kind's trains eager; on compiles anywhere, cudagraphs adds CUDA graphs on
+    CUDA, off never; FA/DFA are never compiled (custom backward)."""
     from normsys.training.train import COMPILE_MIN_STEPS, compile_mode
 
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
     cfg = preset("resmlp")
     setting = lambda value: cfg.override(**{"train.compile": value})  # noqa: E731
     assert compile_mode(cfg, cpu, 10**6) is None
-    assert compile_mode(cfg, cuda, COMPILE_MIN_STEPS - 1) is None
+    assert compile_mode(cfg, cuda, COMPILE_MIN_STEPS - 1) == "capture"
     assert compile_mode(cfg, cuda, COMPILE_MIN_STEPS) == "default"
     assert compile_mode(setting("on"), cpu, 1) == "default"
     assert compile_mode(setting("cudagraphs"), cuda, 1) == "reduce-overhead"
     assert compile_mode(setting("cudagraphs"), cpu, 10**6) is None
     assert compile_mode(setting("off"), cuda, 10**6) is None
+    assert compile_mode(setting("off"), cuda, 1) is None
     for method in ("fa", "dfa"):
-        assert compile_mode(cfg.override(**{"train.method": method, "train.compile": "on"}),
-                            cuda, 10**6) is None
+        rule = cfg.override(**{"train.method": method})
+        for value in ("on", "cudagraphs"):
+            assert compile_mode(rule.override(**{"train.compile": value}), cuda, 10**6) is None
+        assert compile_mode(rule, cuda, 10**6) == compile_mode(rule, cuda, 1) == "capture"
+        assert compile_mode(rule, cpu, 1) is None
     with pytest.raises(ValueError, match="compile"):
         setting("max")
+
+
+def test_a_registered_norm_kind_is_never_captured(tmp_path, monkeypatch):
+    """Its author's code may read the host, which a CUDA graph cannot hold: it trains eager."""
+    from normsys.training import norms
+    from normsys.training.train import compile_mode
+
+    monkeypatch.setattr(norms, "NORMS", dict(norms.NORMS))
+    norms.register("mine", lambda d: torch.nn.LayerNorm(d))
+    cfg = preset("resmlp", **{"model.norm": "mine"})
+    assert compile_mode(cfg, torch.device("cuda"), 1) is None
+    assert compile_mode(cfg, torch.device("cuda"), 10**6) == "default"
+
+
+def test_a_captured_run_autocasts_without_the_cast_cache():
+    """A CUDA graph cannot hold autocast's cache of cast weights; other runs keep it."""
+    from normsys.training.train import RunContext
+
+    cuda = torch.device("cuda")
+    with pytest.warns(UserWarning) if not torch.cuda.is_available() else nullcontext():
+        captured = RunContext(cuda, amp=True, compile="capture").autocast()
+        eager = RunContext(cuda, amp=True).autocast()
+    assert captured._cache_enabled is False and eager._cache_enabled is not False
+    assert isinstance(RunContext(cuda, amp=False, compile="capture").autocast(), nullcontext)
 
 
 def test_gradients_at_init_per_layer(no_cache):

@@ -5,7 +5,8 @@ seeds of one configuration trained together as one seed-stacked model (normsys.t
 checks are normsys.training.batched's), on any task kind of normsys.training.tasks.
 Deterministic on CPU for a given config and seed. A non-finite loss ends a run early with
 ``diverged=True``. On CUDA: bf16 autocast, fused Adam, fused attention (scaled_dot_product_attention
-in the models), and torch.compile for runs long enough to earn its compile time back.
+in the models), torch.compile for runs long enough to earn its compile time back, and for shorter
+runs the eager step captured once as a CUDA graph and replayed (``CapturedStep``).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from normsys.training.config import RunConfig
 from normsys.training.feedback import dfa_feedback
 from normsys.training.measure import AtInit, backward, gradients_at_init, probe
 from normsys.training.models import prepare_model
-from normsys.training.norms import fusion
+from normsys.training.norms import BUILTIN, fusion
 from normsys.training.provenance import environment, numeric_environment
 from normsys.training.record import (
     FINAL_LOSS,
@@ -46,6 +47,11 @@ HOST_READ_EVERY = 50  # CUDA: steps between host reads of the losses (the diverg
 # 480-step paper-tier run 70-170 s (most of its time): compiling pays only after thousands of
 # steps, so shorter runs (every claim's) train eager and reach their verdict sooner.
 COMPILE_MIN_STEPS = 5_000
+# Shorter CUDA runs capture their eager step instead: its forward and backward recorded once as a
+# CUDA graph and replayed, one launch where the eager step launches thousands of small kernels (a
+# char-LSTM step ~2,000-2,900), with no compile time and the eager step's very kernels.
+CAPTURE_WARMUP = 3  # eager steps on the capture stream before it captures (cuBLAS, autograd state)
+COMPILED = ("default", "reduce-overhead")  # the compile_mode choices that torch.compile the step
 
 
 # ----------------------------------------------------------------------------- how a run runs
@@ -60,12 +66,15 @@ def resolve_device(name: str) -> torch.device:
 
 
 def compile_mode(cfg: RunConfig, device: torch.device, steps: int) -> str | None:
-    """How the training step runs: None (eager), "default" (torch.compile) or "reduce-overhead"
-    (torch.compile with CUDA graphs). train.compile=auto compiles on CUDA runs of at least
-    COMPILE_MIN_STEPS steps; on compiles on any device (the CPU tests take the compiled path
-    this way); cudagraphs needs CUDA. FA's custom backward and DFA's hooks always run eager."""
+    """How the training step runs: None (eager), "capture" (the eager step as a CUDA graph,
+    ``CapturedStep``), "default" (torch.compile) or "reduce-overhead" (torch.compile with CUDA
+    graphs). train.compile=auto on CUDA compiles bp runs of at least COMPILE_MIN_STEPS steps and
+    captures the others, except a registered norm kind's (its author's code may read the host,
+    which a captured graph cannot hold: those train eager); on compiles on any device (the CPU
+    tests take the compiled path this way); cudagraphs needs CUDA. FA's custom backward and DFA's
+    hooks are never compiled."""
     t = cfg.train
-    if t.method != "bp" or t.compile == "off":
+    if t.compile == "off" or (t.compile != "auto" and t.method != "bp"):
         return None
     if t.compile == "on":
         return "default"
@@ -73,7 +82,9 @@ def compile_mode(cfg: RunConfig, device: torch.device, steps: int) -> str | None
         return None
     if t.compile == "cudagraphs":
         return "reduce-overhead"
-    return "default" if steps >= COMPILE_MIN_STEPS else None
+    if t.method == "bp" and steps >= COMPILE_MIN_STEPS:
+        return "default"
+    return "capture" if cfg.model.norm in BUILTIN else None
 
 
 @dataclass(frozen=True)
@@ -87,7 +98,11 @@ class RunContext:
     feedback: list[Tensor] | None = None  # DFA's fixed B_l (None: gradients by autograd)
 
     def autocast(self) -> AbstractContextManager:
-        return torch.autocast("cuda", torch.bfloat16) if self.amp else nullcontext()
+        """bf16 autocast where the run takes it; without autocast's cache of cast weights in a
+        captured run (a graph cannot hold it; the casts are the same)."""
+        if not self.amp:
+            return nullcontext()
+        return torch.autocast("cuda", torch.bfloat16, cache_enabled=self.compile != "capture")
 
 
 def run_context(cfg: RunConfig, device: torch.device, steps: int,
@@ -163,7 +178,8 @@ class Learner:
         self.model, self.task, self.ctx, self.seeds = model, task, ctx, seeds
         self.params = [p for p in model.parameters() if p.requires_grad]
         self.opt = make_optimizer(cfg, self.params, ctx.device)
-        self.forward = model if ctx.compile is None else OneShape(model, ctx.compile)
+        self.forward = OneShape(model, ctx.compile) if ctx.compile in COMPILED else model
+        self.captured = CapturedStep(self) if ctx.compile == "capture" else None
         self.log = StepLog([empty_curves() for _ in range(seeds)], ctx.read_every, task.accuracy)
         self.wanted, self.snapshots = set(cfg.train.snapshots), {}
 
@@ -176,12 +192,66 @@ class Learner:
     def step(self, x: Tensor, y: Tensor) -> bool:
         """One update on a batch, logged without a host sync. True (and no update) when the log
         was read and every run's loss is non-finite."""
-        self.opt.zero_grad(set_to_none=True)
-        loss, out = forward_backward(self.forward, self.task, self.ctx, x, y, self.seeds)
-        if self.log.add(loss, grad_norms(self.params, self.seeds), out, y):
+        if self.captured is not None:
+            loss, out, norms = self.captured(x, y)
+        else:
+            self.opt.zero_grad(set_to_none=True)
+            loss, out, norms = self.gradients(x, y)
+        if self.log.add(loss, norms, out, y):
             return True
         self.opt.step()
         return False
+
+    def gradients(self, x: Tensor, y: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Losses, outputs and gradient norms of one batch, its gradients accumulated in .grad."""
+        loss, out = forward_backward(self.forward, self.task, self.ctx, x, y, self.seeds)
+        return loss, out, grad_norms(self.params, self.seeds)
+
+
+class CapturedStep:
+    """A learner's ``gradients`` as a CUDA graph: CAPTURE_WARMUP eager steps on a side stream, then
+    the next batch's step captured there and replayed for every batch of its shape; a batch of
+    another shape (an epoch's short last one) runs eager. The optimizer's update stays outside the
+    graph, so a run that diverges stops before its update as an eager one does.
+
+    The graph writes the gradients into the tensors it allocated when it was captured, at every
+    replay: after the capture the gradients are zeroed in place (an eager step then accumulates
+    into them), never set to None, or the optimizer would lose them."""
+
+    def __init__(self, learner: Learner):
+        self.learner, self.stream = learner, torch.cuda.Stream(learner.ctx.device)
+        self.graph: torch.cuda.CUDAGraph | None = None
+        self.inputs: tuple[Tensor, Tensor] | None = None
+        self.outputs: tuple[Tensor, Tensor, Tensor] | None = None
+        self.eager_steps = 0
+
+    def __call__(self, x: Tensor, y: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        if self.graph is not None and (x.shape, y.shape) == tuple(t.shape for t in self.inputs):
+            self.inputs[0].copy_(x)
+            self.inputs[1].copy_(y)
+            self.graph.replay()
+            return self.outputs
+        if self.graph is None and self.eager_steps >= CAPTURE_WARMUP:
+            return self.capture(x, y)
+        self.eager_steps += 1
+        self.learner.opt.zero_grad(set_to_none=self.graph is None)
+        here = torch.cuda.current_stream(self.learner.ctx.device)
+        self.stream.wait_stream(here)
+        with torch.cuda.stream(self.stream):
+            result = self.learner.gradients(x, y)
+        here.wait_stream(self.stream)
+        return result
+
+    def capture(self, x: Tensor, y: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Capture the step on (copies of) this batch, then replay it for this batch."""
+        self.learner.opt.zero_grad(set_to_none=True)  # the graph allocates the gradients it writes
+        self.inputs = (x.clone(), y.clone())
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=self.stream, capture_error_mode="thread_local"):
+            self.outputs = self.learner.gradients(*self.inputs)
+        self.graph = graph
+        graph.replay()
+        return self.outputs
 
 
 @dataclass
@@ -240,7 +310,7 @@ def fit(cfgs: list[RunConfig], task: Task | None = None,
     device = resolve_device(cfg.train.device)
     task = (task if task is not None else make_task(cfg)).to(device)
     ctx = run_context(cfg, device, task.steps(cfg), read_every)
-    with fusion(ctx.compile is not None):  # the norms' fused kernels follow the step's choice
+    with fusion(ctx.compile in COMPILED):  # the norms' fused kernels follow the step's choice
         models = [prepare_model(c).to(device) for c in cfgs]
         if cfg.train.method == "dfa":
             ctx = replace(ctx, feedback=[b.to(device) for b in dfa_feedback(
