@@ -68,9 +68,10 @@ class TrainConfig:
     eval_train_rows: int = 10_000  # training accuracy on the first N training rows (0: all)
     device: str = "cpu"          # cpu | cuda | auto
     amp: str = "auto"            # auto: bf16 autocast on CUDA only; off
-    compile: str = "auto"        # auto: torch.compile the step of long bp runs on CUDA (see
+    compile: str = "auto"        # auto: on CUDA, torch.compile the step of long bp runs and
+    #                              capture shorter runs' step as a CUDA graph (see
     #                              train.compile_mode); on: compile on any device; cudagraphs:
-    #                              compile with CUDA graphs (mode="reduce-overhead"); off
+    #                              compile with CUDA graphs (mode="reduce-overhead"); off: eager
     keep_state: bool = True      # store the trained weights with the record
     snapshots: tuple[int, ...] = ()  # epochs after which the weights are kept too (progress)
 
