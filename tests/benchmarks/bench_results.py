@@ -307,11 +307,38 @@ def docs(folder: Path = RESULTS) -> str:
         blocks += ["## The GPUs side by side", compare(gpus)]
     for log in sorted(folder.glob("*.log")):
         blocks += [f"## On more GPUs: the tasks of {log.name}", on_more_gpus(log.read_text())]
+    for lines in sorted(folder.glob("*-captured-vs-eager.txt")):
+        blocks += [f"## The captured step against the eager step: {lines.name}",
+                   captured_vs_eager(lines.read_text())]
     cpu = runtimes.read("cpu")
     if cpu.get("runs"):
         blocks += [f"## The CPU tier on {CI_CORES} cores: the runs of claims/"
                    f"{runtimes.table_path('cpu').name}", cpu_tier(cpu)]
     return "\n\n".join(blocks) + "\n"
+
+
+CAPTURED = re.compile(r"captured vs eager (\S+) (s\d+): (\d+) steps, (\d+) replays, "
+                      r"bit-identical=(True|False), gaps (\{.*\}), largest per-step loss gap "
+                      r"(\S+); wall ([0-9.]+) s captured, ([0-9.]+) s eager")
+
+
+def captured_vs_eager(text: str) -> str:
+    """The lines ``pytest tests -m gpu -k captured -rP`` prints (tests/test_gpu_fast_path.py), one
+    per run: a run with its step captured as a CUDA graph against the same run eager."""
+    rows = sorted(CAPTURED.findall(text))
+    if not rows:
+        raise ValueError("no 'captured vs eager' lines: keep the output of pytest tests/"
+                         "test_gpu_fast_path.py -m gpu -k captured -rP")
+    same = sum(r[4] == "True" for r in rows)
+    return "\n".join([
+        f"{len(rows)} runs (family/rule/norm/seeds stacked, seed), {same} of them bit-identical "
+        f"to the eager run; the loss gaps are relative. The walls are each run's own (eager "
+        f"first, then captured) while the tests shared the GPU 8 at a time; a worker's first "
+        f"eager run includes its CUDA start.", "",
+        "| run | steps | replays | bit-identical | final-loss gaps | largest per-step loss gap "
+        "| wall captured (s) | wall eager (s) |", "|---|---|---|---|---|---|---|---|",
+        *(f"| {run} {seed} | {steps} | {replays} | {bits} | {gaps} | {worst} | {cap} | {eager} |"
+          for run, seed, steps, replays, bits, gaps, worst, cap, eager in rows)])
 
 
 CI_CORES = 2  # CI's machine: two workers, one run each, one thread a run

@@ -260,3 +260,22 @@ def test_the_results_page_is_what_the_committed_results_make():
     assert page.read_text() == bench_results.docs(), \
         f"{page} is stale: run python tests/benchmarks/bench_results.py docs"
     assert "## The GPUs side by side" in page.read_text()
+
+
+def test_the_captured_step_table_reads_each_run_line_and_counts_the_bit_identical():
+    lines = ("captured vs eager lstm/bp/none/x1 s0: 120 steps, 116 replays, bit-identical=False, "
+             "gaps {'final_loss': 1.9e-05}, largest per-step loss gap 1.44e-04; wall 1.9 s "
+             "captured, 12.2 s eager\nDEBUG noise\n"
+             "captured vs eager encoder/bp/dyt/x1 s0: 32 steps, 28 replays, bit-identical=True, "
+             "gaps {'final_loss': 0.0}, largest per-step loss gap 0.00e+00; wall 1.7 s captured, "
+             "12.2 s eager\n")
+    text = bench_results.captured_vs_eager(lines + lines.splitlines()[-1].replace("s0", "s1"))
+    assert text.startswith("3 runs (family/rule/norm/seeds stacked, seed), 2 of them bit-identical")
+    text = bench_results.captured_vs_eager(lines)
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "/" in line]
+    assert rows == ["| encoder/bp/dyt/x1 s0 | 32 | 28 | True | {'final_loss': 0.0} | 0.00e+00 "
+                    "| 1.7 | 12.2 |",
+                    "| lstm/bp/none/x1 s0 | 120 | 116 | False | {'final_loss': 1.9e-05} | 1.44e-04 "
+                    "| 1.9 | 12.2 |"]
+    with pytest.raises(ValueError, match="no 'captured vs eager' lines"):
+        bench_results.captured_vs_eager("19 passed")
