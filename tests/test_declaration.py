@@ -280,6 +280,30 @@ def test_a_claim_plans_its_first_look_from_its_declared_experiment():
     assert planned_configs(claim_item(values)) == []
 
 
+def test_a_claim_plans_the_look_its_ledger_entries_in_this_environment_show_it_took():
+    """Open after its first look's 5 seeds in this GPU's 5-seed ledger, a claim that may look to
+    21 plans its second look's 8 seeds; with its first look only, its 5."""
+    from normsys.claims.claim import planned_configs
+    from normsys.training.config import preset
+
+    declared = Declaration("c-x", Rule("v", ">", 0), "src", "statement", experiment=Experiment(
+        {"a": lambda seed, tier, variant: [preset("ffn_stack", **{"train.seed": seed})]},
+        reads=None))
+    asked = []
+
+    def history(cid, tier):
+        asked.append((cid, tier))
+        return [SimpleNamespace(verdict="inconclusive", seeds=list(range(5)), looks=[])]
+
+    ledgers = SimpleNamespace(history=history)
+    seeds = [c.train.seed for c in planned_configs(claim_item(declared, variant="-long"), ledgers)]
+    assert seeds == list(range(8)) and asked == [("c-x-long", "paper")]
+    assert [c.train.seed for c in planned_configs(claim_item(declared, offset=2), ledgers)] == \
+        list(range(2, 10))
+    assert len(planned_configs(claim_item(declared, max_seeds=5), ledgers)) == 5
+    assert len(planned_configs(claim_item(declared))) == 5  # no ledgers: the first look
+
+
 def test_a_claim_without_an_experiment_plans_what_it_fetched_last(monkeypatch):
     from normsys.claims import claim, runs
 

@@ -624,3 +624,25 @@ def test_under_the_same_looks_the_look_a_claim_decided_at_is_no_change():
     assert setting.status == "changed" and "settings: train.epochs" in setting.message
     same_look = ledger.judge(at8, entry(seeds=range(8), looks=plan, settings_fingerprint="x"), True)
     assert same_look.status == "changed" and "run configs recorded eight, now x" in same_look.message
+
+
+def test_a_claims_history_is_its_entries_in_this_environments_files_of_the_tier(monkeypatch,
+                                                                               tmp_path):
+    """Whatever the most seeds a file let an open claim add; not another GPU's, another seed
+    set's or another tier's file."""
+    monkeypatch.setattr(provenance, "device_name", lambda _=None: "NVIDIA H100 80GB HBM3")
+    files = {"paper-NVIDIA-H100-80GB-HBM3.json": entry(seeds=range(13), looks=[5, 8, 13, 21]),
+             "paper-NVIDIA-H100-80GB-HBM3-max-seeds-5.json": entry("inconclusive",
+                                                                   seeds=range(5)),
+             "paper-NVIDIA-H200.json": entry(seeds=range(21)),
+             "paper-NVIDIA-H100-80GB-HBM3-seeds-5-9.json": entry(seeds=range(5, 10)),
+             "cpu.json": entry()}
+    for name, e in files.items():
+        ledger.write(tmp_path / name, {"c-x": e, "c-other": entry()})
+    history = ledger.Ledgers(tmp_path).history("c-x", "paper")
+    assert sorted(len(e.seeds) for e in history) == [5, 13]
+    assert [len(e.seeds) for e in ledger.Ledgers(tmp_path, offset=5).history("c-x", "paper")] \
+        == [5]
+    assert ledger.Ledgers(tmp_path).history("c-new", "paper") == []
+    monkeypatch.setattr(provenance, "device_name", lambda _=None: "NVIDIA A100")
+    assert ledger.Ledgers(tmp_path).history("c-x", "paper") == []

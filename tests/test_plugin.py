@@ -600,6 +600,28 @@ def test_claims_list_shows_what_each_claim_costs(tmp_path):
                  .stdout.splitlines() if line.startswith("tc-residual-preserves-gradients  [cpu]"))
     assert eight.endswith(f" cost: 16 runs (9 cached; the others ~0.0 {recorded}")
 
+    # looking to 8 seeds, the claim plans 5 unless this machine's ledgers show it open after 5
+    from dataclasses import replace
+
+    from normsys.claims import ledger
+
+    folder = tmp_path / "ledger"
+    folder.mkdir()
+    looking = ("--claims-list", "--claims-max-seeds", "8", "--claims-ledger", str(folder))
+
+    def looked() -> str:
+        return next(line for line in pytest_claims(*looking).stdout.splitlines()
+                    if line.startswith("tc-residual-preserves-gradients  [cpu]"))
+
+    assert looked().endswith("cost: 10 runs (9 cached; the others ~0.0 " + recorded)
+    was = ledger.read(root / "claims" / "ledger" / "cpu.json")["tc-residual-preserves-gradients"]
+    open_after_5 = replace(was, verdict="inconclusive", seeds=list(range(5)), looks=[])
+    ledger.write(ledger.Ledgers(folder).path("cpu"), {"tc-residual-preserves-gradients":
+                                                      open_after_5})
+    assert looked().endswith(f" cost: 16 runs (9 cached; the others ~0.0 {recorded}")
+    session = pytest_claims(*looking[1:], "--claims-report", str(tmp_path / "rep8"))
+    assert "normsys: planned: 16 runs, 7 of them not cached" in session.stderr, session.stderr
+
 
 SEQUENTIAL = '''
 import pytest

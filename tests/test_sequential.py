@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from normsys.claims.sequential import ALPHA_PER_SIDE, levels, looks, sequential, simulate
+from normsys.claims.sequential import ALPHA_PER_SIDE, expected, levels, looks, sequential, simulate
 from normsys.claims.stats import INCONCLUSIVE, REFUTED, SUPPORTED, Rule
 
 REPS = 20_000
@@ -207,3 +207,26 @@ def test_an_open_verdict_says_the_seeds_that_would_decide_it_at_its_mean_and_spr
         f"> 0.02; ~{n} seeds would decide it if its mean (0.0147) and spread (0.0085) held")
     assert open_note(s, Rule("gap", ">", 0.0147)).endswith("no number of seeds would decide it "
                                                             "at this mean")
+
+
+def test_a_claim_is_expected_to_take_the_look_its_ledger_entries_show():
+    """Its first look's seeds; the next look past n where an entry left it open after n seeds;
+    the look an entry under the same looks decided at; never past the last look."""
+    from types import SimpleNamespace
+
+    plan = (5, 8, 13, 21)
+
+    def entry(verdict, seeds, looks=()):
+        return SimpleNamespace(verdict=verdict, seeds=list(range(seeds)), looks=list(looks))
+
+    assert expected(plan, []) == 5
+    assert expected(plan, [entry("supported", 5)]) == 5
+    assert expected(plan, [entry("inconclusive", 5)]) == 8  # one look, open at 5
+    assert expected(plan, [entry("inconclusive", 8)]) == 13
+    assert expected(plan, [entry("inconclusive", 21, plan)]) == 21  # open at the last
+    assert expected(plan, [entry("refuted", 13, plan)]) == 13
+    assert expected(plan, [entry("refuted", 13, (5, 8, 13))]) == 5  # other looks
+    assert expected(plan, [entry("supported", 8, plan),
+                                      entry("inconclusive", 8)]) == 13  # the most of them
+    assert expected((5,), [entry("inconclusive", 5)]) == 5  # one look: no more
+    assert expected((3, 5, 8), [entry("inconclusive", 4)]) == 5

@@ -86,20 +86,24 @@ def claim_looks(item: pytest.Item, marker: pytest.Mark) -> tuple[int, ...]:
     return sequential.looks(first, opt.claims_max_seeds or params.MAX_SEEDS[tier])
 
 
-def planned_configs(item: pytest.Item) -> list:
-    """The runs a claim's first look trains, known before it runs: those of its declared
-    experiment, evidence arms included; for a claim that declares none, those it fetched the
-    last time it ran with this cache (normsys.claims.runs.planned); [] where neither is known."""
+def planned_configs(item: pytest.Item, ledgers=None) -> list:
+    """The runs a claim trains, known before it runs: those of its declared experiment, evidence
+    arms included, at its first look's seeds, or at the look its entries in ``ledgers`` (a
+    session's ledger.Ledgers) show it took in this environment (sequential.expected); for a
+    claim that declares none, those it fetched the last time it ran with this cache
+    (normsys.claims.runs.planned); [] where neither is known."""
     from normsys.claims.runs import planned  # torch and the training path: when a session plans
     from normsys.training.config import RunConfig
 
     marker = claim_marker(item)
     experiment = getattr(marker.kwargs.get("declared"), "experiment", None)
+    cid, tier = claim_id(item, marker), claim_tier(item)
     if experiment is None:
-        return planned(claim_id(item, marker), claim_tier(item))
+        return planned(cid, tier)
     offset = item.config.option.claims_seed_offset
-    seeds = range(offset, offset + claim_looks(item, marker)[0])
-    return [c for c in experiment.planned(seeds, claim_tier(item), claim_variant(item))
+    before = ledgers.history(cid, tier) if ledgers is not None else []
+    seeds = range(offset, offset + sequential.expected(claim_looks(item, marker), before))
+    return [c for c in experiment.planned(seeds, tier, claim_variant(item))
             if isinstance(c, RunConfig)]  # what a test's own fetch takes is not a run
 
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
@@ -362,6 +363,7 @@ class Ledgers:
         self.kernels = cpu_label(device)
         self.read: dict[str, dict[str, Entry]] = {}
         self.replicated: dict[str, dict[str, Replication]] = {}
+        self.histories: dict[str, list[dict[str, Entry]]] = {}
         # entries of claims no longer defined, by file: known only to a session that collected
         # every claim (the plugin's ``collects_every_claim``)
         self.stale: dict[Path, list[str]] = {}
@@ -384,6 +386,17 @@ class Ledgers:
         if tier not in self.read:
             self.read[tier] = read(self.judged_against(tier))
         return self.read[tier]
+
+    def history(self, cid: str, tier: str) -> list[Entry]:
+        """The claim's entries in this environment's ledger files of ``tier`` on the session's
+        seeds, whatever the most seeds each let an open claim add (``-max-seeds-N``): what it took
+        there (sequential.expected)."""
+        if tier not in self.histories:
+            own = file_name(tier, self.device, self.offset, self.seeds, 0, self.kernels)
+            name = re.compile(re.escape(own.removesuffix(".json")) + r"(-max-seeds-\d+)?\.json")
+            self.histories[tier] = [read(path) for path in sorted(self.folder.glob("*.json"))
+                                    if name.fullmatch(path.name)]
+        return [entries[cid] for entries in self.histories[tier] if cid in entries]
 
     def replication(self, cid: str, tier: str) -> Replication | None:
         """How the claim's verdict replicates across the tier's ledger files (None: in none)."""

@@ -17,7 +17,8 @@ Variant("-nonpad"), see ``variant_tiers``) gets that suffix on its id. ``pytest 
 --claims-list`` lists every claim; ``-k`` matches ids.
 
 Before the first claim starts, the session plans the runs of every selected claim's first look
-and each process trains its share of them, longest first (``ClaimsSession.pytest_runtestloop``,
+(or of the later look its ledger entries in this environment show it took) and each process
+trains its share of them, longest first (``ClaimsSession.pytest_runtestloop``,
 normsys.claims.runs); a claim open at its first look adds seeds at the looks of its tier
 (normsys.claims.sequential), whose runs a pytest-xdist worker done with its own claims trains.
 """
@@ -303,9 +304,10 @@ def list_claims(config: pytest.Config, items: list[pytest.Item]) -> None:
     costs = []
     for (cid, tier), (statement, source) in sorted(catalog.items()):
         control = ", ".join(session.controls.get(cid, [])) or "NONE"
-        planned = planned_configs(item_of[cid, tier])
-        # the runs its first look trains with this session's seed options, where it declares
-        # them; else what it fetched last, or what the run times record of it
+        planned = planned_configs(item_of[cid, tier], session.ledgers)
+        # the runs it trains with this session's seed options, where it declares them (to the
+        # look its ledger entries here show it took); else what it fetched last, or what the run
+        # times record of it
         text, todo = session.runs.cost(planned) if planned else cost(cid, tier)
         costs.append(todo)
         write(f"{cid}  [{tier}]  {statement}  ({source})  control: {control}  cost: {text}")
@@ -464,13 +466,15 @@ class ClaimsSession:
         self.started = time.monotonic()
 
     def plan(self, items: list[pytest.Item]) -> None:
-        """Plan every run the first looks of the selected claims train (claim.planned_configs),
-        longest first: on --claims-ray the cluster starts the ones the cache lacks now; here
+        """Plan every run the selected claims train (claim.planned_configs: their first looks,
+        and the later looks their ledger entries in this environment show them taking), longest
+        first: on --claims-ray the cluster starts the ones the cache lacks now; here
         ``pytest_runtestloop`` trains them before the first claim starts."""
         runs = self.runs
         try:
             cfgs = [c for item in items if claim_marker(item) is not None
-                    and not item.get_closest_marker("skip") for c in planned_configs(item)]
+                    and not item.get_closest_marker("skip")
+                    for c in planned_configs(item, self.ledgers)]
             handed = runs.plan(cfgs)
         except Exception as err:  # noqa: BLE001 -- said again by the claim that needs the run
             runs.progress.note(f"nothing planned ahead ({type(err).__name__}: {err})")

@@ -7,13 +7,13 @@ pytest-xdist worker holds, leaving for last the ones another worker is training.
 once are kept for the rest of the session, and the data of each data setting is loaded once.
 
 A session plans before any claim starts: ``plan`` takes the runs of every selected claim's first
-look (claim.planned_configs), grouped as they train, longest first as the tier's run times
-record them. ``train_planned`` then trains them in every pytest-xdist worker, each taking the
-next group no other holds, so that the longest runs start first whichever claim needs them and
-no worker waits on another while runs remain; the claims read their runs after. A ``trainer``
-(normsys.claims.cluster: a Ray cluster) trains the runs elsewhere instead: ``plan`` and
-``runs`` hand it every missing run first, so that they train at once, and the records it
-returns are kept in the run cache as the ones trained here.
+look, or later look where its ledger entries show it took one (claim.planned_configs), grouped
+as they train, longest first as the tier's run times record them. ``train_planned`` then trains
+them in every pytest-xdist worker, each taking the next group no other holds, so that the longest
+runs start first whichever claim needs them and no worker waits on another while runs remain;
+the claims read their runs after. A ``trainer`` (normsys.claims.cluster: a Ray cluster) trains
+the runs elsewhere instead: ``plan`` and ``runs`` hand it every missing run first, so that they
+train at once, and the records it returns are kept in the run cache as the ones trained here.
 
 What a claim needs is known once it has run: ``recording()`` collects the runs fetched inside
 it, and ``write_index`` keeps them in the cache folder (``claims/<id>-<tier>.json``: each run's

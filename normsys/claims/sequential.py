@@ -19,7 +19,7 @@ protocol's 95%, so a run without the option is unchanged.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from statistics import NormalDist
 
 import numpy as np
@@ -36,6 +36,22 @@ def looks(first: int, most: int) -> tuple[int, ...]:
     if most <= first:
         return (first,)
     return (first, *(n for n in SCHEDULE if first < n < most), most)
+
+
+def expected(plan: Sequence[int], before: Iterable) -> int:
+    """The seeds a claim deciding at the looks of ``plan`` can be expected to take, from its
+    ledger entries in the same numeric environment on the same seeds (``before``: each with its
+    verdict, its seeds and its looks): at least its first look's; past n seeds where an entry
+    left it open after n (its per-seed values are those again, so it is open there again); the
+    look an entry of the same looks decided at. Never past the last look."""
+    n = plan[0]
+    for entry in before:
+        took = len(entry.seeds)
+        if entry.verdict == INCONCLUSIVE:
+            n = max(n, next((k for k in plan if k > took), plan[-1]))
+        elif tuple(entry.looks) == tuple(plan) and took in plan:
+            n = max(n, took)
+    return n
 
 
 def levels(plan: Sequence[int], alpha: float = ALPHA_PER_SIDE) -> tuple[float, ...]:
