@@ -381,11 +381,29 @@ def on_more_gpus(log: str) -> str:
             f"{sum(tasks):,.0f} s in all, the longest {max(tasks):.0f} s, each timed while "
             f"{PER_GPU} shared the GPU; {took} ({how})") if tasks else ""
     return "\n".join([
-        head, "",
+        head + predicted(log), "",
         f"| GPUs | training bound: longest first, {PER_GPU} tasks a GPU (s) | bound by |",
         "|---|---|---|",
         *(f"| {n} | {expected_wall(tasks, PER_GPU * n):.0f} | {bound_by(tasks, PER_GPU * n)} |"
           for n in GPUS)])
+
+
+PLANNED = re.compile(r"normsys: planned: (\d+) runs, (\d+) of them not cached: ~([0-9.]+) min "
+                     r"of training on (\d+) process")
+TAKEN = re.compile(r"planned runs are taken .* the claims start, (\d+) s into the session")
+
+
+def predicted(log: str) -> str:
+    """What the session predicted when it started (its plan's training wall, from the run times
+    it had) against when its last process finished its share of the plan, where its lines say
+    both."""
+    plan, taken = PLANNED.search(log), [int(t) for t in TAKEN.findall(log)]
+    if not plan or not taken:
+        return ""
+    runs, todo, minutes, places = plan.groups()
+    return (f". When it started, it predicted ~{float(minutes) * 60:.0f} s of training for its "
+            f"plan ({runs} runs, {todo} not cached, on {places} processes); its last process had "
+            f"trained its share {max(taken)} s into the session (the first {min(taken)} s)")
 
 
 def bound_by(tasks: list[float], slots: int) -> str:

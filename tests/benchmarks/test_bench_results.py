@@ -279,3 +279,18 @@ def test_the_captured_step_table_reads_each_run_line_and_counts_the_bit_identica
                     "| 1.9 | 12.2 |"]
     with pytest.raises(ValueError, match="no 'captured vs eager' lines"):
         bench_results.captured_vs_eager("19 passed")
+
+
+def test_a_planned_sessions_prediction_is_set_beside_when_its_plan_was_trained():
+    log = ("normsys: planned: 240 runs, 230 of them not cached: ~3.4 min of training on 8 "
+           "process(es) as their run times record them\n"
+           "normsys: the 240 planned runs are taken (37 trained by this process, the others "
+           "cached or training elsewhere); the claims start, 199 s into the session\n"
+           "xnormsys: the 240 planned runs are taken (3 trained by this process, the others "
+           "cached or training elsewhere); the claims start, 210 s into the session\n")
+    assert bench_results.predicted(log) == (
+        ". When it started, it predicted ~204 s of training for its plan (240 runs, 230 not "
+        "cached, on 8 processes); its last process had trained its share 210 s into the session "
+        "(the first 199 s)")
+    assert bench_results.predicted(log.splitlines()[0]) == ""  # stopped before its plan was done
+    assert bench_results.predicted("\n".join(log.splitlines()[1:])) == ""  # planned nothing
