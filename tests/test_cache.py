@@ -111,6 +111,15 @@ def test_the_same_config_on_other_data_retrains(tmp_path, monkeypatch):
     assert log.read_text() == "xx"
 
 
+def test_the_time_left_is_the_plans_untrained_seconds_at_the_pace_so_far_over_its_places():
+    plan = {"plan": {"a": 60.0, "b": 90.0}, "places": 2}
+    assert progress.seconds_left(plan) == 75.0  # nothing trained: as recorded
+    assert progress.seconds_left({**plan, "done": 60.0, "took": 30.0, "estimated": 60.0}) == 22.5
+    assert progress.seconds_left({**plan, "took": 1.0, "estimated": 0.5}) == 150.0  # twice as slow
+    assert progress.seconds_left({**plan, "estimated": 30.0}) == 0.0  # none took any time yet
+    assert progress.seconds_left({**plan, "done": 200.0}) == 0.0  # never below nothing
+
+
 def test_progress_says_trained_cached_and_retrained(tmp_path, monkeypatch):
     monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path / "cache"))
     read, write = os.pipe()
