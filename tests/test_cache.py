@@ -120,6 +120,37 @@ def test_the_time_left_is_the_plans_untrained_seconds_at_the_pace_so_far_over_it
     assert progress.seconds_left({**plan, "done": 200.0}) == 0.0  # never below nothing
 
 
+def test_the_tally_counts_each_run_at_its_share_and_the_lines_say_when_and_where(tmp_path):
+    """Two seeds stacked take half the group's time each; a planned run counts its recorded
+    time, an unplanned one what it took; a cached run is read, with when and where it trained."""
+    from types import SimpleNamespace
+
+    cfgs = [CFG.override(**{"train.seed": s}) for s in range(2)]
+    read, write = os.pipe()
+    said = progress.Progress(write, tmp_path / "tally")
+    try:
+        said.expect({cfgs[0].fingerprint(): 30.0}, places=1)
+        said.started(cfgs)
+        for cfg in cfgs:
+            said.finished(SimpleNamespace(config=cfg.to_dict(), env={"node": "n7"},
+                                          wall_time=50.0), cached=False)
+        said.finished(SimpleNamespace(config=cfgs[0].to_dict(), env={"date": "2026-11-26 12:03"},
+                                      wall_time=49.6), cached=True)
+        said.finished(SimpleNamespace(config=cfgs[1].to_dict(), env={}, wall_time=7.0),
+                      cached=True)
+    finally:
+        os.close(write)
+    lines = os.read(read, 1 << 16).decode().splitlines()
+    os.close(read)
+    assert said._update(None) == {"plan": {cfgs[0].fingerprint(): 30.0}, "places": 1,
+                                  "trained": 2, "took": 50.0, "estimated": 55.0, "done": 30.0,
+                                  "read": 2}
+    assert lines[1].endswith("; node n7)") and lines[2].endswith("; node n7)")
+    assert ": trained in 50 s on 2026-11-26 12:03 (" in lines[3] and "node" not in lines[3]
+    assert lines[3].startswith("normsys: [cached] ")
+    assert ": trained in 7 s on an earlier session (" in lines[4]
+
+
 def test_progress_says_trained_cached_and_retrained(tmp_path, monkeypatch):
     monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path / "cache"))
     read, write = os.pipe()
