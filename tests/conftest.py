@@ -83,12 +83,12 @@ def fresh_memo_per_mutant():
     process from training a run or reading a file twice)."""
     if "MUTANT_UNDER_TEST" in os.environ:
         from normsys import catalog
-        from normsys.claims import cache, protocol, stats
+        from normsys.claims import cache, stats
         from normsys.training import data
 
         data._VERIFIED.clear()
-        for memo in (data._checksums, data.bert_tokenizer, cache.code_digest, stats.t_quantile,
-                     catalog.declared, protocol.mnist_test):
+        for memo in (data._checksums, data._mnist, data.bert_tokenizer, cache.code_digest,
+                     stats.t_quantile, catalog.declared):
             memo.cache_clear()
         for name in [m for m in sys.modules if m.startswith(catalog.CLAIM_MODULES)]:
             del sys.modules[name]

@@ -17,6 +17,7 @@ TINY_ENCODER = {"data.n_train": 96, "data.n_test": 32, "model.seq_len": 16, "mod
                 "train.epochs": 2, "train.batch_size": 32, "train.probe_batch": 8}
 # 100 rows in batches of 32: every epoch ends with a short batch of 4
 SHORT_LAST_BATCH = {**TINY_ENCODER, "data.n_train": 100}
+MNIST_TINY = {"data.n_train": 100, "data.n_test": 40, "model.d": 16, "train.batch_size": 32}
 
 
 def close(a, b, rel=2e-4, abs_=1e-6):
@@ -39,7 +40,17 @@ def close(a, b, rel=2e-4, abs_=1e-6):
                    "model.norm": "batchnorm"}),
     ("vit", {"data.n_train": 100, "data.n_test": 40, "model.d": 16, "model.norm": "l2_affine"}),
     ("tblock", {"data.n_train": 100, "data.n_test": 40, "model.d": 16}),  # per-row positions
-])
+    # the learning rules: each seed's B (FA's Linears; DFA's B_l e at each hidden state), DFA's
+    # frozen-blocks baseline, DFA at a token model's class token, FA through embeddings
+    ("resmlp", {**MNIST_TINY, "train.method": "fa"}),
+    ("resmlp", {**MNIST_TINY, "train.method": "dfa", "model.norm": "rmsnorm"}),
+    ("resmlp", {**MNIST_TINY, "train.method": "dfa", "train.frozen_blocks": True}),
+    ("vit", {**MNIST_TINY, "train.method": "dfa"}),
+    ("char_gpt", {"train.steps": 3, "model.d": 32, "train.batch_size": 4,
+                  "train.eval_batches": 2, "train.method": "fa"}),
+], ids=lambda v: v if isinstance(v, str) else "-".join(
+    [*(v[k] for k in ("model.norm", "train.method") if k in v),
+     *(["frozen"] if v.get("train.frozen_blocks") else [])]) or "defaults")
 def test_batched_seeds_match_separate_runs(name, changes, data_env, no_cache):
     cfgs = [preset(name, **changes, **{"train.seed": s}) for s in (0, 1, 2)]
     batched = train_seeds(cfgs)
@@ -105,8 +116,8 @@ def test_batched_seeds_reject_what_they_cannot_do():
     base = preset("ffn_stack", **{"train.steps": 2})
     with pytest.raises(ValueError, match="differ only in train.seed"):
         train_seeds([base, base.override(**{"train.lr": 0.1})])
-    with pytest.raises(ValueError, match="bp only"):
-        train_seeds([preset("resmlp", **{"train.method": "fa"})])
+    with pytest.raises(ValueError, match="differ only in train.seed"):  # not two rules at once
+        check_batchable([preset("resmlp", **{"train.method": m}) for m in ("fa", "dfa")])
     with pytest.raises(ValueError, match=r"layers\.0\.0 \(Conv2d\)"):
         check_batchable([preset("cnn", **{"model.norm": "layernorm"})])
 

@@ -459,6 +459,51 @@ def test_mnist_errors_name_the_data_set_and_what_is_wrong_with_the_file(tmp_path
     assert str(err.value) == f"{first}: 3 bytes of data, header says (2, 2, 2); truncated"
 
 
+def test_mnist_is_read_once_while_its_files_stay_as_they_are(tmp_path, monkeypatch):
+    """The same Split while the files stay (each call still checks them); a touched file or
+    another data folder is read anew."""
+    root = copy_of_the_data(tmp_path, monkeypatch)
+    reads = []
+    real = data._read_idx
+    monkeypatch.setattr(data, "_read_idx", lambda path, magic: reads.append(path) or real(path, magic))
+    data._mnist.cache_clear()
+    first = data.mnist()
+    assert data.mnist() is first and len(reads) == 4
+    labels = root / data.MNIST_FILES["test_y"]
+    os.utime(labels, ns=(labels.stat().st_atime_ns, labels.stat().st_mtime_ns + 10**9))
+    again = data.mnist()
+    assert again is not first and len(reads) == 8 and torch.equal(again.y_test, first.y_test)
+    monkeypatch.setenv("NORMSYS_DATA", str(data.SHIPPED))
+    assert data.mnist() is not again and len(reads) == 12
+    labels.write_bytes(labels.read_bytes()[:100])  # damaged after it was read: still caught
+    monkeypatch.setenv("NORMSYS_DATA", str(root))
+    with pytest.raises(data.DataCorruptError, match="fails its checksum"):
+        data.mnist()
+    data._mnist.cache_clear()
+
+
+def test_runs_and_reports_leave_the_shared_mnist_tensors_as_read(data_env, no_cache):
+    """Runs, the FA protocol's report and the seeds' stacked batches all read the one Split that
+    mnist() keeps: none of them may write into it."""
+    from normsys.claims.protocol import mnist_report
+    from normsys.training.batched import train_seeds
+    from normsys.training.config import preset
+    from normsys.training.models import build_model
+
+    kept = data.mnist()
+    cfgs = [preset("resmlp", **{"data.n_train": 200, "data.n_test": 100, "model.d": 16,
+                                "train.method": "dfa", "train.seed": s}) for s in (0, 1)]
+    _, state = train_seeds(cfgs)[0]
+    model = build_model(cfgs[0].model)
+    model.load_state_dict(state)
+    mnist_report(model)
+    assert data.mnist() is kept
+    data._mnist.cache_clear()
+    fresh = data.mnist()
+    for name in ("x_train", "y_train", "x_test", "y_test"):
+        assert torch.equal(getattr(kept, name), getattr(fresh, name)), name
+
+
 def test_mnist_says_what_it_holds(data_env):
     split = data.mnist()
     assert split.source == (f"MNIST: {len(split.y_train)} train / {len(split.y_test)} test"

@@ -80,6 +80,7 @@ def test_the_tolerance_check_tells_a_different_run_apart(data_env, no_cache):
 CAPTURED = [("lstm", "bp", "layernorm", 1), ("lstm", "bp", "batchnorm", 5),
             ("lstm", "bp", "none", 1), ("resmlp", "bp", "layernorm", 1),
             ("resmlp", "fa", "layernorm", 1), ("resmlp", "dfa", "rmsnorm", 1),
+            ("resmlp", "fa", "layernorm", 3), ("resmlp", "dfa", "layernorm", 3),
             ("resmlp", "bp", "l2", 3), ("encoder", "bp", "layernorm", 2),
             ("encoder", "bp", "dyt", 1), ("vit", "bp", "layernorm", 1),
             ("char_gpt", "bp", "layernorm", 1), ("tblock", "bp", "scaled_l2", 1),

@@ -6,7 +6,6 @@ from the 95% point, and the fields a decision carries into the report and the le
 from __future__ import annotations
 
 import math
-from types import SimpleNamespace
 
 import pytest
 import torch
@@ -276,23 +275,6 @@ def test_disjoint_batches_default_to_eight_of_128_and_need_the_rows():
     assert torch.equal(torch.cat([b[1] for b in batches]), y)  # disjoint and in order
     with pytest.raises(ValueError, match=r"^8 disjoint batches of 128 need 1024 rows, have 1023$"):
         disjoint_batches(x[:1023], y[:1023])
-
-
-def test_mnist_report_reads_the_data_once_for_each_data_folder(data_env, monkeypatch, tmp_path):
-    from normsys.claims import protocol
-    from normsys.training.models import build_model
-
-    protocol.mnist_test.cache_clear()
-    reads = []
-    monkeypatch.setattr(protocol, "mnist", lambda: reads.append(1) or SimpleNamespace(
-        x_test=torch.randn(1024, 784), y_test=torch.randint(0, 10, (1024,))))
-    model = build_model(preset("resmlp", **{"model.d": 16}).model)
-    first = protocol.mnist_report(model)
-    assert protocol.mnist_report(model) == first and len(reads) == 1
-    monkeypatch.setenv("NORMSYS_DATA", str(tmp_path))  # another data folder is read anew
-    protocol.mnist_report(model)
-    assert len(reads) == 2
-    protocol.mnist_test.cache_clear()
 
 
 def test_mnist_report_passes_its_batch_size_on(data_env):

@@ -16,16 +16,14 @@ residual MLPs 0.5-0.99.
 
 from __future__ import annotations
 
-import functools
 import itertools
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from normsys.training import diagnostics as dg
-from normsys.training.data import data_root, mnist
+from normsys.training.data import mnist
 from normsys.training.feedback import check_fa_protocol
 from normsys.training.norms import LayerNorm, layer_norm_vjp
 
@@ -87,17 +85,8 @@ def disjoint_batches(x: Tensor, y: Tensor, n: int = 8, size: int = 128) -> list[
 
 def mnist_report(model: nn.Module, n_batches: int = 8, size: int = 128) -> dict:
     """The FA protocol's report of ``model`` on the first disjoint MNIST test batches."""
-    x, y = mnist_test(data_root())
-    return fa_protocol_report(model, disjoint_batches(x, y, n_batches, size))
-
-
-@functools.cache
-def mnist_test(root: Path) -> tuple[Tensor, Tensor]:
-    """MNIST's test images and labels, read once a process for each data folder: a claim reports
-    on dozens of nets (each rule's seeds, after each epoch), and reading the 70,000 images took
-    longer than measuring a net (0.6 s against 0.1 s)."""
     split = mnist()
-    return split.x_test, split.y_test
+    return fa_protocol_report(model, disjoint_batches(split.x_test, split.y_test, n_batches, size))
 
 
 # ----------------------------------------------------------------------------- LN Jacobian

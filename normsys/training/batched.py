@@ -12,7 +12,8 @@ gradient. Each seed keeps its own initialization (prepare_model) and data order 
 so the records match separate runs up to floating-point reduction order
 (tests/test_batched.py).
 
-Limits: backprop only (FA/DFA's custom backward), and models made of stackable layers only
+Every learning rule stacks: FA's Linears apply each seed's B to its rows, DFA delivers each seed's
+B_l e to its rows (normsys.training.feedback). Limits: models made of stackable layers only
 (``STACKABLE``: no convolutions, no registered norm kind's module); the configs may differ in
 train.seed alone. Batchnorm stacks: each seed's rows are normalized by their own statistics
 (normsys.training.norms.batch_norm).
@@ -23,17 +24,18 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from normsys.training import models, norms, stacked
+from normsys.training import feedback, models, norms, stacked
 from normsys.training.config import RunConfig
 from normsys.training.record import RunRecord
 from normsys.training.tasks import Task
 from normsys.training.train import fit
 
 # the layers whose parameters may be seed-stacked, each applying them through
-# normsys.training.stacked: the models' own, and the module of every built-in norm kind of the
-# registry (tests/test_batched.py trains each kind stacked; a registered kind's module is its
-# author's code, whose seeds train separately)
-STACKABLE = (stacked.Linear, stacked.Embedding, models.PatchEmbed, models.TBlockClassifier,
+# normsys.training.stacked: the models' own (FA's Linear too), and the module of every built-in
+# norm kind of the registry (tests/test_batched.py trains each kind stacked; a registered kind's
+# module is its author's code, whose seeds train separately)
+STACKABLE = (stacked.Linear, stacked.Embedding, feedback.FALinear, models.PatchEmbed,
+             models.TBlockClassifier,
              *dict.fromkeys(type(norms.NORMS[kind].build(2)) for kind in sorted(norms.BUILTIN)))
 
 
@@ -53,8 +55,6 @@ def check_batchable(cfgs: list[RunConfig]) -> None:
     for c in cfgs:
         if c.override(**{"train.seed": 0}) != base:
             raise ValueError("batched seeds: the configs may differ only in train.seed")
-    if base.train.method != "bp":
-        raise ValueError(f"batched seeds support method bp only, not {base.train.method!r}")
     with torch.device("meta"):  # the structure only: no memory, no random draws
         model = models.build_model(base.model)
     if bad := unstackable(model):

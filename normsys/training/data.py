@@ -334,8 +334,22 @@ def _read_idx(path: Path, magic: int) -> Tensor:
 
 
 def mnist() -> Split:
-    """Normalized images flattened to 784 features (float32) and labels; 60,000 / 10,000."""
+    """Normalized images flattened to 784 features (float32) and labels; 60,000 / 10,000. The files
+    are checked at every call and read once a process while they stay as they are: a claim
+    trains and measures dozens of nets on them, and reading them takes longer than measuring a
+    net (0.45 s against ~0.1 s on 2 cores). The tensors are shared: never write into them."""
     paths = {k: data_file(v, "MNIST") for k, v in MNIST_FILES.items()}
+    return _mnist(tuple((k, p, p.stat().st_size, p.stat().st_mtime_ns) for k, p in paths.items()))
+
+
+@functools.lru_cache(maxsize=1)
+def _mnist(files: tuple[tuple[str, Path, int, int], ...]) -> Split:
+    """The Split of the checked files (key, path, size, mtime): a new one when any changed."""
+    return read_mnist({k: p for k, p, *_ in files})
+
+
+def read_mnist(paths: dict[str, Path]) -> Split:
+    """The Split of MNIST's four IDX files (MNIST_FILES' keys to paths), read and normalized."""
     xs = {k: (_read_idx(paths[k], 2051).reshape(-1, 784).float() / 255 - MNIST_MEAN) / MNIST_STD
           for k in ("train_x", "test_x")}
     ys = {k: _read_idx(paths[k], 2049).long() for k in ("train_y", "test_y")}

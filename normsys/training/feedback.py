@@ -7,7 +7,8 @@
   cut between blocks, and the head (out_ln, out_head) gets its true gradient.
 
 Feedback matrices are drawn once at init from the run's seed, with nn.Linear's default scale
-U(-1/sqrt(fan_in), 1/sqrt(fan_in)).
+U(-1/sqrt(fan_in), 1/sqrt(fan_in)). Both rules train seed-stacked (normsys.training.batched): each
+seed's B stacked like its weights, (S, *shape), applied to that seed's rows of the folded batch.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from normsys.training import stacked
+
 FEEDBACK_SEED_OFFSET = 7_919  # feedback matrices use seed + offset, apart from the weights' stream
 
 
@@ -25,11 +28,17 @@ class _FALinearFn(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, weight, bias, feedback):
         ctx.save_for_backward(x, weight, bias, feedback)
-        return F.linear(x, weight, bias)
+        return stacked.linear(x, weight, bias)
 
     @staticmethod
     def backward(ctx, grad_y):
         x, weight, bias, feedback = ctx.saved_tensors
+        if seeds := stacked.seeds_of(weight, 2):  # each seed's B and weight gradient, its rows
+            gy, xs = stacked.by_seed(grad_y, seeds), stacked.by_seed(x, seeds)
+            grad_x = torch.bmm(gy, feedback.to(gy.dtype)).reshape(x.shape)
+            grad_w = torch.bmm(gy.transpose(1, 2), xs)
+            grad_b = gy.sum(1) if bias is not None else None
+            return grad_x, grad_w.to(weight.dtype), grad_b, None
         grad_x = grad_y @ feedback.to(grad_y.dtype)  # B in place of W
         grad_w = grad_y.reshape(-1, grad_y.shape[-1]).T @ x.reshape(-1, x.shape[-1])
         grad_b = grad_y.reshape(-1, grad_y.shape[-1]).sum(0) if bias is not None else None
@@ -37,7 +46,8 @@ class _FALinearFn(torch.autograd.Function):
 
 
 class FALinear(nn.Module):
-    """A Linear sharing the parameters of ``linear`` whose input gradient uses the fixed B."""
+    """A Linear sharing the parameters of ``linear`` whose input gradient uses the fixed B (one
+    seed's, or S seeds' stacked with their weights)."""
 
     def __init__(self, linear: nn.Linear, feedback: Tensor):
         super().__init__()
@@ -83,12 +93,14 @@ def check_fa_protocol(model: nn.Module) -> None:
                          f"{type(model).__name__} lacks {missing}: use family resmlp or vit")
 
 
-def dfa_loss_and_backward(model: nn.Module, x: Tensor, y: Tensor,
-                          feedback: list[Tensor]) -> tuple[Tensor, Tensor, list[Tensor]]:
+def dfa_loss_and_backward(model: nn.Module, x: Tensor, y: Tensor, feedback: list[Tensor],
+                          loss_of=F.cross_entropy) -> tuple[Tensor, Tensor, list[Tensor]]:
     """One DFA backward pass; returns (loss, logits, the signals delivered to h_0 ... h_L).
 
     h_0 = embed(x); h_l = h_{l-1}.detach() + block_l(h_{l-1}.detach()); each h_l gets B_l e at its
     class token (token models) or whole row; the head sees h_L.detach() and gets its true gradient.
+    ``loss_of(logits, y)``: the batch's mean loss, or each seed's (S,) for stacked seeds, whose
+    B_l are then (S, n_out, d) and whose e are their own rows' (the sum's gradient).
     """
     tokens = getattr(model, "tokens", False)
     h = model.embed(x)
@@ -99,12 +111,13 @@ def dfa_loss_and_backward(model: nn.Module, x: Tensor, y: Tensor,
         hidden.append(h)
     top = h.detach()
     logits = model.out_head(model.out_ln(top[:, 0] if tokens else top))
-    loss = F.cross_entropy(logits, y)
-    (e,) = torch.autograd.grad(loss, logits, retain_graph=True)  # (B, n_out)
-    loss.backward()
+    loss = loss_of(logits, y)
+    total = loss if loss.dim() == 0 else loss.sum()
+    (e,) = torch.autograd.grad(total, logits, retain_graph=True)  # (B, n_out)
+    total.backward()
     signals = []
     for h_l, b_l in zip(hidden, feedback, strict=True):
-        signal = e @ b_l.to(e.dtype)  # (B, d)
+        signal = feedback_signal(e, b_l.to(e.dtype))  # (B, d)
         if tokens:
             full = torch.zeros_like(h_l)
             full[:, 0] = signal
@@ -113,3 +126,11 @@ def dfa_loss_and_backward(model: nn.Module, x: Tensor, y: Tensor,
             h_l.backward(signal)
         signals.append(signal)
     return loss.detach(), logits.detach(), signals
+
+
+def feedback_signal(e: Tensor, b: Tensor) -> Tensor:
+    """e B: (rows, n_out) by one seed's B (n_out, d), or each seed's rows by its own B of (S, n_out,
+    d) (the rows seed-folded)."""
+    if b.dim() == 2:
+        return e @ b
+    return torch.bmm(stacked.by_seed(e, b.shape[0]), b).reshape(e.shape[0], b.shape[-1])

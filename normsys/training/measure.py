@@ -30,7 +30,8 @@ def backward(model, task: Task, x: Tensor, y: Tensor, feedback: list[Tensor] | N
     model's learning rule accumulated: DFA's B_l e when ``feedback`` is given, else autograd's
     (through FA's B where the model's Linears carry one)."""
     if feedback is not None:
-        loss, out, _ = dfa_loss_and_backward(model, x, y, feedback)
+        loss, out, _ = dfa_loss_and_backward(model, x, y, feedback,
+                                             lambda out, labels: task.loss(out, labels, seeds))
         return loss, out
     out = model(x)
     loss = task.loss(out, y, seeds)

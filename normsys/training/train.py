@@ -312,12 +312,11 @@ def fit(cfgs: list[RunConfig], task: Task | None = None,
     ctx = run_context(cfg, device, task.steps(cfg), read_every)
     with fusion(ctx.compile in COMPILED):  # the norms' fused kernels follow the step's choice
         models = [prepare_model(c).to(device) for c in cfgs]
-        if cfg.train.method == "dfa":
-            ctx = replace(ctx, feedback=[b.to(device) for b in dfa_feedback(
-                models[0], cfg.model.n_out, cfg.train.seed)])
-        rule = lambda m, x, y: forward_backward(m, task, ctx, x, y)[0]  # noqa: E731
-        inits = [gradients_at_init(m, rule, *task.probe_batch(c))
-                 for m, c in zip(models, cfgs, strict=True)]
+        own = [with_feedback(ctx, c, m) for c, m in zip(cfgs, models, strict=True)]
+        inits = [gradients_at_init(m, rule(task, o), *task.probe_batch(c))
+                 for m, c, o in zip(models, cfgs, own, strict=True)]
+        ctx = own[0] if seeds == 1 or own[0].feedback is None else replace(ctx, feedback=[
+            torch.stack(bs) for bs in zip(*(o.feedback for o in own), strict=True)])
         learner = Learner(cfg, models[0] if seeds == 1 else stack_modules(models), task, ctx, seeds)
         learner.model.train()
         streams = [task.batches(c, torch.Generator().manual_seed(c.train.seed)) for c in cfgs]
@@ -332,6 +331,20 @@ def fit(cfgs: list[RunConfig], task: Task | None = None,
         runs = zip(cfgs, models, inits, learner.log.curves, learner.log.diverged, snapshots,
                    strict=True)
         return [finish(Trained(*run), task, ctx, start) for run in runs]
+
+
+def with_feedback(ctx: RunContext, cfg: RunConfig, model: nn.Module) -> RunContext:
+    """``ctx`` with the fixed B_l of ``cfg``'s seed on its device where ``cfg`` trains by DFA."""
+    if cfg.train.method != "dfa":
+        return ctx
+    return replace(ctx, feedback=[b.to(ctx.device) for b in dfa_feedback(
+        model, cfg.model.n_out, cfg.train.seed)])
+
+
+def rule(task: Task, ctx: RunContext):
+    """(model, x, y) -> loss, the learning rule's gradients accumulated: what gradients_at_init
+    measures a model by."""
+    return lambda model, x, y: forward_backward(model, task, ctx, x, y)[0]
 
 
 def folded(streams: list[Iterator]) -> Iterator[tuple[int, Tensor, Tensor]]:
