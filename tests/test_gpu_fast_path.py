@@ -99,6 +99,7 @@ def test_a_captured_step_trains_as_the_eager_step(data_env, no_cache, monkeypatc
     """train.compile=auto captures a short CUDA run's step as a CUDA graph and replays it: the run
     ends where the same run with the eager step (train.compile=off) ends, within the tolerances
     of bf16 above (the per-step gap is printed: the graph replays the eager step's kernels)."""
+    from normsys.claims.bench import CAPTURED_VS_EAGER
     from normsys.training import train as train_module
     from normsys.training.train import compile_mode, fit
 
@@ -112,7 +113,7 @@ def test_a_captured_step_trains_as_the_eager_step(data_env, no_cache, monkeypatc
     eager = [record for record, _ in fit([c.override(**{"train.compile": "off"}) for c in cfgs])]
     middle = time.perf_counter()
     captured = [record for record, _ in fit(cfgs)]
-    walls = f"wall {time.perf_counter() - middle:.1f} s captured, {middle - start:.1f} s eager"
+    walls = {"captured": time.perf_counter() - middle, "eager": middle - start}
     steps = len(captured[0].curves["loss"])
     assert compile_mode(cfgs[0], torch.device("cuda"), steps) == "capture"
     assert sum(replays) > steps // 2, (sum(replays), steps)  # most steps were replays
@@ -123,9 +124,9 @@ def test_a_captured_step_trains_as_the_eager_step(data_env, no_cache, monkeypatc
         same = a.curves["loss"] == b.curves["loss"] and a.metrics == b.metrics
         worst = max(abs(x - y) / max(abs(y), 1e-12)
                     for x, y in zip(a.curves["loss"], b.curves["loss"], strict=True))
-        print(f"captured vs eager {name}/{method}/{norm}/x{seeds} s{a.config['train']['seed']}: "
-              f"{steps} steps, {sum(replays)} replays, bit-identical={same}, gaps {gaps}, "
-              f"largest per-step loss gap {worst:.2e}; {walls}")
+        print(CAPTURED_VS_EAGER.format(
+            run=f"{name}/{method}/{norm}/x{seeds}", seed=a.config["train"]["seed"], steps=steps,
+            replays=sum(replays), same=same, gaps=gaps, worst=worst, **walls))
         assert all(g < LOSS_REL for g in gaps.values()), gaps
         if "test_acc" in b.metrics:
             assert abs(a.metrics["test_acc"] - b.metrics["test_acc"]) < ACC_ABS

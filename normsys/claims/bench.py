@@ -6,6 +6,7 @@ tests/benchmarks; the results' table and targets are tests/benchmarks/bench_resu
 from __future__ import annotations
 
 import functools
+import re
 import statistics
 
 import torch
@@ -150,3 +151,15 @@ def use_times(benchmark, times: list[float]) -> None:
     stats.data[:] = times
     for name in [k for k in vars(stats) if k != "data"]:  # statistics cached from the host times
         delattr(stats, name)
+
+
+# ----------------------------------------------------------------------------- captured steps
+
+# a run with its step captured as a CUDA graph against the same run eager, one line each: what
+# tests/test_gpu_fast_path.py prints and tests/benchmarks/bench_results.py reads back
+CAPTURED_VS_EAGER = ("captured vs eager {run} s{seed}: {steps} steps, {replays} replays, "
+                     "bit-identical={same}, gaps {gaps}, largest per-step loss gap {worst:.2e}; "
+                     "wall {captured:.1f} s captured, {eager:.1f} s eager")
+CAPTURED_LINE = re.compile(r"captured vs eager (\S+) (s\d+): (\d+) steps, (\d+) replays, "
+                           r"bit-identical=(True|False), gaps (\{.*\}), largest per-step loss "
+                           r"gap (\S+); wall ([0-9.]+) s captured, ([0-9.]+) s eager")

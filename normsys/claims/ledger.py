@@ -167,6 +167,9 @@ def cpu_label(device: str) -> str:
     return kernels if vendor in ("", CPU_TIER_VENDOR) else f"{kernels}-{vendor}"
 
 
+MAX_SEEDS_PART = "-max-seeds-"  # file_name's part for another most seeds than the tier's
+
+
 def file_name(tier: str, device: str, seed_offset: int = 0, seeds: int = 0,
               max_seeds: int = 0, kernels: str = CPU_TIER_KERNELS) -> str:
     """The ledger file of a tier on a device: ``cpu.json`` (``cpu-<kernels>.json`` where the CPU's
@@ -182,7 +185,7 @@ def file_name(tier: str, device: str, seed_offset: int = 0, seeds: int = 0,
         n = seeds or params.SEEDS[tier]  # a file without -seeds- ran on the claims' own
         stem += f"-seeds-{seed_offset}-{seed_offset + n - 1}"
     if max_seeds and max_seeds != params.MAX_SEEDS[tier]:
-        stem += f"-max-seeds-{max_seeds}"
+        stem += f"{MAX_SEEDS_PART}{max_seeds}"
     return stem + ".json"
 
 
@@ -393,7 +396,8 @@ class Ledgers:
         there (sequential.expected)."""
         if tier not in self.histories:
             own = file_name(tier, self.device, self.offset, self.seeds, 0, self.kernels)
-            name = re.compile(re.escape(own.removesuffix(".json")) + r"(-max-seeds-\d+)?\.json")
+            name = re.compile(re.escape(own.removesuffix(".json")) +
+                              rf"({re.escape(MAX_SEEDS_PART)}\d+)?\.json")
             self.histories[tier] = [read(path) for path in sorted(self.folder.glob("*.json"))
                                     if name.fullmatch(path.name)]
         return [entries[cid] for entries in self.histories[tier] if cid in entries]

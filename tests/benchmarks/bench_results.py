@@ -22,6 +22,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from normsys.claims import runtimes
+from normsys.claims.bench import CAPTURED_LINE
 from normsys.claims.runtimes import expected_wall, task_seconds
 from normsys.claims.workers import WORKERS_PER_GPU
 from normsys.training.data import AG_NEWS_ROWS
@@ -317,15 +318,10 @@ def docs(folder: Path = RESULTS) -> str:
     return "\n\n".join(blocks) + "\n"
 
 
-CAPTURED = re.compile(r"captured vs eager (\S+) (s\d+): (\d+) steps, (\d+) replays, "
-                      r"bit-identical=(True|False), gaps (\{.*\}), largest per-step loss gap "
-                      r"(\S+); wall ([0-9.]+) s captured, ([0-9.]+) s eager")
-
-
 def captured_vs_eager(text: str) -> str:
     """The lines ``pytest tests -m gpu -k captured -rP`` prints (tests/test_gpu_fast_path.py), one
     per run: a run with its step captured as a CUDA graph against the same run eager."""
-    rows = sorted(CAPTURED.findall(text))
+    rows = sorted(CAPTURED_LINE.findall(text))
     if not rows:
         raise ValueError("no 'captured vs eager' lines: keep the output of pytest tests/"
                          "test_gpu_fast_path.py -m gpu -k captured -rP")

@@ -281,6 +281,17 @@ def test_the_captured_step_table_reads_each_run_line_and_counts_the_bit_identica
         bench_results.captured_vs_eager("19 passed")
 
 
+def test_the_captured_step_table_reads_the_line_the_gpu_test_prints():
+    """The GPU test prints bench.CAPTURED_VS_EAGER; the table reads it back, every field."""
+    line = bench.CAPTURED_VS_EAGER.format(
+        run="resmlp/dfa/layernorm/x3", seed=2, steps=16, replays=12, same=False,
+        gaps={"final_loss": 3.2e-05}, worst=4.4e-4, captured=0.94, eager=7.25)
+    assert bench.CAPTURED_LINE.findall(f"noise\n{line}\n") == [(
+        "resmlp/dfa/layernorm/x3", "s2", "16", "12", "False", "{'final_loss': 3.2e-05}",
+        "4.40e-04", "0.9", "7.2")]
+    assert "| resmlp/dfa/layernorm/x3 s2 | 16 | 12 | False |" in bench_results.captured_vs_eager(line)
+
+
 def test_a_planned_sessions_prediction_is_set_beside_when_its_plan_was_trained():
     log = ("normsys: planned: 240 runs, 230 of them not cached: ~3.4 min of training on 8 "
            "process(es) as their run times record them\n"
