@@ -165,6 +165,9 @@ def test_seed_groups_stack_each_configurations_seeds_on_cuda_only(monkeypatch):
     assert runs.seed_groups(mixed) == [[c] for c in mixed]  # the CPU: each run alone
     monkeypatch.setattr(runs, "resolve_device", lambda name: torch.device("cuda"))
     assert runs.seed_groups(mixed) == [SEEDS, [cnn[0]], [cnn[1]]]
+    rules = [preset("resmlp", **{"train.method": m, "train.seed": s}) for m in ("fa", "dfa")
+             for s in (0, 1)]  # every learning rule stacks, each rule's seeds apart
+    assert runs.seed_groups(rules) == [rules[:2], rules[2:]]
     assert runs.seed_groups([]) == []
 
 
