@@ -31,6 +31,31 @@ def test_fa_linear_backward_uses_b_in_place_of_w():
     assert (x.grad - gy @ linear.weight.detach()).abs().max() > 1e-3  # differs from BP
 
 
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "no-bias"])
+def test_stacked_fa_linear_gives_each_seed_its_own_fa_gradients(bias):
+    """Two seeds' FA Linears stacked (weights and B, (2, out, in)) on their folded rows: each
+    seed's input, weight and bias gradients are those of its own FALinear."""
+    from normsys.training.stacked import stack_modules
+
+    torch.manual_seed(0)
+    seeds = [FALinear(nn.Linear(5, 3, bias=bias), seeded_randn((3, 5), s, dtype=torch.float32))
+             for s in (1, 2)]
+    x = seeded_randn((8, 5), 3, dtype=torch.float32)
+    gy = seeded_randn((8, 3), 4, dtype=torch.float32)
+    stack = stack_modules(seeds)
+    xs = x.clone().requires_grad_(True)
+    stack(xs).backward(gy)
+    for k, fa in enumerate(seeds):
+        rows = slice(4 * k, 4 * k + 4)
+        xk = x[rows].clone().requires_grad_(True)
+        fa(xk).backward(gy[rows])
+        torch.testing.assert_close(xs.grad[rows], xk.grad)  # seed k's own B
+        torch.testing.assert_close(stack.weight.grad[k], fa.weight.grad)
+        if bias:
+            torch.testing.assert_close(stack.bias.grad[k], fa.bias.grad)
+    assert (xs.grad[:4] - gy[:4] @ seeds[1].feedback).abs().max() > 1e-3  # not the other's B
+
+
 def test_to_feedback_alignment_keeps_names_and_parameters():
     torch.manual_seed(0)
     model = build_model(ModelConfig("resmlp", d=8, layers=2, n_out=10))
