@@ -646,3 +646,19 @@ def test_a_claims_history_is_its_entries_in_this_environments_files_of_the_tier(
     assert ledger.Ledgers(tmp_path).history("c-new", "paper") == []
     monkeypatch.setattr(provenance, "device_name", lambda _=None: "NVIDIA A100")
     assert ledger.Ledgers(tmp_path).history("c-x", "paper") == []
+
+
+def test_the_file_a_session_judges_against_is_read_once_for_its_verdicts_and_history(
+        monkeypatch, tmp_path):
+    """A file read twice could be judged in one state and taken as history in another."""
+    monkeypatch.setattr(provenance, "device_name", lambda _=None: "NVIDIA H100 80GB HBM3")
+    for name in ["paper-NVIDIA-H100-80GB-HBM3.json", "paper-NVIDIA-H100-80GB-HBM3-max-seeds-5.json"]:
+        ledger.write(tmp_path / name, {"c-x": entry()})
+    reads = []
+    monkeypatch.setattr(ledger, "read", lambda path, read=ledger.read: reads.append(path.name)
+                        or read(path))
+    ledgers = ledger.Ledgers(tmp_path, max_seeds=5)
+    ledgers.judge("c-x", "paper", entry())
+    assert len(ledgers.history("c-x", "paper")) == 2
+    assert sorted(reads) == ["paper-NVIDIA-H100-80GB-HBM3-max-seeds-5.json",
+                             "paper-NVIDIA-H100-80GB-HBM3.json"]
