@@ -52,7 +52,9 @@ def close(a, b, rel=2e-4, abs_=1e-6):
     [*(v[k] for k in ("model.norm", "train.method") if k in v),
      *(["frozen"] if v.get("train.frozen_blocks") else [])]) or "defaults")
 def test_batched_seeds_match_separate_runs(name, changes, data_env, no_cache):
-    cfgs = [preset(name, **changes, **{"train.seed": s}) for s in (0, 1, 2)]
+    # two seeds for the ViT's DFA, three elsewhere: stacked feedback for any count of seeds
+    seeds = (0, 1) if changes.get("train.method") == "dfa" and name == "vit" else (0, 1, 2)
+    cfgs = [preset(name, **changes, **{"train.seed": s}) for s in seeds]
     batched = train_seeds(cfgs)
     for cfg, (rec_b, _) in zip(cfgs, batched, strict=True):
         rec_s, _ = train_with_state(cfg)

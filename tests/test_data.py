@@ -544,3 +544,28 @@ def test_a_changed_sha256sums_is_read_again_and_the_file_checked_against_it(tmp_
     sums.write_text(f"{file_sha256(text)}  {data.SHAKESPEARE_FILE}\n")
     os.utime(sums, ns=(sums.stat().st_atime_ns, sums.stat().st_mtime_ns + 2 * 10**9))
     assert data.checksum(data.SHAKESPEARE_FILE) == file_sha256(text)
+
+
+def test_a_checked_file_is_hashed_again_once_changed_and_a_copy_elsewhere_is_checked_itself(
+        tmp_path, monkeypatch, unpinned):
+    """A file is taken unhashed only as the path, size and time checked before: damaged after
+    its check, or a damaged copy in another folder with the same size and time, it fails."""
+    roots = [tmp_path / "a", tmp_path / "b"]
+    for root in roots:
+        (root / "tinyshakespeare").mkdir(parents=True)
+        (root / data.SHAKESPEARE_FILE).write_text("text")
+        (root / "SHA256SUMS").write_text(
+            f"{file_sha256(root / data.SHAKESPEARE_FILE)}  {data.SHAKESPEARE_FILE}\n")
+    first, copy = (root / data.SHAKESPEARE_FILE for root in roots)
+    monkeypatch.setenv("NORMSYS_DATA", str(roots[0]))
+    assert data.data_file(data.SHAKESPEARE_FILE, "Tiny Shakespeare") == first
+    copy.write_text("tent")  # damaged, as long as the original and as old
+    os.utime(copy, ns=(first.stat().st_atime_ns, first.stat().st_mtime_ns))
+    monkeypatch.setenv("NORMSYS_DATA", str(roots[1]))
+    with pytest.raises(data.DataCorruptError, match="fails its checksum"):
+        data.data_file(data.SHAKESPEARE_FILE, "Tiny Shakespeare")
+    monkeypatch.setenv("NORMSYS_DATA", str(roots[0]))
+    first.write_text("tent")  # damaged after its check
+    os.utime(first, ns=(first.stat().st_atime_ns, first.stat().st_mtime_ns + 10**9))
+    with pytest.raises(data.DataCorruptError, match="fails its checksum"):
+        data.data_file(data.SHAKESPEARE_FILE, "Tiny Shakespeare")

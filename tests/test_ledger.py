@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -662,3 +663,120 @@ def test_the_file_a_session_judges_against_is_read_once_for_its_verdicts_and_his
     assert len(ledgers.history("c-x", "paper")) == 2
     assert sorted(reads) == ["paper-NVIDIA-H100-80GB-HBM3-max-seeds-5.json",
                              "paper-NVIDIA-H100-80GB-HBM3.json"]
+
+
+def test_across_environments_each_judgement_says_exactly_this():
+    """The line a session prints for a claim judged against another environment's reference."""
+    recorded = entry(mean=0.82, low=0.80, high=0.84)
+    across = ledger.judge_across
+    head = "reference (cpu, torch 2.13.0+cpu): supported 0.82 [0.8, 0.84] seeds 0-2 (2026-11-23, " \
+           "a59fd79); now: "
+    update = "; review, then rerun with --claims-update"
+    lines = {
+        "new": (across(None, entry(), ledger.ROBUST),
+                "new: not in the reference ledger" + update),
+        "changed": (across(recorded, entry(rule="> 0.9"), ledger.ROBUST),
+                    head + "supported 0.82 [0.8, 0.84]; rule: recorded >= 0.8, now > 0.9" + update),
+        "flip": (across(recorded, entry("refuted", 0.5, 0.4, 0.6), ledger.FRAGILE),
+                 head + "refuted 0.5 [0.4, 0.6]; a decisive flip" + update),
+        "robust": (across(recorded, entry("inconclusive", 0.81, 0.7, 0.92), ledger.ROBUST),
+                   head + "inconclusive 0.81 [0.7, 0.92]; the verdict moved, and the ledgers "
+                          "record it as robust" + update),
+        "moved": (across(recorded, entry("inconclusive", 0.81, 0.7, 0.92), ledger.FRAGILE),
+                  head + "inconclusive 0.81 [0.7, 0.92]; moved, as a fragile claim may (more "
+                         "seeds decide it: --claims-max-seeds)"),
+        "drift": (across(recorded, entry(mean=0.845, low=0.81, high=0.88), ledger.ROBUST),
+                  head + "supported 0.845 [0.81, 0.88]; drift: the mean moved 0.025, beyond 1 of "
+                         "the half-interval (0.02)" + update),
+        "same": (across(recorded, entry(mean=0.835, low=0.8, high=0.87), ledger.ROBUST),
+                 head.removesuffix("; now: ") + "; within 0.015 of it")}
+    assert {k: j.message for k, (j, _) in lines.items()} == {k: m for k, (_, m) in lines.items()}
+    # a move of exactly the tolerance (1 half-interval: 0.25) is within it
+    edge = across(entry(mean=0.5, low=0.25, high=0.75), entry(mean=0.75, low=0.5, high=1.0),
+                  ledger.ROBUST)
+    assert edge.status == "same" and edge.message.endswith("; within 0.25 of it")
+    # a reference without an interval (one seed: NaN bounds) holds any finite move
+    assert across(entry(mean=0.5, low=float("nan"), high=float("nan")), entry(mean=0.9),
+                  ledger.ROBUST).status == "same"
+
+
+def test_a_cpu_label_names_the_kernels_and_a_vendor_other_than_the_reference_cpus():
+    assert ledger.cpu_label("cpu (AVX512)") == "AVX512"  # no vendor known
+    assert ledger.cpu_label("cpu (AVX2, AMD)") == "AVX2"
+    assert ledger.cpu_label("cpu (AVX512, Intel)") == "AVX512-Intel"
+    assert ledger.cpu_label("NVIDIA H200") == ledger.CPU_TIER_KERNELS
+
+
+def test_replication_words_and_file_order_for_two_files_and_gpus_with_seed_sets(tmp_path):
+    assert ledger.replicates(["supported", "supported"]) == ledger.ROBUST
+    assert ledger.replicates(["supported"]) == ledger.UNREPLICATED
+    for name in ("paper-GPU-A.json", "paper-GPU-A-seeds-5-9.json", "paper-GPU-B.json"):
+        ledger.write(tmp_path / name, {"c-1": entry()})
+    assert [p.name for p in ledger.tier_files(tmp_path, "paper")] == \
+        ["paper-GPU-A.json", "paper-GPU-B.json", "paper-GPU-A-seeds-5-9.json"]
+
+
+def test_the_replication_table_lists_each_files_seeds_and_environments_and_every_tiers_cells(
+        tmp_path):
+    ledger.write(tmp_path / "cpu.json", {"c-1": entry(),
+                                         "c-2": entry(seeds=range(13), device="cpu (AVX2)")})
+    ledger.write(tmp_path / "cpu-AVX2.json", {})
+    ledger.write(tmp_path / "paper-GPU-A.json", {"c-3": entry(device="GPU A")})
+    table = ledger.replication_table(tmp_path)
+    assert "- cpu: `cpu` (seeds 0-2 to 0-12, cpu (AVX2), torch 2.13.0+cpu; cpu, torch " \
+           "2.13.0+cpu); `cpu-AVX2` (no entries)\n- paper: `paper-GPU-A` (seeds 0-2, GPU A, " \
+           "torch 2.13.0+cpu)\n" in table
+    assert "| `c-3` | - |  | supported (`paper-GPU-A`) | unreplicated |" in table  # no cpu cell
+
+
+def test_a_printed_table_of_this_reports_columns_is_read(tmp_path):
+    from normsys.claims import report
+
+    assert "CI" in report.HEADER
+    text = ("claim  tier  verdict    statistic  mean  CI          rule  seeds  time\n"
+            "-----  ----  ---------  ---------  ----  ----------  ----  -----  ----\n"
+            "c-1    cpu   supported  x          0.5   [0.4, 0.6]  > 0   3      1s\n")
+    assert [(r["low"], r["high"]) for r in ledger.table_rows(text)] == [("0.4", "0.6")]
+
+
+def test_a_session_updating_or_judging_across_says_so_and_writes_its_own_file(monkeypatch,
+                                                                             tmp_path):
+    monkeypatch.setattr(provenance, "device_name", lambda _=None: "cpu")
+    monkeypatch.setattr(provenance, "cpu_kernels", lambda: "SVE256")
+    monkeypatch.setattr(provenance, "cpu_vendor", lambda: "AMD")
+    ledger.write(tmp_path / "cpu.json", {"c-1": entry()})
+    assert not ledger.Ledgers(tmp_path).strict  # unrecorded claims fail only when asked
+    across = ledger.Ledgers(tmp_path)
+    assert across.judge("c-new", "cpu", entry()).status == "new"  # in no file: not replicated
+    updating = ledger.Ledgers(tmp_path, update=True, max_seeds=5)
+    assert updating.path("cpu") == tmp_path / "cpu-SVE256-max-seeds-5.json"
+    judged = updating.judge("c-1", "cpu", entry())
+    assert (judged.status, judged.message) == \
+        ("updated", f"ledger updated from this run ({tmp_path / 'cpu-SVE256-max-seeds-5.json'})")
+
+
+def test_a_written_file_says_what_it_took_and_which_entries_of_gone_claims_it_dropped(tmp_path):
+    ledgers = ledger.Ledgers(tmp_path, update=True)
+    path = ledgers.path("cpu")  # this machine's
+    ledger.write(path, {"c-1": entry(), "c-gone": entry(), "c-old": entry()})
+    result = type("Result", (), {"id": "c-1", "tier": "cpu", "entry": asdict(entry())})
+    assert ledgers.write([result]) == [f"1 entries to {path}"]
+    ledgers.stale[path] = ["c-gone", "c-old"]
+    assert ledgers.stale_lines() == [
+        f"{path} holds 2 entries of claims no longer defined (c-gone, c-old): review, then "
+        f"--claims-update drops them from the file it writes"]
+    assert ledgers.write([result]) == [f"1 entries to {path}, 2 of claims no longer defined "
+                                       f"dropped (c-gone, c-old)"]
+    assert set(ledger.read(path)) == {"c-1"}
+
+
+def test_a_sessions_history_on_other_kernels_and_seeds_is_of_its_own_files(monkeypatch, tmp_path):
+    monkeypatch.setattr(provenance, "device_name", lambda _=None: "cpu")
+    monkeypatch.setattr(provenance, "cpu_kernels", lambda: "AVX2")
+    monkeypatch.setattr(provenance, "cpu_vendor", lambda: "AMD")
+    files = {"cpu-AVX2-seeds-3-6.json": 4, "cpu-AVX2-seeds-3-6-max-seeds-8.json": 8,
+             "cpu-seeds-3-6.json": 5, "cpu-AVX2-seeds-3-5.json": 3}
+    for name, n in files.items():
+        ledger.write(tmp_path / name, {"c-x": entry(seeds=range(3, 3 + n))})
+    history = ledger.Ledgers(tmp_path, offset=3, seeds=4).history("c-x", "cpu")
+    assert sorted(len(e.seeds) for e in history) == [4, 8]

@@ -487,7 +487,9 @@ def test_the_progress_bar_counts_the_steps_under_the_runs_name_only_on_a_termina
     monkeypatch.setattr(train_module, "STEP_BARS", alone)
     bar = train_module.progress_bar(40, "ffn_stack/layernorm/s0")
     try:
-        assert bar.disable is not (terminal and alone) and bar.total == 40 and bar.leave is False
+        # tqdm keeps disable=None for a bar it draws, True for one it does not
+        assert bool(bar.disable) is not (terminal and alone)
+        assert bar.total == 40 and bar.leave is False
         if terminal and alone:
             assert (bar.desc, bar.delay) == ("ffn_stack/layernorm/s0", 3)
     finally:
@@ -604,3 +606,15 @@ def test_a_json_record_the_disk_cannot_take_is_one_error_line_and_no_partial_fil
     assert said.err == (f"error: --json {out}: cannot be written (No space left on device); the "
                         f"summary above is the run's, and nothing partial was left there\n")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_cuda_asked_for_without_a_cuda_device_is_an_error_saying_what_to_use(monkeypatch):
+    from normsys.training import train as train_module
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(RuntimeError) as err:
+        train_module.resolve_device("cuda")
+    assert str(err.value) == "train.device=cuda but no CUDA device is available; use cpu or auto"
+    assert train_module.resolve_device("auto") == torch.device("cpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert train_module.resolve_device("cuda") == torch.device("cuda")
