@@ -562,8 +562,9 @@ def test_a_checked_file_is_hashed_again_once_changed_and_a_copy_elsewhere_is_che
     copy.write_text("tent")  # damaged, as long as the original and as old
     os.utime(copy, ns=(first.stat().st_atime_ns, first.stat().st_mtime_ns))
     monkeypatch.setenv("NORMSYS_DATA", str(roots[1]))
-    with pytest.raises(data.DataCorruptError, match="fails its checksum"):
+    with pytest.raises(data.DataCorruptError, match="fails its checksum") as err:
         data.data_file(data.SHAKESPEARE_FILE, "Tiny Shakespeare")
+    assert f"expected {file_sha256(first)} ({roots[1] / 'SHA256SUMS'})" in str(err.value)
     monkeypatch.setenv("NORMSYS_DATA", str(roots[0]))
     first.write_text("tent")  # damaged after its check
     os.utime(first, ns=(first.stat().st_atime_ns, first.stat().st_mtime_ns + 10**9))
