@@ -145,6 +145,7 @@ def test_the_tally_counts_each_run_at_its_share_and_the_lines_say_when_and_where
     assert said._update(None) == {"plan": {cfgs[0].fingerprint(): 30.0}, "places": 1,
                                   "trained": 2, "took": 50.0, "estimated": 55.0, "done": 30.0,
                                   "read": 2}
+    assert lines[0] == f"normsys: training {progress.label(cfgs[0])} with 2 seeds stacked ..."
     assert lines[1].endswith("; node n7)") and lines[2].endswith("; node n7)")
     assert ": trained in 50 s on 2026-11-26 12:03 (" in lines[3] and "node" not in lines[3]
     assert lines[3].startswith("normsys: [cached] ")
@@ -204,6 +205,8 @@ def test_a_planned_run_says_k_of_n_and_the_time_left_at_the_pace_kept_so_far(tmp
     assert progress.where_in_plan({"trained": 1, "took": 30.0, "estimated": 0.0,
                                    "plan": {"a": 0.0, "b": 90.0}, "places": 1}) == \
         "run 1 of 2, ~1.5 min of training left"  # nothing timed yet: the recorded pace
+    assert progress.where_in_plan({"trained": 0, "plan": {"a": 600.0}, "places": 1}) == \
+        "run 0 of 1, ~10.0 min of training left"
 
 
 def drained(fd: int) -> Callable[[], str]:
@@ -742,3 +745,18 @@ def test_a_record_made_elsewhere_is_kept_under_its_own_environment(tmp_path, mon
     assert cached_run(CFG, counting(log)).env["device"] != "cpu (SVE256)"
     assert log.read_text() == "x"
     assert cache.lookup(CFG, "", lambda cfg: elsewhere).env["device"] == "cpu (SVE256)"
+
+
+def test_a_label_names_what_differs_from_the_familys_preset_at_its_tier_four_at_most():
+    """Not what every label shows already (norm, rule, seed), not the preset of another tier."""
+    from normsys.training.config import preset
+
+    assert progress.label(preset("encoder", "paper")).startswith(
+        "encoder/layernorm/bp/s0 (paper tier, ")
+    assert progress.label(preset("ffn_stack", **{"model.norm": "rmsnorm"})).startswith(
+        "ffn_stack/rmsnorm/bp/s0 (cpu tier, ")
+    cfg = preset("ffn_stack", **{"model.d": 16, "data.batch_shape": (4, 5, 16), "train.lr": 0.5,
+                                 "train.weight_decay": 0.1, "train.steps": 3})
+    assert progress.differences(cfg) == [("model.d", 16), ("data.batch_shape", (4, 5, 16)),
+                                         ("train.lr", 0.5), ("train.weight_decay", 0.1)]
+    assert len(progress.differences(cfg, most=9)) == 5  # train.steps too

@@ -232,21 +232,23 @@ def test_a_claim_is_expected_to_take_the_look_its_ledger_entries_show():
     assert expected((3, 5, 8), [entry("inconclusive", 4)]) == 5
 
 
-@pytest.mark.parametrize("std", [0.3, 2.0, 5.0, 16.0])
+@pytest.mark.parametrize("std", [0.6, 4.0, 10.0, 32.0])
 def test_the_seeds_that_would_decide_are_the_first_whose_interval_clears_the_threshold(std):
     """From two seeds on, at the summary's own confidence; None once the most seeds anyone
     trains would not do, or the spread is not known."""
     from normsys.claims.sequential import MOST_SEEDS, seeds_to_decide
     from normsys.claims.stats import Summary, t_quantile
 
-    rule = Rule("v", ">", 1.0)  # 1.0 from the mean
+    rule = Rule("v", ">", 2.0)  # 2.0 from the mean
     for confidence in (0.95, 0.9):
         for seen in (2, 5):
             s = Summary((), 0.0, std, seen, -1.0, 1.0, confidence=confidence)
             n = seeds_to_decide(s, rule)
             half = lambda k: t_quantile(k - 1, confidence) * std / math.sqrt(k)  # noqa: B023, E731
-            assert n is not None and 2 <= n < MOST_SEEDS and half(n) < 1.0 <= half(n - 1)
+            assert n is not None and 2 < n < MOST_SEEDS and half(n) < 2.0 <= half(n - 1)
+    # two seeds decide where the spread is small enough: t(1) = 12.7 at 95%
+    assert seeds_to_decide(Summary((), 0.0, 0.2, 5, -1.0, 1.0), rule) == 2
     assert seeds_to_decide(Summary((), 0.0, math.nan, 5, -1.0, 1.0), rule) is None
     # the normal answer (999) is within MOST_SEEDS, but the t-interval at MOST_SEEDS still
     # reaches the threshold
-    assert seeds_to_decide(Summary((), 0.0, 16.12, 5, -1.0, 1.0), rule) is None
+    assert seeds_to_decide(Summary((), 0.0, 32.24, 5, -1.0, 1.0), rule) is None
