@@ -543,3 +543,31 @@ def test_nothing_is_planned_ahead_without_a_cache_that_keeps_it(monkeypatch, tmp
     monkeypatch.setattr(runs, "writable", lambda root: True)
     session.plan(SEEDS)
     assert session.planned == [[c] for c in SEEDS]
+
+
+def test_a_plans_cost_groups_its_runs_as_they_train_and_says_where_they_were_timed(
+        cache, monkeypatch, session):
+    """What the plan's line and --claims-list say a claim's runs cost: those the cache lacks,
+    grouped as they train (seeds stacked on CUDA: a group costs its longest run), each timed
+    by its own seed's record or another seed's of its configuration; untimed ones said."""
+    times = {SEEDS[0].fingerprint(): (30.0, "cpu"), SEEDS[2].fingerprint(): (90.0, "H100")}
+    monkeypatch.setattr(runs, "run_seconds", lambda cfg: times.get(cfg.fingerprint()))
+    # seed 1 takes seed 0's time; seed 0 asked twice counts once
+    assert session.cost(SEEDS + SEEDS[:1]) == (
+        "3 runs (0 cached; the others ~2.5 min of training as recorded on H100 and cpu)", 150.0)
+    monkeypatch.setattr(session, "_cuda", lambda: True)
+    assert session.cost(SEEDS) == (
+        "3 runs (0 cached; the others ~1.5 min of training as recorded on H100 and cpu)", 90.0)
+    monkeypatch.setattr(session, "_cuda", lambda: False)
+    assert session.cost([SMALL.override(**{"model.d": 16}), SEEDS[0]]) == (
+        "2 runs (0 cached; the others ~0.5 min of training as recorded on cpu, 1 of them never "
+        "timed)", None)
+    session.run(SEEDS[0])
+    assert session.cost(SEEDS) == (
+        "3 runs (1 cached; the others ~2.0 min of training as recorded on H100 and cpu)", 120.0)
+    assert session.cost(SEEDS[:1]) == ("1 runs (1 cached)", 0)
+    last = SMALL.override(**{"train.seed": max(runs.params.MAX_SEEDS.values()) - 1})
+    times = {last.fingerprint(): (12.0, "cpu")}  # the last seed any tier takes
+    assert runs.similar_seconds(SEEDS[1]) == (12.0, "cpu")
+    times = {}
+    assert runs.similar_seconds(SEEDS[1]) is None
