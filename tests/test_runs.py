@@ -4,6 +4,7 @@ index keeps, and what --claims-list says a claim costs, in this process."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 
@@ -550,24 +551,57 @@ def test_a_plans_cost_groups_its_runs_as_they_train_and_says_where_they_were_tim
     """What the plan's line and --claims-list say a claim's runs cost: those the cache lacks,
     grouped as they train (seeds stacked on CUDA: a group costs its longest run), each timed
     by its own seed's record or another seed's of its configuration; untimed ones said."""
-    times = {SEEDS[0].fingerprint(): (30.0, "cpu"), SEEDS[2].fingerprint(): (90.0, "H100")}
+    times = {SEEDS[0].fingerprint(): (30.0, "cpu"), SEEDS[2].fingerprint(): (570.0, "H100")}
     monkeypatch.setattr(runs, "run_seconds", lambda cfg: times.get(cfg.fingerprint()))
     # seed 1 takes seed 0's time; seed 0 asked twice counts once
     assert session.cost(SEEDS + SEEDS[:1]) == (
-        "3 runs (0 cached; the others ~2.5 min of training as recorded on H100 and cpu)", 150.0)
+        "3 runs (0 cached; the others ~10.5 min of training as recorded on H100 and cpu)", 630.0)
     monkeypatch.setattr(session, "_cuda", lambda: True)
     assert session.cost(SEEDS) == (
-        "3 runs (0 cached; the others ~1.5 min of training as recorded on H100 and cpu)", 90.0)
+        "3 runs (0 cached; the others ~9.5 min of training as recorded on H100 and cpu)", 570.0)
     monkeypatch.setattr(session, "_cuda", lambda: False)
     assert session.cost([SMALL.override(**{"model.d": 16}), SEEDS[0]]) == (
         "2 runs (0 cached; the others ~0.5 min of training as recorded on cpu, 1 of them never "
         "timed)", None)
+    assert session.cost([SMALL.override(**{"model.d": 16})]) == (
+        "1 runs (0 cached; the others ~0.0 min of training as recorded on -, 1 of them never "
+        "timed)", None)
     session.run(SEEDS[0])
     assert session.cost(SEEDS) == (
-        "3 runs (1 cached; the others ~2.0 min of training as recorded on H100 and cpu)", 120.0)
+        "3 runs (1 cached; the others ~10.0 min of training as recorded on H100 and cpu)", 600.0)
     assert session.cost(SEEDS[:1]) == ("1 runs (1 cached)", 0)
     last = SMALL.override(**{"train.seed": max(runs.params.MAX_SEEDS.values()) - 1})
     times = {last.fingerprint(): (12.0, "cpu")}  # the last seed any tier takes
     assert runs.similar_seconds(SEEDS[1]) == (12.0, "cpu")
     times = {}
     assert runs.similar_seconds(SEEDS[1]) is None
+
+
+def test_every_worker_opens_the_sessions_board_and_the_last_two_may_both_close_it(cache):
+    folder = cache / "sessions" / "uid"
+    first, second = runs.Board(folder), runs.Board(folder)  # the same folder, two workers
+    assert first.wanted() == second.wanted() == []
+    first.close()
+    second.close()  # gone already: nothing to do
+    assert not folder.exists()
+
+
+def test_a_helper_trains_every_wanted_group_past_one_that_fails_and_counts_them_all(
+        cache, monkeypatch):
+    assert runs.Runs().help("gw0") == 0  # no board: nothing to help with
+    board = runs.Board(cache / "sessions" / "uid")
+    board.post([[SEEDS[0]], [SEEDS[1]], [SEEDS[2]]])
+    for age, cfg in enumerate(SEEDS):  # wanted oldest first: the failing one first
+        os.utime(board._path([cfg]), (1e9 + age, 1e9 + age))
+    helper = runs.Runs()
+    helper.board = board
+    train_free = helper._train_free
+
+    def failing_first(group):
+        if group == [SEEDS[0]]:
+            raise RuntimeError("its data cannot be read")
+        return train_free(group)
+
+    monkeypatch.setattr(helper, "_train_free", failing_first)
+    assert helper.help("gw1") == 2
+    assert runs.lookup(SEEDS[0]) is None and all(runs.lookup(c) for c in SEEDS[1:])
