@@ -605,3 +605,14 @@ def test_a_helper_trains_every_wanted_group_past_one_that_fails_and_counts_them_
     monkeypatch.setattr(helper, "_train_free", failing_first)
     assert helper.help("gw1") == 2
     assert runs.lookup(SEEDS[0]) is None and all(runs.lookup(c) for c in SEEDS[1:])
+
+
+def test_a_run_trained_ahead_is_kept_under_its_data_where_its_claim_looks(cache, data_env):
+    """A planned or helped run of a data-dependent config (MNIST) is stored under its data's
+    digest: the claim that asks for it then reads it, never trains it again."""
+    cfg = preset("mlp", **{"data.n_train": 64, "data.n_test": 32, "model.d": 8})
+    ahead = runs.Runs()
+    assert ahead._train_free([cfg]) == 1
+    digest = ahead.task_of(cfg).digest
+    assert len(digest) == 64 and runs.lookup(cfg, digest) is not None
+    assert ahead._train_free([cfg]) == 0  # the cache holds it now
