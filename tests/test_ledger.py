@@ -27,6 +27,13 @@ def entry(verdict: str = "supported", mean: float = 0.82, low: float = 0.80, hig
     return ledger.Entry(**{**fields, **changes})
 
 
+def on_a_cpu(monkeypatch, kernels: str, vendor: str) -> None:
+    """This process as one on a CPU of ``kernels`` made by ``vendor``."""
+    monkeypatch.setattr(provenance, "device_name", lambda _=None: "cpu")
+    monkeypatch.setattr(provenance, "cpu_kernels", lambda: kernels)
+    monkeypatch.setattr(provenance, "cpu_vendor", lambda: vendor)
+
+
 def test_file_names_per_tier_device_and_seed_set():
     assert ledger.file_name("cpu", "cpu") == "cpu.json"
     assert ledger.file_name("cpu", "NVIDIA H100 80GB HBM3") == "cpu.json"
@@ -556,9 +563,7 @@ def test_the_tolerance_across_kernels_holds_what_other_kernels_moved_and_not_a_n
 
 
 def test_a_cpu_without_its_own_ledger_is_judged_against_the_reference(monkeypatch, tmp_path):
-    monkeypatch.setattr(provenance, "device_name", lambda _=None: "cpu")
-    monkeypatch.setattr(provenance, "cpu_kernels", lambda: "SVE256")
-    monkeypatch.setattr(provenance, "cpu_vendor", lambda: "AMD")
+    on_a_cpu(monkeypatch, "SVE256", "AMD")
     ledger.write(tmp_path / "cpu.json", {"c-1": entry(), "c-3": entry()})
     ledger.write(tmp_path / "cpu-seeds-3-5.json", {"c-1": entry(),
                                                    "c-3": entry("inconclusive", 0.8, 0.7, 0.9)})
@@ -741,9 +746,7 @@ def test_a_printed_table_of_this_reports_columns_is_read(tmp_path):
 
 def test_a_session_updating_or_judging_across_says_so_and_writes_its_own_file(monkeypatch,
                                                                              tmp_path):
-    monkeypatch.setattr(provenance, "device_name", lambda _=None: "cpu")
-    monkeypatch.setattr(provenance, "cpu_kernels", lambda: "SVE256")
-    monkeypatch.setattr(provenance, "cpu_vendor", lambda: "AMD")
+    on_a_cpu(monkeypatch, "SVE256", "AMD")
     ledger.write(tmp_path / "cpu.json", {"c-1": entry()})
     assert not ledger.Ledgers(tmp_path).strict  # unrecorded claims fail only when asked
     across = ledger.Ledgers(tmp_path)
@@ -771,9 +774,7 @@ def test_a_written_file_says_what_it_took_and_which_entries_of_gone_claims_it_dr
 
 
 def test_a_sessions_history_on_other_kernels_and_seeds_is_of_its_own_files(monkeypatch, tmp_path):
-    monkeypatch.setattr(provenance, "device_name", lambda _=None: "cpu")
-    monkeypatch.setattr(provenance, "cpu_kernels", lambda: "AVX2")
-    monkeypatch.setattr(provenance, "cpu_vendor", lambda: "AMD")
+    on_a_cpu(monkeypatch, "AVX2", "AMD")
     files = {"cpu-AVX2-seeds-3-6.json": 4, "cpu-AVX2-seeds-3-6-max-seeds-8.json": 8,
              "cpu-seeds-3-6.json": 5, "cpu-AVX2-seeds-3-5.json": 3}
     for name, n in files.items():

@@ -398,9 +398,9 @@ class Ledgers:
             own = file_name(tier, self.device, self.offset, self.seeds, 0, self.kernels)
             name = re.compile(re.escape(own.removesuffix(".json")) +
                               rf"({re.escape(MAX_SEEDS_PART)}\d+)?\.json")
-            # the file this session judges against is read once, by ``entries``
-            self.histories[tier] = [self.entries(tier) if path == self.judged_against(tier)
-                                    else read(path) for path in sorted(self.folder.glob("*.json"))
+            judged = self.judged_against(tier)  # read once, by ``entries``
+            self.histories[tier] = [self.entries(tier) if path == judged else read(path)
+                                    for path in sorted(self.folder.glob("*.json"))
                                     if name.fullmatch(path.name)]
         return [entries[cid] for entries in self.histories[tier] if cid in entries]
 
