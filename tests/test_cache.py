@@ -755,6 +755,25 @@ def test_a_label_names_what_differs_from_the_familys_preset_at_its_tier_four_at_
         "encoder/layernorm/bp/s0 (paper tier, ")
     assert progress.label(preset("ffn_stack", **{"model.norm": "rmsnorm"})).startswith(
         "ffn_stack/rmsnorm/bp/s0 (cpu tier, ")
+    # most families' paper runs read the CPU tier's data: their tier is the preset they are
+    # nearest, not their data's (a paper LSTM was "device=auto (cpu tier, ...)")
+    assert progress.label(preset("lstm", "paper", **{"model.d": 16})).startswith(
+        "lstm/layernorm/bp/s0 d=16 (paper tier, ")
+    assert progress.label(preset("lstm", "paper", **{"train.device": "cpu"})).startswith(
+        "lstm/layernorm/bp/s0 (cpu tier, ")
+    assert progress.tier(preset("lstm", "paper", **{"train.device": "cpu", "model.d": 8})) == "cpu"
+    # as near to both presets: the data's tier
+    both = {"train.device": "cuda", "data.tier": "paper"}
+    assert progress.tier(preset("lstm", **both)) == "paper"
+    assert progress.tier(preset("lstm", **{**both, "data.tier": "cpu"})) == "cpu"
+
+
+def test_a_label_of_a_family_without_a_preset_names_its_datas_tier_and_no_differences(monkeypatch):
+    from normsys.training.config import PRESETS, preset
+
+    cfg = preset("encoder", "paper", **{"model.d": 16})
+    monkeypatch.delitem(PRESETS, "encoder")
+    assert progress.label(cfg) == f"encoder/layernorm/bp/s0 (paper tier, {cfg.fingerprint()[:8]})"
     cfg = preset("ffn_stack", **{"model.d": 16, "data.batch_shape": (4, 5, 16), "train.lr": 0.5,
                                  "train.weight_decay": 0.1, "train.steps": 3})
     assert progress.differences(cfg) == [("model.d", 16), ("data.batch_shape", (4, 5, 16)),

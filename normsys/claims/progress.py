@@ -22,7 +22,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from normsys.training.config import PRESETS, RunConfig, preset
+from normsys.training.config import PRESETS, TIERS, RunConfig, preset
 from normsys.training.provenance import described
 
 
@@ -180,13 +180,28 @@ def label(cfg) -> str:
     two runs of one family, norm and seed read apart, e.g. ``tanh_mlp/none/bp/s0 residual=False``."""
     name = (f"{cfg.model.family}/{cfg.model.norm}/{cfg.train.method}/s{cfg.train.seed}"
             + "".join(f" {k.split('.')[1]}={v}" for k, v in differences(cfg)))
-    return f"{name} ({cfg.data.tier} tier, {cfg.fingerprint()[:8]})"
+    return f"{name} ({tier(cfg)} tier, {cfg.fingerprint()[:8]})"
+
+
+def tier(cfg) -> str:
+    """The tier whose preset of ``cfg``'s family it differs from in fewest fields (a config does
+    not say its tier: most families' data are the same at both, the paper tier trains on a GPU),
+    its data's tier on a tie or for a family with no preset."""
+    if cfg.model.family not in PRESETS:
+        return cfg.data.tier
+    return min(TIERS, key=lambda t: (len(changed(cfg, t)), t != cfg.data.tier))
 
 
 def differences(cfg, most: int = 4) -> list[tuple[str, object]]:
     """Up to ``most`` fields in which ``cfg`` differs from its family's preset at its tier."""
     if cfg.model.family not in PRESETS:
         return []
-    ours, base = cfg.flat(), preset(cfg.model.family, cfg.data.tier).flat()
+    return changed(cfg, tier(cfg))[:most]
+
+
+def changed(cfg, at: str) -> list[tuple[str, object]]:
+    """Every field but those a label always or never shows in which ``cfg`` differs from its
+    family's preset at tier ``at``."""
+    ours, base = cfg.flat(), preset(cfg.model.family, at).flat()
     return [(k, v) for k, v in ours.items()
-            if k not in SHOWN | UNSHOWN and base.get(k) != v][:most]
+            if k not in SHOWN | UNSHOWN and base.get(k) != v]
