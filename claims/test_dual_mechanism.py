@@ -85,7 +85,7 @@ def rows_of(variant: str) -> str:
     return "nonpad" if variant == "-nonpad" else "all"
 
 
-def one_encoder(norm: str, seed: int, tier: str, variant: str = "") -> list:
+def one_encoder(norm: str, seed: int, tier: str, variant: str) -> list:
     """One seed's run of the seed encoder with ``norm``, changed as the variant says."""
     return [encoder(norm, seed, tier, **CHANGES[variant])]
 

@@ -131,6 +131,28 @@ def test_each_experiment_holds_its_claims_settings():
     assert dd().INIT_SCALES == (0.5, 1.0, 2.0)
 
 
+def test_the_config_makers_the_negative_controls_call_without_a_tier_make_cpu_tier_runs():
+    """The controls train the claims' own configs at the CPU tier, shrunk where they say so."""
+    fa = catalog.claim_file("test_fa_protocol")
+    assert fa.fa_mlp("dfa", 3) == preset("resmlp", "cpu", **{
+        "train.method": "dfa", "train.seed": 3, "train.frozen_blocks": False, "train.epochs": 2})
+    long = fa.fa_mlp("fa", 1, "paper", frozen=True, epochs=10)
+    assert (long.train.frozen_blocks, long.train.epochs, long.train.snapshots) == (True, 10, (1, 2, 5))
+    assert long.train.device == "auto" and fa.fa_mlp("bp", 0, epochs=10).train.device == "cpu"
+    assert dd().cnn("layernorm", 2) == preset("cnn", **{"model.norm": "layernorm", "train.seed": 2})
+    assert dd().lstm("none", 1) == preset("lstm", **{"model.norm": "none", "train.seed": 1})
+    lm = dd().tblock_lm("rmsnorm", 4)
+    assert (lm.model.family, lm.model.norm, lm.train.seed, lm.train.device, lm.train.steps) == \
+        ("char_gpt", "rmsnorm", 4, "cpu", 500)
+    tc = catalog.claim_file("test_transformer_components")
+    assert tc.ffn_stack(False, "none", 5) == preset("ffn_stack", **{
+        "model.residual": False, "model.norm": "none", "train.seed": 5})
+    assert tc.one_ffn_stack(True, "layernorm", 0, "paper") == [
+        preset("ffn_stack", "paper", **{"model.residual": True, "model.norm": "layernorm"})]
+    assert dm().one_encoder("l2", 1, "cpu", "-masked") == [dm().encoder("l2", 1,
+                                                                          **{"model.pad_mask": True})]
+
+
 def test_each_norm_generic_rule_reads_as_its_claims_were_fixed():
     assert str(dm().prevents_collapse("l2")) == "kappa_6(l2) >= 0.8"
     rules = {dm().prevents_collapse("x"): ("kappa_6(x)", ">=", 0.8),

@@ -616,3 +616,73 @@ def test_a_run_trained_ahead_is_kept_under_its_data_where_its_claim_looks(cache,
     digest = ahead.task_of(cfg).digest
     assert len(digest) == 64 and runs.lookup(cfg, digest) is not None
     assert ahead._train_free([cfg]) == 0  # the cache holds it now
+
+
+def test_a_claims_missing_groups_are_on_the_board_while_it_fetches_them_and_taken_after(
+        cache, monkeypatch):
+    """What an idle worker can train for a claim: its groups this session does not hold, posted
+    while it trains or waits for them, none left once it has them all."""
+    board = runs.Board(cache / "sessions" / "uid")
+    session = runs.Runs()
+    session.board = board
+    session.run(SEEDS[0])  # held already: never posted
+    wanted_while_training = []
+    fit = runs.fit
+    monkeypatch.setattr(runs, "fit", lambda cfgs, task: wanted_while_training.append(
+        sorted(c.train.seed for g in board.wanted() for c in g)) or fit(cfgs, task))
+    assert [r.run_config for r in session.runs(SEEDS)] == SEEDS
+    assert wanted_while_training == [[1, 2], [1, 2]] and board.wanted() == []
+
+
+def test_a_board_posts_the_groups_it_can_write_past_one_it_cannot(cache, monkeypatch):
+    board = runs.Board(cache / "sessions" / "uid")
+    write = runs.atomic_write_text
+
+    def full_for_seed_0(text, path):
+        if SEEDS[0].fingerprint() in path.name:
+            raise OSError("no space left on device")
+        return write(text, path)
+
+    monkeypatch.setattr(runs, "atomic_write_text", full_for_seed_0)
+    assert board.post([[c] for c in SEEDS]) == [[SEEDS[1]], [SEEDS[2]]]
+    assert sorted(g[0].train.seed for g in board.wanted()) == [1, 2]
+
+
+def test_a_worker_sees_another_at_work_whichever_lock_file_comes_first(cache):
+    import threading
+
+    board = runs.Board(cache / "sessions" / "uid")
+    with board.at_work("gw0"):
+        assert not board.others_at_work("gw0")
+    held, done = threading.Event(), threading.Event()
+
+    def at_work():
+        with board.at_work("gw1"):
+            held.set()
+            done.wait(30)
+
+    other = threading.Thread(target=at_work)
+    other.start()
+    held.wait(30)
+    try:
+        assert board.others_at_work("gw0") and not board.others_at_work("gw1")
+    finally:
+        done.set()
+        other.join(30)
+    assert not board.others_at_work("gw0")
+
+
+def test_a_session_that_planned_nothing_has_no_planned_work_and_hands_nothing_on(cache):
+    session = runs.Runs()
+    assert session.planned_work(4) == ({}, 0.0) and session.train_planned() == 0
+    assert session.submit([[c] for c in SEEDS]) == 0  # no trainer: nothing handed
+
+
+def test_a_stacked_groups_seconds_are_shared_by_its_seeds(cache, monkeypatch):
+    """On CUDA one config's seeds train as one group, as long as its longest seed: each seed's
+    share is that over the seeds, and the plan's wall is the group's."""
+    monkeypatch.setattr(runs, "run_seconds", lambda c: (30.0 + c.train.seed, "H100"))
+    session = runs.Runs()
+    session.planned = [SEEDS]  # as plan() groups them on CUDA
+    shares, wall = session.planned_work(2)
+    assert shares == {c.fingerprint(): pytest.approx(32.0 / 3) for c in SEEDS} and wall == 32.0

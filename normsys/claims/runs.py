@@ -344,7 +344,7 @@ class Board:
             shutil.rmtree(self.folder, ignore_errors=True)
 
     def others_at_work(self, me: str) -> bool:
-        for path in self.folder.glob("*.lock"):
+        for path in sorted(self.folder.glob("*.lock")):  # one order on every file system
             if path.stem == me:
                 continue
             lock = FileLock(path)
