@@ -6,7 +6,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 import torch
@@ -449,8 +452,6 @@ def test_a_plan_trains_here_longest_first_and_nothing_the_cache_holds(cache, mon
 
 def test_a_planned_run_another_process_trains_is_left_to_it(cache, monkeypatch):
     """A worker takes the next planned group no other process holds, and never waits on one."""
-    import threading
-
     from filelock import FileLock
 
     session = runs.Runs()
@@ -485,8 +486,6 @@ def test_a_planned_run_that_cannot_train_is_left_to_its_claim(cache, data_env):
 def test_a_worker_whose_claims_are_done_trains_what_another_claim_asks_for(cache, monkeypatch):
     """A claim's groups go on the session's board while it fetches them; an idle worker trains
     those nobody holds, and stops once no other worker is at work."""
-    import threading
-
     monkeypatch.setattr(runs, "HELP_POLL", 0.05)
     board = runs.Board(cache / "sessions" / "uid")
     assert board.post([SEEDS[:1], SEEDS[1:]]) == [SEEDS[:1], SEEDS[1:]]
@@ -504,32 +503,41 @@ def test_a_worker_whose_claims_are_done_trains_what_another_claim_asks_for(cache
     helper.board = board
     assert helper.help("gw1") == 2  # nobody else at work: what is wanted, then done
     assert all(runs.lookup(c) is not None for c in SEEDS[1:]) and runs.lookup(SEEDS[0]) is None
-    done, started = threading.Event(), threading.Event()
-
-    def busy():  # another worker, its claims still running
-        with board.at_work("gw0"):
-            started.set()
-            done.wait(30)
-
-    other = threading.Thread(target=busy)
-    other.start()
-    started.wait(30)
     helped = []
     idle = threading.Thread(target=lambda: helped.append(helper.help("gw1")))
-    idle.start()
-    board.post([SEEDS[:1]])  # the busy worker's claim asks for another look's seeds
-    deadline = time.monotonic() + 30
-    while runs.lookup(SEEDS[0]) is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert runs.lookup(SEEDS[0]) is not None and idle.is_alive()  # trained; waits for gw0
-    board.close()  # gw0 is at work: the board stays
-    assert (cache / "sessions" / "uid" / "gw0.lock").exists()
-    done.set()
+    with at_work_elsewhere(board, "gw0"):  # another worker, its claims still running
+        idle.start()
+        board.post([SEEDS[:1]])  # the busy worker's claim asks for another look's seeds
+        deadline = time.monotonic() + 30
+        while runs.lookup(SEEDS[0]) is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert runs.lookup(SEEDS[0]) is not None and idle.is_alive()  # trained; waits for gw0
+        board.close()  # gw0 is at work: the board stays
+        assert (cache / "sessions" / "uid" / "gw0.lock").exists()
     idle.join(30)
-    other.join(30)
     assert helped == [1] and not idle.is_alive()
     board.close()  # nobody at work: the last to leave removes the board
     assert not (cache / "sessions" / "uid").exists()
+
+
+@contextmanager
+def at_work_elsewhere(board: runs.Board, worker: str) -> Iterator[None]:
+    """Another worker (a thread here) at work on ``board`` until the block ends."""
+    held, done = threading.Event(), threading.Event()
+
+    def hold():
+        with board.at_work(worker):
+            held.set()
+            done.wait(30)
+
+    other = threading.Thread(target=hold)
+    other.start()
+    held.wait(30)
+    try:
+        yield
+    finally:
+        done.set()
+        other.join(30)
 
 
 def test_nothing_is_planned_ahead_without_a_cache_that_keeps_it(monkeypatch, tmp_path):
@@ -649,26 +657,11 @@ def test_a_board_posts_the_groups_it_can_write_past_one_it_cannot(cache, monkeyp
 
 
 def test_a_worker_sees_another_at_work_whichever_lock_file_comes_first(cache):
-    import threading
-
     board = runs.Board(cache / "sessions" / "uid")
     with board.at_work("gw0"):
         assert not board.others_at_work("gw0")
-    held, done = threading.Event(), threading.Event()
-
-    def at_work():
-        with board.at_work("gw1"):
-            held.set()
-            done.wait(30)
-
-    other = threading.Thread(target=at_work)
-    other.start()
-    held.wait(30)
-    try:
+    with at_work_elsewhere(board, "gw1"):
         assert board.others_at_work("gw0") and not board.others_at_work("gw1")
-    finally:
-        done.set()
-        other.join(30)
     assert not board.others_at_work("gw0")
 
 
