@@ -496,12 +496,40 @@ def test_a_run_the_disk_cannot_take_is_said_kept_for_the_session_and_leaves_no_p
 
     monkeypatch.setattr(cache, "atomic_save" if fails == "weights" else "atomic_write_text", full)
     record, said = saying(lambda said: cached_run(CFG, train_with_state, progress=said))
-    assert record.run_config == CFG and record.metrics and record.state_path is None
+    assert record.run_config == CFG and record.metrics
     left = {p.suffix for p in (tmp_path / "runs").glob(f"{run_key(CFG)}*")}
     assert left == {".lock"}  # the run's lock file only: no weights, no record, no temporary
     assert "could not keep ffn_stack/layernorm/bp/s0" in said
     assert "(OSError: [Errno 28] No space left on device): its record serves this session only" \
         in said
+    if fails == "weights":  # nowhere to keep them
+        assert record.state_path is None and "session only, without its weights\n" in said
+    else:  # in the session's temporary folder
+        assert Path(record.state_path).parent != tmp_path / "runs"
+        assert f"session only, its weights in {Path(record.state_path).parent}\n" in said
+        weights = trained_model(record).state_dict()
+        assert all(torch.equal(weights[k], v) for k, v in train_with_state(CFG)[1].items())
+
+
+@pytest.mark.parametrize("kept", ["off", "read-only"])
+def test_a_run_the_cache_does_not_keep_serves_its_weights_to_the_session(
+        tmp_path, monkeypatch, kept):
+    """A claim that loads a trained net (the FA protocol, the LayerNorm Jacobian) runs without a
+    cache too: the weights wait in a temporary folder of the process, one file a run, and the
+    folder goes with the process."""
+    monkeypatch.setenv("NORMSYS_CACHE", "off" if kept == "off" else str(tmp_path))
+    monkeypatch.setattr(cache, "writable", lambda root: kept == "off")
+    first, again = (cached_run(CFG, train_with_state) for _ in range(2))  # trained twice
+    assert first.state_path != again.state_path and not tmp_path.joinpath("runs").exists()
+    assert Path(first.state_path).parent == Path(again.state_path).parent
+    weights = trained_model(first).state_dict()
+    assert all(torch.equal(weights[k], v) for k, v in train_with_state(CFG)[1].items())
+    unkept = cached_run(CFG.override(**{"train.keep_state": False}), train_with_state)
+    assert unkept.state_path is None
+    folder = cache._session_folder()
+    cache._session_folder.cache_clear()
+    folder.cleanup()  # as the process ends
+    assert not Path(first.state_path).exists()
 
 
 def test_a_full_disk_is_said_in_words_not_in_torchs(tmp_path, monkeypatch):

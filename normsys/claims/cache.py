@@ -19,11 +19,14 @@ and then read.
 from __future__ import annotations
 
 import ast
+import contextlib
 import functools
 import hashlib
+import itertools
 import json
 import os
 import shutil
+import tempfile
 from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
@@ -274,8 +277,9 @@ def disk_full(folder: Path) -> bool:
 
 
 def _computed(configs: list[RunConfig], compute: Compute, progress: Progress) -> list[RunRecord]:
+    """Train ``configs`` for a session whose cache keeps nothing (off, or read-only)."""
     progress.started(configs)
-    records = [record for record, _ in compute(configs)]
+    records = [kept_for_session(record, state) for record, state in compute(configs)]
     for record in records:
         progress.finished(record, cached=False)
     return records
@@ -284,7 +288,7 @@ def _computed(configs: list[RunConfig], compute: Compute, progress: Progress) ->
 def _store(record: RunRecord, state: dict | None, path: Path,
            progress: Progress = SILENT) -> RunRecord:
     """Keep the record (and its weights) under ``path``; where the disk refuses (full, read-only)
-    say so and leave no partial entry: the record serves this session, without its weights."""
+    say so and leave no partial entry: the record serves this session (``kept_for_session``)."""
     payload: dict = {}
     state_path = Path(f"{path}.pt")
     try:
@@ -297,10 +301,33 @@ def _store(record: RunRecord, state: dict | None, path: Path,
         atomic_write_text(json.dumps(payload), Path(f"{path}.json"))
     except (OSError, RuntimeError) as err:  # torch.save reports a full disk as a RuntimeError
         state_path.unlink(missing_ok=True)
-        record.state_path = None
+        kept_for_session(record, state)
         why = f"{type(err).__name__}: {(str(err) or '-').splitlines()[0][:120]}"
         if disk_full(path.parent):  # torch's words for it are "unexpected pos ..."
             why = f"the disk holding {path.parent} is full; {why}"
+        weights = f"its weights in {Path(record.state_path).parent}" if record.state_path \
+            else "without its weights"
         progress.note(f"could not keep {label(record.run_config)} in the run cache ({why}): its "
-                      f"record serves this session only, without its weights")
+                      f"record serves this session only, {weights}")
+    return record
+
+
+_SAVED = itertools.count()  # each kept state's own file, a config trained twice included
+
+
+@functools.cache
+def _session_folder() -> tempfile.TemporaryDirectory:
+    return tempfile.TemporaryDirectory(prefix="normsys-weights-")
+
+
+def kept_for_session(record: RunRecord, state: dict | None) -> RunRecord:
+    """``record`` with its weights (``state``) in a temporary folder of this process, removed as
+    it ends: a run the cache does not keep still serves the claims that load its trained net
+    (normsys.training.record.trained_model). Without weights where that folder refuses them too."""
+    record.state_path = None
+    if state is not None:
+        with contextlib.suppress(OSError, RuntimeError):  # a full disk: RuntimeError from torch
+            path = Path(_session_folder().name) / f"{record.fingerprint}-{next(_SAVED)}.pt"
+            atomic_save(state, path)
+            record.state_path = str(path)
     return record
