@@ -158,7 +158,7 @@ def draw_correlations(fig, records: dict) -> None:
                 h = layer(h)
         h = h[:, h.std(0) > 0][:, :64]
         im = ax.imshow(np.corrcoef(h.T.numpy()), vmin=-1, vmax=1, cmap="RdBu_r")
-        ax.set_title(f"{norm}: mean |corr| {probe_of(record.probes, 'layers.2')['unit_corr']:.3f}")
+        ax.set_title(f"{norm}: mean |corr| {unit_correlation(record):.3f}")
     fig.colorbar(im, ax=axes, shrink=0.8)
     fig.suptitle("Hidden-unit correlations, last hidden layer (seed 0, first 64 live units)")
 

@@ -1,0 +1,183 @@
+"""What each claim's figure draws (the report's evidence beside a verdict): which numbers go on
+which axis, the mean over seeds and its min-max band, the reference ranges and the labels. Each
+input below gives every seed, layer and rule numbers of their own, so that drawing another one
+changes the picture.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from matplotlib.figure import Figure
+
+from normsys import catalog
+from normsys.claims.protocol import BP_RANGE, DFA_RANGE
+from normsys.training.config import preset
+from normsys.training.record import TEST_ACC, TRAIN_ACC, RunRecord
+
+
+def dm():
+    return catalog.claim_file("test_dual_mechanism")
+
+
+def fa():
+    return catalog.claim_file("test_fa_protocol")
+
+
+def encoder_run(spectra: dict[str, list[float]], acc: float, nonpad_scale: float = 2.0) -> RunRecord:
+    """An encoder run whose probed blocks have these singular values (over all rows; the rows that
+    are not padding: each value times ``nonpad_scale`` squared, another spectrum's shape)."""
+    probes = {layer: {"singular_values": s, "erank": len(s) + 0.12345,
+                      "nonpad": {"singular_values": [v * nonpad_scale ** i for i, v in enumerate(s)],
+                                 "erank": len(s) + 0.98765}}
+              for layer, s in spectra.items()}
+    return RunRecord(config=preset("encoder").to_dict(), fingerprint="f", version="0",
+                     metrics={TEST_ACC: acc, TRAIN_ACC: acc + 0.05}, curves={}, probes=probes,
+                     init_grad_norms={}, diverged=False, steps=0, wall_time=0.0, env={},
+                     data_source="ag_news rows")
+
+
+def fractions(s) -> np.ndarray:
+    s = np.asarray(s, dtype=float)
+    return s / s.sum(-1, keepdims=True)
+
+
+def band(collection) -> tuple[np.ndarray, np.ndarray]:
+    """The lower and upper edge of a fill_between band (its polygon: along the top, back along the
+    bottom, or the other way round), by x."""
+    xy = collection.get_paths()[0].vertices
+    xs = np.unique(xy[:, 0])
+    return (np.array([xy[xy[:, 0] == x, 1].min() for x in xs]),
+            np.array([xy[xy[:, 0] == x, 1].max() for x in xs]))
+
+
+def spectra_of(seed: int) -> dict[str, list[float]]:
+    return {layer: [10.0 + seed + i, 4.0 * (i + 1), 1.0 + seed * (i + 2)]
+            for i, layer in enumerate(dm().DM_PROBES)}
+
+
+@pytest.mark.parametrize("rows", ["all", "nonpad"])
+def test_figure_4_draws_each_blocks_spectra_as_fractions_mean_over_seeds_and_min_max_band(rows):
+    runs = {"none": [encoder_run(spectra_of(0), 0.5), encoder_run(spectra_of(1), 0.75)],
+            "layernorm": [encoder_run(spectra_of(2), 0.875)]}
+    fig = Figure()
+    dm().draw_figure_4(fig, runs, rows)
+    axes = fig.axes
+    assert [ax.get_title() for ax in axes] == ["block 1", "block 3", "block 6"]
+    assert [ax.get_yscale() for ax in axes] == ["log"] * 3
+    assert axes[0].get_ylabel() == "s_i / sum(s)" and axes[2].get_xlabel() == "singular value index"
+    assert axes[2].get_legend() is not None and axes[0].get_legend() is None
+    assert tuple(fig.get_size_inches()) == (12, 3.8)
+    for ax, layer in zip(axes, dm().DM_PROBES, strict=True):
+        assert [line.get_label() for line in ax.lines] == ["none (test acc 0.625)",
+                                                           "layernorm (test acc 0.875)"]
+        for line, fill, seeds in zip(ax.lines, ax.collections, runs.values(), strict=True):
+            s = fractions([r.probes[layer]["singular_values"] if rows == "all"
+                           else r.probes[layer]["nonpad"]["singular_values"] for r in seeds])
+            np.testing.assert_allclose(line.get_xdata(), [1, 2, 3])
+            np.testing.assert_allclose(line.get_ydata(), s.mean(0))
+            low, high = band(fill)
+            np.testing.assert_allclose(low, s.min(0))
+            np.testing.assert_allclose(high, s.max(0))
+    assert fig._suptitle.get_text().startswith("Figure 4 re-drawn: spectra of hidden states")
+
+
+def test_a_seeds_ranks_are_recorded_per_probed_block_with_its_accuracies():
+    class Claim:
+        def record(self, **evidence):
+            self.evidence = evidence
+
+    runs = [encoder_run(spectra_of(0), 0.5), encoder_run({**spectra_of(1), "blocks.5": [1.0]}, 0.25)]
+    claim = Claim()
+    dm().record_ranks(claim, runs, "-nonpad")
+    assert claim.evidence == {"erank": {"blocks.0": [3.988, 3.988], "blocks.2": [3.988, 3.988],
+                                        "blocks.5": [3.988, 1.988]},
+                              "rows": "nonpad", "test_acc": [0.5, 0.25], "train_acc": [0.55, 0.3],
+                              "data": "ag_news rows"}
+    dm().record_ranks(claim, runs)
+    assert claim.evidence["erank"]["blocks.5"] == [3.123, 1.123] and claim.evidence["rows"] == "all"
+
+
+def test_the_stability_figure_draws_each_rules_seeds_its_mean_and_the_reference_ranges():
+    by_method = {"bp": [0.1, 0.2, 0.3], "dfa": [0.7, 0.9], "fa": [0.4]}
+    fig = Figure()
+    fa().draw_stability(fig, by_method)
+    (ax,) = fig.axes
+    points = [c.get_offsets() for c in ax.collections]
+    for i, values in enumerate(by_method.values()):
+        np.testing.assert_allclose(points[i], [[i, v] for v in values])
+    assert [p.get_height() for p in ax.patches[:3]] == pytest.approx([0.2, 0.8, 0.4])
+    assert [p.get_x() + p.get_width() / 2 for p in ax.patches[:3]] == pytest.approx([0, 1, 2])
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["bp", "dfa", "fa"]
+    assert ax.get_ylabel() == "direction stability at h_2"
+    assert ax.get_title() == "Cross-batch gradient-direction stability per learning rule"
+    assert_reference_bands(ax)
+
+
+def assert_reference_bands(ax) -> None:
+    """The protocol's BP and DFA reference ranges, as horizontal bands named in the legend."""
+    spans = [p for p in ax.patches if p.get_label().endswith(("reference 0.05-0.18",
+                                                              "reference 0.5-0.99"))]
+    assert [p.get_label() for p in spans] == ["BP reference 0.05-0.18", "DFA reference 0.5-0.99"]
+    for span, (low, high) in zip(spans, (BP_RANGE, DFA_RANGE), strict=True):
+        assert (span.get_y(), span.get_y() + span.get_height()) == pytest.approx((low, high))
+        assert (span.get_x(), span.get_width()) == (0, 1)  # across the whole axis
+    assert {t.get_text() for t in ax.get_legend().get_texts()} >= {s.get_label() for s in spans}
+
+
+def test_the_stability_by_epochs_figure_draws_each_rules_mean_over_seeds_and_band_on_a_log_axis():
+    by_epochs = {"bp": {5: [0.1, 0.3], 1: [0.2, 0.4], 2: [0.05, 0.15], 10: [0.5, 0.7]},
+                 "dfa": {1: [0.6, 0.6], 2: [0.7, 0.9], 5: [0.8, 0.8], 10: [0.9, 0.95]}}
+    fig = Figure()
+    fa().draw_stability_by_epochs(fig, by_epochs)
+    (ax,) = fig.axes
+    assert [line.get_label() for line in ax.lines] == ["bp", "dfa"]
+    for line, fill, per_epoch in zip(ax.lines, ax.collections, by_epochs.values(), strict=True):
+        epochs = sorted(per_epoch)
+        values = np.array([per_epoch[e] for e in epochs])
+        np.testing.assert_allclose(line.get_xdata(), epochs)
+        np.testing.assert_allclose(line.get_ydata(), values.mean(1))
+        low, high = band(fill)
+        np.testing.assert_allclose(low, values.min(1))
+        np.testing.assert_allclose(high, values.max(1))
+    assert ax.get_xscale() == "log"
+    assert list(ax.get_xticks()) == [1, 2, 5, 10]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "2", "5", "10"]
+    assert ax.get_xlabel() == "training epochs" and ax.get_ylabel() == "direction stability at h_2"
+    assert ax.get_title().startswith("Gradient-direction stability against training")
+    assert_reference_bands(ax)
+
+
+def test_the_correlation_figure_draws_each_norms_trained_last_hidden_layer(data_env, monkeypatch):
+    """The unit correlations of each norm's trained net (its weights, not its initialization) on
+    the first 1,000 training images, first 64 live units of the last hidden layer."""
+    from normsys.claims.runs import Runs
+    from normsys.training.data import mnist
+    from normsys.training.record import trained_model
+
+    monkeypatch.setenv("NORMSYS_CACHE", "off")
+    dd = catalog.claim_file("test_layernorm_deep_dive")
+    session = Runs()
+    records = {norm: session.run(dd.mlp(norm, 0, steps=3)) for norm in ("none", "layernorm")}
+    fig = Figure()
+    dd.draw_correlations(fig, records)
+    axes = [ax for ax in fig.axes if ax.images]
+    assert len(axes) == 2 and len(fig.axes) == 3  # and the colour bar
+    x = mnist().x_train[:1000]
+    for ax, (norm, record) in zip(axes, records.items(), strict=True):
+        h = last_hidden(trained_model(record), x)
+        h = h[:, h.std(0) > 0][:, :64]
+        (image,) = ax.images
+        np.testing.assert_allclose(image.get_array(), np.corrcoef(h.T.numpy()), atol=1e-6)
+        assert image.get_clim() == (-1, 1) and image.get_cmap().name == "RdBu_r"
+        assert ax.get_title() == f"{norm}: mean |corr| {dd.unit_correlation(record):.3f}"
+    assert not np.allclose(axes[0].images[0].get_array(), axes[1].images[0].get_array())
+    assert fig._suptitle.get_text().startswith("Hidden-unit correlations, last hidden layer")
+
+
+def last_hidden(model, x):
+    """What the model's last hidden layer puts out as its whole forward runs."""
+    out = []
+    model.layers[-1].register_forward_hook(lambda module, args, h: out.append(h.detach()))
+    model(x)
+    return out[0]
