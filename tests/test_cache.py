@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import re
 import shutil
 import time
 from collections.abc import Callable
@@ -19,7 +20,7 @@ from normsys.claims import cache, progress
 from normsys.claims.cache import cached_runs, run_key
 from normsys.claims.progress import SILENT
 from normsys.training.config import preset
-from normsys.training.provenance import cpu_vendor, numeric_environment
+from normsys.training.provenance import cpu_vendor, described, numeric_environment
 from normsys.training.record import trained_model
 from normsys.training.train import run_environment, train_with_state
 
@@ -531,6 +532,58 @@ def test_a_run_the_cache_does_not_keep_serves_its_weights_to_the_session(
     folder.cleanup()  # as the process ends
     assert not Path(first.state_path).exists()
 
+
+
+def test_a_run_made_in_another_environment_than_asked_is_said_and_kept_under_its_own(
+        tmp_path, monkeypatch):
+    """A trainer elsewhere (a cluster node of other kernels) may make a run in another numeric
+    environment than the session asked for: it is kept under the one it was made in, never under
+    the key of the one asked (where it would be served as if made there)."""
+    monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path))
+    asked = {**run_environment(CFG), "device": "cpu (SVE256, Arm)"}
+    record, said = saying(lambda said: cached_runs(
+        [CFG], "", lambda cfgs: [train_with_state(c) for c in cfgs], progress=said,
+        environment=lambda cfg: asked)[0])
+    assert (tmp_path / "runs" / f"{run_key(CFG, '', record.env)}.json").is_file()
+    assert not (tmp_path / "runs" / f"{run_key(CFG, '', asked)}.json").exists()
+    assert f"{progress.label(CFG)} was made in another numeric environment " \
+           f"({described(record.env)}; asked: {described(asked)}): kept under its own, served " \
+           f"to this session only\n" in said
+    _, again = saying(lambda said: cached_runs([CFG], "", train_with_state, progress=said))
+    assert "another numeric environment" not in again  # asked here, found here
+
+
+def test_an_entry_of_another_environment_says_which(tmp_path, monkeypatch):
+    monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path))
+    made = cached_run(CFG, train_with_state)
+    path = tmp_path / "runs" / f"{run_key(CFG)}.json"
+    elsewhere = {**made.env, "threads": "8"}
+    assert cache._load(path, CFG, elsewhere) == (
+        None, f"it was made in another numeric environment ({described(made.env)})")
+
+
+def test_the_environments_digest_is_twelve_hex_digits_whatever_the_order_of_its_fields():
+    env = run_environment(CFG)
+    backwards = dict(reversed(list(env.items())))
+    assert list(backwards) != list(env)
+    assert cache.environment_digest(backwards) == cache.environment_digest(env)
+    assert re.fullmatch(r"[0-9a-f]{12}", cache.environment_digest(env))
+    assert cache.environment_digest({**env, "threads": "8"}) != cache.environment_digest(env)
+
+
+def test_a_disk_is_full_below_a_mebibyte_free_and_one_that_cannot_be_asked_is_not(
+        tmp_path, monkeypatch):
+    usage = shutil.disk_usage(tmp_path)
+    for free, full in ((cache.FULL_BELOW - 1, True), (cache.FULL_BELOW, False)):
+        monkeypatch.setattr(cache.shutil, "disk_usage", lambda p, free=free: usage._replace(free=free))
+        assert cache.disk_full(tmp_path) is full
+    assert cache.FULL_BELOW == 1 << 20
+
+    def unreadable(path):
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(cache.shutil, "disk_usage", unreadable)
+    assert cache.disk_full(tmp_path) is False
 
 def test_a_full_disk_is_said_in_words_not_in_torchs(tmp_path, monkeypatch):
     """torch.save on a full disk raises "unexpected pos ...": the line says the disk is full."""

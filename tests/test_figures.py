@@ -6,8 +6,11 @@ changes the picture.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
+from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
 
 from normsys import catalog
@@ -56,13 +59,15 @@ def spectra_of(seed: int) -> dict[str, list[float]]:
             for i, layer in enumerate(dm().DM_PROBES)}
 
 
-@pytest.mark.parametrize("rows", ["all", "nonpad"])
+@pytest.mark.parametrize("rows", [None, "all", "nonpad"])
 def test_figure_4_draws_each_blocks_spectra_as_fractions_mean_over_seeds_and_min_max_band(rows):
     runs = {"none": [encoder_run(spectra_of(0), 0.5), encoder_run(spectra_of(1), 0.75)],
             "layernorm": [encoder_run(spectra_of(2), 0.875)]}
     fig = Figure()
-    dm().draw_figure_4(fig, runs, rows)
+    dm().draw_figure_4(fig, runs, *([rows] if rows else []))  # every row unless told
     axes = fig.axes
+    assert side_by_side(axes)
+    assert all(axes[0].get_shared_y_axes().joined(axes[0], ax) for ax in axes[1:])
     assert [ax.get_title() for ax in axes] == ["block 1", "block 3", "block 6"]
     assert [ax.get_yscale() for ax in axes] == ["log"] * 3
     assert axes[0].get_ylabel() == "s_i / sum(s)" and axes[2].get_xlabel() == "singular value index"
@@ -72,7 +77,7 @@ def test_figure_4_draws_each_blocks_spectra_as_fractions_mean_over_seeds_and_min
         assert [line.get_label() for line in ax.lines] == ["none (test acc 0.625)",
                                                            "layernorm (test acc 0.875)"]
         for line, fill, seeds in zip(ax.lines, ax.collections, runs.values(), strict=True):
-            s = fractions([r.probes[layer]["singular_values"] if rows == "all"
+            s = fractions([r.probes[layer]["singular_values"] if rows != "nonpad"
                            else r.probes[layer]["nonpad"]["singular_values"] for r in seeds])
             np.testing.assert_allclose(line.get_xdata(), [1, 2, 3])
             np.testing.assert_allclose(line.get_ydata(), s.mean(0))
@@ -96,6 +101,8 @@ def test_a_seeds_ranks_are_recorded_per_probed_block_with_its_accuracies():
                               "data": "ag_news rows"}
     dm().record_ranks(claim, runs)
     assert claim.evidence["erank"]["blocks.5"] == [3.123, 1.123] and claim.evidence["rows"] == "all"
+    dm().record_ranks(claim, runs[:1])  # a claim run at one seed
+    assert claim.evidence["test_acc"] == [0.5] and claim.evidence["data"] == "ag_news rows"
 
 
 def test_the_stability_figure_draws_each_rules_seeds_its_mean_and_the_reference_ranges():
@@ -119,8 +126,10 @@ def assert_reference_bands(ax) -> None:
     spans = [p for p in ax.patches if p.get_label().endswith(("reference 0.05-0.18",
                                                               "reference 0.5-0.99"))]
     assert [p.get_label() for p in spans] == ["BP reference 0.05-0.18", "DFA reference 0.5-0.99"]
-    for span, (low, high) in zip(spans, (BP_RANGE, DFA_RANGE), strict=True):
+    for span, (low, high), colour in zip(spans, (BP_RANGE, DFA_RANGE), ("tab:green", "tab:red"),
+                                         strict=True):
         assert (span.get_y(), span.get_y() + span.get_height()) == pytest.approx((low, high))
+        assert to_rgb(span.get_facecolor()) == to_rgb(colour)
         assert (span.get_x(), span.get_width()) == (0, 1)  # across the whole axis
     assert {t.get_text() for t in ax.get_legend().get_texts()} >= {s.get_label() for s in spans}
 
@@ -163,6 +172,10 @@ def test_the_correlation_figure_draws_each_norms_trained_last_hidden_layer(data_
     dd.draw_correlations(fig, records)
     axes = [ax for ax in fig.axes if ax.images]
     assert len(axes) == 2 and len(fig.axes) == 3  # and the colour bar
+    assert side_by_side(axes) and tuple(fig.get_size_inches()) == (10, 4.2)
+    fig.canvas.draw()  # where the colour bar took its room from: both heatmaps alike
+    assert axes[0].get_position().width == pytest.approx(axes[1].get_position().width)
+    assert axes[1].images[0].colorbar.ax is fig.axes[2]
     x = mnist().x_train[:1000]
     for ax, (norm, record) in zip(axes, records.items(), strict=True):
         h = last_hidden(trained_model(record), x)
@@ -181,3 +194,10 @@ def last_hidden(model, x):
     model.layers[-1].register_forward_hook(lambda module, args, h: out.append(h.detach()))
     model(x)
     return out[0]
+
+
+def side_by_side(axes) -> bool:
+    """The axes in one row, left to right."""
+    boxes = [ax.get_position() for ax in axes]
+    return len({round(b.y0, 6) for b in boxes}) == 1 and all(
+        a.x1 <= b.x0 for a, b in itertools.pairwise(boxes))
