@@ -684,7 +684,7 @@ def test_branch(claim, variant):
 def test_every_branch_of_the_sequential_design_through_a_claim(pytester):
     """The values of each branch (tests/test_sequential.py) decided by a claim under
     --claims-max-seeds 8: each stops at the look where it decides, with that verdict."""
-    from test_sequential import BRANCHES
+    from tests.test_sequential import BRANCHES
 
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(tests_sequential_branches=f"BRANCHES = {BRANCHES!r}\n",
