@@ -1,7 +1,7 @@
-"""What each claim's figure draws (the report's evidence beside a verdict): which numbers go on
-which axis, the mean over seeds and its min-max band, the reference ranges and the labels. Each
-input below gives every seed, layer and rule numbers of their own, so that drawing another one
-changes the picture.
+"""What each claim's figure draws and what it records beside its verdict (the report's evidence):
+which numbers go on which axis, the mean over seeds and its min-max band, the reference ranges
+and the labels. Each input below gives every seed, layer and rule numbers of their own, so that
+drawing or recording another one changes the result.
 """
 
 from __future__ import annotations
@@ -87,11 +87,25 @@ def test_figure_4_draws_each_blocks_spectra_as_fractions_mean_over_seeds_and_min
     assert fig._suptitle.get_text().startswith("Figure 4 re-drawn: spectra of hidden states")
 
 
-def test_a_seeds_ranks_are_recorded_per_probed_block_with_its_accuracies():
-    class Claim:
-        def record(self, **evidence):
-            self.evidence = evidence
+class Claim:
+    """What a claim body hands its claim: the evidence recorded, the figures drawn (each drawn
+    here on a figure of its own), the runs it was checked on."""
 
+    def __init__(self, seeds=(0, 1)):
+        self.seeds, self.evidence, self.figures, self.checked = list(seeds), {}, {}, None
+
+    def record(self, **evidence):
+        self.evidence = evidence
+
+    def figure(self, name, draw):
+        self.figures[name] = Figure()
+        draw(self.figures[name])
+
+    def check(self, runs):
+        self.checked = runs
+
+
+def test_a_seeds_ranks_are_recorded_per_probed_block_with_its_accuracies():
     runs = [encoder_run(spectra_of(0), 0.5), encoder_run({**spectra_of(1), "blocks.5": [1.0]}, 0.25)]
     claim = Claim()
     dm().record_ranks(claim, runs, "-nonpad")
@@ -201,3 +215,66 @@ def side_by_side(axes) -> bool:
     boxes = [ax.get_position() for ax in axes]
     return len({round(b.y0, 6) for b in boxes}) == 1 and all(
         a.x1 <= b.x0 for a, b in itertools.pairwise(boxes))
+
+
+def lit():
+    return catalog.claim_file("test_literature")
+
+
+def test_xiongs_profiles_record_and_draw_each_depths_ffn_gradients_per_seed():
+    """A block's FFN gradient norm is the norm over its two Linears' weight gradients."""
+    def grads(layers: int, seed: int) -> dict[str, float]:
+        return {f"blocks.{b}.mlp.{i}.weight": (b + 1) * (seed + 1) * (3.0 if i == 0 else 4.0)
+                for b in range(layers) for i in (0, 2)} | {"blocks.0.attn.weight": 99.0}
+
+    fetched = []
+
+    def runs(cfgs):
+        fetched.append(cfgs)
+        return [RunRecord(config=c.to_dict(), fingerprint="f", version="0", metrics={}, curves={},
+                          probes={}, init_grad_norms=grads(c.model.layers, c.train.seed),
+                          diverged=False, steps=0, wall_time=0.0, env={}, data_source="")
+                for c in cfgs]
+
+    claim = Claim(seeds=(0, 2))
+    lit().xiong_profiles(claim, lit().POSTLN_GROWS, runs, "cpu", "post")
+    assert len(fetched) == 1 and [(c.model.layers, c.train.seed) for c in fetched[0]] == [
+        (6, 0), (12, 0), (6, 2), (12, 2)]  # every run at once
+    profiles = claim.evidence["ffn_grad_profiles"]
+    assert list(profiles) == ["post-LN, 6 blocks", "post-LN, 12 blocks"]
+    for depth, per_seed in zip((6, 12), profiles.values(), strict=True):
+        assert per_seed == [pytest.approx([5.0 * (b + 1) * (s + 1) for b in range(depth)])
+                            for s in (0, 2)]
+    (ax,) = claim.figures["profiles"].axes
+    assert ax.get_title() == "Xiong profile, post-LN (mean over seeds, band min-max)"
+    assert ax.get_ylabel() == "||grad FFN weights|| at init" and ax.get_xlabel() == "block"
+    assert [line.get_label() for line in ax.lines] == list(profiles)
+
+
+def test_dongs_residuals_are_each_claim_seeds_stack_of_six_layers():
+    claim = Claim(seeds=(3, 5))
+    for skips in (False, True):
+        assert lit().dong_residuals(claim, skips) == [
+            lit().attention_stack_residuals(s, depth=6, skips=skips) for s in (3, 5)]
+    assert len(lit().dong_residuals(claim, True)[0]) == 7  # the input and six layers
+
+
+def test_an_equivalence_claim_records_each_norms_validation_losses_and_draws_their_curves():
+    statistic = lit().VAL_LOSS_VS_LN
+
+    def runs(cfgs):
+        return [RunRecord(config=c.to_dict(), fingerprint="f", version="0",
+                          metrics={"val_loss": 2.0 + c.train.seed + (c.model.norm == "rmsnorm")},
+                          curves={"loss": [3.0, 2.5 - c.train.seed]}, probes={},
+                          init_grad_norms={}, diverged=False, steps=2, wall_time=0.0, env={},
+                          data_source="") for c in cfgs]
+
+    claim = Claim(seeds=(0, 1))
+    lit().equivalence_to_layernorm(claim, runs, statistic.declaration, "cpu")
+    assert claim.evidence == {"val_loss": {"rmsnorm": [3.0, 4.0], "layernorm": [2.0, 3.0]}}
+    assert claim.checked is runs
+    (ax,) = claim.figures["loss-curves"].axes
+    assert claim.figures["loss-curves"]._suptitle.get_text() == \
+        "Char GPT training loss, rmsnorm vs layernorm (mean over seeds, band min-max)"
+    assert ax.get_ylabel() == "loss"
+    assert [line.get_label() for line in ax.lines] == ["rmsnorm", "layernorm"]
