@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 import pytest
+import torch
 
 from normsys import catalog
 from normsys.claims import experiments as ex
@@ -320,3 +321,40 @@ def test_a_claim_file_is_found_by_its_name_or_said_missing():
     assert dm().__name__ == "claims.test_dual_mechanism"
     with pytest.raises(ValueError, match=r"^no claim file test_nothing.py in .*claims$"):
         catalog.claim_file("test_nothing")
+
+
+def lj():
+    return catalog.claim_file("test_ln_jacobian")
+
+
+def test_the_jacobian_claims_read_each_layernorm_of_the_trained_net_through_its_own_backward(
+        data_env, monkeypatch):
+    """On a fresh validation batch (never trained on), every LayerNorm of the trained model as its
+    learning rule runs it backward: an FA net's dL/dout comes through its feedback matrices,
+    not through W^T."""
+    from normsys.claims.protocol import layernorm_gradients, ln_decomposition_summary, ln_vjp_errors
+    from normsys.claims.runs import Runs
+    from normsys.training.data import tiny_shakespeare
+    from normsys.training.record import trained_model
+    from normsys.training.tasks import lm_batch
+
+    monkeypatch.setenv("NORMSYS_CACHE", "off")
+    small = {"model.d": 32, "model.layers": 1, "model.seq_len": 32, "train.batch_size": 8}
+    fa, bp = (Runs().run(ex.char_gpt(0, method=m, steps=3).override(**small)) for m in ("fa", "bp"))
+    x, y = lj().fresh_lm_batch(fa.run_config)
+    _, val, _ = tiny_shakespeare()
+    x_again, _ = lm_batch(val, 32, 8, torch.Generator().manual_seed(12_345))
+    assert torch.equal(x, x_again) and x.shape == (8, 32)
+    assert not torch.equal(x, lj().fresh_lm_batch(fa.run_config, seed=1)[0])
+    captures = lj().captures_of(fa)
+    own = layernorm_gradients(trained_model(fa), x, y)
+    plain = layernorm_gradients(trained_model(fa, learning_rule=False), x, y)
+    assert len(captures) == 3  # two in the block, the final one
+    for c, o in zip(captures, own, strict=True):
+        assert torch.equal(c["x"], o["x"]) and torch.equal(c["grad_out"], o["grad_out"])
+    assert not all(torch.equal(c["grad_out"], p["grad_out"]) for c, p in zip(captures, plain,
+                                                                              strict=True))
+    assert lj().max_vjp_error([bp]) == max(ln_vjp_errors(lj().captures_of(bp)))
+    assert lj().cos_center_scale([fa]) == ln_decomposition_summary(captures)["cos_center_scale"]
+    assert lj().cos_center_scale([fa]) != ln_decomposition_summary(captures, False)[
+        "cos_center_scale"]
