@@ -358,3 +358,30 @@ def test_the_jacobian_claims_read_each_layernorm_of_the_trained_net_through_its_
     assert lj().cos_center_scale([fa]) == ln_decomposition_summary(captures)["cos_center_scale"]
     assert lj().cos_center_scale([fa]) != ln_decomposition_summary(captures, False)[
         "cos_center_scale"]
+
+
+def test_the_fa_protocol_measures_a_trained_nets_weights_by_backprop_after_the_epoch_asked(
+        data_env, monkeypatch):
+    """An FA net is measured through W^T (a plain model with its weights), not through its
+    feedback matrices; ``epoch``: the weights it kept after that epoch."""
+    from normsys.claims.protocol import mnist_report
+    from normsys.claims.runs import Runs
+    from normsys.training.record import trained_model
+
+    fa_file = catalog.claim_file("test_fa_protocol")
+    monkeypatch.setenv("NORMSYS_CACHE", "off")
+    cfg = fa_file.fa_mlp("fa", 0).override(**{"data.n_train": 256, "data.n_test": 128,
+                                               "train.snapshots": (1,)})
+    record = Runs().run(cfg)
+    report = fa_file.fa_protocol(record)
+    assert report == mnist_report(trained_model(record, learning_rule=False))
+    assert report != mnist_report(trained_model(record))  # its feedback's gradients differ
+    after_one = fa_file.fa_protocol(record, 1)
+    assert after_one == mnist_report(trained_model(record, learning_rule=False, epoch=1))
+    assert after_one["stability"] != report["stability"]
+    assert fa_file.stability_of([record]) == report["stability"]
+    assert fa_file.stabilities([(record, report), (record, after_one)]) == [
+        report["stability"], after_one["stability"]]
+    assert fa_file.trained_accuracies([(record, report)]) == [record.metrics["test_acc"]]
+    assert fa_file.trained_by("dfa", frozen=True)(3, "cpu", "-long") == [
+        fa_file.fa_mlp("dfa", 3, "cpu", True, 10)]
