@@ -142,5 +142,6 @@ def test_control_surrogate_rule_flips_where_the_radial_term_vanishes(data_env):
                 for m, batch in nets]
 
     exact, plain = cos_cs(True), cos_cs(False)
+    assert exact == pytest.approx([1.0] * len(CONTROL_SEEDS), abs=1e-9)  # at every LayerNorm
     assert COSTS_MORE_WITH_SOFTMAX.rule.decide_paired(exact, plain).verdict == SUPPORTED
     assert COSTS_MORE_WITH_SOFTMAX.rule.decide_paired(plain, exact).verdict == REFUTED

@@ -385,3 +385,23 @@ def test_the_fa_protocol_measures_a_trained_nets_weights_by_backprop_after_the_e
     assert fa_file.trained_accuracies([(record, report)]) == [record.metrics["test_acc"]]
     assert fa_file.trained_by("dfa", frozen=True)(3, "cpu", "-long") == [
         fa_file.fa_mlp("dfa", 3, "cpu", True, 10)]
+
+
+def test_dongs_attention_stack_is_the_claims_setting_each_layer_added_to_its_input_with_skips():
+    """Random self-attention layers (d=64, one head, torch's seed the claim seed) on 8 sequences
+    of 32 tokens (their own generator, seed + 1); with skips each layer's output is added."""
+    from normsys.training.diagnostics import rank_collapse_residual
+    from normsys.training.models import Attention
+
+    torch.manual_seed(3)
+    layer = Attention(64, 1)
+    x = torch.randn(8, 32, 64, generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        pure, skip = layer(x), x + layer(x)
+    res = [rank_collapse_residual(h) for h in (x, pure, skip)]
+    assert lit().attention_stack_residuals(3, depth=1) == res[:2]
+    assert lit().attention_stack_residuals(3, depth=1, skips=True) == [res[0], res[2]]
+    six = lit().attention_stack_residuals(3)
+    assert six == lit().attention_stack_residuals(3, depth=6, skips=False, d=64, tokens=32,
+                                                  batch=8, heads=1)
+    assert len(six) == 7 and six[:2] == res[:2]
