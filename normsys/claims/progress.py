@@ -173,35 +173,38 @@ SILENT = Progress()  # what a caller that names no stream gets
 
 SHOWN = {"model.norm", "train.method", "train.seed"}  # in every label already
 UNSHOWN = {"train.probe", "train.probe_batch", "train.snapshots", "train.keep_state"}
+MOST_SHOWN = 4  # the fields a label names beside its family, norm, rule and seed
 
 
 def label(cfg) -> str:
     """family/norm/method/seed, what else differs from the family's preset, (tier, fingerprint):
     two runs of one family, norm and seed read apart, e.g. ``tanh_mlp/none/bp/s0 residual=False``."""
+    at, changes = nearest(cfg)
     name = (f"{cfg.model.family}/{cfg.model.norm}/{cfg.train.method}/s{cfg.train.seed}"
-            + "".join(f" {k.split('.')[1]}={v}" for k, v in differences(cfg)))
-    return f"{name} ({tier(cfg)} tier, {cfg.fingerprint()[:8]})"
+            + "".join(f" {k.split('.')[1]}={v}" for k, v in changes[:MOST_SHOWN]))
+    return f"{name} ({at} tier, {cfg.fingerprint()[:8]})"
 
 
 def tier(cfg) -> str:
+    """The tier of ``cfg`` (``nearest``)."""
+    return nearest(cfg)[0]
+
+
+def differences(cfg, most: int = MOST_SHOWN) -> list[tuple[str, object]]:
+    """Up to ``most`` fields in which ``cfg`` differs from its family's preset at its tier."""
+    return nearest(cfg)[1][:most]
+
+
+def nearest(cfg) -> tuple[str, list[tuple[str, object]]]:
     """The tier whose preset of ``cfg``'s family it differs from in fewest fields (a config does
     not say its tier: most families' data are the same at both, the paper tier trains on a GPU),
-    its data's tier on a tie or for a family with no preset."""
+    its data's tier on a tie; and those fields, but the ones a label always or never shows. A
+    family with no preset: its data's tier, no fields."""
     if cfg.model.family not in PRESETS:
-        return cfg.data.tier
-    return min(TIERS, key=lambda t: (len(changed(cfg, t)), t != cfg.data.tier))
-
-
-def differences(cfg, most: int = 4) -> list[tuple[str, object]]:
-    """Up to ``most`` fields in which ``cfg`` differs from its family's preset at its tier."""
-    if cfg.model.family not in PRESETS:
-        return []
-    return changed(cfg, tier(cfg))[:most]
-
-
-def changed(cfg, at: str) -> list[tuple[str, object]]:
-    """Every field but those a label always or never shows in which ``cfg`` differs from its
-    family's preset at tier ``at``."""
-    ours, base = cfg.flat(), preset(cfg.model.family, at).flat()
-    return [(k, v) for k, v in ours.items()
-            if k not in SHOWN | UNSHOWN and base.get(k) != v]
+        return cfg.data.tier, []
+    ours = cfg.flat()
+    bases = {t: preset(cfg.model.family, t).flat() for t in TIERS}
+    changes = {t: [(k, v) for k, v in ours.items() if k not in SHOWN | UNSHOWN
+                   and base.get(k) != v] for t, base in bases.items()}
+    at = min(TIERS, key=lambda t: (len(changes[t]), t != cfg.data.tier))
+    return at, changes[at]
