@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
@@ -215,15 +217,19 @@ def test_the_residual_mlp_uses_the_configured_activation(act):
     assert all(type(block[2]) is ACTS[act] for block in model.blocks)
 
 
-def test_a_model_without_weights_kept_says_how_to_keep_them(tmp_path):
+def test_a_model_without_weights_says_why_it_has_none(tmp_path):
     from normsys.training.config import preset
     from normsys.training.record import RunRecord, trained_model
 
     cfg = preset("ffn_stack")
     record = RunRecord.__new__(RunRecord)
-    record.fingerprint, record.state_path = cfg.fingerprint(), None
-    for path in (None, str(tmp_path / "gone.pt")):
+    record.fingerprint = cfg.fingerprint()
+    gone = str(tmp_path / "gone.pt")
+    cases = [(False, gone, r" kept no weights: its config has train.keep_state=False; set it True"),
+             (True, None, r" has no weights stored with its record: the run cache stores them"),
+             (True, gone, rf"'s weights are gone from {re.escape(gone)} \(removed, or kept by a")]
+    for keep, path, why in cases:
+        record.config = cfg.override(**{"train.keep_state": keep}).to_dict()
         record.state_path = path
-        with pytest.raises(FileNotFoundError, match=f"^run {cfg.fingerprint()} kept no weights "
-                                                    r"\(state_path=.*\); set train.keep_state"):
+        with pytest.raises(FileNotFoundError, match=f"^run {cfg.fingerprint()}{why}"):
             trained_model(record)

@@ -117,7 +117,7 @@ def dfa_loss_and_backward(model: nn.Module, x: Tensor, y: Tensor, feedback: list
     total.backward()
     signals = []
     for h_l, b_l in zip(hidden, feedback, strict=True):
-        signal = feedback_signal(e, b_l.to(e.dtype))  # (B, d)
+        signal = stacked.linear(e, b_l.to(e.dtype).mT)  # e B_l: (B, d), each seed's own B_l
         if tokens:
             full = torch.zeros_like(h_l)
             full[:, 0] = signal
@@ -127,10 +127,3 @@ def dfa_loss_and_backward(model: nn.Module, x: Tensor, y: Tensor, feedback: list
         signals.append(signal)
     return loss.detach(), logits.detach(), signals
 
-
-def feedback_signal(e: Tensor, b: Tensor) -> Tensor:
-    """e B: (rows, n_out) by one seed's B (n_out, d), or each seed's rows by its own B of (S, n_out,
-    d) (the rows seed-folded)."""
-    if b.dim() == 2:
-        return e @ b
-    return torch.bmm(stacked.by_seed(e, b.shape[0]), b).reshape(e.shape[0], b.shape[-1])

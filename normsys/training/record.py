@@ -92,10 +92,19 @@ def trained_model(record: RunRecord, learning_rule: bool = True, device: str = "
     the weights into a plain model, whose backward is autograd's through the true weights (an FA
     net's feedback matrices left out): what a diagnostic of the net itself measures. ``epoch``:
     the weights after that epoch instead (one of the config's train.snapshots)."""
-    if record.state_path is None or not Path(record.state_path).is_file():
-        raise FileNotFoundError(f"run {record.fingerprint} kept no weights (state_path="
-                                f"{record.state_path}); set train.keep_state=True and rerun")
     cfg = record.run_config
+    if not cfg.train.keep_state:
+        raise FileNotFoundError(f"run {record.fingerprint} kept no weights: its config has "
+                                f"train.keep_state=False; set it True and rerun")
+    if record.state_path is None:
+        raise FileNotFoundError(f"run {record.fingerprint} has no weights stored with its record: "
+                                f"the run cache stores them (normsys.claims.cache.cached_runs); a "
+                                f"record trained outside it, or whose disk took no weights (a "
+                                f"full disk), has none")
+    if not Path(record.state_path).is_file():
+        raise FileNotFoundError(f"run {record.fingerprint}'s weights are gone from "
+                                f"{record.state_path} (removed, or kept by a process that has "
+                                f"ended); rerun it")
     stored = torch.load(record.state_path, map_location=device)
     if epoch is not None and epoch not in cfg.train.snapshots:
         raise ValueError(f"run {record.fingerprint} kept no weights after epoch {epoch}; "
