@@ -334,6 +334,54 @@ def test_worker_processes_register_the_users_norm_again(user_file, monkeypatch):
     assert scorecard.judge(plan, in_workers, stats) == here
 
 
+def test_a_worker_registers_the_norms_and_trains_quietly_on_its_threads(user_file, monkeypatch,
+                                                                        tmp_path):
+    """What each worker process does before its first run, here in this process (the pool's
+    initializer and task): the user's norms registered again under their names, Ctrl-C left to the
+    parent, the torch threads asked, no step bars, its progress lines on stderr sharing the
+    parent's counter file; a run asked of it is its own Runs' run, with its index."""
+    import os
+    import signal
+
+    from normsys.training import train
+
+    handlers, threads = {}, []
+    monkeypatch.setattr(signal, "signal", lambda sig, handler: handlers.update({sig: handler}))
+    monkeypatch.setattr(torch, "set_num_threads", threads.append)
+    monkeypatch.setattr(train, "STEP_BARS", True)
+    monkeypatch.setattr(scorecard, "_WORKER_RUNS", None)
+    monkeypatch.setattr(scorecard, "_WORKER_ERROR", "")
+    scorecard._start_worker([(f"{user_file}:LNWrap", "wrap")], 3, str(tmp_path / "done"))
+    assert handlers == {signal.SIGINT: signal.SIG_IGN} and threads == [3]
+    assert train.STEP_BARS is False and "wrap" in norms.NORMS
+    runs = scorecard._WORKER_RUNS
+    assert isinstance(runs, Runs) and runs.progress.counter == tmp_path / "done"
+    try:
+        assert os.path.sameopenfile(runs.progress.fd, 2) and runs.progress.fd != 2
+    finally:
+        os.close(runs.progress.fd)
+    cfg = preset("ffn_stack")
+    monkeypatch.setattr(runs, "run", lambda c: made(c, 1.5))
+    index, record = scorecard._fetch((4, cfg))
+    assert index == 4 and record.run_config == cfg and record.metrics == {"v": 1.5}
+
+
+def test_a_worker_that_cannot_register_a_norm_says_so_at_its_first_run(user_file, monkeypatch):
+    """A pool starts a worker whose initializer raised again and again: the initializer keeps
+    the reason, and every run asked of the worker fails with it."""
+    import signal
+
+    monkeypatch.setattr(signal, "signal", lambda sig, handler: None)
+    monkeypatch.setattr(torch, "set_num_threads", lambda n: None)
+    monkeypatch.setattr(scorecard, "_WORKER_RUNS", None)
+    monkeypatch.setattr(scorecard, "_WORKER_ERROR", "")
+    scorecard._start_worker([(f"{user_file}:Missing", "missing")], 1, "unused")
+    assert scorecard._WORKER_RUNS is None
+    with pytest.raises(ValueError, match=rf"^in a worker process: '{re.escape(str(user_file))}"
+                                         r":Missing': .* has no attribute 'Missing'"):
+        scorecard._fetch((0, preset("ffn_stack")))
+
+
 # ----------------------------------------------------------------------------- register's checks
 
 CHECKS = textwrap.dedent('''
