@@ -1047,6 +1047,91 @@ def test_fetch_in_this_process_fetches_each_run_once(monkeypatch):
     assert asked[0] == first  # encoders and char GPTs, the longest runs, first
 
 
+def test_the_cost_line_counts_the_runs_to_train_and_their_minutes_per_process():
+    rows = [(None, "cached"), (None, "~60 s (as recorded on x)"), (None, "time unknown"),
+            (None, "~30 s (its LayerNorm run's time here)")]
+    seconds = {"a": 120.0, "b": 0.0, "c": 66.0}
+    assert scorecard.cost_line(rows, seconds, 1, 1) == \
+        "4 runs, 1 cached; the other 3 ~3.1 min of training on one core, plus 1 not timed yet"
+    assert scorecard.cost_line(rows, seconds, 0, 2) == \
+        "4 runs, 1 cached; the other 3 ~3.1 min of training on one core (~1.6 min on 2 processes)"
+    assert scorecard.cost_line(rows, {"a": 3600.0}, 0, 3).endswith(
+        "~60.0 min of training on one core (~20.0 min on 3 processes)")
+    assert scorecard.cost_line(rows[:1] * 2, {}, 0, 2) == "2 runs, 2 cached"
+
+
+class SyncPool:
+    """A worker pool that runs its tasks here, in the order given back reversed (they arrive in
+    any order), and records how fetch drives it."""
+
+    made: list = []
+
+    def __init__(self, processes, initializer, initargs):
+        self.calls = [("Pool", processes, initializer, initargs)]
+        SyncPool.made.append(self)
+
+    def imap_unordered(self, func, iterable, chunksize):
+        self.calls.append(("imap_unordered", func, chunksize))
+        results = [func(item) for item in iterable][::-1]
+        pool = self
+
+        class Arriving:
+            def next(self, timeout):
+                pool.calls.append(("next", timeout))
+                return results.pop(0)
+        return Arriving()
+
+    def close(self):
+        self.calls.append(("close",))
+
+    def terminate(self):
+        self.calls.append(("terminate",))
+
+    def join(self):
+        self.calls.append(("join",))
+
+
+def test_fetch_hands_the_plan_to_a_spawned_pool_and_maps_each_record_to_its_config(
+        monkeypatch, tmp_path, user_file):
+    """fetch's side of the worker pool (the pool itself runs here): spawned processes, one per
+    worker, started with the user's norms by absolute spec, the threads and the shared counter;
+    one run a task; each record given to its own config whatever order they arrive in; the pool
+    closed and joined, or terminated at once where a run fails."""
+    contexts = []
+    monkeypatch.setattr(scorecard, "get_context", lambda method: contexts.append(method) or
+                        type("Context", (), {"Pool": SyncPool}))
+    SyncPool.made.clear()
+    worker_runs = Runs()
+    monkeypatch.setattr(worker_runs, "run", lambda c: made(c, c.train.seed + 0.5))
+    monkeypatch.setattr(scorecard, "_WORKER_RUNS", worker_runs)
+    monkeypatch.setattr(scorecard, "_WORKER_ERROR", "")
+    plan = scorecard.plan(["rmsnorm"], statistics=PARTS[:1])
+    seen = []
+    monkeypatch.chdir(user_file.parent)
+    got = scorecard.fetch(plan, [("usernorms.py:LNWrap", "wrap")], workers=2, runs=Runs(),
+                          threads=3, done=lambda records: seen.append(len(records)))
+    assert contexts == ["spawn"] and len(SyncPool.made) == 1
+    (_, processes, initializer, (specs, threads, counter)), *rest = SyncPool.made[0].calls
+    assert (processes, initializer, threads) == (2, scorecard._start_worker, 3)
+    assert specs == [(f"{user_file}:LNWrap", "wrap")] and counter.endswith("/done")
+    assert rest[0] == ("imap_unordered", scorecard._fetch, 1)
+    assert rest[1:4] == [("next", scorecard.WAIT_FOREVER)] * 3 and rest[4:] == [("close",), ("join",)]
+    assert list(got) == sorted(plan.configs, key=lambda c: c.model.family != "encoder")
+    assert all(record.run_config == c and record.metrics == {"v": c.train.seed + 0.5}
+               for c, record in got.items())
+    assert seen == [1, 2, 3]
+
+    counted = Runs(scorecard.Progress(counter=tmp_path / "tally"))
+    scorecard.fetch(plan, [], workers=3, runs=counted)
+    assert SyncPool.made[-1].calls[0][1] == 3 and SyncPool.made[-1].calls[0][3] == \
+        ([], scorecard.RUN_THREADS, str(tmp_path / "tally"))
+
+    monkeypatch.setattr(worker_runs, "run", lambda c: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        scorecard.fetch(plan, [], workers=2, runs=Runs())
+    assert SyncPool.made[-1].calls[-2:] == [("terminate",), ("join",)]
+
+
 def test_a_statistic_the_kind_does_not_take_leaves_the_rest_of_its_row_judged():
     """n/a in the first column, the next still decided; each statistic's value read by name."""
     flipped = PARTS[::-1]
