@@ -4,6 +4,7 @@ another name lands on the built-in layernorm (or none) row."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import math
@@ -713,9 +714,11 @@ def test_committed_builtin_cells_stand_in_for_their_runs_where_made_alike(tmp_pa
     table = scorecard.judge(full, records_of(full), stats)
 
     user = scorecard.plan(["mine", "layernorm", "none"], statistics=stats)
-    user.known, why = scorecard.committed(user, lambda cfg: env, tmp_path)
+    asked, every_run = [], set(user.configs)
+    user.known, why = scorecard.committed(user, lambda cfg: asked.append(cfg) or env, tmp_path)
     assert why == "" and set(user.known) == {(s, n) for s in ("level", "vs")
                                              for n in ("layernorm", "none")}
+    assert set(asked) == every_run  # the environment each of its runs would train in
     assert {norm_of(c) for c in user.configs} == {"mine"}  # only the user's runs train
     assert scorecard.judge(user, records_of(user), stats) == table
     assert table["mine"]["vs"]["values"] == pytest.approx([-0.3, -0.22, -0.24])  # paired by seed
@@ -724,6 +727,24 @@ def test_committed_builtin_cells_stand_in_for_their_runs_where_made_alike(tmp_pa
     assert scorecard.committed(user, lambda cfg: elsewhere, tmp_path) == (
         {}, "scorecard-builtin-cpu.json was made on cpu (X, Y), 1 thread(s), torch t, this "
             "machine trains on cpu (AVX2, AMD), 1 thread(s), torch t")
+    two = {**env, "device": "cpu (AVX2, AMD)"}, {**env, "device": "cpu (A, B)"}
+    body["provenance"]["environments"] = [env, *two]
+    (tmp_path / "scorecard-builtin-cpu.json").write_text(json.dumps(body))
+    assert scorecard.committed(user, lambda cfg: two[cfg.train.seed % 2] | {"threads": "2"},
+                               tmp_path)[1] == (
+        "scorecard-builtin-cpu.json was made on cpu (A, B), 1 thread(s), torch t; cpu (AVX2, AMD), "
+        "1 thread(s), torch t; cpu (X, Y), 1 thread(s), torch t, this machine trains on "
+        "cpu (A, B), 2 thread(s), torch t; cpu (AVX2, AMD), 2 thread(s), torch t")
+    del body["provenance"]["environments"]  # a file that names none is read by no machine
+    (tmp_path / "scorecard-builtin-cpu.json").write_text(json.dumps(body))
+    assert scorecard.committed(user, lambda cfg: env, tmp_path) == (
+        {}, "scorecard-builtin-cpu.json was made on no environment it names, this machine trains "
+            "on cpu (X, Y), 1 thread(s), torch t")
+    body["provenance"]["environments"] = [env]
+    del body["norms"]["none"]["vs"]  # a cell the file lacks is trained, the others read
+    (tmp_path / "scorecard-builtin-cpu.json").write_text(json.dumps(body))
+    assert set(scorecard.committed(user, lambda cfg: env, tmp_path)[0]) == \
+        {("level", "layernorm"), ("vs", "layernorm"), ("level", "none")}
     body["norms"]["none"]["level"]["runs"][0] = ["another config"]
     (tmp_path / "scorecard-builtin-cpu.json").write_text(json.dumps(body))
     assert ("level", "none") not in scorecard.committed(user, lambda cfg: env, tmp_path)[0]
@@ -766,6 +787,15 @@ def test_the_committed_builtin_scorecard_is_stale_when_its_code_runs_rules_or_ce
         f"scorecard-builtin-cpu.json was made by other training code (digest {'0' * 12}, now "
         f"{body['provenance']['code']})")
     assert scorecard.stale("paper", tmp_path) == "there is no scorecard-builtin-paper.json"
+    paper = scorecard.plan(list(scorecard.BUILTIN_ROWS), "paper")
+    stats = {s.name: s for s in catalog.declared()}
+    norms_of = {norm: {stat: {"runs": [[c.fingerprint() for c in cs] for cs in seeds],
+                              "rule": str(stats[stat].rule(norm))}
+                       for (stat, n), seeds in paper.cells.items() if n == norm}
+                for norm in scorecard.BUILTIN_ROWS}
+    (tmp_path / "scorecard-builtin-paper.json").write_text(json.dumps(
+        {"norms": norms_of, "provenance": {"code": body["provenance"]["code"]}}))
+    assert scorecard.stale("paper", tmp_path) == ""  # judged by the paper tier's runs
 
 
 def test_a_diverged_seed_is_nan_and_leaves_its_cell_inconclusive_and_said():
@@ -928,6 +958,25 @@ def test_a_statistic_with_parts_must_hold_for_each():
     assert stat.judge("x", lambda kind: diverged).verdict == "inconclusive"
 
 
+def test_a_column_is_as_wide_as_its_statistics_name_where_that_is_the_widest():
+    long = dataclasses.replace(PARTS[0], name="a_level_named_at_length")
+    _, table = judged()
+    table = {norm: {long.name: row["level"]} for norm, row in table.items()}
+    assert scorecard.as_text(table, [long]).splitlines()[:2] == [
+        "           a_level_named_at_length  ",
+        "mine       0.25 x                   "]
+
+
+def test_complete_names_the_statistics_asked_whose_runs_are_all_in():
+    plan = scorecard.plan(["rmsnorm"], statistics=PARTS)
+    records = {c: made(c, 1.0) for c in plan.configs}
+    assert scorecard.complete(plan, records, PARTS) == list(PARTS)
+    level = {c for key, seeds in plan.cells.items() if key[0] == "level" for cs in seeds for c in cs}
+    missing = next(c for c in plan.configs if c not in level)
+    assert scorecard.complete(plan, {c: r for c, r in records.items() if c != missing},
+                              PARTS) == [PARTS[0]]
+
+
 def test_the_table_in_text_and_markdown_and_the_legend():
     _, table = judged()
     text = scorecard.as_text(table, PARTS)
@@ -1030,6 +1079,8 @@ def test_estimate_says_cached_timed_by_its_layernorm_twin_or_unknown(tmp_path, m
     assert said["l2", 0] == said["rmsnorm", 2] == said["l2", 2] == "time unknown"
     assert sum(seconds.values()) == pytest.approx(2 * wall) and unknown == 3
     assert len(seconds) == 5  # every run to train, 0 s where none is timed
+    rows, _, unknown = scorecard.estimate(plan, runs, threads=7)  # none trained on 7 threads
+    assert {how for _, how in rows} == {"time unknown"} and unknown == 6
 
 
 def test_fetch_in_this_process_fetches_each_run_once(monkeypatch):
