@@ -23,8 +23,8 @@ from normsys.claims.declaration import Declaration, Statistic
 from normsys.training.config import RunConfig, preset
 
 CLAIMS = Path(__file__).parents[1] / "claims"  # the claim files, in a checkout
-CLAIM_MODULES = "claims."  # their module names once imported here: claims/test_x.py is claims.test_x
-# (the name mutation testing gives the file's functions, so that it finds their tests)
+CLAIM_MODULES = "claims."  # their module names: claims/test_x.py is claims.test_x, as pytest
+# imports it (claims/ is a package) and as mutation testing names the file's functions
 
 
 def claim_files(folder: Path = CLAIMS) -> list:

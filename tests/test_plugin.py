@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from normsys import catalog
 from normsys.claims import ledger
 from normsys.claims.declaration import Declaration
 from normsys.training import provenance
@@ -838,3 +839,21 @@ def test_a_cpu_of_kernels_without_a_ledger_is_held_to_the_reference_by_its_rules
     flip.assert_outcomes(failed=1)
     assert "a decisive flip" in flip.stdout.str()
     assert not reference.with_name("cpu-SVE256.json").exists()  # nothing written
+
+
+def test_pytest_imports_each_claim_file_as_the_catalog_does(pytester):
+    """A session that runs the claims and reads their declarations (the scorecard, the catalog)
+    holds one module of each claim file: pytest names it claims.test_..., as the catalog does."""
+    pytester.makepyfile(one_module_each="""
+        from normsys import catalog
+
+        def pytest_collection_modifyitems(items):
+            modules = {item.module for item in items}
+            same = [m is catalog.claim_file(m.__name__.rpartition(".")[2]) for m in modules]
+            print("claim modules:", sorted(m.__name__ for m in modules), "the catalog's:", same)
+    """)
+    pytester.syspathinsert()
+    result = pytester.runpytest_inprocess(str(catalog.CLAIMS), "--collect-only", "-q",
+                                          "-p", "no:cacheprovider", "-p", "one_module_each")
+    names = sorted(f"claims.{path.stem}" for path in catalog.CLAIMS.glob("test_*.py"))
+    result.stdout.fnmatch_lines([f"claim modules: {names} the catalog's: {[True] * len(names)}"])
