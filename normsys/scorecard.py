@@ -116,10 +116,10 @@ def committed(p: Plan, environment: Callable[[RunConfig], dict[str, str]],
     here = {json.dumps(numeric_of(environment(c)), sort_keys=True) for c in p.configs}
     made = {json.dumps(numeric_of(e), sort_keys=True) for e in prov.get("environments", [])}
     if not here <= made:
-        there = '; '.join(described(json.loads(e)) for e in sorted(made))
-        return {}, (f"{path.name} was made on {there or 'no environment it names'}"
-                    f", this machine trains on "
-                    f"{'; '.join(described(json.loads(e)) for e in sorted(here))}")
+        def named(environments: set[str]) -> str:
+            return "; ".join(described(json.loads(e)) for e in sorted(environments))
+        return {}, (f"{path.name} was made on {named(made) or 'no environment it names'}, "
+                    f"this machine trains on {named(here)}")
     found = {}
     for (stat, norm), seeds in p.cells.items():
         cell = body["norms"].get(norm, {}).get(stat, {})

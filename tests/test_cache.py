@@ -842,11 +842,11 @@ def test_a_label_names_what_differs_from_the_familys_preset_at_its_tier_four_at_
         "lstm/layernorm/bp/s0 d=16 (paper tier, ")
     assert progress.label(preset("lstm", "paper", **{"train.device": "cpu"})).startswith(
         "lstm/layernorm/bp/s0 (cpu tier, ")
-    assert progress.tier(preset("lstm", "paper", **{"train.device": "cpu", "model.d": 8})) == "cpu"
+    assert progress.nearest(preset("lstm", "paper", **{"train.device": "cpu", "model.d": 8}))[0] == "cpu"
     # as near to both presets: the data's tier
     both = {"train.device": "cuda", "data.tier": "paper"}
-    assert progress.tier(preset("lstm", **both)) == "paper"
-    assert progress.tier(preset("lstm", **{**both, "data.tier": "cpu"})) == "cpu"
+    assert progress.nearest(preset("lstm", **both))[0] == "paper"
+    assert progress.nearest(preset("lstm", **{**both, "data.tier": "cpu"}))[0] == "cpu"
 
 
 def test_a_label_of_a_family_without_a_preset_names_its_datas_tier_and_no_differences(monkeypatch):
@@ -857,6 +857,8 @@ def test_a_label_of_a_family_without_a_preset_names_its_datas_tier_and_no_differ
     assert progress.label(cfg) == f"encoder/layernorm/bp/s0 (paper tier, {cfg.fingerprint()[:8]})"
     cfg = preset("ffn_stack", **{"model.d": 16, "data.batch_shape": (4, 5, 16), "train.lr": 0.5,
                                  "train.weight_decay": 0.1, "train.steps": 3})
-    assert progress.differences(cfg) == [("model.d", 16), ("data.batch_shape", (4, 5, 16)),
-                                         ("train.lr", 0.5), ("train.weight_decay", 0.1)]
-    assert len(progress.differences(cfg, most=9)) == 5  # train.steps too
+    tier, changes = progress.nearest(cfg)
+    assert tier == "cpu" and changes[:progress.MOST_SHOWN] == [
+        ("model.d", 16), ("data.batch_shape", (4, 5, 16)), ("train.lr", 0.5),
+        ("train.weight_decay", 0.1)]
+    assert len(changes) == 5  # train.steps too

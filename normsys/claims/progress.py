@@ -185,16 +185,6 @@ def label(cfg) -> str:
     return f"{name} ({at} tier, {cfg.fingerprint()[:8]})"
 
 
-def tier(cfg) -> str:
-    """The tier of ``cfg`` (``nearest``)."""
-    return nearest(cfg)[0]
-
-
-def differences(cfg, most: int = MOST_SHOWN) -> list[tuple[str, object]]:
-    """Up to ``most`` fields in which ``cfg`` differs from its family's preset at its tier."""
-    return nearest(cfg)[1][:most]
-
-
 def nearest(cfg) -> tuple[str, list[tuple[str, object]]]:
     """The tier whose preset of ``cfg``'s family it differs from in fewest fields (a config does
     not say its tier: most families' data are the same at both, the paper tier trains on a GPU),
