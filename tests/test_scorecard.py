@@ -167,8 +167,8 @@ def user_file(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("spec,expected", [
-    ("Wider", "maps a (4, 8, 64) input to (4, 8, 65); a norm must keep the shape"),
-    ("Poisoned", "gives non-finite outputs"),
+    ("Wider", "{spec}: maps a (4, 8, 64) input to (4, 8, 65); a norm must keep the shape"),
+    ("Poisoned", "{spec}: gives non-finite outputs"),
     ("LayerNorm", "'layernorm' is a built-in kind"),
     ("Missing", "has no attribute 'Missing'"),
     ("Float64", "float64: on the encoder family's (4, 8, 64) float32 input: returns torch.float64 "
@@ -193,6 +193,7 @@ def test_a_bad_norm_exits_2_naming_the_problem_before_anything_trains(user_file,
                                                                        capsys, spec, expected):
     assert main(["scorecard", f"{user_file}:{spec}", "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
+    expected = expected.format(spec=f"{user_file}:{spec}")  # the spec as written, no module name
     assert err.startswith("error: ") and expected in err and len(err.splitlines()) == 1
     assert not (tmp_path / "cache").exists() and not (tmp_path / "out").exists()
 

@@ -10,7 +10,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from normsys.training.norms import register
+from normsys.training.norms import qualified, register
 
 
 def load(spec: str, name: str = "") -> str:
@@ -49,7 +49,10 @@ def load(spec: str, name: str = "") -> str:
     # without a docstring of its own, a kind is described by where it is defined: the file's
     # name, not the private module name it was loaded under
     where = f"{Path(target).stem}:{attr}" if target.endswith(".py") and not factory.__doc__ else ""
-    return register(name or attr.lower(), factory, where)
+    try:
+        return register(name or attr.lower(), factory, where)
+    except ValueError as err:  # its checks name the factory by that private module: say the spec
+        raise ValueError(str(err).replace(qualified(factory), spec)) from None
 
 
 def private_name(path: Path) -> str:
