@@ -307,7 +307,10 @@ def docs(folder: Path = RESULTS) -> str:
     if len(gpus) > 1:
         blocks += ["## The GPUs side by side", compare(gpus)]
     for log in sorted(folder.glob("*.log")):
-        blocks += [f"## On more GPUs: the tasks of {log.name}", on_more_gpus(log.read_text())]
+        text = log.read_text()
+        blocks += [f"## A cold CPU-tier session: {log.name}", cpu_session(text)] \
+            if trained_on(text).startswith("cpu ") else \
+            [f"## On more GPUs: the tasks of {log.name}", on_more_gpus(text)]
     for lines in sorted(folder.glob("*-captured-vs-eager.txt")):
         blocks += [f"## The captured step against the eager step: {lines.name}",
                    captured_vs_eager(lines.read_text())]
@@ -352,6 +355,39 @@ def cpu_tier(table: dict) -> str:
         "|---|---|---|---|",
         *(f"| {n} | {expected_wall(tasks, n):.0f} | {sum(tasks) / n:.0f} | {bound_by(tasks, n)} |"
           for n in (1, CI_CORES, 4, 8))])
+
+
+# where a session's runs trained, as each trained run's line says it: "(cpu (AVX2, AMD), 1 thread(s),
+# torch 2.13.0+cpu)" or "(NVIDIA H200, ...)"
+TRAINED_ON = re.compile(r"trained in \d+ s(?: on [^(]*)? \((.*)\)$", re.M)
+SESSION_WALL = re.compile(r"^=+ .* in ([0-9.]+)s(?: \([0-9:]+\))? =+$", re.M)
+
+
+def trained_on(log: str) -> str:
+    """The numeric environment a session's runs trained in, as its first trained run says it
+    ('' where none trained); the environments after it must be the same."""
+    found = set(TRAINED_ON.findall(log))
+    if len(found) > 1:
+        raise ValueError(f"one session's runs trained in {len(found)} environments: "
+                         f"{'; '.join(sorted(found))}")
+    return found.pop() if found else ""
+
+
+def cpu_session(log: str) -> str:
+    """A CPU-tier claims session from an empty run cache (``pytest claims -n 2``, as CI runs it):
+    its runs' training laid out longest first over its processes, against the wall the session
+    took (pytest's closing line) and what it predicted when it started."""
+    tasks, walls = task_seconds(log), SESSION_WALL.findall(log)
+    if not tasks or not walls:
+        raise ValueError("no trained runs or no closing line: keep the whole output of a claims "
+                         "session that trained its runs")
+    plan = PLANNED.search(log)
+    places = int(plan[4]) if plan else CI_CORES
+    return (f"{len(tasks)} runs, {sum(tasks):,.0f} s of one-core training in all, the longest "
+            f"{max(tasks):.0f} s, trained on {trained_on(log)}. The session took "
+            f"{float(walls[-1]):,.0f} s on {places} processes; its training alone, longest first, "
+            f"takes {expected_wall(tasks, places):,.0f} s of it (bound by "
+            f"{bound_by(tasks, places)}){predicted(log)}.")
 
 
 GPUS = (1, 2, 4, 8, 16)

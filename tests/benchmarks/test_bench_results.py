@@ -305,3 +305,47 @@ def test_a_planned_sessions_prediction_is_set_beside_when_its_plan_was_trained()
         "(the first 199 s)")
     assert bench_results.predicted(log.splitlines()[0]) == ""  # stopped before its plan was done
     assert bench_results.predicted("\n".join(log.splitlines()[1:])) == ""  # planned nothing
+
+
+def test_a_cold_cpu_session_is_its_training_over_its_processes_against_its_wall():
+    def trained(k: int, fingerprint: str, seconds: int, where: str = "cpu (AVX2, AMD)") -> str:
+        return (f"normsys: training lstm/none/bp/s{k} (cpu tier, {fingerprint}) ...\n"
+                f"normsys: [run {k + 1} of 3, ~1.0 min of training left] lstm/none/bp/s{k} (cpu "
+                f"tier, {fingerprint}): trained in {seconds} s ({where}, 1 thread(s), torch "
+                f"2.13.0+cpu)\n")
+    log = ("normsys: planned: 3 runs, 3 of them not cached: ~1.5 min of training on 2 "
+           "process(es) as their run times record them\n" + trained(0, "0000000a", 100)
+           + trained(1, "0000000b", 60) + trained(2, "0000000c", 50)
+           + "normsys: the 3 planned runs are taken (2 trained by this process, the others cached "
+             "or training elsewhere); the claims start, 112 s into the session\n"
+           + "=========== 3 passed, 1 skipped in 131.50s (0:02:11) ============\n")
+    assert bench_results.trained_on(log) == "cpu (AVX2, AMD), 1 thread(s), torch 2.13.0+cpu"
+    assert bench_results.cpu_session(log) == (
+        "3 runs, 210 s of one-core training in all, the longest 100 s, trained on cpu (AVX2, "
+        "AMD), 1 thread(s), torch 2.13.0+cpu. The session took 132 s on 2 processes; its "
+        "training alone, longest first, takes 110 s of it (bound by the total over 2 places, "
+        "105 s). When it started, it predicted ~90 s of training for its plan (3 runs, 3 not "
+        "cached, on 2 processes); its last process had trained its share 112 s into the session "
+        "(the first 112 s).")
+    with pytest.raises(ValueError, match="no trained runs or no closing line"):
+        bench_results.cpu_session(log.rsplit("=", 30)[0])  # stopped before its closing line
+    with pytest.raises(ValueError, match="2 environments: cpu \\(AVX2, AMD\\), .*; cpu \\(AVX512"):
+        bench_results.trained_on(log + trained(3, "0000000d", 9, "cpu (AVX512, Intel)"))
+    assert bench_results.trained_on("no runs") == ""
+    cached = "normsys: [cached] x (cpu tier, 0000000e): trained in 3 s on 2026-11-27 01:14 " \
+             "(NVIDIA H200, 2 thread(s))\n"  # a line of a cached run says when, then where
+    assert bench_results.trained_on(cached) == "NVIDIA H200, 2 thread(s)"
+
+
+def test_the_page_gives_a_cpu_sessions_log_its_own_section_and_a_gpus_the_gpu_layout(tmp_path):
+    cpu, gpu = (tmp_path / "cpu-x-claims-cold.log", tmp_path / "NVIDIA-X-cold.log")
+    line = ("normsys: training m (paper tier, 0000000a) ...\nnormsys: [run 1 of 1] m (paper tier, "
+            "0000000a): trained in 5 s ({})\n========= 1 passed in 9.00s =========\n")
+    cpu.write_text(line.format("cpu (AVX2, AMD), 1 thread(s)"))
+    gpu.write_text(line.format("NVIDIA X, 2 thread(s)"))
+    page = bench_results.docs(tmp_path)
+    assert f"## A cold CPU-tier session: {cpu.name}\n\n1 runs, 5 s of one-core training" in page
+    assert f"## On more GPUs: the tasks of {gpu.name}\n\n1 training tasks" in page
+    assert [h for h in page.splitlines() if h.startswith("## ")] == [
+        f"## On more GPUs: the tasks of {gpu.name}", f"## A cold CPU-tier session: {cpu.name}",
+        "## The CPU tier on 2 cores: the runs of claims/run-times-cpu.json"]
