@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import json
 import math
 import re
@@ -606,6 +607,16 @@ def test_a_norm_file_named_like_an_installed_module_shadows_nothing(user_file, t
     assert json.dumps({"a": 1}) == '{"a": 1}' and normsys.__version__
     assert usernorm.private_name(tmp_path / "json.py") == usernorm.private_name(
         tmp_path / "x" / ".." / "json.py")  # every process names the same file alike
+
+
+def test_a_user_files_private_name_is_its_stem_and_a_digest_of_where_it_is(tmp_path):
+    """Two files of one name in two folders are two modules; a stem's characters that a module
+    name cannot hold become '_'."""
+    here, there = tmp_path / "my-norm.v2.py", tmp_path / "sub" / "my-norm.v2.py"
+    digest = hashlib.sha256(str(here.resolve()).encode()).hexdigest()[:8]
+    assert usernorm.private_name(here) == f"_normsys_user_my_norm_v2_{digest}"
+    assert re.fullmatch(r"_normsys_user_my_norm_v2_[0-9a-f]{8}", usernorm.private_name(there))
+    assert usernorm.private_name(there) != usernorm.private_name(here)
 
 
 def test_a_user_file_that_exits_is_an_error_naming_it(tmp_path):
