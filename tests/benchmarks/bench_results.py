@@ -308,9 +308,10 @@ def docs(folder: Path = RESULTS) -> str:
         blocks += ["## The GPUs side by side", compare(gpus)]
     for log in sorted(folder.glob("*.log")):
         text = log.read_text()
-        blocks += [f"## A cold CPU-tier session: {log.name}", cpu_session(text)] \
-            if trained_on(text).startswith("cpu ") else \
-            [f"## On more GPUs: the tasks of {log.name}", on_more_gpus(text)]
+        if trained_on(text).startswith("cpu "):
+            blocks += [f"## A cold CPU-tier session: {log.name}", cpu_session(text)]
+        else:
+            blocks += [f"## On more GPUs: the tasks of {log.name}", on_more_gpus(text)]
     for lines in sorted(folder.glob("*-captured-vs-eager.txt")):
         blocks += [f"## The captured step against the eager step: {lines.name}",
                    captured_vs_eager(lines.read_text())]
@@ -364,8 +365,8 @@ SESSION_WALL = re.compile(r"^=+ .* in ([0-9.]+)s(?: \([0-9:]+\))? =+$", re.M)
 
 
 def trained_on(log: str) -> str:
-    """The numeric environment a session's runs trained in, as its first trained run says it
-    ('' where none trained); the environments after it must be the same."""
+    """The numeric environment a session's runs trained in, as their lines say it ('' where none
+    trained); a log whose runs name two environments is refused."""
     found = set(TRAINED_ON.findall(log))
     if len(found) > 1:
         raise ValueError(f"one session's runs trained in {len(found)} environments: "
