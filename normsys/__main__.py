@@ -3,10 +3,10 @@
     python -m normsys list                                   presets, norm kinds, config fields
     python -m normsys train --model encoder --norm l2 --seed 0 [--set key=value] [--json PATH]
     python -m normsys train ... --dry-run                    the resolved config, no training
-    python -m normsys compare A.json B.json [...] [--markdown]   verdict ledgers side by side
-    python -m normsys import-report REPORT --device NAME ...    a report into the ledger
-    python -m normsys tables [--check]                       docs/verdicts.md: every
-                                                             ledger side by side
+    python -m normsys compare [--tier cpu] [COLUMN ...] [--markdown]   the claims' entries
+                                                             side by side, per environment
+    python -m normsys tables [--check]                       docs/verdicts.md and its figure
+                                                             from every claim's record
     python -m normsys catalog [--check]                      docs/claims.md: every claim as
                                                              declared (trains, reads, decides)
     python -m normsys scorecard mynorm.py:MyNorm [--out DIR]  a new norm beside the built-in ones
@@ -45,6 +45,9 @@ from normsys.training.norms import NORMS
 from normsys.training.store import atomic_write_text, cache_root
 from normsys.training.train import train
 
+CHECKOUT = Path(__file__).parents[1]  # the checkout this package lies in: its records and pages
+LEDGER = CHECKOUT / "claims" / "ledger"
+
 
 class UsageError(Exception):
     """A command line that cannot be carried out; the message says why and what is accepted."""
@@ -79,20 +82,18 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                     help="print the resolved config and its fingerprint, train nothing")
     tr.add_argument("--allow-cpu-paper", action="store_true",
                     help="train a paper-tier config without a GPU (hours, and the full data)")
-    cmp = sub.add_parser("compare", help="verdict ledgers side by side, with an agreement line")
-    cmp.add_argument("ledgers", nargs="+", type=Path, metavar="LEDGER.json")
+    cmp = sub.add_parser("compare", help="the claims' entries of a tier side by side, one column "
+                                          "per numeric environment and seed plan, with an "
+                                          "agreement line")
+    cmp.add_argument("columns", nargs="*", metavar="COLUMN",
+                     help="columns as the table heads them (default: every one of the tier)")
+    cmp.add_argument("--tier", default="cpu", choices=("cpu", "paper"))
+    cmp.add_argument("--ledger", type=Path, default=LEDGER)
     cmp.add_argument("--markdown", action="store_true", help="the table as Markdown")
-    imp = sub.add_parser("import-report", help="the decided claims of a report (claims.json, or "
-                                               "a saved verdict table) into the verdict ledger")
-    imp.add_argument("report", type=Path)
-    imp.add_argument("--ledger", type=Path, default=Path("claims/ledger"))
-    for name in ("device", "commit", "torch", "normsys", "measured"):
-        imp.add_argument(f"--{name}", required=True, help=f"{name} the report was measured on")
-    imp.add_argument("--data", default="", help="the data it read (e.g. a pool's description)")
-    tb = sub.add_parser("tables", help="write docs/verdicts.md: every verdict ledger side by "
-                                       "side (the CPU tier and each GPU; each seed set)")
-    tb.add_argument("--ledger", type=Path, default=Path("claims/ledger"))
-    tb.add_argument("--out", type=Path, default=Path("docs/verdicts.md"))
+    tb = sub.add_parser("tables", help="write docs/verdicts.md and its figure from every "
+                                       "claim's record")
+    tb.add_argument("--ledger", type=Path, default=LEDGER)
+    tb.add_argument("--out", type=Path, default=CHECKOUT / "docs" / "verdicts.md")
     tb.add_argument("--check", action="store_true",
                     help="write nothing; exit 1 if the page is not what the ledgers make")
     ct = sub.add_parser("catalog", help="write docs/claims.md: every claim as declared (what it "
@@ -254,26 +255,13 @@ def on_cluster(args: argparse.Namespace, plan: scorecard.Plan, specs: list[tuple
 
 
 def compare(args: argparse.Namespace) -> str:
-    header, rows, agreement = ledger.compare(args.ledgers)
+    try:
+        header, rows, agreement = ledger.compare(ledger.records(args.ledger), args.tier,
+                                                 args.columns)
+    except ledger.LedgerError as err:
+        raise UsageError(str(err)) from None
     table = ledger.as_markdown(header, rows) if args.markdown else ledger.as_text(header, rows)
     return f"{table}\n\n{agreement}"
-
-
-def import_report(args: argparse.Namespace) -> str:
-    """Write the report's decided claims into their tier's ledger file for --device."""
-    if not args.report.is_file():
-        raise UsageError(f"{args.report}: no such report")
-    provenance = {k: getattr(args, k) for k in ("device", "commit", "torch", "normsys",
-                                                 "measured", "data")}
-    by_tier: dict[str, dict] = {}
-    for (cid, tier), entry in ledger.from_report(args.report, provenance).items():
-        by_tier.setdefault(tier, {})[cid] = entry
-    lines = []
-    for tier, entries in by_tier.items():
-        path = args.ledger / ledger.file_name(tier, args.device)
-        ledger.write(path, {**ledger.read(path), **entries})
-        lines.append(f"{len(entries)} entries to {path}")
-    return "wrote " + "; ".join(lines) if lines else "no decided claims in the report"
 
 
 def run_times(args: argparse.Namespace) -> str:
@@ -298,10 +286,16 @@ def written(args: argparse.Namespace, text: str) -> str:
 
 
 def tables(args: argparse.Namespace) -> str:
-    """docs/verdicts.md from the ledger files (or, --check, whether it is)."""
-    if not (args.ledger / "cpu.json").is_file():
-        raise UsageError(f"--ledger {args.ledger}: no cpu.json there; give the ledger folder")
-    return written(args, ledger.docs(args.ledger))
+    """docs/verdicts.md and its figure from the claims' records (or, --check, whether the page
+    is what they make: the figure is drawn from the same records)."""
+    if not any(args.ledger.glob("*.json")):
+        raise UsageError(f"--ledger {args.ledger}: no claim records there; give the folder of "
+                         f"the records (claims/ledger/)")
+    try:
+        page = ledger.docs(args.ledger, None if args.check else args.out.with_suffix(".png"))
+    except ledger.LedgerError as err:
+        raise UsageError(str(err)) from None
+    return written(args, page)
 
 
 def claims_page(args: argparse.Namespace) -> str:
@@ -391,9 +385,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "list":
             print(listing())
             return 0
-        if args.command in ("catalog", "compare", "import-report", "run-times", "scorecard",
+        if args.command in ("catalog", "compare", "run-times", "scorecard",
                             "tables"):
-            print({"catalog": claims_page, "compare": compare, "import-report": import_report,
+            print({"catalog": claims_page, "compare": compare,
                    "run-times": run_times, "scorecard": score,
                    "tables": tables}[args.command](args))
             return 0

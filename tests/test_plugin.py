@@ -9,8 +9,10 @@ import pytest
 
 from normsys import catalog
 from normsys.claims import ledger
+from normsys.claims.cache import code_digest
 from normsys.claims.declaration import Declaration
 from normsys.training import provenance
+from normsys.training.provenance import numeric_environment
 
 pytest_plugins = ["pytester"]
 
@@ -50,10 +52,16 @@ CONFTEST = ('pytest_plugins = ["normsys.claims.plugin"]\n'
             '    config.addinivalue_line("markers", "gpu: g")\n')
 
 
-# the CPU tier's ledger file on this machine (cpu.json, or cpu-<kernels>.json on a CPU of other
-# kernels: normsys.claims.ledger.file_name)
-CPU_LEDGER = ledger.file_name("cpu", "cpu",
-                              kernels=ledger.cpu_label(provenance.numeric_environment()["device"]))
+def records(pytester) -> Path:
+    return pytester.path / "claims" / "ledger"
+
+
+def recorded(pytester, cid: str, tier: str = "cpu") -> dict:
+    """The claim's one entry of ``tier`` in its record, as JSON."""
+    body = json.loads((records(pytester) / f"{cid}.json").read_text())
+    entries = [e for e in body["entries"].values() if e["tier"] == tier]
+    assert len(entries) == 1, entries
+    return entries[0]
 
 
 @pytest.fixture
@@ -68,13 +76,13 @@ def run(pytester, *args):
 
 
 def test_outcomes_table_and_json_without_a_ledger(run_claims):
-    """No ledger for this tier and device: every verdict is reported as unrecorded, a refutation
+    """No record of any claim: every verdict is reported as new, a refutation
     as a (non-strict) xfail; an error is never a verdict."""
     result = run(run_claims)
     result.assert_outcomes(passed=3, xfailed=1, failed=1, skipped=1)
     out = result.stdout.str()
     assert "normsys claims" in out and "c-supported" in out and "REFUTED" in out
-    assert "1 error" in out and "inconclusive" in out and "unrecorded" in out
+    assert "1 error" in out and "inconclusive" in out and "new" in out
     data = json.loads((run_claims.path / "rep" / "claims.json").read_text())
     by_id = {(c["id"], c["tier"]): c for c in data["claims"]}
     assert by_id[("c-supported", "cpu")]["verdict"] == "supported"
@@ -84,7 +92,7 @@ def test_outcomes_table_and_json_without_a_ledger(run_claims):
     assert by_id[("c-error", "cpu")]["verdict"] == "error"  # never a verdict
     assert "bug in the claim" in by_id[("c-error", "cpu")]["reason"]
     assert by_id[("c-tiers", "paper")]["seeds"] == [0, 1, 2, 3, 4]
-    assert {c["ledger"] for c in data["claims"] if c["verdict"] != "error"} == {"unrecorded"}
+    assert {c["ledger"] for c in data["claims"] if c["verdict"] != "error"} == {"new"}
     md = (run_claims.path / "rep" / "claims.md").read_text()
     assert "| c-supported | cpu | supported |" in md
 
@@ -92,18 +100,19 @@ def test_outcomes_table_and_json_without_a_ledger(run_claims):
 def test_update_writes_the_ledger_and_the_next_run_holds_to_it(run_claims):
     updated = run(run_claims, "--claims-update")
     updated.assert_outcomes(passed=3, xfailed=1, failed=1, skipped=1)
-    assert "ledger: wrote 4 entries to" in updated.stdout.str()
-    path = run_claims.path / "claims" / "ledger" / CPU_LEDGER
-    text = path.read_text()
-    body = json.loads(text)
-    assert sorted(body["claims"]) == ["c-inconclusive", "c-refuted", "c-supported", "c-tiers"]
-    assert text == json.dumps(body, indent=1, sort_keys=True) + "\n"  # stable, sorted keys
-    entry = body["claims"]["c-refuted"]
+    assert updated.stdout.str().count("ledger: wrote ") == 5  # c-tiers at both tiers
+    assert sorted(p.name for p in records(run_claims).iterdir()) == [
+        "c-inconclusive.json", "c-refuted.json", "c-supported.json", "c-tiers.json"]
+    text = (records(run_claims) / "c-refuted.json").read_text()
+    assert text == json.dumps(json.loads(text), indent=1, sort_keys=True) + "\n"  # sorted keys
+    entry = recorded(run_claims, "c-refuted")
     assert entry["verdict"] == "refuted" and entry["values"] == [0.30, 0.31, 0.32]
-    assert entry["seeds"] == [0, 1, 2] and entry["rule"] == ">= 0.8"
+    assert entry["seeds"] == [0, 1, 2] and entry["rule"] == ">= 0.8" and entry["plan"] == [3]
     assert entry["device"] == provenance.numeric_environment()["device"]
+    assert entry["code"] == code_digest()
     assert {"measured", "commit", "normsys", "torch", "data", "mean", "low", "high"} <= set(entry)
-    assert (run_claims.path / "claims" / "ledger" / "paper-cpu.json").is_file()
+    assert json.loads(text)["registered"] == "kappa >= 0.8"
+    assert recorded(run_claims, "c-tiers", "paper")["seeds"] == [0, 1, 2, 3, 4]
 
     again = run(run_claims, "--claims-strict", "-rxs")
     again.assert_outcomes(passed=3, xfailed=1, failed=1, skipped=1)  # the recorded refutation
@@ -140,8 +149,9 @@ def test_every_change_of_verdict_fails_with_the_ledger_line(switch, old, new):
     result = run(switch)
     result.assert_outcomes(failed=1)
     out = result.stdout.str()
-    assert f"[c-switch/cpu] ledger: {old} " in out and f"; now: {new} " in out
-    assert "review, then rerun with --claims-update" in out
+    assert "[c-switch/cpu] record (cpu (" in out and f"): {old} " in out
+    assert f"; now: {new} " in out and "per-seed values differ at " in out
+    assert "review, then record it: pytest claims -k c-switch --claims-update" in out
     assert "CHANGED" in out  # the verdict table's ledger column
     run(switch, "--claims-update")  # the update restores agreement
     run(switch).assert_outcomes(**{"supported": {"passed": 1}, "refuted": {"xfailed": 1},
@@ -165,8 +175,9 @@ def test_under(claim, run):
 UNDER = {"seeds": 3, "steps": 3, "statistic": "x", "threshold": 0.5}
 
 
-CHANGES = [({"threshold": 0.6}, "rule: recorded > 0.5, now > 0.6"),
-           ({"statistic": "y"}, "statistic: recorded x, now y"),
+CHANGES = [({"threshold": 0.6}, "decided by 'x > 0.6', but the record holds 'x > 0.5': a "
+                                "changed rule is an amendment"),
+           ({"statistic": "y"}, "decided by 'y > 0.5', but the record holds 'x > 0.5'"),
            ({"seeds": 4}, "seeds: recorded 0-2, now 0-3"),
            ({"steps": 4}, "settings: train.steps 3 -> 4")]
 
@@ -186,8 +197,7 @@ def test_a_claim_decided_under_other_rules_or_settings_fails_naming_the_change(
                                              *args)
 
     run_under("--claims-update").assert_outcomes(passed=1)
-    recorded = json.loads((pytester.path / "claims" / "ledger" / CPU_LEDGER).read_text())
-    entry = recorded["claims"]["c-under"]
+    entry = recorded(pytester, "c-under")
     assert entry["settings"]["train.steps"] == "3" and entry["settings"]["model.d"] == "16"
     assert entry["settings"]["model.family"] == "ffn_stack"
     assert len(entry["settings_fingerprint"]) == 16
@@ -196,41 +206,40 @@ def test_a_claim_decided_under_other_rules_or_settings_fails_naming_the_change(
         result = run_under()
         result.assert_outcomes(failed=1)
         out = result.stdout.str()
-        assert "[c-under/cpu] ledger: supported 1.01 [0.9852, 1.035] seeds 0-2" in out, says
-        assert f"; {says}; review, then rerun with --claims-update" in out, says
+        assert "[c-under/cpu] " in out and says in out, says
+        if "settings" in says or "seeds" in says:
+            assert "supported 1.01 [0.9852, 1.035] seeds 0-2" in out, says
+            assert f"; {says}; review, then record it: pytest claims -k c-under " \
+                   f"--claims-update" in out, says
     (pytester.path / "settings.json").write_text(json.dumps(UNDER))
     run_under("--claims-strict").assert_outcomes(passed=1)  # as recorded: the same
 
 
-def test_an_entry_without_run_settings_passes_but_not_under_strict(switch):
-    """Entries written before the ledger recorded run settings (or imported from a report that
-    lacks them) are read, said to lack them, and fail --claims-strict until rewritten."""
-    from normsys.claims import ledger
-
-    (switch.path / "values.json").write_text(json.dumps([0.9, 0.91, 0.92]))
-    run(switch, "--claims-update")
-    path = switch.path / "claims" / "ledger" / CPU_LEDGER
-    body = json.loads(path.read_text())
-    for field in ("settings", "settings_fingerprint"):
-        del body["claims"]["c-switch"][field]
-    path.write_text(json.dumps(body))
-    assert ledger.read(path)["c-switch"].settings_fingerprint == ""
-    lenient = run(switch)
-    lenient.assert_outcomes(passed=1)
-    assert "no-settings" in lenient.stdout.str()
-    strict = run(switch, "--claims-strict")
-    strict.assert_outcomes(failed=1)
-    assert "its run settings are not recorded: review, then rerun with --claims-update " \
-           "(--claims-strict)" in strict.stdout.str()
-
-
-def test_drift_is_flagged_not_failed(switch):
+def test_a_value_that_moved_with_its_verdict_fails_and_an_amendment_records_a_new_rule(switch):
+    """Any per-seed value that differs from this environment's entry fails, the verdict held or
+    not; a changed rule is recorded only as an amendment, with its reason."""
     (switch.path / "values.json").write_text(json.dumps([0.9, 0.91, 0.92]))
     run(switch, "--claims-update")
     (switch.path / "values.json").write_text(json.dumps([0.95, 0.96, 0.97]))  # still supported
     result = run(switch)
-    result.assert_outcomes(passed=1)
-    assert "drift" in result.stdout.str()
+    result.assert_outcomes(failed=1)
+    assert "per-seed values differ at 3 seed(s), the largest seed 0: 0.9 -> 0.95" in \
+        result.stdout.str()
+    switch.makepyfile(test_switch=SWITCH.replace('Rule("x", ">", 0.5)', 'Rule("x", ">", 0.6)'))
+    refused = run(switch, "--claims-update")
+    refused.assert_outcomes(failed=1)
+    assert "a changed rule is an amendment, recorded with --claims-update --claims-amend" in \
+        refused.stdout.str()
+    assert run(switch, "--claims-amend", "why").ret == pytest.ExitCode.USAGE_ERROR
+    run(switch, "--claims-update", "--claims-amend", "the source's threshold").assert_outcomes(
+        passed=1)
+    body = json.loads((records(switch) / "c-switch.json").read_text())
+    amendment, = body["amendments"]
+    assert (amendment["old"], amendment["new"], amendment["reason"]) == (
+        "x > 0.5", "x > 0.6", "the source's threshold")
+    run(switch, "--claims-strict").assert_outcomes(passed=1)
+    assert "amended" in json.loads((switch.path / "rep" / "claims.json").read_text())[
+        "claims"][0]["amendments"][0]
 
 
 def test_a_claim_missing_from_the_ledger_is_new_and_fails_under_strict(switch):
@@ -242,17 +251,16 @@ def test_a_claim_missing_from_the_ledger_is_new_and_fails_under_strict(switch):
     assert "new" in lenient.stdout.str()
     strict = run(switch, "--claims-strict")
     strict.assert_outcomes(passed=1, failed=1)
-    assert "[c-more/cpu] new: not in the ledger" in strict.stdout.str()
+    assert "[c-more/cpu] new: no record of the cpu tier" in strict.stdout.str()
 
 
 def with_entry_of_a_removed_claim(switch) -> Path:
-    """The ledger of a passing claim, plus the entry of a claim ("c-removed") no file defines."""
+    """The record of a passing claim, plus the record of a claim ("c-removed") no file defines."""
     (switch.path / "values.json").write_text(json.dumps([0.9, 0.91, 0.92]))
     run(switch, "--claims-update")
-    path = switch.path / "claims" / "ledger" / CPU_LEDGER
-    body = json.loads(path.read_text())
-    body["claims"]["c-removed"] = body["claims"]["c-switch"]
-    path.write_text(json.dumps(body))
+    body = json.loads((records(switch) / "c-switch.json").read_text())
+    path = records(switch) / "c-removed.json"
+    path.write_text(json.dumps({**body, "claim": "c-removed"}))
     return path
 
 
@@ -261,8 +269,8 @@ def test_a_ledger_entry_of_a_claim_no_longer_defined_fails_under_strict(switch):
     on every run that collects every claim, a failure under --claims-strict (serial and under
     xdist), dropped by --claims-update."""
     path = with_entry_of_a_removed_claim(switch)
-    line = f"ledger: {path} holds 1 entries of claims no longer defined (c-removed): review, " \
-           f"then --claims-update drops them from the file it writes"
+    line = f"ledger: {path}: the record of a claim no longer defined; review, then " \
+           f"--claims-update deletes it"
     lenient = run(switch)
     lenient.assert_outcomes(passed=1)
     assert lenient.ret == pytest.ExitCode.OK and line in lenient.stdout.str()
@@ -273,9 +281,8 @@ def test_a_ledger_entry_of_a_claim_no_longer_defined_fails_under_strict(switch):
     # -k deselects after collection: the id is still known to be gone
     assert run(switch, "--claims-strict", "-k", "nothing").ret == pytest.ExitCode.TESTS_FAILED
     updated = run(switch, "--claims-update")
-    assert "1 entries to" in updated.stdout.str() and "1 of claims no longer defined " \
-        "dropped (c-removed)" in updated.stdout.str()
-    assert sorted(json.loads(path.read_text())["claims"]) == ["c-switch"]
+    assert f"deleted {path}: no claim c-removed is defined" in updated.stdout.str()
+    assert not path.exists() and (records(switch) / "c-switch.json").is_file()
     assert run(switch, "--claims-strict").ret == pytest.ExitCode.OK
 
 
@@ -285,8 +292,7 @@ def test_stale_ledger_entries_found_by_xdist_workers_fail_the_session(switch):
     strict = run(switch, "--claims-strict", "-n", "2")
     strict.assert_outcomes(passed=1)
     assert strict.ret == pytest.ExitCode.TESTS_FAILED
-    assert f"ledger: {path} holds 1 entries of claims no longer defined (c-removed)" \
-        in strict.stdout.str()
+    assert f"ledger: {path}: the record of a claim no longer defined" in strict.stdout.str()
 
 
 def test_a_session_that_collects_part_of_the_claims_does_not_call_the_rest_stale(switch):
@@ -302,24 +308,23 @@ def test_a_corrupt_ledger_is_a_clear_error_naming_the_file(switch):
     (switch.path / "values.json").write_text(json.dumps([0.9, 0.91, 0.92]))
     folder = switch.path / "claims" / "ledger"
     folder.mkdir(parents=True)
-    (folder / CPU_LEDGER).write_text("{not json")
+    (folder / "c-switch.json").write_text("{not json")
     result = run(switch)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     err = result.stderr.str()
-    assert f"{CPU_LEDGER} cannot be read" in err and "--claims-update" in err
+    assert "c-switch.json cannot be read" in err and "--claims-update" in err
 
 
-def test_seed_options_have_a_ledger_of_their_own(run_claims):
+def test_seed_options_have_entries_of_their_own(run_claims):
     result = run(run_claims, "--claims-seeds", "4", "--claims-seed-offset", "10", "-k", "tiers",
                  "--claims-update")
     result.assert_outcomes(passed=2)
     data = json.loads((run_claims.path / "rep" / "claims.json").read_text())
     assert all(c["seeds"] == [10, 11, 12, 13] for c in data["claims"])
-    seeds_10_13 = ledger.file_name("cpu", "cpu", 10, 4, kernels=ledger.cpu_label(
-        provenance.numeric_environment()["device"]))
-    assert seeds_10_13.removesuffix(".json").endswith("-seeds-10-13")
-    assert (run_claims.path / "claims" / "ledger" / seeds_10_13).is_file()
-    assert not (run_claims.path / "claims" / "ledger" / CPU_LEDGER).exists()
+    keys = json.loads((records(run_claims) / "c-tiers.json").read_text())["entries"]
+    assert sorted(k.rpartition(" | ")[2] for k in keys) == ["seeds 10+, looks 4",
+                                                            "seeds 10+, looks 4,5,8,13,21"]
+    assert [p.name for p in records(run_claims).iterdir()] == ["c-tiers.json"]
 
 
 def test_results_reach_the_table_and_the_ledger_under_xdist(run_claims):
@@ -328,8 +333,7 @@ def test_results_reach_the_table_and_the_ledger_under_xdist(run_claims):
     data = json.loads((run_claims.path / "rep" / "claims.json").read_text())
     assert len(data["claims"]) == 6
     assert "c-inconclusive" in result.stdout.str()
-    body = json.loads((run_claims.path / "claims" / "ledger" / CPU_LEDGER).read_text())
-    assert len(body["claims"]) == 4
+    assert len(list(records(run_claims).glob("*.json"))) == 4
 
 
 def test_claims_list_ids_match_k_and_unknown_marker_arguments_are_errors(run_claims):
@@ -495,12 +499,11 @@ def test_a_partial_run_merges_into_the_report_which_opens_with_its_provenance(ru
 
 def test_a_recorded_refutation_does_not_hide_broken_code(run_claims):
     """A claim the ledger records as refuted that raises anything but its refutation fails."""
-    from normsys.claims import ledger
 
     run(run_claims, "--claims-update")
-    path = run_claims.path / "claims" / "ledger" / CPU_LEDGER
-    entries = ledger.read(path)
-    ledger.write(path, {**entries, "c-error": entries["c-refuted"]})
+    refuted = ledger.read(records(run_claims) / "c-refuted.json")
+    refuted.claim = "c-error"
+    ledger.write(records(run_claims) / "c-error.json", refuted)
     result = run(run_claims, "-k", "c-error")
     result.assert_outcomes(failed=1)
     assert "KeyError" in result.stdout.str()
@@ -604,7 +607,6 @@ def test_claims_list_shows_what_each_claim_costs(tmp_path):
     # looking to 8 seeds, the claim plans 5 unless this machine's ledgers show it open after 5
     from dataclasses import replace
 
-    from normsys.claims import ledger
 
     folder = tmp_path / "ledger"
     folder.mkdir()
@@ -615,10 +617,17 @@ def test_claims_list_shows_what_each_claim_costs(tmp_path):
                     if line.startswith("tc-residual-preserves-gradients  [cpu]"))
 
     assert looked().endswith("cost: 10 runs (9 cached; the others ~0.0 " + recorded)
-    was = ledger.read(root / "claims" / "ledger" / "cpu.json")["tc-residual-preserves-gradients"]
-    open_after_5 = replace(was, verdict="inconclusive", seeds=list(range(5)), looks=[])
-    ledger.write(ledger.Ledgers(folder).path("cpu"), {"tc-residual-preserves-gradients":
-                                                      open_after_5})
+    cid = "tc-residual-preserves-gradients"
+    was = ledger.read(root / "claims" / "ledger" / f"{cid}.json")
+    reference = was.entries[was.reference["cpu"]]
+    values = [0.5, 1.5, 0.8, 1.3, 1.0]  # open after 5 seeds, in this environment
+    d = ledger.parse_rule(reference.rule).decide(values)
+    here = numeric_environment()
+    open_after_5 = replace(reference, verdict=d.verdict, values=values, seeds=list(range(5)),
+                           mean=d.summary.mean, low=d.summary.low, high=d.summary.high,
+                           plan=[5], device=here["device"], threads="1", code="")
+    assert open_after_5.verdict == "inconclusive"
+    ledger.write(folder / f"{cid}.json", ledger.recorded(ledger.Record(cid), open_after_5))
     assert looked().endswith(f" cost: 16 runs (9 cached; the others ~0.0 {recorded}")
     session = pytest_claims(*looking[1:], "--claims-report", str(tmp_path / "rep8"))
     assert "normsys: planned: 16 runs, 7 of them not cached" in session.stderr, session.stderr
@@ -802,43 +811,57 @@ def test_max_seeds_at_the_first_look_and_a_new_ledger_folder_under_update_are_ac
         run_claims):
     assert run(run_claims, "-k", "supported", "--claims-max-seeds", "3").ret == 0
     result = run(run_claims, "-k", "supported", "--claims-ledger", "fresh", "--claims-update")
-    assert result.ret == 0 and (run_claims.path / "fresh" / CPU_LEDGER).is_file()
+    assert result.ret == 0 and (run_claims.path / "fresh" / "c-supported.json").is_file()
 
 
-def test_a_cpu_of_kernels_without_a_ledger_is_held_to_the_reference_by_its_rules(switch,
-                                                                                   monkeypatch):
-    """--claims-strict on a CPU whose kernels have no ledger: judged against cpu.json, a value
-    shifted within the tolerance passes, a robust verdict that moves fails, a fragile one that
-    moves is reported, a decisive flip fails."""
+def test_a_cpu_without_an_entry_of_its_own_is_held_to_the_reference_by_its_bound(switch,
+                                                                                monkeypatch):
+    """--claims-strict on a CPU whose kernels no entry records: judged against the reference
+    within the claim's bound (one environment recorded: the seeds' own spread), a verdict that
+    moves to inconclusive within it is reported, a decisive flip fails, nothing is written."""
     values = switch.path / "values.json"
-    monkeypatch.setattr(provenance, "cpu_kernels", lambda: ledger.CPU_TIER_KERNELS)
-    monkeypatch.setattr(provenance, "cpu_vendor", lambda: ledger.CPU_TIER_VENDOR)
+    monkeypatch.setattr(provenance, "cpu_kernels", lambda: "AVX512")
+    monkeypatch.setattr(provenance, "cpu_vendor", lambda: "AMD")
     values.write_text(json.dumps([0.9, 0.91, 0.92]))
     run(switch, "--claims-update")
-    reference = switch.path / "claims" / "ledger" / "cpu.json"
-    assert reference.is_file()
+    before = (records(switch) / "c-switch.json").read_text()
     monkeypatch.setattr(provenance, "cpu_kernels", lambda: "SVE256")
-    values.write_text(json.dumps([0.9, 0.91, 0.9205]))  # rounding: within the tolerance
+    values.write_text(json.dumps([0.9, 0.91, 0.9205]))  # rounding: within the bound
     same = run(switch, "--claims-strict")
     same.assert_outcomes(passed=1)
     row = json.loads((switch.path / "rep" / "claims.json").read_text())["claims"][0]
-    assert row["ledger"] == "same" and row["ledger_note"].startswith("reference (cpu (")
+    assert row["ledger"] == "across" and row["ledger_note"].startswith("reference (cpu (AVX512")
     assert row["entry"]["device"] == "cpu (SVE256, AMD)" and row["entry"]["threads"]
+    assert row["replication"] == "unreplicated"
     values.write_text(json.dumps(VALUES["inconclusive"]))
-    run(switch, "--claims-strict").assert_outcomes(failed=1)  # unreplicated: a move fails
-    seeds = reference.with_name("cpu-seeds-3-5.json")
-    body = json.loads(reference.read_text())
-    body["claims"]["c-switch"]["verdict"] = "inconclusive"
-    seeds.write_text(json.dumps(body))  # another seed set left it open: fragile
     moved = run(switch, "--claims-strict", "-rs")
     moved.assert_outcomes(skipped=1)
-    assert "moved, as a fragile claim may" in moved.stdout.str()
-    assert "fragile" in moved.stdout.str()  # the table's replication column
+    assert "within its bound" in moved.stdout.str()
     values.write_text(json.dumps(VALUES["refuted"]))
     flip = run(switch, "--claims-strict")
     flip.assert_outcomes(failed=1)
-    assert "a decisive flip" in flip.stdout.str()
-    assert not reference.with_name("cpu-SVE256.json").exists()  # nothing written
+    assert "a decisive flip" in flip.stdout.str() or "beyond this claim's bound" in \
+        flip.stdout.str()
+    assert (records(switch) / "c-switch.json").read_text() == before  # nothing written
+
+
+def test_a_new_claim_recorded_on_a_cpu_no_record_knows_lands_and_others_still_pass(switch,
+                                                                                 monkeypatch):
+    """Recorded from a machine kind that records nothing else: its record is its own, and
+    another claim's record, made elsewhere, still judges that claim."""
+    values = switch.path / "values.json"
+    monkeypatch.setattr(provenance, "cpu_kernels", lambda: "AVX512")
+    values.write_text(json.dumps([0.9, 0.91, 0.92]))
+    run(switch, "--claims-update")
+    monkeypatch.setattr(provenance, "cpu_vendor", lambda: "Intel")
+    switch.makepyfile(test_more=SWITCH.replace("c-switch", "c-more"))
+    run(switch, "--claims-update", "-k", "c-more").assert_outcomes(passed=1)
+    assert sorted(p.name for p in records(switch).iterdir()) == ["c-more.json", "c-switch.json"]
+    strict = run(switch, "--claims-strict")
+    strict.assert_outcomes(passed=2)
+    rows = {r["id"]: r for r in json.loads((switch.path / "rep" / "claims.json").read_text())[
+        "claims"]}
+    assert rows["c-more"]["ledger"] == "same" and rows["c-switch"]["ledger"] == "across"
 
 
 def test_pytest_imports_each_claim_file_as_the_catalog_does(pytester):

@@ -22,7 +22,7 @@ from normsys.__main__ import main
 from normsys.claims import usernorm
 from normsys.claims.cache import run_key
 from normsys.claims.declaration import Declaration, Statistic, metric, single
-from normsys.claims.ledger import read
+from normsys.claims.ledger import records as claim_records
 from normsys.claims.runs import Runs
 from normsys.claims.workers import RUN_THREADS
 from normsys.training import norms
@@ -231,9 +231,9 @@ def test_a_registered_kind_keys_its_runs_on_its_source(user_file):
 def test_each_statistic_is_its_claims_recorded_rule():
     """The rule of each scorecard column, written for the claim's own norm, is the statistic and
     rule the CPU tier's ledger recorded for that claim, on as many seeds."""
-    ledger = read(scorecard.Path(__file__).parents[1] / "claims" / "ledger" / "cpu.json")
+    recs = claim_records(scorecard.Path(__file__).parents[1] / "claims" / "ledger")
     for stat in catalog.declared():
-        entry = ledger[stat.claim]
+        entry = recs[stat.claim].entries[recs[stat.claim].reference["cpu"]]
         rule = entry.rule.split(": ", 1)[1] if entry.rule.startswith("all of") else entry.rule
         assert str(stat.rule(stat.claim_norm)) == f"{entry.statistic} {rule}", stat.name
         assert len(entry.seeds) == len(stat.seeds("cpu")), stat.name

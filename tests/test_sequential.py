@@ -216,8 +216,8 @@ def test_a_claim_is_expected_to_take_the_look_its_ledger_entries_show():
 
     plan = (5, 8, 13, 21)
 
-    def entry(verdict, seeds, looks=()):
-        return SimpleNamespace(verdict=verdict, seeds=list(range(seeds)), looks=list(looks))
+    def entry(verdict, seeds, plan=()):
+        return SimpleNamespace(verdict=verdict, seeds=list(range(seeds)), plan=list(plan))
 
     assert expected(plan, []) == 5
     assert expected(plan, [entry("supported", 5)]) == 5

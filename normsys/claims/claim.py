@@ -8,9 +8,10 @@ and the ledger.
         claim.check(runs)          # its experiment decides; the claim concludes on the decision
 
 Outcomes (README, "Reading a verdict"): supported passes, refuted raises ClaimRefuted, inconclusive
-is a skip, each judged against the verdict ledger (normsys.claims.ledger): a claim the ledger
-records as refuted is a strict xfail that only ClaimRefuted meets (so broken code is never counted
-as a verdict), and any verdict other than the recorded one fails with one line naming both. The
+is a skip, each judged against the claim's record (normsys.claims.ledger): a claim its record
+holds as refuted is a strict xfail that only ClaimRefuted meets (so broken code is never counted
+as a verdict), and a measurement other than the recorded one fails with one line naming the
+change. The
 result travels in ``item.user_properties`` (as PROPERTY), so the session's table is right under
 pytest-xdist too.
 """
@@ -30,7 +31,7 @@ from normsys import __version__
 from normsys.claims import ledger, params, sequential, stats
 from normsys.claims.params import Variant
 from normsys.training.data import data_root
-from normsys.training.provenance import git_commit, numeric_environment
+from normsys.training.provenance import described, git_commit, numeric_environment
 from normsys.training.store import file_sha256
 
 PROPERTY = "normsys_claim"  # the user property a claim's result travels in
@@ -101,7 +102,8 @@ def planned_configs(item: pytest.Item, ledgers=None) -> list:
     if experiment is None:
         return planned(cid, tier)
     offset = item.config.option.claims_seed_offset
-    before = ledgers.history(cid, tier) if ledgers is not None else []
+    before = ledgers.history(cid, tier, described(numeric_environment()), offset) \
+        if ledgers is not None else []
     seeds = range(offset, offset + sequential.expected(claim_looks(item, marker), before))
     return [c for c in experiment.planned(seeds, tier, claim_variant(item))
             if isinstance(c, RunConfig)]  # what a test's own fetch takes is not a run
@@ -128,10 +130,11 @@ class ClaimResult:
     nodeid: str = ""
     measured: str = field(default_factory=lambda: time.strftime("%Y-%m-%d %H:%M"))
     commit: str = field(default_factory=lambda: git_commit())
-    ledger: str = ""       # same | drift | changed | no-settings | new | unrecorded | updated
-    ledger_note: str = ""  # the ledger's line for this claim, or what to do
-    replication: str = ""  # robust | fragile | CONTRADICTED | unreplicated (ledger.replicates)
-    replication_note: str = ""  # its verdict in each ledger file of the tier
+    ledger: str = ""       # same | across | moved | changed | new | unrecorded | updated
+    ledger_note: str = ""  # the record's line for this claim, or what to do
+    replication: str = ""  # robust | fragile | CONTRADICTED | unreplicated (ledger.Replication)
+    replication_note: str = ""  # its verdict in each entry of the tier in its record
+    amendments: list[str] = field(default_factory=list)  # its rule's amendments, each a line
     looks: list[dict] = field(default_factory=list)  # with more than one look: each look's verdict
     open_note: str = ""  # inconclusive at the last look: by how much (sequential.open_note)
     entry: dict = field(default_factory=dict)  # this measurement as a ledger entry
@@ -145,9 +148,9 @@ def data_digest() -> str:
 
 class Claim:
     """What a claim test talks to: its seeds, its evidence, its figures and its verdict.
-    ``ledgers``: the session's ledger files (``ledger.Ledgers``) that judge the verdict;
-    ``fetched``: the run configs its test fetches, as it fetches them (the settings its ledger
-    entry records)."""
+    ``ledgers``: the session's claim records (``ledger.Ledgers``) that judge the verdict;
+    ``fetched``: the run configs its test fetches, as it fetches them (the settings its entry
+    records)."""
 
     def __init__(self, item: pytest.Item, marker: pytest.Mark, tier: str,
                  ledgers: ledger.Ledgers, fetched: list):
@@ -254,7 +257,8 @@ class Claim:
         return self.conclude(decision, rule, comparisons=decision.extra)
 
     def _conclude(self, decision: stats.Decision, rule: stats.Rule) -> stats.Decision:
-        from normsys.training.train import run_environment  # torch: when a claim decides
+        from normsys.claims.cache import code_digest  # torch: when a claim decides
+        from normsys.training.train import run_environment
 
         s, statistic = decision.summary, rule.statistic
         open_note = ""
@@ -273,20 +277,23 @@ class Claim:
             self.figures, self.item.nodeid)
         settings, fingerprint = ledger.run_settings(self.fetched)
         env = run_environment(self.fetched[0]) if self.fetched else numeric_environment()
-        fresh = ledger.Entry(result.verdict, statistic, result.rule, result.seeds, result.values,
-                             result.mean, result.low, result.high, result.measured, result.commit,
-                             __version__, env["torch"], env["device"], data_digest(),
-                             settings, fingerprint, env["threads"], env["autocast"],
-                             list(self.plan) if len(self.plan) > 1 else [])
-        judgement = self.ledgers.judge(self.id, self.tier, fresh)
+        fresh = ledger.Entry(
+            tier=self.tier, verdict=result.verdict, statistic=statistic, rule=result.rule,
+            seeds=result.seeds, values=result.values, mean=result.mean, low=result.low,
+            high=result.high, plan=list(self.plan), measured=result.measured,
+            commit=result.commit, normsys=__version__, torch=env["torch"], device=env["device"],
+            threads=env["threads"], autocast=env["autocast"], data=data_digest(),
+            code=code_digest(), settings=settings, settings_fingerprint=fingerprint)
+        judgement = self.ledgers.judge(self.id, fresh)
         result.ledger, result.ledger_note = judgement.status, judgement.message
         if (replicated := self.ledgers.replication(self.id, self.tier)) is not None:
             result.replication, result.replication_note = replicated.word, replicated.line()
+        result.amendments = [a.line() for a in self.ledgers.record(self.id).amendments]
         result.entry = jsonable(asdict(fresh))
         result.looks, result.open_note = jsonable(self.looks), open_note
         self.item.user_properties.append((PROPERTY, json.dumps(asdict(result))))
         text = f"[{self.id}/{self.tier}] {statistic}: {decision.reason}"
-        unrecorded = judgement.status in ("new", "unrecorded", "no-settings")
+        unrecorded = judgement.status in ledger.UNRECORDED
         if judgement.fails or (unrecorded and self.ledgers.strict):
             pytest.fail(f"[{self.id}/{self.tier}] {judgement.message}"
                         + (" (--claims-strict)" if unrecorded else ""), pytrace=False)

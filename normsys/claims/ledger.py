@@ -1,28 +1,40 @@
-"""The verdict ledger: what each claim was measured to be, one JSON file per tier and machine kind.
+"""The verdict ledger: each claim's record of what it was measured to be, one JSON file per claim.
 
-    claims/ledger/cpu.json                            the CPU tier, the claims' own seeds
-    claims/ledger/cpu-AVX2.json                       the same on a CPU whose kernels are AVX2
-    claims/ledger/cpu-DEFAULT-Intel.json              ... torch's plain kernels on an Intel CPU
-    claims/ledger/cpu-seeds-3-5.json                  the same claims on seeds 3, 4, 5, ...
-    claims/ledger/paper-NVIDIA-H200.json              the paper tier on that GPU: 5 seeds, and up
-                                                      to 21 where a verdict is open
-    claims/ledger/paper-NVIDIA-H200-max-seeds-5.json  ... decided at 5 seeds, in one look
+    claims/ledger/<claim id>.json
 
-Each entry holds a claim's verdict, statistic, rule, seeds, per-seed values, mean and interval, the
-settings of the runs it read (every config field, with a fingerprint of the run configs), and
-where and when it was measured (date, commit, normsys and torch versions, device, data). The files
-are written only by ``pytest claims --claims-update`` from a run someone has reviewed (keys sorted,
-so a change reads as a diff of a table); every run compares its fresh verdicts with them
-(``judge``): the same verdict under the same statistic, rule, seeds and run settings passes as
-before; another verdict, or a rule, statistic, seed set or setting that differs from the recorded
-one (a threshold moved, epochs changed) fails the claim with one line naming what changed; a mean
-that moved while all else held is flagged as drift. This is snapshot testing (syrupy,
-pytest-snapshot) applied to verdicts and what they were decided under.
+A record holds the claim's entries, each keyed by tier, numeric environment and seed plan
+(``cpu | cpu (AVX2, AMD), 1 thread(s), torch 2.13.0+cpu | seeds 0+, looks 3``), one of each tier
+its reference; the rule the claim was registered with and every amendment of it (date, old and
+new rule, reason). An entry holds the verdict, statistic, rule, seeds, per-seed values, mean and
+interval, the settings of the runs it read (every config field, with a fingerprint of the run
+configs), the digest of the training code that computed them (``code``: the run cache's) and
+where and when it was measured. Records are written only by ``pytest claims --claims-update`` from
+a run someone has reviewed (keys sorted, so a change reads as a diff of a table), from any
+machine: a run writes the entries of this environment and seed plan, and no record's presence
+changes how another claim is judged.
 
-``compare`` puts several ledgers side by side: machines, seed sets, tiers. ``replications`` says of
-each claim whether its verdict replicates across the ledger files of its tier (robust, fragile,
-CONTRADICTED), and ``judge_across`` holds a CPU of kernels that have no ledger to the tier's
-reference (cpu.json) by rules made for another numeric environment.
+Reading a record recomputes every entry's verdict and interval from its per-seed values, rule and
+looks (``follows``): an entry that does not follow from itself is an error naming the claim and
+entry, and so is a rule that is neither the registered one nor an amendment's.
+
+How a fresh measurement is judged (``judge``):
+
+- **this environment and seed plan recorded by the same training code**: its per-seed values are
+  compared bit for bit, with its verdict, statistic, rule, seeds and run settings; any difference
+  fails the claim, naming the largest change and the command that records it after review.
+- **no such entry** (another CPU, or this environment's entry made by other training code: stale,
+  judged as another environment until a machine of its kind records it again): against the
+  tier's reference on the same seeds, the mean of the per-seed differences within the claim's
+  own bound (``Noise``: from its cross-environment differences on the same seeds, the kernel and
+  vendor entries, at ALPHA_ACROSS a claim); a decisive flip fails.
+- **no current entry on these seeds** (every entry made by other training code, or under another
+  rule): unrecorded, as is a claim with no record; both fail under ``--claims-strict``. So a
+  number the training code changes fails where a fresh record exists, and the machine that made
+  the change records it: nobody waits on a record only another machine kind can refresh.
+
+``replication`` says how a claim's verdicts replicate across its entries (robust, fragile,
+CONTRADICTED, unreplicated while one environment on one seed set records it); ``docs`` writes
+docs/verdicts.md from every record, with the figure of every interval against its threshold.
 """
 
 from __future__ import annotations
@@ -31,69 +43,98 @@ import hashlib
 import json
 import math
 import re
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 
-from normsys import __version__
-from normsys.claims import params
-from normsys.claims.stats import INCONCLUSIVE, REFUTED, SUPPORTED
-from normsys.training import provenance
-from normsys.training.config import RunConfig
-from normsys.training.store import atomic_write_text
+import numpy as np
 
-# a mean that moved by more than this fraction of its recorded interval's half-width (or by more
-# than DRIFT_FLOOR where that width is 0) while its verdict held is flagged as drift
-DRIFT_FRACTION, DRIFT_FLOOR = 0.1, 1e-9
+from normsys import __version__
+from normsys.claims import sequential
+from normsys.claims.stats import INCONCLUSIVE, REFUTED, SUPPORTED, Rule, t_quantile
+from normsys.training.config import RunConfig
+from normsys.training.provenance import described
+from normsys.training.store import atomic_write_text
 
 
 class LedgerError(ValueError):
-    """A ledger file that cannot be read; the message names the file and what is wrong."""
+    """A record that cannot be read or does not follow from itself; the message names the file
+    and what is wrong."""
 
 
 @dataclass(frozen=True)
 class Entry:
-    """One claim's recorded measurement."""
+    """One measurement of a claim: a tier, on one numeric environment and seed plan."""
 
+    tier: str
     verdict: str
     statistic: str
-    rule: str
+    rule: str  # the decision's rule: ``>= 0.5``, ``within (-0.1, 0.1)``, ``all of 3: > 0``
     seeds: list[int]
     values: list[float]
     mean: float
     low: float
     high: float
+    plan: list[int]  # the seed counts of its looks (normsys.claims.sequential.looks)
     measured: str  # date and time
     commit: str
     normsys: str
     torch: str
-    device: str
+    device: str  # the GPU's name, or the CPU with its kernels and vendor
+    threads: str
+    autocast: str
     data: str  # the data folder's checksum list, as sha256 of SHA256SUMS (or "" if none)
+    # the training code's digest (normsys.claims.cache.code_digest); "" in entries recorded
+    # before it was kept, taken as the code they are compared with until a run shows otherwise
+    code: str = ""
     # the runs the claim read: each config field's value ("a | b" where runs differ; the seeds
-    # are `seeds`) and a fingerprint of the exact set of run configs; empty in entries that
-    # predate them (imported reports), which are then not checked for settings
+    # are `seeds`) and a fingerprint of the exact set of run configs
     settings: dict[str, str] = field(default_factory=dict)
     settings_fingerprint: str = ""
-    # the rest of the numeric environment beside torch and device (provenance.numeric_environment);
-    # "" in entries that predate them
-    threads: str = ""
-    autocast: str = ""
-    # the seed counts of the looks an open claim could take (normsys.claims.sequential), [] for
-    # one look; the look it decided at is len(seeds)
-    looks: list[int] = field(default_factory=list)
 
     @property
     def environment(self) -> str:
-        """Where the values were computed, in a few words (``cpu (AVX512), torch 2.13.0``)."""
-        parts = [self.device, f"torch {self.torch}"]
-        if self.threads:
-            parts.insert(1, f"{self.threads} thread(s)")
-        return ", ".join(parts)
+        """Where the values were computed: ``cpu (AVX2, AMD), 1 thread(s), torch 2.13.0+cpu``."""
+        return described({"device": self.device, "threads": self.threads, "torch": self.torch,
+                          "autocast": self.autocast})
+
+    @property
+    def seed_plan(self) -> str:
+        """``seeds 0+, looks 3`` (``looks 5,8,13,21`` for a plan that adds seeds while open)."""
+        return seed_plan(self.seeds[0] if self.seeds else 0, self.plan)
+
+    @property
+    def key(self) -> str:
+        return key(self.tier, self.environment, self.seed_plan)
+
+    @property
+    def full_rule(self) -> str:
+        """The rule with its statistic, as a record registers and amends it."""
+        return f"{self.statistic} {self.rule}"
+
+    @property
+    def confidence(self) -> float:
+        """The level of the look it decided at (sequential.levels)."""
+        plan = self.plan or [len(self.seeds)]
+        return sequential.levels(plan)[plan.index(len(self.seeds))] \
+            if len(self.seeds) in plan else math.nan
 
     def line(self) -> str:
         """``supported 0.82 [0.8, 0.84] seeds 0-2 (2026-11-23, a59fd79)``."""
         return f"{self.verdict} {interval(self.mean, self.low, self.high)} seeds " \
                f"{seed_span(self.seeds)} ({self.measured.split()[0]}, {self.commit[:7]})"
+
+
+def key(tier: str, environment: str, plan: str) -> str:
+    """An entry's key in its record: tier, numeric environment (provenance.described), seed plan
+    (``seed_plan``)."""
+    return f"{tier} | {environment} | {plan}"
+
+
+def seed_plan(first_seed: int, looks: Sequence[int]) -> str:
+    """``seeds 0+, looks 3``: the first seed and the seed counts of the looks."""
+    return f"seeds {first_seed}+, looks {','.join(map(str, looks))}"
 
 
 def interval(mean: float, low: float, high: float) -> str:
@@ -122,9 +163,9 @@ def run_settings(configs: Iterable[RunConfig]) -> tuple[dict[str, str], str]:
     seedless = {c.override(**{"train.seed": 0}) for c in configs}
     values: dict[str, set[str]] = {}
     for c in seedless:
-        for key, value in c.flat().items():
-            if key != "train.seed":
-                values.setdefault(key, set()).add(show(value))
+        for name, value in c.flat().items():
+            if name != "train.seed":
+                values.setdefault(name, set()).add(show(value))
     settings = {k: " | ".join(sorted(v)) for k, v in sorted(values.items())}
     prints = sorted(c.fingerprint() for c in seedless)
     return settings, hashlib.sha256(" ".join(prints).encode()).hexdigest()[:16]
@@ -140,119 +181,300 @@ def show(value) -> str:
 def setting_changes(recorded: dict[str, str], now: dict[str, str], most: int = 4) -> list[str]:
     """``train.epochs 10 -> 12`` for each setting that differs (a field one side lacks reads
     ``absent``), the first ``most`` of them and how many more."""
-    keys = sorted(set(recorded) | set(now))
-    changed = [f"{k} {recorded.get(k, 'absent')} -> {now.get(k, 'absent')}" for k in keys
+    names = sorted(set(recorded) | set(now))
+    changed = [f"{k} {recorded.get(k, 'absent')} -> {now.get(k, 'absent')}" for k in names
                if recorded.get(k) != now.get(k)]
     return changed[:most] + ([f"{len(changed) - most} more"] if len(changed) > most else [])
 
 
-# The CPU tier's numbers depend on the vector instructions torch's CPU kernels (and MKL's) use, and
-# on the CPU's vendor, by which MKL and oneDNN choose their code paths: a CPU of other kernels or of
-# another vendor rounds otherwise, and a run of many steps carries that into its result. Its
-# ledger cpu.json holds what AMD CPUs whose kernels are AVX-512 measure (the machines it was
-# recorded and reproduced on); the CPU tier on another CPU is recorded apart, in
-# cpu-<label>.json (``cpu_label``: cpu-AVX2.json on AMD, cpu-AVX512-Intel.json), as the paper tier
-# is per GPU, or judged against cpu.json where it has none (``judge_across``).
-CPU_TIER_KERNELS = "AVX512"
-CPU_TIER_VENDOR = "AMD"  # the vendor of the CPUs whose ledgers carry no vendor in their name
+# ----------------------------------------------------------------------------- an entry follows
 
 
-def cpu_label(device: str) -> str:
-    """The CPU part of a ledger's file name, from numeric_environment's device: ``cpu (AVX2,
-    AMD)`` -> ``AVX2``, ``cpu (AVX512, Intel)`` -> ``AVX512-Intel`` (CPU_TIER_KERNELS on
-    CPU_TIER_VENDOR: the reference); a GPU's: the reference's."""
-    if not device.startswith("cpu ("):
-        return CPU_TIER_KERNELS
-    kernels, _, vendor = device.removeprefix("cpu (").removesuffix(")").partition(", ")
-    return kernels if vendor in ("", CPU_TIER_VENDOR) else f"{kernels}-{vendor}"
+def parse_rule(text: str) -> Rule:
+    """The Rule of an entry's rule text (``> 0.05``, ``within (-0.1, 0.1)``, ``all of 3: <= 1``:
+    one rule for each comparison, the weakest deciding)."""
+    body = re.sub(r"^all of \d+: ", "", text)
+    if m := re.fullmatch(r"within \(([^,]+), ([^)]+)\)", body):
+        return Rule("", "within", (float(m[1]), float(m[2])))
+    if m := re.fullmatch(r"(>=|<=|>|<) (\S+)", body):
+        return Rule("", m[1], float(m[2]))
+    raise LedgerError(f"rule {text!r}: not a rule normsys writes")
 
 
-MAX_SEEDS_PART = "-max-seeds-"  # file_name's part for another most seeds than the tier's
+def same_number(a: float, b: float) -> bool:
+    return a == b or (math.isnan(a) and math.isnan(b))
 
 
-def file_name(tier: str, device: str, seed_offset: int = 0, seeds: int = 0,
-              max_seeds: int = 0, kernels: str = CPU_TIER_KERNELS) -> str:
-    """The ledger file of a tier on a device: ``cpu.json`` (``cpu-<kernels>.json`` where the CPU's
-    kernels are not those of ``CPU_TIER_KERNELS``), ``paper-<GPU name>.json``, with
-    ``-seeds-<first>-<last>`` when the run used other seeds than the claims' own and
-    ``-max-seeds-<N>`` when open claims could add seeds up to another N than the tier's own
-    (--claims-max-seeds; params.MAX_SEEDS)."""
-    if tier == "cpu":
-        stem = "cpu" if kernels == CPU_TIER_KERNELS else f"cpu-{kernels}"
-    else:
-        stem = f"{tier}-{'-'.join(device.split())}"
-    if seed_offset or seeds:
-        n = seeds or params.SEEDS[tier]  # a file without -seeds- ran on the claims' own
-        stem += f"-seeds-{seed_offset}-{seed_offset + n - 1}"
-    if max_seeds and max_seeds != params.MAX_SEEDS[tier]:
-        stem += f"{MAX_SEEDS_PART}{max_seeds}"
-    return stem + ".json"
+def follows(entry: Entry) -> str:
+    """"" if the entry's verdict, mean and interval are what its rule decides on its per-seed
+    values at the level of the look it took; else what differs. (An all-of rule records the
+    comparison its verdict rests on, which reaches that verdict on its own.)"""
+    if len(entry.seeds) != len(entry.values):
+        return f"{len(entry.seeds)} seeds but {len(entry.values)} values"
+    if entry.plan and len(entry.seeds) not in entry.plan:
+        return f"{len(entry.seeds)} seeds, a look its plan {entry.plan} does not take"
+    decision = parse_rule(entry.rule).decide(entry.values, entry.confidence)
+    s = decision.summary
+    differ = [f"{name} recorded {num(old)}, recomputed {num(new)}" for name, old, new in (
+        ("mean", entry.mean, s.mean), ("low", entry.low, s.low), ("high", entry.high, s.high))
+        if not same_number(old, new)]
+    if decision.verdict != entry.verdict:
+        differ.insert(0, f"verdict recorded {entry.verdict}, its values decide {decision.verdict}")
+    if looks := [n for n in entry.plan if n < len(entry.seeds)]:  # an earlier look left it open
+        early = [n for n, level in zip(entry.plan, sequential.levels(entry.plan), strict=True)
+                 if n in looks and parse_rule(entry.rule).decide(entry.values[:n], level).verdict
+                 != INCONCLUSIVE]
+        if early:
+            differ.append(f"its values decide at the look of {early[0]} seeds, yet it took "
+                          f"{len(entry.seeds)}")
+    return "; ".join(differ)
 
 
-def tier_of(path: Path) -> str:
-    """The tier a ledger file records, from its name (``file_name``): ``cpu-seeds-3-5.json`` ->
-    ``cpu``, ``paper-NVIDIA-H200.json`` -> ``paper``."""
-    return path.stem.split("-")[0]
+# ----------------------------------------------------------------------------- a claim's record
 
 
-def stale(folder: Path, defined: dict[str, set[str]]) -> dict[Path, list[str]]:
-    """The entries of every ledger file in ``folder`` whose claim id ``defined`` (the claim ids of
-    each tier) no longer has, by file: a renamed or removed claim's verdict that nothing checks.
-    Files of a tier ``defined`` does not speak of are left alone."""
-    out = {}
-    for path in sorted(folder.glob("*.json")):
-        if (tier := tier_of(path)) in defined:
-            if gone := sorted(set(read(path)) - defined[tier]):
-                out[path] = gone
-    return out
+@dataclass(frozen=True)
+class Amendment:
+    """A change of a claim's rule after it was registered, with why."""
+
+    date: str
+    old: str
+    new: str
+    reason: str
+
+    def line(self) -> str:
+        return f"amended {self.date}: {self.old} -> {self.new} ({self.reason})"
 
 
-FORMAT = 1  # the layout of a ledger file; a file without "format" predates the field (1)
+@dataclass
+class Record:
+    """One claim's record: its entries by key, each tier's reference key, the rule it was
+    registered with and its amendments, oldest first."""
+
+    claim: str
+    entries: dict[str, Entry] = field(default_factory=dict)
+    reference: dict[str, str] = field(default_factory=dict)
+    registered: str = ""
+    amendments: list[Amendment] = field(default_factory=list)
+
+    @property
+    def rule(self) -> str:
+        """The rule in force: the last amendment's, else the registered one."""
+        return self.amendments[-1].new if self.amendments else self.registered
+
+    def of(self, tier: str) -> list[Entry]:
+        return [e for _, e in sorted(self.entries.items()) if e.tier == tier]
+
+    def current(self, tier: str, code: str, first_seed: int) -> list[Entry]:
+        """The entries of ``tier`` on the seeds from ``first_seed`` made by the training code
+        ``code`` (or before the code was kept) under the rule in force: what can stand for the
+        claim now, the tier's reference first."""
+        out = [e for e in self.of(tier) if e.code in ("", code) and e.full_rule == self.rule
+               and e.seeds[:1] == [first_seed]]
+        return sorted(out, key=lambda e: (e.key != self.reference.get(tier), e.measured))
 
 
-def read(path: Path) -> dict[str, Entry]:
-    """The entries of a ledger file by claim id ({} if there is no such file)."""
-    if not path.is_file():
-        return {}
+FORMAT = 2  # the layout of a record file
+
+
+def path_of(folder: Path, claim: str) -> Path:
+    return Path(folder) / f"{claim}.json"
+
+
+def read(path: Path) -> Record:
+    """The record in ``path`` (an empty one if there is no such file), every entry checked to
+    follow from itself and to be under the registered rule or an amendment's."""
+    claim = Path(path).stem
+    if not Path(path).is_file():
+        return Record(claim)
     try:
-        body = json.loads(path.read_text())
-        version = body.get("format", 1) if isinstance(body, dict) else None
+        body = json.loads(Path(path).read_text())
+        version = body.get("format") if isinstance(body, dict) else None
         if version != FORMAT:
-            raise LedgerError(f"ledger {path} is format {version}; this normsys ({__version__}) "
+            raise LedgerError(f"record {path} is format {version}; this normsys ({__version__}) "
                               f"reads format {FORMAT}: use the normsys version that wrote it, or "
                               f"rewrite it with `pytest claims --claims-update`")
-        claims = body["claims"]
+        if body["claim"] != claim:
+            raise LedgerError(f"record {path} holds claim {body['claim']!r}: a record's file is "
+                              f"named for its claim")
         names = {f.name for f in fields(Entry)}
         required = {f.name for f in fields(Entry) if f.default is MISSING and
                     f.default_factory is MISSING}
-        for cid, e in claims.items():
+        entries = {}
+        for k, e in body["entries"].items():
             if missing := sorted(required - set(e)):
-                raise LedgerError(f"ledger {path}: the entry of {cid} lacks {', '.join(missing)} "
-                                  f"(written by another normsys version?); rewrite it with "
-                                  f"`pytest claims --claims-update`")
-        return {cid: Entry(**{k: v for k, v in e.items() if k in names})
-                for cid, e in claims.items()}
+                raise LedgerError(f"record {path}: entry {k!r} lacks {', '.join(missing)}; "
+                                  f"rewrite it with `pytest claims --claims-update`")
+            entries[k] = Entry(**{n: v for n, v in e.items() if n in names})
+        record = Record(claim, entries, dict(body["reference"]), body["registered"],
+                        [Amendment(**a) for a in body["amendments"]])
     except LedgerError:
         raise
     except (ValueError, KeyError, TypeError, AttributeError) as err:
-        raise LedgerError(f"ledger {path} cannot be read ({type(err).__name__}: {err}); it is "
+        raise LedgerError(f"record {path} cannot be read ({type(err).__name__}: {err}); it is "
                           f"written by `pytest claims --claims-update`: restore it from git "
                           f"(git checkout -- {path}) or rewrite it with --claims-update") from None
+    check(record, path)
+    return record
 
 
-def write(path: Path, entries: dict[str, Entry]) -> None:
-    """Write ``entries`` (by claim id) to ``path``, keys sorted, one field per line."""
-    body = {"about": "normsys verdict ledger: written by `pytest claims --claims-update`, "
-                     "never by hand; every claims run is checked against it",
-            "format": FORMAT, "claims": {cid: asdict(entries[cid]) for cid in sorted(entries)}}
+def check(record: Record, path: Path) -> None:
+    """Raise LedgerError where the record contradicts itself: an entry under a key that is not
+    its own, a verdict that does not follow from its values, a rule neither registered nor
+    amended, an amendment that does not start from the rule before it, a reference that is not
+    an entry."""
+    rules = [record.registered]
+    for a in record.amendments:
+        if a.old != rules[-1]:
+            raise LedgerError(f"record {path}: the amendment of {a.date} starts from {a.old!r}, "
+                              f"but the rule before it is {rules[-1]!r}")
+        rules.append(a.new)
+    for k, e in record.entries.items():
+        if k != e.key:
+            raise LedgerError(f"record {path}: entry {k!r} is of {e.key!r}")
+        if e.full_rule not in rules:
+            raise LedgerError(f"record {path}: entry {k!r} is decided by {e.full_rule!r}, which "
+                              f"is neither the registered rule ({record.registered!r}) nor an "
+                              f"amendment's: a changed rule is recorded with --claims-amend")
+        if why := follows(e):
+            raise LedgerError(f"record {path}: entry {k!r} of {record.claim} does not follow "
+                              f"from itself: {why}")
+    for tier, k in record.reference.items():
+        if k not in record.entries or record.entries[k].tier != tier:
+            raise LedgerError(f"record {path}: the {tier} tier's reference {k!r} is not one of "
+                              f"its entries of that tier")
+
+
+def write(path: Path, record: Record) -> None:
+    """Write ``record`` to ``path``, keys sorted, one field per line."""
+    body = {"about": "normsys claim record: written by `pytest claims --claims-update`, never by "
+                     "hand; every claims run is checked against it",
+            "format": FORMAT, "claim": record.claim, "registered": record.registered,
+            "amendments": [asdict(a) for a in record.amendments],
+            "reference": dict(sorted(record.reference.items())),
+            "entries": {k: asdict(record.entries[k]) for k in sorted(record.entries)}}
     atomic_write_text(json.dumps(body, indent=1, sort_keys=True, default=float) + "\n", path)
+
+
+def records(folder: Path) -> dict[str, Record]:
+    """Every record in ``folder``, by claim id."""
+    return {p.stem: read(p) for p in sorted(Path(folder).glob("*.json"))}
+
+
+def recorded(record: Record, fresh: Entry, amend: str = "") -> Record:
+    """``record`` with ``fresh`` as its entry of that key; a claim's first entry registers its
+    rule, a rule other than the one in force needs ``amend`` (the reason), which amends it. The
+    tier's reference moves to ``fresh`` where it has none made by this training code on the
+    claims' own seeds."""
+    amendments = list(record.amendments)
+    registered = record.registered or fresh.full_rule
+    if fresh.full_rule != (record.rule or registered):
+        if not amend:
+            raise LedgerError(f"{record.claim}: decided by {fresh.full_rule!r}, but its record "
+                              f"holds {record.rule!r}: a changed rule is an amendment, recorded "
+                              f"with --claims-update --claims-amend \"<why>\"")
+        amendments.append(Amendment(time.strftime("%Y-%m-%d"), record.rule, fresh.full_rule,
+                                    amend))
+    reference = dict(record.reference)
+    old = record.entries.get(reference.get(fresh.tier, ""))
+    if fresh.seeds[:1] == [0] and (old is None or old.code not in ("", fresh.code) or
+                                   old.full_rule != fresh.full_rule or old.key == fresh.key):
+        reference[fresh.tier] = fresh.key
+    return Record(record.claim, {**record.entries, fresh.key: fresh}, reference, registered,
+                  amendments)
+
+
+# ----------------------------------------------------------------------------- noise across
+
+
+# A claim judged on another environment than its entries' is held to its reference by the mean of
+# the per-seed differences, within a bound from the claim's own cross-environment differences:
+# its two-sided false-alarm rate is ALPHA_ACROSS, so a run of up to 100 claims on a new CPU
+# fails with no bug at most 1% of the time (tests/test_ledger.py simulates it from the records).
+ALPHA_ACROSS = 1e-4
+# where every environment gave the same bits, rounding is all another can add: this fraction of
+# the values' scale
+ROUNDING, FLOOR = 1e-6, 1e-12
+
+
+@dataclass(frozen=True)
+class Noise:
+    """How much a claim's per-seed values move between numeric environments on the same seeds:
+    ``sd`` of one environment's value about the seed's mean over environments, pooled with
+    ``df`` degrees of freedom; ``measured`` False where no two environments share seeds and the
+    seeds' own spread stands in (another environment taken to be as different as another
+    seed)."""
+
+    sd: float
+    df: int
+    scale: float  # the values' size, for the rounding floor
+    measured: bool
+
+    def bound(self, n: int) -> float:
+        """How far the mean of n per-seed differences from another environment may lie from 0."""
+        if self.df < 1 or not math.isfinite(self.sd):
+            return math.inf
+        spread = t_quantile(self.df, 1 - ALPHA_ACROSS) * self.sd * math.sqrt(2 / n)
+        return max(spread, ROUNDING * self.scale, FLOOR)
+
+    def detectable(self, n: int, power: float = 0.95, reps: int = 20_000, seed: int = 0) -> float:
+        """The smallest shift of the mean that a run on another environment, n seeds, finds beyond
+        its bound with probability ``power``: simulated, the per-seed differences normal with
+        this spread."""
+        bound = self.bound(n)
+        if not math.isfinite(bound):
+            return math.inf
+        draws = np.random.default_rng(seed).normal(0, self.sd * math.sqrt(2 / n), reps)
+        lo, hi = 0.0, 2 * bound + 10 * self.sd * math.sqrt(2 / n)  # found beyond: 100%
+        for _ in range(60):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if np.mean(np.abs(draws + mid) > bound) < power else (lo, mid)
+        return hi
+
+
+def values_by_environment(entries: Iterable[Entry]) -> dict[tuple[str, str], dict[int, float]]:
+    """Per (environment, training code) the per-seed values its entries hold."""
+    out: dict[tuple[str, str], dict[int, float]] = {}
+    for e in entries:
+        out.setdefault((e.environment, e.code), {}).update(zip(e.seeds, e.values, strict=True))
+    return out
+
+
+def noise(record: Record, tier: str) -> Noise:
+    """The claim's noise across environments at ``tier``, from its entries: every seed that two
+    or more environments measured with the same training code adds its values' spread."""
+    entries = record.of(tier)
+    by_env = values_by_environment(entries)
+    squares, df = 0.0, 0
+    for code in {c for _, c in by_env}:
+        envs = [v for (_, c), v in by_env.items() if c == code]
+        for s in set().union(*envs):
+            vals = [v[s] for v in envs if s in v and math.isfinite(v[s])]
+            if len(vals) > 1:
+                mean = math.fsum(vals) / len(vals)
+                squares += math.fsum((v - mean) ** 2 for v in vals)
+                df += len(vals) - 1
+    finite = [v for e in entries for v in e.values if math.isfinite(v)]
+    scale = max(map(abs, finite), default=0.0)
+    if df:
+        return Noise(math.sqrt(squares / df), df, scale, True)
+    ref = record.entries.get(record.reference.get(tier, ""))
+    own = [v for v in (ref.values if ref else []) if math.isfinite(v)]
+    if len(own) < 2:
+        return Noise(math.nan, 0, scale, False)
+    mean = math.fsum(own) / len(own)
+    return Noise(math.sqrt(math.fsum((v - mean) ** 2 for v in own) / (len(own) - 1)),
+                 len(own) - 1, scale, False)
+
+
+# ----------------------------------------------------------------------------- judging
 
 
 @dataclass(frozen=True)
 class Judgement:
-    """How a fresh verdict stands against the ledger."""
+    """How a fresh measurement stands against the claim's record."""
 
-    status: str   # same | drift | changed | no-settings | new | unrecorded
+    status: str   # same | across | moved | changed | new | unrecorded | updated
     message: str  # one line for the test's outcome and the verdict table
 
     @property
@@ -260,24 +482,21 @@ class Judgement:
         return self.status == "changed"
 
 
-UPDATE = "review, then rerun with --claims-update"
+UPDATE = "review, then record it: pytest claims -k {cid} --claims-update"
+UNRECORDED = ("new", "unrecorded")  # reported; --claims-strict fails them
+MOVED = "moved"  # a verdict that moved between decisive and inconclusive within the bound
 
 
 def changes(entry: Entry, fresh: Entry) -> list[str]:
-    """What a claim was decided under that differs from its entry: statistic, rule, seeds, run
-    settings (where the entry records them), each as ``what: recorded X, now Y``. Under the same
-    looks (``Entry.looks``) the look a claim decided at is an outcome, not a setting: its seeds
-    are compared at the first look, and runs that differ only in how many seeds were added are
-    no change."""
-    looked = bool(entry.looks) and entry.looks == fresh.looks and \
-        len(entry.seeds) in entry.looks and len(fresh.seeds) in fresh.looks
-    first = entry.looks[0] if looked else None
+    """What a claim was decided under that differs from its entry: statistic, rule, seeds (at the
+    first look: under the same plan the look it decided at is an outcome), run settings."""
+    first = entry.plan[0] if entry.plan == fresh.plan and entry.plan else None
     out = [f"{name}: recorded {old}, now {new}" for name, old, new in (
         ("statistic", entry.statistic, fresh.statistic), ("rule", entry.rule, fresh.rule),
         ("seeds", seed_span(entry.seeds[:first]), seed_span(fresh.seeds[:first]))) if old != new]
     if entry.settings_fingerprint and entry.settings_fingerprint != fresh.settings_fingerprint:
         named = setting_changes(entry.settings, fresh.settings)
-        if named or not looked or len(entry.seeds) == len(fresh.seeds):
+        if named or len(entry.seeds) == len(fresh.seeds):
             out.append("settings: " + (", ".join(named) if named else
                                        f"the runs pair the same values otherwise (run configs "
                                        f"recorded {entry.settings_fingerprint}, now "
@@ -285,233 +504,238 @@ def changes(entry: Entry, fresh: Entry) -> list[str]:
     return out
 
 
-# A CPU whose kernels have no ledger of their own is checked against its tier's reference ledger
-# (cpu.json) with rules made for another numeric environment: rounding moves per-seed values, so
-# they are compared within ACROSS_TOLERANCE (the fresh mean within that fraction of the recorded
-# interval's half-width: tests/test_ledger.py holds it against what other kernels were measured to
-# move and what another seed set moves), and a verdict that moves fails unless the ledgers record
-# the claim as fragile (``replication``).
-ACROSS_TOLERANCE = 1.0
-MOVED = "moved"  # a fragile claim's verdict moved between decisive and inconclusive: reported
+def value_changes(entry: Entry, fresh: Entry) -> list[str]:
+    """The per-seed values that differ between two measurements on the same seeds, largest
+    change first: ``seed 2: 0.1234 -> 0.1236``."""
+    pairs = [(s, a, b) for s, a, b in zip(entry.seeds, entry.values, fresh.values, strict=False)
+             if not same_number(a, b)]
+    pairs.sort(key=lambda p: -abs(p[2] - p[1]) if math.isfinite(p[2] - p[1]) else -math.inf)
+    return [f"seed {s}: {a!r} -> {b!r}" for s, a, b in pairs]
 
 
-def judge_across(entry: Entry | None, fresh: Entry, replicated: str) -> Judgement:
-    """Compare a measurement made in another numeric environment (a CPU of other kernels) with
-    its tier's reference entry, the claim's replication across the ledgers being ``replicated``
-    (ROBUST, FRAGILE, ...): a decisive flip fails; a verdict that moves fails unless the claim is
-    fragile, whose move between decisive and inconclusive is reported (MOVED); a statistic, rule,
-    seed set or setting that differs fails as ever; a mean that shifted beyond ACROSS_TOLERANCE
-    of the recorded half-width fails as drift."""
-    if entry is None:
-        return Judgement("new", f"new: not in the reference ledger; {UPDATE}")
-    now = f"{fresh.verdict} {interval(fresh.mean, fresh.low, fresh.high)}"
-    head = [f"reference ({entry.environment}): {entry.line()}", f"now: {now}"]
-    if changed := changes(entry, fresh):
-        return Judgement("changed", "; ".join([*head, *changed, UPDATE]))
-    if entry.verdict != fresh.verdict:
-        if {entry.verdict, fresh.verdict} == {SUPPORTED, REFUTED}:
-            return Judgement("changed", "; ".join([*head, "a decisive flip", UPDATE]))
-        if replicated != FRAGILE:
-            return Judgement("changed", "; ".join([*head, f"the verdict moved, and the ledgers "
-                                                          f"record it as {replicated}", UPDATE]))
-        return Judgement(MOVED, "; ".join([*head, "moved, as a fragile claim may (more seeds "
-                                                  "decide it: --claims-max-seeds)"]))
-    width = (entry.high - entry.low) / 2 if math.isfinite(entry.high - entry.low) else math.inf
-    tolerance = max(ACROSS_TOLERANCE * width, DRIFT_FLOOR)
-    moved = abs(fresh.mean - entry.mean)
-    if not (moved <= tolerance):  # NaN too
-        return Judgement("changed", "; ".join([*head, f"drift: the mean moved {num(moved)}, "
-                                                      f"beyond {ACROSS_TOLERANCE:g} of the "
-                                                      f"half-interval ({num(tolerance)})",
-                                               UPDATE]))
-    return Judgement("same", "; ".join(head[:1] + [f"within {num(moved)} of it"]))
-
-
-def judge(entry: Entry | None, fresh: Entry, file_exists: bool) -> Judgement:
-    """Compare a fresh measurement with its ledger entry (None: the claim has none)."""
-    if not file_exists:
-        return Judgement("unrecorded", "no ledger for this tier and device: run with "
-                                       "--claims-update to start one")
-    if entry is None:
-        return Judgement("new", f"new: not in the ledger; {UPDATE}")
-    now = f"{fresh.verdict} {interval(fresh.mean, fresh.low, fresh.high)}"
-    changed = changes(entry, fresh)
-    if entry.verdict != fresh.verdict or changed:
-        return Judgement("changed", "; ".join([f"ledger: {entry.line()}", f"now: {now}",
-                                               *changed, UPDATE]))
-    if not entry.settings_fingerprint:
-        return Judgement("no-settings", f"ledger: {entry.line()}; its run settings are not "
-                                      f"recorded: {UPDATE}")
-    width = (entry.high - entry.low) / 2 if math.isfinite(entry.high - entry.low) else math.inf
-    tolerance = max(DRIFT_FRACTION * width, DRIFT_FLOOR)
-    moved = abs(fresh.mean - entry.mean)
-    if math.isfinite(moved) and moved > tolerance:
-        return Judgement("drift", f"ledger: {entry.line()}; now: {now} (mean moved {num(moved)})")
-    return Judgement("same", f"ledger: {entry.line()}")
+def judge(record: Record, fresh: Entry) -> Judgement:
+    """Judge a fresh measurement (its ``code`` the training code's digest now) against the
+    claim's record."""
+    update = UPDATE.format(cid=record.claim)
+    now = f"now: {fresh.verdict} {interval(fresh.mean, fresh.low, fresh.high)}"
+    if not record.of(fresh.tier):
+        return Judgement("new", f"new: no record of the {fresh.tier} tier; {update}")
+    if record.rule and fresh.full_rule != record.rule:
+        return Judgement("changed", f"decided by {fresh.full_rule!r}, but the record holds "
+                                    f"{record.rule!r}: a changed rule is an amendment, recorded "
+                                    f"with --claims-update --claims-amend \"<why>\"")
+    own = record.entries.get(fresh.key)
+    if own is not None and own.code in ("", fresh.code) and own.full_rule == fresh.full_rule:
+        head = f"record ({own.environment}): {own.line()}"
+        differ = changes(own, fresh)
+        moved = value_changes(own, fresh)
+        if moved:
+            differ.append(f"per-seed values differ at {len(moved)} seed(s), the largest "
+                          f"{moved[0]}")
+        if own.verdict != fresh.verdict:
+            differ.append(f"verdict recorded {own.verdict}")
+        if differ:
+            return Judgement("changed", "; ".join([head, now, *differ, update]))
+        return Judgement("same", f"{head}; the same per-seed values")
+    candidates = record.current(fresh.tier, fresh.code, fresh.seeds[0])
+    stale = " (this environment's entry was made by other training code)" if own else ""
+    if not candidates:
+        return Judgement("unrecorded", f"no entry of the {fresh.tier} tier on seeds "
+                                       f"{fresh.seeds[0]}+ made by this training code under the "
+                                       f"rule in force{stale}; {update}")
+    ref = candidates[0]
+    head = f"reference ({ref.environment}): {ref.line()}{stale}"
+    if differ := changes(ref, fresh):
+        return Judgement("changed", "; ".join([head, now, *differ, update]))
+    common = [(a, b) for s, a, b in zip(ref.seeds, ref.values, fresh.values, strict=False)]
+    n = len(common)
+    shift = math.fsum(b - a for a, b in common) / n if n else math.nan
+    bound = noise(record, fresh.tier).bound(n)
+    if not abs(shift) <= bound:  # NaN too
+        return Judgement("changed", "; ".join([head, now, f"the per-seed values moved by "
+                                               f"{num(shift)} on average over {n} seeds, beyond "
+                                               f"this claim's bound across environments "
+                                               f"({num(bound)})", update]))
+    if {ref.verdict, fresh.verdict} == {SUPPORTED, REFUTED}:
+        return Judgement("changed", "; ".join([head, now, "a decisive flip", update]))
+    within = f"moved {num(shift)} on average, within its bound ({num(bound)})"
+    if ref.verdict != fresh.verdict:
+        return Judgement(MOVED, f"{head}; {now}: {within}")
+    return Judgement("across", f"{head}; {within}")
 
 
 class Ledgers:
-    """A session's ledger files in ``folder`` (one per tier, named for this numeric environment
-    and the seeds the session runs on: ``file_name``), each read once: they judge each fresh
-    verdict, and with ``update`` (--claims-update) take this session's verdicts. On a CPU whose
-    kernels have no ledger of their own, the CPU tier is judged against its reference ledger
-    (``CPU_TIER_KERNELS``) by the rules for another environment (``judge_across``)."""
+    """A session's claim records in ``folder``, each read once: they judge each fresh verdict and,
+    with ``update`` (--claims-update), take this session's ( ``amend``: the reason for a rule
+    changed since a claim was recorded)."""
 
     def __init__(self, folder: Path, update: bool = False, strict: bool = False,
-                 offset: int = 0, seeds: int | None = None, max_seeds: int | None = None):
-        self.folder, self.update, self.strict = Path(folder), update, strict
-        self.offset, self.seeds, self.max_seeds = offset, seeds, max_seeds
-        device = provenance.numeric_environment()["device"]  # a GPU's, or cpu (kernels, vendor)
-        self.device = "cpu" if device.startswith("cpu (") else device
-        self.kernels = cpu_label(device)
-        self.read: dict[str, dict[str, Entry]] = {}
-        self.replicated: dict[str, dict[str, Replication]] = {}
-        self.histories: dict[str, list[dict[str, Entry]]] = {}
-        # entries of claims no longer defined, by file: known only to a session that collected
-        # every claim (the plugin's ``collects_every_claim``)
-        self.stale: dict[Path, list[str]] = {}
+                 amend: str = ""):
+        self.folder, self.update, self.strict, self.amend = Path(folder), update, strict, amend
+        self.read: dict[str, Record] = {}
+        # records of claims no longer defined: known only to a session that collected every claim
+        # (the plugin's ``collects_every_claim``)
+        self.stale: list[str] = []
 
-    def path(self, tier: str, kernels: str | None = None) -> Path:
-        return self.folder / file_name(tier, self.device, self.offset, self.seeds,
-                                       self.max_seeds, kernels or self.kernels)
+    def record(self, cid: str) -> Record:
+        if cid not in self.read:
+            self.read[cid] = read(path_of(self.folder, cid))
+        return self.read[cid]
 
-    def across(self, tier: str) -> bool:
-        """Whether ``tier`` is judged against the reference ledger of another environment: the
-        CPU tier on kernels that have no ledger, when not writing one."""
-        return tier == "cpu" and not self.update and self.kernels != CPU_TIER_KERNELS and \
-            not self.path(tier).is_file() and self.path(tier, CPU_TIER_KERNELS).is_file()
+    def recorded(self, cid: str, tier: str, key_now: str, code: str, first_seed: int) \
+            -> Entry | None:
+        """The entry this session's measurement will be compared with: its own (``key_now``) made
+        by this training code, else the reference it is judged against."""
+        record = self.record(cid)
+        own = record.entries.get(key_now)
+        if own is not None and own.code in ("", code):
+            return own
+        current = record.current(tier, code, first_seed)
+        return current[0] if current else None
 
-    def judged_against(self, tier: str) -> Path:
-        """The ledger file this session's verdicts of ``tier`` are judged against."""
-        return self.path(tier, CPU_TIER_KERNELS) if self.across(tier) else self.path(tier)
+    def history(self, cid: str, tier: str, environment: str, first_seed: int) -> list[Entry]:
+        """The claim's entries of ``tier`` in this environment on seeds from ``first_seed``,
+        whatever their plan: the looks it took here (sequential.expected)."""
+        return [e for e in self.record(cid).of(tier)
+                if e.environment == environment and e.seeds[:1] == [first_seed]]
 
-    def entries(self, tier: str) -> dict[str, Entry]:
-        if tier not in self.read:
-            self.read[tier] = read(self.judged_against(tier))
-        return self.read[tier]
-
-    def history(self, cid: str, tier: str) -> list[Entry]:
-        """The claim's entries in this environment's ledger files of ``tier`` on the session's
-        seeds, whatever the most seeds each let an open claim add (``-max-seeds-N``): what it took
-        there (sequential.expected)."""
-        if tier not in self.histories:
-            own = file_name(tier, self.device, self.offset, self.seeds, 0, self.kernels)
-            name = re.compile(re.escape(own.removesuffix(".json")) +
-                              rf"({re.escape(MAX_SEEDS_PART)}\d+)?\.json")
-            judged = self.judged_against(tier)  # read once, by ``entries``
-            self.histories[tier] = [self.entries(tier) if path == judged else read(path)
-                                    for path in sorted(self.folder.glob("*.json"))
-                                    if name.fullmatch(path.name)]
-        return [entries[cid] for entries in self.histories[tier] if cid in entries]
+    def judge(self, cid: str, fresh: Entry) -> Judgement:
+        if self.update:
+            try:
+                recorded(self.record(cid), fresh, self.amend)
+            except LedgerError as err:
+                return Judgement("changed", str(err))
+            return Judgement("updated", f"recorded from this run in "
+                                        f"{path_of(self.folder, cid)}")
+        return judge(self.record(cid), fresh)
 
     def replication(self, cid: str, tier: str) -> Replication | None:
-        """How the claim's verdict replicates across the tier's ledger files (None: in none)."""
-        if tier not in self.replicated:
-            self.replicated[tier] = replications(self.folder, tier)
-        return self.replicated[tier].get(cid)
-
-    def judge(self, cid: str, tier: str, fresh: Entry) -> Judgement:
-        if self.update:
-            return Judgement("updated", f"ledger updated from this run ({self.path(tier)})")
-        if self.across(tier):
-            replicated = self.replication(cid, tier)
-            return judge_across(self.entries(tier).get(cid), fresh,
-                                replicated.word if replicated else UNREPLICATED)
-        return judge(self.entries(tier).get(cid), fresh, self.path(tier).is_file())
+        return replication(self.record(cid), tier)
 
     def write(self, results: Sequence) -> list[str]:
-        """Put this session's measured verdicts (claim results: ``id``, ``tier``, ``entry``) into
-        their tiers' files; what was written."""
+        """Put this session's measurements (claim results: ``id``, ``entry``) into their
+        claims' records, and delete the records of claims no longer defined (``stale``); what was
+        written and deleted."""
         written = []
-        for tier in sorted({r.tier for r in results}):
-            fresh = {r.id: Entry(**r.entry) for r in results if r.tier == tier and r.entry}
-            if fresh:
-                path = self.path(tier)
-                gone = self.stale.pop(path, [])
-                kept = {cid: e for cid, e in read(path).items() if cid not in gone}
-                write(path, {**kept, **fresh})
-                written.append(f"{len(fresh)} entries to {path}"
-                               + (f", {len(gone)} of claims no longer defined dropped "
-                                  f"({', '.join(gone)})" if gone else ""))
+        for cid in self.stale:
+            path_of(self.folder, cid).unlink(missing_ok=True)
+            written.append(f"deleted {path_of(self.folder, cid)}: no claim {cid} is defined")
+        self.stale = []
+        for r in results:
+            if not r.entry or r.ledger != "updated":  # a rule changed without its amendment
+                continue
+            path = path_of(self.folder, r.id)
+            record = recorded(read(path), Entry(**r.entry), self.amend)
+            self.folder.mkdir(parents=True, exist_ok=True)
+            write(path, record)
+            self.read[r.id] = record
+            written.append(f"{path} ({record.entries[Entry(**r.entry).key].key})")
         return written
 
     def stale_lines(self) -> list[str]:
-        return [f"{path} holds {len(ids)} entries of claims no longer defined ({', '.join(ids)}): "
-                f"review, then --claims-update drops them from the file it writes"
-                for path, ids in sorted(self.stale.items())]
+        return [f"{path_of(self.folder, cid)}: the record of a claim no longer defined; review, "
+                f"then --claims-update deletes it" for cid in self.stale]
+
+
+def stale(folder: Path, defined: set[str]) -> list[str]:
+    """The claims whose records ``folder`` holds but ``defined`` (every claim id) lacks."""
+    return sorted({p.stem for p in Path(folder).glob("*.json")} - set(defined))
 
 
 # ----------------------------------------------------------------------------- replication
 
-# How a claim's verdict replicates across the ledger files of its tier (seed sets, numeric
-# environments): one verdict in every file; decisive in one and inconclusive in another (a
-# verdict the sample decides: more seeds, or the paper tier, settle it); supported in one and
-# refuted in another (a red flag: the claim's evidence points both ways); recorded once.
+# How a claim's verdicts replicate across its entries of a tier (seed sets, numeric environments):
+# one verdict in every entry; decisive in one and inconclusive in another (a verdict the sample
+# decides: more seeds, or the paper tier, settle it); supported in one and refuted in another (a
+# red flag: the claim's evidence points both ways); one environment on one seed set records it.
 ROBUST, FRAGILE, CONTRADICTED, UNREPLICATED = "robust", "fragile", "CONTRADICTED", "unreplicated"
-
-
-def replicates(verdicts: Sequence[str]) -> str:
-    """The replication word of one claim's verdicts in several ledger files."""
-    found = set(verdicts)
-    if {SUPPORTED, REFUTED} <= found:
-        return CONTRADICTED
-    if len(found) > 1:
-        return FRAGILE
-    return ROBUST if len(verdicts) > 1 else UNREPLICATED
 
 
 @dataclass(frozen=True)
 class Replication:
-    """One claim's verdict in each ledger file of its tier (by file stem) and what they say."""
+    """One claim's verdict in each entry of a tier (by short label) and what they say."""
 
     verdicts: dict[str, str]
-    behind: dict[str, str]  # file stem -> its seeds and numeric environment, in a few words
+    environments: int  # distinct numeric environments among the entries
+    seed_sets: int  # distinct first seeds among the entries
 
     @property
     def word(self) -> str:
-        return replicates(list(self.verdicts.values()))
+        found = set(self.verdicts.values())
+        if {SUPPORTED, REFUTED} <= found:
+            return CONTRADICTED
+        if len(found) > 1:
+            return FRAGILE
+        return ROBUST if self.environments > 1 or self.seed_sets > 1 else UNREPLICATED
 
     def line(self) -> str:
-        """``fragile: supported (cpu), inconclusive (cpu-AVX2)``."""
-        return f"{self.word}: " + ", ".join(f"{v} ({stem})" for stem, v in self.verdicts.items())
+        """``fragile: supported (cpu AVX512 AMD), inconclusive (cpu AVX2 AMD)``."""
+        return f"{self.word}: " + ", ".join(f"{v} ({k})" for k, v in self.verdicts.items())
 
 
-def tier_files(folder: Path, tier: str) -> list[Path]:
-    """The ledger files of ``tier`` in ``folder``, the tier's reference first (``cpu.json``;
-    for the paper tier, each GPU's own seeds before other seed sets)."""
-    files = [p for p in sorted(Path(folder).glob("*.json")) if tier_of(p) == tier]
-    return sorted(files, key=lambda p: ("-seeds-" in p.stem, p.stem != tier, p.stem))
+def label(e: Entry) -> str:
+    """An entry's column in a few words: its device, first seed and, for a plan of several looks,
+    the most seeds it may take: ``cpu (AVX2, AMD), seeds 0+``, ``cpu (AVX512, AMD), seeds 0+ up
+    to 8`` (a claim's own seed count and its runs' autocast are the claim's, not the column's)."""
+    most = f" up to {e.plan[-1]}" if len(e.plan) > 1 else ""
+    return f"{e.device}, seeds {e.seeds[0] if e.seeds else 0}+{most}"
 
 
-def replications(folder: Path, tier: str) -> dict[str, Replication]:
-    """Each claim's replication across the ledger files of ``tier`` in ``folder``."""
-    out: dict[str, dict[str, Entry]] = {}
-    for path in tier_files(folder, tier):
-        for cid, e in read(path).items():
-            out.setdefault(cid, {})[path.stem] = e
-    return {cid: Replication({stem: e.verdict for stem, e in by.items()},
-                             {stem: f"seeds {seed_span(e.seeds)}, {e.environment}"
-                              for stem, e in by.items()})
-            for cid, by in sorted(out.items())}
+def replication(record: Record, tier: str) -> Replication | None:
+    entries = record.of(tier)
+    if not entries:
+        return None
+    ref = record.entries.get(record.reference.get(tier, ""))
+    ordered = sorted(entries, key=lambda e: e is not ref)
+    return Replication({label(e): e.verdict for e in ordered},
+                       len({e.environment for e in entries}),
+                       len({e.seeds[0] for e in entries}))
 
 
-# ----------------------------------------------------------------------------- comparing ledgers
+# ----------------------------------------------------------------------------- the verdict page
 
 
-def compare(paths: Sequence[Path]) -> tuple[list[str], list[list[str]], str]:
-    """Header, rows (claim, then verdict, mean [CI] and seeds per ledger) and the agreement line
-    of several ledger files: claims in all of them agree when their verdicts are equal; a
-    decisive flip is supported in one and refuted in another."""
-    for p in paths:
-        if not p.is_file():
-            raise LedgerError(f"ledger {p} does not exist")
-    ledgers = [read(p) for p in paths]
-    ids = sorted(set().union(*ledgers))
-    header = ["claim"] + [x for p in paths for x in (f"{p.stem}: verdict", "mean [95% CI]",
-                                                       "seeds")]
+def columns(recs: dict[str, Record], tier: str) -> list[str]:
+    """The (environment, seed plan) labels the records' entries of ``tier`` fall in, the most
+    used first (the reference's usually), then by name."""
+    counts: dict[str, int] = {}
+    for r in recs.values():
+        for e in r.of(tier):
+            counts[label(e)] = counts.get(label(e), 0) + (2 if r.reference.get(tier) == e.key
+                                                           else 1)
+    return sorted(counts, key=lambda c: (-counts[c], c))
+
+
+def as_markdown(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(f"`{c}`" if i == 0 else c for i, c in enumerate(row)) + " |"
+              for row in rows]
+    return "\n".join(lines)
+
+
+def as_text(header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
+              for i, h in enumerate(header)]
+    fmt = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()  # noqa: E731
+    return "\n".join([fmt(header), fmt(["-" * w for w in widths]), *map(fmt, rows)])
+
+
+def compare(recs: dict[str, Record], tier: str, wanted: Sequence[str] = ()) \
+        -> tuple[list[str], list[list[str]], str]:
+    """Header, rows (claim, then verdict, mean [CI] and seeds per column) and the agreement line
+    of the columns ``wanted`` (labels; all of the tier's if none): claims in all of them agree when
+    their verdicts are equal; a decisive flip is supported in one and refuted in another."""
+    cols = list(wanted) or columns(recs, tier)
+    if unknown := [c for c in cols if c not in columns(recs, tier)]:
+        raise LedgerError(f"no entries of the {tier} tier under {', '.join(unknown)}; the "
+                          f"columns there: {'; '.join(columns(recs, tier))}")
+    header = ["claim"] + [x for c in cols for x in (f"{c}: verdict", "mean [95% CI]", "seeds")]
     rows, common, agree, flips = [], 0, 0, []
-    for cid in ids:
-        entries = [ledger.get(cid) for ledger in ledgers]
+    for cid, r in sorted(recs.items()):
+        by = {label(e): e for e in r.of(tier)}
+        if not by:
+            continue
+        entries = [by.get(c) for c in cols]
         row = [cid]
         for e in entries:
             row += ["-", "", ""] if e is None else [
@@ -526,168 +750,234 @@ def compare(paths: Sequence[Path]) -> tuple[list[str], list[list[str]], str]:
                 flips.append(cid)
     line = f"{agree} of {common} agree; {len(flips)} decisive flips" + (
         f" ({', '.join(flips)})" if flips else "")
-    if common < len(ids):
-        line += f"; {len(ids) - common} claims not in every ledger"
+    if common < len(rows):
+        line += f"; {len(rows) - common} claims not in every column"
     return header, rows, line
 
 
-def as_text(header: list[str], rows: list[list[str]]) -> str:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
-              for i, h in enumerate(header)]
-    fmt = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()  # noqa: E731
-    return "\n".join([fmt(header), fmt(["-" * w for w in widths]), *map(fmt, rows)])
-
-
-def as_markdown(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(f"`{c}`" if i == 0 else c for i, c in enumerate(row)) + " |"
-              for row in rows]
-    return "\n".join(lines)
-
-
-DOCS_HEAD = """# Verdict ledgers side by side
-
-Written by `python -m normsys tables` from the ledger files in this folder (`tests/test_ledger.py`
-fails when this page is not what the command writes from them). Each table below the first is
-`python -m normsys compare ... --markdown` of the files it names. The CPU and paper tiers differ in
-model size, data and seeds, so their agreement is a comparison of settings, not a reproduction
-check; two GPUs on the paper tier, two CPU kernel sets, or two seed sets of one tier, are."""
-
-REPLICATION_HEAD = """## Replication: every claim at a glance
-
-Each tier's verdict is its reference ledger's (the first file listed for it); beside it, how that
-verdict replicates across every ledger file of the tier: **robust** (one verdict in all of them),
-**fragile** (decisive in one, inconclusive in another: the sample decides it, and more seeds,
-`--claims-max-seeds`, or the paper tier settle it), **CONTRADICTED** (supported in one, refuted in
-another: the evidence points both ways), *unreplicated* (one file records it). Where files
-disagree, the cell names those that differ from the reference."""
-
-
-def replication_table(folder: Path, tiers: Sequence[str] = ("cpu", "paper")) -> str:
-    """The page's first table: each claim's verdict per tier, its replication, and the files
-    that differ; above it, the files behind each tier with their seeds and environments."""
-    tiers = [t for t in tiers if tier_files(folder, t)]
-    lines = []
-    for tier in tiers:
-        files = tier_files(folder, tier)
-        seen = {}
-        for path in files:
-            entries = list(read(path).values())
-            spans = sorted({seed_span(e.seeds) for e in entries}, key=lambda x: (len(x), x))
-            environments = sorted({e.environment for e in entries})
-            seen[path.stem] = "no entries" if not entries else \
-                f"seeds {' to '.join(dict.fromkeys([spans[0], spans[-1]]))}, " \
-                f"{'; '.join(environments)}"
-        lines.append(f"- {tier}: " + "; ".join(f"`{stem}` ({what})" for stem, what in seen.items()))
-    by_tier = {t: replications(folder, t) for t in tiers}
-    header = ["claim"] + [x for t in tiers for x in (t, f"{t}: replication")]
-    rows = []
-    for cid in sorted(set().union(*by_tier.values())):
-        row = [cid]
-        for tier in tiers:
-            r = by_tier[tier].get(cid)
-            if r is None:
-                row += ["-", ""]
-                continue
-            reference, *others = r.verdicts.items()
-            differ = [f"{v} in `{stem}`" for stem, v in others if v != reference[1]]
-            verdict = reference[1].upper() if reference[1] == REFUTED else reference[1]
-            word = f"**{r.word}**" if r.word in (FRAGILE, CONTRADICTED) else r.word
-            row += [f"{verdict} (`{reference[0]}`)",
-                    word + (f": {', '.join(differ)}" if differ else "")]
-        rows.append(row)
-    counts = {t: {} for t in tiers}
-    for t in tiers:
-        for r in by_tier[t].values():
-            counts[t][r.word] = counts[t].get(r.word, 0) + 1
-    summary = "; ".join(f"{t}: " + ", ".join(f"{n} {w}" for w, n in sorted(counts[t].items()))
-                        for t in tiers)
-    return "\n\n".join([REPLICATION_HEAD, "\n".join(lines), summary,
-                         as_markdown(header, rows)])
-
-
-def docs(folder: Path) -> str:
-    """This folder's README: the replication of every verdict, then the CPU tier beside the
-    paper tier on every GPU with a ledger, the GPUs' agreement among themselves, and each tier
-    beside its other kernel sets and seed sets."""
-    cpu = folder / "cpu.json"
-    gpus = [p for p in sorted(folder.glob("paper-*.json")) if "-seeds-" not in p.stem]
-    blocks = [DOCS_HEAD, replication_table(folder)]
-
-    def section(title: str, paths: list[Path], extra: str = "") -> None:
-        header, rows, agreement = compare(paths)
-        names = ", ".join(f"`{p.name}`" for p in paths)
-        blocks.extend([f"## {title}", f"{names}: {agreement}{extra}",
-                       as_markdown(header, rows)])
-
-    if gpus:
-        gpu_line = ""
-        if len(gpus) > 1:
-            gpu_line = "; the GPUs among themselves: " + compare(gpus)[2]
-        section("The CPU tier and the paper tier on each GPU", [cpu, *gpus], gpu_line)
-    for other in sorted(folder.glob("*-seeds-*.json")):
-        reference = folder / f"{other.stem.split('-seeds-')[0].removesuffix('-max')}.json"
-        if reference.is_file():
-            section(f"Seeds: `{other.stem}` beside `{reference.stem}`", [reference, other])
-    for other in sorted(folder.glob("cpu-*.json")):
-        if "-seeds-" not in other.stem:  # the CPU tier on a CPU of other kernels (file_name)
-            section(f"CPU kernels: `{other.stem}` beside `cpu` ({CPU_TIER_KERNELS})",
-                    [cpu, other])
-    return "\n\n".join(blocks) + "\n"
-
-
-# ----------------------------------------------------------------------------- earlier reports
-
-
-def from_report(path: Path, provenance: dict[str, str]) -> dict[tuple[str, str], Entry]:
-    """Ledger entries, by (claim id, tier), of the decided claims of a claims report written before
-    the ledger existed: ``claims.json``, or the verdict table pytest printed (saved as text, whose
-    rows carry no per-seed values; seeds 0 to n-1). ``provenance`` (measured, commit, normsys,
-    torch, device, data) is what the importer knows of the run and wins over the report's own
-    rows: a report measured from a copy of the package inside another repository names that
-    repository's commit, not the code that ran."""
-    text = path.read_text()
-    try:
-        rows = json.loads(text)["claims"]
-    except ValueError:
-        rows = table_rows(text)
-    except (KeyError, TypeError):
-        raise LedgerError(f"{path}: neither a claims report (claims.json) nor a verdict "
-                          f"table") from None
-    out = {}
-    for r in rows:
-        if r["verdict"].lower() not in (SUPPORTED, REFUTED, INCONCLUSIVE):
+def false_alarm(recs: dict[str, Record], tier: str, reps: int = 20_000, seed: int = 0) -> float:
+    """The chance that a clean run of every claim of ``tier`` on an environment none of them
+    records fails somewhere, simulated: each claim's spread across environments drawn from what
+    its records leave possible (sd^2 = s^2 df / chi2(df), the spread's uncertainty at df degrees
+    of freedom), then the mean of its per-seed differences from its reference (normal, that
+    spread), held to its bound."""
+    gen = np.random.default_rng(seed)
+    alarms = np.zeros(reps, dtype=bool)
+    for r in recs.values():
+        ref = r.entries.get(r.reference.get(tier, ""))
+        nz = noise(r, tier)
+        if ref is None or not math.isfinite(nz.sd) or nz.df < 1:
             continue
-        recorded = r.get("entry") or {}  # reports that carry the run settings
-        out[r["id"], r["tier"]] = Entry(
-            r["verdict"].lower(), r["statistic"], r["rule"], list(r["seeds"]),
-            list(r.get("values", [])), float(r["mean"]), float(r["low"]), float(r["high"]),
-            provenance["measured"], provenance["commit"], provenance["normsys"],
-            provenance["torch"], provenance["device"], provenance.get("data", ""),
-            dict(recorded.get("settings", {})),
-            recorded.get("settings_fingerprint", ""))
+        n = len(ref.seeds)
+        sd = nz.sd * np.sqrt(nz.df / gen.chisquare(nz.df, reps))
+        alarms |= np.abs(gen.normal(0, 1, reps) * sd * math.sqrt(2 / n)) > nz.bound(n)
+    return float(alarms.mean())
+
+
+def differences(record: Record, tier: str) -> list[float]:
+    """Every per-seed difference between two environments' values of the claim on one seed, made
+    by the same training code (each pair of environments once)."""
+    by_env = values_by_environment(record.of(tier))
+    keys = sorted(by_env)
+    out = []
+    for i, a in enumerate(keys):
+        for b in keys[i + 1:]:
+            if a[1] == b[1]:
+                out += [by_env[b][s] - by_env[a][s] for s in by_env[a].keys() & by_env[b].keys()
+                        if math.isfinite(by_env[b][s] - by_env[a][s])]
     return out
 
 
-def table_rows(text: str) -> list[dict]:
-    """The rows of a printed verdict table (columns apart by two or more spaces)."""
-    import re
+def false_alarm_resampled(recs: dict[str, Record], tier: str, reps: int = 20_000,
+                          seed: int = 0) -> float:
+    """``false_alarm`` with each claim's per-seed differences resampled, sign at random, from the
+    differences its records show (a claim whose records show none: normal, as there)."""
+    gen = np.random.default_rng(seed)
+    alarms = np.zeros(reps, dtype=bool)
+    for r in recs.values():
+        ref = r.entries.get(r.reference.get(tier, ""))
+        if ref is None:
+            continue
+        n, nz, diffs = len(ref.seeds), noise(r, tier), np.array(differences(r, tier))
+        if diffs.size:
+            draws = gen.choice(diffs, (reps, n)) * gen.choice([-1.0, 1.0], (reps, n))
+            alarms |= np.abs(draws.mean(1)) > nz.bound(n)
+        elif math.isfinite(nz.sd):
+            alarms |= np.abs(gen.normal(0, nz.sd * math.sqrt(2 / n), reps)) > nz.bound(n)
+    return float(alarms.mean())
 
-    lines = text.splitlines()
-    try:
-        top = next(i for i, line in enumerate(lines) if line.split()[:3] == ["claim", "tier",
-                                                                             "verdict"])
-    except StopIteration:
-        raise LedgerError("no verdict table (a line 'claim  tier  verdict ...') found") from None
-    header = re.split(r"\s{2,}", lines[top].strip())
+
+def detection_table(recs: dict[str, Record], tier: str) -> tuple[list[str], list[list[str]]]:
+    """Per claim of ``tier``: its noise across environments, its bound at the reference's seeds
+    and the smallest shift of the mean CI on another environment detects 95% of the time, also in
+    the reference's half-intervals."""
+    header = ["claim", "spread across environments (df)", "bound on the mean difference",
+              "detected shift (95%)", "in half-intervals"]
     rows = []
-    for line in lines[top + 2:]:
-        cells = re.split(r"\s{2,}", line.strip())
-        if len(cells) < len(header) - 1:
-            break
-        row = dict(zip(header, cells, strict=False))
-        low, high = row.get("CI", row.get("95% CI", "")).strip("[]").split(", ")  # or older
-        rows.append({"id": row["claim"], "tier": row["tier"], "verdict": row["verdict"],
-                     "statistic": row["statistic"], "rule": row["rule"], "mean": row["mean"],
-                     "low": low, "high": high, "seeds": list(range(int(row["seeds"])))})
-    return rows
+    for cid, r in sorted(recs.items()):
+        ref = r.entries.get(r.reference.get(tier, ""))
+        if ref is None:
+            continue
+        nz, n = noise(r, tier), len(ref.seeds)
+        shift = nz.detectable(n)
+        half = (ref.high - ref.low) / 2
+        spread = f"{num(nz.sd)} ({nz.df})" if nz.measured else \
+            f"{num(nz.sd)} ({nz.df}), seeds' own: one environment"
+        rows.append([cid, spread, num(nz.bound(n)), num(shift),
+                     num(shift / half) if half > 0 and math.isfinite(half) else "-"])
+    return header, rows
+
+
+def scaled(e: Entry) -> tuple[float, float, float]:
+    """The entry's mean and interval on the scale where its rule's threshold is 0 and its claimed
+    side is positive, in units of the threshold's size (|threshold|, or the band's half-width;
+    1 where the threshold is 0): a claim is supported where the whole bar lies right of 0."""
+    rule = parse_rule(e.rule)
+    if rule.side == "within":
+        lo, hi = rule.threshold
+        centre, half = (lo + hi) / 2, (hi - lo) / 2
+        inside = lambda v: (half - abs(v - centre)) / half  # noqa: E731
+        worst = min(inside(e.low), inside(e.high))
+        best = 1.0 if e.low <= centre <= e.high else max(inside(e.low), inside(e.high))
+        return inside(e.mean), worst, best
+    t = rule.threshold
+    unit = abs(t) or 1.0
+    sign = 1 if rule.side in (">", ">=") else -1
+    a, b = sign * (e.low - t) / unit, sign * (e.high - t) / unit
+    return sign * (e.mean - t) / unit, min(a, b), max(a, b)
+
+
+COLOURS = {SUPPORTED: "tab:green", REFUTED: "tab:red", INCONCLUSIVE: "tab:grey"}
+
+
+def figure(recs: dict[str, Record], path: Path) -> None:
+    """Every claim's interval against its threshold, per tier and column (scaled: ``scaled``),
+    coloured by verdict; drawn to ``path`` (PNG). The axis is symmetric-log: near the threshold
+    linear, far from it logarithmic."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tiers = [t for t in ("cpu", "paper") if any(r.of(t) for r in recs.values())]
+    ids = sorted(recs)
+    fig, axes = plt.subplots(1, len(tiers), figsize=(7 * len(tiers), 0.26 * len(ids) + 2.6),
+                             sharey=True, squeeze=False)
+    for ax, tier in zip(axes[0], tiers, strict=True):
+        cols = columns(recs, tier)
+        offsets = np.linspace(-0.3, 0.3, len(cols)) if len(cols) > 1 else [0.0]
+        markers = "osD^v<>ph*"
+        for i, cid in enumerate(ids):
+            by = {label(e): e for e in recs[cid].of(tier)}
+            for j, c in enumerate(cols):
+                if (e := by.get(c)) is None or not math.isfinite(e.mean):
+                    continue
+                mid, lo, hi = scaled(e)
+                y = i + offsets[j]
+                ax.plot([lo, hi], [y, y], color=COLOURS.get(e.verdict, "black"), lw=1.4)
+                ax.plot([mid], [y], markers[j % len(markers)], ms=3.5,
+                        color=COLOURS.get(e.verdict, "black"))
+        ax.axvline(0, color="black", lw=1)
+        ax.set_xscale("symlog", linthresh=1)
+        ax.set_title(f"{tier} tier: {len(cols)} environment and seed-plan column(s)", fontsize=9)
+        ax.set_xlabel("distance from the threshold, in threshold units (claimed side right)",
+                      fontsize=8)
+        ax.grid(axis="x", alpha=0.3)
+        handles = [plt.Line2D([], [], marker=markers[j % len(markers)], color="black", ls="",
+                              label=c) for j, c in enumerate(cols)]
+        handles += [plt.Line2D([], [], color=col, label=v) for v, col in COLOURS.items()]
+        ax.legend(handles=handles, fontsize=7, loc="upper center", ncol=2,
+                  bbox_to_anchor=(0.5, -0.6 / (0.26 * len(ids) + 1.6)))
+    axes[0][0].set_yticks(range(len(ids)), ids, fontsize=7)
+    axes[0][0].invert_yaxis()
+    fig.tight_layout()
+    fig.savefig(path, dpi=90, metadata={"Software": None})
+    plt.close(fig)
+
+
+DOCS_HEAD = """# Verdicts
+
+Written by `python -m normsys tables` from the claim records in `claims/ledger/` (`.ci/run` fails
+when this page is not what the command writes from them). Each record holds a claim's entries, one
+per tier, numeric environment and seed plan; the CPU and paper tiers differ in model size, data
+and seeds, so their agreement is a comparison of settings, not a reproduction check; two GPUs,
+two CPU kernel sets or vendors, or two seed sets of one tier, are.
+
+![Every claim's interval against its threshold](verdicts.png)
+
+Each bar is an entry's 95% interval (or the level of the look it decided at), its mark the mean,
+on a scale where the rule's threshold is the vertical line and the claimed side lies right: the
+distance from the threshold in units of the threshold's size (|threshold|, a band's half-width, or
+1 for a threshold of 0), linear within one unit and logarithmic beyond. Green supported, red
+refuted, grey inconclusive; one mark per column (numeric environment and seed plan)."""
+
+REPLICATION_HEAD = """## Replication: every claim at a glance
+
+Each tier's verdict is its reference entry's; beside it, how that verdict replicates across the
+claim's entries of the tier: **robust** (one verdict in all of them, over more than one numeric
+environment or seed set), **fragile** (decisive in one, inconclusive in another: the sample
+decides it, and more seeds, `--claims-max-seeds`, or the paper tier settle it), **CONTRADICTED**
+(supported in one, refuted in another), *unreplicated* (one environment on one seed set records
+it). Where entries disagree, the cell names those that differ from the reference. An amendment of
+a claim's rule stands under its row."""
+
+DETECTION_HEAD = """## What CI on another CPU detects
+
+A CPU-tier run on a numeric environment with no entry of its own (another CPU's kernels or vendor,
+or this environment's entry made by other training code) is held to the reference by the mean of
+its per-seed differences, within a bound from the claim's own spread across the environments its
+entries record on the same seeds (a two-sided false-alarm rate of {alpha:g} a claim; where one
+environment records the claim, the seeds' own spread stands in). Below, per claim, the smallest
+shift of its mean that such a run detects 95% of the time, simulated; in the last column in half
+95% intervals of the reference. The whole CPU tier's false-alarm rate on a new environment,
+simulated from the records: {normal:.3%} with the differences normal and each claim's spread as
+uncertain as its degrees of freedom leave it, {resampled:.3%} with the differences resampled from
+those recorded."""
+
+
+def replication_section(recs: dict[str, Record], tiers: Sequence[str]) -> str:
+    header = ["claim"] + [x for t in tiers for x in (t, f"{t}: replication")]
+    rows, counts = [], {t: {} for t in tiers}
+    for cid, r in sorted(recs.items()):
+        row = [cid + "".join(f"<br>{a.line()}" for a in r.amendments)]
+        for tier in tiers:
+            rep, ref = replication(r, tier), r.entries.get(r.reference.get(tier, ""))
+            if rep is None:
+                row += ["-", ""]
+                continue
+            counts[tier][rep.word] = counts[tier].get(rep.word, 0) + 1
+            first = label(ref) if ref else ""
+            differ = [f"{v} in {k}" for k, v in rep.verdicts.items()
+                      if ref is None or v != ref.verdict]
+            verdict = ref.verdict if ref else "-"
+            word = f"**{rep.word}**" if rep.word in (FRAGILE, CONTRADICTED) else rep.word
+            row += [f"{verdict.upper() if verdict == REFUTED else verdict} ({first})",
+                    f"{word} ({rep.environments} env., {rep.seed_sets} seed set(s))"
+                    + (f": {', '.join(differ)}" if differ else "")]
+        rows.append(row)
+    summary = "; ".join(f"{t}: " + ", ".join(f"{n} {w}" for w, n in sorted(counts[t].items()))
+                        for t in tiers)
+    return "\n\n".join([REPLICATION_HEAD, summary, as_markdown(header, rows)])
+
+
+def docs(folder: Path, picture: Path | None = None) -> str:
+    """docs/verdicts.md from the records in ``folder``: the figure (drawn to ``picture`` when
+    given), each claim's replication and amendments, what CI on another CPU detects, then every
+    tier's columns side by side."""
+    recs = records(folder)
+    if picture is not None:
+        figure(recs, picture)
+    tiers = [t for t in ("cpu", "paper") if any(r.of(t) for r in recs.values())]
+    blocks = [DOCS_HEAD, replication_section(recs, tiers)]
+    if "cpu" in tiers:
+        header, rows = detection_table(recs, "cpu")
+        blocks += [DETECTION_HEAD.format(alpha=ALPHA_ACROSS, normal=false_alarm(recs, "cpu"),
+                                         resampled=false_alarm_resampled(recs, "cpu")),
+                   as_markdown(header, rows)]
+    for tier in tiers:
+        cols = columns(recs, tier)
+        for other in cols[1:]:
+            header, rows, agreement = compare(recs, tier, [cols[0], other])
+            blocks += [f"## The {tier} tier: {other} beside {cols[0]}", agreement,
+                       as_markdown(header, rows)]
+    return "\n\n".join(blocks) + "\n"

@@ -7,17 +7,18 @@ session, and a JSON + Markdown report with figures.
         NONE_COLLAPSES.check(claim, runs, tier, variant)
 
 The ``claim`` fixture is a ``normsys.claims.claim.Claim``: it decides the claim by its declared
-rule and ends the test by the verdict, judged against the ledger (normsys.claims.ledger,
-``claims/ledger/``). ``--claims-update`` rewrites the ledger from the run; ``--claims-strict``
-fails claims the ledger does not hold, and a session whose ledger files hold entries of claims no
-longer defined. The session's state is one ``ClaimsSession`` on ``config.stash[SESSION]``: its
+rule and ends the test by the verdict, judged against the claim's record (normsys.claims.ledger,
+``claims/ledger/<claim id>.json``). ``--claims-update`` writes this environment's entries from the
+run (``--claims-amend`` gives the reason for a changed rule); ``--claims-strict`` fails claims
+without a current entry, and a session whose ledger folder holds records of claims no longer
+defined. The session's state is one ``ClaimsSession`` on ``config.stash[SESSION]``: its
 ``Runs`` (normsys.claims.runs), which the run fixtures fetch through, its ``Ledgers``, its Ray
 cluster; no module keeps a session's state. A claim parametrized with a ``Variant`` (e.g.
 Variant("-nonpad"), see ``variant_tiers``) gets that suffix on its id. ``pytest claims
 --claims-list`` lists every claim; ``-k`` matches ids.
 
 Before the first claim starts, the session plans the runs of every selected claim's first look
-(or of the later look its ledger entries in this environment show it took) and each process
+(or of the later look its record's entries in this environment show it took) and each process
 trains its share of them, longest first (``ClaimsSession.pytest_runtestloop``,
 normsys.claims.runs); a claim open at its first look adds seeds at the looks of its tier
 (normsys.claims.sequential), whose runs a pytest-xdist worker done with its own claims trains.
@@ -44,6 +45,7 @@ from normsys.claims.claim import (
     ClaimResult,
     StillOpen,
     claim_id,
+    claim_looks,
     claim_marker,
     claim_tier,
     planned_configs,
@@ -52,18 +54,18 @@ from normsys.claims.progress import Progress
 from normsys.claims.report import merged, verdict_table, write_reports
 from normsys.training.config import MAX_SEED
 from normsys.training.data import DataError, DataMissingError, data_root
-from normsys.training.provenance import device_name, git_commit, numeric_environment
+from normsys.training.provenance import described, device_name, git_commit, numeric_environment
 
 SESSION = pytest.StashKey["ClaimsSession"]()  # the session's state, one object a process
 FETCHED = pytest.StashKey[list]()  # a claim item's run configs, as its test fetches them
 COUNTER_ENV = "NORMSYS_RUN_COUNTER"
-STALE_OUTPUT = "normsys_stale_ledger_entries"  # what an xdist worker found, for the controller
+STALE_OUTPUT = "normsys_stale_records"  # what an xdist worker found, for the controller
 DEFAULT_REPORT_DIR = "claims-report"
 
 
 def collects_every_claim(config: pytest.Config) -> bool:
     """Whether this session collects every claim under the folders it was given: only then is a
-    ledger id it does not see a claim that no longer exists (``-k`` and ``-m`` deselect after
+    record it does not see a claim that no longer exists (``-k`` and ``-m`` deselect after
     collection and do not count; a file, a test id, --ignore, --deselect or --last-failed do)."""
     opt = config.option
     narrowed = (getattr(opt, name, None) for name in ("ignore", "ignore_glob", "deselect", "lf"))
@@ -116,11 +118,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "(3, 5, 8, 13, ...) up to N, each look at an alpha-spending level "
                          f"(default: {_max_seeds_policy()})")
     group.addoption("--claims-update", action="store_true",
-                    help="write this run's verdicts into the ledger (after reviewing them)")
+                    help="write this run's measurements into the claims' records, as this "
+                         "environment's entries (after reviewing them)")
+    group.addoption("--claims-amend", default="", metavar="REASON",
+                    help="with --claims-update: a claim whose rule differs from its record's is "
+                         "amended, with this reason, the date and the old and new rule")
     group.addoption("--claims-strict", action="store_true",
-                    help="fail claims the ledger does not hold (CI)")
+                    help="fail claims with no current entry in their record (CI)")
     group.addoption("--claims-ledger", default="",
-                    help="folder of the verdict ledger (default: claims/ledger/ under the rootdir)")
+                    help="folder of the claims' records (default: claims/ledger/ under the "
+                         "rootdir)")
     group.addoption("--claims-ray", default="", metavar="ADDRESS",
                     help="train the runs the cache lacks on a Ray cluster: `local` starts one "
                          "here, `auto` joins the running one ($RAY_ADDRESS), HOST:PORT or "
@@ -159,8 +166,11 @@ def pytest_configure(config: pytest.Config) -> None:
                                 f"below 2**62 (up to {most} seeds from the offset)")
     if opt.claims_ledger and not opt.claims_update and not Path(opt.claims_ledger).is_dir():
         raise pytest.UsageError(f"--claims-ledger {opt.claims_ledger}: no such folder; name the "
-                                f"folder of the ledger files (default claims/ledger/ under the "
+                                f"folder of the claims' records (default claims/ledger/ under the "
                                 f"rootdir), or start a new one with --claims-update")
+    if opt.claims_amend and not opt.claims_update:
+        raise pytest.UsageError("--claims-amend: an amendment is written with the entries it "
+                                "explains; add --claims-update")
     if not hasattr(config, "workerinput"):
         check_report_folder(Path(opt.claims_report))
         from normsys.claims.cache import CacheFolderError, check_folder
@@ -169,9 +179,8 @@ def pytest_configure(config: pytest.Config) -> None:
             check_folder()
         except CacheFolderError as err:
             raise pytest.UsageError(str(err)) from None
-    ledgers = ledger.Ledgers(
-        opt.claims_ledger or config.rootpath / "claims" / "ledger", opt.claims_update,
-        opt.claims_strict, opt.claims_seed_offset, opt.claims_seeds, opt.claims_max_seeds)
+    ledgers = ledger.Ledgers(opt.claims_ledger or config.rootpath / "claims" / "ledger",
+                             opt.claims_update, opt.claims_strict, opt.claims_amend)
     from normsys.claims.runs import Runs  # torch and the training path: not before a session needs them
 
     cluster = _cluster(config)
@@ -237,7 +246,7 @@ def check_report_folder(folder: Path) -> None:
 @pytest.hookimpl(tryfirst=True)  # before -k and -m deselect: this sees every claim collected
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Check every claim marker, let ``-k`` match claim ids (each id is a keyword of its test
-    and of its negative controls), find ledger entries of claims no longer defined, and with
+    and of its negative controls), find records of claims no longer defined, and with
     --claims-list print the claims and run none."""
     catalog, controls = {}, {}
     for item in items:
@@ -252,20 +261,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     session = config.stash[SESSION]
     ledgers = session.ledgers
     if catalog and collects_every_claim(config):
-        defined: dict[str, set[str]] = {}
-        for cid, tier in catalog:
-            defined.setdefault(tier, set()).add(cid)
-        try:
-            ledgers.stale = ledger.stale(ledgers.folder, defined)
-        except ledger.LedgerError as err:
-            raise pytest.UsageError(str(err)) from None
+        ledgers.stale = ledger.stale(ledgers.folder, {cid for cid, _ in catalog})
         if hasattr(config, "workeroutput"):
-            config.workeroutput[STALE_OUTPUT] = {str(p): ids for p, ids in ledgers.stale.items()}
-    for item in items:  # a refutation the ledger records: strict xfail that only ClaimRefuted meets
+            config.workeroutput[STALE_OUTPUT] = ledgers.stale
+    for item in items:  # a refutation the record holds: strict xfail that only ClaimRefuted meets
         if (marker := claim_marker(item)) is None or config.option.claims_list or ledgers.update:
             continue
         try:
-            entry = ledgers.entries(claim_tier(item)).get(claim_id(item, marker))
+            entry = recorded_entry(item, marker, ledgers)
         except ledger.LedgerError as err:
             raise pytest.UsageError(str(err)) from None
         if entry is not None and entry.verdict == stats.REFUTED:
@@ -275,6 +278,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         counter = os.environ.get(COUNTER_ENV)
         session.runs.progress = Progress(session.terminal, Path(counter) if counter else None)
     session.controls = controls  # --claims-list names them, once -k has selected
+
+
+def recorded_entry(item: pytest.Item, marker: pytest.Mark, ledgers: ledger.Ledgers):
+    """The entry of its record a claim's measurement here will be compared with (its own in this
+    environment and seed plan, else its reference), None where it has none."""
+    from normsys.claims.cache import code_digest  # torch: when a session judges claims
+
+    tier, plan = claim_tier(item), claim_looks(item, marker)
+    offset = item.config.option.claims_seed_offset
+    here = ledger.key(tier, described(numeric_environment()), ledger.seed_plan(offset, plan))
+    return ledgers.recorded(claim_id(item, marker), tier, here, code_digest(), offset)
 
 
 def selected(items: list[pytest.Item]) -> dict[tuple[str, str], tuple[str, str]]:
@@ -582,14 +596,14 @@ class ClaimsSession:
     def pytest_testnodedown(self, node, error) -> None:
         stale = getattr(node, "workeroutput", {}).get(STALE_OUTPUT)
         if stale:
-            self.ledgers.stale = {Path(p): ids for p, ids in stale.items()}
+            self.ledgers.stale = list(stale)
 
     def sorted_results(self) -> list[ClaimResult]:
         return sorted(self.results.values(), key=lambda r: (r.tier, r.id))
 
     @pytest.hookimpl(tryfirst=True)  # before the terminal's summary, which shows what it wrote
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        """The report, and with --claims-update the ledger, from this session's results (in the
+        """The report, and with --claims-update the claims' records, from this session's results (in the
         process that gathers them: alone, or xdist's controller)."""
         if hasattr(self.config, "workerinput") or not self.results:
             return

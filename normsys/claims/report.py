@@ -37,7 +37,8 @@ def rows(results) -> list[list[str]]:
 
 
 def ledger_cell(r) -> str:
-    """How the verdict stands against the ledger: same, drift, CHANGED, new, unrecorded, updated."""
+    """How the measurement stands against the claim's record: same, across, moved, CHANGED, new,
+    unrecorded, updated."""
     status = getattr(r, "ledger", "")
     return status.upper() if status == "changed" else status
 
@@ -112,9 +113,11 @@ def write_reports(results, folder: Path, provenance: dict) -> list[Path]:
         md += [f"\n## {r.id} ({r.tier}): {r.verdict}\n", f"*{r.statement}*  \nSource: {r.source}  ",
                f"Measured {r.measured} at commit {r.commit or '?'}.\n"]
         if getattr(r, "ledger_note", ""):
-            md.append(f"Ledger ({r.ledger}): {r.ledger_note}\n")
+            md.append(f"Record ({r.ledger}): {r.ledger_note}\n")
         if getattr(r, "replication_note", ""):
-            md.append(f"Replication across the ledgers: {r.replication_note}\n")
+            md.append(f"Replication across its entries: {r.replication_note}\n")
+        for line in getattr(r, "amendments", []):
+            md.append(f"Rule {line}\n")
         if r.rule:
             level = f"{100 * r.looks[-1]['confidence']:.4g}%" if getattr(r, "looks", []) else "95%"
             md.append(f"Rule: `{r.statistic} {r.rule}` on the {level} t-interval of the mean over "

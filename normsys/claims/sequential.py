@@ -41,15 +41,15 @@ def looks(first: int, most: int) -> tuple[int, ...]:
 def expected(plan: Sequence[int], before: Iterable) -> int:
     """The seeds a claim deciding at the looks of ``plan`` can be expected to take, from its
     ledger entries in the same numeric environment on the same seeds (``before``: each with its
-    verdict, its seeds and its looks): at least its first look's; past n seeds where an entry
-    left it open after n (its per-seed values are those again, so it is open there again); the
-    look an entry of the same looks decided at. Never past the last look."""
+    verdict, its seeds and its plan of looks): at least its first look's; past n seeds where an
+    entry left it open after n (its per-seed values are those again, so it is open there again);
+    the look an entry of the same plan decided at. Never past the last look."""
     n = plan[0]
     for entry in before:
         took = len(entry.seeds)
         if entry.verdict == INCONCLUSIVE:
             n = max(n, next((k for k in plan if k > took), plan[-1]))
-        elif tuple(entry.looks) == tuple(plan) and took in plan:
+        elif tuple(entry.plan) == tuple(plan) and took in plan:
             n = max(n, took)
     return n
 
