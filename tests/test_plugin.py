@@ -880,3 +880,21 @@ def test_pytest_imports_each_claim_file_as_the_catalog_does(pytester):
                                           "-p", "no:cacheprovider", "-p", "one_module_each")
     names = sorted(f"claims.{path.stem}" for path in catalog.CLAIMS.glob("test_*.py"))
     result.stdout.fnmatch_lines([f"claim modules: {names} the catalog's: {[True] * len(names)}"])
+
+
+def test_a_refutation_recorded_here_is_a_strict_xfail_whatever_the_reference_says(switch,
+                                                                                  monkeypatch):
+    """The entry a run is compared with is this environment's own where it has one: refuted
+    here, supported on the reference's CPU, the claim is the strict xfail of its refutation."""
+    values = switch.path / "values.json"
+    monkeypatch.setattr(provenance, "cpu_kernels", lambda: "AVX512")
+    values.write_text(json.dumps(VALUES["supported"]))
+    run(switch, "--claims-update")
+    monkeypatch.setattr(provenance, "cpu_kernels", lambda: "SVE256")
+    values.write_text(json.dumps(VALUES["refuted"]))
+    run(switch, "--claims-update")
+    result = run(switch, "--claims-strict", "-rx")
+    result.assert_outcomes(xfailed=1)
+    assert "ledger: refuted 0.11 [" in result.stdout.str()
+    row = json.loads((switch.path / "rep" / "claims.json").read_text())["claims"][0]
+    assert row["ledger"] == "same" and row["replication"] == "CONTRADICTED"
