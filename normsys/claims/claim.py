@@ -31,7 +31,7 @@ from normsys import __version__
 from normsys.claims import ledger, params, sequential, stats
 from normsys.claims.params import Variant
 from normsys.training.data import data_root
-from normsys.training.provenance import described, git_commit, numeric_environment
+from normsys.training.provenance import git_commit, numeric_environment
 from normsys.training.store import file_sha256
 
 PROPERTY = "normsys_claim"  # the user property a claim's result travels in
@@ -102,7 +102,7 @@ def planned_configs(item: pytest.Item, ledgers=None) -> list:
     if experiment is None:
         return planned(cid, tier)
     offset = item.config.option.claims_seed_offset
-    before = ledgers.history(cid, tier, described(numeric_environment()), offset) \
+    before = ledgers.history(cid, tier, numeric_environment(), offset) \
         if ledgers is not None else []
     seeds = range(offset, offset + sequential.expected(claim_looks(item, marker), before))
     return [c for c in experiment.planned(seeds, tier, claim_variant(item))

@@ -593,11 +593,16 @@ class Ledgers:
         current = record.current(tier, code, first_seed)
         return current[0] if current else None
 
-    def history(self, cid: str, tier: str, environment: str, first_seed: int) -> list[Entry]:
-        """The claim's entries of ``tier`` in this environment on seeds from ``first_seed``,
-        whatever their plan: the looks it took here (sequential.expected)."""
+    def history(self, cid: str, tier: str, environment: dict[str, str], first_seed: int) \
+            -> list[Entry]:
+        """The claim's entries of ``tier`` on this device, threads and torch
+        (provenance.numeric_environment; the autocast is its runs') on seeds from
+        ``first_seed``, whatever their plan: the looks it took here (sequential.expected)."""
         return [e for e in self.record(cid).of(tier)
-                if e.environment == environment and e.seeds[:1] == [first_seed]]
+                if (e.device, e.threads, e.torch) == (environment["device"],
+                                                      environment["threads"],
+                                                      environment["torch"])
+                and e.seeds[:1] == [first_seed]]
 
     def judge(self, cid: str, fresh: Entry) -> Judgement:
         if self.update:
