@@ -471,8 +471,8 @@ def test_the_page_shows_an_amendment_beside_its_verdict(tmp_path):
     r = ledger.recorded(record(entry()), entry(rule=">= 0.81", device=INTEL), amend="why not")
     ledger.write(tmp_path / "c-1.json", r)
     page = ledger.docs(tmp_path)
-    assert f"| `c-1<br>amended {r.amendments[0].date}: kappa >= 0.8 -> kappa >= 0.81 (why not)`" \
-        in page
+    assert f"| `c-1` | supported (cpu (AVX512, Intel), seeds 0+)<br>*amended " \
+           f"{r.amendments[0].date}: kappa >= 0.8 -> kappa >= 0.81 (why not)* |" in page
 
 
 def test_scaled_puts_every_threshold_at_zero_with_the_claimed_side_right():

@@ -924,7 +924,7 @@ environment or seed set), **fragile** (decisive in one, inconclusive in another:
 decides it, and more seeds, `--claims-max-seeds`, or the paper tier settle it), **CONTRADICTED**
 (supported in one, refuted in another), *unreplicated* (one environment on one seed set records
 it). Where entries disagree, the cell names those that differ from the reference. An amendment of
-a claim's rule stands under its row."""
+a claim's rule stands under its verdict."""
 
 DETECTION_HEAD = """## What CI on another CPU detects
 
@@ -944,7 +944,7 @@ def replication_section(recs: dict[str, Record], tiers: Sequence[str]) -> str:
     header = ["claim"] + [x for t in tiers for x in (t, f"{t}: replication")]
     rows, counts = [], {t: {} for t in tiers}
     for cid, r in sorted(recs.items()):
-        row = [cid + "".join(f"<br>{a.line()}" for a in r.amendments)]
+        row = [cid]
         for tier in tiers:
             rep, ref = replication(r, tier), r.entries.get(r.reference.get(tier, ""))
             if rep is None:
@@ -959,6 +959,7 @@ def replication_section(recs: dict[str, Record], tiers: Sequence[str]) -> str:
             row += [f"{verdict.upper() if verdict == REFUTED else verdict} ({first})",
                     f"{word} ({rep.environments} env., {rep.seed_sets} seed set(s))"
                     + (f": {', '.join(differ)}" if differ else "")]
+        row[1] += "".join(f"<br>*{a.line()}*" for a in r.amendments)  # beside the verdict
         rows.append(row)
     summary = "; ".join(f"{t}: " + ", ".join(f"{n} {w}" for w, n in sorted(counts[t].items()))
                         for t in tiers)
