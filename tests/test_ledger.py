@@ -546,3 +546,19 @@ def test_under_the_same_plan_the_look_a_claim_decided_at_is_no_change():
     later = entry(values, "> 0.99", plan=[3, 5, 8])
     assert ledger.changes(early, later) == []
     assert ledger.changes(entry(values[:3], "> 0.99"), later) == ["seeds: recorded 0-2, now 0-4"]
+
+
+def test_entries_of_unknown_code_stand_until_an_entry_of_known_code_is_recorded():
+    """Moved entries carry no digest: they are compared as this code's until one environment
+    records the code as it is; from then on they are stale, judged as other environments, so
+    no machine kind is held to numbers only it could refresh."""
+    old_a, old_b = entry(code=""), entry((0.93, 0.9, 0.94), device=INTEL, code="")
+    r = record(old_a, old_b)
+    assert ledger.judge(r, entry(code="now")).status == "same"
+    assert ledger.judge(r, entry((0.93, 0.9, 0.94), device=INTEL, code="now")).status == "same"
+    r = ledger.recorded(r, entry(code="now"))  # recorded again here, the same values
+    assert r.reference["cpu"] == entry().key and r.made_by(r.entries[entry().key], "now")
+    assert not r.made_by(r.entries[old_b.key], "now")
+    elsewhere = ledger.judge(r, entry((0.9301, 0.9, 0.94), device=INTEL, code="now"))
+    assert elsewhere.status in ("across", ledger.MOVED) and "other training code" in \
+        elsewhere.message

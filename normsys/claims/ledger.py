@@ -86,7 +86,8 @@ class Entry:
     autocast: str
     data: str  # the data folder's checksum list, as sha256 of SHA256SUMS (or "" if none)
     # the training code's digest (normsys.claims.cache.code_digest); "" in entries recorded
-    # before it was kept, taken as the code they are compared with until a run shows otherwise
+    # before it was kept, taken as the code they are compared with until an entry of their tier
+    # records one (Record.made_by)
     code: str = ""
     # the runs the claim read: each config field's value ("a | b" where runs differ; the seeds
     # are `seeds`) and a fingerprint of the exact set of run configs
@@ -265,11 +266,17 @@ class Record:
     def of(self, tier: str) -> list[Entry]:
         return [e for _, e in sorted(self.entries.items()) if e.tier == tier]
 
+    def made_by(self, e: Entry, code: str) -> bool:
+        """Whether the entry's values are the training code ``code``'s: its own digest, or, for
+        an entry recorded before digests were kept, while no entry of its tier carries one (once
+        one does, the code has been recorded as it is and the older entries are stale)."""
+        return e.code == code or (not e.code and not any(x.code for x in self.of(e.tier)))
+
     def current(self, tier: str, code: str, first_seed: int) -> list[Entry]:
         """The entries of ``tier`` on the seeds from ``first_seed`` made by the training code
-        ``code`` (or before the code was kept) under the rule in force: what can stand for the
-        claim now, the tier's reference first."""
-        out = [e for e in self.of(tier) if e.code in ("", code) and e.full_rule == self.rule
+        ``code`` (``made_by``) under the rule in force: what can stand for the claim now, the
+        tier's reference first."""
+        out = [e for e in self.of(tier) if self.made_by(e, code) and e.full_rule == self.rule
                and e.seeds[:1] == [first_seed]]
         return sorted(out, key=lambda e: (e.key != self.reference.get(tier), e.measured))
 
@@ -375,13 +382,13 @@ def recorded(record: Record, fresh: Entry, amend: str = "") -> Record:
                               f"with --claims-update --claims-amend \"<why>\"")
         amendments.append(Amendment(time.strftime("%Y-%m-%d"), record.rule, fresh.full_rule,
                                     amend))
-    reference = dict(record.reference)
-    old = record.entries.get(reference.get(fresh.tier, ""))
-    if fresh.seeds[:1] == [0] and (old is None or old.code not in ("", fresh.code) or
+    after = Record(record.claim, {**record.entries, fresh.key: fresh}, dict(record.reference),
+                   registered, amendments)
+    old = record.entries.get(after.reference.get(fresh.tier, ""))
+    if fresh.seeds[:1] == [0] and (old is None or not after.made_by(old, fresh.code) or
                                    old.full_rule != fresh.full_rule or old.key == fresh.key):
-        reference[fresh.tier] = fresh.key
-    return Record(record.claim, {**record.entries, fresh.key: fresh}, reference, registered,
-                  amendments)
+        after.reference[fresh.tier] = fresh.key
+    return after
 
 
 # ----------------------------------------------------------------------------- noise across
@@ -525,7 +532,7 @@ def judge(record: Record, fresh: Entry) -> Judgement:
                                     f"{record.rule!r}: a changed rule is an amendment, recorded "
                                     f"with --claims-update --claims-amend \"<why>\"")
     own = record.entries.get(fresh.key)
-    if own is not None and own.code in ("", fresh.code) and own.full_rule == fresh.full_rule:
+    if own is not None and record.made_by(own, fresh.code) and own.full_rule == fresh.full_rule:
         head = f"record ({own.environment}): {own.line()}"
         differ = changes(own, fresh)
         moved = value_changes(own, fresh)
@@ -588,7 +595,7 @@ class Ledgers:
         by this training code, else the reference it is judged against."""
         record = self.record(cid)
         own = record.entries.get(key_now)
-        if own is not None and own.code in ("", code):
+        if own is not None and record.made_by(own, code):
             return own
         current = record.current(tier, code, first_seed)
         return current[0] if current else None
