@@ -898,3 +898,15 @@ def test_a_refutation_recorded_here_is_a_strict_xfail_whatever_the_reference_say
     assert "ledger: refuted 0.11 [" in result.stdout.str()
     row = json.loads((switch.path / "rep" / "claims.json").read_text())["claims"][0]
     assert row["ledger"] == "same" and row["replication"] == "CONTRADICTED"
+
+
+def test_an_update_over_a_record_it_cannot_read_fails_the_claim_and_writes_nothing(switch):
+    (switch.path / "values.json").write_text(json.dumps([0.9, 0.91, 0.92]))
+    path = records(switch) / "c-switch.json"
+    path.parent.mkdir(parents=True)
+    path.write_text("{not json")
+    result = run(switch, "--claims-update")
+    result.assert_outcomes(failed=1)
+    assert "c-switch.json cannot be read" in result.stdout.str()
+    assert "git checkout -- " in result.stdout.str()
+    assert path.read_text() == "{not json"

@@ -288,7 +288,7 @@ class Claim:
         result.ledger, result.ledger_note = judgement.status, judgement.message
         if (replicated := self.ledgers.replication(self.id, self.tier)) is not None:
             result.replication, result.replication_note = replicated.word, replicated.line()
-        result.amendments = [a.line() for a in self.ledgers.record(self.id).amendments]
+        result.amendments = [a.line() for a in self.ledgers.said(self.id).amendments]
         result.entry = jsonable(asdict(fresh))
         result.looks, result.open_note = jsonable(self.looks), open_note
         self.item.user_properties.append((PROPERTY, json.dumps(asdict(result))))

@@ -296,11 +296,11 @@ def read(path: Path) -> Record:
         return Record(claim)
     try:
         body = json.loads(Path(path).read_text())
-        version = body.get("format") if isinstance(body, dict) else None
-        if version != FORMAT:
+        if not isinstance(body, dict):
+            raise TypeError(f"a JSON {type(body).__name__}, not an object")
+        if (version := body.get("format")) != FORMAT:
             raise LedgerError(f"record {path} is format {version}; this normsys ({__version__}) "
-                              f"reads format {FORMAT}: use the normsys version that wrote it, or "
-                              f"rewrite it with `pytest claims --claims-update`")
+                              f"reads format {FORMAT}: use the normsys version that wrote it")
         if body["claim"] != claim:
             raise LedgerError(f"record {path} holds claim {body['claim']!r}: a record's file is "
                               f"named for its claim")
@@ -311,18 +311,23 @@ def read(path: Path) -> Record:
         for k, e in body["entries"].items():
             if missing := sorted(required - set(e)):
                 raise LedgerError(f"record {path}: entry {k!r} lacks {', '.join(missing)}; "
-                                  f"rewrite it with `pytest claims --claims-update`")
+                                  f"{again(path)}")
             entries[k] = Entry(**{n: v for n, v in e.items() if n in names})
         record = Record(claim, entries, dict(body["reference"]), body["registered"],
                         [Amendment(**a) for a in body["amendments"]])
     except LedgerError:
         raise
     except (ValueError, KeyError, TypeError, AttributeError) as err:
-        raise LedgerError(f"record {path} cannot be read ({type(err).__name__}: {err}); it is "
-                          f"written by `pytest claims --claims-update`: restore it from git "
-                          f"(git checkout -- {path}) or rewrite it with --claims-update") from None
+        raise LedgerError(f"record {path} cannot be read ({type(err).__name__}: {err}); "
+                          f"{again(path)}") from None
     check(record, path)
     return record
+
+
+def again(path: Path) -> str:
+    """What to do with a record that cannot be read."""
+    return f"restore it from git (git checkout -- {path}), or delete it and record the claim " \
+           f"again with `pytest claims --claims-update` (every environment's entries go with it)"
 
 
 def check(record: Record, path: Path) -> None:
@@ -613,7 +618,7 @@ class Ledgers:
 
     def judge(self, cid: str, fresh: Entry) -> Judgement:
         if self.update:
-            try:
+            try:  # a record it cannot read or amend is said, not written over
                 recorded(self.record(cid), fresh, self.amend)
             except LedgerError as err:
                 return Judgement("changed", str(err))
@@ -621,8 +626,16 @@ class Ledgers:
                                         f"{path_of(self.folder, cid)}")
         return judge(self.record(cid), fresh)
 
+    def said(self, cid: str) -> Record:
+        """The claim's record for the report's words (replication, amendments); empty where it
+        cannot be read, which its judgement has already failed on."""
+        try:
+            return self.record(cid)
+        except LedgerError:
+            return Record(cid)
+
     def replication(self, cid: str, tier: str) -> Replication | None:
-        return replication(self.record(cid), tier)
+        return replication(self.said(cid), tier)
 
     def write(self, results: Sequence) -> list[str]:
         """Put this session's measurements (claim results: ``id``, ``entry``) into their
