@@ -11,9 +11,8 @@ Outcomes (README, "Reading a verdict"): supported passes, refuted raises ClaimRe
 is a skip, each judged against the claim's record (normsys.claims.ledger): a claim its record
 holds as refuted is a strict xfail that only ClaimRefuted meets (so broken code is never counted
 as a verdict), and a measurement other than the recorded one fails with one line naming the
-change. The
-result travels in ``item.user_properties`` (as PROPERTY), so the session's table is right under
-pytest-xdist too.
+change. The result travels in ``item.user_properties`` (as PROPERTY), so the session's table is
+right under pytest-xdist too.
 """
 
 from __future__ import annotations

@@ -559,7 +559,7 @@ def judge(record: Record, fresh: Entry) -> Judgement:
     head = f"reference ({ref.environment}): {ref.line()}{stale}"
     if differ := changes(ref, fresh):
         return Judgement("changed", "; ".join([head, now, *differ, update]))
-    common = [(a, b) for s, a, b in zip(ref.seeds, ref.values, fresh.values, strict=False)]
+    common = list(zip(ref.values, fresh.values, strict=False))  # the same seeds from the first
     n = len(common)
     shift = math.fsum(b - a for a, b in common) / n if n else math.nan
     bound = noise(record, fresh.tier).bound(n)
@@ -650,11 +650,12 @@ class Ledgers:
             if not r.entry or r.ledger != "updated":  # a rule changed without its amendment
                 continue
             path = path_of(self.folder, r.id)
-            record = recorded(read(path), Entry(**r.entry), self.amend)
+            fresh = Entry(**r.entry)
+            record = recorded(read(path), fresh, self.amend)
             self.folder.mkdir(parents=True, exist_ok=True)
             write(path, record)
             self.read[r.id] = record
-            written.append(f"{path} ({record.entries[Entry(**r.entry).key].key})")
+            written.append(f"{path} ({fresh.key})")
         return written
 
     def stale_lines(self) -> list[str]:
@@ -750,10 +751,11 @@ def compare(recs: dict[str, Record], tier: str, wanted: Sequence[str] = ()) \
     """Header, rows (claim, then verdict, mean [CI] and seeds per column) and the agreement line
     of the columns ``wanted`` (labels; all of the tier's if none): claims in all of them agree when
     their verdicts are equal; a decisive flip is supported in one and refuted in another."""
-    cols = list(wanted) or columns(recs, tier)
-    if unknown := [c for c in cols if c not in columns(recs, tier)]:
+    known = columns(recs, tier)
+    cols = list(wanted) or known
+    if unknown := [c for c in cols if c not in known]:
         raise LedgerError(f"no entries of the {tier} tier under {', '.join(unknown)}; the "
-                          f"columns there: {'; '.join(columns(recs, tier))}")
+                          f"columns there: {'; '.join(known)}")
     header = ["claim"] + [x for c in cols for x in (f"{c}: verdict", "mean [95% CI]", "seeds")]
     rows, common, agree, flips = [], 0, 0, []
     for cid, r in sorted(recs.items()):
@@ -786,16 +788,27 @@ def false_alarm(recs: dict[str, Record], tier: str, reps: int = 20_000, seed: in
     its records leave possible (sd^2 = s^2 df / chi2(df), the spread's uncertainty at df degrees
     of freedom), then the mean of its per-seed differences from its reference (normal, that
     spread), held to its bound."""
+    def shifts(gen, r: Record, nz: Noise, n: int) -> np.ndarray | None:
+        if not math.isfinite(nz.sd) or nz.df < 1:
+            return None
+        sd = nz.sd * np.sqrt(nz.df / gen.chisquare(nz.df, reps))
+        return gen.normal(0, 1, reps) * sd * math.sqrt(2 / n)
+
+    return alarm_rate(recs, tier, shifts, reps, seed)
+
+
+def alarm_rate(recs: dict[str, Record], tier: str, shifts, reps: int, seed: int) -> float:
+    """The share of ``reps`` simulated runs of every claim of ``tier`` in which some claim's mean
+    difference from its reference (``shifts(gen, record, noise, n)``: one per run, or None for a
+    claim it cannot simulate) lies beyond its bound."""
     gen = np.random.default_rng(seed)
     alarms = np.zeros(reps, dtype=bool)
     for r in recs.values():
-        ref = r.entries.get(r.reference.get(tier, ""))
-        nz = noise(r, tier)
-        if ref is None or not math.isfinite(nz.sd) or nz.df < 1:
+        if (ref := r.entries.get(r.reference.get(tier, ""))) is None:
             continue
-        n = len(ref.seeds)
-        sd = nz.sd * np.sqrt(nz.df / gen.chisquare(nz.df, reps))
-        alarms |= np.abs(gen.normal(0, 1, reps) * sd * math.sqrt(2 / n)) > nz.bound(n)
+        n, nz = len(ref.seeds), noise(r, tier)
+        if (drawn := shifts(gen, r, nz, n)) is not None:
+            alarms |= np.abs(drawn) > nz.bound(n)
     return float(alarms.mean())
 
 
@@ -817,19 +830,12 @@ def false_alarm_resampled(recs: dict[str, Record], tier: str, reps: int = 20_000
                           seed: int = 0) -> float:
     """``false_alarm`` with each claim's per-seed differences resampled, sign at random, from the
     differences its records show (a claim whose records show none: normal, as there)."""
-    gen = np.random.default_rng(seed)
-    alarms = np.zeros(reps, dtype=bool)
-    for r in recs.values():
-        ref = r.entries.get(r.reference.get(tier, ""))
-        if ref is None:
-            continue
-        n, nz, diffs = len(ref.seeds), noise(r, tier), np.array(differences(r, tier))
-        if diffs.size:
-            draws = gen.choice(diffs, (reps, n)) * gen.choice([-1.0, 1.0], (reps, n))
-            alarms |= np.abs(draws.mean(1)) > nz.bound(n)
-        elif math.isfinite(nz.sd):
-            alarms |= np.abs(gen.normal(0, nz.sd * math.sqrt(2 / n), reps)) > nz.bound(n)
-    return float(alarms.mean())
+    def shifts(gen, r: Record, nz: Noise, n: int) -> np.ndarray | None:
+        if (diffs := np.array(differences(r, tier))).size:
+            return (gen.choice(diffs, (reps, n)) * gen.choice([-1.0, 1.0], (reps, n))).mean(1)
+        return gen.normal(0, nz.sd * math.sqrt(2 / n), reps) if math.isfinite(nz.sd) else None
+
+    return alarm_rate(recs, tier, shifts, reps, seed)
 
 
 def detection_table(recs: dict[str, Record], tier: str) -> tuple[list[str], list[list[str]]]:
