@@ -22,8 +22,8 @@ import torch
 from normsys.claims.declaration import Declaration, Experiment, Statistic, by_norm, metric
 from normsys.claims.experiments import SEQUENCES
 from normsys.claims.params import Variant, tiers, variant_tiers
-from normsys.claims.stats import REFUTED, SUPPORTED, Rule
 from normsys.claims.testing import SMALL_CLASSIFIER, small_classifier_accuracies, trained_and_untrained
+from normsys.claims.verdict import REFUTED, SUPPORTED, Rule
 from normsys.training import diagnostics as dg
 from normsys.training.config import RunConfig, preset
 from normsys.training.measure import at_init
@@ -295,14 +295,14 @@ def test_control_rank_rules_flip_on_a_rank_collapsing_encoder(task_of, variant):
     intact, collapsed = probes_at_init(task_of, variant, False), probes_at_init(task_of, variant, True)
     kappa_intact = [kappa(p, rows=rows) for p in intact]
     kappa_collapsed = [kappa(p, rows=rows) for p in collapsed]
-    collapses, *prevent, isotropic = (c.rule for c in RANK_CLAIMS)
-    assert collapses.decide(kappa_collapsed).verdict == SUPPORTED
-    assert collapses.decide(kappa_intact).verdict == REFUTED
-    for rule in prevent:
-        assert rule.decide(kappa_intact).verdict == SUPPORTED
-        assert rule.decide(kappa_collapsed).verdict == REFUTED
-    assert isotropic.decide([min_rho(p, rows=rows) for p in intact]).verdict == SUPPORTED
-    assert isotropic.decide([min_rho(p, rows=rows) for p in collapsed]).verdict == REFUTED
+    collapses, *prevent, isotropic = RANK_CLAIMS
+    assert collapses.verdict(kappa_collapsed).verdict == SUPPORTED
+    assert collapses.verdict(kappa_intact).verdict == REFUTED
+    for declared in prevent:
+        assert declared.verdict(kappa_intact).verdict == SUPPORTED
+        assert declared.verdict(kappa_collapsed).verdict == REFUTED
+    assert isotropic.verdict([min_rho(p, rows=rows) for p in intact]).verdict == SUPPORTED
+    assert isotropic.verdict([min_rho(p, rows=rows) for p in collapsed]).verdict == REFUTED
 
 
 @pytest.mark.control(*(f"{c.id}{v}" for c in (LN_EXPRESSION, NONE_MEMORIZES) for v in RUN_VARIANTS),
@@ -312,11 +312,13 @@ def test_control_accuracy_rules_flip_between_a_trained_and_an_untrained_model(da
     small classifier trained (and, for the gap, trained to memorize 256 rows) against the same
     model left at its initialization (learning rate 0)."""
     trained, untrained = small_classifier_accuracies(run)
-    for rule in (LN_EXPRESSION.rule, SCALE_NOT_AFFINE.rule):
-        assert rule.decide_paired(trained, untrained).verdict == SUPPORTED
-        assert rule.decide_paired(untrained, trained).verdict == REFUTED
-    assert TEST_ACC_VS_LN.declaration.rule.decide_paired(trained, untrained).verdict == REFUTED
+    for declared in (LN_EXPRESSION, SCALE_NOT_AFFINE):
+        first, second = declared.experiment.arms
+        assert declared.verdict({first: trained, second: untrained}).verdict == SUPPORTED
+        assert declared.verdict({first: untrained, second: trained}).verdict == REFUTED
+    assert TEST_ACC_VS_LN.declaration.verdict(
+        {"layernorm": trained, "scaled_l2": untrained}).verdict == REFUTED
     memorizing = preset("mlp", **{**SMALL_CLASSIFIER, "data.n_train": 256, "train.epochs": 30})
     gaps = [[generalization_gap(r) for r in runs] for runs in trained_and_untrained(run, memorizing)]
-    assert NONE_MEMORIZES.rule.decide_paired(*gaps).verdict == SUPPORTED
-    assert NONE_MEMORIZES.rule.decide_paired(*reversed(gaps)).verdict == REFUTED
+    assert NONE_MEMORIZES.verdict({"none": gaps[0], "layernorm": gaps[1]}).verdict == SUPPORTED
+    assert NONE_MEMORIZES.verdict({"none": gaps[1], "layernorm": gaps[0]}).verdict == REFUTED

@@ -20,8 +20,8 @@ import torch
 from normsys.claims.declaration import Declaration, Experiment, metric
 from normsys.claims.params import tiers, variant_tiers
 from normsys.claims.protocol import BP_RANGE, DFA_RANGE, mnist_report
-from normsys.claims.stats import REFUTED, SUPPORTED, Rule
 from normsys.claims.testing import CONTROL_SEEDS, small_classifier_accuracies
+from normsys.claims.verdict import REFUTED, SUPPORTED, Rule, decide
 from normsys.training.config import preset
 from normsys.training.models import prepare_model
 from normsys.training.record import TEST_ACC, trained_model
@@ -246,12 +246,12 @@ def test_control_stability_rules_flip_between_shared_and_independent_directions(
     disjoint test batches of 128) on nets built with shared or independent gradient directions."""
     shared = [mnist_report(constructed_net(s, True))["stability"] for s in CONTROL_SEEDS]
     independent = [mnist_report(constructed_net(s, False))["stability"] for s in CONTROL_SEEDS]
-    assert BP_UNSTABLE.rule.decide(independent).verdict == SUPPORTED
-    assert BP_UNSTABLE.rule.decide(shared).verdict == REFUTED
-    assert DFA_STABLE.rule.decide(shared).verdict == SUPPORTED
-    assert DFA_STABLE.rule.decide(independent).verdict == REFUTED
-    assert SEPARATES.rule.decide_paired(shared, independent).verdict == SUPPORTED
-    assert SEPARATES.rule.decide_paired(independent, shared).verdict == REFUTED
+    assert BP_UNSTABLE.verdict(independent).verdict == SUPPORTED
+    assert BP_UNSTABLE.verdict(shared).verdict == REFUTED
+    assert DFA_STABLE.verdict(shared).verdict == SUPPORTED
+    assert DFA_STABLE.verdict(independent).verdict == REFUTED
+    assert SEPARATES.verdict({"dfa": shared, "bp": independent}).verdict == SUPPORTED
+    assert SEPARATES.verdict({"dfa": independent, "bp": shared}).verdict == REFUTED
 
 
 # a protocol net that trains in seconds: 4,096 MNIST rows, one epoch (32 steps)
@@ -273,14 +273,15 @@ def test_control_dfa_trains_other_nets_than_backprop(run, data_env):
 
     bp, bp_again = stability("bp"), stability("bp", **{"train.probe": ("resid.2",)})
     dfa = stability("dfa")
-    assert SAME_NETS.decide_paired(bp_again, bp).verdict == SUPPORTED
-    assert SAME_NETS.decide_paired(dfa, bp).verdict != SUPPORTED
+    assert decide(SAME_NETS, {"bp again": bp_again, "bp": bp}).verdict == SUPPORTED
+    assert decide(SAME_NETS, {"dfa": dfa, "bp": bp}).verdict != SUPPORTED
     assert all(abs(a - b) > 1e-3 for a, b in zip(dfa, bp, strict=True))
 
 
 @pytest.mark.control(DFA_BEATS_FROZEN.id, DFA_BEATS_FROZEN_DFA.id, BP_BEATS_FROZEN.id)
 def test_control_baseline_rules_flip_between_a_trained_and_an_untrained_model(data_env, run):
     trained, untrained = small_classifier_accuracies(run)
-    for rule in (c.rule for c in (DFA_BEATS_FROZEN, DFA_BEATS_FROZEN_DFA, BP_BEATS_FROZEN)):
-        assert rule.decide_paired(trained, untrained).verdict == SUPPORTED
-        assert rule.decide_paired(untrained, trained).verdict == REFUTED
+    for declared in (DFA_BEATS_FROZEN, DFA_BEATS_FROZEN_DFA, BP_BEATS_FROZEN):
+        first, second = declared.experiment.arms
+        assert declared.verdict({first: trained, second: untrained}).verdict == SUPPORTED
+        assert declared.verdict({first: untrained, second: trained}).verdict == REFUTED

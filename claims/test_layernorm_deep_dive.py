@@ -19,13 +19,13 @@ from normsys.claims import figures
 from normsys.claims.declaration import Declaration, Experiment, Statistic, by_norm, metric, single
 from normsys.claims.experiments import log10_grad_ratio, tanh_mlp, weight_grad_profile
 from normsys.claims.params import tiers
-from normsys.claims.stats import REFUTED, SUPPORTED, Rule
 from normsys.claims.testing import (
     CONTROL_SEEDS,
     SMALL_CLASSIFIER,
     small_classifier_accuracies,
     trained_and_untrained,
 )
+from normsys.claims.verdict import REFUTED, SUPPORTED, Rule
 from normsys.training import diagnostics as dg
 from normsys.training.config import RunConfig, preset
 from normsys.training.measure import at_init
@@ -315,8 +315,9 @@ def correlation_at_init(task_of, seed: int, shared: bool) -> float:
 def test_control_correlation_rule_flips_with_a_shared_component(task_of):
     shared = [correlation_at_init(task_of, s, True) for s in CONTROL_SEEDS]
     plain = [correlation_at_init(task_of, s, False) for s in CONTROL_SEEDS]
-    assert DECORRELATION.declaration.rule.decide_paired(shared, plain).verdict == SUPPORTED
-    assert DECORRELATION.declaration.rule.decide_paired(plain, shared).verdict == REFUTED
+    claimed = DECORRELATION.declaration
+    assert claimed.verdict({"none": shared, "layernorm": plain}).verdict == SUPPORTED
+    assert claimed.verdict({"none": plain, "layernorm": shared}).verdict == REFUTED
 
 
 @pytest.mark.control(SPEEDS_CONVERGENCE.id)
@@ -329,10 +330,8 @@ def test_control_convergence_rule_flips_between_a_fast_and_a_slow_learning_rate(
             for s in range(5)]
 
     fast, slow = steps(1e-3), steps(2e-4)
-    assert SPEEDS_CONVERGENCE.rule.decide([f / s for f, s in zip(fast, slow, strict=True)]).verdict \
-        == SUPPORTED
-    assert SPEEDS_CONVERGENCE.rule.decide([s / f for f, s in zip(fast, slow, strict=True)]).verdict \
-        == REFUTED
+    assert SPEEDS_CONVERGENCE.verdict({"layernorm": fast, "none": slow}).verdict == SUPPORTED
+    assert SPEEDS_CONVERGENCE.verdict({"layernorm": slow, "none": fast}).verdict == REFUTED
 
 
 @pytest.mark.control(SMALL_BATCH.id, BN_WINS_CNN.id, IMPROVES_ACCURACY.id, INIT_ROBUSTNESS.claim)
@@ -341,15 +340,17 @@ def test_control_accuracy_rules_flip_between_a_trained_and_an_untrained_model(da
     robustness rule, spreads over three runs of which one did not train, against three trained
     seeds."""
     trained, untrained = small_classifier_accuracies(run)
-    for rule in (c.rule for c in (SMALL_BATCH, BN_WINS_CNN, IMPROVES_ACCURACY)):
-        assert rule.decide_paired(trained, untrained).verdict == SUPPORTED
-        assert rule.decide_paired(untrained, trained).verdict == REFUTED
+    for declared in (SMALL_BATCH, BN_WINS_CNN, IMPROVES_ACCURACY):
+        first, second = declared.experiment.arms
+        assert declared.verdict({first: trained, second: untrained}).verdict == SUPPORTED
+        assert declared.verdict({first: untrained, second: trained}).verdict == REFUTED
     n = len(trained)
     fragile = [accuracy_spread([trained[i], untrained[i], trained[i]]) for i in range(n)]
     robust = [accuracy_spread([trained[i], trained[(i + 1) % n], trained[(i + 2) % n]])
               for i in range(n)]
-    assert INIT_ROBUSTNESS.declaration.rule.decide_paired(fragile, robust).verdict == SUPPORTED
-    assert INIT_ROBUSTNESS.declaration.rule.decide_paired(robust, fragile).verdict == REFUTED
+    claimed = INIT_ROBUSTNESS.declaration
+    assert claimed.verdict({"none": fragile, "layernorm": robust}).verdict == SUPPORTED
+    assert claimed.verdict({"none": robust, "layernorm": fragile}).verdict == REFUTED
 
 
 @pytest.mark.control(HELPS_LSTM.id, BEATS_BN_LSTM.id, BEATS_BN_TRANSFORMER.id)
@@ -360,9 +361,10 @@ def test_control_validation_loss_rules_flip_between_a_trained_and_an_untrained_l
                                                   "train.batch_size": 8, "train.eval_batches": 2})
     trained, untrained = ([r.metrics[VAL_LOSS] for r in side]
                           for side in trained_and_untrained(run, cfg))
-    for rule in (c.rule for c in (HELPS_LSTM, BEATS_BN_LSTM, BEATS_BN_TRANSFORMER)):
-        assert rule.decide_paired(untrained, trained).verdict == SUPPORTED
-        assert rule.decide_paired(trained, untrained).verdict == REFUTED
+    for declared in (HELPS_LSTM, BEATS_BN_LSTM, BEATS_BN_TRANSFORMER):
+        first, second = declared.experiment.arms
+        assert declared.verdict({first: untrained, second: trained}).verdict == SUPPORTED
+        assert declared.verdict({first: trained, second: untrained}).verdict == REFUTED
 
 
 @pytest.mark.control(GRAD_RATIO_VS_NONE.claim)
@@ -370,5 +372,6 @@ def test_control_vanishing_gradient_rule_flips_when_the_sides_swap(run):
     ln = [weight_grad_profile(run(tanh_mlp(s, norm="layernorm"))) for s in CONTROL_SEEDS]
     plain = [weight_grad_profile(run(tanh_mlp(s, norm="none"))) for s in CONTROL_SEEDS]
     ratios = [[dg.log10_ratio(p) for p in side] for side in (ln, plain)]
-    assert GRAD_RATIO_VS_NONE.declaration.rule.decide_paired(*ratios).verdict == SUPPORTED
-    assert GRAD_RATIO_VS_NONE.declaration.rule.decide_paired(*reversed(ratios)).verdict == REFUTED
+    claimed = GRAD_RATIO_VS_NONE.declaration
+    assert claimed.verdict({"layernorm": ratios[0], "none": ratios[1]}).verdict == SUPPORTED
+    assert claimed.verdict({"layernorm": ratios[1], "none": ratios[0]}).verdict == REFUTED

@@ -23,12 +23,11 @@ from normsys.claims.declaration import (
     Experiment,
     Statistic,
     metric,
-    relative_difference,
 )
 from normsys.claims.experiments import SEQUENCES, char_gpt
 from normsys.claims.params import tiers
-from normsys.claims.stats import REFUTED, SUPPORTED, Rule
 from normsys.claims.testing import CONTROL_SEEDS, trained_and_untrained
+from normsys.claims.verdict import REFUTED, SUPPORTED, Rule
 from normsys.training import diagnostics as dg
 from normsys.training.config import RunConfig, preset
 from normsys.training.measure import at_init
@@ -245,24 +244,29 @@ def ffn_ratios_at_init(task_of, placement: str, layers: int, shrink_first: bool)
 
 @pytest.mark.control(POSTLN_GROWS.id, PRELN_FLATNESS.claim)
 def test_control_xiong_rules_flip_on_a_profile_made_to_grow(task_of):
-    grows = {f"{n} blocks": ffn_ratios_at_init(task_of, "pre", n, True) for n in DEPTHS}
-    flat = {f"{n} blocks": ffn_ratios_at_init(task_of, "pre", n, False) for n in DEPTHS}
-    log_ratios = {side: {k: [abs(math.log2(r)) for r in v] for k, v in ratios.items()}
-                  for side, ratios in (("grows", grows), ("flat", flat))}
-    assert POSTLN_GROWS.rule.decide_all(grows).verdict == SUPPORTED
-    assert POSTLN_GROWS.rule.decide_all(flat).verdict == REFUTED
-    assert PRELN_FLATNESS.declaration.rule.decide_all(log_ratios["flat"]).verdict == SUPPORTED
-    assert PRELN_FLATNESS.declaration.rule.decide_all(log_ratios["grows"]).verdict == REFUTED
+    def per_seed(shrink_first: bool) -> list[dict[str, float]]:  # each depth's ratio, a seed
+        by_depth = {f"{n} blocks": ffn_ratios_at_init(task_of, "pre", n, shrink_first)
+                    for n in DEPTHS}
+        return [dict(zip(by_depth, seed, strict=True)) for seed in zip(*by_depth.values(), strict=True)]
+
+    def log2(ratios: list[dict[str, float]]) -> list[dict[str, float]]:
+        return [{depth: abs(math.log2(r)) for depth, r in seed.items()} for seed in ratios]
+
+    grows, flat = per_seed(True), per_seed(False)
+    assert POSTLN_GROWS.verdict(grows).verdict == SUPPORTED
+    assert POSTLN_GROWS.verdict(flat).verdict == REFUTED
+    assert PRELN_FLATNESS.declaration.verdict(log2(flat)).verdict == SUPPORTED
+    assert PRELN_FLATNESS.declaration.verdict(log2(grows)).verdict == REFUTED
 
 
 @pytest.mark.control(PURE_COLLAPSES.id, SKIPS_PREVENT.id)
 def test_control_dong_rules_flip_between_pure_attention_and_skips():
     pure = [depth_ratio(attention_stack_residuals(s, skips=False)) for s in CONTROL_SEEDS]
     skips = [depth_ratio(attention_stack_residuals(s, skips=True)) for s in CONTROL_SEEDS]
-    assert PURE_COLLAPSES.rule.decide(pure).verdict == SUPPORTED
-    assert PURE_COLLAPSES.rule.decide(skips).verdict == REFUTED
-    assert SKIPS_PREVENT.rule.decide(skips).verdict == SUPPORTED
-    assert SKIPS_PREVENT.rule.decide(pure).verdict == REFUTED
+    assert PURE_COLLAPSES.verdict(pure).verdict == SUPPORTED
+    assert PURE_COLLAPSES.verdict(skips).verdict == REFUTED
+    assert SKIPS_PREVENT.verdict(skips).verdict == SUPPORTED
+    assert SKIPS_PREVENT.verdict(pure).verdict == REFUTED
 
 
 @pytest.mark.control(VAL_LOSS_VS_LN.claim, DYT_MATCHES.id)
@@ -271,8 +275,8 @@ def test_control_equivalence_rules_fail_between_a_trained_and_an_untrained_lm(da
     model at its initialization: far outside +-2%."""
     cfg = char_gpt(0, steps=60).override(**{"model.d": 32, "model.layers": 1,
                                                    "train.batch_size": 8, "train.eval_batches": 2})
-    trained, untrained = trained_and_untrained(run, cfg)
-    rel = [relative_difference(a.metrics[VAL_LOSS], b.metrics[VAL_LOSS])
-           for a, b in zip(untrained, trained, strict=True)]
-    for rule in (VAL_LOSS_VS_LN.declaration.rule, DYT_MATCHES.rule):
-        assert rule.decide(rel).verdict == REFUTED
+    trained, untrained = ([r.metrics[VAL_LOSS] for r in side]
+                          for side in trained_and_untrained(run, cfg))
+    for declared in (VAL_LOSS_VS_LN.declaration, DYT_MATCHES):
+        other, layernorm = declared.experiment.arms
+        assert declared.verdict({other: untrained, layernorm: trained}).verdict == REFUTED

@@ -18,8 +18,8 @@ from normsys.claims.declaration import Declaration, Experiment
 from normsys.claims.experiments import char_gpt
 from normsys.claims.params import tiers
 from normsys.claims.protocol import layernorm_gradients, ln_decomposition_summary, ln_vjp_errors
-from normsys.claims.stats import REFUTED, SUPPORTED, Rule
 from normsys.claims.testing import CONTROL_SEEDS
+from normsys.claims.verdict import REFUTED, SUPPORTED, Rule
 from normsys.training.data import tiny_shakespeare
 from normsys.training.models import prepare_model
 from normsys.training.norms import LayerNorm, build_norm
@@ -99,7 +99,7 @@ def test_center_scale_costs_more_with_softmax(claim, runs, tier):
     claim.record(**{f"gain_free_{key}_{att}": [round(s[key], 5) for s in gain_free[att]]
                     for att in gain_free for key in gain_free[att][0]})
     free = {att: [s["cos_center_scale"] for s in gain_free[att]] for att in gain_free}
-    claim.record(gain_free_decision=COSTS_MORE_WITH_SOFTMAX.decide(free).to_dict())
+    claim.record(gain_free_decision=COSTS_MORE_WITH_SOFTMAX.verdict(free).to_dict())
     claim.check(runs)
 
 
@@ -127,9 +127,9 @@ def test_control_formula_without_its_radial_term_misses(data_env):
     """The same error measurement with the analytic formula's radial term dropped."""
     captures = [layernorm_gradients(model, *batch)
                 for model, batch in (tiny_gpt(s) for s in CONTROL_SEEDS)]
-    assert ANALYTIC_MATCHES.rule.decide([max(ln_vjp_errors(c)) for c in captures]).verdict == SUPPORTED
+    assert ANALYTIC_MATCHES.verdict([max(ln_vjp_errors(c)) for c in captures]).verdict == SUPPORTED
     dropped = [max(ln_vjp_errors(c, radial=False)) for c in captures]
-    assert ANALYTIC_MATCHES.rule.decide(dropped).verdict == REFUTED
+    assert ANALYTIC_MATCHES.verdict(dropped).verdict == REFUTED
 
 
 @pytest.mark.control(COSTS_MORE_WITH_SOFTMAX.id)
@@ -143,5 +143,5 @@ def test_control_surrogate_rule_flips_where_the_radial_term_vanishes(data_env):
 
     exact, plain = cos_cs(True), cos_cs(False)
     assert exact == pytest.approx([1.0] * len(CONTROL_SEEDS), abs=1e-9)  # at every LayerNorm
-    assert COSTS_MORE_WITH_SOFTMAX.rule.decide_paired(exact, plain).verdict == SUPPORTED
-    assert COSTS_MORE_WITH_SOFTMAX.rule.decide_paired(plain, exact).verdict == REFUTED
+    assert COSTS_MORE_WITH_SOFTMAX.verdict({"sigmoid": exact, "softmax": plain}).verdict == SUPPORTED
+    assert COSTS_MORE_WITH_SOFTMAX.verdict({"sigmoid": plain, "softmax": exact}).verdict == REFUTED

@@ -17,8 +17,8 @@ from normsys.claims import figures
 from normsys.claims.declaration import Declaration, Experiment, metric
 from normsys.claims.experiments import log10_grad_ratio, tanh_mlp, weight_grad_profile
 from normsys.claims.params import tiers
-from normsys.claims.stats import REFUTED, SUPPORTED, Rule
 from normsys.claims.testing import CONTROL_SEEDS, trained_and_untrained
+from normsys.claims.verdict import REFUTED, SUPPORTED, Rule
 from normsys.training.config import preset
 from normsys.training.record import FINAL_LOSS
 
@@ -98,8 +98,9 @@ def test_control_gradient_rule_flips_when_the_sides_swap(runs):
     """The rule on the same per-layer gradient profiles (train.gradients_at_init) with the effect
     reversed: plain minus residual."""
     ratios = RESIDUAL_PRESERVES.experiment.values(runs, CONTROL_SEEDS, "cpu")
-    assert RESIDUAL_PRESERVES.decide(ratios).verdict == SUPPORTED
-    assert RESIDUAL_PRESERVES.decide(dict(reversed(ratios.items()))).verdict == REFUTED
+    assert RESIDUAL_PRESERVES.verdict(ratios).verdict == SUPPORTED
+    swapped = {"residual": ratios["plain"], "plain": ratios["residual"]}
+    assert RESIDUAL_PRESERVES.verdict(swapped).verdict == REFUTED
 
 
 @pytest.mark.control(LOWEST_LOSS.id)
@@ -110,5 +111,5 @@ def test_control_lowest_loss_rule_flips_between_a_trained_and_an_untrained_refer
                           trained_and_untrained(run, ffn_stack(True, "layernorm", 0)))
     lowest = {name: (trained if name == "residual+LN" else untrained) for name in FFN_CONFIGS}
     highest = {name: (untrained if name == "residual+LN" else trained) for name in FFN_CONFIGS}
-    assert LOWEST_LOSS.decide(lowest).verdict == SUPPORTED
-    assert LOWEST_LOSS.decide(highest).verdict == REFUTED
+    assert LOWEST_LOSS.verdict(lowest).verdict == SUPPORTED
+    assert LOWEST_LOSS.verdict(highest).verdict == REFUTED

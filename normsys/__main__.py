@@ -205,7 +205,7 @@ def score(args: argparse.Namespace) -> str:
         """Judge and write the columns whose runs are all in, each as soon as it is: a later
         failure loses no finished judgement."""
         ready = scorecard.complete(plan, records)
-        table = scorecard.judge(plan, records, ready, reach)
+        table = scorecard.cells(plan, records, ready, reach)
         prov = {**scorecard.provenance(args.tier, specs, list(records.values())), "read": read}
         written[:] = ready
         return table, scorecard.write(args.out, table, prov, ready, set(names) or None,

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from normsys.claims import params, sequential
+from normsys.claims import params, verdict
 from normsys.claims.declaration import Declaration, Statistic
 from normsys.training.config import RunConfig, preset
 
@@ -179,7 +179,7 @@ def section(entry: Entry) -> str:
     seeds = ", ".join(f"{t} {params.seeds(t, d.seeds)}" + (
         f" (looks at {', '.join(map(str, plan))} while open)" if len(plan) > 1 else "")
         for t in TIERS
-        for plan in [sequential.looks(params.seeds(t, d.seeds), params.MAX_SEEDS[t])])
+        for plan in [verdict.looks(params.seeds(t, d.seeds), params.MAX_SEEDS[t])])
     variants = [v for v in entry.variants if v]
     lines = [f"### `{d.id}`", "", f"{d.text()} ({d.source})", "",
              f"- test: `claims/{entry.file}::{entry.test}`; seeds: {seeds}"

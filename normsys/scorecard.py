@@ -33,8 +33,8 @@ from normsys.claims.declaration import Statistic
 from normsys.claims.progress import Progress
 from normsys.claims.runs import Runs
 from normsys.claims.runtimes import run_seconds
-from normsys.claims.stats import INCONCLUSIVE, REFUTED, SUPPORTED
 from normsys.claims.usernorm import absolute, load
+from normsys.claims.verdict import INCONCLUSIVE, REFUTED, SUPPORTED
 from normsys.claims.workers import RUN_THREADS
 from normsys.training.config import RunConfig
 from normsys.training.norms import BUILTIN, NORMS
@@ -348,7 +348,7 @@ WAIT_FOREVER = 30 * 24 * 3600.0  # seconds
 # ----------------------------------------------------------------------------- the verdicts
 
 
-def judge(p: Plan, records: dict[RunConfig, RunRecord], statistics: Columns = None,
+def cells(p: Plan, records: dict[RunConfig, RunRecord], statistics: Columns = None,
           reach: dict[str, tuple[float, float]] | None = None) -> dict[str, dict[str, dict]]:
     """{norm: {statistic: cell}}: a cell holds mean, low, high, verdict, rule, per-seed values;
     ``{"verdict": "n/a"}`` where the experiment does not take the kind. A kind that is not built
@@ -371,8 +371,7 @@ def judge(p: Plan, records: dict[RunConfig, RunRecord], statistics: Columns = No
             if not stat.applies(norm):
                 row[stat.name] = {"verdict": "n/a", "rule": str(stat.rule(norm))}
                 continue
-            d = stat.judge(norm, lambda kind, name=stat.name: per_seed[name, kind])
-            s = d.summary
+            d = s = stat.verdict(norm, lambda kind, name=stat.name: per_seed[name, kind])
             row[stat.name] = {"mean": s.mean, "low": s.low, "high": s.high,
                               "verdict": d.verdict, "rule": str(stat.rule(norm)),
                               "values": list(s.values), "reason": d.reason,
@@ -423,15 +422,10 @@ def builtin_reach(tier: str, folder: Path | None = None) -> dict[str, tuple[floa
 
 
 def stat_value(name: str, records: list[RunRecord], statistics: Columns = None):
-    """The statistic's value on one seed's records: NaN where a run diverged, or where the
-    value is undefined for them (a ratio over a zero gradient, say): never an exception."""
+    """The statistic's value on one seed's records, read as its claim reads it
+    (declaration.Experiment.read: NaN where a run diverged or the value is undefined)."""
     stat = next(s for s in columns(statistics) if s.name == name)
-    if any(r.diverged for r in records):
-        return math.nan
-    try:
-        return stat.value(records, "")
-    except ArithmeticError:  # e.g. log10 of a zero gradient ratio: no value, not a crash
-        return math.nan
+    return stat.experiment(stat.claim_norm).read(records)
 
 
 def provenance(tier: str, specs: list[tuple[str, str]],

@@ -252,7 +252,7 @@ def test_the_scorecard_trains_its_plan_on_the_cluster(cluster, cache, tmp_path, 
     from normsys import scorecard
     from normsys.claims import cluster as module
     from normsys.claims import usernorm
-    from normsys.claims.stats import Rule
+    from normsys.claims.verdict import Rule
     from normsys.training import norms
 
     class Kept(Cluster):  # the command ends its Ray session; this test's module goes on with it

@@ -19,7 +19,7 @@ from normsys.claims.declaration import (
     metric,
     single,
 )
-from normsys.claims.stats import Rule
+from normsys.claims.verdict import Rule
 
 
 def record(value):
@@ -35,19 +35,11 @@ A = {0: 1.0, 1: 1.2, 2: 1.1}  # arm a's value per seed
 B = {0: 0.4, 1: 0.5, 2: 0.7}
 
 
-class Claim:
-    """The plugin's claim as an experiment sees it: its seeds and confidence, and the decision
-    it ends on (its per-seed values) with the evidence recorded."""
-
-    seeds = [0, 1, 2]
-    confidence = 0.95
-
-    def __init__(self):
-        self.calls = []
-
-    def conclude(self, decision, rule, **evidence):
-        self.calls.append((list(decision.summary.values), evidence, str(rule)))
-        return decision
+def checked(exp: Experiment, rule: Rule, seeds=(0, 1, 2), variant: str = ""):
+    """The verdict a claim of ``exp`` and ``rule`` reaches on the values ``fetch_values`` gives
+    (what Claim.check decides), and the values by arm."""
+    values = exp.values(fetch_values, list(seeds), "cpu", variant)
+    return Declaration("c-x", rule, "t", "{rule}", experiment=exp).verdict(values), values
 
 
 def two_arms(**kw) -> Experiment:
@@ -90,81 +82,93 @@ def test_the_arms_and_reads_are_given_the_variant_the_claim_itself_by_default():
     assert exp.configs([0], "cpu") == {"a": [[1.0]]}
     declared = Declaration("c-a", Rule("v", ">", 0.0), "t", "{rule}", experiment=exp)
     assert declared.records(fetch_values, [1], "cpu")["a"][0][0].metrics == {"v": 1.2}
-    declared.check(Claim(), fetch_values, "cpu")
-    exp.check(Claim(), fetch_values, "cpu", "", Rule("v", ">", 0.0))
+    checked(exp, Rule("v", ">", 0.0))
     by_norm(lambda n, s, t, v: seen.append(v) or [], "x")["x"](0, "cpu")
-    assert seen == ["-x"] * 2 + [""] * 12  # every call but the first two left the variant out
+    assert seen == ["-x"] * 2 + [""] * 9  # every call but the first two left the variant out
     assert declared.records(fetch_values, [0, 2], "paper", "-x") == \
         exp.records(fetch_values, [0, 2], "paper", "-x")
 
 
 def test_two_arms_are_paired_first_minus_second():
-    claim, exp = Claim(), two_arms()
-    exp.check(claim, fetch_values, "cpu", "", Rule("v(a) - v(b)", ">", 0.3))
-    assert claim.calls == [(pytest.approx([0.6, 0.7, 0.4]),
-                            {"v(a)": [1.0, 1.2, 1.1], "v(b)": [0.4, 0.5, 0.7]}, "v(a) - v(b) > 0.3")]
-    values = {"a": [1.0, 1.2, 1.1], "b": [0.4, 0.5, 0.7]}
-    assert exp.per_seed(values) == pytest.approx([0.6, 0.7, 0.4])
-    rule = Rule("v(a) - v(b)", ">", 0.3)
-    assert exp.decide(rule, values).summary.values == pytest.approx([0.6, 0.7, 0.4])
-    assert exp.decide(rule, dict(reversed(values.items()))).summary.mean == pytest.approx(-17 / 30)
+    exp, rule = two_arms(), Rule("v(a) - v(b)", ">", 0.3)
+    decided, values = checked(exp, rule)
+    assert decided.values == pytest.approx([0.6, 0.7, 0.4]) and decided.rule == "> 0.3"
+    assert values == {"a": [1.0, 1.2, 1.1], "b": [0.4, 0.5, 0.7]}
+    declared = Declaration("c-ab", rule, "t", "{rule}", experiment=exp)
+    # the arms by name, in the experiment's order whatever the mapping's: a swap is said
+    assert declared.verdict(dict(reversed(values.items()))) == decided
+    swapped = declared.verdict({"a": values["b"], "b": values["a"]})
+    assert swapped.mean == pytest.approx(-17 / 30)
+    with pytest.raises(ValueError, match=r"claim c-ab: give values by arm, named as its "
+                                         r"experiment's arms \['a', 'b'\]; got \['a', 'c'\]"):
+        declared.verdict({"a": values["a"], "c": values["b"]})
+    with pytest.raises(ValueError, match="got a sequence"):
+        declared.verdict([0.6, 0.7, 0.4])
 
 
 def test_arms_of_unequal_seeds_are_refused_and_the_confidence_reaches_the_rule():
-    exp, combined = two_arms(), two_arms(combine=lambda a, b: a / b)
-    with pytest.raises(ValueError, match="one value per seed on both sides, got 3 and 2"):
-        exp.per_seed({"a": [1.0, 2.0, 3.0], "b": [1.0, 2.0]})
-    with pytest.raises(ValueError, match="zip"):
-        combined.per_seed({"a": [1.0, 2.0, 3.0], "b": [1.0, 2.0]})
-    values = {"a": [1.0, 1.2, 1.1], "b": [0.4, 0.5, 0.7]}
     rule = Rule("v(a) - v(b)", ">", 0.3)
-    wide, narrow = exp.decide(rule, values), exp.decide(rule, values, confidence=0.5)
-    assert narrow.summary.high - narrow.summary.low < wide.summary.high - wide.summary.low
-    declared = Declaration("c-ab", rule, "t", "{rule}", experiment=exp)
-    assert declared.decide(values).summary == wide.summary and wide.verdict == "inconclusive"
-    assert declared.decide(values, 0.5).summary == narrow.summary
+    declared = Declaration("c-ab", rule, "t", "{rule}", experiment=two_arms())
+    combined = Declaration("c-ab", rule, "t", "{rule}",
+                           experiment=two_arms(combine=lambda a, b: a / b))
+    with pytest.raises(ValueError, match="one value per seed on both sides, got 3 and 2"):
+        declared.verdict({"a": [1.0, 2.0, 3.0], "b": [1.0, 2.0]})
+    with pytest.raises(ValueError, match="zip"):
+        combined.verdict({"a": [1.0, 2.0, 3.0], "b": [1.0, 2.0]})
+    values = {"a": [1.0, 1.2, 1.1], "b": [0.4, 0.5, 0.7]}
+    wide, narrow = declared.verdict(values), declared.verdict(values, confidence=0.5)
+    assert narrow.high - narrow.low < wide.high - wide.low and wide.verdict == "inconclusive"
     assert narrow.verdict == "supported"  # 0.3 lies below the narrower interval
-    one = Experiment({"a": lambda s, t, v: [A[s]]}, metric("v"))
-    assert one.decide(Rule("v", ">", 0.5), {"a": [1.0, 1.2, 1.1]}).verdict == "supported"
+    one = Declaration("c-a", Rule("v", ">", 0.5), "t", "{rule}",
+                      experiment=Experiment({"a": lambda s, t, v: [A[s]]}, metric("v")))
+    assert one.verdict({"a": [1.0, 1.2, 1.1]}) == one.verdict([1.0, 1.2, 1.1])
+    assert one.verdict([1.0, 1.2, 1.1]).verdict == "supported"
 
 
 def test_combine_makes_the_value_the_rule_decides_on():
-    claim, exp = Claim(), two_arms(combine=lambda a, b: a / b)
-    exp.check(claim, fetch_values, "cpu", "", Rule("v(a) / v(b)", ">", 1.0))
-    assert claim.calls == [(pytest.approx([2.5, 2.4, 1.1 / 0.7]), {}, "v(a) / v(b) > 1")]
+    decided, _ = checked(two_arms(combine=lambda a, b: a / b), Rule("v(a) / v(b)", ">", 1.0))
+    assert decided.values == pytest.approx([2.5, 2.4, 1.1 / 0.7]) and decided.rule == "> 1"
 
 
 def test_one_arm_is_its_own_value_and_parts_must_each_hold():
-    claim = Claim()
     one = Experiment({"a": lambda s, t, v: [A[s]]}, metric("v"))
     rule = Rule("v", ">", 0.0)
-    one.check(claim, fetch_values, "cpu", "", rule)
+    ones, _ = checked(one, rule)
+    assert ones.values == (1.0, 1.2, 1.1) and ones.comparisons == {}
     parts = Experiment({"a": lambda s, t, v: [A[s]]},
                        lambda rs, v: {"x": rs[0].metrics["v"], "y": -rs[0].metrics["v"]})
-    parts.check(claim, fetch_values, "cpu", "", rule)
-    (ones, none, _), (deciding, evidence, _) = claim.calls
-    assert ones == [1.0, 1.2, 1.1] and none == {}
-    assert deciding == [-1.0, -1.2, -1.1]  # the part the verdict rests on: y, refuted
-    assert {k: list(v["summary"]["values"]) for k, v in evidence["comparisons"].items()} == \
+    deciding, _ = checked(parts, rule)
+    assert deciding.values == (-1.0, -1.2, -1.1)  # the part the verdict rests on: y, refuted
+    assert {k: list(v["values"]) for k, v in deciding.comparisons.items()} == \
         {"x": [1.0, 1.2, 1.1], "y": [-1.0, -1.2, -1.1]}
-    decision = parts.decide(rule, {"a": [{"x": 1.0, "y": -1.0}, {"x": 2.0, "y": -2.0},
-                                         {"x": 3.0, "y": -1.5}]})
+    declared = Declaration("c-p", rule, "t", "{rule}", experiment=parts)
+    decision = declared.verdict([{"x": 1.0, "y": -1.0}, {"x": 2.0, "y": -2.0},
+                                 {"x": 3.0, "y": -1.5}])
     assert decision.verdict == "refuted" and "deciding: y" in decision.reason
-    both = {"a": [{"x": 1.0, "y": 1.0}, {"x": 1.2, "y": 1.2}, {"x": 1.1, "y": 1.1}]}
-    wide, narrow = parts.decide(rule, both), parts.decide(rule, both, confidence=0.5)
-    assert narrow.summary.high - narrow.summary.low < wide.summary.high - wide.summary.low
-    diverged = parts.decide(rule, {"a": [{"x": 1.0, "y": 1.0}, math.nan, {"x": 3.0, "y": 2.0}]})
-    assert diverged.verdict == "inconclusive" and math.isnan(diverged.summary.values[1])
+    both = [{"x": 1.0, "y": 1.0}, {"x": 1.2, "y": 1.2}, {"x": 1.1, "y": 1.1}]
+    wide, narrow = declared.verdict(both), declared.verdict(both, confidence=0.5)
+    assert narrow.high - narrow.low < wide.high - wide.low
+    diverged = declared.verdict([{"x": 1.0, "y": 1.0}, math.nan, {"x": 3.0, "y": 2.0}])
+    assert diverged.verdict == "inconclusive" and math.isnan(diverged.values[1])
+
+
+def test_a_diverged_run_or_an_undefined_value_reads_as_nan():
+    """One policy for every reader of a seed's runs (the claims' and the scorecard's)."""
+    def ratio(records, variant=""):
+        return 1.0 / records[0].metrics["v"]
+
+    exp = Experiment({"a": lambda s, t, v: [A[s]]}, ratio)
+    assert exp.read([SimpleNamespace(metrics={"v": 0.5}, diverged=False)]) == 2.0
+    assert math.isnan(exp.read([SimpleNamespace(metrics={"v": 0.0}, diverged=False)]))
+    assert math.isnan(exp.read([SimpleNamespace(metrics={"v": 0.5}, diverged=True)]))
 
 
 def test_a_combined_value_with_parts_is_decided_part_by_part():
     exp = Experiment({"ref": lambda s, t, v: [B[s]], "a": lambda s, t, v: [A[s]],
                       "b": lambda s, t, v: [A[s] + 1]}, metric("v"),
                      combine=lambda ref, *others: {f"o{i}": o - ref for i, o in enumerate(others)})
-    claim = Claim()
-    exp.check(claim, fetch_values, "cpu", "", Rule("v", ">", 0.0))
-    (_, evidence, _), = claim.calls
-    values = {k: v["summary"]["values"] for k, v in evidence["comparisons"].items()}
+    decided, _ = checked(exp, Rule("v", ">", 0.0))
+    values = {k: v["values"] for k, v in decided.comparisons.items()}
     assert values["o0"] == pytest.approx([0.6, 0.7, 0.4])
     assert values["o1"] == pytest.approx([1.6, 1.7, 1.4])
 
@@ -180,9 +184,8 @@ def test_an_experiment_needs_arms_and_a_combine_past_two():
 
 def test_a_declaration_without_an_experiment_says_its_test_computes():
     bare = Declaration("c-bare", Rule("v", ">", 0.0), source="t", statement="{rule}")
+    assert bare.verdict([1.0, 1.1, 1.2]).verdict == "supported"  # its test's own values
     with pytest.raises(ValueError, match="claim c-bare declares no experiment: its test computes"):
-        bare.check(Claim(), fetch_values, "cpu")
-    with pytest.raises(ValueError, match="claim c-bare declares no experiment"):
         bare.records(fetch_values, [0], "cpu")
 
 

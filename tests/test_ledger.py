@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from normsys.__main__ import main
-from normsys.claims import ledger, sequential
-from normsys.claims.stats import Rule
+from normsys.claims import ledger, verdict
+from normsys.claims.verdict import Rule
 from normsys.training.config import preset
 
 ROOT = Path(__file__).parents[1]
@@ -31,11 +31,11 @@ def entry(values=(0.92, 0.91, 0.93), rule=">= 0.8", device=AVX2, seeds=None, pla
     """An entry whose verdict, mean and interval are what ``rule`` decides on ``values``."""
     seeds = list(seeds if seeds is not None else range(len(values)))
     plan = list(plan or [len(values)])
-    level = sequential.levels(plan)[plan.index(len(values))]
-    d = ledger.parse_rule(rule).decide(list(values), level)
+    level = verdict.levels(plan)[plan.index(len(values))]
+    d = verdict.decide(ledger.parse_rule(rule), list(values), level)
     fields = dict(tier="cpu", verdict=d.verdict, statistic="kappa", rule=rule, seeds=seeds,
-                  values=list(values), mean=d.summary.mean, low=d.summary.low,
-                  high=d.summary.high, plan=plan, measured="2026-11-23 10:00",
+                  values=list(values), mean=d.mean, low=d.low,
+                  high=d.high, plan=plan, measured="2026-11-23 10:00",
                   commit="a59fd79c0ffee", normsys="0.2.0", torch="2.13.0+cpu", device=device,
                   threads="1", autocast="off", data="abc", code=code, settings=SETTINGS,
                   settings_fingerprint=PRINT)
@@ -129,7 +129,7 @@ def test_an_entry_that_does_not_follow_from_itself_is_an_error_naming_it(tmp_pat
 
 def test_an_entry_that_took_more_looks_than_its_values_needed_does_not_follow():
     """Decided at 8 seeds, yet its values decide at the look of 5: seeds were added past a
-    decision (the earlier look's level: sequential.levels)."""
+    decision (the earlier look's level: verdict.levels)."""
     values = [1.0, 1.3, 0.7, 1.0, 1.01, 1.0, 0.99, 1.02]
     decided = entry(values[:5], "> 0.5", plan=[3, 5, 8])
     assert decided.verdict == "supported" and ledger.follows(decided) == ""
@@ -362,9 +362,9 @@ def test_a_one_line_bug_on_another_cpu_fails_whenever_beyond_the_claims_bound():
     for r in ledger.records(COMMITTED).values():
         ref = r.entries[r.reference["cpu"]]
         values = [v * 1.001 for v in ref.values]
-        d = ledger.parse_rule(ref.rule).decide(values, ref.confidence)
-        bug = replace(ref, values=values, verdict=d.verdict, mean=d.summary.mean,
-                      low=d.summary.low, high=d.summary.high, device="cpu (AVX2, Intel)")
+        d = verdict.decide(ledger.parse_rule(ref.rule), values, ref.confidence)
+        bug = replace(ref, values=values, verdict=d.verdict, mean=d.mean,
+                      low=d.low, high=d.high, device="cpu (AVX2, Intel)")
         shift = abs(math.fsum(b - a for a, b in zip(ref.values, values, strict=True)) /
                     len(values))
         judged = ledger.judge(r, bug)

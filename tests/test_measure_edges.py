@@ -11,11 +11,20 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from normsys.claims import stats
 from normsys.claims.protocol import ln_decomposition_summary, ln_vjp_errors
+from normsys.claims.verdict import (
+    INCONCLUSIVE,
+    REFUTED,
+    SUPPORTED,
+    Rule,
+    decide,
+    t_cdf_two_sided,
+    t_quantile,
+)
 from normsys.training import diagnostics as dg
 from normsys.training import norms
 from normsys.training.config import preset
+from tests.test_verdict import all_of, on, paired, summary, within
 
 # ----------------------------------------------------------------------------- the t distribution
 
@@ -29,51 +38,50 @@ def test_t_cdf_has_its_closed_forms_for_one_to_four_degrees_of_freedom(t):
               3: 2 / math.pi * (th3 + math.sin(th3) * math.cos(th3)),
               4: math.sin(th4) * (1 + math.cos(th4) ** 2 / 2)}
     for df, p in closed.items():
-        assert stats.t_cdf_two_sided(t, df) == pytest.approx(p, rel=1e-12)
-        assert stats.t_cdf_two_sided(-t, df) == stats.t_cdf_two_sided(t, df)
+        assert t_cdf_two_sided(t, df) == pytest.approx(p, rel=1e-12)
+        assert t_cdf_two_sided(-t, df) == t_cdf_two_sided(t, df)
 
 
 @pytest.mark.parametrize("df,t95,t99", [(5, 2.5706, 4.0321), (6, 2.4469, 3.7074),
                                         (7, 2.3646, 3.4995), (10, 2.2281, 3.1693),
                                         (11, 2.2010, 3.1058), (30, 2.0423, 2.7500)])
 def test_t_cdf_and_quantile_match_the_table_where_the_series_runs_long(df, t95, t99):
-    assert stats.t_cdf_two_sided(t95, df) == pytest.approx(0.95, abs=2e-5)
-    assert stats.t_cdf_two_sided(t99, df) == pytest.approx(0.99, abs=2e-5)
-    stats.t_quantile.cache_clear()  # computed here, not read from an earlier test's cache
-    assert stats.t_quantile(df) == pytest.approx(t95, abs=1e-4)
-    assert stats.t_quantile(df, 0.99) == pytest.approx(t99, abs=1e-4)
+    assert t_cdf_two_sided(t95, df) == pytest.approx(0.95, abs=2e-5)
+    assert t_cdf_two_sided(t99, df) == pytest.approx(0.99, abs=2e-5)
+    t_quantile.cache_clear()  # computed here, not read from an earlier test's cache
+    assert t_quantile(df) == pytest.approx(t95, abs=1e-4)
+    assert t_quantile(df, 0.99) == pytest.approx(t99, abs=1e-4)
 
 # ----------------------------------------------------------------------------- decisions
 
 
 def test_paired_differences_refuse_unpaired_seeds():
-    with pytest.raises(ValueError):
-        stats.paired_differences([1.0, 2.0, 3.0], [1.0, 2.0])
+    with pytest.raises(ValueError, match="one value per seed on both sides, got 3 and 2"):
+        paired([1.0, 2.0, 3.0], [1.0, 2.0], ">", 0.0)
 
 
 def test_decide_paired_uses_the_confidence_it_is_given():
     a, b = [1.0, 1.3, 0.8], [0.0, 0.0, 0.0]  # mean 1.03, sd 0.25: t* 4.30 crosses 0, t* 0.82 not
-    assert stats.decide_paired(a, b, ">", 0.5).verdict == stats.INCONCLUSIVE
-    assert stats.decide_paired(a, b, ">", 0.5, confidence=0.5).verdict == stats.SUPPORTED
+    assert paired(a, b, ">", 0.5).verdict == INCONCLUSIVE
+    assert paired(a, b, ">", 0.5, confidence=0.5).verdict == SUPPORTED
 
 
 def test_decision_to_dict_names_its_fields():
-    d = stats.decide([1.0, 2.0, 3.0], ">", 0.0)
-    assert set(d.to_dict()) == {"verdict", "rule", "reason", "summary", "extra"}
+    d = on([1.0, 2.0, 3.0], ">", 0.0)
+    assert set(d.to_dict()) == {"verdict", "rule", "values", "mean", "std", "n", "low", "high",
+                                "confidence", "n_nan", "reason", "margin", "comparisons"}
     assert d.to_dict()["verdict"] == d.verdict and d.to_dict()["rule"] == "> 0"
 
 
 def test_decide_all_says_which_comparison_holds_how_and_keeps_each():
-    parts = {"6 blocks": stats.decide([2.0, 2.1, 2.2], ">", 1.0),
-             "12 blocks": stats.decide([3.0, 3.1, 3.2], ">", 1.0)}
-    d = stats.decide_all(parts)
+    values = {"6 blocks": [2.0, 2.1, 2.2], "12 blocks": [3.0, 3.1, 3.2]}
+    parts = {name: on(v, ">", 1.0) for name, v in values.items()}
+    d = all_of(values, ">", 1.0)
     assert d.rule == "all of 2: > 1"
     assert d.reason == ("deciding: 6 blocks. 6 blocks: supported (mean 2.1, 95% CI [1.852, "
                         "2.348], n=3); 12 blocks: supported (mean 3.1, 95% CI [2.852, 3.348], n=3)")
-    assert d.extra == {name: p.to_dict() for name, p in parts.items()}
+    assert d.comparisons == {name: p.to_dict() for name, p in parts.items()}
     assert d.margin == min(p.margin for p in parts.values())
-    with pytest.raises(ValueError, match="at least one decision"):
-        stats.decide_all({})
 
 # ----------------------------------------------------------------------------- diagnostics
 
@@ -215,15 +223,17 @@ def test_mnist_report_reads_eight_disjoint_test_batches_of_128(data_env):
     assert report != fa_protocol_report(model, disjoint_batches(split.x_test, split.y_test, 8, 64))
 
 
-def test_rule_decides_paired_and_all_as_the_functions_do():
-    rule = stats.Rule("a - b", ">", 0.5)
+def test_arms_are_paired_and_parts_decided_at_the_confidence_given():
+    rule = Rule("a - b", ">", 0.5)
     a, b = [1.0, 1.3, 0.8], [0.0, 0.0, 0.0]
-    assert rule.decide_paired(a, b) == stats.decide_paired(a, b, ">", 0.5)
-    assert rule.decide_paired(a, b, 0.5).verdict == stats.SUPPORTED  # its confidence is used
+    assert decide(rule, {"a": a, "b": b}) == on([1.0, 1.3, 0.8], ">", 0.5)
+    assert decide(rule, {"a": a, "b": b}, 0.5).verdict == SUPPORTED  # its confidence is used
     parts = {"x": [1.0, 1.1, 1.2], "y": [0.6, 0.7, 2.0]}
-    assert rule.decide_all(parts) == stats.decide_all({k: rule.decide(v) for k, v in parts.items()})
-    assert rule.decide_all(parts, 0.5) == stats.decide_all(
-        {k: rule.decide(v, 0.5) for k, v in parts.items()})
+    assert all_of(parts, ">", 0.5).comparisons == {
+        k: on(v, ">", 0.5).to_dict() for k, v in parts.items()}
+    assert all_of(parts, ">", 0.5, 0.5).comparisons == {
+        k: on(v, ">", 0.5, 0.5).to_dict() for k, v in parts.items()}
+
 
 # ----------------------------------------------------------------------------- the FA protocol
 
@@ -302,19 +312,19 @@ def test_layernorm_gradients_start_from_cleared_gradients():
 
 def test_equivalence_band_edges_margin_and_diverged_seeds():
     low, high = -0.02, 0.02
-    assert stats.decide_equivalence([0.02] * 3, low, high).verdict == stats.REFUTED
-    assert stats.decide_equivalence([-0.02] * 3, low, high).verdict == stats.REFUTED
-    d = stats.decide_equivalence([0.0, 0.001, -0.001], low, high)
-    assert d.verdict == stats.SUPPORTED and d.rule == "within (-0.02, 0.02)"
-    assert d.margin == pytest.approx(min(d.summary.low - low, high - d.summary.high))
-    assert d.reason == f"mean 0, 95% CI [{d.summary.low:.4g}, {d.summary.high:.4g}], n=3; " \
+    assert within([0.02] * 3, low, high).verdict == REFUTED
+    assert within([-0.02] * 3, low, high).verdict == REFUTED
+    d = within([0.0, 0.001, -0.001], low, high)
+    assert d.verdict == SUPPORTED and d.rule == "within (-0.02, 0.02)"
+    assert d.margin == pytest.approx(min(d.low - low, high - d.high))
+    assert d.reason == f"mean 0, 95% CI [{d.low:.4g}, {d.high:.4g}], n=3; " \
                       f"claim: within (-0.02, 0.02)"
-    nan = stats.decide_equivalence([0.0, math.nan, 0.01], low, high)
+    nan = within([0.0, math.nan, 0.01], low, high)
     assert (nan.verdict, nan.rule, nan.reason) == (
-        stats.INCONCLUSIVE, "within (-0.02, 0.02)", "1 of 3 seeds gave NaN (diverged)")
-    assert nan.summary.n == 3 and nan.summary.n_nan == 1
+        INCONCLUSIVE, "within (-0.02, 0.02)", "1 of 3 seeds gave NaN (diverged)")
+    assert nan.n == 3 and nan.n_nan == 1
     with pytest.raises(ValueError, match="low < high"):
-        stats.decide_equivalence([0.0, 0.1], 0.02, 0.02)
+        within([0.0, 0.1], 0.02, 0.02)
 
 # ----------------------------------------------------------------------------- norms' defaults
 
@@ -364,49 +374,49 @@ def test_norm_modules_keep_their_options():
 def test_summary_fields_when_seeds_diverge_with_one_seed_and_with_several():
     """Every field of the three kinds of summary: a diverged seed makes the statistics NaN but
     keeps the values and counts; one seed has an infinite interval; the confidence carries."""
-    nan = stats.summarize([0.1, math.nan, 0.3], confidence=0.9)
+    nan = summary([0.1, math.nan, 0.3], confidence=0.9)
     assert nan.values[0] == 0.1 and math.isnan(nan.values[1]) and nan.values[2] == 0.3
     assert all(math.isnan(v) for v in (nan.mean, nan.std, nan.low, nan.high))
     assert (nan.n, nan.n_nan, nan.confidence) == (3, 1, 0.9)
-    one = stats.summarize([0.25], confidence=0.9)
+    one = summary([0.25], confidence=0.9)
     assert (one.values, one.mean, one.n, one.low, one.high, one.n_nan, one.confidence) == (
         (0.25,), 0.25, 1, -math.inf, math.inf, 0, 0.9)
     assert math.isnan(one.std)
-    many = stats.summarize([1.0, 2.0, 3.0], confidence=0.9)
-    half = stats.t_quantile(2, 0.9) * 1.0 / math.sqrt(3)
+    many = summary([1.0, 2.0, 3.0], confidence=0.9)
+    half = t_quantile(2, 0.9) * 1.0 / math.sqrt(3)
     assert (many.values, many.mean, many.std, many.n, many.n_nan, many.confidence) == (
         (1.0, 2.0, 3.0), 2.0, 1.0, 3, 0, 0.9)
     assert (many.low, many.high) == pytest.approx((2.0 - half, 2.0 + half), rel=1e-12)
-    assert stats.summarize([1.0, 2.0]).confidence == 0.95
+    assert summary([1.0, 2.0]).confidence == 0.95
 
 
-@pytest.mark.parametrize("side,verdict", [(">", stats.REFUTED), (">=", stats.SUPPORTED),
-                                          ("<", stats.REFUTED), ("<=", stats.SUPPORTED)])
+@pytest.mark.parametrize("side,verdict", [(">", REFUTED), (">=", SUPPORTED),
+                                          ("<", REFUTED), ("<=", SUPPORTED)])
 def test_an_interval_ending_exactly_on_the_threshold(side, verdict):
     """Zero spread puts the whole interval on the threshold: strict sides fail there, the others
     hold."""
-    d = stats.decide([0.5, 0.5, 0.5], side, 0.5)
+    d = on([0.5, 0.5, 0.5], side, 0.5)
     assert d.verdict == verdict and d.margin == 0.0
 
 
 def test_margin_reason_and_rule_of_a_decision():
-    up = stats.decide([0.9, 1.0, 1.1], ">", 0.4)
-    assert up.margin == pytest.approx(up.summary.low - 0.4)
-    at_least = stats.decide([0.9, 1.0, 1.1], ">=", 0.4)
-    assert at_least.margin == pytest.approx(at_least.summary.low - 0.4)
-    down = stats.decide([0.9, 1.0, 1.1], "<=", 2.0)
-    assert down.margin == pytest.approx(2.0 - down.summary.high)
+    up = on([0.9, 1.0, 1.1], ">", 0.4)
+    assert up.margin == pytest.approx(up.low - 0.4)
+    at_least = on([0.9, 1.0, 1.1], ">=", 0.4)
+    assert at_least.margin == pytest.approx(at_least.low - 0.4)
+    down = on([0.9, 1.0, 1.1], "<=", 2.0)
+    assert down.margin == pytest.approx(2.0 - down.high)
     assert up.rule == "> 0.4" and up.reason == (
-        f"mean 1, 95% CI [{up.summary.low:.4g}, {up.summary.high:.4g}], n=3; claim: greater than 0.4")
-    diverged = stats.decide([0.9, math.nan, 1.1], ">", 0.4)
-    assert (diverged.verdict, diverged.rule) == (stats.INCONCLUSIVE, "> 0.4")
+        f"mean 1, 95% CI [{up.low:.4g}, {up.high:.4g}], n=3; claim: greater than 0.4")
+    diverged = on([0.9, math.nan, 1.1], ">", 0.4)
+    assert (diverged.verdict, diverged.rule) == (INCONCLUSIVE, "> 0.4")
 
 
 def test_equivalence_margin_is_the_nearer_edge_of_a_lopsided_interval():
-    d = stats.decide_equivalence([0.005, 0.006, 0.007], -0.02, 0.02)
-    assert d.verdict == stats.SUPPORTED
-    assert d.margin == pytest.approx(0.02 - d.summary.high)  # the upper edge is the nearer
-    assert d.margin < d.summary.low + 0.02
+    d = within([0.005, 0.006, 0.007], -0.02, 0.02)
+    assert d.verdict == SUPPORTED
+    assert d.margin == pytest.approx(0.02 - d.high)  # the upper edge is the nearer
+    assert d.margin < d.low + 0.02
 
 
 @pytest.mark.parametrize("stability,verdict", [
@@ -500,14 +510,14 @@ def test_gradients_at_init_are_the_plain_losss_by_autograd(data_env):
 
 
 @pytest.mark.parametrize("call,message", [
-    (lambda: stats.decide([1.0, 2.0], "=", 0), "unknown side '='; valid sides: >, >=, <, <="),
-    (lambda: stats.Rule("s", "=", 0), "unknown side '='; valid sides: >, >=, <, <=, within"),
-    (lambda: stats.Rule("s", "within", 0),
+    (lambda: Rule("s", "=", 0), "unknown side '='; valid sides: >, >=, <, <=, within"),
+    (lambda: Rule("s", "within", 0),
      "side 'within' takes a (low, high) band, the others one threshold"),
-    (lambda: stats.Rule("s", ">", (0, 1)),
+    (lambda: Rule("s", ">", (0, 1)),
      "side 'within' takes a (low, high) band, the others one threshold"),
-    (lambda: stats.decide_all({}), "decide_all needs at least one decision"),
-    (lambda: stats.summarize([]), "summarize needs at least one value (one per seed)"),
+    (lambda: decide(Rule("s", ">", 0), {}), "no arm's values to decide on: give name -> "
+                                             "per-seed values"),
+    (lambda: summary([]), "a verdict needs at least one value (one per seed)"),
 ])
 def test_bad_decisions_say_what_is_accepted(call, message):
     with pytest.raises(ValueError) as err:

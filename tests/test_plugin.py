@@ -11,6 +11,7 @@ from normsys import catalog
 from normsys.claims import ledger
 from normsys.claims.cache import code_digest
 from normsys.claims.declaration import Declaration
+from normsys.claims.verdict import decide
 from normsys.training import provenance
 from normsys.training.provenance import numeric_environment
 
@@ -18,8 +19,9 @@ pytest_plugins = ["pytester"]
 
 CLAIMS = '''
 import pytest
+from normsys.claims.declaration import Declaration, Experiment, metric
 from normsys.claims.params import tiers
-from normsys.claims.stats import Rule
+from normsys.claims.verdict import Rule
 
 KAPPA = Rule("kappa", ">=", 0.8)
 
@@ -32,9 +34,19 @@ def test_supported(claim):
 def test_refuted(claim):
     claim.check_values([0.30, 0.31, 0.32], KAPPA)
 
-@pytest.mark.claim("c-inconclusive", statement="noise", source="test")
+class Record:
+    def __init__(self, value):
+        self.metrics = {"v": value}
+
+BN = [0.5, 0.9, 0.1]
+NOISE = Declaration("c-inconclusive", Rule("val(BN) - val(LN)", ">", 0.0), source="test",
+                    statement="noise", experiment=Experiment(
+                        {"BN": lambda seed, tier, variant: [BN[seed % 3]],
+                         "LN": lambda seed, tier, variant: [0.5]}, metric("v")))
+
+@NOISE.mark
 def test_inconclusive(claim):
-    claim.check_paired([0.5, 0.9, 0.1], [0.5, 0.5, 0.5], Rule("val(BN) - val(LN)", ">", 0.0))
+    claim.check(lambda configs: [Record(c) for c in configs])
 
 @pytest.mark.claim("c-error", statement="breaks", source="test")
 def test_error(claim):
@@ -124,7 +136,7 @@ def test_update_writes_the_ledger_and_the_next_run_holds_to_it(run_claims):
 
 SWITCH = '''
 import json, pytest
-from normsys.claims.stats import Rule
+from normsys.claims.verdict import Rule
 
 @pytest.mark.claim("c-switch", statement="s", source="t")
 def test_switch(claim):
@@ -161,7 +173,7 @@ def test_every_change_of_verdict_fails_with_the_ledger_line(switch, old, new):
 DECIDED_UNDER = '''
 import json, pytest
 from normsys.training.config import preset
-from normsys.claims.stats import Rule
+from normsys.claims.verdict import Rule
 
 S = json.load(open("settings.json"))
 
@@ -371,12 +383,14 @@ DECLARED = '''
 import pytest
 
 from normsys.claims.declaration import Declaration, Experiment, metric
-from normsys.claims.stats import Rule
+from normsys.claims.verdict import Rule
 
 BIG = Declaration("c-declared", Rule("kappa", ">=", 0.8), source="test",
                   statement="kappa stays big: {rule}.")
 PAIRED = Declaration("c-declared-paired", Rule("val(a) - val(b)", ">", 0.1), source="test",
-                     statement="a beats b: {rule}, paired.", seeds=4)
+                     statement="a beats b: {rule}, paired.", seeds=4, experiment=Experiment(
+                         {"a": lambda seed, tier, variant: [1.0 + 0.01 * seed],
+                          "b": lambda seed, tier, variant: [0.5]}, metric("v")))
 OTHER = Declaration("c-declared-other", Rule("kappa", ">=", 0.8), source="test", statement="{rule}")
 
 @BIG.mark
@@ -385,7 +399,7 @@ def test_by_the_declared_rule(claim):
 
 @PAIRED.mark
 def test_paired_by_the_declared_rule(claim):
-    claim.check_paired([1.0 + 0.01 * s for s in claim.seeds], [0.5] * len(claim.seeds))
+    claim.check(fetch)
 
 @OTHER.mark
 def test_by_another_rule(claim):
@@ -414,7 +428,7 @@ def test_through_its_experiment(claim):
 
 @READ_ASIDE.mark
 def test_on_values_read_aside(claim):
-    claim.check_paired([1.0, 1.01, 1.02], [0.5, 0.5, 0.5])
+    claim.check_values([0.5, 0.51, 0.52])
 '''
 
 
@@ -445,7 +459,7 @@ def test_a_declared_claim_is_decided_by_its_rule_and_by_no_other(run_claims):
     trained = results["c-trained"]
     assert (trained["verdict"], trained["values"]) == ("supported", pytest.approx([0.5, 0.51, 0.52]))
     assert trained["evidence"] == {"v(a)": [1.0, 1.01, 1.02], "v(b)": [0.5, 0.5, 0.5]}
-    with pytest.raises(TypeError, match="claim c-x: its rule must be a stats.Rule, got str"):
+    with pytest.raises(TypeError, match="claim c-x: its rule must be a verdict.Rule, got str"):
         Declaration("c-x", "kappa >= 0.8", source="t", statement="{rule}")
 
 
@@ -546,7 +560,7 @@ def test_ctrl_c_before_a_result_is_not_called_a_k_that_matches_nothing(pytester)
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_stop='''
 import pytest
-from normsys.claims.stats import Rule
+from normsys.claims.verdict import Rule
 
 @pytest.mark.claim("c-stopped", statement="s", source="t")
 def test_stopped(claim):
@@ -621,10 +635,10 @@ def test_claims_list_shows_what_each_claim_costs(tmp_path):
     was = ledger.read(root / "claims" / "ledger" / f"{cid}.json")
     reference = was.entries[was.reference["cpu"]]
     values = [0.5, 1.5, 0.8, 1.3, 1.0]  # open after 5 seeds, in this environment
-    d = ledger.parse_rule(reference.rule).decide(values)
+    d = decide(ledger.parse_rule(reference.rule), values)
     here = numeric_environment()
     open_after_5 = replace(reference, verdict=d.verdict, values=values, seeds=list(range(5)),
-                           mean=d.summary.mean, low=d.summary.low, high=d.summary.high,
+                           mean=d.mean, low=d.low, high=d.high,
                            plan=[5], device=here["device"], threads="1", code="")
     assert open_after_5.verdict == "inconclusive"
     ledger.write(folder / f"{cid}.json", ledger.recorded(ledger.Record(cid), open_after_5))
@@ -636,7 +650,7 @@ def test_claims_list_shows_what_each_claim_costs(tmp_path):
 SEQUENTIAL = '''
 import pytest
 
-from normsys.claims.stats import Rule
+from normsys.claims.verdict import Rule
 
 VALUES = [0.9, 0.1, 0.5, 0.8, 0.85, 0.9, 0.88, 0.86]
 SEEN = []
@@ -678,7 +692,7 @@ def test_max_seeds_adds_seeds_at_the_looks_until_a_verdict(pytester):
 BRANCH_CLAIMS = '''
 import pytest
 from normsys.claims.params import Variant
-from normsys.claims.stats import Rule
+from normsys.claims.verdict import Rule
 from tests_sequential_branches import BRANCHES
 
 NAMES = {Variant(f"-{i}"): branch for i, branch in enumerate(BRANCHES)}
@@ -717,7 +731,7 @@ def test_the_plugin_registers_its_own_markers(pytester):
     pytester.makepyfile(test_one='''
 import pytest
 
-from normsys.claims.stats import Rule
+from normsys.claims.verdict import Rule, decide
 
 @pytest.mark.claim("c-one", statement="s", source="t")
 def test_one(claim):
@@ -725,7 +739,7 @@ def test_one(claim):
 
 @pytest.mark.control("c-one")
 def test_control():
-    assert Rule("x", ">", 0.5).decide([0.1, 0.2, 0.1]).verdict == "refuted"
+    assert decide(Rule("x", ">", 0.5), [0.1, 0.2, 0.1]).verdict == "refuted"
 ''')
     result = run(pytester, "--strict-markers")
     result.assert_outcomes(passed=2)

@@ -264,7 +264,7 @@ def test_layernorm_and_identity_under_other_names_land_on_their_rows(user_file, 
     same = usernorm.load(f"{user_file}:Same", "same")
     plan = scorecard.plan([wrap, "layernorm", same, "none"], shrink=tiny)
     records = scorecard.fetch(plan, [], workers=1, runs=Runs())
-    table = scorecard.judge(plan, records)
+    table = scorecard.cells(plan, records)
     check_paired_statistics_by_hand(plan, records, table)
     for mine, builtin in ((wrap, "layernorm"), (same, "none")):
         for stat in catalog.declared():
@@ -333,8 +333,8 @@ def test_worker_processes_register_the_users_norm_again(user_file, monkeypatch):
     in_workers = scorecard.fetch(plan, [(spec, wrap)], workers=2, runs=Runs())
     assert {c.model.norm for c in in_workers} == {wrap, "none"}
     monkeypatch.setenv("NORMSYS_CACHE", "off")  # trained again here, not read back
-    here = scorecard.judge(plan, scorecard.fetch(plan, [], workers=1, runs=Runs()), stats)
-    assert scorecard.judge(plan, in_workers, stats) == here
+    here = scorecard.cells(plan, scorecard.fetch(plan, [], workers=1, runs=Runs()), stats)
+    assert scorecard.cells(plan, in_workers, stats) == here
 
 
 def test_a_worker_registers_the_norms_and_trains_quietly_on_its_threads(user_file, monkeypatch,
@@ -652,7 +652,7 @@ def test_against_names_every_unknown_kind_and_the_built_in_ones():
 # A plan of constructed statistics over records built by hand: what judge, the table, the file
 # and the figure make of known values, without training.
 
-from normsys.claims.stats import Rule  # noqa: E402
+from normsys.claims.verdict import Rule  # noqa: E402
 from normsys.training.config import preset  # noqa: E402
 from normsys.training.record import RunRecord  # noqa: E402
 
@@ -687,7 +687,7 @@ def judged(diverge=()):
     norm_of = lambda c: "mine" if c.model.d == 5 else c.model.norm  # noqa: E731
     records = {c: made(c, VALUES[norm_of(c), c.train.seed],
                        (norm_of(c), c.train.seed) in diverge) for c in plan.configs}
-    return plan, scorecard.judge(plan, records, PARTS)
+    return plan, scorecard.cells(plan, records, PARTS)
 
 
 def test_judge_decides_each_cell_by_its_rule_on_the_per_seed_values():
@@ -719,11 +719,11 @@ def test_committed_builtin_cells_stand_in_for_their_runs_where_made_alike(tmp_pa
                             for c in p.configs}
     env = {"device": "cpu (X, Y)", "threads": "1", "torch": "t", "autocast": "off"}
     builtin = scorecard.plan(["layernorm", "none"], statistics=stats)
-    body = {"norms": scorecard.judge(builtin, records_of(builtin), stats),
+    body = {"norms": scorecard.cells(builtin, records_of(builtin), stats),
             "provenance": {"code": scorecard.code_digest(), "environments": [env]}}
     (tmp_path / "scorecard-builtin-cpu.json").write_text(json.dumps(body))
     full = scorecard.plan(["mine", "layernorm", "none"], statistics=stats)
-    table = scorecard.judge(full, records_of(full), stats)
+    table = scorecard.cells(full, records_of(full), stats)
 
     user = scorecard.plan(["mine", "layernorm", "none"], statistics=stats)
     asked, every_run = [], set(user.configs)
@@ -732,7 +732,7 @@ def test_committed_builtin_cells_stand_in_for_their_runs_where_made_alike(tmp_pa
                                              for n in ("layernorm", "none")}
     assert set(asked) == every_run  # the environment each of its runs would train in
     assert {norm_of(c) for c in user.configs} == {"mine"}  # only the user's runs train
-    assert scorecard.judge(user, records_of(user), stats) == table
+    assert scorecard.cells(user, records_of(user), stats) == table
     assert table["mine"]["vs"]["values"] == pytest.approx([-0.3, -0.22, -0.24])  # paired by seed
 
     elsewhere = {**env, "device": "cpu (AVX2, AMD)"}
@@ -826,19 +826,10 @@ def test_a_statistic_undefined_on_a_run_is_nan_not_a_crash():
     assert scorecard.stat_value("ratio", [made(small_cfg("none", 0), 0.5)], (zero,)) == 2.0
 
 
-class Claim:
-    """The plugin's claim as a declaration's test sees it: its seeds and confidence, and the
-    decision it ends on (its per-seed values) with the evidence recorded."""
-
-    seeds = [0, 1, 2]
-    confidence = 0.95
-
-    def __init__(self):
-        self.calls = []
-
-    def conclude(self, decision, rule, **evidence):
-        self.calls.append((list(decision.summary.values), evidence, str(rule)))
-        return decision
+def checked(declared, fetch, variant: str = ""):
+    """The verdict the claim's test reaches on the runs ``fetch`` gives (what Claim.check
+    decides, on seeds 0-2 of the CPU tier)."""
+    return declared.verdict(declared.experiment.values(fetch, [0, 1, 2], "cpu", variant))
 
 
 def fetch_made(configs):
@@ -857,24 +848,21 @@ def test_a_claim_decides_through_its_declaration_as_the_scorecard_does(pairing, 
     stat = Statistic("v", "c-v", lambda n: Rule(f"v({n}) vs v(none)", ">", 0.0),
                                single(small_cfg), metric("v"),
                                versus="none", pairing=pairing, claim_norm="mine")
-    claim = Claim()
-    decision = stat.declaration.check(claim, fetch_made, "cpu", "")
+    decision = checked(stat.declaration, fetch_made)
     own, ref = [0.2, 0.3, 0.25], [0.5, 0.52, 0.49]
-    (values, evidence, rule), = claim.calls
-    assert rule == "v(mine) vs v(none) > 0"
+    assert str(stat.declaration.rule) == "v(mine) vs v(none) > 0"
     side = {"mine": own, "none": ref}
-    if paired:  # the sides recorded under the rule's names (one statistic here: a and b)
-        assert evidence == {"a": side[a], "b": side[b]}
-        assert values == pytest.approx([x - y for x, y in zip(side[a], side[b], strict=True)])
+    if paired:
+        assert list(stat.declaration.experiment.arms) == [a, b]
+        assert decision.values == pytest.approx(
+            [x - y for x, y in zip(side[a], side[b], strict=True)])
     else:
-        assert evidence == {}
-        assert values == pytest.approx([(x - y) / y for x, y in zip(own, ref, strict=True)])
-    judged = stat.judge("mine", {"mine": own, "none": ref}.__getitem__)  # the scorecard's cell
-    assert decision.summary.values == judged.summary.values and decision.verdict == judged.verdict
+        assert decision.values == pytest.approx([(x - y) / y for x, y in zip(own, ref, strict=True)])
+    judged = stat.verdict("mine", {"mine": own, "none": ref}.__getitem__)  # the scorecard's cell
+    assert decision == judged
 
 
 def test_a_declaration_decides_for_another_norm_and_each_part_and_reads_a_variant():
-    claim = Claim()
     fetched = []
 
     def fetch(configs):
@@ -889,24 +877,21 @@ def test_a_declaration_decides_for_another_norm_and_each_part_and_reads_a_varian
     other = level.declare("layernorm", "c-level-ln", statement="{rule}")
     assert (other.id, str(other.rule), other.text()) == \
         ("c-level-ln", "v(layernorm) > 0.5", "v(layernorm) > 0.5")
-    other.check(claim, fetch, "cpu", "-slow")
-    assert claim.calls == [(pytest.approx([1.8, 1.82, 1.84]), {}, "v(layernorm) > 0.5")]
+    slow = checked(other, fetch, "-slow")
+    assert slow.values == pytest.approx([1.8, 1.82, 1.84]) and slow.rule == "> 0.5"
     assert len(fetched) == 1 and [c.train.seed for c in fetched[0]] == [0, 1, 2]  # one call
     assert {c.train.lr for c in fetched[0]} == {0.5}
-    own = Claim()
-    level.declaration.check(own, fetch, "cpu", "-slow")  # the statistic's own claim
-    assert own.calls == claim.calls and {c.train.lr for c in fetched[1]} == {0.5}
-    level.declaration.check(Claim(), fetch, "cpu", "")  # the claim itself: variant ""
+    own = checked(level.declaration, fetch, "-slow")  # the statistic's own claim
+    assert own.values == slow.values and {c.train.lr for c in fetched[1]} == {0.5}
+    checked(level.declaration, fetch)  # the claim itself: variant ""
     assert {c.train.lr for c in fetched[2]} == {1e-3}
     parts = Statistic("parts", "c-p", lambda n: Rule("v", "<", 1.0),
                                 lambda n, s, t, v: [small_cfg(n, s, t), small_cfg("none", s, t)],
                                 lambda rs, v: {"first": rs[0].metrics["v"],
                                                "second": rs[1].metrics["v"]})
-    claim = Claim()
-    parts.declaration.check(claim, fetch_made, "cpu", "")
-    (_, evidence, rule), = claim.calls
-    assert rule == "v < 1" and {k: list(v["summary"]["values"]) for k, v in
-                                evidence["comparisons"].items()} == \
+    both = checked(parts.declaration, fetch_made)
+    assert both.rule == "all of 2: < 1" and {k: list(v["values"]) for k, v in
+                                             both.comparisons.items()} == \
         {"first": [0.9, 0.91, 0.92], "second": [0.5, 0.52, 0.49]}
 
 
@@ -963,11 +948,11 @@ def test_a_statistic_with_parts_must_hold_for_each():
                                lambda rs, v: {})
     both = [{"6 blocks": 0.2, "12 blocks": 0.3}, {"6 blocks": 0.25, "12 blocks": 0.35},
             {"6 blocks": 0.22, "12 blocks": 0.31}]
-    assert stat.judge("x", lambda kind: both).verdict == "supported"
+    assert stat.verdict("x", lambda kind: both).verdict == "supported"
     one_fails = [dict(v, **{"12 blocks": 5.0 + i / 10}) for i, v in enumerate(both)]
-    assert stat.judge("x", lambda kind: one_fails).verdict == "refuted"
+    assert stat.verdict("x", lambda kind: one_fails).verdict == "refuted"
     diverged = [both[0], math.nan, both[2]]
-    assert stat.judge("x", lambda kind: diverged).verdict == "inconclusive"
+    assert stat.verdict("x", lambda kind: diverged).verdict == "inconclusive"
 
 
 def test_a_column_is_as_wide_as_its_statistics_name_where_that_is_the_widest():
@@ -1201,7 +1186,7 @@ def test_a_statistic_the_kind_does_not_take_leaves_the_rest_of_its_row_judged():
     plan = scorecard.plan(["mine", "layernorm"], statistics=flipped)
     norm_of = lambda c: "mine" if c.model.d == 5 else c.model.norm  # noqa: E731
     records = {c: made(c, VALUES[norm_of(c), c.train.seed]) for c in plan.configs}
-    table = scorecard.judge(plan, records, flipped)
+    table = scorecard.cells(plan, records, flipped)
     assert table["mine"]["vs_none"]["verdict"] == "n/a"
     assert table["mine"]["level"]["verdict"] == "refuted"
     rs = [made(small_cfg("none", 0), 0.7)]
@@ -1256,16 +1241,16 @@ def test_a_value_beyond_every_builtin_kinds_is_flagged_out_of_range_not_green(tm
     norm_of = lambda c: "mine" if c.model.d == 5 else c.model.norm  # noqa: E731
     records = {c: made(c, VALUES[norm_of(c), c.train.seed] + (1.0 if norm_of(c) == "mine" else 0))
                for c in plan.configs}  # mine: 1.2, 1.3, 1.25
-    table = scorecard.judge(plan, records, PARTS, reach={"level": (0.1, 0.95)})
+    table = scorecard.cells(plan, records, PARTS, reach={"level": (0.1, 0.95)})
     cell = table["mine"]["level"]
     assert cell["verdict"] == "out of range" and cell["out_of_range"] == [0.1, 0.95]
     assert cell["rule_verdict"] == "supported"  # what the rule alone says, kept beside it
     assert scorecard.cell_text(cell) == "1.25 out of range"
     assert scorecard.shade(cell, True) == "out of range"
     assert "out_of_range" not in table["layernorm"]["level"]  # 0.91: inside
-    table = scorecard.judge(plan, records, PARTS, reach={"level": (0.0, 0.5)})
+    table = scorecard.cells(plan, records, PARTS, reach={"level": (0.0, 0.5)})
     assert "out_of_range" not in table["layernorm"]["level"]  # a built-in row is never flagged
-    assert scorecard.judge(plan, records, PARTS)["mine"]["level"].get("out_of_range") is None
+    assert scorecard.cells(plan, records, PARTS)["mine"]["level"].get("out_of_range") is None
     assert set(scorecard.builtin_reach("cpu")) == {s.name for s in catalog.declared()}
 
 
@@ -1347,7 +1332,7 @@ def test_one_worker_trains_here_on_one_thread(monkeypatch, tmp_path):
         return {}
 
     monkeypatch.setattr(scorecard, "fetch", fetch)
-    monkeypatch.setattr(scorecard, "judge", lambda plan, records, ready, reach: {})
+    monkeypatch.setattr(scorecard, "cells", lambda plan, records, ready, reach: {})
     monkeypatch.setattr(scorecard, "write", lambda out, table, prov, ready, subjects, name: [])
     monkeypatch.setattr(scorecard, "as_text", lambda table: "")
     threads = torch.get_num_threads()
@@ -1438,9 +1423,9 @@ def test_a_mean_on_the_edge_of_the_builtin_range_is_inside_it():
     plan, _ = judged()
     norm_of = lambda c: "mine" if c.model.d == 5 else c.model.norm  # noqa: E731
     records = {c: made(c, VALUES[norm_of(c), c.train.seed]) for c in plan.configs}
-    mean = scorecard.judge(plan, records, PARTS)["mine"]["level"]["mean"]
+    mean = scorecard.cells(plan, records, PARTS)["mine"]["level"]["mean"]
     for span in ((mean, 0.5), (0.1, mean), (0.1, 0.5)):
-        cell = scorecard.judge(plan, records, PARTS, reach={"level": span})["mine"]["level"]
+        cell = scorecard.cells(plan, records, PARTS, reach={"level": span})["mine"]["level"]
         assert "out_of_range" not in cell, span
 
 

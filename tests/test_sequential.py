@@ -8,13 +8,32 @@ import math
 import numpy as np
 import pytest
 
-from normsys.claims.sequential import ALPHA_PER_SIDE, expected, levels, looks, sequential, simulate
-from normsys.claims.stats import INCONCLUSIVE, REFUTED, SUPPORTED, Rule
+from normsys.claims.verdict import (
+    ALPHA_PER_SIDE,
+    INCONCLUSIVE,
+    REFUTED,
+    SUPPORTED,
+    Rule,
+    Verdict,
+    decide,
+    expected,
+    levels,
+    looks,
+    sequential,
+    simulate,
+)
 
 REPS = 20_000
 # Monte Carlo error: an estimate of a 2.5% rate from REPS claims has a standard error of 0.11
 # points; a rate is "at most 2.5%" if its estimate is within 2.6 standard errors of it.
 MC_TOLERANCE = 2.6 * math.sqrt(0.025 * 0.975 / REPS)
+
+
+def interval(mean: float, std: float, n: int, low: float, high: float,
+             confidence: float = 0.95) -> Verdict:
+    """An open verdict with this mean, spread and interval (its values are not read)."""
+    return Verdict(verdict="inconclusive", rule="> 0", values=(), mean=mean, std=std, n=n,
+                   low=low, high=high, confidence=confidence)
 
 
 def normal(gen, n):
@@ -42,12 +61,12 @@ def test_sequential_stops_at_the_first_decisive_look():
     values = [0.9, 0.1, 0.5, 0.8, 0.85, 0.9, 0.88, 0.86]
     rule = Rule("x", ">", 0.2)
     asked = []
-    decision, record = sequential(lambda n, c: asked.append(n) or rule.decide(values[:n], c),
+    decision, record = sequential(lambda n, c: asked.append(n) or decide(rule, values[:n], c),
                                   looks(3, 8))
     assert [r["verdict"] for r in record] == [INCONCLUSIVE, INCONCLUSIVE, SUPPORTED]
     assert asked == [3, 5, 8] and decision.verdict == SUPPORTED
     assert [r["confidence"] for r in record] == list(levels((3, 5, 8)))
-    _, early = sequential(lambda n, c: rule.decide([1.0] * n, c), looks(3, 8))
+    _, early = sequential(lambda n, c: decide(rule, [1.0] * n, c), looks(3, 8))
     assert len(early) == 1  # decided at the tier's own seeds
 
 
@@ -58,11 +77,11 @@ def test_a_claim_decided_only_at_95_percent_keeps_looking():
     differences on the CPU tier (seeds 0-7)."""
     values = [0.0029, 0.0059, 0.0061, -0.0004, -0.0021, -0.0028, 0.0057, 0.0030]
     rule = Rule("test_acc(layernorm) - test_acc(none)", ">", 0.0)
-    assert rule.decide(values[:3]).verdict == SUPPORTED  # the one-look protocol at 95%
-    decision, record = sequential(lambda n, c: rule.decide(values[:n], c), looks(3, 8))
+    assert decide(rule, values[:3]).verdict == SUPPORTED  # the one-look protocol at 95%
+    decision, record = sequential(lambda n, c: decide(rule, values[:n], c), looks(3, 8))
     assert [(r["seeds"], r["verdict"]) for r in record] == [
         (3, INCONCLUSIVE), (5, INCONCLUSIVE), (8, INCONCLUSIVE)]
-    assert decision.summary.low < 0 < decision.summary.mean
+    assert decision.low < 0 < decision.mean
 
 
 # The rule and where the truth sits: exactly on a threshold, or on an equivalence band's edge.
@@ -115,12 +134,12 @@ def test_simulate_is_reproducible():
 def test_each_look_is_recorded_with_its_interval():
     rule = Rule("x", ">", 0.0)
     values = [0.5, -0.2, 0.1, 0.9, 1.0]
-    decision, record = sequential(lambda n, c: rule.decide(values[:n], c), (3, 5))
+    decision, record = sequential(lambda n, c: decide(rule, values[:n], c), (3, 5))
     assert list(record[0]) == ["seeds", "confidence", "verdict", "mean", "low", "high"]
-    first = rule.decide(values[:3], levels((3, 5))[0]).summary
+    first = decide(rule, values[:3], levels((3, 5))[0])
     assert (record[0]["mean"], record[0]["low"], record[0]["high"]) == (first.mean, first.low,
                                                                       first.high)
-    assert record[1]["seeds"] == 5 and record[1]["mean"] == decision.summary.mean
+    assert record[1]["seeds"] == 5 and record[1]["mean"] == decision.mean
 
 
 def test_simulate_counts_every_claim_and_the_seeds_each_used():
@@ -150,7 +169,7 @@ def test_simulate_defaults_to_ten_thousand_claims_from_seed_zero():
 def test_each_look_is_taken_at_the_level_of_the_alpha_given():
     rule = Rule("x", ">", 0.0)
     seen = []
-    sequential(lambda n, c: seen.append(c) or rule.decide([1.0, -1.0, 0.5, -0.5, 0.1][:n], c),
+    sequential(lambda n, c: seen.append(c) or decide(rule, [1.0, -1.0, 0.5, -0.5, 0.1][:n], c),
                (3, 5), alpha=0.05)
     assert seen == list(levels((3, 5), 0.05)) and seen != list(levels((3, 5)))
 
@@ -178,7 +197,7 @@ def test_every_branch_of_the_design_stops_where_it_decides(branch):
     values, verdicts = BRANCHES[branch]
     asked = []
     decision, record = sequential(
-        lambda n, c: asked.append(n) or BRANCH_RULE.decide(values[:n], c), looks(3, 8))
+        lambda n, c: asked.append(n) or decide(BRANCH_RULE, values[:n], c), looks(3, 8))
     assert [r["verdict"] for r in record] == verdicts and decision.verdict == verdicts[-1]
     assert asked == [3, 5, 8][:len(verdicts)]
     seen = simulate(BRANCH_RULE, lambda g, n: np.array(values[:n]), looks(3, 8), reps=3)
@@ -190,17 +209,16 @@ def test_an_open_verdict_says_the_seeds_that_would_decide_it_at_its_mean_and_spr
     of 2.0 * std / sqrt(n) at 95% once n is large; None where nothing would decide it."""
     import math
 
-    from normsys.claims.sequential import MOST_SEEDS, open_note, seeds_to_decide
-    from normsys.claims.stats import Summary, t_quantile
+    from normsys.claims.verdict import MOST_SEEDS, open_note, seeds_to_decide, t_quantile
 
-    s = Summary((), mean=0.0147, std=0.0085, n=5, low=0.004, high=0.025, confidence=0.95)
+    s = interval(mean=0.0147, std=0.0085, n=5, low=0.004, high=0.025, confidence=0.95)
     n = seeds_to_decide(s, Rule("gap", ">", 0.02))
     half = lambda k: t_quantile(k - 1, 0.95) * 0.0085 / math.sqrt(k)  # noqa: E731
     assert half(n) < 0.0053 <= half(n - 1) and 10 < n < 20
     assert seeds_to_decide(s, Rule("gap", "within", (-0.05, 0.02))) == n  # the nearer edge
     assert seeds_to_decide(s, Rule("gap", ">", 0.0147)) is None  # on the threshold
-    assert seeds_to_decide(Summary((), 0.0, 1.0, 3, -2.5, 2.5), Rule("v", ">", 1e-4)) is None
-    assert seeds_to_decide(Summary((), 0.0, math.nan, 1, -1, 1), Rule("v", ">", 1)) is None
+    assert seeds_to_decide(interval(0.0, 1.0, 3, -2.5, 2.5), Rule("v", ">", 1e-4)) is None
+    assert seeds_to_decide(interval(0.0, math.nan, 1, -1, 1), Rule("v", ">", 1)) is None
     assert MOST_SEEDS == 1000  # 1e-4 from the mean at a spread of 1: more than that
     assert open_note(s, Rule("gap", ">", 0.02)) == (
         f"open at its last look, 5 seeds: the 95% interval [0.004, 0.025] reaches the rule's "
@@ -236,19 +254,18 @@ def test_a_claim_is_expected_to_take_the_look_its_ledger_entries_show():
 def test_the_seeds_that_would_decide_are_the_first_whose_interval_clears_the_threshold(std):
     """From two seeds on, at the summary's own confidence; None once the most seeds anyone
     trains would not do, or the spread is not known."""
-    from normsys.claims.sequential import MOST_SEEDS, seeds_to_decide
-    from normsys.claims.stats import Summary, t_quantile
+    from normsys.claims.verdict import MOST_SEEDS, seeds_to_decide, t_quantile
 
     rule = Rule("v", ">", 2.0)  # 2.0 from the mean
     for confidence in (0.95, 0.9):
         for seen in (2, 5):
-            s = Summary((), 0.0, std, seen, -1.0, 1.0, confidence=confidence)
+            s = interval(0.0, std, seen, -1.0, 1.0, confidence=confidence)
             n = seeds_to_decide(s, rule)
             half = lambda k: t_quantile(k - 1, confidence) * std / math.sqrt(k)  # noqa: B023, E731
             assert n is not None and 2 < n < MOST_SEEDS and half(n) < 2.0 <= half(n - 1)
     # two seeds decide where the spread is small enough: t(1) = 12.7 at 95%
-    assert seeds_to_decide(Summary((), 0.0, 0.2, 5, -1.0, 1.0), rule) == 2
-    assert seeds_to_decide(Summary((), 0.0, math.nan, 5, -1.0, 1.0), rule) is None
+    assert seeds_to_decide(interval(0.0, 0.2, 5, -1.0, 1.0), rule) == 2
+    assert seeds_to_decide(interval(0.0, math.nan, 5, -1.0, 1.0), rule) is None
     # the normal answer (999) is within MOST_SEEDS, but the t-interval at MOST_SEEDS still
     # reaches the threshold
-    assert seeds_to_decide(Summary((), 0.0, 32.24, 5, -1.0, 1.0), rule) is None
+    assert seeds_to_decide(interval(0.0, 32.24, 5, -1.0, 1.0), rule) is None

@@ -27,8 +27,9 @@ from pathlib import Path
 import pytest
 
 from normsys import __version__
-from normsys.claims import ledger, params, sequential, stats
+from normsys.claims import ledger, params, verdict
 from normsys.claims.params import Variant
+from normsys.claims.verdict import INCONCLUSIVE, REFUTED, Rule, Verdict, decide
 from normsys.training.data import data_root
 from normsys.training.provenance import git_commit, numeric_environment
 from normsys.training.store import file_sha256
@@ -45,7 +46,7 @@ class ClaimRefuted(AssertionError):
 class StillOpen(Exception):
     """Inconclusive at a look with more seeds to come (--claims-max-seeds)."""
 
-    def __init__(self, decision: stats.Decision):
+    def __init__(self, decision: Verdict):
         super().__init__(decision.reason)
         self.decision = decision
 
@@ -78,18 +79,18 @@ def claim_variant(item: pytest.Item) -> str:
 
 
 def claim_looks(item: pytest.Item, marker: pytest.Mark) -> tuple[int, ...]:
-    """The seed counts the claim decides at (normsys.claims.sequential.looks): its first look is
+    """The seed counts the claim decides at (normsys.claims.verdict.looks): its first look is
     --claims-seeds or its own seeds at its tier; open, it adds seeds up to --claims-max-seeds,
     or the tier's own most (params.MAX_SEEDS)."""
     opt, tier = item.config.option, claim_tier(item)
     first = opt.claims_seeds or params.seeds(tier, marker.kwargs.get("seeds"))
-    return sequential.looks(first, opt.claims_max_seeds or params.MAX_SEEDS[tier])
+    return verdict.looks(first, opt.claims_max_seeds or params.MAX_SEEDS[tier])
 
 
 def planned_configs(item: pytest.Item, ledgers=None) -> list:
     """The runs a claim trains, known before it runs: those of its declared experiment, evidence
     arms included, at its first look's seeds, or at the look its entries in ``ledgers`` (a
-    session's ledger.Ledgers) show it took in this environment (sequential.expected); for a
+    session's ledger.Ledgers) show it took in this environment (verdict.expected); for a
     claim that declares none, those it fetched the last time it ran with this cache
     (normsys.claims.runs.planned); [] where neither is known."""
     from normsys.claims.runs import planned  # torch and the training path: when a session plans
@@ -103,7 +104,7 @@ def planned_configs(item: pytest.Item, ledgers=None) -> list:
     offset = item.config.option.claims_seed_offset
     before = ledgers.history(cid, tier, numeric_environment(), offset) \
         if ledgers is not None else []
-    seeds = range(offset, offset + sequential.expected(claim_looks(item, marker), before))
+    seeds = range(offset, offset + verdict.expected(claim_looks(item, marker), before))
     return [c for c in experiment.planned(seeds, tier, claim_variant(item))
             if isinstance(c, RunConfig)]  # what a test's own fetch takes is not a run
 
@@ -135,7 +136,7 @@ class ClaimResult:
     replication_note: str = ""  # its verdict in each entry of the tier in its record
     amendments: list[str] = field(default_factory=list)  # its rule's amendments, each a line
     looks: list[dict] = field(default_factory=list)  # with more than one look: each look's verdict
-    open_note: str = ""  # inconclusive at the last look: by how much (sequential.open_note)
+    open_note: str = ""  # inconclusive at the last look: by how much (verdict.open_note)
     entry: dict = field(default_factory=dict)  # this measurement as a ledger entry
 
 
@@ -163,8 +164,8 @@ class Claim:
         self.offset = opt.claims_seed_offset
         self.plan = claim_looks(item, marker)  # seeds at each look
         self.looks: list[dict] = []
-        self.decision: stats.Decision | None = None
-        self.at_look(self.plan[0], sequential.levels(self.plan)[0])
+        self.decision: Verdict | None = None
+        self.at_look(self.plan[0], verdict.levels(self.plan)[0])
         self.report_dir = Path(opt.claims_report)
         self.evidence: dict = {}
         self.figures: list[str] = []
@@ -196,79 +197,56 @@ class Claim:
         finally:
             plt.close(fig)
 
-    def _rule(self, rule: stats.Rule | None) -> stats.Rule:
-        """The rule that decides: the declared one. A rule passed besides it must be that rule;
-        a claim marked without a declaration must pass its rule."""
-        declared = self.declared.rule if self.declared is not None else None
-        if rule is None and declared is None:
-            raise pytest.UsageError(f"{self.item.nodeid}: claim {self.id} has no declared rule: "
-                                    f"mark its test with its Declaration, or pass the rule")
-        if rule is not None and declared is not None and rule != declared:
-            pytest.fail(f"[{self.id}/{self.tier}] decided by the rule {rule}, but the claim "
-                        f"declares {declared}: decide by the declared rule", pytrace=False)
-        return rule or declared
-
-    def _own_values(self, rule: stats.Rule | None) -> stats.Rule:
-        """The rule for values the test computed itself: only where the claim declares no
-        experiment (one that does is decided through it, never on values read by other means)."""
-        if getattr(self.declared, "experiment", None) is not None:
-            pytest.fail(f"[{self.id}/{self.tier}] decided on values its test read, but the claim "
-                        f"declares its experiment: decide through it, claim.check(runs)",
-                        pytrace=False)
-        return self._rule(rule)
-
-    def conclude(self, decision: stats.Decision, rule: stats.Rule, **evidence) -> stats.Decision:
-        """End the test by ``decision`` of the claim's rule (its experiment's, Experiment.check),
-        with ``evidence`` recorded."""
-        rule = self._rule(rule)
-        self.record(**evidence)
-        return self._conclude(decision, rule)
-
-    def check(self, fetch) -> stats.Decision:
+    def check(self, fetch) -> Verdict:
         """Decide the claim through its declared experiment, at its tier and variant, on the
-        runs ``fetch`` gives (the claims' ``runs`` fixture); end the test accordingly."""
-        if getattr(self.declared, "experiment", None) is None:
+        runs ``fetch`` gives (the claims' ``runs`` fixture), with the two sides of a paired rule,
+        or each part's comparison, as evidence; end the test accordingly."""
+        declared = self.declared
+        if getattr(declared, "experiment", None) is None:
             raise pytest.UsageError(f"{self.item.nodeid}: claim {self.id} declares no experiment: "
                                     f"decide on the values its test computes, "
                                     f"claim.check_values(values)")
-        return self.declared.check(self, fetch, self.tier, self.variant)
+        exp = declared.experiment
+        values = exp.values(fetch, self.seeds, self.tier, self.variant)
+        decided = declared.verdict(values, self.confidence)
+        if exp.combine is None and len(values) == 2:
+            self.record(**dict(zip(declared.rule.sides, map(list, values.values()), strict=True)))
+        elif decided.comparisons:
+            self.record(comparisons=decided.comparisons)
+        return self._conclude(decided, declared.rule)
 
-    def check_values(self, values: Sequence[float],
-                     rule: stats.Rule | None = None) -> stats.Decision:
-        """Decide the claim's rule on per-seed values its test computed (a claim that declares no
-        experiment); end the test accordingly."""
-        rule = self._own_values(rule)
-        return self.conclude(rule.decide(values, self.confidence), rule)
+    def check_values(self, values: Sequence[float], rule: Rule | None = None) -> Verdict:
+        """Decide the claim on per-seed values its test computed (a claim that declares no
+        experiment: one that does is decided through it, never on values read by other means);
+        end the test accordingly. ``rule``: for a claim marked without a declaration."""
+        declared = self.declared
+        if getattr(declared, "experiment", None) is not None:
+            pytest.fail(f"[{self.id}/{self.tier}] decided on values its test read, but the claim "
+                        f"declares its experiment: decide through it, claim.check(runs)",
+                        pytrace=False)
+        if declared is None:
+            if rule is None:
+                raise pytest.UsageError(f"{self.item.nodeid}: claim {self.id} has no declared "
+                                        f"rule: mark its test with its Declaration, or pass the "
+                                        f"rule")
+            return self._conclude(decide(rule, values, self.confidence), rule)
+        if rule is not None and rule != declared.rule:
+            pytest.fail(f"[{self.id}/{self.tier}] decided by the rule {rule}, but the claim "
+                        f"declares {declared.rule}: decide by the declared rule", pytrace=False)
+        return self._conclude(declared.verdict(values, self.confidence), declared.rule)
 
-    def check_paired(self, a: Sequence[float], b: Sequence[float],
-                     rule: stats.Rule | None = None) -> stats.Decision:
-        """``check_values`` on the per-seed differences a - b, each side recorded under the name the
-        rule's statistic gives it (``val(BN) - val(LN)``: val(BN), val(LN))."""
-        rule = self._own_values(rule)
-        return self.conclude(rule.decide_paired(a, b, self.confidence), rule,
-                             **dict(zip(rule.sides, (list(a), list(b)), strict=True)))
-
-    def check_all(self, values: dict[str, Sequence[float]],
-                  rule: stats.Rule | None = None) -> stats.Decision:
-        """``check_values`` on each named comparison's per-seed values; all must hold."""
-        rule = self._own_values(rule)
-        decision = rule.decide_all(values, self.confidence)
-        return self.conclude(decision, rule, comparisons=decision.extra)
-
-    def _conclude(self, decision: stats.Decision, rule: stats.Rule) -> stats.Decision:
+    def _conclude(self, decision: Verdict, rule: Rule) -> Verdict:
         from normsys.claims.cache import code_digest  # torch: when a claim decides
         from normsys.training.train import run_environment
 
-        s, statistic = decision.summary, rule.statistic
+        s, statistic = decision, rule.statistic
         open_note = ""
         if len(self.plan) > 1:
-            self.looks.append({"seeds": s.n, "confidence": self.confidence,
-                               "verdict": decision.verdict, "mean": s.mean, "low": s.low,
-                               "high": s.high})
-            if decision.verdict == stats.INCONCLUSIVE and not self.final:
+            self.looks.append(verdict.look(decision))
+            if decision.verdict == INCONCLUSIVE and not self.final:
                 raise StillOpen(decision)
-            if decision.verdict == stats.INCONCLUSIVE:
-                open_note = sequential.open_note(s, rule)
+            if decision.verdict == INCONCLUSIVE:
+                open_note = verdict.open_note(s, rule)
         result = ClaimResult(
             self.id, self.tier, self.statement, self.source, decision.verdict, statistic,
             decision.rule, s.mean, s.low, s.high, self.seeds[: s.n], list(s.values),
@@ -296,11 +274,11 @@ class Claim:
         if judgement.fails or (unrecorded and self.ledgers.strict):
             pytest.fail(f"[{self.id}/{self.tier}] {judgement.message}"
                         + (" (--claims-strict)" if unrecorded else ""), pytrace=False)
-        if decision.verdict == stats.REFUTED:
+        if decision.verdict == REFUTED:
             if unrecorded or self.ledgers.update or judgement.status == ledger.MOVED:
                 pytest.xfail(f"refuted ({judgement.status}): {text}")
             raise ClaimRefuted(f"{text}; {judgement.message}")
-        if decision.verdict == stats.INCONCLUSIVE:
+        if decision.verdict == INCONCLUSIVE:
             pytest.skip(f"inconclusive: {text}; {judgement.message}")
         self.decision = decision
         return decision

@@ -8,8 +8,10 @@ speaks of the claim.
         experiment=Experiment({"none": encoder_of("none")}, reads=kappa_6))
 
     @NONE_COLLAPSES.mark
-    def test_none_collapses_with_depth(claim, runs, tier, variant):
+    def test_none_collapses_with_depth(claim, runs):
         claim.check(runs)    # trains, reads and decides NONE_COLLAPSES's experiment
+
+    NONE_COLLAPSES.verdict({"none": values})   # its rule on other per-seed values (a control)
 
 The marker carries the declaration to the plugin (normsys.claims.plugin): ``--claims-list``,
 the report and the ledger read the statement and the rule from it, and a test that decides by
@@ -28,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from normsys.claims import params
-from normsys.claims.stats import Decision, Rule, paired_differences
+from normsys.claims.verdict import Rule, Verdict, decide
 from normsys.training.config import RunConfig
 
 Fetch = Callable[[list], list]  # configs -> their records, in order (the claims' `runs` fixture)
@@ -65,16 +67,6 @@ def metric(name: str) -> Callable[[list, str], float]:
     reads.__qualname__ = f"metric({name!r})"
     reads.__doc__ = f"The run's {name}."
     return reads
-
-
-def by_part(values: Sequence) -> dict[str, list[float]] | None:
-    """Per-seed values that are dicts (one value per part, e.g. per depth) as per-part lists;
-    NaN where a seed lacks a part (its run diverged); None for plain numbers."""
-    parts = next((v for v in values if isinstance(v, dict)), None)
-    if parts is None:
-        return None
-    return {part: [v[part] if isinstance(v, dict) else math.nan for v in values]
-            for part in parts}
 
 
 @dataclass(frozen=True)
@@ -124,38 +116,19 @@ class Experiment:
     def values(self, fetch: Fetch, seeds: Sequence[int], tier: str,
                variant: str = "") -> dict[str, list]:
         """Per arm, each seed's value as ``reads`` reads it."""
-        return {arm: [self.reads(records, variant) for records in per_seed]
+        return {arm: [self.read(records, variant) for records in per_seed]
                 for arm, per_seed in self.records(fetch, seeds, tier, variant).items()}
 
-    def per_seed(self, values: Mapping[str, Sequence]) -> list:
-        """What the rule decides on, per seed, from the arms' values."""
-        sides = list(values.values())
-        if self.combine is not None:
-            return [self.combine(*seed) for seed in zip(*sides, strict=True)]
-        if len(sides) == 2:
-            return paired_differences(*sides)
-        return list(sides[0])
-
-    def decide(self, rule: Rule, values: Mapping[str, Sequence],
-               confidence: float = 0.95) -> Decision:
-        """The rule's verdict on the arms' per-seed values (as ``check`` reaches it)."""
-        per_seed = self.per_seed(values)
-        parts = by_part(per_seed)
-        return rule.decide(per_seed, confidence) if parts is None else \
-            rule.decide_all(parts, confidence)
-
-    def check(self, claim, fetch: Fetch, tier: str, variant: str, rule: Rule) -> Decision:
-        """Train (or fetch) the arms' runs for the claim's seeds, read them, decide ``rule`` on
-        them (``decide``, at the claim's confidence) and end the claim's test by the verdict
-        (``claim.conclude``), with the two sides of a paired rule, or each part's comparison,
-        as evidence."""
-        values = self.values(fetch, claim.seeds, tier, variant)
-        decision = self.decide(rule, values, claim.confidence)
-        if self.combine is None and len(values) == 2:
-            evidence = dict(zip(rule.sides, map(list, values.values()), strict=True))
-        else:
-            evidence = {"comparisons": decision.extra} if decision.extra else {}
-        return claim.conclude(decision, rule, **evidence)
+    def read(self, records: list, variant: str = "") -> Any:
+        """One seed's value of one arm (``reads``): NaN where one of its runs diverged, or where
+        the value is undefined for them (a ratio over a zero gradient, say), which makes the
+        verdict inconclusive and says how many seeds gave none."""
+        if any(getattr(r, "diverged", False) for r in records):
+            return math.nan
+        try:
+            return self.reads(records, variant)
+        except ArithmeticError:  # e.g. log10 of a zero gradient ratio: no value, not a crash
+            return math.nan
 
 
 @dataclass(frozen=True)
@@ -173,7 +146,7 @@ class Declaration:
 
     def __post_init__(self):
         if not isinstance(self.rule, Rule):
-            raise TypeError(f"claim {self.id}: its rule must be a stats.Rule, got "
+            raise TypeError(f"claim {self.id}: its rule must be a verdict.Rule, got "
                             f"{type(self.rule).__name__} {self.rule!r}")
 
     def text(self) -> str:
@@ -200,14 +173,23 @@ class Declaration:
         """Per arm of the experiment, each seed's records (``Experiment.records``)."""
         return self._declared_experiment().records(fetch, seeds, tier, variant)
 
-    def check(self, claim, fetch: Fetch, tier: str, variant: str = "") -> Decision:
-        """The claim decided on its experiment by its rule (``Experiment.check``)."""
-        return self._declared_experiment().check(claim, fetch, tier, variant, self.rule)
-
-    def decide(self, values: Mapping[str, Sequence], confidence: float = 0.95) -> Decision:
-        """The rule's verdict on per-arm, per-seed values, combined as the experiment combines
-        them (a negative control decides here, on values it made)."""
-        return self._declared_experiment().decide(self.rule, values, confidence)
+    def verdict(self, values: Sequence | Mapping[str, Sequence],
+                confidence: float = 0.95) -> Verdict:
+        """The claim's rule on per-seed values, decided as its test decides them
+        (normsys.claims.verdict.decide): the arms' values by their names, paired or combined as
+        the experiment pairs or combines them; a claim that declares no experiment takes one
+        sequence, and so does a claim of one arm."""
+        if self.experiment is not None:  # in the experiment's order, whatever the mapping's
+            arms = list(self.experiment.arms)
+            if not isinstance(values, Mapping) and len(arms) == 1:
+                values = {arms[0]: values}
+            if not isinstance(values, Mapping) or set(values) != set(arms):
+                raise ValueError(f"claim {self.id}: give values by arm, named as its "
+                                 f"experiment's arms {arms}; got "
+                                 f"{list(values) if isinstance(values, Mapping) else 'a sequence'}")
+            values = {arm: values[arm] for arm in arms}
+        return decide(self.rule, values, confidence,
+                      self.experiment.combine if self.experiment else None)
 
 
 # ----------------------------------------------------------------------------- norm-generic claims
@@ -244,7 +226,7 @@ class Statistic:
     ``mark`` marks the test and whose ``check`` decides it; ``statement`` has ``{rule}`` where
     the rule goes), it declares the claims it makes of other kinds (``declare``), and the
     scorecard makes a column of it (normsys.catalog.declared) and judges any kind by it
-    (``judge``)."""
+    (``verdict``)."""
 
     name: str
     claim: str  # the claim id
@@ -294,12 +276,12 @@ class Statistic:
         return Declaration(claim, self.rule(norm), source or self.source, statement,
                            self.own_seeds, self.experiment(norm))
 
-    def judge(self, norm: str, values: Callable[[str], list]) -> Decision:
+    def verdict(self, norm: str, values: Callable[[str], list]) -> Verdict:
         """The verdict for ``norm`` (any kind, the reference too) from each kind's per-seed
-        values (``values(kind)``), decided as the claim decides (Experiment.decide)."""
+        values (``values(kind)``), decided as the claim decides."""
         exp = self.experiment(norm)
-        return exp.decide(self.rule(norm), {arm: values(make.norm)
-                                            for arm, make in exp.arms.items()})
+        return decide(self.rule(norm), {arm: values(make.norm) for arm, make in exp.arms.items()},
+                      combine=exp.combine)
 
     @property
     def declaration(self) -> Declaration:

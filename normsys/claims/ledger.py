@@ -51,8 +51,7 @@ from pathlib import Path
 import numpy as np
 
 from normsys import __version__
-from normsys.claims import sequential
-from normsys.claims.stats import INCONCLUSIVE, REFUTED, SUPPORTED, Rule, t_quantile
+from normsys.claims.verdict import INCONCLUSIVE, REFUTED, SUPPORTED, Rule, decide, levels, t_quantile
 from normsys.training.config import RunConfig
 from normsys.training.provenance import described
 from normsys.training.store import atomic_write_text
@@ -76,7 +75,7 @@ class Entry:
     mean: float
     low: float
     high: float
-    plan: list[int]  # the seed counts of its looks (normsys.claims.sequential.looks)
+    plan: list[int]  # the seed counts of its looks (normsys.claims.verdict.looks)
     measured: str  # date and time
     commit: str
     normsys: str
@@ -116,9 +115,9 @@ class Entry:
 
     @property
     def confidence(self) -> float:
-        """The level of the look it decided at (sequential.levels)."""
+        """The level of the look it decided at (verdict.levels)."""
         plan = self.plan or [len(self.seeds)]
-        return sequential.levels(plan)[plan.index(len(self.seeds))] \
+        return levels(plan)[plan.index(len(self.seeds))] \
             if len(self.seeds) in plan else math.nan
 
     def line(self) -> str:
@@ -214,16 +213,15 @@ def follows(entry: Entry) -> str:
         return f"{len(entry.seeds)} seeds but {len(entry.values)} values"
     if entry.plan and len(entry.seeds) not in entry.plan:
         return f"{len(entry.seeds)} seeds, a look its plan {entry.plan} does not take"
-    decision = parse_rule(entry.rule).decide(entry.values, entry.confidence)
-    s = decision.summary
+    decision = s = decide(parse_rule(entry.rule), entry.values, entry.confidence)
     differ = [f"{name} recorded {num(old)}, recomputed {num(new)}" for name, old, new in (
         ("mean", entry.mean, s.mean), ("low", entry.low, s.low), ("high", entry.high, s.high))
         if not same_number(old, new)]
     if decision.verdict != entry.verdict:
         differ.insert(0, f"verdict recorded {entry.verdict}, its values decide {decision.verdict}")
     if looks := [n for n in entry.plan if n < len(entry.seeds)]:  # an earlier look left it open
-        early = [n for n, level in zip(entry.plan, sequential.levels(entry.plan), strict=True)
-                 if n in looks and parse_rule(entry.rule).decide(entry.values[:n], level).verdict
+        early = [n for n, level in zip(entry.plan, levels(entry.plan), strict=True)
+                 if n in looks and decide(parse_rule(entry.rule), entry.values[:n], level).verdict
                  != INCONCLUSIVE]
         if early:
             differ.append(f"its values decide at the look of {early[0]} seeds, yet it took "
@@ -609,7 +607,7 @@ class Ledgers:
             -> list[Entry]:
         """The claim's entries of ``tier`` on this device, threads and torch
         (provenance.numeric_environment; the autocast is its runs') on seeds from
-        ``first_seed``, whatever their plan: the looks it took here (sequential.expected)."""
+        ``first_seed``, whatever their plan: the looks it took here (verdict.expected)."""
         return [e for e in self.record(cid).of(tier)
                 if (e.device, e.threads, e.torch) == (environment["device"],
                                                       environment["threads"],

@@ -13,7 +13,7 @@ import pytest
 
 SEEDS = {"cpu": 3, "paper": 5}  # a claim's seeds at each tier, unless it names its own
 # The most seeds a claim still open at its first look adds at each tier, at the looks fixed in
-# advance (normsys.claims.sequential: 5 -> 8 -> 13 -> 21 on the paper tier); --claims-max-seeds
+# advance (normsys.claims.verdict: 5 -> 8 -> 13 -> 21 on the paper tier); --claims-max-seeds
 # sets another. 0: the tier decides at its first look (the CPU tier: CI trains every claim once).
 MAX_SEEDS = {"cpu": 0, "paper": 21}
 

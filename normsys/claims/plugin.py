@@ -3,8 +3,8 @@ test takes (``claim``, ``run``, ``runs``, ``task_of``), the verdict table at the
 session, and a JSON + Markdown report with figures.
 
     @NONE_COLLAPSES.mark                 # @pytest.mark.claim(id, statement=..., declared=...)
-    def test_none_collapses_with_depth(claim, runs, tier, variant):
-        NONE_COLLAPSES.check(claim, runs, tier, variant)
+    def test_none_collapses_with_depth(claim, runs):
+        claim.check(runs)
 
 The ``claim`` fixture is a ``normsys.claims.claim.Claim``: it decides the claim by its declared
 rule and ends the test by the verdict, judged against the claim's record (normsys.claims.ledger,
@@ -21,7 +21,7 @@ Before the first claim starts, the session plans the runs of every selected clai
 (or of the later look its record's entries in this environment show it took) and each process
 trains its share of them, longest first (``ClaimsSession.pytest_runtestloop``,
 normsys.claims.runs); a claim open at its first look adds seeds at the looks of its tier
-(normsys.claims.sequential), whose runs a pytest-xdist worker done with its own claims trains.
+(normsys.claims.verdict), whose runs a pytest-xdist worker done with its own claims trains.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from pathlib import Path
 import pytest
 
 from normsys import __version__
-from normsys.claims import ledger, params, sequential, stats, workers
+from normsys.claims import ledger, params, verdict, workers
 from normsys.claims.claim import (
     PROPERTY,
     Claim,
@@ -271,7 +271,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             entry = recorded_entry(item, marker, ledgers)
         except ledger.LedgerError as err:
             raise pytest.UsageError(str(err)) from None
-        if entry is not None and entry.verdict == stats.REFUTED:
+        if entry is not None and entry.verdict == verdict.REFUTED:
             item.add_marker(pytest.mark.xfail(strict=True, raises=ClaimRefuted,
                                               reason=f"ledger: {entry.line()}"))
     if catalog and not config.option.claims_list:  # a claims session: say what training does
@@ -361,20 +361,20 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_pyfunc_call(pyfuncitem: pytest.Function):
     """With --claims-max-seeds: run a claim's body at each look until its verdict is decisive or
-    the looks run out (normsys.claims.sequential); the runs of earlier looks come from the cache."""
+    the looks run out (normsys.claims.verdict); the runs of earlier looks come from the cache."""
     claim = pyfuncitem.funcargs.get("claim")
     if not isinstance(claim, Claim) or len(claim.plan) == 1:
         return None
     args = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
 
-    def decide_at(n: int, confidence: float) -> stats.Decision:
+    def decide_at(n: int, confidence: float) -> verdict.Verdict:
         claim.at_look(n, confidence)
         try:
             return pyfuncitem.obj(**args) or claim.decision  # a supported claim returns
         except StillOpen as open_:
             return open_.decision
 
-    sequential.sequential(decide_at, claim.plan)
+    verdict.sequential(decide_at, claim.plan)
     return True
 
 

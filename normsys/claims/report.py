@@ -14,7 +14,7 @@ import time
 from dataclasses import asdict, fields
 from pathlib import Path
 
-from normsys.claims.stats import INCONCLUSIVE, REFUTED, SUPPORTED
+from normsys.claims.verdict import INCONCLUSIVE, REFUTED, SUPPORTED
 
 VERDICT_ORDER = (SUPPORTED, REFUTED, INCONCLUSIVE, "error", "not run")
 HEADER = ["claim", "tier", "verdict", "statistic", "mean", "CI", "rule", "seeds", "time",
