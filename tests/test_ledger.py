@@ -27,7 +27,7 @@ AVX2, INTEL = "cpu (AVX2, AMD)", "cpu (AVX512, Intel)"
 
 
 def entry(values=(0.92, 0.91, 0.93), rule=">= 0.8", device=AVX2, seeds=None, plan=None,
-          code="c0de", **changes) -> ledger.Entry:
+          code="c0de", **changes) -> verdict.Verdict:
     """An entry whose verdict, mean and interval are what ``rule`` decides on ``values``."""
     seeds = list(seeds if seeds is not None else range(len(values)))
     plan = list(plan or [len(values)])
@@ -39,10 +39,10 @@ def entry(values=(0.92, 0.91, 0.93), rule=">= 0.8", device=AVX2, seeds=None, pla
                   commit="a59fd79c0ffee", normsys="0.2.0", torch="2.13.0+cpu", device=device,
                   threads="1", autocast="off", data="abc", code=code, settings=SETTINGS,
                   settings_fingerprint=PRINT)
-    return ledger.Entry(**{**fields, **changes})
+    return verdict.Verdict.of_entry({**fields, **changes})
 
 
-def record(*entries: ledger.Entry, claim: str = "c-1") -> ledger.Record:
+def record(*entries: verdict.Verdict, claim: str = "c-1") -> ledger.Record:
     r = ledger.Record(claim)
     for e in entries:
         r = ledger.recorded(r, e)
@@ -385,9 +385,8 @@ def test_the_verdict_page_is_what_the_committed_records_make():
 
 
 def test_a_session_writes_each_claims_record_and_deletes_those_of_gone_claims(tmp_path):
-    class Result:
-        def __init__(self, cid, e):
-            self.id, self.entry, self.ledger = cid, ledger.asdict(e), "updated"
+    def Result(cid, e):  # a session's result: the claim's verdict, to be recorded
+        return replace(e, id=cid, ledger="updated")
 
     ledgers = ledger.Ledgers(tmp_path, update=True)
     ledger.write(tmp_path / "c-gone.json", record(entry(), claim="c-gone"))
@@ -534,10 +533,10 @@ def test_setting_changes_list_the_first_few_and_count_the_rest():
 
 
 def test_seed_spans_and_numbers():
-    assert ledger.seed_span([0, 1, 2]) == "0-2" and ledger.seed_span([3]) == "3"
-    assert ledger.seed_span([0, 2, 5]) == "0,2,5" and ledger.seed_span([]) == "-"
-    assert ledger.num(float("nan")) == "nan" and ledger.num(None) == "nan"
-    assert ledger.num(0.123456) == "0.1235"
+    assert verdict.seed_span([0, 1, 2]) == "0-2" and verdict.seed_span([3]) == "3"
+    assert verdict.seed_span([0, 2, 5]) == "0,2,5" and verdict.seed_span([]) == "-"
+    assert verdict.num(float("nan")) == "nan" and verdict.num(None) == "nan"
+    assert verdict.num(0.123456) == "0.1235"
 
 
 def test_under_the_same_plan_the_look_a_claim_decided_at_is_no_change():

@@ -845,7 +845,7 @@ def test_a_cpu_without_an_entry_of_its_own_is_held_to_the_reference_by_its_bound
     same.assert_outcomes(passed=1)
     row = json.loads((switch.path / "rep" / "claims.json").read_text())["claims"][0]
     assert row["ledger"] == "across" and row["ledger_note"].startswith("reference (cpu (AVX512")
-    assert row["entry"]["device"] == "cpu (SVE256, AMD)" and row["entry"]["threads"]
+    assert row["device"] == "cpu (SVE256, AMD)" and row["threads"]
     assert row["replication"] == "unreplicated"
     values.write_text(json.dumps(VALUES["inconclusive"]))
     moved = run(switch, "--claims-strict", "-rs")

@@ -18,10 +18,9 @@ right under pytest-xdist too.
 from __future__ import annotations
 
 import json
-import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
@@ -107,37 +106,6 @@ def planned_configs(item: pytest.Item, ledgers=None) -> list:
     seeds = range(offset, offset + verdict.expected(claim_looks(item, marker), before))
     return [c for c in experiment.planned(seeds, tier, claim_variant(item))
             if isinstance(c, RunConfig)]  # what a test's own fetch takes is not a run
-
-
-@dataclass
-class ClaimResult:
-    id: str
-    tier: str
-    statement: str
-    source: str
-    verdict: str                       # supported | refuted | inconclusive | error
-    statistic: str = ""
-    rule: str = ""
-    mean: float = math.nan
-    low: float = math.nan
-    high: float = math.nan
-    seeds: list[int] = field(default_factory=list)
-    values: list[float] = field(default_factory=list)
-    reason: str = ""
-    seconds: float = 0.0
-    evidence: dict = field(default_factory=dict)
-    figures: list[str] = field(default_factory=list)
-    nodeid: str = ""
-    measured: str = field(default_factory=lambda: time.strftime("%Y-%m-%d %H:%M"))
-    commit: str = field(default_factory=lambda: git_commit())
-    ledger: str = ""       # same | across | moved | changed | new | unrecorded | updated
-    ledger_note: str = ""  # the record's line for this claim, or what to do
-    replication: str = ""  # robust | fragile | CONTRADICTED | unreplicated (ledger.Replication)
-    replication_note: str = ""  # its verdict in each entry of the tier in its record
-    amendments: list[str] = field(default_factory=list)  # its rule's amendments, each a line
-    looks: list[dict] = field(default_factory=list)  # with more than one look: each look's verdict
-    open_note: str = ""  # inconclusive at the last look: by how much (verdict.open_note)
-    entry: dict = field(default_factory=dict)  # this measurement as a ledger entry
 
 
 def data_digest() -> str:
@@ -247,28 +215,25 @@ class Claim:
                 raise StillOpen(decision)
             if decision.verdict == INCONCLUSIVE:
                 open_note = verdict.open_note(s, rule)
-        result = ClaimResult(
-            self.id, self.tier, self.statement, self.source, decision.verdict, statistic,
-            decision.rule, s.mean, s.low, s.high, self.seeds[: s.n], list(s.values),
-            decision.reason, time.perf_counter() - self.start, jsonable(self.evidence),
-            self.figures, self.item.nodeid)
         settings, fingerprint = ledger.run_settings(self.fetched)
         env = run_environment(self.fetched[0]) if self.fetched else numeric_environment()
-        fresh = ledger.Entry(
-            tier=self.tier, verdict=result.verdict, statistic=statistic, rule=result.rule,
-            seeds=result.seeds, values=result.values, mean=result.mean, low=result.low,
-            high=result.high, plan=list(self.plan), measured=result.measured,
-            commit=result.commit, normsys=__version__, torch=env["torch"], device=env["device"],
-            threads=env["threads"], autocast=env["autocast"], data=data_digest(),
-            code=code_digest(), settings=settings, settings_fingerprint=fingerprint)
+        fresh = replace(
+            decision, id=self.id, tier=self.tier, statistic=statistic, seeds=self.seeds[: s.n],
+            plan=self.plan, looks=jsonable(self.looks), open_note=open_note,
+            measured=time.strftime("%Y-%m-%d %H:%M"), commit=git_commit(), normsys=__version__,
+            torch=env["torch"], device=env["device"], threads=env["threads"],
+            autocast=env["autocast"], data=data_digest(), code=code_digest(), settings=settings,
+            settings_fingerprint=fingerprint, statement=self.statement, source=self.source,
+            seconds=time.perf_counter() - self.start, evidence=jsonable(self.evidence),
+            figures=self.figures, nodeid=self.item.nodeid)
         judgement = self.ledgers.judge(self.id, fresh)
-        result.ledger, result.ledger_note = judgement.status, judgement.message
-        if (replicated := self.ledgers.replication(self.id, self.tier)) is not None:
-            result.replication, result.replication_note = replicated.word, replicated.line()
-        result.amendments = [a.line() for a in self.ledgers.said(self.id).amendments]
-        result.entry = jsonable(asdict(fresh))
-        result.looks, result.open_note = jsonable(self.looks), open_note
-        self.item.user_properties.append((PROPERTY, json.dumps(asdict(result))))
+        replicated = self.ledgers.replication(self.id, self.tier)
+        reported = replace(
+            fresh, ledger=judgement.status, ledger_note=judgement.message,
+            replication=replicated.word if replicated else "",
+            replication_note=replicated.line() if replicated else "",
+            amendments=[a.line() for a in self.ledgers.said(self.id).amendments])
+        self.item.user_properties.append((PROPERTY, json.dumps(jsonable(asdict(reported)))))
         text = f"[{self.id}/{self.tier}] {statistic}: {decision.reason}"
         unrecorded = judgement.status in ledger.UNRECORDED
         if judgement.fails or (unrecorded and self.ledgers.strict):

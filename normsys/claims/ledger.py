@@ -45,114 +45,34 @@ import math
 import re
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import MISSING, asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from normsys import __version__
-from normsys.claims.verdict import INCONCLUSIVE, REFUTED, SUPPORTED, Rule, decide, levels, t_quantile
+from normsys.claims.verdict import (
+    INCONCLUSIVE,
+    OPTIONAL,
+    RECORDED,
+    REFUTED,
+    SUPPORTED,
+    Rule,
+    Verdict,
+    decide,
+    interval,
+    levels,
+    num,
+    seed_span,
+    t_quantile,
+)
 from normsys.training.config import RunConfig
-from normsys.training.provenance import described
 from normsys.training.store import atomic_write_text
 
 
 class LedgerError(ValueError):
     """A record that cannot be read or does not follow from itself; the message names the file
     and what is wrong."""
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One measurement of a claim: a tier, on one numeric environment and seed plan."""
-
-    tier: str
-    verdict: str
-    statistic: str
-    rule: str  # the decision's rule: ``>= 0.5``, ``within (-0.1, 0.1)``, ``all of 3: > 0``
-    seeds: list[int]
-    values: list[float]
-    mean: float
-    low: float
-    high: float
-    plan: list[int]  # the seed counts of its looks (normsys.claims.verdict.looks)
-    measured: str  # date and time
-    commit: str
-    normsys: str
-    torch: str
-    device: str  # the GPU's name, or the CPU with its kernels and vendor
-    threads: str
-    autocast: str
-    data: str  # the data folder's checksum list, as sha256 of SHA256SUMS (or "" if none)
-    # the training code's digest (normsys.claims.cache.code_digest); "" in entries recorded
-    # before it was kept, taken as the code they are compared with until an entry of their tier
-    # records one (Record.made_by)
-    code: str = ""
-    # the runs the claim read: each config field's value ("a | b" where runs differ; the seeds
-    # are `seeds`) and a fingerprint of the exact set of run configs
-    settings: dict[str, str] = field(default_factory=dict)
-    settings_fingerprint: str = ""
-
-    @property
-    def environment(self) -> str:
-        """Where the values were computed: ``cpu (AVX2, AMD), 1 thread(s), torch 2.13.0+cpu``."""
-        return described({"device": self.device, "threads": self.threads, "torch": self.torch,
-                          "autocast": self.autocast})
-
-    @property
-    def seed_plan(self) -> str:
-        """``seeds 0+, looks 3`` (``looks 5,8,13,21`` for a plan that adds seeds while open)."""
-        return seed_plan(self.seeds[0] if self.seeds else 0, self.plan)
-
-    @property
-    def key(self) -> str:
-        return key(self.tier, self.environment, self.seed_plan)
-
-    @property
-    def full_rule(self) -> str:
-        """The rule with its statistic, as a record registers and amends it."""
-        return f"{self.statistic} {self.rule}"
-
-    @property
-    def confidence(self) -> float:
-        """The level of the look it decided at (verdict.levels)."""
-        plan = self.plan or [len(self.seeds)]
-        return levels(plan)[plan.index(len(self.seeds))] \
-            if len(self.seeds) in plan else math.nan
-
-    def line(self) -> str:
-        """``supported 0.82 [0.8, 0.84] seeds 0-2 (2026-11-23, a59fd79)``."""
-        return f"{self.verdict} {interval(self.mean, self.low, self.high)} seeds " \
-               f"{seed_span(self.seeds)} ({self.measured.split()[0]}, {self.commit[:7]})"
-
-
-def key(tier: str, environment: str, plan: str) -> str:
-    """An entry's key in its record: tier, numeric environment (provenance.described), seed plan
-    (``seed_plan``)."""
-    return f"{tier} | {environment} | {plan}"
-
-
-def seed_plan(first_seed: int, looks: Sequence[int]) -> str:
-    """``seeds 0+, looks 3``: the first seed and the seed counts of the looks."""
-    return f"seeds {first_seed}+, looks {','.join(map(str, looks))}"
-
-
-def interval(mean: float, low: float, high: float) -> str:
-    return f"{num(mean)} [{num(low)}, {num(high)}]"
-
-
-def num(x: float | None) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "nan"
-    return f"{x:.4g}"
-
-
-def seed_span(seeds: Sequence[int]) -> str:
-    if not seeds:
-        return "-"
-    consecutive = list(seeds) == list(range(seeds[0], seeds[0] + len(seeds)))
-    return f"{seeds[0]}-{seeds[-1]}" if consecutive and len(seeds) > 1 else \
-        ",".join(map(str, seeds))
 
 
 def run_settings(configs: Iterable[RunConfig]) -> tuple[dict[str, str], str]:
@@ -205,14 +125,14 @@ def same_number(a: float, b: float) -> bool:
     return a == b or (math.isnan(a) and math.isnan(b))
 
 
-def follows(entry: Entry) -> str:
+def follows(entry: Verdict) -> str:
     """"" if the entry's verdict, mean and interval are what its rule decides on its per-seed
     values at the level of the look it took; else what differs. (An all-of rule records the
     comparison its verdict rests on, which reaches that verdict on its own.)"""
     if len(entry.seeds) != len(entry.values):
         return f"{len(entry.seeds)} seeds but {len(entry.values)} values"
     if entry.plan and len(entry.seeds) not in entry.plan:
-        return f"{len(entry.seeds)} seeds, a look its plan {entry.plan} does not take"
+        return f"{len(entry.seeds)} seeds, a look its plan {list(entry.plan)} does not take"
     decision = s = decide(parse_rule(entry.rule), entry.values, entry.confidence)
     differ = [f"{name} recorded {num(old)}, recomputed {num(new)}" for name, old, new in (
         ("mean", entry.mean, s.mean), ("low", entry.low, s.low), ("high", entry.high, s.high))
@@ -251,7 +171,7 @@ class Record:
     registered with and its amendments, oldest first."""
 
     claim: str
-    entries: dict[str, Entry] = field(default_factory=dict)
+    entries: dict[str, Verdict] = field(default_factory=dict)
     reference: dict[str, str] = field(default_factory=dict)
     registered: str = ""
     amendments: list[Amendment] = field(default_factory=list)
@@ -261,21 +181,21 @@ class Record:
         """The rule in force: the last amendment's, else the registered one."""
         return self.amendments[-1].new if self.amendments else self.registered
 
-    def of(self, tier: str) -> list[Entry]:
+    def of(self, tier: str) -> list[Verdict]:
         return [e for _, e in sorted(self.entries.items()) if e.tier == tier]
 
-    def made_by(self, e: Entry, code: str) -> bool:
+    def made_by(self, e: Verdict, code: str) -> bool:
         """Whether the entry's values are the training code ``code``'s: its own digest, or, for
         an entry recorded before digests were kept, while no entry of its tier carries one (once
         one does, the code has been recorded as it is and the older entries are stale)."""
         return e.code == code or (not e.code and not any(x.code for x in self.of(e.tier)))
 
-    def current(self, tier: str, code: str, first_seed: int) -> list[Entry]:
+    def current(self, tier: str, code: str, first_seed: int) -> list[Verdict]:
         """The entries of ``tier`` on the seeds from ``first_seed`` made by the training code
         ``code`` (``made_by``) under the rule in force: what can stand for the claim now, the
         tier's reference first."""
         out = [e for e in self.of(tier) if self.made_by(e, code) and e.full_rule == self.rule
-               and e.seeds[:1] == [first_seed]]
+               and e.seeds[:1] == (first_seed,)]
         return sorted(out, key=lambda e: (e.key != self.reference.get(tier), e.measured))
 
 
@@ -302,15 +222,13 @@ def read(path: Path) -> Record:
         if body["claim"] != claim:
             raise LedgerError(f"record {path} holds claim {body['claim']!r}: a record's file is "
                               f"named for its claim")
-        names = {f.name for f in fields(Entry)}
-        required = {f.name for f in fields(Entry) if f.default is MISSING and
-                    f.default_factory is MISSING}
+        required = set(RECORDED) - set(OPTIONAL)
         entries = {}
         for k, e in body["entries"].items():
             if missing := sorted(required - set(e)):
                 raise LedgerError(f"record {path}: entry {k!r} lacks {', '.join(missing)}; "
                                   f"{again(path)}")
-            entries[k] = Entry(**{n: v for n, v in e.items() if n in names})
+            entries[k] = Verdict.of_entry(e)
         record = Record(claim, entries, dict(body["reference"]), body["registered"],
                         [Amendment(**a) for a in body["amendments"]])
     except LedgerError:
@@ -362,7 +280,7 @@ def write(path: Path, record: Record) -> None:
             "format": FORMAT, "claim": record.claim, "registered": record.registered,
             "amendments": [asdict(a) for a in record.amendments],
             "reference": dict(sorted(record.reference.items())),
-            "entries": {k: asdict(record.entries[k]) for k in sorted(record.entries)}}
+            "entries": {k: record.entries[k].entry for k in sorted(record.entries)}}
     atomic_write_text(json.dumps(body, indent=1, sort_keys=True, default=float) + "\n", path)
 
 
@@ -371,7 +289,7 @@ def records(folder: Path) -> dict[str, Record]:
     return {p.stem: read(p) for p in sorted(Path(folder).glob("*.json"))}
 
 
-def recorded(record: Record, fresh: Entry, amend: str = "") -> Record:
+def recorded(record: Record, fresh: Verdict, amend: str = "") -> Record:
     """``record`` with ``fresh`` as its entry of that key; a claim's first entry registers its
     rule, a rule other than the one in force needs ``amend`` (the reason), which amends it. The
     tier's reference moves to ``fresh`` where it has none made by this training code on the
@@ -388,7 +306,7 @@ def recorded(record: Record, fresh: Entry, amend: str = "") -> Record:
     after = Record(record.claim, {**record.entries, fresh.key: fresh}, dict(record.reference),
                    registered, amendments)
     old = record.entries.get(after.reference.get(fresh.tier, ""))
-    if fresh.seeds[:1] == [0] and (old is None or not after.made_by(old, fresh.code) or
+    if fresh.seeds[:1] == (0,) and (old is None or not after.made_by(old, fresh.code) or
                                    old.full_rule != fresh.full_rule or old.key == fresh.key):
         after.reference[fresh.tier] = fresh.key
     return after
@@ -442,7 +360,7 @@ class Noise:
         return hi
 
 
-def values_by_environment(entries: Iterable[Entry]) -> dict[tuple[str, str], dict[int, float]]:
+def values_by_environment(entries: Iterable[Verdict]) -> dict[tuple[str, str], dict[int, float]]:
     """Per (environment, training code) the per-seed values its entries hold."""
     out: dict[tuple[str, str], dict[int, float]] = {}
     for e in entries:
@@ -497,7 +415,7 @@ UNRECORDED = ("new", "unrecorded")  # reported; --claims-strict fails them
 MOVED = "moved"  # a verdict that moved between decisive and inconclusive within the bound
 
 
-def changes(entry: Entry, fresh: Entry) -> list[str]:
+def changes(entry: Verdict, fresh: Verdict) -> list[str]:
     """What a claim was decided under that differs from its entry: statistic, rule, seeds (at the
     first look: under the same plan the look it decided at is an outcome), run settings."""
     first = entry.plan[0] if entry.plan == fresh.plan and entry.plan else None
@@ -514,7 +432,7 @@ def changes(entry: Entry, fresh: Entry) -> list[str]:
     return out
 
 
-def value_changes(entry: Entry, fresh: Entry) -> list[str]:
+def value_changes(entry: Verdict, fresh: Verdict) -> list[str]:
     """The per-seed values that differ between two measurements on the same seeds, largest
     change first: ``seed 2: 0.1234 -> 0.1236``."""
     pairs = [(s, a, b) for s, a, b in zip(entry.seeds, entry.values, fresh.values, strict=False)
@@ -523,7 +441,7 @@ def value_changes(entry: Entry, fresh: Entry) -> list[str]:
     return [f"seed {s}: {a!r} -> {b!r}" for s, a, b in pairs]
 
 
-def judge(record: Record, fresh: Entry) -> Judgement:
+def judge(record: Record, fresh: Verdict) -> Judgement:
     """Judge a fresh measurement (its ``code`` the training code's digest now) against the
     claim's record."""
     update = UPDATE.format(cid=record.claim)
@@ -593,7 +511,7 @@ class Ledgers:
         return self.read[cid]
 
     def recorded(self, cid: str, tier: str, key_now: str, code: str, first_seed: int) \
-            -> Entry | None:
+            -> Verdict | None:
         """The entry this session's measurement will be compared with: its own (``key_now``) made
         by this training code, else the reference it is judged against."""
         record = self.record(cid)
@@ -604,7 +522,7 @@ class Ledgers:
         return current[0] if current else None
 
     def history(self, cid: str, tier: str, environment: dict[str, str], first_seed: int) \
-            -> list[Entry]:
+            -> list[Verdict]:
         """The claim's entries of ``tier`` on this device, threads and torch
         (provenance.numeric_environment; the autocast is its runs') on seeds from
         ``first_seed``, whatever their plan: the looks it took here (verdict.expected)."""
@@ -612,9 +530,9 @@ class Ledgers:
                 if (e.device, e.threads, e.torch) == (environment["device"],
                                                       environment["threads"],
                                                       environment["torch"])
-                and e.seeds[:1] == [first_seed]]
+                and e.seeds[:1] == (first_seed,)]
 
-    def judge(self, cid: str, fresh: Entry) -> Judgement:
+    def judge(self, cid: str, fresh: Verdict) -> Judgement:
         if self.update:
             try:  # a record it cannot read or amend is said, not written over
                 recorded(self.record(cid), fresh, self.amend)
@@ -645,10 +563,10 @@ class Ledgers:
             written.append(f"deleted {path_of(self.folder, cid)}: no claim {cid} is defined")
         self.stale = []
         for r in results:
-            if not r.entry or r.ledger != "updated":  # a rule changed without its amendment
+            if r.ledger != "updated":  # a rule changed without its amendment
                 continue
             path = path_of(self.folder, r.id)
-            fresh = Entry(**r.entry)
+            fresh = Verdict.of_entry(r.entry)
             record = recorded(read(path), fresh, self.amend)
             self.folder.mkdir(parents=True, exist_ok=True)
             write(path, record)
@@ -697,7 +615,7 @@ class Replication:
         return f"{self.word}: " + ", ".join(f"{v} ({k})" for k, v in self.verdicts.items())
 
 
-def label(e: Entry) -> str:
+def label(e: Verdict) -> str:
     """An entry's column in a few words: its device, first seed and, for a plan of several looks,
     the most seeds it may take: ``cpu (AVX2, AMD), seeds 0+``, ``cpu (AVX512, AMD), seeds 0+ up
     to 8`` (a claim's own seed count and its runs' autocast are the claim's, not the column's)."""
@@ -857,7 +775,7 @@ def detection_table(recs: dict[str, Record], tier: str) -> tuple[list[str], list
     return header, rows
 
 
-def scaled(e: Entry) -> tuple[float, float, float]:
+def scaled(e: Verdict) -> tuple[float, float, float]:
     """The entry's mean and interval on the scale where its rule's threshold is 0 and its claimed
     side is positive, in units of the threshold's size (|threshold|, or the band's half-width;
     1 where the threshold is 0): a claim is supported where the whole bar lies right of 0."""

@@ -42,7 +42,6 @@ from normsys.claims.claim import (
     PROPERTY,
     Claim,
     ClaimRefuted,
-    ClaimResult,
     StillOpen,
     claim_id,
     claim_looks,
@@ -290,7 +289,7 @@ def recorded_entry(item: pytest.Item, marker: pytest.Mark, ledgers: ledger.Ledge
     offset = item.config.option.claims_seed_offset
     configs = planned_configs(item)  # where its runs train: a GPU's autocast is theirs
     env = run_environment(configs[0]) if configs else numeric_environment()
-    here = ledger.key(tier, described(env), ledger.seed_plan(offset, plan))
+    here = verdict.key(tier, described(env), verdict.seed_plan(offset, plan))
     return ledgers.recorded(claim_id(item, marker), tier, here, code_digest(), offset)
 
 
@@ -456,12 +455,13 @@ def pytest_runtest_makereport(item: pytest.Item, call):
     if marker is None or any(k == PROPERTY for k, _ in report.user_properties):
         return
     if report.failed or (report.skipped and report.when == "call"):
-        verdict = "error" if report.failed else "not run"
-        reason = str(call.excinfo.value)[:500] if call.excinfo else ""
-        result = ClaimResult(claim_id(item, marker), claim_tier(item),
-                             marker.kwargs.get("statement", ""),
-                             marker.kwargs.get("source", ""), verdict, reason=reason,
-                             seconds=call.duration, nodeid=item.nodeid)
+        result = verdict.Verdict(
+            verdict="error" if report.failed else "not run", id=claim_id(item, marker),
+            tier=claim_tier(item), statement=marker.kwargs.get("statement", ""),
+            source=marker.kwargs.get("source", ""),
+            reason=str(call.excinfo.value)[:500] if call.excinfo else "",
+            seconds=call.duration, nodeid=item.nodeid, measured=time.strftime("%Y-%m-%d %H:%M"),
+            commit=git_commit())
         report.user_properties.append((PROPERTY, json.dumps(asdict(result))))
 
 
@@ -478,7 +478,7 @@ class ClaimsSession:
         self.config, self.ledgers, self.runs = config, ledgers, runs
         self.cluster, self.terminal = cluster, terminal
         self.controls: dict[str, list[str]] = {}
-        self.results: dict[str, ClaimResult] = {}
+        self.results: dict[str, verdict.Verdict] = {}
         self.written: list[str] = []  # what was written, for the terminal summary
         self.started = time.monotonic()
 
@@ -592,7 +592,7 @@ class ClaimsSession:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         for key, value in report.user_properties:
             if key == PROPERTY:
-                result = ClaimResult(**json.loads(value))
+                result = verdict.Verdict(**json.loads(value))
                 self.results[result.nodeid] = result
 
     @pytest.hookimpl(optionalhook=True)  # pytest-xdist: what a worker found at collection
@@ -601,7 +601,7 @@ class ClaimsSession:
         if stale:
             self.ledgers.stale = list(stale)
 
-    def sorted_results(self) -> list[ClaimResult]:
+    def sorted_results(self) -> list[verdict.Verdict]:
         return sorted(self.results.values(), key=lambda r: (r.tier, r.id))
 
     @pytest.hookimpl(tryfirst=True)  # before the terminal's summary, which shows what it wrote
@@ -612,7 +612,7 @@ class ClaimsSession:
             return
         results = self.sorted_results()
         folder = Path(self.config.option.claims_report)
-        rows = merged(results, folder, ClaimResult)
+        rows = merged(results, folder)
         paths = write_reports(rows, folder, provenance(self.config))
         kept = len(rows) - len(results)
         self.written = ["report: " + ", ".join(str(p) for p in paths)

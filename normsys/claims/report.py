@@ -14,7 +14,7 @@ import time
 from dataclasses import asdict, fields
 from pathlib import Path
 
-from normsys.claims.verdict import INCONCLUSIVE, REFUTED, SUPPORTED
+from normsys.claims.verdict import INCONCLUSIVE, REFUTED, SUPPORTED, Verdict
 
 VERDICT_ORDER = (SUPPORTED, REFUTED, INCONCLUSIVE, "error", "not run")
 HEADER = ["claim", "tier", "verdict", "statistic", "mean", "CI", "rule", "seeds", "time",
@@ -74,15 +74,15 @@ def looks_line(r) -> str:
             f"{', '.join(k['verdict'] for k in looks)}.  ")
 
 
-def merged(results, folder: Path, result_type) -> list:
+def merged(results, folder: Path) -> list[Verdict]:
     """This session's results over the rows of the report in ``folder`` (by claim and tier)."""
     path = folder / "claims.json"
     earlier = {}
     if path.is_file():
         try:
-            names = {f.name for f in fields(result_type)}
+            names = {f.name for f in fields(Verdict)}
             for row in json.loads(path.read_text()).get("claims", []):
-                r = result_type(**{k: v for k, v in row.items() if k in names})
+                r = Verdict(**{k: v for k, v in row.items() if k in names})
                 earlier[r.id, r.tier] = r
         except (ValueError, TypeError, AttributeError):
             earlier = {}  # an unreadable report is replaced, not merged

@@ -46,6 +46,8 @@ from typing import Any
 
 import numpy as np
 
+from normsys.training.provenance import described
+
 SUPPORTED, REFUTED, INCONCLUSIVE = "supported", "refuted", "inconclusive"
 SIDES = {">": "greater than", ">=": "at least", "<": "less than", "<=": "at most"}
 
@@ -127,36 +129,157 @@ class Rule:
                 "<": x < self.threshold, "<=": x <= self.threshold}[self.side]
 
 
+# what a claim's record keeps of a verdict (normsys.claims.ledger); the last three may be absent
+RECORDED = ("tier", "verdict", "statistic", "rule", "seeds", "values", "mean", "low", "high", "plan",
+            "measured", "commit", "normsys", "torch", "device", "threads", "autocast", "data",
+            "code", "settings", "settings_fingerprint")
+OPTIONAL = ("code", "settings", "settings_fingerprint")
+
+
 @dataclass(frozen=True, kw_only=True)
 class Verdict:
-    """A verdict with the evidence behind it: the per-seed values the rule saw, their mean, sample
-    std and Student-t interval at ``confidence``; ``rule``: the rule as decided (``> 0.05``,
-    ``within (-0.02, 0.02)``, ``all of 3: > 0`` for several comparisons, this one the weakest);
-    ``margin``: how far the interval lies inside the claimed region (< 0: outside);
-    ``comparisons``: with parts, each part's verdict (as ``to_dict``)."""
+    """A verdict with everything said of it, in one shape: what ``decide`` returns, a claim's
+    report row, an entry of its record (``RECORDED``: ``entry``) and a scorecard's cell.
 
-    verdict: str
-    rule: str
-    values: tuple[float, ...]
-    mean: float
-    std: float
-    n: int
-    low: float
-    high: float
+    The decision: the per-seed ``values`` the rule saw, their mean, sample std and Student-t
+    interval at ``confidence``; ``rule``: the rule as decided (``> 0.05``, ``within (-0.02,
+    0.02)``, ``all of 3: > 0`` for several comparisons, this one the weakest); ``margin``: how far
+    the interval lies inside the claimed region (< 0: outside); ``comparisons``: with parts, each
+    part's verdict (as ``to_dict``). The claim it decides (``id``, ``tier``, ``seeds``, ``plan``:
+    the seed counts of its looks, ``looks``: each look's line where there were several), where it
+    was measured (date, commit, torch, device, threads, autocast, data, the training code's
+    digest ``code`` and the runs' ``settings``) and, in a report, what its test said and how its
+    record judged it (``ledger``, ``replication``, ``amendments``)."""
+
+    verdict: str  # supported | refuted | inconclusive; a report's error | not run
+    rule: str = ""
+    values: tuple[float, ...] = ()
+    mean: float = math.nan
+    std: float = math.nan
+    n: int = 0
+    low: float = math.nan
+    high: float = math.nan
     confidence: float = 0.95
     n_nan: int = 0
     reason: str = ""
     margin: float = math.nan
     comparisons: dict = field(default_factory=dict)
+    id: str = ""
+    tier: str = ""
+    statistic: str = ""
+    seeds: tuple[int, ...] = ()
+    plan: tuple[int, ...] = ()
+    looks: tuple[dict, ...] = ()
+    open_note: str = ""  # open at its last look: by how much (``open_note``)
+    measured: str = ""  # date and time
+    commit: str = ""
+    normsys: str = ""
+    torch: str = ""
+    device: str = ""  # the GPU's name, or the CPU with its kernels and vendor
+    threads: str = ""
+    autocast: str = ""
+    data: str = ""  # the data folder's checksum list, as sha256 of SHA256SUMS (or "" if none)
+    # the training code's digest (normsys.claims.cache.code_digest); "" in entries recorded
+    # before it was kept (normsys.claims.ledger.Record.made_by)
+    code: str = ""
+    # the runs the claim read: each config field's value ("a | b" where runs differ; the seeds
+    # are `seeds`) and a fingerprint of the exact set of run configs
+    settings: dict = field(default_factory=dict)
+    settings_fingerprint: str = ""
+    statement: str = ""
+    source: str = ""
+    seconds: float = 0.0
+    evidence: dict = field(default_factory=dict)
+    figures: tuple[str, ...] = ()
+    nodeid: str = ""
+    ledger: str = ""  # same | across | moved | changed | new | unrecorded | updated
+    ledger_note: str = ""  # the record's line for this claim, or what to do
+    replication: str = ""  # robust | fragile | CONTRADICTED | unreplicated
+    replication_note: str = ""  # its verdict in each entry of the tier in its record
+    amendments: tuple[str, ...] = ()  # its rule's amendments, each a line
+
+    def __post_init__(self) -> None:  # sequences as tuples, whether read from JSON or made here
+        for name in ("values", "seeds", "plan", "looks", "figures", "amendments"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    @classmethod
+    def of_entry(cls, entry: dict) -> Verdict:
+        """An entry of a claim's record (``RECORDED`` fields) as a Verdict: its seeds' count and
+        the level of the look it took (``levels``) made again from its plan."""
+        plan, n = tuple(entry.get("plan") or ()), len(entry.get("values", ()))
+        confidence = levels(plan or (n,))[(plan or (n,)).index(n)] if n in (plan or (n,)) \
+            else math.nan
+        return cls(**{k: entry[k] for k in RECORDED if k in entry}, n=n, confidence=confidence)
+
+    @property
+    def entry(self) -> dict:
+        """What a claim's record keeps of it."""
+        return {name: getattr(self, name) for name in RECORDED}
 
     @property
     def interval(self) -> str:
         """``mean 0.82, 95% CI [0.8, 0.84], n=3``."""
         return f"mean {self.mean:.4g}, {100 * self.confidence:.4g}% CI [{self.low:.4g}, " \
                f"{self.high:.4g}], n={self.n}"
+
+    @property
+    def environment(self) -> str:
+        """Where the values were computed: ``cpu (AVX2, AMD), 1 thread(s), torch 2.13.0+cpu``."""
+        return described({"device": self.device, "threads": self.threads, "torch": self.torch,
+                          "autocast": self.autocast})
+
+    @property
+    def seed_plan(self) -> str:
+        """``seeds 0+, looks 3`` (``looks 5,8,13,21`` for a plan that adds seeds while open)."""
+        return seed_plan(self.seeds[0] if self.seeds else 0, self.plan)
+
+    @property
+    def key(self) -> str:
+        """Its entry's key in the claim's record: ``tier | environment | seed plan``."""
+        return key(self.tier, self.environment, self.seed_plan)
+
+    @property
+    def full_rule(self) -> str:
+        """The rule with its statistic, as a record registers and amends it."""
+        return f"{self.statistic} {self.rule}"
+
+    def line(self) -> str:
+        """``supported 0.82 [0.8, 0.84] seeds 0-2 (2026-11-23, a59fd79)``."""
+        return f"{self.verdict} {interval(self.mean, self.low, self.high)} seeds " \
+               f"{seed_span(self.seeds)} ({self.measured.split()[0]}, {self.commit[:7]})"
+
+
+def key(tier: str, environment: str, plan: str) -> str:
+    """An entry's key in its record: tier, numeric environment (provenance.described), seed plan
+    (``seed_plan``)."""
+    return f"{tier} | {environment} | {plan}"
+
+
+def seed_plan(first_seed: int, looks: Sequence[int]) -> str:
+    """``seeds 0+, looks 3``: the first seed and the seed counts of the looks."""
+    return f"seeds {first_seed}+, looks {','.join(map(str, looks))}"
+
+
+def interval(mean: float, low: float, high: float) -> str:
+    return f"{num(mean)} [{num(low)}, {num(high)}]"
+
+
+def num(x: float | None) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "nan"
+    return f"{x:.4g}"
+
+
+def seed_span(seeds: Sequence[int]) -> str:
+    if not seeds:
+        return "-"
+    consecutive = list(seeds) == list(range(seeds[0], seeds[0] + len(seeds)))
+    return f"{seeds[0]}-{seeds[-1]}" if consecutive and len(seeds) > 1 else \
+        ",".join(map(str, seeds))
+
 
 
 def per_seed(values: Sequence | Mapping[str, Sequence],
