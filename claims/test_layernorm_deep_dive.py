@@ -164,6 +164,17 @@ def draw_correlations(fig, records: dict) -> None:
 
 
 @pytest.mark.parametrize("tier", tiers())
+@GRAD_RATIO_VS_NONE.mark
+def test_layernorm_prevents_vanishing_gradients(claim, runs, tier):
+    ln, plain = ([weight_grad_profile(rs[0]) for rs in seeds] for seeds in GRAD_RATIO_VS_NONE
+                 .declaration.records(runs, claim.seeds, tier).values())
+    claim.record(profile_layernorm=ln, profile_plain=plain)
+    claim.figure("grad-profile", lambda fig: figures.profiles(
+        fig, {"LayerNorm after each layer": ln, "no normalization": plain}))
+    claim.check(runs)
+
+
+@pytest.mark.parametrize("tier", tiers())
 @DECORRELATION.mark
 def test_layernorm_decorrelates(claim, runs, mlp_runs, tier):
     claim.figure("correlations", lambda fig: draw_correlations(
@@ -280,17 +291,6 @@ def test_layernorm_robust_to_init_scale(claim, runs, tier):
                                for i, k in enumerate(INIT_SCALES)} for n, seeds in by_seed.items()},
                  spread={n: [init_scale_spread(rs) for rs in seeds]
                          for n, seeds in by_seed.items()})
-    claim.check(runs)
-
-
-@pytest.mark.parametrize("tier", tiers())
-@GRAD_RATIO_VS_NONE.mark
-def test_layernorm_prevents_vanishing_gradients(claim, runs, tier):
-    ln, plain = ([weight_grad_profile(rs[0]) for rs in seeds] for seeds in GRAD_RATIO_VS_NONE
-                 .declaration.records(runs, claim.seeds, tier).values())
-    claim.record(profile_layernorm=ln, profile_plain=plain)
-    claim.figure("grad-profile", lambda fig: figures.profiles(
-        fig, {"LayerNorm after each layer": ln, "no normalization": plain}))
     claim.check(runs)
 
 

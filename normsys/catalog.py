@@ -1,73 +1,91 @@
-"""The claim files and what they declare (``claim_files``; ``declared``, the norm-generic claims
-that are the scorecard's columns; ``claim_tests``), and the claims page, docs/claims.md: every
-claim as its declaration states it. What it trains (each arm's runs of one seed: the preset of its
-tier and what the claim changes in it), what it reads of them, what decides, its seeds and
-variants, and the negative controls that stand for it. The page is written from the claim files,
-so it says what the code does:
+"""The claims as pytest collects them (``collected``; ``declared``, the norm-generic claims that
+are the scorecard's columns; ``entries``), and the claims page, docs/claims.md: every claim as its
+declaration states it. What it trains (each arm's runs of one seed: the preset of its tier and
+what the claim changes in it), what it reads of them, what decides, its seeds and variants, and
+the negative controls that stand for it. The page is written from the claims' declarations, so it
+says what the code does:
 
     python -m normsys catalog            # write docs/claims.md
     python -m normsys catalog --check    # exit 1 if the page is not what the claim files make
+
+The library imports no claim file: pytest's own collection of ``claims/`` does (in this
+process, nothing run), and the claim markers carry each claim's declaration out of it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
-import importlib.util
-import sys
+import io
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from normsys.claims import params, verdict
+from normsys.claims.claim import claim_marker, claim_variant
 from normsys.claims.declaration import Declaration, Statistic
+from normsys.claims.plugin import control_ids
 from normsys.training.config import RunConfig, preset
 
 CLAIMS = Path(__file__).parents[1] / "claims"  # the claim files, in a checkout
-CLAIM_MODULES = "claims."  # their module names: claims/test_x.py is claims.test_x, as pytest
-# imports it (claims/ is a package) and as mutation testing names the file's functions
 
 
-def claim_files(folder: Path = CLAIMS) -> list:
-    """The claim files (``test_*.py`` in ``folder``) as modules, each imported once."""
-    files = sorted(Path(folder).glob("test_*.py"))
-    if not files:
+@dataclass(frozen=True)
+class Collected:
+    """One test of the claim files as pytest collects it: its file and function, the claim
+    marker's declaration (and the ``Statistic`` it was made from, for a norm-generic claim), its
+    variant and the claim ids it is a negative control of."""
+
+    file: str
+    test: str
+    declared: Declaration | None
+    statistic: Statistic | None
+    variant: str
+    controls: tuple[str, ...]
+
+
+class _Collector:
+    """A pytest plugin that keeps the items in the order they are collected (the claim files',
+    then each file's definitions), before any hook sorts them."""
+
+    def __init__(self):
+        self.items = []
+
+    def pytest_itemcollected(self, item) -> None:
+        self.items.append(item)
+
+
+@functools.cache
+def collected(folder: Path = CLAIMS) -> tuple[Collected, ...]:
+    """Every test of the claim files (``test_*.py`` in ``folder``), collected by pytest without
+    running any."""
+    import pytest
+
+    if not sorted(Path(folder).glob("test_*.py")):
         raise ValueError(f"no claim files (test_*.py) in {folder}: the claims and the scorecard's "
                          f"statistics are declared there, so the catalog and the scorecard run "
                          f"from a checkout")
-    modules = []
-    for path in files:
-        name = f"{CLAIM_MODULES}{path.stem}"
-        module = sys.modules.get(name)
-        if module is None:
-            spec = importlib.util.spec_from_file_location(name, path)
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[name] = module
-            spec.loader.exec_module(module)
-        modules.append(module)
-    return modules
-
-
-def claim_file(stem: str, folder: Path = CLAIMS):
-    """One claim file's module, by its file name's stem (``test_dual_mechanism``)."""
-    found = [m for m in claim_files(folder) if m.__name__ == CLAIM_MODULES + stem]
-    if not found:
-        raise ValueError(f"no claim file {stem}.py in {folder}")
-    return found[0]
+    collector = _Collector()
+    with contextlib.redirect_stdout(io.StringIO()) as said:
+        code = pytest.main([str(folder), "--collect-only", "-q", "-p", "no:cacheprovider",
+                            "--rootdir", str(Path(folder).parent)], plugins=[collector])
+    if code != pytest.ExitCode.OK:
+        raise ValueError(f"pytest could not collect the claim files in {folder} (exit {code}):\n"
+                         + said.getvalue()[-3000:])
+    out = []
+    for item in collector.items:
+        marker = claim_marker(item)
+        kwargs = marker.kwargs if marker is not None else {}
+        out.append(Collected(item.path.name, getattr(item, "originalname", item.name),
+                             kwargs.get("declared"), kwargs.get("statistic"),
+                             claim_variant(item), tuple(control_ids(item))))
+    return tuple(out)
 
 
 @functools.cache
 def declared(folder: Path = CLAIMS) -> tuple[Statistic, ...]:
-    """Every norm-generic claim: the module-level Statistic objects of the claim files, in file
-    and declaration order."""
-    return tuple(dict.fromkeys(v for module in claim_files(folder) for v in vars(module).values()
-                               if isinstance(v, Statistic)))
-
-
-def claim_tests(folder: Path = CLAIMS) -> dict[str, tuple[str, object]]:
-    """Each claim's test in the claim files: its id -> (the test's name, its claim marker)."""
-    return {mark.args[0]: (name, mark) for module in claim_files(folder)
-            for name, test in vars(module).items() if name.startswith("test_")
-            for mark in getattr(test, "pytestmark", []) if mark.name == "claim"}
+    """Every norm-generic claim, in the claim files' order."""
+    return tuple(dict.fromkeys(c.statistic for c in collected(folder) if c.statistic))
 
 
 PAGE = Path(__file__).parents[1] / "docs" / "claims.md"
@@ -95,45 +113,20 @@ class Entry:
     controls: list[str] = field(default_factory=list)
 
 
-def _variants(test) -> list[str]:
-    """The variant suffixes a claim test is parametrized over ("" alone if none)."""
-    for mark in getattr(test, "pytestmark", []):
-        if mark.name == "parametrize" and mark.args[0] == "variant,tier":
-            return list(dict.fromkeys(p.values[0] for p in mark.args[1]))
-    return [""]
-
-
-def _controls(test) -> list[str]:
-    """The claim ids (with variant suffixes) a negative control stands for: its own control
-    marks and those of its parameters."""
-    ids = [cid for mark in getattr(test, "pytestmark", []) if mark.name == "control"
-           for cid in mark.args]
-    for mark in getattr(test, "pytestmark", []):
-        if mark.name == "parametrize":
-            ids += [cid for p in mark.args[1] for m in getattr(p, "marks", ())
-                    if m.name == "control" for cid in m.args]
-    return ids
-
-
 def entries(folder: Path = CLAIMS) -> list[Entry]:
     """Every declared claim of the claim files, in file and test order, with its controls."""
-    found: list[Entry] = []
+    found: dict[str, Entry] = {}
     controls: dict[str, list[str]] = {}
-    for module in claim_files(folder):
-        for name, test in vars(module).items():
-            if not name.startswith("test_"):
-                continue
-            for cid in _controls(test):
-                controls.setdefault(cid, []).append(name)
-            for mark in getattr(test, "pytestmark", []):
-                if mark.name == "claim":
-                    found.append(Entry(mark.kwargs["declared"], Path(module.__file__).name, name,
-                                       _variants(test)))
-    for entry in found:
-        entry.controls = [c for v in entry.variants
-                          for c in controls.get(entry.declared.id + v, [])]
-        entry.controls = list(dict.fromkeys(entry.controls))
-    return found
+    for c in collected(folder):
+        for cid in c.controls:
+            controls.setdefault(cid, []).append(c.test)
+        if c.declared is not None:
+            entry = found.setdefault(c.declared.id, Entry(c.declared, c.file, c.test))
+            entry.variants = list(dict.fromkeys([*entry.variants, c.variant]))
+    for entry in found.values():
+        entry.controls = list(dict.fromkeys(
+            name for v in entry.variants for name in controls.get(entry.declared.id + v, [])))
+    return list(found.values())
 
 
 def changes(cfg: RunConfig, tier: str) -> str:

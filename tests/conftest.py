@@ -83,14 +83,14 @@ def fresh_memo_per_mutant():
     process from training a run or reading a file twice)."""
     if "MUTANT_UNDER_TEST" in os.environ:
         from normsys import catalog
-        from normsys.claims import cache, stats
+        from normsys.claims import cache, verdict
         from normsys.training import data
 
         data._VERIFIED.clear()
         for memo in (data._checksums, data._mnist, data.bert_tokenizer, cache.code_digest,
-                     stats.t_quantile, catalog.declared):
+                     verdict.t_quantile, catalog.collected, catalog.declared):
             memo.cache_clear()
-        for name in [m for m in sys.modules if m.startswith(catalog.CLAIM_MODULES)]:
+        for name in [m for m in sys.modules if m.startswith("claims.")]:
             del sys.modules[name]
     yield
 

@@ -8,7 +8,6 @@ import pytest
 
 from normsys import catalog
 from normsys.__main__ import main
-from normsys.catalog import claim_tests
 from normsys.training.config import preset
 
 
@@ -18,8 +17,12 @@ def test_the_page_is_what_the_claim_files_declare():
 
 def test_every_claim_is_on_the_page_once_with_its_test():
     found = catalog.entries()
-    assert sorted(e.declared.id for e in found) == sorted(claim_tests())
-    assert all(e.test == claim_tests()[e.declared.id][0] for e in found)
+    ids = [e.declared.id for e in found]
+    assert len(ids) == len(set(ids)) > 20
+    page = catalog.PAGE.read_text()
+    for e in found:
+        assert page.count(f"### `{e.declared.id}`") == 1
+        assert f"- test: `claims/{e.file}::{e.test}`" in page
 
 
 def section_of(cid: str) -> str:

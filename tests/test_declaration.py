@@ -3,6 +3,7 @@ arms' per-seed values reach the rule (normsys.claims.declaration)."""
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import math
 from types import SimpleNamespace
@@ -220,7 +221,8 @@ def test_a_statistic_declares_its_arms_in_the_order_its_pairing_subtracts(pairin
 def test_every_claim_that_trains_declares_its_experiment():
     """A claim test that takes the ``run`` or ``runs`` fixture trains (or fetches) runs: what it
     trains and reads is its declaration's experiment, which decides it."""
-    tests = {name: mark.kwargs["declared"] for module in catalog.claim_files()
+    modules = [importlib.import_module(f"claims.{p.stem}") for p in catalog.CLAIMS.glob("test_*.py")]
+    tests = {name: mark.kwargs["declared"] for module in modules
              for name, test in vars(module).items() if name.startswith("test_")
              for mark in getattr(test, "pytestmark", []) if mark.name == "claim"
              if {"run", "runs"} & set(inspect.signature(test).parameters)}

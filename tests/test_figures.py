@@ -6,6 +6,7 @@ drawing or recording another one changes the result.
 
 from __future__ import annotations
 
+import importlib
 import itertools
 
 import numpy as np
@@ -13,18 +14,17 @@ import pytest
 from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
 
-from normsys import catalog
 from normsys.claims.protocol import BP_RANGE, DFA_RANGE
 from normsys.training.config import preset
 from normsys.training.record import TEST_ACC, TRAIN_ACC, RunRecord
 
 
 def dm():
-    return catalog.claim_file("test_dual_mechanism")
+    return importlib.import_module("claims.test_dual_mechanism")
 
 
 def fa():
-    return catalog.claim_file("test_fa_protocol")
+    return importlib.import_module("claims.test_fa_protocol")
 
 
 def encoder_run(spectra: dict[str, list[float]], acc: float, nonpad_scale: float = 2.0) -> RunRecord:
@@ -179,7 +179,7 @@ def test_the_correlation_figure_draws_each_norms_trained_last_hidden_layer(data_
     from normsys.training.record import trained_model
 
     monkeypatch.setenv("NORMSYS_CACHE", "off")
-    dd = catalog.claim_file("test_layernorm_deep_dive")
+    dd = importlib.import_module("claims.test_layernorm_deep_dive")
     session = Runs()
     records = {norm: session.run(dd.mlp(norm, 0, steps=3)) for norm in ("none", "layernorm")}
     fig = Figure()
@@ -218,7 +218,7 @@ def side_by_side(axes) -> bool:
 
 
 def lit():
-    return catalog.claim_file("test_literature")
+    return importlib.import_module("claims.test_literature")
 
 
 def test_xiongs_profiles_record_and_draw_each_depths_ffn_gradients_per_seed():

@@ -1,6 +1,7 @@
 """The library's modules import downwards only, by folder: the training package (everything a
 run's record depends on) imports nothing of the rest; the claims machinery uses it; the scorecard
-and the command line use both. Nothing imports in a cycle, not even through an import inside a
+and the command line use both; the claim files (claims/) stand above them all, and no module of
+the library imports one. Nothing imports in a cycle, not even through an import inside a
 function, and each module imports on its own in a fresh interpreter. The modules are the
 package's files and their folders say where each stands: no list of modules to keep."""
 
@@ -41,6 +42,47 @@ def test_imports_stay_in_their_folder_or_go_down(module):
     level = FOLDERS.index(folder(module))
     upward = sorted(m for m in normsys_imports(module) if FOLDERS.index(folder(m)) > level)
     assert not upward, f"normsys.{module} imports {upward}, from a folder above its own"
+
+
+CLAIM_FILES = sorted((PACKAGE.parent / "claims").glob("*.py"))
+
+
+def top_imports(path: Path) -> set[str]:
+    """The top-level names of every module ``path``'s source imports, anywhere in it, and the
+    modules it loads by name or by path (``import_module``, ``spec_from_file_location``)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module.split(".")[0])
+        elif isinstance(node, ast.Import):
+            found |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(
+                node.func, "id", "")) in ("import_module", "spec_from_file_location"):
+            found.add("<by name or path>")
+    return found
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_no_module_of_the_library_imports_a_claim_file(module):
+    """The catalog and the scorecard read the claims through pytest's collection; only the
+    user's norm file is loaded by path (normsys.claims.usernorm)."""
+    imported = top_imports(module_file(module, PACKAGE))
+    assert "claims" not in imported, f"normsys.{module} imports the claim files' package"
+    if module != "claims.usernorm":
+        assert "<by name or path>" not in imported, f"normsys.{module} loads a module by name"
+
+
+def test_the_claim_files_import_the_library_and_not_one_another():
+    assert len(CLAIM_FILES) > 5
+    for path in CLAIM_FILES:
+        assert "claims" not in top_imports(path), f"claims/{path.name} imports a claim file"
+
+
+def test_an_import_of_a_claim_file_is_found(tmp_path):
+    for source in ("from claims import test_x\n", "import claims.test_x\n",
+                   "def f():\n    importlib.import_module('claims.test_x')\n"):
+        (tmp_path / "m.py").write_text(source)
+        assert top_imports(tmp_path / "m.py") & {"claims", "<by name or path>"}
 
 
 def test_nothing_imports_in_a_cycle():

@@ -479,11 +479,10 @@ def test_claims_start_longest_first_by_their_recorded_run_times():
     import sys
     from pathlib import Path
 
-    from normsys.catalog import claim_tests
     from normsys.claims import runtimes
 
     root = Path(__file__).resolve().parents[1]
-    function = {cid: name for cid, (name, _) in claim_tests().items()}
+    function = {e.declared.id: e.test for e in catalog.entries()}
     recorded = runtimes.read("cpu")["claims"]
     plain = sorted((c for c in recorded if c in function), key=lambda c: -recorded[c]["seconds"])
     out = subprocess.run([sys.executable, "-m", "pytest", "claims", "--collect-only", "-q",
@@ -878,22 +877,30 @@ def test_a_new_claim_recorded_on_a_cpu_no_record_knows_lands_and_others_still_pa
     assert rows["c-more"]["ledger"] == "same" and rows["c-switch"]["ledger"] == "across"
 
 
-def test_pytest_imports_each_claim_file_as_the_catalog_does(pytester):
+def test_the_catalog_reads_the_declarations_pytest_collects_in_a_session_that_runs_claims(
+        pytester):
     """A session that runs the claims and reads their declarations (the scorecard, the catalog)
-    holds one module of each claim file: pytest names it claims.test_..., as the catalog does."""
+    holds one module of each claim file, claims.test_...: the catalog's collection, inside it,
+    finds the very declarations the session's tests carry, and leaves its run counter be."""
     pytester.makepyfile(one_module_each="""
+        import os
+
         from normsys import catalog
+        from normsys.claims.plugin import COUNTER_ENV
 
         def pytest_collection_modifyitems(items):
-            modules = {item.module for item in items}
-            same = [m is catalog.claim_file(m.__name__.rpartition(".")[2]) for m in modules]
-            print("claim modules:", sorted(m.__name__ for m in modules), "the catalog's:", same)
+            counter = os.environ.get(COUNTER_ENV)
+            found = {c.declared.id: c.declared for c in catalog.collected() if c.declared}
+            marked = [i.get_closest_marker("claim") for i in items]
+            same = all(found[m.args[0]] is m.kwargs["declared"] for m in marked if m)
+            print("claim modules:", sorted({i.module.__name__ for i in items}),
+                  "the catalog's:", same, os.environ.get(COUNTER_ENV) == counter)
     """)
     pytester.syspathinsert()
     result = pytester.runpytest_inprocess(str(catalog.CLAIMS), "--collect-only", "-q",
                                           "-p", "no:cacheprovider", "-p", "one_module_each")
     names = sorted(f"claims.{path.stem}" for path in catalog.CLAIMS.glob("test_*.py"))
-    result.stdout.fnmatch_lines([f"claim modules: {names} the catalog's: {[True] * len(names)}"])
+    result.stdout.fnmatch_lines([f"claim modules: {names} the catalog's: True True"])
 
 
 def test_a_refutation_recorded_here_is_a_strict_xfail_whatever_the_reference_says(switch,

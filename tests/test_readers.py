@@ -7,12 +7,12 @@ experiment's config holds the settings its claims were fixed with.
 
 from __future__ import annotations
 
+import importlib
 import math
 
 import pytest
 import torch
 
-from normsys import catalog
 from normsys.claims import experiments as ex
 from normsys.claims.declaration import relative_difference
 from normsys.training.config import preset
@@ -22,15 +22,15 @@ from normsys.training.record import TEST_ACC, RunRecord, probe_of
 # each claim file's module, asked for where a test needs it (under mutation testing each mutant's
 # process imports the claim files anew)
 def dm():
-    return catalog.claim_file("test_dual_mechanism")
+    return importlib.import_module("claims.test_dual_mechanism")
 
 
 def lit():
-    return catalog.claim_file("test_literature")
+    return importlib.import_module("claims.test_literature")
 
 
 def dd():
-    return catalog.claim_file("test_layernorm_deep_dive")
+    return importlib.import_module("claims.test_layernorm_deep_dive")
 
 
 def layer(erank: float, rho: float, nonpad_erank: float, nonpad_rho: float, **extra) -> dict:
@@ -134,7 +134,7 @@ def test_each_experiment_holds_its_claims_settings():
 
 def test_the_config_makers_the_negative_controls_call_without_a_tier_make_cpu_tier_runs():
     """The controls train the claims' own configs at the CPU tier, shrunk where they say so."""
-    fa = catalog.claim_file("test_fa_protocol")
+    fa = importlib.import_module("claims.test_fa_protocol")
     assert fa.fa_mlp("dfa", 3) == preset("resmlp", "cpu", **{
         "train.method": "dfa", "train.seed": 3, "train.frozen_blocks": False, "train.epochs": 2})
     long = fa.fa_mlp("fa", 1, "paper", frozen=True, epochs=10)
@@ -145,7 +145,7 @@ def test_the_config_makers_the_negative_controls_call_without_a_tier_make_cpu_ti
     lm = dd().tblock_lm("rmsnorm", 4)
     assert (lm.model.family, lm.model.norm, lm.train.seed, lm.train.device, lm.train.steps) == \
         ("char_gpt", "rmsnorm", 4, "cpu", 500)
-    tc = catalog.claim_file("test_transformer_components")
+    tc = importlib.import_module("claims.test_transformer_components")
     assert tc.ffn_stack(False, "none", 5) == preset("ffn_stack", **{
         "model.residual": False, "model.norm": "none", "train.seed": 5})
     assert tc.one_ffn_stack(True, "layernorm", 0, "paper") == [
@@ -303,7 +303,7 @@ def test_the_deep_dives_readers_and_the_ffn_stacks_margins():
     # the window of batches 36 ... 85 is the first with at most 5 misses of 50: 90% at step 85
     assert dd().steps_to_90([run]) == 85
     assert dd().steps_ratio(30.0, 60.0) == 0.5
-    tc = catalog.claim_file("test_transformer_components")
+    tc = importlib.import_module("claims.test_transformer_components")
     assert tc.loss_margins(1.0, 1.5, 2.0, 0.75) == {
         "loss(residual only) - loss(residual+LN)": 0.5, "loss(LN only) - loss(residual+LN)": 1.0,
         "loss(neither) - loss(residual+LN)": -0.25}
@@ -317,14 +317,10 @@ def test_xiongs_encoders_train_the_norm_they_are_given():
         [("rmsnorm", "pre", depth, 3) for depth in lit().DEPTHS]
 
 
-def test_a_claim_file_is_found_by_its_name_or_said_missing():
-    assert dm().__name__ == "claims.test_dual_mechanism"
-    with pytest.raises(ValueError, match=r"^no claim file test_nothing.py in .*claims$"):
-        catalog.claim_file("test_nothing")
 
 
 def lj():
-    return catalog.claim_file("test_ln_jacobian")
+    return importlib.import_module("claims.test_ln_jacobian")
 
 
 def test_the_jacobian_claims_read_each_layernorm_of_the_trained_net_through_its_own_backward(
@@ -368,7 +364,7 @@ def test_the_fa_protocol_measures_a_trained_nets_weights_by_backprop_after_the_e
     from normsys.claims.runs import Runs
     from normsys.training.record import trained_model
 
-    fa_file = catalog.claim_file("test_fa_protocol")
+    fa_file = importlib.import_module("claims.test_fa_protocol")
     monkeypatch.setenv("NORMSYS_CACHE", "off")
     cfg = fa_file.fa_mlp("fa", 0).override(**{"data.n_train": 256, "data.n_test": 128,
                                                "train.snapshots": (1,)})

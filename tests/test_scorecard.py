@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import importlib
 import json
 import math
 import re
@@ -26,6 +27,10 @@ from normsys.claims.ledger import records as claim_records
 from normsys.claims.runs import Runs
 from normsys.claims.workers import RUN_THREADS
 from normsys.training import norms
+
+# the claim files as modules (claims/ is a package: pytest imports claims/test_x.py so)
+CLAIM_MODULES = sorted(f"claims.{p.stem}" for p in catalog.CLAIMS.glob("test_*.py"))
+
 
 USER_NORMS = textwrap.dedent('''
     import torch
@@ -220,7 +225,7 @@ def test_bad_scorecard_arguments_exit_2(user_file, capsys, argv, expected):
 
 def test_a_registered_kind_keys_its_runs_on_its_source(user_file):
     name = usernorm.load(f"{user_file}:LNWrap", "wrap")
-    encoder = catalog.claim_file("test_dual_mechanism").encoder
+    encoder = importlib.import_module("claims.test_dual_mechanism").encoder
     before, builtin = run_key(encoder(name, 0)), run_key(encoder("layernorm", 0))
     user_file.write_text(USER_NORMS + "\n# an edit\n")
     usernorm.load(f"{user_file}:LNWrap", "wrap")
@@ -243,16 +248,19 @@ def test_every_claim_test_is_marked_by_its_one_declaration():
     """Each claim test of the claim files is marked by a Declaration (its own, or a norm-generic
     Statistic's): the marker's statement is the declaration's with its rule written in, no two
     tests are one claim, and every scorecard column is one of them."""
-    tests = catalog.claim_tests()
+    tests = {}
+    for module in map(importlib.import_module, CLAIM_MODULES):
+        for name, test in vars(module).items():
+            for mark in getattr(test, "pytestmark", []) if name.startswith("test_") else []:
+                if mark.name == "claim":
+                    assert mark.args[0] not in tests, f"{name}: claim {mark.args[0]} twice"
+                    tests[mark.args[0]] = (name, mark)
     for cid, (name, mark) in tests.items():
         made = mark.kwargs.get("declared")
         assert isinstance(made, Declaration), f"{name}: not declared"
         assert "{rule}" in made.statement and made.id == cid
         assert mark.kwargs["statement"] == made.statement.format(rule=made.rule)
-    marks = sum(1 for module in catalog.claim_files() for name, test in vars(module).items()
-                if name.startswith("test_") for m in getattr(test, "pytestmark", [])
-                if m.name == "claim")
-    assert marks == len(tests) > 20
+    assert len(tests) > 20 and {e.declared.id for e in catalog.entries()} == set(tests)
     assert {s.claim for s in catalog.declared()} <= set(tests)
 
 
@@ -286,7 +294,7 @@ def check_paired_statistics_by_hand(plan, records, table):
     from normsys.claims.experiments import weight_grad_profile
     from normsys.training import diagnostics as dg
 
-    deep_dive = catalog.claim_file("test_layernorm_deep_dive")
+    deep_dive = importlib.import_module("claims.test_layernorm_deep_dive")
     init_scale_spread, unit_correlation = deep_dive.init_scale_spread, deep_dive.unit_correlation
     from normsys.training.record import TEST_ACC, VAL_LOSS
 
@@ -906,14 +914,11 @@ def test_a_reference_needs_a_known_pairing():
 def test_each_declaration_is_its_claims_marker_in_its_claim_file():
     """A declared statistic is found in the claim files (in file order), and the claim test
     that carries its id takes its marker from it (its seeds too)."""
-    import sys
-
     found = catalog.declared()
-    assert [s.name for s in found][:2] == ["kappa_6", "min_rho"]  # test_dual_mechanism.py first
+    assert {s.name for s in found[:3]} == {"kappa_6", "min_rho", "test_acc_vs_ln"}  # file order
     for stat in found:
-        module = next(m for name, m in list(sys.modules.items())
-                      if name.startswith(catalog.CLAIM_MODULES)
-                      and any(v is stat for v in vars(m).values()))
+        module = next(m for m in map(importlib.import_module, CLAIM_MODULES)
+                      if any(v is stat for v in vars(m).values()))
         marks = [m for f in vars(module).values() if callable(f)
                  for m in getattr(f, "pytestmark", []) if m.name == "claim"
                  and m.args[0] == stat.claim]
@@ -929,18 +934,29 @@ def test_no_claim_files_is_said(tmp_path):
         catalog.declared(tmp_path)
 
 
-def test_claim_files_are_imported_once_and_each_claim_marker_is_read(tmp_path):
-    """A claim file is imported once however often it is read; its claim tests are found by
-    their markers, and a test function without marks is passed over."""
+def test_claim_files_are_collected_by_pytest_and_each_claim_marker_is_read(tmp_path):
+    """The claim files are what pytest collects in the folder (collected once however often
+    they are read); their claim tests are found by their markers, a test without marks is passed
+    over, and a file pytest cannot collect is said with pytest's own words."""
     (tmp_path / "test_scratch_claims.py").write_text(
         "import pytest\n"
-        "@pytest.mark.claim('c-one', statement='s', source='t')\ndef test_one(claim): pass\n"
-        "def test_unmarked(): pass\n")
-    modules = catalog.claim_files(tmp_path)
-    assert [m.__name__ for m in modules] == [f"{catalog.CLAIM_MODULES}test_scratch_claims"]
-    assert all(a is b for a, b in zip(catalog.claim_files(tmp_path), modules, strict=True))
-    found = catalog.claim_tests(tmp_path)
-    assert list(found) == ["c-one"] and found["c-one"][0] == "test_one"
+        "from normsys.claims.declaration import Declaration\n"
+        "from normsys.claims.verdict import Rule\n"
+        "ONE = Declaration('c-one', Rule('v', '>', 0), source='t', statement='{rule}')\n"
+        "@ONE.mark\ndef test_one(claim): pass\n"
+        "@pytest.mark.control('c-one')\ndef test_unmarked(): pass\n")
+    found = catalog.collected(tmp_path)
+    assert found is catalog.collected(tmp_path)
+    assert [(c.file, c.test, c.declared.id if c.declared else None, c.controls) for c in found] \
+        == [("test_scratch_claims.py", "test_one", "c-one", ()),
+            ("test_scratch_claims.py", "test_unmarked", None, ("c-one",))]
+    (entry,) = catalog.entries(tmp_path)
+    assert (entry.test, entry.variants, entry.controls) == ("test_one", [""], ["test_unmarked"])
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "test_broken.py").write_text("import nothing_of_that_name\n")
+    with pytest.raises(ValueError, match="(?s)pytest could not collect the claim files in .*"
+                                         "nothing_of_that_name"):
+        catalog.collected(tmp_path / "broken")
 
 
 def test_a_statistic_with_parts_must_hold_for_each():

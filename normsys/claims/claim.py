@@ -34,8 +34,9 @@ from normsys.training.provenance import git_commit, numeric_environment
 from normsys.training.store import file_sha256
 
 PROPERTY = "normsys_claim"  # the user property a claim's result travels in
-MARKER_KWARGS = ("statement", "source", "seeds", "declared")  # what @pytest.mark.claim(id, ...)
-# accepts; ``declared`` is the claim's Declaration (normsys.claims.declaration), set by its mark
+MARKER_KWARGS = ("statement", "source", "seeds", "declared", "statistic")  # what
+# @pytest.mark.claim(id, ...) accepts; ``declared`` is the claim's Declaration
+# (normsys.claims.declaration), set by its mark, ``statistic`` the Statistic it was made from
 
 
 class ClaimRefuted(AssertionError):

@@ -290,5 +290,6 @@ class Statistic:
 
     @property
     def mark(self):
-        """The claim's pytest marker (Declaration.mark)."""
-        return self.declaration.mark
+        """The claim's pytest marker (Declaration.mark), which carries this statistic to the
+        scorecard (normsys.catalog.declared)."""
+        return self.declaration.mark.with_args(statistic=self)

@@ -187,7 +187,7 @@ def pytest_configure(config: pytest.Config) -> None:
     session = ClaimsSession(config, ledgers, Runs(trainer=cluster), cluster, os.dup(2))
     config.stash[SESSION] = session
     config.pluginmanager.register(session, "normsys-claims-session")
-    if not hasattr(config, "workerinput"):  # one run counter for the session's processes
+    if owns_counter(config):  # one run counter for the session's processes
         import tempfile
 
         fd, counter = tempfile.mkstemp(prefix="normsys-runs-")
@@ -198,6 +198,13 @@ def pytest_configure(config: pytest.Config) -> None:
         from normsys.training import train
 
         train.STEP_BARS = False
+
+
+def owns_counter(config: pytest.Config) -> bool:
+    """Whether this session keeps the run counter its processes share: not an xdist worker's
+    (its controller's), nor a collection that trains nothing (the catalog's, in the process of a
+    session that may keep one)."""
+    return not hasattr(config, "workerinput") and not config.option.collectonly
 
 
 def _cluster(config: pytest.Config):
@@ -264,7 +271,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if hasattr(config, "workeroutput"):
             config.workeroutput[STALE_OUTPUT] = ledgers.stale
     for item in items:  # a refutation the record holds: strict xfail that only ClaimRefuted meets
-        if (marker := claim_marker(item)) is None or config.option.claims_list or ledgers.update:
+        if (marker := claim_marker(item)) is None or config.option.claims_list or ledgers.update \
+                or config.option.collectonly:
             continue
         try:
             entry = recorded_entry(item, marker, ledgers)
@@ -351,7 +359,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     if SESSION in config.stash and config.stash[SESSION].cluster is not None:
         config.stash[SESSION].cluster.close()
-    if not hasattr(config, "workerinput") and (counter := os.environ.pop(COUNTER_ENV, None)):
+    if owns_counter(config) and (counter := os.environ.pop(COUNTER_ENV, None)):
         for path in (counter, counter + ".lock"):
             if os.path.exists(path):
                 os.unlink(path)
@@ -560,6 +568,8 @@ class ClaimsSession:
         opt = self.config.option
         if opt.claims_list:
             list_claims(self.config, items)
+            return
+        if opt.collectonly:  # nothing runs: nothing to plan or say
             return
         self.plan(items)
         runnable = [i for i in items if not i.get_closest_marker("skip")]
