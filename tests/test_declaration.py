@@ -264,7 +264,7 @@ def test_a_claim_plans_its_first_look_from_its_declared_experiment():
 
     declared = Declaration("c-x", Rule("v", ">", 0), "src", "statement",
                            experiment=Experiment({"a": made("layernorm"), "b": made("none")},
-                                                 reads=None))
+                                                 reads=metric("v")))
     item = claim_item(declared, variant="-long")
     assert claim_looks(item, item.get_closest_marker("claim")) == (5, 8, 13, 21)
     assert read(planned_configs(item)) == [(norm, "paper", s, 2) for norm in ("layernorm", "none")
@@ -276,12 +276,12 @@ def test_a_claim_plans_its_first_look_from_its_declared_experiment():
     item = claim_item(declared, max_seeds=5)  # a single look at the paper tier's 5 seeds
     assert claim_looks(item, item.get_closest_marker("claim")) == (5,)
     evidence = Declaration("c-e", Rule("v", ">", 0), "src", "statement", experiment=Experiment(
-        {"a": made("layernorm")}, reads=None, evidence={"b": made("rmsnorm")}))
+        {"a": made("layernorm")}, reads=metric("v"), evidence={"b": made("rmsnorm")}))
     assert read(planned_configs(claim_item(evidence, tier="cpu"))) == [
         (norm, "cpu", s, 1) for norm in ("layernorm", "rmsnorm") for s in range(3)]
     assert list(evidence.experiment.configs(range(3), "cpu")) == ["a"]  # decided on: a only
     values = Declaration("c-v", Rule("v", ">", 0), "src", "statement",  # a test's own values
-                         experiment=Experiment({"a": lambda s, t, v: [1.0]}, reads=None))
+                         experiment=Experiment({"a": lambda s, t, v: [1.0]}, reads=metric("v")))
     assert planned_configs(claim_item(values)) == []
 
 
@@ -293,7 +293,7 @@ def test_a_claim_plans_the_look_its_ledger_entries_in_this_environment_show_it_t
 
     declared = Declaration("c-x", Rule("v", ">", 0), "src", "statement", experiment=Experiment(
         {"a": lambda seed, tier, variant: [preset("ffn_stack", **{"train.seed": seed})]},
-        reads=None))
+        reads=metric("v")))
     asked = []
 
     def history(cid, tier, environment, first_seed):
@@ -346,3 +346,18 @@ def test_a_declared_claims_plan_is_every_run_its_record_says_it_fetched():
                     f"{ledger.setting_changes(was.settings, settings)}")
                 checked.append(cid)
     assert len(set(checked)) >= 30
+
+
+def test_an_arm_or_a_reading_that_cannot_take_its_arguments_is_said_naming_the_claim():
+    two = lambda seed, tier: [seed]  # noqa: E731 -- the variant forgotten
+    with pytest.raises(TypeError, match=r"claim c-x: its arm 'a' must be callable as "
+                                        r"configs\(seed, tier, variant\)"):
+        Declaration("c-x", Rule("v", ">", 0), "t", "{rule}",
+                    experiment=Experiment({"a": two}, metric("v")))
+    with pytest.raises(TypeError, match=r"claim c-x: its arm 'e' must be callable"):
+        Declaration("c-x", Rule("v", ">", 0), "t", "{rule}",
+                    experiment=Experiment({"a": lambda s, t, v: []}, metric("v"), evidence={"e": two}))
+    with pytest.raises(TypeError, match=r"claim c-x: its reads must be callable as "
+                                        r"reads\(records, variant\)"):
+        Declaration("c-x", Rule("v", ">", 0), "t", "{rule}",
+                    experiment=Experiment({"a": lambda s, t, v: []}, lambda records: 0.0))

@@ -14,9 +14,11 @@ import torch.nn.functional as F
 from normsys.claims.protocol import ln_decomposition_summary, ln_vjp_errors
 from normsys.claims.verdict import (
     INCONCLUSIVE,
+    RECORDED,
     REFUTED,
     SUPPORTED,
     Rule,
+    Verdict,
     decide,
     t_cdf_two_sided,
     t_quantile,
@@ -68,9 +70,12 @@ def test_decide_paired_uses_the_confidence_it_is_given():
 
 def test_decision_to_dict_names_its_fields():
     d = on([1.0, 2.0, 3.0], ">", 0.0)
-    assert set(d.to_dict()) == {"verdict", "rule", "values", "mean", "std", "n", "low", "high",
-                                "confidence", "n_nan", "reason", "margin", "comparisons"}
+    made = {k: v for k, v in d.to_dict().items() if v != Verdict(verdict="").to_dict()[k]
+            and not (isinstance(v, float) and math.isnan(v))}
+    assert set(made) == {"verdict", "rule", "values", "mean", "std", "n", "low", "high",
+                         "reason", "margin"}  # a decision's fields: the claim's are left blank
     assert d.to_dict()["verdict"] == d.verdict and d.to_dict()["rule"] == "> 0"
+    assert set(Verdict(verdict="").entry) == set(RECORDED)
 
 
 def test_decide_all_says_which_comparison_holds_how_and_keeps_each():
@@ -419,20 +424,20 @@ def test_equivalence_margin_is_the_nearer_edge_of_a_lopsided_interval():
     assert d.margin < d.low + 0.02
 
 
-@pytest.mark.parametrize("stability,verdict", [
+@pytest.mark.parametrize("stability,reading", [
     (0.5, "stable gradient directions (DFA-like: reference 0.5-0.99)"),
     (0.4999, "intermediate stability (between the BP and DFA reference ranges)"),
-    (0.2001, "intermediate stability (between the BP and DFA reference ranges)"),
-    (0.2, "batch-specific gradient directions (healthy BP-like: reference 0.05-0.18)"),
+    (0.1801, "intermediate stability (between the BP and DFA reference ranges)"),
+    (0.18, "batch-specific gradient directions (healthy BP-like: reference 0.05-0.18)"),
 ])
-def test_fa_protocol_report_verdict_at_the_range_edges(stability, verdict, data_env, monkeypatch):
-    """The report's verdict: from 0.5 (the DFA reference range's start) stable, up to 0.2
-    batch-specific, between them intermediate."""
+def test_fa_protocol_report_reading_at_the_range_edges(stability, reading, data_env, monkeypatch):
+    """Where the report reads a stability: from 0.5 (the DFA reference range's start) stable, up
+    to 0.18 (the BP range's end) batch-specific, between them intermediate."""
     from normsys.claims import protocol
 
     monkeypatch.setattr(protocol, "direction_stability", lambda means: stability)
     report = protocol.fa_protocol_report(protocol_model("resmlp"), mnist_batches(2, 16))
-    assert (report["stability"], report["verdict"]) == (stability, verdict)
+    assert (report["stability"], report["reading"]) == (stability, reading)
 
 # ----------------------------------------------------------------------------- diagnostics' edges
 

@@ -458,7 +458,7 @@ def test_a_declared_claim_is_decided_by_its_rule_and_by_no_other(run_claims):
     assert results["c-declared-paired"]["statement"] == "a beats b: val(a) - val(b) > 0.1, paired."
     trained = results["c-trained"]
     assert (trained["verdict"], trained["values"]) == ("supported", pytest.approx([0.5, 0.51, 0.52]))
-    assert trained["evidence"] == {"v(a)": [1.0, 1.01, 1.02], "v(b)": [0.5, 0.5, 0.5]}
+    assert trained["evidence"] == {"a": [1.0, 1.01, 1.02], "b": [0.5, 0.5, 0.5]}
     with pytest.raises(TypeError, match="claim c-x: its rule must be a verdict.Rule, got str"):
         Declaration("c-x", "kappa >= 0.8", source="t", statement="{rule}")
 
@@ -574,12 +574,12 @@ def test_other():
     assert "no claim or test matches" not in result.stdout.str()
 
 
-def test_paired_evidence_is_named_by_the_rule_and_the_report_reads_plainly(run_claims):
+def test_paired_evidence_is_named_by_the_arms_and_the_report_reads_plainly(run_claims):
     run(run_claims)
     data = json.loads((run_claims.path / "rep" / "claims.json").read_text())
     by_id = {(c["id"], c["tier"]): c for c in data["claims"]}
-    assert by_id[("c-inconclusive", "cpu")]["evidence"] == {"val(BN)": [0.5, 0.9, 0.1],
-                                                            "val(LN)": [0.5, 0.5, 0.5]}
+    assert by_id[("c-inconclusive", "cpu")]["evidence"] == {"BN": [0.5, 0.9, 0.1],
+                                                            "LN": [0.5, 0.5, 0.5]}
     md = (run_claims.path / "rep" / "claims.md").read_text()
     assert "- normsys: 0." in md and '`"0.' not in md  # plain values, not JSON strings
     assert "seeds of the rows below (each row lists its own" in md

@@ -179,7 +179,7 @@ class Claim:
         values = exp.values(fetch, self.seeds, self.tier, self.variant)
         decided = declared.verdict(values, self.confidence)
         if exp.combine is None and len(values) == 2:
-            self.record(**dict(zip(declared.rule.sides, map(list, values.values()), strict=True)))
+            self.record(**{arm: list(v) for arm, v in values.items()})  # each side, by its arm
         elif decided.comparisons:
             self.record(comparisons=decided.comparisons)
         return self._conclude(decided, declared.rule)

@@ -24,13 +24,14 @@ its test computes the values it decides on.
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from normsys.claims import params
-from normsys.claims.verdict import Rule, Verdict, decide
+from normsys.claims.verdict import LEVEL, Rule, Verdict, decide
 from normsys.training.config import RunConfig
 
 Fetch = Callable[[list], list]  # configs -> their records, in order (the claims' `runs` fixture)
@@ -148,6 +149,17 @@ class Declaration:
         if not isinstance(self.rule, Rule):
             raise TypeError(f"claim {self.id}: its rule must be a verdict.Rule, got "
                             f"{type(self.rule).__name__} {self.rule!r}")
+        exp = self.experiment
+        calls = {} if exp is None else {
+            **{f"arm {name!r}": (make, "configs(seed, tier, variant)")
+               for name, make in (*exp.arms.items(), *exp.evidence.items())},
+            "reads": (exp.reads, "reads(records, variant)")}
+        for what, (fn, takes) in calls.items():
+            try:
+                inspect.signature(fn).bind(*takes.partition("(")[2].rstrip(")").split(", "))
+            except TypeError as err:
+                raise TypeError(f"claim {self.id}: its {what} must be callable as {takes} "
+                                f"({err})") from None
 
     def text(self) -> str:
         """The statement with the rule written in."""
@@ -174,7 +186,7 @@ class Declaration:
         return self._declared_experiment().records(fetch, seeds, tier, variant)
 
     def verdict(self, values: Sequence | Mapping[str, Sequence],
-                confidence: float = 0.95) -> Verdict:
+                confidence: float = LEVEL) -> Verdict:
         """The claim's rule on per-seed values, decided as its test decides them
         (normsys.claims.verdict.decide): the arms' values by their names, paired or combined as
         the experiment pairs or combines them; a claim that declares no experiment takes one

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from normsys.training import diagnostics as dg
 from normsys.training.config import RunConfig, preset
+from normsys.training.norms import NORMS
 from normsys.training.record import RunRecord
 
 # ----------------------------------------------------------------------------- deep tanh MLP
@@ -49,7 +50,8 @@ def char_gpt(seed: int, tier: str = "cpu", norm: str = "layernorm", attention: s
                                        "train.steps": steps})
 
 
-# BatchNorm's statistics run over the batch and time: in the encoder they take in the padding
-# positions, in the causal char GPT the tokens a position must not see; it is measured where the
-# deep dive measures it, in the MLPs.
-SEQUENCES = frozenset({"batchnorm"})
+# The kinds whose statistics run across the batch (NormKind.per_row False: BatchNorm), over the
+# batch and time in a sequence model: in the encoder they take in the padding positions, in the
+# causal char GPT the tokens a position must not see; they are measured where the deep dive
+# measures them, in the MLPs.
+SEQUENCES = frozenset(name for name, kind in NORMS.items() if not kind.per_row)

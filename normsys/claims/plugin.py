@@ -114,7 +114,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="list the selected claims (id, tier, statement, source) and run nothing")
     group.addoption("--claims-max-seeds", type=int, default=None,
                     help="a claim still inconclusive on its seeds adds seeds at fixed looks "
-                         "(3, 5, 8, 13, ...) up to N, each look at an alpha-spending level "
+                         f"({', '.join(map(str, verdict.SCHEDULE[:4]))}, ...) up to N, each look "
+                         "at an alpha-spending level "
                          f"(default: {_max_seeds_policy()})")
     group.addoption("--claims-update", action="store_true",
                     help="write this run's measurements into the claims' records, as this "

@@ -55,7 +55,9 @@ def direction_stability(mean_grads: list[Tensor]) -> float:
 
 def fa_protocol_report(model: nn.Module, batches: list[tuple[Tensor, Tensor]],
                        layer: int | None = None) -> dict:
-    """Residual norms, BP gradient norms (first batch), direction stability at ``layer``, verdict."""
+    """Residual norms, BP gradient norms (first batch), direction stability at ``layer``, and
+    where that stability lies against the source's reference ranges (``reading``: the claims
+    decide by their own rules, normsys.claims.verdict)."""
     hidden, grads = hidden_and_grads(model, *batches[0])
     layer = len(hidden) // 2 if layer is None else layer
     if not 0 <= layer < len(hidden):
@@ -63,16 +65,16 @@ def fa_protocol_report(model: nn.Module, batches: list[tuple[Tensor, Tensor]],
     means = [hidden_and_grads(model, x, y)[1][layer].mean(0) for x, y in batches]
     stability = direction_stability(means)
     if stability >= DFA_RANGE[0]:
-        verdict = f"stable gradient directions (DFA-like: reference {DFA_RANGE[0]}-{DFA_RANGE[1]})"
-    elif stability <= 0.2:
-        verdict = (f"batch-specific gradient directions (healthy BP-like: reference "
+        reading = f"stable gradient directions (DFA-like: reference {DFA_RANGE[0]}-{DFA_RANGE[1]})"
+    elif stability <= BP_RANGE[1]:
+        reading = (f"batch-specific gradient directions (healthy BP-like: reference "
                    f"{BP_RANGE[0]}-{BP_RANGE[1]})")
     else:
-        verdict = "intermediate stability (between the BP and DFA reference ranges)"
+        reading = "intermediate stability (between the BP and DFA reference ranges)"
     return {
         "residual_norms": [float(h.norm(dim=-1).median()) for h in hidden],
         "bp_grad_norms": [float(g.norm(dim=-1).median()) for g in grads],
-        "layer": layer, "n_batches": len(batches), "stability": stability, "verdict": verdict,
+        "layer": layer, "n_batches": len(batches), "stability": stability, "reading": reading,
     }
 
 

@@ -49,6 +49,8 @@ import numpy as np
 from normsys.training.provenance import described
 
 SUPPORTED, REFUTED, INCONCLUSIVE = "supported", "refuted", "inconclusive"
+ALPHA_PER_SIDE = 0.025  # the chance of a decisive verdict on the wrong side, per side
+LEVEL = 1 - 2 * ALPHA_PER_SIDE  # the protocol's two-sided level: 95%
 SIDES = {">": "greater than", ">=": "at least", "<": "less than", "<=": "at most"}
 
 
@@ -74,7 +76,7 @@ def t_cdf_two_sided(t: float, df: int) -> float:
 
 
 @functools.lru_cache(maxsize=1024)
-def t_quantile(df: int, confidence: float = 0.95) -> float:
+def t_quantile(df: int, confidence: float = LEVEL) -> float:
     """Two-sided critical value t* with P(|T| < t*) = confidence (bisection on the exact CDF)."""
     lo, hi = 0.0, 1.0
     while t_cdf_two_sided(hi, df) < confidence:
@@ -114,13 +116,6 @@ class Rule:
     def __str__(self) -> str:
         return f"{self.statistic} {self.text}"
 
-    @property
-    def sides(self) -> tuple[str, str]:
-        """The names its statistic gives the two sides of a paired difference (``val(BN) -
-        val(LN)``: val(BN), val(LN)), under which a claim records them; ``a``, ``b`` otherwise."""
-        first, _, second = self.statistic.partition(" - ")
-        return (first, second) if second and first != second else ("a", "b")
-
     def holds(self, x: float) -> bool:
         """Whether the value ``x`` lies on the claimed side (inside the band)."""
         if self.side == "within":
@@ -159,7 +154,7 @@ class Verdict:
     n: int = 0
     low: float = math.nan
     high: float = math.nan
-    confidence: float = 0.95
+    confidence: float = LEVEL
     n_nan: int = 0
     reason: str = ""
     margin: float = math.nan
@@ -314,7 +309,7 @@ def by_part(values: Sequence) -> dict[str, list[float]] | None:
             for part in parts}
 
 
-def decide(rule: Rule, values: Sequence | Mapping[str, Sequence], confidence: float = 0.95,
+def decide(rule: Rule, values: Sequence | Mapping[str, Sequence], confidence: float = LEVEL,
            combine: Callable[..., Any] | None = None) -> Verdict:
     """The rule's verdict on per-seed values: one arm's (a sequence), or the arms' by name,
     made one vector as the module says (``per_seed``)."""
@@ -377,7 +372,6 @@ def _all_of(verdicts: dict[str, Verdict]) -> Verdict:
 # ----------------------------------------------------------------------------- looks
 
 SCHEDULE = (3, 5, 8, 13, 21, 34, 55)  # seeds at which an open claim looks again
-ALPHA_PER_SIDE = 0.025
 
 
 def looks(first: int, most: int) -> tuple[int, ...]:
@@ -407,7 +401,7 @@ def expected(plan: Sequence[int], before: Iterable) -> int:
 def levels(plan: Sequence[int], alpha: float = ALPHA_PER_SIDE) -> tuple[float, ...]:
     """The two-sided confidence of each look of ``plan`` under O'Brien-Fleming-type spending."""
     if len(plan) == 1:
-        return (1 - 2 * alpha,)
+        return (1 - 2 * alpha,)  # LEVEL at the protocol's alpha
     z = NormalDist().inv_cdf(1 - alpha)
     spent, out = 0.0, []
     for n in plan:
