@@ -23,7 +23,7 @@ import os
 import tempfile
 import textwrap
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from multiprocessing import get_context
 from pathlib import Path
 
@@ -34,7 +34,7 @@ from normsys.claims.progress import Progress
 from normsys.claims.runs import Runs
 from normsys.claims.runtimes import run_seconds
 from normsys.claims.usernorm import absolute, load
-from normsys.claims.verdict import INCONCLUSIVE, REFUTED, SUPPORTED
+from normsys.claims.verdict import INCONCLUSIVE, REFUTED, SUPPORTED, Rule, Verdict
 from normsys.claims.workers import RUN_THREADS
 from normsys.training.config import RunConfig
 from normsys.training.norms import BUILTIN, NORMS
@@ -349,12 +349,14 @@ WAIT_FOREVER = 30 * 24 * 3600.0  # seconds
 
 
 def cells(p: Plan, records: dict[RunConfig, RunRecord], statistics: Columns = None,
-          reach: dict[str, tuple[float, float]] | None = None) -> dict[str, dict[str, dict]]:
-    """{norm: {statistic: cell}}: a cell holds mean, low, high, verdict, rule, per-seed values;
-    ``{"verdict": "n/a"}`` where the experiment does not take the kind. A kind that is not built
-    in whose mean lies outside ``reach[statistic]`` (what the built-in kinds reach,
-    ``builtin_reach``) is flagged ``out of range``: a value no working norm gives is a finding
-    to look at, not a verdict to trust."""
+          reach: dict[str, tuple[float, float]] | None = None) -> dict[str, dict[str, Verdict]]:
+    """{norm: {statistic: its Verdict}}, decided as the statistic's claim decides, with the
+    seeds whose runs diverged, the kind's own per-seed readings (``reads``: what a later
+    scorecard pairs with) and the runs they came from as its evidence; ``n/a`` where the
+    experiment does not take the kind. A kind that is not built in whose mean lies outside
+    ``reach[statistic]`` (what the built-in kinds reach, ``builtin_reach``) is ``out of range``
+    (the rule's verdict kept as ``rule_verdict``): a value no working norm gives is a finding to
+    look at, not a verdict to trust."""
     judged = {s.name for s in columns(statistics)}
     made = {key: seeds for key, seeds in p.cells.items()
             if key not in p.known and key[0] in judged}
@@ -364,29 +366,59 @@ def cells(p: Plan, records: dict[RunConfig, RunRecord], statistics: Columns = No
     diverged = {key: sum(any(records[c].diverged for c in cs) for cs in seeds)
                 for key, seeds in made.items()}
     diverged.update({key: cell["diverged"] for key, cell in p.known.items() if key[0] in judged})
-    table: dict[str, dict[str, dict]] = {}
+    table: dict[str, dict[str, Verdict]] = {}
     for norm in p.norms:
         row = table.setdefault(norm, {})
         for stat in columns(statistics):
+            rule = stat.rule(norm)
+            named = {"id": stat.claim, "tier": p.tier, "statistic": rule.statistic}
             if not stat.applies(norm):
-                row[stat.name] = {"verdict": "n/a", "rule": str(stat.rule(norm))}
+                row[stat.name] = Verdict(verdict=NA, rule=rule.text, **named)
                 continue
-            d = s = stat.verdict(norm, lambda kind, name=stat.name: per_seed[name, kind])
-            row[stat.name] = {"mean": s.mean, "low": s.low, "high": s.high,
-                              "verdict": d.verdict, "rule": str(stat.rule(norm)),
-                              "values": list(s.values), "reason": d.reason,
-                              "diverged": diverged[stat.name, norm],
-                              # what a later scorecard pairs with, and the runs it came from
-                              "reads": list(per_seed[stat.name, norm]),
-                              "runs": [[c.fingerprint() for c in cs]
-                                       for cs in p.cells[stat.name, norm]]}
+            d = stat.verdict(norm, lambda kind, name=stat.name: per_seed[name, kind])
+            evidence = {"diverged": diverged[stat.name, norm],
+                        "reads": list(per_seed[stat.name, norm]),
+                        "runs": [[c.fingerprint() for c in cs] for cs in p.cells[stat.name, norm]]}
             span = (reach or {}).get(stat.name)
-            if span and norm not in BUILTIN and not span[0] <= s.mean <= span[1]:
+            if span and norm not in BUILTIN and not span[0] <= d.mean <= span[1]:
                 # beyond every built-in kind's values: the claim's rule was not made for it, so
                 # what it says (``rule_verdict``) is no verdict
-                row[stat.name].update(out_of_range=list(span), verdict=OUT_OF_RANGE,
-                                      rule_verdict=d.verdict)
+                evidence.update(out_of_range=list(span), rule_verdict=d.verdict)
+                d = replace(d, verdict=OUT_OF_RANGE)
+            row[stat.name] = replace(d, evidence=evidence, **named)
     return table
+
+
+def as_json(table: dict[str, dict[str, Verdict]], statistics: Columns = None) -> dict:
+    """The table as the scorecard's JSON keeps it: {norm: {statistic: cell}}."""
+    rules = {s.name: s.rule for s in columns(statistics)}
+    return {norm: {name: cell_json(cell, rules[name](norm)) for name, cell in row.items()}
+            for norm, row in table.items()}
+
+
+def of_json(norms: dict) -> dict[str, dict[str, Verdict]]:
+    """A table as ``as_json`` keeps it, read back (what a cell shows; its rule stays text)."""
+    def cell(c: dict) -> Verdict:
+        if c["verdict"] == NA:
+            return Verdict(verdict=NA)
+        return Verdict(verdict=c["verdict"], values=c["values"], mean=c["mean"], low=c["low"],
+                       high=c["high"], n=len(c["values"]), reason=c["reason"],
+                       evidence={k: c[k] for k in EVIDENCE if k in c})
+
+    return {norm: {name: cell(c) for name, c in row.items()} for norm, row in norms.items()}
+
+
+EVIDENCE = ("diverged", "reads", "runs", "out_of_range", "rule_verdict")  # a cell's, beside its
+# verdict and interval
+
+
+def cell_json(cell: Verdict, rule: Rule) -> dict:
+    """A cell as the scorecard's JSON keeps it (``rule``: its statistic's rule for the row)."""
+    if cell.verdict == NA:
+        return {"verdict": NA, "rule": str(rule)}
+    shown = {"mean": cell.mean, "low": cell.low, "high": cell.high, "verdict": cell.verdict,
+             "rule": str(rule), "values": list(cell.values), "reason": cell.reason}
+    return {**shown, **cell.evidence}
 
 
 GALLERY = Path(__file__).parents[1] / "claims" / "gallery"  # in a checkout
@@ -402,6 +434,7 @@ def builtin_json(tier: str, folder: Path | None = None) -> Path:
     """The built-in scorecard of ``tier`` in ``folder`` (the gallery unless told)."""
     return (folder or GALLERY) / f"{builtin_name(tier)}.json"
 OUT_OF_RANGE = "out of range"  # a user's value beyond every built-in kind's (builtin_reach)
+NA = "n/a"  # a cell of a kind its statistic's experiment does not take
 
 
 def builtin_reach(tier: str, folder: Path | None = None) -> dict[str, tuple[float, float]]:
@@ -445,24 +478,24 @@ def provenance(tier: str, specs: list[tuple[str, str]],
 
 # ----------------------------------------------------------------------------- the outputs
 
-MARK = {SUPPORTED: "+", REFUTED: "x", INCONCLUSIVE: "?", "n/a": ""}
+MARK = {SUPPORTED: "+", REFUTED: "x", INCONCLUSIVE: "?", NA: ""}
 
 
-def cell_text(cell: dict) -> str:
-    if cell["verdict"] == "n/a":
-        return "n/a"
-    if cell.get("diverged"):
-        return f"diverged ({cell['diverged']} of {len(cell['values'])} seeds)"
-    if "out_of_range" in cell:
-        return f"{cell['mean']:.3g} out of range"
-    return f"{cell['mean']:.3g} {MARK[cell['verdict']]}"
+def cell_text(cell: Verdict) -> str:
+    if cell.verdict == NA:
+        return NA
+    if diverged := cell.evidence.get("diverged"):
+        return f"diverged ({diverged} of {len(cell.values)} seeds)"
+    if cell.verdict == OUT_OF_RANGE:
+        return f"{cell.mean:.3g} out of range"
+    return f"{cell.mean:.3g} {MARK[cell.verdict]}"
 
 
-def interval_text(cell: dict, sep: str = " ") -> str:
+def interval_text(cell: Verdict, sep: str = " ") -> str:
     """The cell's text and, for a value over seeds, its 95% interval: ``0.806 ? [0.79, 0.82]``."""
     text = cell_text(cell)
-    if cell["verdict"] != "n/a" and not cell.get("diverged"):
-        text = f"{text}{sep}[{cell['low']:.3g}, {cell['high']:.3g}]"
+    if cell.verdict != NA and not cell.evidence.get("diverged"):
+        text = f"{text}{sep}[{cell.low:.3g}, {cell.high:.3g}]"
     return text
 
 
@@ -496,18 +529,18 @@ def as_markdown(table: dict, statistics: Columns = None) -> str:
     return "\n".join(lines) + "\n\n" + legend(statistics).replace("\n  ", "\n- ") + "\n"
 
 
-COLOURS = {"reference": "#ececec", "n/a": "#f7f7f7", REFUTED: "#e8a0a0",
+COLOURS = {"reference": "#ececec", NA: "#f7f7f7", REFUTED: "#e8a0a0",
            INCONCLUSIVE: "#f2e3a0", SUPPORTED: "#9fd49f", OUT_OF_RANGE: "#a9c8ec"}
 
 
-def shade(cell: dict, subject: bool) -> str:
+def shade(cell: Verdict, subject: bool) -> str:
     """What a cell's colour says: its verdict for a row being judged, 'out of range' where its
     value lies beyond every built-in kind's, 'reference' for a row it is judged against."""
-    if cell["verdict"] == "n/a":
-        return "n/a"
+    if cell.verdict == NA:
+        return NA
     if not subject:
         return "reference"
-    return cell["verdict"]
+    return cell.verdict
 
 
 def draw(fig, table: dict, statistics: Columns = None, subjects: set[str] | None = None) -> None:
@@ -561,7 +594,8 @@ def write(out: Path, table: dict, prov: dict, statistics: Columns = None,
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / f"{name}.json", out / f"{name}.md", out / f"{name}.png"]
     # the rows in the table's order, which the page and the figure show (the judged ones first)
-    paths[0].write_text(json.dumps({"norms": table, "provenance": prov}, indent=1) + "\n")
+    paths[0].write_text(json.dumps({"norms": as_json(table, statistics), "provenance": prov},
+                                   indent=1) + "\n")
     paths[1].write_text(markdown_page(table, prov, statistics))
     fig = plt.figure()
     draw(fig, table, statistics, subjects)

@@ -277,10 +277,10 @@ def test_layernorm_and_identity_under_other_names_land_on_their_rows(user_file, 
     for mine, builtin in ((wrap, "layernorm"), (same, "none")):
         for stat in catalog.declared():
             a, b = table[mine][stat.name], table[builtin][stat.name]
-            assert a["verdict"] == b["verdict"], (mine, stat.name)
-            assert a["mean"] == pytest.approx(b["mean"], abs=1e-9), (mine, stat.name)
+            assert a.verdict == b.verdict, (mine, stat.name)
+            assert a.mean == pytest.approx(b.mean, abs=1e-9), (mine, stat.name)
     # and the rows differ where the norms do: LayerNorm is not the identity
-    assert table[wrap]["kappa_6"]["mean"] != table[same]["kappa_6"]["mean"]
+    assert table[wrap]["kappa_6"].mean != table[same]["kappa_6"].mean
     paths = scorecard.write(tmp_path / "out", table, scorecard.provenance("cpu", []))
     saved = json.loads(paths[0].read_text())
     assert set(saved["norms"]) == {wrap, "layernorm", same, "none"}
@@ -321,7 +321,7 @@ def check_paired_statistics_by_hand(plan, records, table):
     }
     assert {s.name for s in catalog.declared() if s.versus} == {k for k, _ in by_hand}
     for (stat, norm), values in by_hand.items():
-        assert table[norm][stat]["values"] == pytest.approx(values, abs=1e-12), stat
+        assert table[norm][stat].values == pytest.approx(values, abs=1e-12), stat
         assert any(v != 0 for v in values), stat  # the two sides differ: the order is tested
 
 
@@ -660,7 +660,7 @@ def test_against_names_every_unknown_kind_and_the_built_in_ones():
 # A plan of constructed statistics over records built by hand: what judge, the table, the file
 # and the figure make of known values, without training.
 
-from normsys.claims.verdict import Rule  # noqa: E402
+from normsys.claims.verdict import Rule, Verdict  # noqa: E402
 from normsys.training.config import preset  # noqa: E402
 from normsys.training.record import RunRecord  # noqa: E402
 
@@ -703,13 +703,17 @@ def test_judge_decides_each_cell_by_its_rule_on_the_per_seed_values():
     assert set(plan.cells) == {("level", "mine"), ("level", "layernorm"), ("vs_none", "layernorm"),
                                ("vs_none", "none")}  # the reference row of a paired statistic
     mine, ln = table["mine"]["level"], table["layernorm"]["level"]
-    assert mine["verdict"] == "refuted" and mine["values"] == [0.2, 0.3, 0.25]
-    assert mine["mean"] == pytest.approx(0.25) and mine["low"] < 0.25 < mine["high"]
-    assert mine["rule"] == "v(mine) > 0.5" and "mean 0.25" in mine["reason"]
-    assert ln["verdict"] == "supported" and ln["mean"] == pytest.approx(0.91)
+    assert mine.verdict == "refuted" and mine.values == (0.2, 0.3, 0.25)
+    assert mine.mean == pytest.approx(0.25) and mine.low < 0.25 < mine.high
+    assert mine.full_rule == "v(mine) > 0.5" and "mean 0.25" in mine.reason
+    assert (mine.id, mine.tier, mine.evidence["reads"]) == ("c-level", "cpu", [0.2, 0.3, 0.25])
+    assert ln.verdict == "supported" and ln.mean == pytest.approx(0.91)
     paired = table["layernorm"]["vs_none"]
-    assert paired["values"] == pytest.approx([0.4, 0.39, 0.43]) and paired["verdict"] == "supported"
-    assert table["mine"]["vs_none"] == {"verdict": "n/a", "rule": "v(mine) - v(none) > 0"}
+    assert paired.values == pytest.approx([0.4, 0.39, 0.43]) and paired.verdict == "supported"
+    na = table["mine"]["vs_none"]
+    assert (na.verdict, na.full_rule, na.values) == ("n/a", "v(mine) - v(none) > 0", ())
+    assert scorecard.as_json(table, PARTS)["mine"]["vs_none"] == {
+        "verdict": "n/a", "rule": "v(mine) - v(none) > 0"}
     assert list(table) == ["mine", "layernorm"]
 
 
@@ -727,7 +731,7 @@ def test_committed_builtin_cells_stand_in_for_their_runs_where_made_alike(tmp_pa
                             for c in p.configs}
     env = {"device": "cpu (X, Y)", "threads": "1", "torch": "t", "autocast": "off"}
     builtin = scorecard.plan(["layernorm", "none"], statistics=stats)
-    body = {"norms": scorecard.cells(builtin, records_of(builtin), stats),
+    body = {"norms": scorecard.as_json(scorecard.cells(builtin, records_of(builtin), stats), stats),
             "provenance": {"code": scorecard.code_digest(), "environments": [env]}}
     (tmp_path / "scorecard-builtin-cpu.json").write_text(json.dumps(body))
     full = scorecard.plan(["mine", "layernorm", "none"], statistics=stats)
@@ -741,7 +745,7 @@ def test_committed_builtin_cells_stand_in_for_their_runs_where_made_alike(tmp_pa
     assert set(asked) == every_run  # the environment each of its runs would train in
     assert {norm_of(c) for c in user.configs} == {"mine"}  # only the user's runs train
     assert scorecard.cells(user, records_of(user), stats) == table
-    assert table["mine"]["vs"]["values"] == pytest.approx([-0.3, -0.22, -0.24])  # paired by seed
+    assert table["mine"]["vs"].values == pytest.approx([-0.3, -0.22, -0.24])  # paired by seed
 
     elsewhere = {**env, "device": "cpu (AVX2, AMD)"}
     assert scorecard.committed(user, lambda cfg: elsewhere, tmp_path) == (
@@ -821,9 +825,9 @@ def test_the_committed_builtin_scorecard_is_stale_when_its_code_runs_rules_or_ce
 def test_a_diverged_seed_is_nan_and_leaves_its_cell_inconclusive_and_said():
     _, table = judged(diverge={("mine", 1), ("mine", 2)})
     cell = table["mine"]["level"]
-    assert math.isnan(cell["values"][1]) and cell["verdict"] == "inconclusive"
-    assert cell["diverged"] == 2 and scorecard.cell_text(cell) == "diverged (2 of 3 seeds)"
-    assert table["layernorm"]["level"]["diverged"] == 0
+    assert math.isnan(cell.values[1]) and cell.verdict == "inconclusive"
+    assert cell.evidence["diverged"] == 2 and scorecard.cell_text(cell) == "diverged (2 of 3 seeds)"
+    assert table["layernorm"]["level"].evidence["diverged"] == 0
     assert scorecard.cell_text(table["layernorm"]["level"]) == "0.91 +"
 
 
@@ -998,9 +1002,11 @@ def test_the_table_in_text_and_markdown_and_the_legend():
         "           level       vs_none     ",
         "mine       0.25 x      n/a         ",
         "layernorm  0.91 +      0.407 +     "]
-    wide = json.loads(json.dumps(table))
-    wide["mine"]["level"].update(out_of_range=True, mean=1.55)
-    wide["mine"]["vs_none"] = dict(wide["layernorm"]["vs_none"], diverged=2)
+    wide = {norm: dict(row) for norm, row in table.items()}
+    wide["mine"]["level"] = dataclasses.replace(wide["mine"]["level"], verdict="out of range",
+                                                mean=1.55)
+    ref = wide["layernorm"]["vs_none"]
+    wide["mine"]["vs_none"] = dataclasses.replace(ref, evidence={**ref.evidence, "diverged": 2})
     lines = scorecard.as_text(wide, PARTS).splitlines()
     assert lines[1] == "mine       1.55 out of range  diverged (2 of 3 seeds)  "
     assert lines[2].index("0.407") == lines[1].index("diverged")  # the columns line up
@@ -1014,7 +1020,7 @@ def test_the_table_in_text_and_markdown_and_the_legend():
         "| norm | level | vs_none |\n|---|---|---|\n| mine | 0.25 x [0.126, 0.374] | n/a |\n"
         "| layernorm | 0.91 + [0.885, 0.935] | 0.407 + [0.355, 0.458] |\n\nmean over seeds [")
     assert "\n- level: v(N) > 0.5  (claim c-level" in md and md.endswith("CPU tier)\n")
-    assert scorecard.cell_text({"verdict": "inconclusive", "mean": 1234.5}) == "1.23e+03 ?"
+    assert scorecard.cell_text(Verdict(verdict="inconclusive", mean=1234.5)) == "1.23e+03 ?"
 
 
 def test_the_written_files_and_the_figure(tmp_path):
@@ -1039,10 +1045,10 @@ def test_the_written_files_and_the_figure(tmp_path):
                                                  [shades.index("supported")] * 2]
     mine, ln = table["mine"]["level"], table["layernorm"]["level"]
     assert [t.get_text() for t in ax.texts] == [
-        f"0.25 x\n[{mine['low']:.3g}, {mine['high']:.3g}]", "n/a",
-        f"0.91 +\n[{ln['low']:.3g}, {ln['high']:.3g}]",
-        f"0.407 +\n[{table['layernorm']['vs_none']['low']:.3g}, "
-        f"{table['layernorm']['vs_none']['high']:.3g}]"]
+        f"0.25 x\n[{mine.low:.3g}, {mine.high:.3g}]", "n/a",
+        f"0.91 +\n[{ln.low:.3g}, {ln.high:.3g}]",
+        f"0.407 +\n[{table['layernorm']['vs_none'].low:.3g}, "
+        f"{table['layernorm']['vs_none'].high:.3g}]"]
     assert [t.get_text() for t in ax.get_yticklabels()] == ["mine", "layernorm"]
     assert [t.get_text() for t in ax.get_xticklabels()] == ["\nv(N) > 0.5", "\nv(N) - v(none) > 0"]
     plt.close(fig)
@@ -1203,8 +1209,8 @@ def test_a_statistic_the_kind_does_not_take_leaves_the_rest_of_its_row_judged():
     norm_of = lambda c: "mine" if c.model.d == 5 else c.model.norm  # noqa: E731
     records = {c: made(c, VALUES[norm_of(c), c.train.seed]) for c in plan.configs}
     table = scorecard.cells(plan, records, flipped)
-    assert table["mine"]["vs_none"]["verdict"] == "n/a"
-    assert table["mine"]["level"]["verdict"] == "refuted"
+    assert table["mine"]["vs_none"].verdict == "n/a"
+    assert table["mine"]["level"].verdict == "refuted"
     rs = [made(small_cfg("none", 0), 0.7)]
     halve = Statistic("half", "c-h", PARTS[0].rule, PARTS[0].configs,
                                 lambda rs, v: rs[0].metrics["v"] / {"": 2}[v])
@@ -1259,14 +1265,14 @@ def test_a_value_beyond_every_builtin_kinds_is_flagged_out_of_range_not_green(tm
                for c in plan.configs}  # mine: 1.2, 1.3, 1.25
     table = scorecard.cells(plan, records, PARTS, reach={"level": (0.1, 0.95)})
     cell = table["mine"]["level"]
-    assert cell["verdict"] == "out of range" and cell["out_of_range"] == [0.1, 0.95]
-    assert cell["rule_verdict"] == "supported"  # what the rule alone says, kept beside it
+    assert cell.verdict == "out of range" and cell.evidence["out_of_range"] == [0.1, 0.95]
+    assert cell.evidence["rule_verdict"] == "supported"  # what the rule alone says, beside it
     assert scorecard.cell_text(cell) == "1.25 out of range"
     assert scorecard.shade(cell, True) == "out of range"
-    assert "out_of_range" not in table["layernorm"]["level"]  # 0.91: inside
+    assert "out_of_range" not in table["layernorm"]["level"].evidence  # 0.91: inside
     table = scorecard.cells(plan, records, PARTS, reach={"level": (0.0, 0.5)})
-    assert "out_of_range" not in table["layernorm"]["level"]  # a built-in row is never flagged
-    assert scorecard.cells(plan, records, PARTS)["mine"]["level"].get("out_of_range") is None
+    assert "out_of_range" not in table["layernorm"]["level"].evidence  # a built-in row: never
+    assert "out_of_range" not in scorecard.cells(plan, records, PARTS)["mine"]["level"].evidence
     assert set(scorecard.builtin_reach("cpu")) == {s.name for s in catalog.declared()}
 
 
@@ -1277,7 +1283,10 @@ def test_the_files_are_written_into_a_new_nested_folder_and_over_old_ones(tmp_pa
     for _ in range(2):  # a folder that does not exist yet, then the same folder again
         paths = scorecard.write(out, table, prov, PARTS)
     text = paths[0].read_text()
-    assert text == json.dumps({"norms": table, "provenance": prov}, indent=1) + "\n"
+    assert text == json.dumps({"norms": scorecard.as_json(table, PARTS), "provenance": prov},
+                              indent=1) + "\n"
+    assert scorecard.of_json(json.loads(text)["norms"])["mine"]["level"].mean == \
+        table["mine"]["level"].mean
     assert list(json.loads(text)["norms"]) == list(table)  # the rows as the page shows them
     assert text.startswith('{\n "norms": {\n  "mine": {')
     from PIL import Image
@@ -1291,7 +1300,7 @@ def test_the_committed_builtin_scorecard_page_is_what_its_json_makes():
     gallery = scorecard.Path(__file__).parents[1] / "claims" / "gallery"
     body = json.loads((gallery / "scorecard-builtin-cpu.json").read_text())
     page = (gallery / "scorecard-builtin-cpu.md").read_text()
-    assert page == scorecard.markdown_page(body["norms"], body["provenance"])
+    assert page == scorecard.markdown_page(scorecard.of_json(body["norms"]), body["provenance"])
     assert "| layernorm |" in page and "| batchnorm | n/a |" in page
 
 
@@ -1439,10 +1448,10 @@ def test_a_mean_on_the_edge_of_the_builtin_range_is_inside_it():
     plan, _ = judged()
     norm_of = lambda c: "mine" if c.model.d == 5 else c.model.norm  # noqa: E731
     records = {c: made(c, VALUES[norm_of(c), c.train.seed]) for c in plan.configs}
-    mean = scorecard.cells(plan, records, PARTS)["mine"]["level"]["mean"]
+    mean = scorecard.cells(plan, records, PARTS)["mine"]["level"].mean
     for span in ((mean, 0.5), (0.1, mean), (0.1, 0.5)):
         cell = scorecard.cells(plan, records, PARTS, reach={"level": span})["mine"]["level"]
-        assert "out_of_range" not in cell, span
+        assert "out_of_range" not in cell.evidence, span
 
 
 def test_estimate_looks_each_run_and_its_twin_up_on_the_runs_data(tmp_path, monkeypatch):
@@ -1466,12 +1475,12 @@ def test_estimate_looks_each_run_and_its_twin_up_on_the_runs_data(tmp_path, monk
 
 
 def test_shade_colours_a_judged_row_by_verdict_and_a_reference_row_grey():
-    assert scorecard.shade({"verdict": "n/a"}, True) == scorecard.shade({"verdict": "n/a"},
-                                                                          False) == "n/a"
-    assert scorecard.shade({"verdict": "refuted"}, False) == "reference"
-    assert scorecard.shade({"verdict": "refuted"}, True) == "refuted"
-    assert scorecard.shade({"verdict": "out of range", "rule_verdict": "supported",
-                            "out_of_range": [0, 1]}, True) == "out of range"
+    na, refuted = Verdict(verdict="n/a"), Verdict(verdict="refuted")
+    assert scorecard.shade(na, True) == scorecard.shade(na, False) == "n/a"
+    assert scorecard.shade(refuted, False) == "reference"
+    assert scorecard.shade(refuted, True) == "refuted"
+    assert scorecard.shade(Verdict(verdict="out of range", evidence={
+        "rule_verdict": "supported", "out_of_range": [0, 1]}), True) == "out of range"
     assert set(scorecard.COLOURS) == {"reference", "n/a", "refuted", "inconclusive", "supported",
                                       "out of range"}
 
