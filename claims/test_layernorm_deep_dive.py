@@ -16,7 +16,15 @@ import pytest
 import torch
 
 from normsys.claims import figures
-from normsys.claims.declaration import Declaration, Experiment, Statistic, by_norm, metric, single
+from normsys.claims.declaration import (
+    Declaration,
+    Experiment,
+    NormArm,
+    Statistic,
+    by_norm,
+    metric,
+    single,
+)
 from normsys.claims.experiments import log10_grad_ratio, tanh_mlp, weight_grad_profile
 from normsys.claims.params import tiers
 from normsys.claims.testing import (
@@ -119,7 +127,8 @@ def steps_to_90(records, variant: str = "") -> float:
 GRAD_RATIO_VS_NONE = Statistic(
     "grad_ratio_vs_none", "ld-layernorm-prevents-vanishing-gradients", prevents_vanishing,
     lambda n, s, t, v: [tanh_mlp(s, t, n)], log10_grad_ratio,
-    versus="none", pairing="own - versus", own_seeds=5, words="gradient flow vs no norm",
+    versus="none", pairing="own - versus", versus_arm="plain", own_seeds=5,
+    words="gradient flow vs no norm",
     source=SOURCE,
     statement="LayerNorm after each layer of a 10-layer tanh MLP (no residuals) prevents vanishing "
               "gradients at init (ratio = ||grad W_1|| / ||grad W_10||): {rule}, paired.")
@@ -231,7 +240,8 @@ HELPS_LSTM = Declaration(
     "ld-layernorm-helps-lstm", Rule("val_loss(plain) - val_loss(LN-LSTM)", ">", 0.0),
     source=SOURCE,
     statement="Layer normalization helps an LSTM after 1,000 steps: {rule}, paired.",
-    experiment=Experiment(by_norm(single(lstm), "none", "layernorm"), metric(VAL_LOSS)))
+    experiment=Experiment({"plain": NormArm(single(lstm), "none"),
+                           "LN-LSTM": NormArm(single(lstm), "layernorm")}, metric(VAL_LOSS)))
 
 
 @pytest.mark.slow  # six 1,000-step LSTM runs, ~2 min each on one core
@@ -246,7 +256,8 @@ BEATS_BN_LSTM = Declaration(
     source=SOURCE,
     statement="In an LSTM, LayerNorm beats BatchNorm (statistics per time step) after 1,000 steps: "
               "{rule}, paired.",
-    experiment=Experiment(by_norm(single(lstm), "batchnorm", "layernorm"), metric(VAL_LOSS)))
+    experiment=Experiment({"BN-LSTM": NormArm(single(lstm), "batchnorm"),
+                           "LN-LSTM": NormArm(single(lstm), "layernorm")}, metric(VAL_LOSS)))
 
 
 @pytest.mark.slow  # three more 1,000-step LSTM runs (and the LayerNorm three of the claim above)
@@ -261,7 +272,8 @@ BEATS_BN_TRANSFORMER = Declaration(
     source=SOURCE,
     statement="In a pre-norm Transformer block (a character LM), LayerNorm beats BatchNorm in both "
               "norm places after 500 steps: {rule}, paired.",
-    experiment=Experiment(by_norm(single(tblock_lm), "batchnorm", "layernorm"), metric(VAL_LOSS)))
+    experiment=Experiment({"BN": NormArm(single(tblock_lm), "batchnorm"),
+                           "LN": NormArm(single(tblock_lm), "layernorm")}, metric(VAL_LOSS)))
 
 
 @pytest.mark.parametrize("tier", tiers())
@@ -373,5 +385,5 @@ def test_control_vanishing_gradient_rule_flips_when_the_sides_swap(run):
     plain = [weight_grad_profile(run(tanh_mlp(s, norm="none"))) for s in CONTROL_SEEDS]
     ratios = [[dg.log10_ratio(p) for p in side] for side in (ln, plain)]
     claimed = GRAD_RATIO_VS_NONE.declaration
-    assert claimed.verdict({"layernorm": ratios[0], "none": ratios[1]}).verdict == SUPPORTED
-    assert claimed.verdict({"layernorm": ratios[1], "none": ratios[0]}).verdict == REFUTED
+    assert claimed.verdict({"layernorm": ratios[0], "plain": ratios[1]}).verdict == SUPPORTED
+    assert claimed.verdict({"layernorm": ratios[1], "plain": ratios[0]}).verdict == REFUTED

@@ -62,7 +62,7 @@ def test_the_runs_of_every_arm_and_seed_are_asked_for_in_one_call_in_order():
     assert got == {"a": [[("paper", "-x", 0, 0), ("paper", "-x", 0, 1)],
                          [("paper", "-x", 1, 0), ("paper", "-x", 1, 1)]],
                    "b": [[("paper", "-x", 0, 2)], [("paper", "-x", 1, 2)]]}
-    declared = Declaration("c-ab", Rule("v", ">", 0.0), "t", "{rule}", experiment=exp)
+    declared = Declaration("c-ab", Rule("v(a) - v(b)", ">", 0.0), "t", "{rule}", experiment=exp)
     assert declared.records(fetch, [0, 1], "paper", "-x") == exp.records(fetch, [0, 1], "paper",
                                                                         "-x")
     assert declared.records(fetch, [1], "cpu")["b"] == [[record(("cpu", "", 1, 2))]]
@@ -205,9 +205,11 @@ def test_norm_arms_put_their_norm_in_and_single_makes_one_run_per_seed():
 ])
 def test_a_statistic_declares_its_arms_in_the_order_its_pairing_subtracts(pairing, order,
                                                                           combined):
-    stat = Statistic("v", "c-v", lambda n: Rule(f"v({n})", ">", 0.0),
-                               single(lambda n, s, t: (n, s)), metric("v"), versus="none",
-                               pairing=pairing, claim_norm="mine")
+    sides = {"own - versus": "v({}) - v(none)", "versus - own": "v(none) - v({})"}
+    stat = Statistic("v", "c-v", lambda n: Rule(sides.get(pairing, "v({}) / v(none)").format(n),
+                                                ">", 0.0),
+                     single(lambda n, s, t: (n, s)), metric("v"), versus="none",
+                     pairing=pairing, claim_norm="mine")
     exp = stat.declaration.experiment
     assert list(exp.arms) == order and (exp.combine is not None) == combined
     assert exp == stat.experiment("mine")  # the same experiment each time it is made
@@ -262,7 +264,7 @@ def test_a_claim_plans_its_first_look_from_its_declared_experiment():
         return [(c.model.norm, {8: "cpu", 16: "paper"}[c.model.d], c.train.seed, c.train.steps)
                 for c in configs]
 
-    declared = Declaration("c-x", Rule("v", ">", 0), "src", "statement",
+    declared = Declaration("c-x", Rule("v(a) - v(b)", ">", 0), "src", "statement",
                            experiment=Experiment({"a": made("layernorm"), "b": made("none")},
                                                  reads=metric("v")))
     item = claim_item(declared, variant="-long")
@@ -361,3 +363,17 @@ def test_an_arm_or_a_reading_that_cannot_take_its_arguments_is_said_naming_the_c
                                         r"reads\(records, variant\)"):
         Declaration("c-x", Rule("v", ">", 0), "t", "{rule}",
                     experiment=Experiment({"a": lambda s, t, v: []}, lambda records: 0.0))
+
+
+def test_a_paired_rule_names_the_arms_it_pairs_first_minus_second():
+    arms = {"a": lambda s, t, v: [s], "b": lambda s, t, v: [s]}
+    Declaration("c-ab", Rule("v(a) - v(b)", ">", 0), "t", "{rule}",
+                experiment=Experiment(arms, metric("v")))
+    for statistic in ("v(b) - v(a)", "v(a) - v(plain)", "v", "v(a) / v(b)"):
+        with pytest.raises(ValueError, match=r"claim c-ab: its rule's statistic .* must name the "
+                                             r"arms it pairs, first minus second: "
+                                             r"'<value>\(a\) - <value>\(b\)'"):
+            Declaration("c-ab", Rule(statistic, ">", 0), "t", "{rule}",
+                        experiment=Experiment(arms, metric("v")))
+    Declaration("c-ab", Rule("v(a) / v(b)", ">", 0), "t", "{rule}",  # combined: its own words
+                experiment=Experiment(arms, metric("v"), combine=lambda a, b: a / b))

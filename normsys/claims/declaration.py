@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -160,6 +161,13 @@ class Declaration:
             except TypeError as err:
                 raise TypeError(f"claim {self.id}: its {what} must be callable as {takes} "
                                 f"({err})") from None
+        if exp is not None and exp.combine is None and len(exp.arms) == 2:
+            first, second = exp.arms  # the rule names the sides it pairs as the arms are named
+            sides = re.fullmatch(r"(.+)\((.+)\) - (.+)\((.+)\)", self.rule.statistic)
+            if sides is None or (sides[2], sides[4]) != (first, second):
+                raise ValueError(f"claim {self.id}: its rule's statistic {self.rule.statistic!r} "
+                                 f"must name the arms it pairs, first minus second: "
+                                 f"'<value>({first}) - <value>({second})'")
 
     def text(self) -> str:
         """The statement with the rule written in."""
@@ -247,6 +255,7 @@ class Statistic:
     value: Callable[..., float | dict[str, float]]  # (one seed's records, variant)
     versus: str = ""
     pairing: str = ""
+    versus_arm: str = ""  # the reference's arm as the rule names it, where not by its kind
     claim_norm: str = "layernorm"  # the kind the claim itself is about
     own_seeds: int | None = None  # the claim's own seed count at every tier, if any
     words: str = ""  # the column's name in words, for the figure
@@ -274,7 +283,8 @@ class Statistic:
         own = NormArm(self.configs, norm)
         if not self.versus:
             return Experiment({norm: own}, self.value)
-        versus = self.versus if norm != self.versus else f"{norm} (reference)"
+        versus = (self.versus_arm or self.versus) if norm != self.versus else \
+            f"{norm} (reference)"
         reference = NormArm(self.configs, self.versus)
         if self.pairing == "versus - own":
             return Experiment({versus: reference, norm: own}, self.value)
