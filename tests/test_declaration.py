@@ -85,7 +85,8 @@ def test_the_arms_and_reads_are_given_the_variant_the_claim_itself_by_default():
     assert declared.records(fetch_values, [1], "cpu")["a"][0][0].metrics == {"v": 1.2}
     checked(exp, Rule("v", ">", 0.0))
     by_norm(lambda n, s, t, v: seen.append(v) or [], "x")["x"](0, "cpu")
-    assert seen == ["-x"] * 2 + [""] * 9  # every call but the first two left the variant out
+    assert seen == ["-x"] * 2 + [""] * 13  # every call but the first two left the variant out
+    # (four of them the two declarations' own, checking the arm at each tier)
     assert declared.records(fetch_values, [0, 2], "paper", "-x") == \
         exp.records(fetch_values, [0, 2], "paper", "-x")
 
@@ -377,3 +378,14 @@ def test_a_paired_rule_names_the_arms_it_pairs_first_minus_second():
                         experiment=Experiment(arms, metric("v")))
     Declaration("c-ab", Rule("v(a) / v(b)", ">", 0), "t", "{rule}",  # combined: its own words
                 experiment=Experiment(arms, metric("v"), combine=lambda a, b: a / b))
+
+
+def test_an_arm_that_makes_no_config_is_said_naming_the_claim_when_it_is_declared():
+    from normsys.training.config import preset
+
+    for changes, says in (({"model.nope": 1}, "unknown config key 'model.nope'"),
+                          ({"model.norm": "nonorm"}, "unknown norm kind 'nonorm'")):
+        arm = lambda seed, tier, variant, changes=changes: [preset("mlp", tier, **changes)]  # noqa: E731
+        with pytest.raises(ValueError, match=f"claim c-x: its arm 'a' at the cpu tier: {says}"):
+            Declaration("c-x", Rule("v", ">", 0), "t", "{rule}",
+                        experiment=Experiment({"a": arm}, metric("v")))

@@ -161,6 +161,13 @@ class Declaration:
             except TypeError as err:
                 raise TypeError(f"claim {self.id}: its {what} must be callable as {takes} "
                                 f"({err})") from None
+        for name, make in {} if exp is None else {**exp.arms, **exp.evidence}.items():
+            for tier in params.SEEDS:  # an unknown preset, field or norm kind: said here
+                try:
+                    make(0, tier, "")
+                except (KeyError, ValueError) as err:
+                    raise ValueError(f"claim {self.id}: its arm {name!r} at the {tier} tier: "
+                                     f"{err.args[0] if err.args else err}") from None
         if exp is not None and exp.combine is None and len(exp.arms) == 2:
             first, second = exp.arms  # the rule names the sides it pairs as the arms are named
             sides = re.fullmatch(r"(.+)\((.+)\) - (.+)\((.+)\)", self.rule.statistic)
