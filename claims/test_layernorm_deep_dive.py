@@ -130,8 +130,9 @@ GRAD_RATIO_VS_NONE = Statistic(
     versus="none", pairing="own - versus", versus_arm="plain", own_seeds=5,
     words="gradient flow vs no norm",
     source=SOURCE,
-    statement="LayerNorm after each layer of a 10-layer tanh MLP (no residuals) prevents vanishing "
-              "gradients at init (ratio = ||grad W_1|| / ||grad W_10||): {rule}, paired.")
+    statement="LayerNorm after each layer of a {model.layers}-layer tanh MLP (no residuals) "
+              "prevents vanishing gradients at init (ratio = ||grad W_1|| / ||grad W_10||): "
+              "{rule}, paired.")
 DECORRELATION = Statistic(
     "decorrelation", "ld-layernorm-decorrelates", decorrelates,
     single(one_mlp), correlation,
@@ -210,8 +211,8 @@ def test_layernorm_speeds_convergence(claim, runs, tier):
 SMALL_BATCH = Declaration(
     "ld-layernorm-small-batch", Rule("test_acc(layernorm) - test_acc(batchnorm)", ">", 0.02),
     source=SOURCE,
-    statement="With batch size 4, LayerNorm beats BatchNorm (eval mode, running statistics) after "
-              "2,000 steps: {rule}, paired.",
+    statement="With batch size {train.batch_size}, LayerNorm beats BatchNorm (eval mode, running "
+              "statistics) after {train.steps:,} steps: {rule}, paired.",
     experiment=Experiment(by_norm(single(lambda n, s, t: mlp(n, s, 4, 2000, t)),
                                   "layernorm", "batchnorm"), metric(TEST_ACC)))
 
@@ -225,7 +226,8 @@ def test_layernorm_small_batch(claim, runs, tier):
 BN_WINS_CNN = Declaration(
     "ld-batchnorm-wins-cnn-large-batch", Rule("test_acc(batchnorm) - test_acc(layernorm)", ">", 0.0),
     source=SOURCE,
-    statement="In a CNN with batch 128, BatchNorm beats LayerNorm after 1 epoch: {rule}, paired.",
+    statement="In a CNN with batch {train.batch_size}, BatchNorm beats LayerNorm after "
+              "{train.epochs} epoch: {rule}, paired.",
     experiment=Experiment(by_norm(single(cnn), "batchnorm", "layernorm"), metric(TEST_ACC)))
 
 
@@ -239,7 +241,7 @@ def test_batchnorm_wins_cnn_large_batch(claim, runs, tier):
 HELPS_LSTM = Declaration(
     "ld-layernorm-helps-lstm", Rule("val_loss(plain) - val_loss(LN-LSTM)", ">", 0.0),
     source=SOURCE,
-    statement="Layer normalization helps an LSTM after 1,000 steps: {rule}, paired.",
+    statement="Layer normalization helps an LSTM after {train.steps:,} steps: {rule}, paired.",
     experiment=Experiment({"plain": NormArm(single(lstm), "none"),
                            "LN-LSTM": NormArm(single(lstm), "layernorm")}, metric(VAL_LOSS)))
 
@@ -254,8 +256,8 @@ def test_layernorm_helps_lstm(claim, runs, tier):
 BEATS_BN_LSTM = Declaration(
     "ld-layernorm-beats-batchnorm-lstm", Rule("val_loss(BN-LSTM) - val_loss(LN-LSTM)", ">", 0.0),
     source=SOURCE,
-    statement="In an LSTM, LayerNorm beats BatchNorm (statistics per time step) after 1,000 steps: "
-              "{rule}, paired.",
+    statement="In an LSTM, LayerNorm beats BatchNorm (statistics per time step) after "
+              "{train.steps:,} steps: {rule}, paired.",
     experiment=Experiment({"BN-LSTM": NormArm(single(lstm), "batchnorm"),
                            "LN-LSTM": NormArm(single(lstm), "layernorm")}, metric(VAL_LOSS)))
 
@@ -271,7 +273,7 @@ BEATS_BN_TRANSFORMER = Declaration(
     "ld-layernorm-beats-batchnorm-transformer", Rule("val_loss(BN) - val_loss(LN)", ">", 0.0),
     source=SOURCE,
     statement="In a pre-norm Transformer block (a character LM), LayerNorm beats BatchNorm in both "
-              "norm places after 500 steps: {rule}, paired.",
+              "norm places after {train.steps} steps: {rule}, paired.",
     experiment=Experiment({"BN": NormArm(single(tblock_lm), "batchnorm"),
                            "LN": NormArm(single(tblock_lm), "layernorm")}, metric(VAL_LOSS)))
 
@@ -285,7 +287,8 @@ def test_layernorm_beats_batchnorm_transformer(claim, runs, tier):
 IMPROVES_ACCURACY = Declaration(
     "ld-layernorm-improves-final-accuracy", Rule("test_acc(layernorm) - test_acc(none)", ">", 0.0),
     source=SOURCE,
-    statement="LayerNorm improves the MLP's final accuracy after 1 epoch: {rule}, paired.",
+    statement="LayerNorm improves the MLP's final accuracy after {train.epochs} epoch: {rule}, "
+              "paired.",
     experiment=Experiment(by_norm(single(one_mlp), "layernorm", "none"), metric(TEST_ACC)))
 
 

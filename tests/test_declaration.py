@@ -21,6 +21,7 @@ from normsys.claims.declaration import (
     single,
 )
 from normsys.claims.verdict import Rule
+from normsys.training.config import preset
 
 
 def record(value):
@@ -85,8 +86,9 @@ def test_the_arms_and_reads_are_given_the_variant_the_claim_itself_by_default():
     assert declared.records(fetch_values, [1], "cpu")["a"][0][0].metrics == {"v": 1.2}
     checked(exp, Rule("v", ">", 0.0))
     by_norm(lambda n, s, t, v: seen.append(v) or [], "x")["x"](0, "cpu")
-    assert seen == ["-x"] * 2 + [""] * 13  # every call but the first two left the variant out
-    # (four of them the two declarations' own, checking the arm at each tier)
+    # every call but the first two left the variant out (the declarations' own among them: each
+    # checks its arms, and the settings its statement quotes, at each tier)
+    assert seen[:2] == ["-x"] * 2 and set(seen[2:]) == {""} and len(seen) > 9
     assert declared.records(fetch_values, [0, 2], "paper", "-x") == \
         exp.records(fetch_values, [0, 2], "paper", "-x")
 
@@ -389,3 +391,23 @@ def test_an_arm_that_makes_no_config_is_said_naming_the_claim_when_it_is_declare
         with pytest.raises(ValueError, match=f"claim c-x: its arm 'a' at the cpu tier: {says}"):
             Declaration("c-x", Rule("v", ">", 0), "t", "{rule}",
                         experiment=Experiment({"a": arm}, metric("v")))
+
+
+def test_a_statement_quotes_its_settings_from_its_config_and_the_same_at_every_tier():
+    def arm(steps):
+        return lambda seed, tier, variant: [preset("mlp", tier, **{
+            "train.steps": steps[tier], "train.seed": seed})]
+
+    same = Experiment({"a": arm({"cpu": 2000, "paper": 2000})}, metric("v"))
+    declared = Declaration("c-x", Rule("v", ">", 0), "t", "after {train.steps:,} steps: {rule}",
+                           experiment=same)
+    assert declared.text() == declared.text("paper") == "after 2,000 steps: v > 0"
+    with pytest.raises(ValueError, match=r"claim c-x: its statement quotes settings that differ by "
+                                         r"tier: cpu: after 300 steps: v > 0; paper: after 2,000"):
+        Declaration("c-x", Rule("v", ">", 0), "t", "after {train.steps:,} steps: {rule}",
+                    experiment=Experiment({"a": arm({"cpu": 300, "paper": 2000})}, metric("v")))
+    with pytest.raises(ValueError, match=r"claim c-x: its statement .* names 'nope', which is "
+                                         r"neither \{rule\} nor a setting"):
+        Declaration("c-x", Rule("v", ">", 0), "t", "{nope}: {rule}", experiment=same)
+    with pytest.raises(ValueError, match=r"claim c-x: its statement .* names 'train'"):
+        Declaration("c-x", Rule("v", ">", 0), "t", "{train.steps}: {rule}")  # trains nothing

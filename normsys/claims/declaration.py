@@ -168,6 +168,15 @@ class Declaration:
                 except (KeyError, ValueError) as err:
                     raise ValueError(f"claim {self.id}: its arm {name!r} at the {tier} tier: "
                                      f"{err.args[0] if err.args else err}") from None
+        try:  # one statement for every tier: the settings it quotes are the same at each
+            texts = {tier: self.text(tier) for tier in params.SEEDS}
+        except (KeyError, AttributeError, IndexError, ValueError) as err:
+            raise ValueError(f"claim {self.id}: its statement {self.statement!r} names "
+                             f"{err}, which is neither {{rule}} nor a setting of its first "
+                             f"arm's config ({{model.x}}, {{data.x}}, {{train.x}})") from None
+        if len(set(texts.values())) > 1:
+            raise ValueError(f"claim {self.id}: its statement quotes settings that differ by "
+                             f"tier: " + "; ".join(f"{t}: {x}" for t, x in texts.items()))
         if exp is not None and exp.combine is None and len(exp.arms) == 2:
             first, second = exp.arms  # the rule names the sides it pairs as the arms are named
             sides = re.fullmatch(r"(.+)\((.+)\) - (.+)\((.+)\)", self.rule.statistic)
@@ -176,9 +185,14 @@ class Declaration:
                                  f"must name the arms it pairs, first minus second: "
                                  f"'<value>({first}) - <value>({second})'")
 
-    def text(self) -> str:
-        """The statement with the rule written in."""
-        return self.statement.format(rule=self.rule)
+    def text(self, tier: str = next(iter(params.SEEDS))) -> str:
+        """The statement with the rule and the settings it quotes written in: ``{rule}``, and
+        ``{train.steps:,}``, ``{model.layers}``... from the config of the first arm's first run
+        at ``tier`` (its seed aside)."""
+        first = next(iter(self.experiment.arms.values()))(0, tier, "") if self.experiment else []
+        cfg = first[0] if first and isinstance(first[0], RunConfig) else None
+        settings = {"model": cfg.model, "data": cfg.data, "train": cfg.train} if cfg else {}
+        return self.statement.format(rule=self.rule, **settings)
 
     @property
     def mark(self):
