@@ -124,7 +124,7 @@ def test_an_entry_that_does_not_follow_from_itself_is_an_error_naming_it(tmp_pat
     assert says in ledger.follows(bad)
     r = ledger.Record("c-1", {bad.key: bad}, {"cpu": bad.key}, bad.full_rule)
     with pytest.raises(ledger.LedgerError, match=r"entry '.*' of c-1 does not follow"):
-        ledger.check(r, tmp_path / "c-1.json")
+        ledger.verify(r, tmp_path / "c-1.json")
 
 
 def test_an_entry_that_took_more_looks_than_its_values_needed_does_not_follow():
@@ -177,12 +177,12 @@ def test_a_rule_neither_registered_nor_amended_is_an_error(tmp_path):
     with pytest.raises(ledger.LedgerError, match="neither the registered rule .* nor an "
                                                  "amendment's: a changed rule is recorded with "
                                                  "--claims-amend"):
-        ledger.check(r, tmp_path / "c-1.json")
+        ledger.verify(r, tmp_path / "c-1.json")
     chain = ledger.Record("c-1", {e.key: e}, {"cpu": e.key}, e.full_rule,
                           [ledger.Amendment("2026-11-27", "kappa >= 0.7", "kappa >= 0.9", "x")])
     with pytest.raises(ledger.LedgerError, match="starts from 'kappa >= 0.7', but the rule "
                                                  "before it is 'kappa >= 0.8'"):
-        ledger.check(chain, tmp_path / "c-1.json")
+        ledger.verify(chain, tmp_path / "c-1.json")
 
 
 def test_a_fresh_run_under_a_rule_other_than_the_records_fails_naming_the_amendment():

@@ -236,7 +236,7 @@ def read(path: Path) -> Record:
     except (ValueError, KeyError, TypeError, AttributeError) as err:
         raise LedgerError(f"record {path} cannot be read ({type(err).__name__}: {err}); "
                           f"{again(path)}") from None
-    check(record, path)
+    verify(record, path)
     return record
 
 
@@ -246,7 +246,7 @@ def again(path: Path) -> str:
            f"again with `pytest claims --claims-update` (every environment's entries go with it)"
 
 
-def check(record: Record, path: Path) -> None:
+def verify(record: Record, path: Path) -> None:
     """Raise LedgerError where the record contradicts itself: an entry under a key that is not
     its own, a verdict that does not follow from its values, a rule neither registered nor
     amended, an amendment that does not start from the rule before it, a reference that is not
