@@ -103,7 +103,7 @@ setting of each preset, resolved per tier, closes the page. Verdicts are in
 
 
 @dataclass
-class Entry:
+class Listed:
     """One claim: where it is declared and tested, its variants and its controls."""
 
     declared: Declaration
@@ -113,15 +113,15 @@ class Entry:
     controls: list[str] = field(default_factory=list)
 
 
-def entries(folder: Path = CLAIMS) -> list[Entry]:
+def entries(folder: Path = CLAIMS) -> list[Listed]:
     """Every declared claim of the claim files, in file and test order, with its controls."""
-    found: dict[str, Entry] = {}
+    found: dict[str, Listed] = {}
     controls: dict[str, list[str]] = {}
     for c in collected(folder):
         for cid in c.controls:
             controls.setdefault(cid, []).append(c.test)
         if c.declared is not None:
-            entry = found.setdefault(c.declared.id, Entry(c.declared, c.file, c.test))
+            entry = found.setdefault(c.declared.id, Listed(c.declared, c.file, c.test))
             entry.variants = list(dict.fromkeys([*entry.variants, c.variant]))
     for entry in found.values():
         entry.controls = list(dict.fromkeys(
@@ -167,7 +167,7 @@ def arms_block(arms: Mapping, variants: list[str], head: str, per_variant: str) 
     return lines
 
 
-def section(entry: Entry) -> str:
+def section(entry: Listed) -> str:
     d = entry.declared
     seeds = ", ".join(f"{t} {params.seeds(t, d.seeds)}" + (
         f" (looks at {', '.join(map(str, plan))} while open)" if len(plan) > 1 else "")
@@ -196,7 +196,7 @@ def section(entry: Entry) -> str:
     return "\n".join(lines)
 
 
-def families(found: list[Entry]) -> list[str]:
+def families(found: list[Listed]) -> list[str]:
     """The presets the claims' arms train (their model families), in order of first use."""
     out: dict[str, None] = {}
     for entry in found:
@@ -230,7 +230,7 @@ def page(folder: Path = CLAIMS) -> str:
     """docs/claims.md: the claims of each claim file, as declared, then the presets they train
     with every setting resolved."""
     blocks = [HEAD]
-    by_file: dict[str, list[Entry]] = {}
+    by_file: dict[str, list[Listed]] = {}
     found = entries(folder)
     for entry in found:
         by_file.setdefault(entry.file, []).append(entry)
