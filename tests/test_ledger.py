@@ -534,6 +534,7 @@ def test_setting_changes_list_the_first_few_and_count_the_rest():
 
 def test_seed_spans_and_numbers():
     assert verdict.seed_span([0, 1, 2]) == "0-2" and verdict.seed_span([3]) == "3"
+    assert verdict.seed_span([4, 5]) == "4-5"
     assert verdict.seed_span([0, 2, 5]) == "0,2,5" and verdict.seed_span([]) == "-"
     assert verdict.num(float("nan")) == "nan" and verdict.num(None) == "nan"
     assert verdict.num(0.123456) == "0.1235"
@@ -561,3 +562,22 @@ def test_entries_of_unknown_code_stand_until_an_entry_of_known_code_is_recorded(
     elsewhere = ledger.judge(r, entry((0.9301, 0.9, 0.94), device=INTEL, code="now"))
     assert elsewhere.status in ("across", ledger.MOVED) and "other training code" in \
         elsewhere.message
+
+
+def test_an_entry_read_takes_its_seed_count_and_the_level_of_its_look_from_itself(tmp_path):
+    e = entry((0.5, 0.6, 0.7, 0.65, 0.55), ">= 0.55", plan=[3, 5])
+    read = verdict.Verdict.of_entry(e.entry)
+    assert read.n == 5 and read.confidence == verdict.levels((3, 5))[1] and read == e
+    planless = verdict.Verdict.of_entry({**e.entry, "plan": []})  # one look: the protocol's level
+    assert planless.confidence == verdict.LEVEL and planless.n == 5
+    off_plan = verdict.Verdict.of_entry({**e.entry, "plan": [3, 8]})  # 5 seeds: no look of it
+    assert math.isnan(off_plan.confidence)
+    path = tmp_path / "c-1.json"
+    ledger.write(path, record(e))
+    body = json.loads(path.read_text())  # the entry, with its key, as a plan that took 3 and 8
+    moved = {**body["entries"].pop(e.key), "plan": [3, 8]}
+    body["entries"][off_plan.key] = moved
+    body["reference"]["cpu"] = off_plan.key
+    path.write_text(json.dumps(body))
+    with pytest.raises(ledger.LedgerError, match=r"5 seeds, a look its plan \[3, 8\] does not take"):
+        ledger.read(path)
