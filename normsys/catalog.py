@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import io
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,8 +67,12 @@ def collected(folder: Path = CLAIMS) -> tuple[Collected, ...]:
                          f"statistics are declared there, so the catalog and the scorecard run "
                          f"from a checkout")
     collector = _Collector()
-    with contextlib.redirect_stdout(io.StringIO()) as said:
+    # quiet: what pytest and its plugins say (a warning too) is said only if collecting fails
+    with contextlib.redirect_stdout(io.StringIO()) as said, contextlib.redirect_stderr(said), \
+            warnings.catch_warnings():
+        warnings.simplefilter("ignore")
         code = pytest.main([str(folder), "--collect-only", "-q", "-p", "no:cacheprovider",
+                            "-p", "no:benchmark", "-p", "no:xdist",
                             "--rootdir", str(Path(folder).parent)], plugins=[collector])
     if code != pytest.ExitCode.OK:
         raise ValueError(f"pytest could not collect the claim files in {folder} (exit {code}):\n"

@@ -87,3 +87,17 @@ def test_the_page_closes_with_every_trained_preset_resolved_per_tier():
         cpu, paper = (preset("tanh_mlp", t).flat()[key] for t in ("cpu", "paper"))
         assert f"| `{key}` | `{cpu!r}` | `{paper!r}` |" in tanh
     assert "`train.seed`" not in presets  # each arm's seed is its own
+
+
+def test_reading_the_claims_says_nothing_of_pytest_even_inside_an_xdist_worker():
+    """The catalog collects the claim files with pytest in its own process: what pytest and its
+    plugins would say there (a benchmark plugin's warning about xdist, say) stays unsaid."""
+    import os
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "normsys", "catalog", "--check"],
+                          capture_output=True, text=True, cwd=catalog.CLAIMS.parent,
+                          env={**os.environ, "PYTEST_XDIST_WORKER": "gw0"})
+    assert done.returncode == 0 and done.stderr == "", done.stderr[-2000:]
+    assert done.stdout.strip().endswith("docs/claims.md: up to date")
