@@ -204,9 +204,9 @@ class Verdict:
     def of_entry(cls, entry: dict) -> Verdict:
         """An entry of a claim's record (``RECORDED`` fields) as a Verdict: its seeds' count and
         the level of the look it took (``levels``) made again from its plan."""
-        plan, n = tuple(entry.get("plan") or ()), len(entry.get("values", ()))
-        confidence = levels(plan or (n,))[(plan or (n,)).index(n)] if n in (plan or (n,)) \
-            else math.nan
+        n = len(entry.get("values", ()))
+        plan = tuple(entry.get("plan") or ()) or (n,)  # no plan: one look, at its seeds
+        confidence = levels(plan)[plan.index(n)] if n in plan else math.nan
         return cls(**{k: entry[k] for k in RECORDED if k in entry}, n=n, confidence=confidence)
 
     @property
