@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from normsys.claims import params, verdict
+from normsys.claims import verdict
 from normsys.claims.claim import claim_marker, claim_variant
 from normsys.claims.declaration import Declaration, Statistic
 from normsys.claims.plugin import control_ids
@@ -94,7 +94,7 @@ def declared(folder: Path = CLAIMS) -> tuple[Statistic, ...]:
 
 
 PAGE = Path(__file__).parents[1] / "docs" / "claims.md"
-TIERS = tuple(params.SEEDS)
+TIERS = tuple(verdict.SEEDS)
 
 HEAD = """# The claims, as declared
 
@@ -174,10 +174,9 @@ def arms_block(arms: Mapping, variants: list[str], head: str, per_variant: str) 
 
 def section(entry: Listed) -> str:
     d = entry.declared
-    seeds = ", ".join(f"{t} {params.seeds(t, d.seeds)}" + (
+    seeds = ", ".join(f"{t} {plan[0]}" + (
         f" (looks at {', '.join(map(str, plan))} while open)" if len(plan) > 1 else "")
-        for t in TIERS
-        for plan in [verdict.looks(params.seeds(t, d.seeds), params.MAX_SEEDS[t])])
+        for t in TIERS for plan in [verdict.plan(t, d.seeds)])
     variants = [v for v in entry.variants if v]
     lines = [f"### `{d.id}`", "", f"{d.text()} ({d.source})", "",
              f"- test: `claims/{entry.file}::{entry.test}`; seeds: {seeds}"

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from normsys import __version__
-from normsys.claims import ledger, params, verdict
+from normsys.claims import ledger, verdict
 from normsys.claims.params import Variant
 from normsys.claims.verdict import INCONCLUSIVE, REFUTED, Rule, Verdict, decide
 from normsys.training.data import data_root
@@ -79,12 +79,11 @@ def claim_variant(item: pytest.Item) -> str:
 
 
 def claim_looks(item: pytest.Item, marker: pytest.Mark) -> tuple[int, ...]:
-    """The seed counts the claim decides at (normsys.claims.verdict.looks): its first look is
-    --claims-seeds or its own seeds at its tier; open, it adds seeds up to --claims-max-seeds,
-    or the tier's own most (params.MAX_SEEDS)."""
-    opt, tier = item.config.option, claim_tier(item)
-    first = opt.claims_seeds or params.seeds(tier, marker.kwargs.get("seeds"))
-    return verdict.looks(first, opt.claims_max_seeds or params.MAX_SEEDS[tier])
+    """The seed counts the claim decides at (normsys.claims.verdict.plan) with the session's
+    --claims-seeds and --claims-max-seeds."""
+    opt = item.config.option
+    return verdict.plan(claim_tier(item), marker.kwargs.get("seeds"), opt.claims_seeds,
+                        opt.claims_max_seeds)
 
 
 def planned_configs(item: pytest.Item, ledgers=None) -> list:
@@ -144,6 +143,19 @@ class Claim:
         """Decide on the first ``n`` seeds at ``confidence`` (a look of --claims-max-seeds)."""
         self.seeds = list(range(self.offset, self.offset + n))
         self.confidence, self.final = confidence, n == self.plan[-1]
+
+    def at_looks(self, body: Callable[[], Verdict | None]) -> None:
+        """Run the claim's test ``body`` at each look of its plan until its verdict is decisive
+        or the looks run out (verdict.sequential); the runs of earlier looks come from the
+        cache. An open look ends the body with StillOpen (``_conclude``)."""
+        def decide_at(n: int, confidence: float) -> Verdict:
+            self.at_look(n, confidence)
+            try:
+                return body() or self.decision  # a supported claim returns
+            except StillOpen as open_:
+                return open_.decision
+
+        verdict.sequential(decide_at, self.plan)
 
     def record(self, **evidence) -> None:
         """Attach evidence (numbers, per-seed lists, small dicts) to the report."""

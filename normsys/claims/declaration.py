@@ -31,8 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from normsys.claims import params
-from normsys.claims.verdict import LEVEL, Rule, Verdict, decide
+from normsys.claims.verdict import LEVEL, SEEDS, Rule, Verdict, decide, first_look
 from normsys.training.config import RunConfig
 
 Fetch = Callable[[list], list]  # configs -> their records, in order (the claims' `runs` fixture)
@@ -162,14 +161,14 @@ class Declaration:
                 raise TypeError(f"claim {self.id}: its {what} must be callable as {takes} "
                                 f"({err})") from None
         for name, make in {} if exp is None else {**exp.arms, **exp.evidence}.items():
-            for tier in params.SEEDS:  # an unknown preset, field or norm kind: said here
+            for tier in SEEDS:  # an unknown preset, field or norm kind: said here
                 try:
                     make(0, tier, "")
                 except (KeyError, ValueError) as err:
                     raise ValueError(f"claim {self.id}: its arm {name!r} at the {tier} tier: "
                                      f"{err.args[0] if err.args else err}") from None
         try:  # one statement for every tier: the settings it quotes are the same at each
-            texts = {tier: self.text(tier) for tier in params.SEEDS}
+            texts = {tier: self.text(tier) for tier in SEEDS}
         except (KeyError, AttributeError, IndexError, ValueError) as err:
             raise ValueError(f"claim {self.id}: its statement {self.statement!r} names "
                              f"{err}, which is neither {{rule}} nor a setting of its first "
@@ -185,7 +184,7 @@ class Declaration:
                                  f"must name the arms it pairs, first minus second: "
                                  f"'<value>({first}) - <value>({second})'")
 
-    def text(self, tier: str = next(iter(params.SEEDS))) -> str:
+    def text(self, tier: str = next(iter(SEEDS))) -> str:
         """The statement with the rule and the settings it quotes written in: ``{rule}``, and
         ``{train.steps:,}``, ``{model.layers}``... from the config of the first arm's first run
         at ``tier`` (its seed aside)."""
@@ -292,7 +291,7 @@ class Statistic:
                              f"pairing={self.pairing!r}")
 
     def seeds(self, tier: str) -> list[int]:
-        return list(range(params.seeds(tier, self.own_seeds)))
+        return list(range(first_look(tier, self.own_seeds)))
 
     def applies(self, norm: str) -> bool:
         return norm not in self.excludes

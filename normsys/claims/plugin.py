@@ -37,12 +37,11 @@ from pathlib import Path
 import pytest
 
 from normsys import __version__
-from normsys.claims import ledger, params, verdict, workers
+from normsys.claims import ledger, verdict, workers
 from normsys.claims.claim import (
     PROPERTY,
     Claim,
     ClaimRefuted,
-    StillOpen,
     claim_id,
     claim_looks,
     claim_marker,
@@ -90,11 +89,11 @@ def provenance(config: pytest.Config) -> dict:
 
 
 def _seed_policy() -> str:
-    return ", ".join(f"{n} at the {tier} tier" for tier, n in params.SEEDS.items())
+    return ", ".join(f"{n} at the {tier} tier" for tier, n in verdict.SEEDS.items())
 
 
 def _max_seeds_policy() -> str:
-    return ", ".join(f"{n} at the {tier} tier" for tier, n in params.MAX_SEEDS.items())
+    return ", ".join(f"{n} at the {tier} tier" for tier, n in verdict.MAX_SEEDS.items())
 
 
 # ----------------------------------------------------------------------------- hooks
@@ -159,8 +158,8 @@ def pytest_configure(config: pytest.Config) -> None:
                                 f">= 2 seeds")
     if opt.claims_seed_offset < 0:
         raise pytest.UsageError(f"--claims-seed-offset {opt.claims_seed_offset}: seeds are >= 0")
-    most = max(opt.claims_seeds or 0, *params.SEEDS.values(),
-               opt.claims_max_seeds or max(params.MAX_SEEDS.values()))
+    most = max(opt.claims_seeds or 0, *verdict.SEEDS.values(),
+               opt.claims_max_seeds or max(verdict.MAX_SEEDS.values()))
     if opt.claims_seed_offset + most > MAX_SEED:
         raise pytest.UsageError(f"--claims-seed-offset {opt.claims_seed_offset}: seeds are "
                                 f"below 2**62 (up to {most} seeds from the offset)")
@@ -368,21 +367,12 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_pyfunc_call(pyfuncitem: pytest.Function):
-    """With --claims-max-seeds: run a claim's body at each look until its verdict is decisive or
-    the looks run out (normsys.claims.verdict); the runs of earlier looks come from the cache."""
+    """A claim with more than one look (--claims-max-seeds) runs its body at each: Claim.at_looks."""
     claim = pyfuncitem.funcargs.get("claim")
     if not isinstance(claim, Claim) or len(claim.plan) == 1:
         return None
     args = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
-
-    def decide_at(n: int, confidence: float) -> verdict.Verdict:
-        claim.at_look(n, confidence)
-        try:
-            return pyfuncitem.obj(**args) or claim.decision  # a supported claim returns
-        except StillOpen as open_:
-            return open_.decision
-
-    verdict.sequential(decide_at, claim.plan)
+    claim.at_looks(lambda: pyfuncitem.obj(**args))
     return True
 
 
@@ -587,7 +577,7 @@ class ClaimsSession:
             if (marker := claim_marker(item)) is None or item.get_closest_marker("skip"):
                 continue
             tier = claim_tier(item)
-            first = opt.claims_seeds or params.seeds(tier, marker.kwargs.get("seeds"))
+            first = opt.claims_seeds or verdict.first_look(tier, marker.kwargs.get("seeds"))
             if opt.claims_max_seeds < first:
                 raise pytest.UsageError(f"--claims-max-seeds {opt.claims_max_seeds}: below the "
                                         f"first look of {claim_id(item, marker)} [{tier}], "

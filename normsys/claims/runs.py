@@ -38,7 +38,7 @@ import torch
 from filelock import FileLock, Timeout
 from torch import nn
 
-from normsys.claims import params
+from normsys.claims import verdict
 from normsys.claims.cache import cached_runs, lookup, run_key, writable
 from normsys.claims.progress import SILENT, Progress, label
 from normsys.claims.runtimes import expected_wall, recorded_cost, run_seconds
@@ -466,7 +466,7 @@ def similar_seconds(cfg: RunConfig) -> tuple[float, str] | None:
     """(seconds, device) a run of ``cfg`` took as the run times record, or a run of the same
     configuration on another seed of the most a tier takes (a seed changes what a run computes,
     not what it costs); None where none was timed."""
-    for seed in (cfg.train.seed, *range(max(params.MAX_SEEDS.values()))):
+    for seed in (cfg.train.seed, *range(max(verdict.MAX_SEEDS.values()))):
         if (recorded := run_seconds(cfg.override(**{"train.seed": seed}))) is not None:
             return recorded
     return None

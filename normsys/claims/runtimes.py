@@ -19,7 +19,7 @@ import os
 import re
 from pathlib import Path
 
-from normsys.claims import params
+from normsys.claims import verdict
 from normsys.claims.cache import run_key
 from normsys.training.config import RunConfig
 from normsys.training.provenance import device_name, processor
@@ -91,7 +91,7 @@ def run_seconds(cfg: RunConfig, folder: Path | None = None) -> tuple[float, str]
     """(seconds, device) a run of ``cfg``'s config took as its tier's table records, or another
     tier's (a paper-tier claim may train a config of the CPU tier's data on a GPU), or None."""
     fingerprint = cfg.fingerprint()
-    for tier in sorted(params.SEEDS, key=lambda t: t != cfg.data.tier):
+    for tier in sorted(verdict.SEEDS, key=lambda t: t != cfg.data.tier):
         table = read(tier, folder)
         if (seconds := table.get("runs", {}).get(fingerprint)) is not None:
             return seconds, table["device"]

@@ -371,7 +371,25 @@ def _all_of(verdicts: dict[str, Verdict]) -> Verdict:
 
 # ----------------------------------------------------------------------------- looks
 
+SEEDS = {"cpu": 3, "paper": 5}  # a claim's first look at each tier, unless it names its own
+# The most seeds a claim still open at its first look adds at each tier, at the looks of SCHEDULE
+# (the paper tier: 5 -> 8 -> 13 -> 21); --claims-max-seeds sets another. 0: the tier decides at
+# its first look (the CPU tier: CI trains every claim once).
+MAX_SEEDS = {"cpu": 0, "paper": 21}
 SCHEDULE = (3, 5, 8, 13, 21, 34, 55)  # seeds at which an open claim looks again
+
+
+def first_look(tier: str, own: int | None = None) -> int:
+    """How many seeds a claim first decides on at ``tier``: its own count when it names one (the
+    ``seeds=`` of its declaration), else the tier's (``SEEDS``)."""
+    return own if own is not None else SEEDS[tier]
+
+
+def plan(tier: str, own: int | None = None, first: int | None = None,
+         most: int | None = None) -> tuple[int, ...]:
+    """The looks of a claim at ``tier``: ``first`` seeds (--claims-seeds) or its first look,
+    then, while open, up to ``most`` (--claims-max-seeds) or the tier's ``MAX_SEEDS``."""
+    return looks(first or first_look(tier, own), most or MAX_SEEDS[tier])
 
 
 def looks(first: int, most: int) -> tuple[int, ...]:
