@@ -141,10 +141,25 @@ def test_an_entry_that_took_more_looks_than_its_values_needed_does_not_follow():
 @pytest.mark.parametrize("text,rule", [
     ("> 0.05", Rule("", ">", 0.05)), ("<= -1e-05", Rule("", "<=", -1e-5)),
     ("within (-0.1, 0.1)", Rule("", "within", (-0.1, 0.1))),
-    ("all of 3: >= 0.5", Rule("", ">=", 0.5))])
+    ("all of 3: >= 0.5", Rule("", ">=", 0.5)), ("all of 2 (Holm): < 1", Rule("", "<", 1.0))])
 def test_an_entry_rule_reads_back_as_the_rule_that_wrote_it(text, rule):
     assert ledger.parse_rule(text) == rule
-    assert ledger.parse_rule(text).text == re.sub(r"^all of \d+: ", "", text)
+    assert ledger.parse_rule(text).text == re.sub(r"^all of \d+( \(Holm\))?: ", "", text)
+
+
+def test_an_all_of_entry_follows_at_its_family_level_only_when_its_rule_says_holm():
+    """Refuted at 95% but not at 97.5%: an entry of the old all-of rule (each comparison at its
+    own level) follows as refuted; under Holm the same values are open."""
+    values = [1.7, 1.8, 1.9]  # mean 1.8, sd 0.1: 95% [1.552, 2.048], 97.5% [1.442, 2.158]
+    at95 = verdict.decide(Rule("", "<", 1.5), values)
+    at975 = verdict.decide(Rule("", "<", 1.5), values, family=2)
+    assert at95.verdict == "refuted" and at975.verdict == "inconclusive"
+    old = entry(values, "all of 2: < 1.5", verdict="refuted", low=at95.low, high=at95.high)
+    holm = entry(values, "all of 2 (Holm): < 1.5", verdict="refuted", low=at95.low,
+                 high=at95.high)
+    assert ledger.family(old.rule) == 1 and ledger.family(holm.rule) == 2
+    assert ledger.follows(old) == ""
+    assert ledger.follows(holm) == "verdict recorded refuted, its values decide inconclusive"
 
 
 def test_an_unknown_rule_text_is_an_error():

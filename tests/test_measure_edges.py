@@ -80,9 +80,9 @@ def test_decision_to_dict_names_its_fields():
 
 def test_decide_all_says_which_comparison_holds_how_and_keeps_each():
     values = {"6 blocks": [2.0, 2.1, 2.2], "12 blocks": [3.0, 3.1, 3.2]}
-    parts = {name: on(v, ">", 1.0) for name, v in values.items()}
+    parts = {name: on(v, ">", 1.0, family=2) for name, v in values.items()}
     d = all_of(values, ">", 1.0)
-    assert d.rule == "all of 2: > 1"
+    assert d.rule == "all of 2 (Holm): > 1"
     assert d.reason == ("deciding: 6 blocks. 6 blocks: supported (mean 2.1, 95% CI [1.852, "
                         "2.348], n=3); 12 blocks: supported (mean 3.1, 95% CI [2.852, 3.348], n=3)")
     assert d.comparisons == {name: p.to_dict() for name, p in parts.items()}
@@ -235,9 +235,9 @@ def test_arms_are_paired_and_parts_decided_at_the_confidence_given():
     assert decide(rule, {"a": a, "b": b}, 0.5).verdict == SUPPORTED  # its confidence is used
     parts = {"x": [1.0, 1.1, 1.2], "y": [0.6, 0.7, 2.0]}
     assert all_of(parts, ">", 0.5).comparisons == {
-        k: on(v, ">", 0.5).to_dict() for k, v in parts.items()}
+        k: on(v, ">", 0.5, family=2).to_dict() for k, v in parts.items()}
     assert all_of(parts, ">", 0.5, 0.5).comparisons == {
-        k: on(v, ">", 0.5, 0.5).to_dict() for k, v in parts.items()}
+        k: on(v, ">", 0.5, 0.5, family=2).to_dict() for k, v in parts.items()}
 
 
 # ----------------------------------------------------------------------------- the FA protocol

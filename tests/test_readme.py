@@ -82,8 +82,7 @@ def stated_settings(text: str) -> dict:
 def test_the_seeds_and_paper_settings_it_states_are_the_codes():
     """README says how many seeds each tier takes and the encoder's paper settings in prose; those
     facts live in normsys.claims.verdict.SEEDS and the encoder preset, and the prose follows them."""
-    from normsys.claims.verdict import MAX_SEEDS, SEEDS
-    from normsys.claims.verdict import looks, t_quantile
+    from normsys.claims.verdict import MAX_SEEDS, SEEDS, looks, t_quantile
     from normsys.training.config import preset
 
     paper = preset("encoder", "paper")

@@ -903,7 +903,7 @@ def test_a_declaration_decides_for_another_norm_and_each_part_and_reads_a_varian
                                 lambda rs, v: {"first": rs[0].metrics["v"],
                                                "second": rs[1].metrics["v"]})
     both = checked(parts.declaration, fetch_made)
-    assert both.rule == "all of 2: < 1" and {k: list(v["values"]) for k, v in
+    assert both.rule == "all of 2 (Holm): < 1" and {k: list(v["values"]) for k, v in
                                              both.comparisons.items()} == \
         {"first": [0.9, 0.91, 0.92], "second": [0.5, 0.52, 0.49]}
 

@@ -19,9 +19,10 @@ from normsys.claims.verdict import (
 )
 
 
-def on(values, side: str, threshold: float, confidence: float = 0.95) -> Verdict:
-    """The verdict of ``v <side> threshold`` on one arm's per-seed values."""
-    return decide(Rule("v", side, threshold), values, confidence)
+def on(values, side: str, threshold: float, confidence: float = 0.95, family: int = 1) -> Verdict:
+    """The verdict of ``v <side> threshold`` on one arm's per-seed values (one comparison of a
+    ``family`` that must all hold)."""
+    return decide(Rule("v", side, threshold), values, confidence, family=family)
 
 
 def paired(a, b, side: str, threshold: float, confidence: float = 0.95) -> Verdict:

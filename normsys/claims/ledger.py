@@ -110,10 +110,21 @@ def setting_changes(recorded: dict[str, str], now: dict[str, str], most: int = 4
 # ----------------------------------------------------------------------------- an entry follows
 
 
+# an all-of rule's prefix: its comparisons, and whether a refutation was held to the family's
+# level (Holm, normsys.claims.verdict._decide); entries recorded before it read "all of k: "
+ALL_OF = r"^all of (\d+)( \(Holm\))?: "
+
+
+def family(text: str) -> int:
+    """How many comparisons shared an entry's error: an all-of rule's k under Holm, else 1."""
+    m = re.match(ALL_OF, text)
+    return int(m[1]) if m and m[2] else 1
+
+
 def parse_rule(text: str) -> Rule:
-    """The Rule of an entry's rule text (``> 0.05``, ``within (-0.1, 0.1)``, ``all of 3: <= 1``:
-    one rule for each comparison, the weakest deciding)."""
-    body = re.sub(r"^all of \d+: ", "", text)
+    """The Rule of an entry's rule text (``> 0.05``, ``within (-0.1, 0.1)``, ``all of 3 (Holm):
+    <= 1``: one rule for each comparison, the weakest deciding)."""
+    body = re.sub(ALL_OF, "", text)
     if m := re.fullmatch(r"within \(([^,]+), ([^)]+)\)", body):
         return Rule("", "within", (float(m[1]), float(m[2])))
     if m := re.fullmatch(r"(>=|<=|>|<) (\S+)", body):
@@ -133,7 +144,8 @@ def follows(entry: Verdict) -> str:
         return f"{len(entry.seeds)} seeds but {len(entry.values)} values"
     if entry.plan and len(entry.seeds) not in entry.plan:
         return f"{len(entry.seeds)} seeds, a look its plan {list(entry.plan)} does not take"
-    decision = s = decide(parse_rule(entry.rule), entry.values, entry.confidence)
+    shared = family(entry.rule)
+    decision = s = decide(parse_rule(entry.rule), entry.values, entry.confidence, family=shared)
     differ = [f"{name} recorded {num(old)}, recomputed {num(new)}" for name, old, new in (
         ("mean", entry.mean, s.mean), ("low", entry.low, s.low), ("high", entry.high, s.high))
         if not same_number(old, new)]
@@ -141,7 +153,8 @@ def follows(entry: Verdict) -> str:
         differ.insert(0, f"verdict recorded {entry.verdict}, its values decide {decision.verdict}")
     if looks := [n for n in entry.plan if n < len(entry.seeds)]:  # an earlier look left it open
         early = [n for n, level in zip(entry.plan, levels(entry.plan), strict=True)
-                 if n in looks and decide(parse_rule(entry.rule), entry.values[:n], level).verdict
+                 if n in looks and decide(parse_rule(entry.rule), entry.values[:n], level,
+                                          family=shared).verdict
                  != INCONCLUSIVE]
         if early:
             differ.append(f"its values decide at the look of {early[0]} seeds, yet it took "

@@ -138,7 +138,7 @@ class Verdict:
 
     The decision: the per-seed ``values`` the rule saw, their mean, sample std and Student-t
     interval at ``confidence``; ``rule``: the rule as decided (``> 0.05``, ``within (-0.02,
-    0.02)``, ``all of 3: > 0`` for several comparisons, this one the weakest); ``margin``: how far
+    0.02)``, ``all of 3 (Holm): > 0`` for several comparisons, this one the weakest); ``margin``: how far
     the interval lies inside the claimed region (< 0: outside); ``comparisons``: with parts, each
     part's verdict (as ``to_dict``). The claim it decides (``id``, ``tier``, ``seeds``, ``plan``:
     the seed counts of its looks, ``looks``: each look's line where there were several), where it
@@ -310,17 +310,23 @@ def by_part(values: Sequence) -> dict[str, list[float]] | None:
 
 
 def decide(rule: Rule, values: Sequence | Mapping[str, Sequence], confidence: float = LEVEL,
-           combine: Callable[..., Any] | None = None) -> Verdict:
+           combine: Callable[..., Any] | None = None, family: int = 1) -> Verdict:
     """The rule's verdict on per-seed values: one arm's (a sequence), or the arms' by name,
-    made one vector as the module says (``per_seed``)."""
+    made one vector as the module says (``per_seed``). Per-seed values by part (dicts) are a
+    family of comparisons that must all hold (``_all_of``); ``family``: the size of the family
+    one comparison was decided in (an all-of record's deciding comparison, read again)."""
     vector = per_seed(values, combine)
     parts = by_part(vector)
     if parts is None:
-        return _decide(rule, vector, confidence)
-    return _all_of({name: _decide(rule, v, confidence) for name, v in parts.items()})
+        return _decide(rule, vector, confidence, family)
+    return _all_of({name: _decide(rule, v, confidence, len(parts)) for name, v in parts.items()})
 
 
-def _decide(rule: Rule, values: Sequence[float], confidence: float) -> Verdict:
+def _decide(rule: Rule, values: Sequence[float], confidence: float, family: int = 1) -> Verdict:
+    """One comparison: supported when its interval at ``confidence`` lies wholly on the claimed
+    side; refuted when the interval at the family's level lies wholly on the other (Holm's
+    first step over ``family`` comparisons: each side's error split among them, so that an all-of
+    rule, refuted by any one, is wrongly refuted at most as often as one comparison)."""
     vals = tuple(float(v) for v in values)
     if not vals:
         raise ValueError("a verdict needs at least one value (one per seed)")
@@ -338,33 +344,41 @@ def _decide(rule: Rule, values: Sequence[float], confidence: float) -> Verdict:
         std = math.sqrt(math.fsum((v - mean) ** 2 for v in vals) / (n - 1))
         half = t_quantile(n - 1, confidence) * std / math.sqrt(n)
         low, high = mean - half, mean + half
+    # the interval a refutation needs: at the family's level, wider where the family has more
+    wide = 1 - (1 - confidence) / family
+    rlow, rhigh = (low, high) if family == 1 or n == 1 else \
+        (mean - (h := t_quantile(n - 1, wide) * std / math.sqrt(n)), mean + h)
     if rule.side == "within":
         band_low, band_high = rule.threshold
         verdict = SUPPORTED if band_low < low and high < band_high else \
-            REFUTED if high <= band_low or low >= band_high else INCONCLUSIVE
+            REFUTED if rhigh <= band_low or rlow >= band_high else INCONCLUSIVE
         margin, claim = min(low - band_low, band_high - high), rule.text
     else:
         # supported: the whole interval satisfies the rule; refuted: none of it does.
         verdict = SUPPORTED if rule.holds(low) and rule.holds(high) else \
-            REFUTED if not rule.holds(low) and not rule.holds(high) else INCONCLUSIVE
+            REFUTED if not rule.holds(rlow) and not rule.holds(rhigh) else INCONCLUSIVE
         margin = low - rule.threshold if rule.side in (">", ">=") else rule.threshold - high
         claim = f"{SIDES[rule.side]} {rule.threshold:g}"
+    if family > 1:
+        claim += f"; refuted only at the {100 * wide:.4g}% level, its family's {family} " \
+                 f"comparisons sharing the error (Holm): [{rlow:.4g}, {rhigh:.4g}]"
     out = Verdict(verdict=verdict, mean=mean, std=std, low=low, high=high, margin=margin, **known)
     return Verdict(**{**out.to_dict(), "reason": f"{out.interval}; claim: {claim}"})
 
 
 def _all_of(verdicts: dict[str, Verdict]) -> Verdict:
     """Several comparisons that must all hold: supported if every one is supported, refuted if
-    any is refuted, inconclusive otherwise. The comparison shown is the one the verdict rests on:
-    among those with the deciding verdict, the weakest, whose interval lies least far inside its
-    claimed region (for a ``<`` rule the highest upper end, for ``>`` the lowest lower end)."""
+    any is refuted at its family's level (``_decide``: the rule reads ``all of k (Holm)``),
+    inconclusive otherwise. The comparison shown is the one the verdict rests on: among those
+    with the deciding verdict, the weakest, whose interval lies least far inside its claimed
+    region (for a ``<`` rule the highest upper end, for ``>`` the lowest lower end)."""
     seen = {v.verdict for v in verdicts.values()}
     verdict = next(v for v in (REFUTED, INCONCLUSIVE, SUPPORTED) if v in seen)
     name, key = min(((n, v) for n, v in verdicts.items() if v.verdict == verdict),
                     key=lambda item: item[1].margin)
     reason = "; ".join(f"{n}: {v.verdict} ({v.interval})" for n, v in verdicts.items())
     return Verdict(**{**key.to_dict(), "verdict": verdict,
-                      "rule": f"all of {len(verdicts)}: {key.rule}",
+                      "rule": f"all of {len(verdicts)} (Holm): {key.rule}",
                       "reason": f"deciding: {name}. {reason}",
                       "comparisons": {n: v.to_dict() for n, v in verdicts.items()}})
 
@@ -451,27 +465,34 @@ def look(verdict: Verdict) -> dict:
 MOST_SEEDS = 1_000  # beyond this, an open verdict is said to need more seeds than anyone trains
 
 
-def seeds_to_decide(summary: Verdict, rule: Rule) -> int | None:
-    """How many seeds an open verdict would take to decide if its mean and spread held: the
-    fewest n at which the t-interval (at the summary's confidence) no longer reaches the rule's
-    nearest threshold. None where nothing would decide it: no spread known, the mean on a
-    threshold, or more than MOST_SEEDS. A planning figure, not a promise: the mean moves as
-    seeds are added."""
+POWER = 0.8  # the chance at which an open verdict's planning figure expects a decision
+
+
+def seeds_to_decide(summary: Verdict, rule: Rule, power: float = POWER) -> int | None:
+    """How many seeds an open verdict would take to be decided ``power`` of the time (80%) if
+    its mean and spread were the truth: the fewest n at which the t-interval (at the summary's
+    confidence) misses the rule's nearest threshold by the normal quantile of ``power`` in
+    standard errors (the usual power approximation: at n, a draw whose mean falls that far
+    short of the truth still clears the threshold). None where nothing would decide it: no
+    spread known, the mean on a threshold, or more than MOST_SEEDS. A planning figure, not a
+    promise: the mean and spread move as seeds are added."""
     edges = rule.threshold if isinstance(rule.threshold, tuple) else (rule.threshold,)
     gap = min(abs(summary.mean - t) for t in edges)
     if not (math.isfinite(gap) and math.isfinite(summary.std)) or gap == 0 or summary.n < 2:
         return None
+    z_power = NormalDist().inv_cdf(power)
 
-    def reaches(n: int) -> bool:  # the interval's half-width at n seeds reaches the threshold
-        return t_quantile(n - 1, summary.confidence) * summary.std / math.sqrt(n) >= gap
+    def reaches(n: int) -> bool:  # at n seeds, a draw short of the truth by z_power SEs reaches
+        return (t_quantile(n - 1, summary.confidence) + z_power) * summary.std / math.sqrt(n) \
+            >= gap
 
     # the normal quantile is below every t quantile: no n below the normal answer clears
     z = NormalDist().inv_cdf(0.5 + summary.confidence / 2)
-    low = max(2, math.ceil((z * summary.std / gap) ** 2))
+    low = max(2, math.ceil(((z + z_power) * summary.std / gap) ** 2))
     if low > MOST_SEEDS or reaches(MOST_SEEDS):
         return None
     high = MOST_SEEDS
-    while low < high:  # the half-width shrinks as n grows: the first n that does not reach
+    while low < high:  # the reach shrinks as n grows: the first n that does not reach
         mid = (low + high) // 2
         low, high = (mid + 1, high) if reaches(mid) else (low, mid)
     return low
@@ -481,8 +502,8 @@ def open_note(summary: Verdict, rule: Rule) -> str:
     """What an open verdict at its last look lacks, in words."""
     n = seeds_to_decide(summary, rule)
     need = "no number of seeds would decide it at this mean" if n is None else \
-        f"~{n} seeds would decide it if its mean ({summary.mean:.4g}) and spread " \
-        f"({summary.std:.4g}) held"
+        f"~{n} seeds would decide it {100 * POWER:.0f}% of the time if its mean " \
+        f"({summary.mean:.4g}) and spread ({summary.std:.4g}) held"
     return f"open at its last look, {summary.n} seeds: the {100 * summary.confidence:.4g}% " \
            f"interval [{summary.low:.4g}, {summary.high:.4g}] reaches the rule's {rule.text}; {need}"
 
@@ -491,12 +512,14 @@ def simulate(rule: Rule, draw: Callable[[np.random.Generator, int], np.ndarray],
              plan: Sequence[int], reps: int = 10_000, seed: int = 0) -> dict[str, float]:
     """Monte Carlo of the procedure: ``reps`` claims whose per-seed values come from
     ``draw(gen, n)``, each decided by ``sequential`` over ``plan``; the share of each final
-    verdict and the mean number of seeds used."""
+    verdict and the mean number of seeds used. A draw of shape (n, k) is k comparisons per seed
+    that must all hold (an all-of rule)."""
     gen = np.random.default_rng(seed)
     counts = {SUPPORTED: 0, REFUTED: 0, INCONCLUSIVE: 0}
     seeds_used = 0
     for _ in range(reps):
-        values = draw(gen, plan[-1]).tolist()
+        drawn = np.asarray(draw(gen, plan[-1]))
+        values = drawn.tolist() if drawn.ndim == 1 else [dict(enumerate(row)) for row in drawn]
         decision, record = sequential(
             lambda n, level, values=values: decide(rule, values[:n], level), plan)
         counts[decision.verdict] += 1
