@@ -17,7 +17,7 @@ from normsys.claims import figures
 from normsys.claims.declaration import Declaration, Experiment, metric
 from normsys.claims.experiments import log10_grad_ratio, tanh_mlp, weight_grad_profile
 from normsys.claims.params import tiers
-from normsys.claims.testing import CONTROL_SEEDS, trained_and_untrained
+from normsys.claims.testing import trained_and_untrained, unread_seeds
 from normsys.claims.verdict import REFUTED, SUPPORTED, Rule
 from normsys.training.config import preset
 from normsys.training.record import FINAL_LOSS
@@ -94,13 +94,14 @@ def test_residual_layernorm_lowest_loss(claim, runs, tier):
 
 
 @pytest.mark.control(RESIDUAL_PRESERVES.id)
-def test_control_gradient_rule_flips_when_the_sides_swap(runs):
-    """The rule on the same per-layer gradient profiles (train.gradients_at_init) with the effect
-    reversed: plain minus residual."""
-    ratios = RESIDUAL_PRESERVES.experiment.values(runs, CONTROL_SEEDS, "cpu")
-    assert RESIDUAL_PRESERVES.verdict(ratios).verdict == SUPPORTED
-    swapped = {"residual": ratios["plain"], "plain": ratios["residual"]}
-    assert RESIDUAL_PRESERVES.verdict(swapped).verdict == REFUTED
+def test_control_gradient_rule_is_refuted_where_neither_arm_has_residuals(runs):
+    """The claim's own arms, reading and rule with the residual connections taken out of both, on
+    seeds the claim does not read: nothing is left between the arms, so the rule must come out
+    refuted. An arm given an edge the residuals do not earn (another depth, init or batch, a
+    profile read elsewhere) would show here."""
+    neither = RESIDUAL_PRESERVES.experiment.overridden({"model.residual": False})
+    ratios = neither.values(runs, unread_seeds(RESIDUAL_PRESERVES), "cpu")
+    assert RESIDUAL_PRESERVES.verdict(ratios).verdict == REFUTED
 
 
 @pytest.mark.control(LOWEST_LOSS.id)

@@ -411,3 +411,23 @@ def test_a_statement_quotes_its_settings_from_its_config_and_the_same_at_every_t
         Declaration("c-x", Rule("v", ">", 0), "t", "{nope}: {rule}", experiment=same)
     with pytest.raises(ValueError, match=r"claim c-x: its statement .* names 'train'"):
         Declaration("c-x", Rule("v", ">", 0), "t", "{train.steps}: {rule}")  # trains nothing
+
+
+def test_an_overridden_experiment_sets_the_settings_in_every_arm_and_trains_no_evidence():
+    """A control's case: the arms made the same in what they are compared on; whatever else an
+    arm sets (here its seed and norm) is kept."""
+    def ffn(norm):
+        return lambda seed, tier, variant: [preset("ffn_stack", tier, **{
+            "model.norm": norm, "train.seed": seed})]
+
+    exp = Experiment({"LN": ffn("layernorm"), "none": ffn("none")}, reads=metric("final_loss"),
+                     evidence={"RMS": ffn("rmsnorm")})
+    same = exp.overridden({"model.norm": "none", "train.steps": 7})
+    made = same.configs([4, 5], "cpu")
+    assert list(made) == ["LN", "none"] and same.evidence == {}
+    assert made["LN"] == made["none"]
+    assert [c.train.seed for [c] in made["LN"]] == [4, 5]
+    assert {(c.model.norm, c.train.steps) for arm in made.values() for [c] in arm} == {("none", 7)}
+    assert exp.configs([4], "cpu")["LN"][0][0].model.norm == "layernorm"  # the claim's own stay
+    with pytest.raises(KeyError, match="unknown config key 'model.nrom'"):
+        exp.overridden({"model.nrom": "none"}).configs([0], "cpu")

@@ -227,6 +227,54 @@ def test_a_claim_decided_under_other_rules_or_settings_fails_naming_the_change(
     run_under("--claims-strict").assert_outcomes(passed=1)  # as recorded: the same
 
 
+CONTROLLED = '''
+import pytest
+from normsys.claims.declaration import Declaration, Experiment, metric
+from normsys.claims.testing import unread_seeds
+from normsys.claims.verdict import REFUTED, Rule
+from normsys.training.config import preset
+
+def ffn(seed, tier, norm):
+    return preset("ffn_stack", **{"train.steps": 3, "model.d": 16, "train.seed": seed,
+                                  "model.norm": norm, "data.batch_shape": (4, 5, 16)})
+
+LOSS = Declaration("c-controlled", Rule("loss(LN) - loss(none)", "<", -10.0), source="t",
+                   statement="{rule}", experiment=Experiment(
+                       {"LN": lambda seed, tier, v: [ffn(seed, tier, "layernorm")],
+                        "none": lambda seed, tier, v: [ffn(seed, tier, "none")]},
+                       metric("final_loss")))
+
+@LOSS.mark
+def test_claim(claim, runs):
+    claim.check(runs)
+
+@pytest.mark.control("c-controlled")
+def test_control_on_its_claims_runs_swapped(runs):
+    values = LOSS.experiment.values(runs, range(3), "cpu")
+    assert LOSS.verdict({"LN": values["none"], "none": values["LN"]}).verdict == REFUTED
+
+@pytest.mark.control("c-controlled")
+def test_control_where_the_arms_differ_in_nothing(runs):
+    same = LOSS.experiment.overridden({"model.norm": "none"})
+    assert LOSS.verdict(same.values(runs, unread_seeds(LOSS), "cpu")).verdict == REFUTED
+'''
+
+
+def test_a_control_that_reads_only_its_claims_runs_fails(pytester, monkeypatch, tmp_path):
+    """A control deciding its claim's own runs in another order can only fail when the claim
+    does: it fails, naming why; one that makes the arms differ in nothing, on seeds the claim
+    does not read, passes (its runs are its own: the overridden arm, seeds 3-5)."""
+    monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path / "cache"))
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_controlled=CONTROLLED)
+    result = pytester.runpytest_subprocess("--claims-report", "rep", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2, xfailed=1, errors=1)
+    out = result.stdout.str()
+    assert "test_control_on_its_claims_runs_swapped: a control of c-controlled reads only runs " \
+           "its claim reads (6)" in out
+    assert "ERROR test_controlled.py::test_control_on_its_claims_runs_swapped" in out
+
+
 def test_a_value_that_moved_with_its_verdict_fails_and_an_amendment_records_a_new_rule(switch):
     """Any per-seed value that differs from this environment's entry fails, the verdict held or
     not; a changed rule is recorded only as an amendment, with its reason."""

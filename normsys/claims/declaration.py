@@ -28,7 +28,7 @@ import inspect
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from normsys.claims.verdict import LEVEL, SEEDS, Rule, Verdict, decide, first_look
@@ -94,6 +94,18 @@ class Experiment:
         if self.combine is None and len(self.arms) > 2:
             raise ValueError(f"an experiment of {len(self.arms)} arms ({', '.join(self.arms)}) "
                              f"needs combine(*values of a seed): the rule pairs two arms at most")
+
+    def overridden(self, settings: Mapping[str, Any]) -> Experiment:
+        """This experiment with ``settings`` (``{"model.residual": False}``) set in every arm's
+        runs, and no evidence arms: a control's case where what the arms are compared on is made
+        the same, so that what is left between them is what they should not differ in (a run
+        trained longer, read at another point, paired with another seed)."""
+        def overriding(make: Callable[[int, str, str], list]) -> Callable[[int, str, str], list]:
+            def configs(seed: int, tier: str, variant: str = "") -> list:
+                return [c.override(**settings) for c in make(seed, tier, variant)]
+            return configs
+        return replace(self, arms={arm: overriding(make) for arm, make in self.arms.items()},
+                       evidence={})
 
     def configs(self, seeds: Sequence[int], tier: str, variant: str = "") -> dict[str, list]:
         """Per arm, each seed's configs."""

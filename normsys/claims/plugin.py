@@ -254,7 +254,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Check every claim marker, let ``-k`` match claim ids (each id is a keyword of its test
     and of its negative controls), find records of claims no longer defined, and with
     --claims-list print the claims and run none."""
-    catalog, controls = {}, {}
+    catalog, controls, claim_items = {}, {}, {}
     for item in items:
         for cid in control_ids(item):
             item.extra_keyword_matches.add(cid)
@@ -262,6 +262,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if (marker := claim_marker(item)) is not None:
             cid = claim_id(item, marker)
             item.extra_keyword_matches.add(cid)
+            claim_items.setdefault(cid, []).append(item)
             catalog[cid, claim_tier(item)] = (marker.kwargs.get("statement", ""),
                                               marker.kwargs.get("source", ""))
     session = config.stash[SESSION]
@@ -285,6 +286,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         counter = os.environ.get(COUNTER_ENV)
         session.runs.progress = Progress(session.terminal, Path(counter) if counter else None)
     session.controls = controls  # --claims-list names them, once -k has selected
+    session.claim_items = claim_items  # whatever -k selects: what a control's claims train
 
 
 def recorded_entry(item: pytest.Item, marker: pytest.Mark, ledgers: ledger.Ledgers):
@@ -391,6 +393,29 @@ def claim_runs(request: pytest.FixtureRequest):
     runs.write_index(claim_id(request.node, marker), claim_tier(request.node), fetched)
 
 
+@pytest.fixture(autouse=True)
+def control_runs(request: pytest.FixtureRequest):
+    """A negative control reads a case its claims do not: one whose every run is among the runs
+    its claims train (their first looks, both tiers) is only the claims' own values read again,
+    which cannot come out otherwise than the claims do, and fails."""
+    ids = control_ids(request.node)
+    if not ids:
+        yield
+        return
+    session = request.config.stash[SESSION]
+    with session.runs.recording() as fetched:
+        yield
+    if not fetched:
+        return
+    theirs = {c for cid in ids for item in session.claim_items.get(cid, [])
+              for c in planned_configs(item)}
+    if set(fetched) <= theirs:
+        pytest.fail(f"{request.node.nodeid}: a control of {', '.join(ids)} reads only runs its "
+                    f"claim reads ({len(set(fetched))}): it cannot come out otherwise than the "
+                    f"claim; give it a case where the effect is absent (other seeds, a setting "
+                    f"without the effect)", pytrace=False)
+
+
 def _guarded(request: pytest.FixtureRequest, fetch: Callable) -> Callable:
     """``fetch`` with missing or damaged data failing the test with what to do (or, asked with
     --claims-skip-missing-data, skipping it)."""
@@ -477,6 +502,7 @@ class ClaimsSession:
         self.config, self.ledgers, self.runs = config, ledgers, runs
         self.cluster, self.terminal = cluster, terminal
         self.controls: dict[str, list[str]] = {}
+        self.claim_items: dict[str, list[pytest.Item]] = {}
         self.results: dict[str, verdict.Verdict] = {}
         self.written: list[str] = []  # what was written, for the terminal summary
         self.started = time.monotonic()

@@ -33,6 +33,15 @@ def tolerance(dtype: torch.dtype) -> dict[str, float]:
 
 
 CONTROL_SEEDS = (0, 1, 2)
+
+
+def unread_seeds(declared, n: int = 3) -> range:
+    """``n`` seeds past those a claim (its Declaration) reads at the CPU tier's first look: a
+    control's case is then never its claim's runs read again."""
+    from normsys.claims.verdict import first_look
+
+    first = first_look("cpu", declared.seeds)
+    return range(first, first + n)
 # a small classifier that learns in seconds: 2,000 MNIST rows, one epoch of the deep-dive MLP
 SMALL_CLASSIFIER = {"data.n_train": 2000, "data.n_test": 1000, "train.eval_train_rows": 1000,
                     "train.probe": ()}
