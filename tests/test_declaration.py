@@ -146,9 +146,12 @@ def test_one_arm_is_its_own_value_and_parts_must_each_hold():
     assert {k: list(v["values"]) for k, v in deciding.comparisons.items()} == \
         {"x": [1.0, 1.2, 1.1], "y": [-1.0, -1.2, -1.1]}
     declared = Declaration("c-p", rule, "t", "{rule}", experiment=parts)
-    decision = declared.verdict([{"x": 1.0, "y": -1.0}, {"x": 2.0, "y": -2.0},
-                                 {"x": 3.0, "y": -1.5}])
+    decision = declared.verdict([{"x": 1.0, "y": -1.0}, {"x": 2.0, "y": -1.2},
+                                 {"x": 3.0, "y": -1.1}])
     assert decision.verdict == "refuted" and "deciding: y" in decision.reason
+    # refuted at 95% but not at its family's 97.5% (Holm): open
+    held = declared.verdict([{"x": 1.0, "y": -1.0}, {"x": 2.0, "y": -2.0}, {"x": 3.0, "y": -1.5}])
+    assert held.verdict == "inconclusive" and "y: inconclusive" in held.reason
     both = [{"x": 1.0, "y": 1.0}, {"x": 1.2, "y": 1.2}, {"x": 1.1, "y": 1.1}]
     wide, narrow = declared.verdict(both), declared.verdict(both, confidence=0.5)
     assert narrow.high - narrow.low < wide.high - wide.low

@@ -417,19 +417,37 @@ def test_a_session_writes_each_claims_record_and_deletes_those_of_gone_claims(tm
     assert len(r.entries) == 2 and r.reference == {"cpu": entry().key}
 
 
-def test_replication_counts_environments_and_seed_sets():
+def test_replication_counts_independent_seed_sets_and_environments_with_numbers_of_their_own():
     one = ledger.replication(record(entry()), "cpu")
     assert one.word == ledger.UNREPLICATED and (one.environments, one.seed_sets) == (1, 1)
-    two = ledger.replication(record(entry(), entry(device=INTEL)), "cpu")
-    assert two.word == ledger.ROBUST and two.environments == 2
+    # another CPU kind giving the same values bit for bit: the same numbers, one environment
+    same = ledger.replication(record(entry(), entry(device=INTEL)), "cpu")
+    assert same.word == ledger.UNREPLICATED and (same.environments, same.seed_sets) == (1, 1)
+    other = ledger.replication(record(entry(), entry((0.92, 0.9101, 0.93), device=INTEL)), "cpu")
+    assert other.word == ledger.REPRODUCED and (other.environments, other.seed_sets) == (2, 1)
+    fresh = ledger.replication(record(entry(), entry((0.93, 0.92, 0.94), seeds=[3, 4, 5])), "cpu")
+    assert fresh.word == ledger.REPLICATED and (fresh.environments, fresh.seed_sets) == (1, 2)
     fragile = ledger.replication(record(entry(), entry((0.92, 0.7, 0.9), device=INTEL)), "cpu")
     assert fragile.word == ledger.FRAGILE
-    assert fragile.line() == "fragile: supported (cpu (AVX2, AMD), seeds 0+), inconclusive " \
+    assert fragile.line() == "fragile (1 independent seed set, 2 numeric environments): " \
+                             "supported (cpu (AVX2, AMD), seeds 0+), inconclusive " \
                              "(cpu (AVX512, Intel), seeds 0+)"
     contra = ledger.replication(record(entry(), entry((0.1, 0.11, 0.12), seeds=[3, 4, 5])),
                                 "cpu")
     assert contra.word == ledger.CONTRADICTED and contra.seed_sets == 2
+    opened = ledger.replication(record(entry((0.92, 0.7, 0.9)), entry((0.9, 0.7, 0.92),
+                                                                       seeds=[3, 4, 5])), "cpu")
+    assert opened.word == ledger.OPEN and opened.seed_sets == 2
     assert ledger.replication(record(entry()), "paper") is None
+
+
+@pytest.mark.parametrize("sets,independent", [
+    ([[0, 1, 2]], 1), ([[0, 1, 2], [0, 1, 2]], 1), ([[0, 1, 2], [3, 4, 5]], 2),
+    ([[0, 1, 2], [3, 4, 5], list(range(8))], 2), ([list(range(8)), [3, 4, 5], [0, 1, 2]], 2),
+    ([[0, 1, 2], [2, 3, 4], [5, 6, 7]], 2), ([[0, 1], [2, 3], [4, 5], [1, 2, 3, 4]], 3),
+    ([], 0)])
+def test_independent_seed_sets_are_the_most_that_share_no_seed(sets, independent):
+    assert ledger.independent_seed_sets(sets) == independent
 
 
 def small_records(tmp_path):

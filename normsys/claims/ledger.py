@@ -32,8 +32,9 @@ How a fresh measurement is judged (``judge``):
   number the training code changes fails where a fresh record exists, and the machine that made
   the change records it: nobody waits on a record only another machine kind can refresh.
 
-``replication`` says how a claim's verdicts replicate across its entries (robust, fragile,
-CONTRADICTED, unreplicated while one environment on one seed set records it); ``docs`` writes
+``replication`` says how a claim's verdicts replicate across its entries, counting independent
+seed sets and numeric environments (replicated, reproduced, unreplicated, open, fragile,
+CONTRADICTED); ``docs`` writes
 docs/verdicts.md from every record, with the figure of every interval against its threshold.
 """
 
@@ -599,20 +600,26 @@ def stale(folder: Path, defined: set[str]) -> list[str]:
 
 # ----------------------------------------------------------------------------- replication
 
-# How a claim's verdicts replicate across its entries of a tier (seed sets, numeric environments):
-# one verdict in every entry; decisive in one and inconclusive in another (a verdict the sample
-# decides: more seeds, or the paper tier, settle it); supported in one and refuted in another (a
-# red flag: the claim's evidence points both ways); one environment on one seed set records it.
-ROBUST, FRAGILE, CONTRADICTED, UNREPLICATED = "robust", "fragile", "CONTRADICTED", "unreplicated"
+# How a claim's verdicts replicate across its entries of a tier: one decisive verdict in every
+# entry, on more than one independent seed set (replicated) or on one, recomputed in more than
+# one numeric environment that gave other numbers (reproduced) or in one (unreplicated);
+# inconclusive in every entry (open); decisive in one and inconclusive in another (a verdict the
+# sample decides: a replication on fresh seeds, or the paper tier, settles it); supported in one
+# and refuted in another (a red flag: the claim's evidence points both ways).
+REPLICATED, REPRODUCED, UNREPLICATED, OPEN, FRAGILE, CONTRADICTED = (
+    "replicated", "reproduced", "unreplicated", "open", "fragile", "CONTRADICTED")
 
 
 @dataclass(frozen=True)
 class Replication:
-    """One claim's verdict in each entry of a tier (by short label) and what they say."""
+    """One claim's verdict in each entry of a tier (by short label) and what they say.
+    ``seed_sets``: how many of the entries' seed sets are independent samples (share no seed);
+    ``environments``: how many numeric environments gave numbers of their own (one whose
+    per-seed values are another's, bit for bit, on the seeds both ran, adds none)."""
 
     verdicts: dict[str, str]
-    environments: int  # distinct numeric environments among the entries
-    seed_sets: int  # distinct first seeds among the entries
+    environments: int
+    seed_sets: int
 
     @property
     def word(self) -> str:
@@ -621,11 +628,52 @@ class Replication:
             return CONTRADICTED
         if len(found) > 1:
             return FRAGILE
-        return ROBUST if self.environments > 1 or self.seed_sets > 1 else UNREPLICATED
+        if found == {INCONCLUSIVE}:
+            return OPEN
+        return REPLICATED if self.seed_sets > 1 else \
+            REPRODUCED if self.environments > 1 else UNREPLICATED
 
     def line(self) -> str:
-        """``fragile: supported (cpu AVX512 AMD), inconclusive (cpu AVX2 AMD)``."""
-        return f"{self.word}: " + ", ".join(f"{v} ({k})" for k, v in self.verdicts.items())
+        """``fragile (1 seed set, 2 environments): supported (cpu AVX512 AMD), inconclusive
+        (cpu AVX2 AMD)``."""
+        return f"{self.word} ({self.counts}): " + \
+            ", ".join(f"{v} ({k})" for k, v in self.verdicts.items())
+
+    @property
+    def counts(self) -> str:
+        return f"{self.seed_sets} independent seed set{'s' * (self.seed_sets != 1)}, " \
+               f"{self.environments} numeric environment{'s' * (self.environments != 1)}"
+
+
+def independent_seed_sets(seed_sets: Iterable[Sequence[int]]) -> int:
+    """The most of ``seed_sets`` that share no seed with each other: how many independent
+    samples they hold (seeds 0-2, 3-5 and 0-7: two). Each set is a run of consecutive seeds, so
+    taking the one that ends first, again and again, finds the most."""
+    count, last = 0, -1
+    for seeds in sorted((s for s in seed_sets if s), key=max):
+        if min(seeds) > last:
+            count, last = count + 1, max(seeds)
+    return count
+
+
+def numeric_environments(entries: Sequence[Verdict]) -> int:
+    """How many of the entries' environments gave numbers of their own: an environment whose
+    every entry has the per-seed values of an environment counted before, on the seeds both
+    ran, bit for bit, is counted with it."""
+    by_env: dict[str, list[Verdict]] = {}
+    for e in entries:
+        by_env.setdefault(e.environment, []).append(e)
+    counted: list[list[Verdict]] = []
+
+    def same(a: Verdict, b: Verdict) -> bool:
+        n = min(len(a.values), len(b.values))
+        return a.seeds[:1] == b.seeds[:1] and \
+            all(same_number(x, y) for x, y in zip(a.values[:n], b.values[:n], strict=True))
+
+    for own in by_env.values():
+        if not any(all(any(same(e, o) for o in other) for e in own) for other in counted):
+            counted.append(own)
+    return len(counted)
 
 
 def label(e: Verdict) -> str:
@@ -642,9 +690,8 @@ def replication(record: Record, tier: str) -> Replication | None:
         return None
     ref = record.entries.get(record.reference.get(tier, ""))
     ordered = sorted(entries, key=lambda e: e is not ref)
-    return Replication({label(e): e.verdict for e in ordered},
-                       len({e.environment for e in entries}),
-                       len({e.seeds[0] for e in entries}))
+    return Replication({label(e): e.verdict for e in ordered}, numeric_environments(ordered),
+                       independent_seed_sets(e.seeds for e in entries))
 
 
 # ----------------------------------------------------------------------------- the verdict page
@@ -874,12 +921,16 @@ refuted, grey inconclusive; one mark per column (numeric environment and seed pl
 REPLICATION_HEAD = """## Replication: every claim at a glance
 
 Each tier's verdict is its reference entry's; beside it, how that verdict replicates across the
-claim's entries of the tier: **robust** (one verdict in all of them, over more than one numeric
-environment or seed set), **fragile** (decisive in one, inconclusive in another: the sample
-decides it, and more seeds, `--claims-max-seeds`, or the paper tier settle it), **CONTRADICTED**
-(supported in one, refuted in another), *unreplicated* (one environment on one seed set records
-it). Where entries disagree, the cell names those that differ from the reference. An amendment of
-a claim's rule stands under its verdict."""
+claim's entries of the tier, and how many independent samples those are (seed sets that share no
+seed; numeric environments that gave numbers of their own, not another's bit for bit):
+**replicated** (one decisive verdict in every entry, on more than one independent seed set),
+*reproduced* (one decisive verdict, on one seed set, recomputed in more than one numeric
+environment: the arithmetic replicates, the sample is one), *unreplicated* (one decisive verdict
+from one sample in one environment), *open* (inconclusive in every entry), **fragile** (decisive
+in one, inconclusive in another: the sample decides it; a replication on fresh seeds or the paper
+tier settles it), **CONTRADICTED** (supported in one, refuted in another). Where entries disagree,
+the cell names those that differ from the reference. An amendment of a claim's rule stands under
+its verdict."""
 
 DETECTION_HEAD = """## What CI on another CPU detects
 
@@ -912,7 +963,7 @@ def replication_section(recs: dict[str, Record], tiers: Sequence[str]) -> str:
             verdict = ref.verdict if ref else "-"
             word = f"**{rep.word}**" if rep.word in (FRAGILE, CONTRADICTED) else rep.word
             row += [f"{verdict.upper() if verdict == REFUTED else verdict} ({first})",
-                    f"{word} ({rep.environments} env., {rep.seed_sets} seed set(s))"
+                    f"{word} ({rep.counts})"
                     + (f": {', '.join(differ)}" if differ else "")]
         row[1] += "".join(f"<br>*{a.line()}*" for a in r.amendments)  # beside the verdict
         rows.append(row)

@@ -189,7 +189,7 @@ class Verdict:
     nodeid: str = ""
     ledger: str = ""  # same | across | moved | changed | new | unrecorded | updated
     ledger_note: str = ""  # the record's line for this claim, or what to do
-    replication: str = ""  # robust | fragile | CONTRADICTED | unreplicated
+    replication: str = ""  # normsys.claims.ledger.Replication.word
     replication_note: str = ""  # its verdict in each entry of the tier in its record
     amendments: tuple[str, ...] = ()  # its rule's amendments, each a line
 
