@@ -105,6 +105,17 @@ def test_control_gradient_rule_is_refuted_where_neither_arm_has_residuals(runs):
 
 
 @pytest.mark.control(LOWEST_LOSS.id)
+def test_control_lowest_loss_rule_is_refuted_where_every_stack_is_residual_with_layernorm(runs):
+    """The claim's own four stacks, reading and all-of rule with residuals and LayerNorm in every
+    one, on seeds the claim does not read: no stack can end lower than another, so the rule
+    must come out refuted. A stack given an edge its configuration does not earn (trained
+    longer, on other batches) would show here."""
+    same = LOWEST_LOSS.experiment.overridden({"model.residual": True, "model.norm": "layernorm"})
+    margins = same.values(runs, unread_seeds(LOWEST_LOSS), "cpu")
+    assert LOWEST_LOSS.verdict(margins).verdict == REFUTED
+
+
+@pytest.mark.control(LOWEST_LOSS.id)
 def test_control_lowest_loss_rule_flips_between_a_trained_and_an_untrained_reference(run):
     """The all-of rule on final losses of FFN stacks, where the reference is trained and every
     other configuration left at its initialization (learning rate 0), and the other way round."""

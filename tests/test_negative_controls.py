@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -28,3 +30,44 @@ def test_steps_to_accuracy_counts_the_window():
     fast = [0.5] * 20 + [1.0] * 200
     assert steps_to_accuracy(fast, 0.9, window=50) == 60  # window of steps 11-60: 10 x 0.5, 40 x 1.0
     assert math.isnan(steps_to_accuracy([0.5] * 100))  # never reached: NaN -> inconclusive
+
+
+# One-line bugs that give one arm an edge it does not earn, each of which its claim would
+# record as a verdict (the record rewritten with the bug's numbers raises no flag): the claim,
+# its declaration, the arm, the edge, and how its control is called on the bugged declaration.
+EDGES = {
+    "plain tanh MLP 14 layers deep": ("test_transformer_components", "RESIDUAL_PRESERVES",
+                                      "plain", {"model.layers": 14}),
+    "unnormalized tanh MLP 14 layers deep": ("test_layernorm_deep_dive", "GRAD_RATIO_VS_NONE",
+                                             "plain", {"model.layers": 14}),
+    "LayerNorm MLP trained two epochs": ("test_layernorm_deep_dive", "IMPROVES_ACCURACY",
+                                         "layernorm", {"train.epochs": 2}),
+}
+
+
+@pytest.mark.parametrize("edge", EDGES)
+def test_a_control_catches_an_arm_given_an_edge_no_record_can_show(edge, monkeypatch):
+    """The claim's control on the bugged declaration fails: with what the arms are compared on
+    made the same, the edge is all that is left between them."""
+    import importlib
+    from dataclasses import replace
+
+    from normsys.claims.runs import Runs
+
+    module, name, arm, override = EDGES[edge]
+    claims = importlib.import_module(f"claims.{module}")
+    declared = getattr(claims, name)
+    declared = getattr(declared, "declaration", declared)  # a Statistic's claim
+    make = declared.experiment.arms[arm]
+    bugged = replace(declared, experiment=replace(declared.experiment, arms={
+        **declared.experiment.arms,
+        arm: lambda s, t, v: [c.override(**override) for c in make(s, t, v)]}))
+    fetch = Runs().runs
+    with pytest.raises(AssertionError):
+        if hasattr(claims, "SAME_NORM"):  # the deep dive's control takes the declaration
+            norm = {d.id: n for d, n in claims.SAME_NORM}[declared.id]
+            claims.test_control_norm_rules_are_refuted_where_both_arms_take_the_same_norm(
+                fetch, bugged, norm)
+        else:
+            monkeypatch.setattr(claims, name, bugged)
+            claims.test_control_gradient_rule_is_refuted_where_neither_arm_has_residuals(fetch)
