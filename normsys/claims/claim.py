@@ -1,7 +1,7 @@
 """What a claim test talks to: the ``claim`` fixture's object, which ends the test by the verdict
-its declared experiment reaches (``check``, then ``conclude``; or, for a claim that declares none,
-by its rule on the values its test computed: ``check_values``), and hands the result to the report
-and the ledger.
+its declared rule reaches (normsys.claims.verdict.decide) on the values its experiment reads
+(``check``; for a claim that declares none, on the values its test computed: ``check_values``), at
+each look of its plan (``at_looks``), and hands the result to the report and the ledger.
 
     @NONE_COLLAPSES.mark                 # @pytest.mark.claim(id, statement=..., declared=...)
     def test_none_collapses_with_depth(claim, runs, tier, variant):
@@ -189,7 +189,7 @@ class Claim:
                                     f"claim.check_values(values)")
         exp = declared.experiment
         values = exp.values(fetch, self.seeds, self.tier, self.variant)
-        decided = declared.verdict(values, self.confidence)
+        decided = decide(declared.rule, values, self.confidence, exp.combine)  # arms in order
         if exp.combine is None and len(values) == 2:
             self.record(**{arm: list(v) for arm, v in values.items()})  # each side, by its arm
         elif decided.comparisons:
@@ -214,7 +214,7 @@ class Claim:
         if rule is not None and rule != declared.rule:
             pytest.fail(f"[{self.id}/{self.tier}] decided by the rule {rule}, but the claim "
                         f"declares {declared.rule}: decide by the declared rule", pytrace=False)
-        return self._conclude(declared.verdict(values, self.confidence), declared.rule)
+        return self._conclude(decide(declared.rule, values, self.confidence), declared.rule)
 
     def _conclude(self, decision: Verdict, rule: Rule) -> Verdict:
         from normsys.claims.cache import code_digest  # torch: when a claim decides
