@@ -37,7 +37,8 @@ def test_the_template_claim_reads_as_its_declaration():
     assert "- reads: `log10_grad_ratio`: log10(||grad W_1|| / ||grad W_10||)" in text
     assert "- decides: `log10 ratio(residual) - log10 ratio(plain) > 1`, on the first arm minus " \
            "the second, paired by seed" in text
-    assert text.endswith("- negative control: `test_control_gradient_rule_is_refuted_where_neither_arm_has_residuals`")
+    assert text.endswith("- negative control: "
+                         "`test_control_gradient_rule_is_refuted_where_neither_arm_has_residuals`")
 
 
 def test_variants_that_train_otherwise_are_shown_and_parametrized_controls_are_found():

@@ -120,10 +120,12 @@ def test_an_all_of_rule_is_wrongly_decided_no_more_often_than_one_comparison(par
     """Every comparison exactly on the threshold (independent): an all-of rule refuted by any
     one comparison at 95% would be refuted 4-5% (two) or 6-7% (three) of the time; held to its
     family's level (Holm) it stays at 2.5%. Supported needs every comparison, so it is rarer."""
+    reps = 8_000  # each claim decides every part at every look: fewer claims, a wider margin
+    tolerance = 2.6 * math.sqrt(0.025 * 0.975 / reps)
     rates = simulate(Rule("x", ">", 0.0), lambda g, n: g.standard_normal((n, parts)),
-                     PLANS[plan], REPS, seed=4)
-    assert rates[REFUTED] <= ALPHA_PER_SIDE + MC_TOLERANCE, rates
-    assert rates[SUPPORTED] <= ALPHA_PER_SIDE + MC_TOLERANCE, rates
+                     PLANS[plan], reps, seed=4)
+    assert rates[REFUTED] <= ALPHA_PER_SIDE + tolerance, rates
+    assert rates[SUPPORTED] <= ALPHA_PER_SIDE + tolerance, rates
 
 
 def test_a_second_plan_over_the_seeds_a_first_look_left_open_spends_the_error_twice():

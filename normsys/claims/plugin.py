@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
@@ -327,9 +328,12 @@ def list_claims(config: pytest.Config, items: list[pytest.Item]) -> None:
     item_of = {(claim_id(i, m), claim_tier(i)): i for i in items if (m := claim_marker(i))}
     session = config.stash[SESSION]
     write = config.pluginmanager.get_plugin("terminalreporter").write_line
-    costs = []
+    costs, controls = [], {}
     for (cid, tier), (statement, source) in sorted(catalog.items()):
-        control = ", ".join(session.controls.get(cid, [])) or "NONE"
+        for name in session.controls.get(cid, []):
+            controls[name] = cost(control_index(name), "cpu")
+        control = ", ".join(f"{name} ({controls[name][0]})"
+                            for name in session.controls.get(cid, [])) or "NONE"
         planned = planned_configs(item_of[cid, tier], session.ledgers)
         # the runs it trains with this session's seed options, where it declares them (to the
         # look its ledger entries here show it took); else what it fetched last, or what the run
@@ -339,7 +343,15 @@ def list_claims(config: pytest.Config, items: list[pytest.Item]) -> None:
         write(f"{cid}  [{tier}]  {statement}  ({source})  control: {control}  cost: {text}")
     write(f"{len({cid for cid, _ in catalog})} claims, {len(catalog)} claim-tier pairs; "
           f"{total_line(costs)}")
+    if controls:  # each once, however many claims it controls
+        write(f"{len(controls)} negative controls; "
+              f"{total_line([todo for _, todo in controls.values()])}")
     items.clear()
+
+
+def control_index(name: str) -> str:
+    """The name a negative control's runs are indexed under, as a claim's are (its cost)."""
+    return "control-" + re.sub(r"[^\w.-]+", "_", name)
 
 
 def control_ids(item: pytest.Item) -> list[str]:
@@ -405,6 +417,7 @@ def control_runs(request: pytest.FixtureRequest):
     session = request.config.stash[SESSION]
     with session.runs.recording() as fetched:
         yield
+    session.runs.write_index(control_index(request.node.name), "cpu", fetched, empty=True)
     if not fetched:
         return
     theirs = {c for cid in ids for item in session.claim_items.get(cid, [])

@@ -276,11 +276,12 @@ class Runs:
         finally:
             self.recordings.remove(fetched)
 
-    def write_index(self, claim: str, tier: str, fetched: list[RunConfig]) -> None:
+    def write_index(self, claim: str, tier: str, fetched: list[RunConfig],
+                    empty: bool = False) -> None:
         """Keep which runs ``claim`` at ``tier`` fetched, with their data digests and training
-        times."""
+        times (``empty``: also that it fetched none)."""
         path = index_path(claim, tier)
-        if path is None or not fetched:
+        if path is None or not (fetched or empty):
             return
         runs_ = [{"config": c.to_dict(), "data": self.digests.get(c, ""),
                   "seconds": self.records[c].wall_time if c in self.records else None}
