@@ -26,7 +26,7 @@ from normsys.claims.declaration import (
 )
 from normsys.claims.experiments import SEQUENCES, char_gpt
 from normsys.claims.params import tiers
-from normsys.claims.testing import CONTROL_SEEDS, trained_and_untrained
+from normsys.claims.testing import CONTROL_SEEDS, trained_and_untrained, unread_seeds
 from normsys.claims.verdict import REFUTED, SUPPORTED, Rule
 from normsys.training import diagnostics as dg
 from normsys.training.config import RunConfig, preset
@@ -240,6 +240,17 @@ def ffn_ratios_at_init(task_of, placement: str, layers: int, shrink_first: bool)
         out.append(ffn_grad_ratio(at_init(cfg, task, shrink_first_ffn if shrink_first else None)
                                   .grads, layers))
     return out
+
+
+@pytest.mark.control(POSTLN_GROWS.id)
+def test_control_growth_rule_is_refuted_on_pre_ln_encoders(runs):
+    """The claim's own encoders, reading and all-of rule with the norms moved before each block
+    (pre-LN, whose gradients the source finds flat), on seeds the claim does not read: must come
+    out refuted. (Not the other way round for the flatness claim: at the CPU tier's depths the
+    post-LN profile is flat as well, its own growth claim refuted.)"""
+    pre = POSTLN_GROWS.experiment.overridden({"model.placement": "pre"})
+    ratios = pre.values(runs, unread_seeds(POSTLN_GROWS), "cpu")
+    assert POSTLN_GROWS.verdict(ratios).verdict == REFUTED
 
 
 @pytest.mark.control(POSTLN_GROWS.id, PRELN_FLATNESS.claim)
