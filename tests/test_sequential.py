@@ -157,6 +157,44 @@ def test_with_skewed_values_the_looks_cost_no_more_than_the_t_interval_already_d
     assert seq[SUPPORTED] <= ALPHA_PER_SIDE + MC_TOLERANCE, seq
 
 
+def recorded_skewness() -> list[float]:
+    """Per claim, the skewness of its per-seed values, pooled over its records' entries with
+    distinct values, each entry standardized by its own mean and spread (entries of 3 seeds
+    pull it toward 0: a lower bound on the shape)."""
+    from pathlib import Path
+
+    from normsys.claims import ledger
+
+    out = []
+    for record in ledger.records(Path(__file__).resolve().parents[1] / "claims" / "ledger").values():
+        pooled, seen = [], set()
+        for e in record.entries.values():
+            v = np.array([x for x in e.values if math.isfinite(x)])
+            if len(v) < 3 or v.std() == 0 or (key := (e.tier, tuple(v))) in seen:
+                continue
+            seen.add(key)
+            pooled += list((v - v.mean()) / v.std(ddof=1))
+        if len(pooled) >= 9:
+            z = np.array(pooled)
+            out.append(float(np.mean(z ** 3) / np.mean(z ** 2) ** 1.5))
+    return out
+
+
+@pytest.mark.xfail(strict=True, reason="the Student-t interval is not robust to skew at 3-21 "
+                                       "seeds: at the recorded per-seed shapes' median skewness "
+                                       "(0.25) one side runs at 2.9% (one look at 3 seeds) and "
+                                       "2.8% (the paper plan); a skew-robust interval is open")
+@pytest.mark.parametrize("plan", ["cpu tier", "paper tier"])
+def test_wrong_side_verdicts_stay_at_2_5_percent_under_the_recorded_per_seed_shapes(plan):
+    """True mean on the threshold, per-seed values of the median skewness the claims' records
+    show (standardized gamma): each side at most 2.5%."""
+    skews = recorded_skewness()
+    assert len(skews) >= 40
+    skew = float(np.median(np.abs(skews)))
+    rates = simulate(Rule("x", ">", 0.0), skewed(skew), PLANS[plan], REPS, seed=7)
+    assert max(rates[SUPPORTED], rates[REFUTED]) <= ALPHA_PER_SIDE + MC_TOLERANCE, (skew, rates)
+
+
 def test_more_seeds_decide_more_claims_that_are_off_their_threshold():
     """Power: a true effect of one per-seed standard deviation is supported far more often with
     up to 8 seeds than with the tier's 3."""
