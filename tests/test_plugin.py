@@ -570,11 +570,14 @@ def test_a_recorded_refutation_does_not_hide_broken_code(run_claims):
     assert "KeyError" in result.stdout.str()
 
 
-@pytest.mark.parametrize("make", ["file", "under_a_file"])
+@pytest.mark.parametrize("make", ["file", "under_a_file", "special_file_system"])
 def test_a_report_path_that_cannot_be_written_is_a_usage_error_before_any_claim_runs(
         run_claims, make):
+    """Also where the permissions allow it but the file system does not (/proc, even as root)."""
     (run_claims.path / "f").write_text("")
-    target = "f" if make == "file" else "f/rep"
+    target = {"file": "f", "under_a_file": "f/rep", "special_file_system": "/proc/rep"}[make]
+    if make == "special_file_system" and not Path("/proc").is_dir():
+        pytest.skip("no /proc here")
     result = run_claims.runpytest("--claims-report", target, "-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert f"--claims-report {target}" in result.stderr.str()

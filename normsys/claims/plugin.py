@@ -238,9 +238,11 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     return workers.auto_workers()
 
 
-def check_report_folder(folder: Path) -> None:
+def check_report_folder(folder: Path, create: bool = False) -> None:
     """The report is what a long run is for: a folder it cannot be written to is a usage error
-    before anything trains, not a lost report after."""
+    before anything trains, not a lost report after. ``create``: make it and write in it now (a
+    session that runs claims), since what the permissions say is not all (a read-only or special
+    file system)."""
     if folder.exists() and not folder.is_dir():
         raise pytest.UsageError(f"--claims-report {folder}: is a file, not a folder; name a "
                                 f"folder for the report (default {DEFAULT_REPORT_DIR}/)")
@@ -248,6 +250,15 @@ def check_report_folder(folder: Path) -> None:
     if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
         raise pytest.UsageError(f"--claims-report {folder}: cannot be created or written "
                                 f"({existing} is not a writable folder)")
+    if create:
+        try:
+            (folder / "figures").mkdir(parents=True, exist_ok=True)
+            probe = folder / f".write-check-{os.getpid()}"
+            probe.write_text("")
+            probe.unlink()
+        except OSError as err:
+            raise pytest.UsageError(f"--claims-report {folder}: cannot be created or written "
+                                    f"({err.strerror or err})") from None
 
 
 @pytest.hookimpl(tryfirst=True)  # before -k and -m deselect: this sees every claim collected
@@ -268,6 +279,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                                               marker.kwargs.get("source", ""))
     session = config.stash[SESSION]
     ledgers = session.ledgers
+    if catalog and not (config.option.claims_list or config.option.collectonly
+                        or hasattr(config, "workerinput")):  # claims will run: a report is due
+        check_report_folder(Path(config.option.claims_report), create=True)
     if catalog and collects_every_claim(config):
         ledgers.stale = ledger.stale(ledgers.folder, {cid for cid, _ in catalog})
         if hasattr(config, "workeroutput"):
