@@ -433,6 +433,12 @@ def builtin_name(tier: str) -> str:
 def builtin_json(tier: str, folder: Path | None = None) -> Path:
     """The built-in scorecard of ``tier`` in ``folder`` (the gallery unless told)."""
     return (folder or GALLERY) / f"{builtin_name(tier)}.json"
+ABOUT = ("normsys scorecard: norms -> statistic -> cell. A cell's `verdict` is the one to read: "
+         "supported, refuted or inconclusive as its claim decides; 'out of range' where the "
+         "norm's mean lies beyond every built-in kind's (no verdict: what the rule would say is "
+         "kept as `rule_verdict`); 'diverged (k of n seeds)' where runs diverged; 'n/a' where the "
+         "statistic's experiment does not take the norm. `reads`: the per-seed values; `runs`: "
+         "the run fingerprints they came from; `provenance`: where and with what it was made.")
 OUT_OF_RANGE = "out of range"  # a user's value beyond every built-in kind's (builtin_reach)
 NA = "n/a"  # a cell of a kind its statistic's experiment does not take
 
@@ -594,8 +600,8 @@ def write(out: Path, table: dict, prov: dict, statistics: Columns = None,
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / f"{name}.json", out / f"{name}.md", out / f"{name}.png"]
     # the rows in the table's order, which the page and the figure show (the judged ones first)
-    paths[0].write_text(json.dumps({"norms": as_json(table, statistics), "provenance": prov},
-                                   indent=1) + "\n")
+    paths[0].write_text(json.dumps({"about": ABOUT, "norms": as_json(table, statistics),
+                                    "provenance": prov}, indent=1) + "\n")
     paths[1].write_text(markdown_page(table, prov, statistics))
     fig = plt.figure()
     draw(fig, table, statistics, subjects)

@@ -111,3 +111,20 @@ def test_the_scorecard_time_it_states_is_the_committed_logs():
     assert log.rstrip().endswith(f"rc=0 after {stated[1]} s")
     assert log.startswith("# python -m normsys scorecard mynorm.py:MyNorm ") and \
         "\nscorecard: " in log and "\nwritten: " in log
+
+
+def test_the_environment_it_says_the_committed_results_need_is_theirs():
+    """The torch version README's set-up names is CI's pin and the committed results' own, and
+    the CPU kind it names is the committed built-in scorecard's."""
+    import json
+
+    readme = (ROOT / "README.md").read_text()
+    setup = readme[:readme.index("The CPU tier's data ships with the project")]
+    pinned = re.search(r"torch==(\S+)", (ROOT / ".ci" / "run").read_text())[1]
+    prov = json.loads((ROOT / "claims" / "gallery" / "scorecard-builtin-cpu.json").read_text())
+    environments = prov["provenance"]["environments"]
+    assert {e["torch"].split("+")[0] for e in environments} == {pinned}
+    assert {e["threads"] for e in environments} == {"1"}
+    assert f"made with torch {pinned}" in setup and f"`pip install torch=={pinned}`" in setup
+    for e in environments:
+        assert f"on `{e['device']}`" in setup, e["device"]

@@ -1284,12 +1284,13 @@ def test_the_files_are_written_into_a_new_nested_folder_and_over_old_ones(tmp_pa
     for _ in range(2):  # a folder that does not exist yet, then the same folder again
         paths = scorecard.write(out, table, prov, PARTS)
     text = paths[0].read_text()
-    assert text == json.dumps({"norms": scorecard.as_json(table, PARTS), "provenance": prov},
+    assert text == json.dumps({"about": scorecard.ABOUT, "norms": scorecard.as_json(table, PARTS),
+                              "provenance": prov},
                               indent=1) + "\n"
     assert scorecard.of_json(json.loads(text)["norms"])["mine"]["level"].mean == \
         table["mine"]["level"].mean
     assert list(json.loads(text)["norms"]) == list(table)  # the rows as the page shows them
-    assert text.startswith('{\n "norms": {\n  "mine": {')
+    assert text.startswith('{\n "about": ') and '\n "norms": {\n  "mine": {' in text
     from PIL import Image
 
     assert Image.open(paths[2]).info["dpi"] == pytest.approx((110, 110), abs=0.1)
@@ -1576,3 +1577,16 @@ def test_a_norm_that_cannot_load_in_the_worker_processes_is_said_not_waited_on(t
             scorecard.fetch(plan, [(spec, name)], workers=2, runs=Runs())
     finally:
         del norms.NORMS[name]  # the kinds a later test finds are the built-in ones
+
+
+def test_the_json_says_which_of_a_cells_two_verdicts_to_read():
+    """A cell out of range keeps its rule's verdict beside its own: the file says which one is
+    the verdict, the committed built-in scorecard too."""
+    import json
+
+    from normsys.scorecard import ABOUT, GALLERY, OUT_OF_RANGE
+
+    assert "`verdict` is the one to read" in ABOUT and "`rule_verdict`" in ABOUT
+    assert repr(OUT_OF_RANGE) in ABOUT
+    committed = json.loads((GALLERY / "scorecard-builtin-cpu.json").read_text())
+    assert committed["about"] == ABOUT
