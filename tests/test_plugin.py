@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -982,3 +983,21 @@ def test_an_update_over_a_record_it_cannot_read_fails_the_claim_and_writes_nothi
     assert "c-switch.json cannot be read" in result.stdout.str()
     assert "git checkout -- " in result.stdout.str()
     assert path.read_text() == "{not json"
+
+
+def test_a_hub_that_takes_no_connection_makes_the_session_offline(monkeypatch):
+    """Without a network the datasets library would retry the Hub for ~30 s, printing each retry:
+    a host that takes no connection sets HF_HUB_OFFLINE=1 at once; one that does, nothing."""
+    import socket
+
+    from normsys.claims.plugin import offline_without_hub
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setenv("HF_ENDPOINT", "https://normsys-no-such-host.invalid")
+    offline_without_hub()
+    assert os.environ.get("HF_HUB_OFFLINE") == "1"
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{server.getsockname()[1]}")
+        offline_without_hub()
+    assert "HF_HUB_OFFLINE" not in os.environ

@@ -277,6 +277,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             claim_items.setdefault(cid, []).append(item)
             catalog[cid, claim_tier(item)] = (marker.kwargs.get("statement", ""),
                                               marker.kwargs.get("source", ""))
+    if catalog:
+        offline_without_hub()
     session = config.stash[SESSION]
     ledgers = session.ledgers
     if catalog and not (config.option.claims_list or config.option.collectonly
@@ -302,6 +304,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         session.runs.progress = Progress(session.terminal, Path(counter) if counter else None)
     session.controls = controls  # --claims-list names them, once -k has selected
     session.claim_items = claim_items  # whatever -k selects: what a control's claims train
+
+
+def offline_without_hub(timeout: float = 3.0) -> None:
+    """Where the Hugging Face Hub's host takes no connection, HF_HUB_OFFLINE=1 for this process:
+    the paper tier's AG News then comes from the data files at once, where the datasets library
+    would retry the Hub for ~30 s, printing each retry (into --claims-list's lines, say)."""
+    import socket
+    from urllib.parse import urlparse
+
+    if os.environ.get("HF_HUB_OFFLINE", "0") in ("1", "true", "True"):
+        return
+    url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    try:
+        with socket.create_connection((url.hostname, url.port or 443), timeout=timeout):
+            return
+    except (OSError, ValueError):  # no route, no name, a malformed endpoint
+        os.environ["HF_HUB_OFFLINE"] = "1"
 
 
 def recorded_entry(item: pytest.Item, marker: pytest.Mark, ledgers: ledger.Ledgers):
