@@ -379,6 +379,25 @@ def summary(record) -> str:
     return "\n".join(lines)
 
 
+def takes_the_data(cfg: RunConfig, task, settings: list[str]) -> None:
+    """Two examples of the data through the model's structure (on the meta device: shapes only,
+    no memory, no random draws) before anything trains: a setting the model and the data cannot
+    take together (an input width, a patch size) is one error line, not a traceback from inside
+    training. ``settings``: the --set overrides, named in the error."""
+    x, _ = task.probe_batch(cfg)
+    with torch.device("meta"):
+        model = build_model(cfg.model).eval()
+    try:
+        with torch.no_grad():
+            model(x[:2].to("meta"))
+    except (RuntimeError, ValueError, IndexError, TypeError) as err:
+        said = f" with {' '.join(f'--set {s}' for s in settings)}" if settings else ""
+        raise UsageError(f"the {cfg.model.family} model{said} cannot take the {cfg.data.name} data "
+                         f"(an example is {'x'.join(map(str, x.shape[1:]))}): "
+                         f"{str(err).splitlines()[0]}; `python -m normsys list` gives each "
+                         f"preset's fields and defaults") from None
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         args = parse_args(sys.argv[1:] if argv is None else argv)
@@ -395,7 +414,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.dry_run and not args.no_cache:
             check_folder()
         runs = Runs(Progress(os.dup(2)))
-        runs.task_of(cfg)  # the data, checked against the model before anything trains (or not)
+        takes_the_data(cfg, runs.task_of(cfg), args.set)  # before anything trains (or not)
         if args.dry_run:
             print(json.dumps({"fingerprint": cfg.fingerprint(), **cfg.to_dict()}, indent=2))
             recorded = runtimes.run_seconds(cfg)

@@ -618,3 +618,24 @@ def test_cuda_asked_for_without_a_cuda_device_is_an_error_saying_what_to_use(mon
     assert train_module.resolve_device("auto") == torch.device("cpu")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert train_module.resolve_device("cuda") == torch.device("cuda")
+
+
+@pytest.mark.parametrize("sets,says", [
+    (["model.in_dim=10"], "the mlp model with --set model.in_dim=10 --set train.steps=1 cannot "
+                          "take the mnist data (an example is 784)"),
+    (["model.patch=5"], "the vit model with --set model.patch=5 --set train.steps=1 cannot take "
+                        "the mnist data (an example is 784)")])
+def test_cli_refuses_a_model_that_cannot_take_its_data_before_training(sets, says, capsys,
+                                                                      no_cache):
+    """An input width or a patch size the data does not have: one error line, exit 2, before
+    anything trains (the dry run too), where training would end in a traceback."""
+    from normsys.__main__ import main
+
+    model = "mlp" if "in_dim" in sets[0] else "vit"
+    for extra in ([], ["--dry-run"]):
+        argv = ["train", "--model", model, *(a for s in sets for a in ("--set", s)),
+                "--set", "train.steps=1", *extra]
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: {says}: ") and err.count("\n") == 1, err
+    assert main(["train", "--model", model, "--set", "train.steps=1", "--dry-run"]) == 0
