@@ -36,6 +36,7 @@ from normsys import catalog, scorecard
 from normsys.claims import ledger, runtimes, usernorm
 from normsys.claims.cache import check_folder
 from normsys.claims.progress import Progress, label
+from normsys.claims.report import write_check
 from normsys.claims.runs import Runs
 from normsys.claims.workers import RUN_THREADS, share_the_machine
 from normsys.training.config import PRESETS, RunConfig, preset
@@ -182,6 +183,9 @@ def score(args: argparse.Namespace) -> str:
     rows = names + scorecard.builtin_rows([n for n in args.against.split(",") if n])
     plan = scorecard.plan(list(dict.fromkeys(rows)), args.tier)
     scorecard.check_layers(plan, names)
+    if not args.dry_run and (why := write_check(args.out)):  # the norms fit: before training
+        raise UsageError(f"--out {args.out}: cannot be created or written ({why}); give a folder "
+                         f"that can")
     cuda = torch.cuda.is_available() and args.tier == "paper"
     # the runs as they will train: on --threads each in worker processes on the CPU
     threads = None if cuda else args.threads

@@ -1001,3 +1001,11 @@ def test_a_hub_that_takes_no_connection_makes_the_session_offline(monkeypatch):
         monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{server.getsockname()[1]}")
         offline_without_hub()
     assert "HF_HUB_OFFLINE" not in os.environ
+
+
+def test_a_write_check_leaves_nothing_behind(tmp_path):
+    from normsys.claims.report import write_check
+
+    assert write_check(tmp_path / "a" / "b") == "" and list(tmp_path.iterdir()) == []
+    (tmp_path / "f").write_text("")
+    assert write_check(tmp_path / "f" / "rep") != "" and [p.name for p in tmp_path.iterdir()] == ["f"]

@@ -13,6 +13,7 @@ import math
 import re
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 import torch
@@ -1590,3 +1591,16 @@ def test_the_json_says_which_of_a_cells_two_verdicts_to_read():
     assert repr(OUT_OF_RANGE) in ABOUT
     committed = json.loads((GALLERY / "scorecard-builtin-cpu.json").read_text())
     assert committed["about"] == ABOUT
+
+
+def test_an_out_folder_the_file_system_refuses_is_an_error_before_anything_trains(
+        user_file, tmp_path, capsys):
+    """/proc takes no folder whatever the permissions say (even as root): one error line,
+    exit 2, and no run trained or cached."""
+    if not Path("/proc").is_dir():
+        pytest.skip("no /proc here")
+    assert main(["scorecard", f"{user_file}:LNWrap", "--against", "layernorm",
+                 "--out", "/proc/normsys-scorecard"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --out /proc/normsys-scorecard: cannot be created or written (")
+    assert len(err.splitlines()) == 1 and not (tmp_path / "cache" / "runs").exists()

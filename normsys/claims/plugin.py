@@ -50,7 +50,7 @@ from normsys.claims.claim import (
     planned_configs,
 )
 from normsys.claims.progress import Progress
-from normsys.claims.report import merged, verdict_table, write_reports
+from normsys.claims.report import merged, verdict_table, write_check, write_reports
 from normsys.training.config import MAX_SEED
 from normsys.training.data import DataError, DataMissingError, data_root
 from normsys.training.provenance import described, device_name, git_commit, numeric_environment
@@ -250,15 +250,8 @@ def check_report_folder(folder: Path, create: bool = False) -> None:
     if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
         raise pytest.UsageError(f"--claims-report {folder}: cannot be created or written "
                                 f"({existing} is not a writable folder)")
-    if create:
-        try:
-            (folder / "figures").mkdir(parents=True, exist_ok=True)
-            probe = folder / f".write-check-{os.getpid()}"
-            probe.write_text("")
-            probe.unlink()
-        except OSError as err:
-            raise pytest.UsageError(f"--claims-report {folder}: cannot be created or written "
-                                    f"({err.strerror or err})") from None
+    if create and (why := write_check(folder)):
+        raise pytest.UsageError(f"--claims-report {folder}: cannot be created or written ({why})")
 
 
 @pytest.hookimpl(tryfirst=True)  # before -k and -m deselect: this sees every claim collected

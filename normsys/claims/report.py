@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 from dataclasses import asdict, fields
 from pathlib import Path
@@ -19,6 +20,25 @@ from normsys.claims.verdict import INCONCLUSIVE, REFUTED, SUPPORTED, Verdict
 VERDICT_ORDER = (SUPPORTED, REFUTED, INCONCLUSIVE, "error", "not run")
 HEADER = ["claim", "tier", "verdict", "statistic", "mean", "CI", "rule", "seeds", "time",
           "ledger", "replication"]  # CI: 95%, or the level of the look that decided (looks)
+
+
+def write_check(folder: Path) -> str:
+    """'' where ``folder`` can be made and written now, found by making it and writing in it
+    (what the permissions say is not all: a read-only or special file system), and leaving
+    nothing behind; else why not."""
+    made = [p for p in (folder, *folder.absolute().parents) if not p.exists()]
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".write-check-{os.getpid()}"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as err:
+        return err.strerror or str(err)
+    finally:
+        for p in made:  # the deepest first
+            if p.is_dir():
+                p.rmdir()
+    return ""
 
 
 def _num(x: float) -> str:
