@@ -634,8 +634,8 @@ class Replication:
             REPRODUCED if self.environments > 1 else UNREPLICATED
 
     def line(self) -> str:
-        """``fragile (1 seed set, 2 environments): supported (cpu AVX512 AMD), inconclusive
-        (cpu AVX2 AMD)``."""
+        """``fragile (1 independent seed set, 2 numeric environments): supported (cpu AVX512
+        AMD), inconclusive (cpu AVX2 AMD)``."""
         return f"{self.word} ({self.counts}): " + \
             ", ".join(f"{v} ({k})" for k, v in self.verdicts.items())
 

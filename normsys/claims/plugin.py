@@ -52,7 +52,7 @@ from normsys.claims.claim import (
 from normsys.claims.progress import Progress
 from normsys.claims.report import merged, verdict_table, write_check, write_reports
 from normsys.training.config import MAX_SEED
-from normsys.training.data import DataError, DataMissingError, data_root
+from normsys.training.data import DataError, DataMissingError, data_root, hub_allowed
 from normsys.training.provenance import described, device_name, git_commit, numeric_environment
 
 SESSION = pytest.StashKey["ClaimsSession"]()  # the session's state, one object a process
@@ -306,7 +306,7 @@ def offline_without_hub(timeout: float = 3.0) -> None:
     import socket
     from urllib.parse import urlparse
 
-    if os.environ.get("HF_HUB_OFFLINE", "0") in ("1", "true", "True"):
+    if not hub_allowed():
         return
     url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
     try:
@@ -642,7 +642,7 @@ class ClaimsSession:
             if (marker := claim_marker(item)) is None or item.get_closest_marker("skip"):
                 continue
             tier = claim_tier(item)
-            first = opt.claims_seeds or verdict.first_look(tier, marker.kwargs.get("seeds"))
+            first = claim_looks(item, marker)[0]
             if opt.claims_max_seeds < first:
                 raise pytest.UsageError(f"--claims-max-seeds {opt.claims_max_seeds}: below the "
                                         f"first look of {claim_id(item, marker)} [{tier}], "
