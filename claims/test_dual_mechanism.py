@@ -19,13 +19,13 @@ import numpy as np
 import pytest
 import torch
 
-from normsys.claims.declaration import Declaration, Experiment, Statistic, by_norm, metric
+from normsys.claims.declaration import Arm, Declaration, Experiment, Statistic, by_norm, metric
 from normsys.claims.experiments import SEQUENCES
 from normsys.claims.params import Variant, tiers, variant_tiers
 from normsys.claims.testing import SMALL_CLASSIFIER, small_classifier_accuracies, trained_and_untrained
 from normsys.claims.verdict import REFUTED, SUPPORTED, Rule
 from normsys.training import diagnostics as dg
-from normsys.training.config import RunConfig, preset
+from normsys.training.config import preset
 from normsys.training.measure import at_init
 from normsys.training.record import TEST_ACC, TRAIN_ACC, probe_of
 
@@ -44,9 +44,9 @@ SLOW = ("-masked",)  # nine more encoder runs (~10 min of one core): outside CI'
 # where the paper tier was measured: 5 seeds each, the offline FALLBACK pool (8,000 train rows)
 
 
-def encoder(norm: str, seed: int, tier: str = "cpu", **changes) -> RunConfig:
-    """The seed encoder's run: the encoder preset of the tier (AG News, post-norm, 6 blocks)."""
-    return preset("encoder", tier, **{"model.norm": norm, "train.seed": seed, **changes})
+# The seed encoder's runs: the encoder preset of the tier (AG News, post-norm, 6 blocks), changed
+# as each variant says; its model.norm set per arm.
+ENCODER = Arm("encoder", variants=CHANGES)
 
 
 # the block outputs the encoder preset probes: blocks 1, 3, 6 (blocks.0, .2, .5)
@@ -85,11 +85,6 @@ def rows_of(variant: str) -> str:
     return "nonpad" if variant == "-nonpad" else "all"
 
 
-def one_encoder(norm: str, seed: int, tier: str, variant: str) -> list:
-    """One seed's run of the seed encoder with ``norm``, changed as the variant says."""
-    return [encoder(norm, seed, tier, **CHANGES[variant])]
-
-
 def kappa_6(records, variant: str = "") -> float:
     """erank(block 6) / erank(block 1) (variant -nonpad: of the rows that are not padding)."""
     return kappa(records[0].probes, rows=rows_of(variant))
@@ -108,16 +103,16 @@ def gap_of(records, variant: str = "") -> float:
 # The norm-generic claims, declared once: their tests below decide through these, and each is a
 # column of the scorecard (normsys.scorecard) for any norm kind.
 KAPPA_6 = Statistic(
-    "kappa_6", "dm-layernorm-prevents-collapse", prevents_collapse, one_encoder, kappa_6,
+    "kappa_6", "dm-layernorm-prevents-collapse", prevents_collapse, ENCODER, kappa_6,
     excludes=SEQUENCES, words="rank kept at depth", source=SOURCE,
     statement="LayerNorm keeps representations from collapsing with depth: {rule}.")
 MIN_RHO = Statistic(
-    "min_rho", "dm-l2-isotropic", stays_isotropic, one_encoder, min_rho_of,
+    "min_rho", "dm-l2-isotropic", stays_isotropic, ENCODER, min_rho_of,
     claim_norm="l2", excludes=SEQUENCES, words="isotropy of every block", source=SOURCE,
     statement="L2-normalized representations stay isotropic: min over blocks 1, 3, 6 of "
               "erank/d: {rule}.")
 TEST_ACC_VS_LN = Statistic(
-    "test_acc_vs_ln", "dm-scaled-l2-matches-layernorm", accuracy_matches_layernorm, one_encoder,
+    "test_acc_vs_ln", "dm-scaled-l2-matches-layernorm", accuracy_matches_layernorm, ENCODER,
     metric(TEST_ACC), versus="layernorm", pairing="versus - own",
     claim_norm="scaled_l2", excludes=SEQUENCES, words="accuracy as LayerNorm's",
     source="ours (scale confound)",
@@ -127,7 +122,7 @@ TEST_ACC_VS_LN = Statistic(
 @pytest.fixture
 def encoder_runs(runs, claim, tier, variant):
     return lambda norm: runs([c for seed in claim.seeds
-                              for c in one_encoder(norm, seed, tier, variant)])
+                              for c in ENCODER.changed({"model.norm": norm})(seed, tier, variant)])
 
 
 def draw_figure_4(fig, runs_by_norm: dict, rows: str = "all") -> None:
@@ -164,8 +159,8 @@ NONE_COLLAPSES = Declaration(
     "dm-none-collapses-with-depth", Rule("kappa_6(none)", "<", 0.5), source=SOURCE,
     statement="Without normalization the representation collapses with depth: {rule}.",
     # Figure 4 draws the other kinds beside it: their runs are planned (and costed) with its own
-    experiment=Experiment(by_norm(one_encoder, "none"), kappa_6,
-                          evidence=by_norm(one_encoder, *(n for n in NORMS if n != "none"))))
+    experiment=Experiment(by_norm(ENCODER, "none"), kappa_6,
+                          evidence=by_norm(ENCODER, *(n for n in NORMS if n != "none"))))
 
 
 @pytest.mark.parametrize("variant,tier", variant_tiers(VARIANTS, slow=SLOW))
@@ -200,7 +195,7 @@ LN_EXPRESSION = Declaration(
     "dm-layernorm-expression", Rule("test_acc(layernorm) - test_acc(l2)", ">", 0.05),
     source=SOURCE, statement="LayerNorm's affine 'expression' part buys accuracy over plain L2: "
                              "{rule}, paired by seed.",
-    experiment=Experiment(by_norm(one_encoder, "layernorm", "l2"), metric(TEST_ACC)))
+    experiment=Experiment(by_norm(ENCODER, "layernorm", "l2"), metric(TEST_ACC)))
 
 
 @pytest.mark.parametrize("variant,tier", variant_tiers(VARIANTS, slow=SLOW))
@@ -220,7 +215,7 @@ NONE_MEMORIZES = Declaration(
     "dm-none-memorizes", Rule("gap(none) - gap(layernorm)", ">", 0.02), source=SOURCE,
     statement="Without normalization the encoder memorizes (gap = train - test accuracy): "
               "{rule}, paired by seed.",
-    experiment=Experiment(by_norm(one_encoder, "none", "layernorm"), gap_of))
+    experiment=Experiment(by_norm(ENCODER, "none", "layernorm"), gap_of))
 
 
 @pytest.mark.parametrize("variant,tier", variant_tiers(RUN_VARIANTS, slow=SLOW))
@@ -234,8 +229,8 @@ SCALE_NOT_AFFINE = Declaration(
     source="ours (scale confound)",
     statement="The l2 model's deficit is a matter of scale, not of missing affine parameters: "
               "{rule}, paired.",
-    experiment=Experiment(by_norm(one_encoder, "scaled_l2", "l2_affine"), metric(TEST_ACC),
-                          evidence=by_norm(one_encoder, *NORMS)))  # drawn beside them
+    experiment=Experiment(by_norm(ENCODER, "scaled_l2", "l2_affine"), metric(TEST_ACC),
+                          evidence=by_norm(ENCODER, *NORMS)))  # drawn beside them
 
 
 @pytest.mark.parametrize("tier", tiers())
@@ -281,7 +276,8 @@ def probes_at_init(task_of, variant: str, collapse: bool) -> list[dict]:
     """Per control seed, the probes (train.probe) of a small LayerNorm encoder at init."""
     out, task = [], None
     for seed in RANK_CONTROL_SEEDS:
-        cfg = encoder("layernorm", seed, **CONTROL_ENCODER, **CHANGES[variant])
+        (cfg,) = ENCODER.changed({**CONTROL_ENCODER, "model.norm": "layernorm"})(seed, "cpu",
+                                                                                  variant)
         task = task or task_of(cfg)  # the same rows for every seed
         out.append(at_init(cfg, task, rank_collapsing if collapse else None).probes)
     return out

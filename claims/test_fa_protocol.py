@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 
-from normsys.claims.declaration import Declaration, Experiment, metric
+from normsys.claims.declaration import Arm, Declaration, Experiment, metric
 from normsys.claims.params import tiers, variant_tiers
 from normsys.claims.protocol import BP_RANGE, DFA_RANGE, mnist_report
 from normsys.claims.testing import CONTROL_SEEDS, small_classifier_accuracies, unread_seeds
@@ -34,14 +34,24 @@ EPOCHS = {"": 2, "-long": 10}
 FIGURE_EPOCHS = (1, 2, 5, 10)
 
 
+def snapshots(epochs: int) -> tuple[int, ...]:
+    """The epochs after which a run keeps its weights: 1, 2 and 5 for a 10-epoch run (for the
+    figure), none for the others."""
+    return tuple(e for e in FIGURE_EPOCHS if e < epochs) if epochs == EPOCHS["-long"] else ()
+
+
+# The protocol's residual MLP (the resmlp preset: 784 -> 256, 4 blocks LN-256x512-GELU-512x256,
+# Adam 1e-3, batch 128), trained for each variant's epochs.
+FA_NET = Arm("resmlp", variants={v: {"train.epochs": epochs, "train.snapshots": snapshots(epochs)}
+                                 for v, epochs in EPOCHS.items()})
+
+
 def fa_mlp(method: str, seed: int, tier: str = "cpu", frozen: bool = False, epochs: int = 2):
-    """The protocol's residual MLP (the resmlp preset: 784 -> 256, 4 blocks LN-256x512-GELU-
-    512x256, Adam 1e-3, batch 128) trained by ``method``; ``frozen``: its blocks fixed at init.
-    A 10-epoch run keeps its weights after epochs 1, 2 and 5 too, for the figure."""
-    snapshots = tuple(e for e in FIGURE_EPOCHS if e < epochs) if epochs == EPOCHS["-long"] else ()
+    """The protocol's net trained by ``method`` for ``epochs``; ``frozen``: its blocks fixed at
+    init."""
     return preset("resmlp", tier, **{"train.method": method, "train.frozen_blocks": frozen,
                                      "train.seed": seed, "train.epochs": epochs,
-                                     "train.snapshots": snapshots})
+                                     "train.snapshots": snapshots(epochs)})
 
 
 def fa_protocol(record, epoch: int | None = None) -> dict:
@@ -52,10 +62,10 @@ def fa_protocol(record, epoch: int | None = None) -> dict:
     return mnist_report(trained_model(record, learning_rule=False, epoch=epoch))
 
 
-def trained_by(method: str, frozen: bool = False):
-    """An experiment's arm: one seed's protocol net trained by ``method`` for the variant's
-    epochs (``frozen``: the frozen-blocks baseline whose other layers ``method`` trained)."""
-    return lambda seed, tier, variant: [fa_mlp(method, seed, tier, frozen, EPOCHS[variant])]
+def trained_by(method: str, frozen: bool = False) -> Arm:
+    """An experiment's arm: the protocol net trained by ``method`` for the variant's epochs
+    (``frozen``: the frozen-blocks baseline whose other layers ``method`` trained)."""
+    return FA_NET.changed({"train.method": method, "train.frozen_blocks": frozen})
 
 
 def stability_of(records, variant: str = "") -> float:
@@ -68,7 +78,7 @@ def protocol(runs, claim, tier, variant):
     """protocol(method, at=None) -> per-seed (record, report) of that learning rule after the
     variant's epochs (or, ``at``, its weights after that epoch); the seeds' runs fetched at once."""
     def measure(method: str, at: int | None = None):
-        records = runs([fa_mlp(method, seed, tier, epochs=EPOCHS[variant]) for seed in claim.seeds])
+        records = runs([c for seed in claim.seeds for c in trained_by(method)(seed, tier, variant)])
         return [(record, fa_protocol(record, None if at == EPOCHS[variant] else at))
                 for record in records]
     return measure

@@ -16,16 +16,8 @@ import pytest
 import torch
 
 from normsys.claims import figures
-from normsys.claims.declaration import (
-    Declaration,
-    Experiment,
-    NormArm,
-    Statistic,
-    by_norm,
-    metric,
-    single,
-)
-from normsys.claims.experiments import log10_grad_ratio, tanh_mlp, weight_grad_profile
+from normsys.claims.declaration import Arm, Declaration, Experiment, Statistic, by_norm, metric
+from normsys.claims.experiments import log10_grad_ratio, weight_grad_profile
 from normsys.claims.params import tiers
 from normsys.claims.testing import (
     CONTROL_SEEDS,
@@ -36,7 +28,7 @@ from normsys.claims.testing import (
 )
 from normsys.claims.verdict import REFUTED, SUPPORTED, Rule
 from normsys.training import diagnostics as dg
-from normsys.training.config import RunConfig, preset
+from normsys.training.config import RunConfig
 from normsys.training.measure import at_init
 from normsys.training.record import TEST_ACC, VAL_LOSS, RunRecord, probe_of, trained_model
 
@@ -47,14 +39,15 @@ INIT_SCALES = (0.5, 1.0, 2.0)  # the hidden weights' scale at init, robustness t
 MLP_PROBE = "layers.2"  # the MLP's last hidden layer: what its runs probe and its readers read
 
 
-def mlp(norm: str, seed: int, batch_size: int = 64, steps: int = 0, tier: str = "cpu",
-        init_scale: float = 1.0) -> RunConfig:
-    """The MLP (mlp preset: 784 -> 3 x 256 Linear-norm-ReLU -> 10, Adam 1e-3, 1 epoch or
-    ``steps``), its last hidden layer probed on 1,000 fixed training images."""
-    return preset("mlp", tier, **{"model.norm": norm, "train.seed": seed,
-                                  "train.batch_size": batch_size, "train.steps": steps,
-                                  "train.probe": (MLP_PROBE,), "train.probe_batch": 1000,
-                                  "model.init_scale": init_scale})
+# The MLP (mlp preset: 784 -> 3 x 256 Linear-norm-ReLU -> 10, Adam 1e-3, batch 64, 1 epoch), its
+# last hidden layer probed on 1,000 fixed training images.
+MLP = Arm("mlp", {"train.probe": (MLP_PROBE,), "train.probe_batch": 1000})
+
+
+def mlp(norm: str, seed: int, tier: str = "cpu", **settings) -> RunConfig:
+    """One seed's MLP with ``norm``, and ``settings`` changed."""
+    (cfg,) = MLP.changed({"model.norm": norm, **settings})(seed, tier)
+    return cfg
 
 
 def unit_correlation(record: RunRecord) -> float:
@@ -84,28 +77,16 @@ def prevents_vanishing(norm: str) -> Rule:
     return Rule(f"log10 ratio({norm}) - log10 ratio(plain)", ">", 1.0)
 
 
-def cnn(norm: str, seed: int, tier: str = "cpu"):
-    """The CNN (cnn preset: 3 x conv3x3 (32, 64, 64) -> norm -> ReLU -> maxpool, batch 128)."""
-    return preset("cnn", tier, **{"model.norm": norm, "train.seed": seed})
-
-
-def lstm(norm: str, seed: int, tier: str = "cpu"):
-    """The char LSTM (lstm preset: 1 layer, hidden 256, 1,000 steps); norm layernorm is the
-    layer-normalized LSTM of Ba et al. 2016, none the plain LSTM (same cell code)."""
-    return preset("lstm", tier, **{"model.norm": norm, "train.seed": seed})
-
-
-def tblock_lm(norm: str, seed: int, tier: str = "cpu"):
-    """One pre-norm Transformer block as a character LM: d=64, 4 heads, context 64, batch 32,
-    Adam 1e-3, 500 steps; ``norm`` in both of the block's norm places and the final norm."""
-    return preset("char_gpt", tier, **{"model.norm": norm, "model.layers": 1, "model.d": 64,
-                                       "model.heads": 4, "model.seq_len": 64,
-                                       "train.batch_size": 32, "train.optimizer": "adam",
-                                       "train.lr": 1e-3, "train.steps": 500, "train.seed": seed})
-
-
-def one_mlp(norm: str, seed: int, tier: str) -> RunConfig:
-    return mlp(norm, seed, tier=tier)
+# The CNN (cnn preset: 3 x conv3x3 (32, 64, 64) -> norm -> ReLU -> maxpool, batch 128).
+CNN = Arm("cnn")
+# The char LSTM (lstm preset: 1 layer, hidden 256, 1,000 steps); norm layernorm is the
+# layer-normalized LSTM of Ba et al. 2016, none the plain LSTM (same cell code).
+LSTM = Arm("lstm")
+# One pre-norm Transformer block as a character LM: d=64, 4 heads, context 64, batch 32, Adam 1e-3,
+# 500 steps; its norm in both of the block's norm places and the final norm.
+TBLOCK_LM = Arm("char_gpt", {"model.layers": 1, "model.d": 64, "model.heads": 4,
+                             "model.seq_len": 64, "train.batch_size": 32,
+                             "train.optimizer": "adam", "train.lr": 1e-3, "train.steps": 500})
 
 
 def steps_ratio(layernorm: float, none: float) -> float:
@@ -127,7 +108,7 @@ def steps_to_90(records, variant: str = "") -> float:
 # column of the scorecard (normsys.scorecard) for any norm kind.
 GRAD_RATIO_VS_NONE = Statistic(
     "grad_ratio_vs_none", "ld-layernorm-prevents-vanishing-gradients", prevents_vanishing,
-    lambda n, s, t, v: [tanh_mlp(s, t, n)], log10_grad_ratio,
+    Arm("tanh_mlp"), log10_grad_ratio,
     versus="none", pairing="own - versus", versus_arm="plain", own_seeds=5,
     words="gradient flow vs no norm",
     source=SOURCE,
@@ -136,13 +117,14 @@ GRAD_RATIO_VS_NONE = Statistic(
               "{rule}, paired.")
 DECORRELATION = Statistic(
     "decorrelation", "ld-layernorm-decorrelates", decorrelates,
-    single(one_mlp), correlation,
+    MLP, correlation,
     versus="none", pairing="versus - own", words="decorrelation vs no norm", source=SOURCE,
     statement="LayerNorm decorrelates hidden units (corr: mean |off-diagonal correlation| of the "
               "last hidden layer): {rule}, paired.")
 INIT_ROBUSTNESS = Statistic(
     "init_robustness", "ld-layernorm-robust-to-init-scale", robust_to_init,
-    lambda n, s, t, v: [mlp(n, s, tier=t, init_scale=k) for k in INIT_SCALES], init_scale_spread,
+    Arm("mlp", MLP.settings, each=tuple({"model.init_scale": k} for k in INIT_SCALES)),
+    init_scale_spread,
     versus="none", pairing="versus - own", words="init-scale robustness vs no norm",
     source=SOURCE,
     statement="LayerNorm makes the MLP robust to its weight initialization (spread: max - min test "
@@ -151,7 +133,7 @@ INIT_ROBUSTNESS = Statistic(
 
 @pytest.fixture
 def mlp_runs(runs, claim, tier):
-    return lambda norm: runs([mlp(norm, s, tier=tier) for s in claim.seeds])
+    return lambda norm: runs([mlp(norm, s, tier) for s in claim.seeds])
 
 
 def draw_correlations(fig, records: dict) -> None:
@@ -198,7 +180,7 @@ SPEEDS_CONVERGENCE = Declaration(
     source=SOURCE,
     statement="LayerNorm speeds up convergence (steps: to 90% accuracy on a running window of 50 "
               "training batches): {rule}.",
-    experiment=Experiment(by_norm(single(one_mlp), "layernorm", "none"), steps_to_90,
+    experiment=Experiment(by_norm(MLP, "layernorm", "none"), steps_to_90,
                           combine=steps_ratio))
 
 
@@ -214,7 +196,7 @@ SMALL_BATCH = Declaration(
     source=SOURCE,
     statement="With batch size {train.batch_size}, LayerNorm beats BatchNorm (eval mode, running "
               "statistics) after {train.steps:,} steps: {rule}, paired.",
-    experiment=Experiment(by_norm(single(lambda n, s, t: mlp(n, s, 4, 2000, t)),
+    experiment=Experiment(by_norm(MLP.changed({"train.batch_size": 4, "train.steps": 2000}),
                                   "layernorm", "batchnorm"), metric(TEST_ACC)))
 
 
@@ -229,7 +211,7 @@ BN_WINS_CNN = Declaration(
     source=SOURCE,
     statement="In a CNN with batch {train.batch_size}, BatchNorm beats LayerNorm after "
               "{train.epochs} epoch: {rule}, paired.",
-    experiment=Experiment(by_norm(single(cnn), "batchnorm", "layernorm"), metric(TEST_ACC)))
+    experiment=Experiment(by_norm(CNN, "batchnorm", "layernorm"), metric(TEST_ACC)))
 
 
 @pytest.mark.slow  # six 1-epoch CNN runs, ~5 min on 2 cores
@@ -243,8 +225,8 @@ HELPS_LSTM = Declaration(
     "ld-layernorm-helps-lstm", Rule("val_loss(plain) - val_loss(LN-LSTM)", ">", 0.0),
     source=SOURCE,
     statement="Layer normalization helps an LSTM after {train.steps:,} steps: {rule}, paired.",
-    experiment=Experiment({"plain": NormArm(single(lstm), "none"),
-                           "LN-LSTM": NormArm(single(lstm), "layernorm")}, metric(VAL_LOSS)))
+    experiment=Experiment({"plain": LSTM.changed({"model.norm": "none"}),
+                           "LN-LSTM": LSTM.changed({"model.norm": "layernorm"})}, metric(VAL_LOSS)))
 
 
 @pytest.mark.slow  # six 1,000-step LSTM runs, ~2 min each on one core
@@ -259,8 +241,8 @@ BEATS_BN_LSTM = Declaration(
     source=SOURCE,
     statement="In an LSTM, LayerNorm beats BatchNorm (statistics per time step) after "
               "{train.steps:,} steps: {rule}, paired.",
-    experiment=Experiment({"BN-LSTM": NormArm(single(lstm), "batchnorm"),
-                           "LN-LSTM": NormArm(single(lstm), "layernorm")}, metric(VAL_LOSS)))
+    experiment=Experiment({"BN-LSTM": LSTM.changed({"model.norm": "batchnorm"}),
+                           "LN-LSTM": LSTM.changed({"model.norm": "layernorm"})}, metric(VAL_LOSS)))
 
 
 @pytest.mark.slow  # three more 1,000-step LSTM runs (and the LayerNorm three of the claim above)
@@ -275,8 +257,8 @@ BEATS_BN_TRANSFORMER = Declaration(
     source=SOURCE,
     statement="In a pre-norm Transformer block (a character LM), LayerNorm beats BatchNorm in both "
               "norm places after {train.steps} steps: {rule}, paired.",
-    experiment=Experiment({"BN": NormArm(single(tblock_lm), "batchnorm"),
-                           "LN": NormArm(single(tblock_lm), "layernorm")}, metric(VAL_LOSS)))
+    experiment=Experiment({"BN": TBLOCK_LM.changed({"model.norm": "batchnorm"}),
+                           "LN": TBLOCK_LM.changed({"model.norm": "layernorm"})}, metric(VAL_LOSS)))
 
 
 @pytest.mark.parametrize("tier", tiers())
@@ -290,7 +272,7 @@ IMPROVES_ACCURACY = Declaration(
     source=SOURCE,
     statement="LayerNorm improves the MLP's final accuracy after {train.epochs} epoch: {rule}, "
               "paired.",
-    experiment=Experiment(by_norm(single(one_mlp), "layernorm", "none"), metric(TEST_ACC)))
+    experiment=Experiment(by_norm(MLP, "layernorm", "none"), metric(TEST_ACC)))
 
 
 @pytest.mark.parametrize("tier", tiers())
@@ -373,8 +355,8 @@ def test_control_accuracy_rules_flip_between_a_trained_and_an_untrained_model(da
 def test_control_validation_loss_rules_flip_between_a_trained_and_an_untrained_lm(data_env, run):
     """Validation loss (the claims' measurement) of a small LSTM trained 60 steps and of the same
     LSTM at its initialization, both ways round."""
-    cfg = lstm("layernorm", 0).override(**{"model.d": 32, "train.steps": 60,
-                                                  "train.batch_size": 8, "train.eval_batches": 2})
+    (cfg,) = LSTM.changed({"model.norm": "layernorm", "model.d": 32, "train.steps": 60,
+                           "train.batch_size": 8, "train.eval_batches": 2})(0, "cpu")
     trained, untrained = ([r.metrics[VAL_LOSS] for r in side]
                           for side in trained_and_untrained(run, cfg))
     for declared in (HELPS_LSTM, BEATS_BN_LSTM, BEATS_BN_TRANSFORMER):

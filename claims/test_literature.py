@@ -12,19 +12,13 @@
 from __future__ import annotations
 
 import math
-from functools import partial
 
 import pytest
 import torch
 
 from normsys.claims import figures
-from normsys.claims.declaration import (
-    Declaration,
-    Experiment,
-    Statistic,
-    metric,
-)
-from normsys.claims.experiments import SEQUENCES, char_gpt
+from normsys.claims.declaration import Arm, Declaration, Experiment, Statistic, metric
+from normsys.claims.experiments import CHAR_GPT, SEQUENCES, char_gpt
 from normsys.claims.params import tiers
 from normsys.claims.testing import CONTROL_SEEDS, trained_and_untrained, unread_seeds
 from normsys.claims.verdict import REFUTED, SUPPORTED, Rule
@@ -37,13 +31,16 @@ from normsys.training.record import VAL_LOSS
 DEPTHS = (6, 12)
 
 
+# The seed encoder (encoder preset) at initialization: gradients on the first batch of 64 AG News
+# sequences, no training.
+AT_INIT = {"train.epochs": 0, "train.probe": ()}
+
+
 def xiong(placement: str, layers: int, seed: int, tier: str = "cpu",
           norm: str = "layernorm") -> RunConfig:
-    """The seed encoder (encoder preset), ``layers`` blocks, at initialization: gradients on the
-    first batch of 64 AG News sequences, no training."""
-    return preset("encoder", tier, **{"model.norm": norm, "model.placement": placement,
-                                      "model.layers": layers, "train.seed": seed,
-                                      "train.epochs": 0, "train.probe": ()})
+    """The encoder at init with ``layers`` blocks and ``placement`` norms of kind ``norm``."""
+    return preset("encoder", tier, **{**AT_INIT, "model.norm": norm, "model.placement": placement,
+                                      "model.layers": layers, "train.seed": seed})
 
 
 def ffn_grad_norms(grads: dict[str, float], layers: int) -> list[float]:
@@ -66,10 +63,10 @@ def loss_matches_layernorm(norm: str) -> Rule:
     return Rule(f"(val({norm}) - val(LN)) / val(LN)", "within", (-0.02, 0.02))
 
 
-def xiong_encoders(placement: str, seed: int, tier: str, variant: str = "",
-                   norm: str = "layernorm") -> list:
-    """One seed's runs: the encoder with ``placement`` norms at each depth, at init."""
-    return [xiong(placement, depth, seed, tier, norm) for depth in DEPTHS]
+def xiong_encoders(placement: str) -> Arm:
+    """An arm of one run per depth: the encoder with ``placement`` norms, at init."""
+    return Arm("encoder", {**AT_INIT, "model.placement": placement},
+               each=tuple({"model.layers": depth} for depth in DEPTHS))
 
 
 def blocks(record) -> int:
@@ -91,13 +88,13 @@ def log2_depth_ratios(records, variant: str = "") -> dict[str, float]:
 # column of the scorecard (normsys.scorecard) for any norm kind.
 PRELN_FLATNESS = Statistic(
     "preln_flat", "xiong-preln-gradients-flat", lambda n: PRELN_FLAT,
-    lambda n, s, t, v: xiong_encoders("pre", s, t, v, n), log2_depth_ratios,
+    xiong_encoders("pre"), log2_depth_ratios,
     excludes=SEQUENCES, words="flat pre-norm gradients", source="Xiong et al. 2020",
     statement="At init, pre-LN encoders (6 and 12 blocks) have flat FFN gradients (ratio = last / "
               "first block's): {rule} at both depths.")
 VAL_LOSS_VS_LN = Statistic(
     "val_loss_vs_ln", "rmsnorm-matches-layernorm", loss_matches_layernorm,
-    lambda n, s, t, v: [char_gpt(s, t, n, steps=500)], metric(VAL_LOSS),
+    CHAR_GPT.changed({"train.steps": 500}), metric(VAL_LOSS),
     versus="layernorm", pairing="(own - versus) / versus", claim_norm="rmsnorm",
     excludes=SEQUENCES, words="LM loss as LayerNorm's", source="Zhang & Sennrich 2019",
     statement="RMSNorm matches LayerNorm on a pre-norm char GPT: {rule}.")
@@ -120,7 +117,7 @@ POSTLN_GROWS = Declaration(
     source="Xiong et al. 2020",
     statement="At init, post-LN encoders (6 and 12 blocks) have larger FFN gradients in the last "
               "block than in the first: {rule} at both depths.",
-    experiment=Experiment({"post-LN": partial(xiong_encoders, "post")}, depth_ratios))
+    experiment=Experiment({"post-LN": xiong_encoders("post")}, depth_ratios))
 
 
 @pytest.mark.parametrize("tier", tiers())
@@ -284,8 +281,8 @@ def test_control_dong_rules_flip_between_pure_attention_and_skips():
 def test_control_equivalence_rules_fail_between_a_trained_and_an_untrained_lm(data_env, run):
     """The relative validation-loss gap of a small char GPT trained 60 steps against the same
     model at its initialization: far outside +-2%."""
-    cfg = char_gpt(0, steps=60).override(**{"model.d": 32, "model.layers": 1,
-                                                   "train.batch_size": 8, "train.eval_batches": 2})
+    cfg = char_gpt(0, **{"train.steps": 60, "model.d": 32, "model.layers": 1,
+                         "train.batch_size": 8, "train.eval_batches": 2})
     trained, untrained = ([r.metrics[VAL_LOSS] for r in side]
                           for side in trained_and_untrained(run, cfg))
     for declared in (VAL_LOSS_VS_LN.declaration, DYT_MATCHES):

@@ -8,14 +8,12 @@ that the model's own backward pass delivers, and compare the analytic input grad
 
 from __future__ import annotations
 
-from functools import partial
-
 import pytest
 import torch
 from torch import nn
 
-from normsys.claims.declaration import Declaration, Experiment
-from normsys.claims.experiments import char_gpt
+from normsys.claims.declaration import Arm, Declaration, Experiment
+from normsys.claims.experiments import CHAR_GPT, char_gpt
 from normsys.claims.params import tiers
 from normsys.claims.protocol import layernorm_gradients, ln_decomposition_summary, ln_vjp_errors
 from normsys.claims.testing import CONTROL_SEEDS
@@ -42,9 +40,9 @@ def captures_of(record):
     return layernorm_gradients(model, *fresh_lm_batch(record.run_config))
 
 
-def gpt(attention: str, method: str, seed: int, tier: str, variant: str = "") -> list:
-    """One seed's char GPT (250 steps) with ``attention``, trained by ``method``."""
-    return [char_gpt(seed, tier, attention=attention, method=method)]
+def gpt(attention: str, method: str) -> Arm:
+    """The char GPT (250 steps) with ``attention``, trained by ``method``."""
+    return CHAR_GPT.changed({"model.attention": attention, "train.method": method})
 
 
 def max_vjp_error(records, variant: str = "") -> float:
@@ -63,7 +61,7 @@ ANALYTIC_MATCHES = Declaration(
     source=SOURCE,
     statement="The analytic LayerNorm input gradient equals autograd's at every LayerNorm of a "
               "trained model (fp32): {rule}.",
-    experiment=Experiment({"bp": partial(gpt, "softmax", "bp")}, max_vjp_error))
+    experiment=Experiment({"bp": gpt("softmax", "bp")}, max_vjp_error))
 
 
 @pytest.mark.parametrize("tier", tiers())
@@ -80,7 +78,7 @@ COSTS_MORE_WITH_SOFTMAX = Declaration(
     source=SOURCE,
     statement="Under feedback alignment, the center-and-scale surrogate is closer to the true "
               "LayerNorm gradient with sigmoid than with softmax attention: {rule}, paired by seed.",
-    experiment=Experiment({att: partial(gpt, att, "fa") for att in ("sigmoid", "softmax")},
+    experiment=Experiment({att: gpt(att, "fa") for att in ("sigmoid", "softmax")},
                           cos_center_scale))
 
 
@@ -110,8 +108,8 @@ def tiny_gpt(seed: int, scale_invariant_after_ln: bool = False):
     """A small char GPT at init and a validation batch. ``scale_invariant_after_ln``: each
     LayerNorm followed by a scale-invariant map (scaled_l2), so the gradient it receives has no
     radial component and the center-and-scale surrogate is exact (cosine 1)."""
-    cfg = char_gpt(seed).override(**{"model.d": 32, "model.layers": 2,
-                                            "model.seq_len": 32, "train.batch_size": 8})
+    cfg = char_gpt(seed, **{"model.d": 32, "model.layers": 2, "model.seq_len": 32,
+                            "train.batch_size": 8})
     model = prepare_model(cfg)
     if scale_invariant_after_ln:
         for name, module in list(model.named_modules()):

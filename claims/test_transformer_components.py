@@ -9,31 +9,23 @@ on fresh random data; final loss = mean of the last 10 steps.
 
 from __future__ import annotations
 
-from functools import partial
-
 import pytest
 
 from normsys.claims import figures
-from normsys.claims.declaration import Declaration, Experiment, metric
-from normsys.claims.experiments import log10_grad_ratio, tanh_mlp, weight_grad_profile
+from normsys.claims.declaration import Arm, Declaration, Experiment, metric
+from normsys.claims.experiments import TANH_MLP, log10_grad_ratio, weight_grad_profile
 from normsys.claims.params import tiers
 from normsys.claims.testing import trained_and_untrained, unread_seeds
 from normsys.claims.verdict import REFUTED, SUPPORTED, Rule
-from normsys.training.config import preset
 from normsys.training.record import FINAL_LOSS
 
 SOURCE = "Transformer-components notebook (deep tanh MLP, gradients at init)"
 
 
-def ffn_stack(residual: bool, norm: str, seed: int, tier: str = "cpu"):
+def ffn_stack(residual: bool, norm: str) -> Arm:
     """The FFN stack (ffn_stack preset: 4 x [pre-LN] Linear(128, 512)-GELU-Linear(512, 128)
     [+ residual], 100 steps of Adam 1e-3 on fresh random data, seq 32, batch 16, MSE)."""
-    return preset("ffn_stack", tier, **{"model.residual": residual, "model.norm": norm,
-                                        "train.seed": seed})
-
-
-def one_ffn_stack(residual: bool, norm: str, seed: int, tier: str, variant: str = "") -> list:
-    return [ffn_stack(residual, norm, seed, tier)]
+    return Arm("ffn_stack", {"model.residual": residual, "model.norm": norm})
 
 
 RESIDUAL_PRESERVES = Declaration(
@@ -41,9 +33,8 @@ RESIDUAL_PRESERVES = Declaration(
     source=SOURCE, seeds=5,
     statement="Residual connections preserve gradients (ratio = ||grad W_1|| / ||grad W_10||): "
               "{rule}, paired by seed.",
-    experiment=Experiment({"residual": lambda seed, tier, v: [tanh_mlp(seed, tier, residual=True)],
-                           "plain": lambda seed, tier, v: [tanh_mlp(seed, tier)]},
-                          reads=log10_grad_ratio))
+    experiment=Experiment({"residual": TANH_MLP.changed({"model.residual": True}),
+                           "plain": TANH_MLP}, reads=log10_grad_ratio))
 
 
 @pytest.mark.parametrize("tier", tiers())
@@ -72,8 +63,7 @@ LOWEST_LOSS = Declaration(
     source=SOURCE,
     statement="In the FFN stack, residual+LN ends with lower loss than each of residual only, LN only"
               " and neither: {rule} for all three, paired by seed.",
-    experiment=Experiment({name: partial(one_ffn_stack, res, norm)
-                           for name, (res, norm) in FFN_CONFIGS.items()},
+    experiment=Experiment({name: ffn_stack(res, norm) for name, (res, norm) in FFN_CONFIGS.items()},
                           reads=metric(FINAL_LOSS), combine=loss_margins))
 
 
@@ -120,7 +110,7 @@ def test_control_lowest_loss_rule_flips_between_a_trained_and_an_untrained_refer
     """The all-of rule on final losses of FFN stacks, where the reference is trained and every
     other configuration left at its initialization (learning rate 0), and the other way round."""
     trained, untrained = ([r.metrics[FINAL_LOSS] for r in side] for side in
-                          trained_and_untrained(run, ffn_stack(True, "layernorm", 0)))
+                          trained_and_untrained(run, ffn_stack(True, "layernorm")(0, "cpu")[0]))
     lowest = {name: (trained if name == "residual+LN" else untrained) for name in FFN_CONFIGS}
     highest = {name: (untrained if name == "residual+LN" else trained) for name in FFN_CONFIGS}
     assert LOWEST_LOSS.verdict(lowest).verdict == SUPPORTED

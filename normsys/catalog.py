@@ -207,11 +207,8 @@ def families(found: list[Listed]) -> list[str]:
         exp = entry.declared.experiment
         if exp is None:
             continue
-        for make in (*exp.arms.values(), *exp.evidence.values()):
-            for tier in TIERS:
-                for variant in entry.variants:
-                    out.update(dict.fromkeys(c.model.family for c in make(0, tier, variant)
-                                             if isinstance(c, RunConfig)))
+        out.update(dict.fromkeys(arm.preset for arm in (*exp.arms.values(),
+                                                         *exp.evidence.values())))
     return list(out)
 
 

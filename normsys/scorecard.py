@@ -84,7 +84,7 @@ def plan(norms: list[str], tier: str = "cpu", statistics: Columns = None,
             needed = list(dict.fromkeys([*needed, stat.versus]))
         for norm in needed:
             cells[stat.name, norm] = [[shrink(c) if shrink else c
-                                       for c in stat.configs(norm, seed, tier, "")]
+                                       for c in stat.arm_of(norm)(seed, tier)]
                                       for seed in stat.seeds(tier)]
     return Plan(tier, norms, cells)
 

@@ -20,12 +20,13 @@ import torch
 ray = pytest.importorskip("ray")
 
 from normsys.claims.cluster import Cluster, ClusterError, connect, train_group  # noqa: E402
-from normsys.claims.declaration import Statistic, metric  # noqa: E402
+from normsys.claims.declaration import Arm, Statistic, metric  # noqa: E402
 from normsys.claims.runs import Runs  # noqa: E402
 from normsys.training.config import preset  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-FFN = preset("ffn_stack", **{"train.steps": 3, "model.d": 16, "data.batch_shape": (4, 5, 16)})
+FFN_SMALL = {"train.steps": 3, "model.d": 16, "data.batch_shape": (4, 5, 16)}
+FFN = preset("ffn_stack", **FFN_SMALL)
 SEEDS = [FFN.override(**{"train.seed": s}) for s in range(3)]
 MLP = preset("mlp", **{"data.n_train": 256, "data.n_test": 64, "train.probe_batch": 64})
 
@@ -264,8 +265,7 @@ def test_the_scorecard_trains_its_plan_on_the_cluster(cluster, cache, tmp_path, 
     path.write_text("from torch import nn\n\n\ndef Scaled(d):\n    return nn.LayerNorm(d)\n")
     name = usernorm.load(f"{path}:Scaled", "scaled")
     level = Statistic("loss", "c-loss", lambda n: Rule(f"loss({n})", "<", 10.0),
-                                lambda n, s, t, v: [FFN.override(**{"model.norm": n,
-                                                                    "train.seed": s})],
+                                Arm("ffn_stack", FFN_SMALL),
                                 metric("final_loss"))
     try:
         plan = scorecard.plan([name, "layernorm"], statistics=(level,))

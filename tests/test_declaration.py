@@ -11,15 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from normsys import catalog
-from normsys.claims.declaration import (
-    Declaration,
-    Experiment,
-    NormArm,
-    Statistic,
-    by_norm,
-    metric,
-    single,
-)
+from normsys.claims.declaration import Arm, Declaration, Experiment, Statistic, by_norm, metric
 from normsys.claims.verdict import Rule
 from normsys.training.config import preset
 
@@ -28,13 +20,19 @@ def record(value):
     return SimpleNamespace(metrics={"v": value})
 
 
-def fetch_values(configs):
-    """A fetch whose 'configs' are the values their records carry."""
-    return [record(c) for c in configs]
-
-
 A = {0: 1.0, 1: 1.2, 2: 1.1}  # arm a's value per seed
 B = {0: 0.4, 1: 0.5, 2: 0.7}
+VALUES = {8: A, 9: B, 10: {seed: a + 1 for seed, a in A.items()}}  # by the arm's width
+
+
+def arm(d: int, **kw) -> Arm:
+    """An arm told apart by its width ``d``: its runs' value per seed is VALUES[d]."""
+    return Arm("tanh_mlp", {"model.d": d}, **kw)
+
+
+def fetch_values(configs):
+    """A fetch whose records carry the value VALUES gives each config's width and seed."""
+    return [record(VALUES[c.model.d][c.train.seed]) for c in configs]
 
 
 def checked(exp: Experiment, rule: Rule, seeds=(0, 1, 2), variant: str = ""):
@@ -45,52 +43,45 @@ def checked(exp: Experiment, rule: Rule, seeds=(0, 1, 2), variant: str = ""):
 
 
 def two_arms(**kw) -> Experiment:
-    return Experiment({"a": lambda s, t, v: [A[s]], "b": lambda s, t, v: [B[s]]}, metric("v"), **kw)
+    return Experiment({"a": arm(8), "b": arm(9)}, metric("v"), **kw)
 
 
 def test_the_runs_of_every_arm_and_seed_are_asked_for_in_one_call_in_order():
     calls = []
 
     def fetch(configs):
-        calls.append(list(configs))
+        calls.append([(c.model.d, c.train.seed, c.model.layers, c.train.device) for c in configs])
         return fetch_values(configs)
 
-    exp = Experiment({"a": lambda s, t, v: [(t, v, s, 0), (t, v, s, 1)],
-                      "b": lambda s, t, v: [(t, v, s, 2)]}, lambda rs, v: [r.metrics["v"] for r in rs])
+    exp = Experiment({"a": Arm("tanh_mlp", each=({"model.d": 8}, {"model.d": 9}),
+                               variants={"": {}, "-x": {"model.layers": 3}}),
+                      "b": arm(10)}, lambda rs, v: [r.metrics["v"] for r in rs])
     got = exp.values(fetch, [0, 1], "paper", "-x")
-    assert calls == [[("paper", "-x", 0, 0), ("paper", "-x", 0, 1), ("paper", "-x", 1, 0),
-                      ("paper", "-x", 1, 1), ("paper", "-x", 0, 2), ("paper", "-x", 1, 2)]]
-    assert got == {"a": [[("paper", "-x", 0, 0), ("paper", "-x", 0, 1)],
-                         [("paper", "-x", 1, 0), ("paper", "-x", 1, 1)]],
-                   "b": [[("paper", "-x", 0, 2)], [("paper", "-x", 1, 2)]]}
+    assert calls == [[(8, 0, 3, "auto"), (9, 0, 3, "auto"), (8, 1, 3, "auto"), (9, 1, 3, "auto"),
+                      (10, 0, 10, "auto"), (10, 1, 10, "auto")]]  # b: the same in every variant
+    assert got == {"a": [[1.0, 0.4], [1.2, 0.5]], "b": [[2.0], [2.2]]}
     declared = Declaration("c-ab", Rule("v(a) - v(b)", ">", 0.0), "t", "{rule}", experiment=exp)
     assert declared.records(fetch, [0, 1], "paper", "-x") == exp.records(fetch, [0, 1], "paper",
                                                                         "-x")
-    assert declared.records(fetch, [1], "cpu")["b"] == [[record(("cpu", "", 1, 2))]]
+    assert declared.records(fetch, [1], "cpu")["b"] == [[record(2.2)]]
+    assert calls[-1] == [(8, 1, 10, "cpu"), (9, 1, 10, "cpu"), (10, 1, 10, "cpu")]
 
 
 def test_the_arms_and_reads_are_given_the_variant_the_claim_itself_by_default():
-    seen = []
-
-    def arm(seed, tier, variant):
-        seen.append(variant)
-        return [A[seed]]
-
-    exp = Experiment({"a": arm},
+    exp = Experiment({"a": arm(8, variants={"": {}, "-x": {"model.layers": 3}})},
                      lambda rs, variant: rs[0].metrics["v"] * {"": 1, "-x": 10}[variant])
     assert exp.values(fetch_values, [0, 1], "cpu", "-x") == {"a": [10.0, 12.0]}
     assert exp.values(fetch_values, [0, 1], "cpu") == {"a": [1.0, 1.2]}
     assert exp.records(fetch_values, [0], "cpu")["a"][0][0].metrics == {"v": 1.0}
-    assert exp.configs([0], "cpu") == {"a": [[1.0]]}
+    assert [c.model.layers for [[c]] in (exp.configs([0], "cpu", v)["a"] for v in ("", "-x"))] \
+        == [10, 3]
     declared = Declaration("c-a", Rule("v", ">", 0.0), "t", "{rule}", experiment=exp)
     assert declared.records(fetch_values, [1], "cpu")["a"][0][0].metrics == {"v": 1.2}
-    checked(exp, Rule("v", ">", 0.0))
-    by_norm(lambda n, s, t, v: seen.append(v) or [], "x")["x"](0, "cpu")
-    # every call but the first two left the variant out (the declarations' own among them: each
-    # checks its arms, and the settings its statement quotes, at each tier)
-    assert seen[:2] == ["-x"] * 2 and set(seen[2:]) == {""} and len(seen) > 9
     assert declared.records(fetch_values, [0, 2], "paper", "-x") == \
         exp.records(fetch_values, [0, 2], "paper", "-x")
+    with pytest.raises(ValueError, match="arm of preset 'tanh_mlp': no variant '-y'; its "
+                                         "variants: '', '-x'"):
+        exp.configs([0], "cpu", "-y")
 
 
 def test_two_arms_are_paired_first_minus_second():
@@ -124,7 +115,7 @@ def test_arms_of_unequal_seeds_are_refused_and_the_confidence_reaches_the_rule()
     assert narrow.high - narrow.low < wide.high - wide.low and wide.verdict == "inconclusive"
     assert narrow.verdict == "supported"  # 0.3 lies below the narrower interval
     one = Declaration("c-a", Rule("v", ">", 0.5), "t", "{rule}",
-                      experiment=Experiment({"a": lambda s, t, v: [A[s]]}, metric("v")))
+                      experiment=Experiment({"a": arm(8)}, metric("v")))
     assert one.verdict({"a": [1.0, 1.2, 1.1]}) == one.verdict([1.0, 1.2, 1.1])
     assert one.verdict([1.0, 1.2, 1.1]).verdict == "supported"
 
@@ -135,11 +126,11 @@ def test_combine_makes_the_value_the_rule_decides_on():
 
 
 def test_one_arm_is_its_own_value_and_parts_must_each_hold():
-    one = Experiment({"a": lambda s, t, v: [A[s]]}, metric("v"))
+    one = Experiment({"a": arm(8)}, metric("v"))
     rule = Rule("v", ">", 0.0)
     ones, _ = checked(one, rule)
     assert ones.values == (1.0, 1.2, 1.1) and ones.comparisons == {}
-    parts = Experiment({"a": lambda s, t, v: [A[s]]},
+    parts = Experiment({"a": arm(8)},
                        lambda rs, v: {"x": rs[0].metrics["v"], "y": -rs[0].metrics["v"]})
     deciding, _ = checked(parts, rule)
     assert deciding.values == (-1.0, -1.2, -1.1)  # the part the verdict rests on: y, refuted
@@ -164,15 +155,14 @@ def test_a_diverged_run_or_an_undefined_value_reads_as_nan():
     def ratio(records, variant=""):
         return 1.0 / records[0].metrics["v"]
 
-    exp = Experiment({"a": lambda s, t, v: [A[s]]}, ratio)
+    exp = Experiment({"a": arm(8)}, ratio)
     assert exp.read([SimpleNamespace(metrics={"v": 0.5}, diverged=False)]) == 2.0
     assert math.isnan(exp.read([SimpleNamespace(metrics={"v": 0.0}, diverged=False)]))
     assert math.isnan(exp.read([SimpleNamespace(metrics={"v": 0.5}, diverged=True)]))
 
 
 def test_a_combined_value_with_parts_is_decided_part_by_part():
-    exp = Experiment({"ref": lambda s, t, v: [B[s]], "a": lambda s, t, v: [A[s]],
-                      "b": lambda s, t, v: [A[s] + 1]}, metric("v"),
+    exp = Experiment({"ref": arm(9), "a": arm(8), "b": arm(10)}, metric("v"),
                      combine=lambda ref, *others: {f"o{i}": o - ref for i, o in enumerate(others)})
     decided, _ = checked(exp, Rule("v", ">", 0.0))
     values = {k: v["values"] for k, v in decided.comparisons.items()}
@@ -183,7 +173,7 @@ def test_a_combined_value_with_parts_is_decided_part_by_part():
 def test_an_experiment_needs_arms_and_a_combine_past_two():
     with pytest.raises(ValueError, match="needs at least one arm"):
         Experiment({}, metric("v"))
-    three = {k: (lambda s, t, v: [0.0]) for k in "abc"}
+    three = {k: arm(8) for k in "abc"}
     with pytest.raises(ValueError, match=r"an experiment of 3 arms \(a, b, c\) needs "
                                          r"combine\(\*values of a seed\)"):
         Experiment(three, metric("v"))
@@ -196,33 +186,43 @@ def test_a_declaration_without_an_experiment_says_its_test_computes():
         bare.records(fetch_values, [0], "cpu")
 
 
-def test_norm_arms_put_their_norm_in_and_single_makes_one_run_per_seed():
-    made = by_norm(single(lambda n, s, t: (n, s, t)), "layernorm", "none")
-    assert list(made) == ["layernorm", "none"]
-    assert made["none"](2, "paper", "-x") == [("none", 2, "paper")]
-    assert made["none"] == NormArm(made["none"].make, "none")  # structural: the same arm
+def test_an_arm_is_its_preset_with_its_changes_and_by_norm_gives_each_arm_its_norm():
+    made = by_norm(arm(8), "layernorm", "none")
+    assert list(made) == ["layernorm", "none"] and made["none"].norm == "none"
+    assert made["none"](2, "paper", "-x") == [preset("tanh_mlp", "paper", **{
+        "model.d": 8, "model.norm": "none", "train.seed": 2})]
+    assert arm(8).norm == preset("tanh_mlp").model.norm == "none"  # the preset's own
+    same = Arm("tanh_mlp", {"model.norm": "none", "model.d": 8})  # in another order: equal
+    assert made["none"] == same and hash(made["none"]) == hash(same)
+    depths = Arm("tanh_mlp", each=({"model.layers": 2}, {"model.layers": 4}))
+    assert [c.model.layers for c in depths(0, "cpu")] == [2, 4]
+    with pytest.raises(ValueError, match="arm of preset 'tanh_mlp': model.layers set for the arm "
+                                         "and again per run or variant"):
+        depths.changed({"model.layers": 3})
+    with pytest.raises(ValueError, match="train.seed is the seed each look gives"):
+        Arm("mlp", variants={"": {"train.seed": 1}})
     assert metric("v")([record(0.3)], "") == 0.3 and "metric('v')" in repr(metric("v"))
 
 
 @pytest.mark.parametrize("pairing,order,combined", [
-    ("own - versus", ["mine", "none"], False),
-    ("versus - own", ["none", "mine"], False),
-    ("(own - versus) / versus", ["mine", "none"], True),
+    ("own - versus", ["rmsnorm", "none"], False),
+    ("versus - own", ["none", "rmsnorm"], False),
+    ("(own - versus) / versus", ["rmsnorm", "none"], True),
 ])
 def test_a_statistic_declares_its_arms_in_the_order_its_pairing_subtracts(pairing, order,
                                                                           combined):
     sides = {"own - versus": "v({}) - v(none)", "versus - own": "v(none) - v({})"}
     stat = Statistic("v", "c-v", lambda n: Rule(sides.get(pairing, "v({}) / v(none)").format(n),
                                                 ">", 0.0),
-                     single(lambda n, s, t: (n, s)), metric("v"), versus="none",
-                     pairing=pairing, claim_norm="mine")
+                     arm(8), metric("v"), versus="none",
+                     pairing=pairing, claim_norm="rmsnorm")
     exp = stat.declaration.experiment
     assert list(exp.arms) == order and (exp.combine is not None) == combined
-    assert exp == stat.experiment("mine")  # the same experiment each time it is made
+    assert exp == stat.experiment("rmsnorm")  # the same experiment each time it is made
     with pytest.raises(ValueError, match="statistic v: none against itself is no claim"):
         stat.declare("none", "c-none", "statement")
     itself = stat.experiment("none")  # the scorecard's reference row: paired with itself
-    assert list(itself.arms) == [{"mine": "none", "none": "none (reference)"}[n] for n in order] and \
+    assert list(itself.arms) == [{"rmsnorm": "none", "none": "none (reference)"}[n] for n in order] and \
         {a.norm for a in itself.arms.values()} == {"none"}
 
 
@@ -259,16 +259,14 @@ def test_a_claim_plans_its_first_look_from_its_declared_experiment():
     """The runs planned for a claim are its experiment's configs at its first look's seeds (the
     tier's, --claims-seeds, from --claims-seed-offset), arm by arm, of its variant."""
     from normsys.claims.claim import claim_looks, planned_configs
-    from normsys.training.config import preset
 
-    def made(arm):
-        return lambda seed, tier, variant: [preset("ffn_stack", **{
-            "model.norm": arm, "train.seed": seed, "train.steps": 2 if variant else 1,
-            "model.d": {"cpu": 8, "paper": 16}[tier]})]
+    def made(norm):
+        return Arm("ffn_stack", {"model.norm": norm},
+                   variants={"": {"train.steps": 1}, "-long": {"train.steps": 2}})
 
     def read(configs):
-        return [(c.model.norm, {8: "cpu", 16: "paper"}[c.model.d], c.train.seed, c.train.steps)
-                for c in configs]
+        return [(c.model.norm, {"cpu": "cpu", "auto": "paper"}[c.train.device], c.train.seed,
+                 c.train.steps) for c in configs]
 
     declared = Declaration("c-x", Rule("v(a) - v(b)", ">", 0), "src", "statement",
                            experiment=Experiment({"a": made("layernorm"), "b": made("none")},
@@ -288,20 +286,15 @@ def test_a_claim_plans_its_first_look_from_its_declared_experiment():
     assert read(planned_configs(claim_item(evidence, tier="cpu"))) == [
         (norm, "cpu", s, 1) for norm in ("layernorm", "rmsnorm") for s in range(3)]
     assert list(evidence.experiment.configs(range(3), "cpu")) == ["a"]  # decided on: a only
-    values = Declaration("c-v", Rule("v", ">", 0), "src", "statement",  # a test's own values
-                         experiment=Experiment({"a": lambda s, t, v: [1.0]}, reads=metric("v")))
-    assert planned_configs(claim_item(values)) == []
 
 
 def test_a_claim_plans_the_look_its_ledger_entries_in_this_environment_show_it_took():
     """Open after its first look's 5 seeds in this GPU's 5-seed ledger, a claim that may look to
     21 plans its second look's 8 seeds; with its first look only, its 5."""
     from normsys.claims.claim import planned_configs
-    from normsys.training.config import preset
 
-    declared = Declaration("c-x", Rule("v", ">", 0), "src", "statement", experiment=Experiment(
-        {"a": lambda seed, tier, variant: [preset("ffn_stack", **{"train.seed": seed})]},
-        reads=metric("v")))
+    declared = Declaration("c-x", Rule("v", ">", 0), "src", "statement",
+                           experiment=Experiment({"a": Arm("ffn_stack")}, reads=metric("v")))
     asked = []
 
     def history(cid, tier, environment, first_seed):
@@ -335,7 +328,6 @@ def test_a_declared_claims_plan_is_every_run_its_record_says_it_fetched():
     run fetched outside the plan would train unplanned and uncounted. Checked against every
     entry that records its runs' fingerprint (entries imported from reports do not)."""
     from normsys.claims import ledger
-    from normsys.training.config import RunConfig
 
     recorded = ledger.records(LEDGERS)
     checked = []
@@ -346,8 +338,7 @@ def test_a_declared_claims_plan_is_every_run_its_record_says_it_fetched():
             for was in recorded[cid].entries.values() if cid in recorded else ():
                 if not was.settings_fingerprint:
                     continue
-                planned = [c for c in experiment.planned(was.seeds, was.tier, variant)
-                           if isinstance(c, RunConfig)]
+                planned = experiment.planned(was.seeds, was.tier, variant)
                 settings, fingerprint = ledger.run_settings(planned)
                 assert fingerprint == was.settings_fingerprint, (
                     f"{cid} [{was.key}]: planned runs differ from those its entry records: "
@@ -356,23 +347,20 @@ def test_a_declared_claims_plan_is_every_run_its_record_says_it_fetched():
     assert len(set(checked)) >= 30
 
 
-def test_an_arm_or_a_reading_that_cannot_take_its_arguments_is_said_naming_the_claim():
-    two = lambda seed, tier: [seed]  # noqa: E731 -- the variant forgotten
-    with pytest.raises(TypeError, match=r"claim c-x: its arm 'a' must be callable as "
-                                        r"configs\(seed, tier, variant\)"):
-        Declaration("c-x", Rule("v", ">", 0), "t", "{rule}",
-                    experiment=Experiment({"a": two}, metric("v")))
-    with pytest.raises(TypeError, match=r"claim c-x: its arm 'e' must be callable"):
-        Declaration("c-x", Rule("v", ">", 0), "t", "{rule}",
-                    experiment=Experiment({"a": lambda s, t, v: []}, metric("v"), evidence={"e": two}))
+def test_an_arm_that_is_not_data_or_a_reading_that_cannot_take_its_arguments_is_said():
+    with pytest.raises(TypeError, match=r"an experiment's arm 'a' must be an Arm \(a preset and "
+                                        r"the settings it changes\), got function"):
+        Experiment({"a": lambda seed, tier, variant: [seed]}, metric("v"))
+    with pytest.raises(TypeError, match=r"an experiment's arm 'e' must be an Arm"):
+        Experiment({"a": arm(8)}, metric("v"), evidence={"e": "mlp"})
     with pytest.raises(TypeError, match=r"claim c-x: its reads must be callable as "
                                         r"reads\(records, variant\)"):
         Declaration("c-x", Rule("v", ">", 0), "t", "{rule}",
-                    experiment=Experiment({"a": lambda s, t, v: []}, lambda records: 0.0))
+                    experiment=Experiment({"a": arm(8)}, lambda records: 0.0))
 
 
 def test_a_paired_rule_names_the_arms_it_pairs_first_minus_second():
-    arms = {"a": lambda s, t, v: [s], "b": lambda s, t, v: [s]}
+    arms = {"a": arm(8), "b": arm(9)}
     Declaration("c-ab", Rule("v(a) - v(b)", ">", 0), "t", "{rule}",
                 experiment=Experiment(arms, metric("v")))
     for statistic in ("v(b) - v(a)", "v(a) - v(plain)", "v", "v(a) / v(b)"):
@@ -386,29 +374,28 @@ def test_a_paired_rule_names_the_arms_it_pairs_first_minus_second():
 
 
 def test_an_arm_that_makes_no_config_is_said_naming_the_claim_when_it_is_declared():
-    from normsys.training.config import preset
-
     for changes, says in (({"model.nope": 1}, "unknown config key 'model.nope'"),
                           ({"model.norm": "nonorm"}, "unknown norm kind 'nonorm'")):
-        arm = lambda seed, tier, variant, changes=changes: [preset("mlp", tier, **changes)]  # noqa: E731
         with pytest.raises(ValueError, match=f"claim c-x: its arm 'a' at the cpu tier: {says}"):
             Declaration("c-x", Rule("v", ">", 0), "t", "{rule}",
-                        experiment=Experiment({"a": arm}, metric("v")))
+                        experiment=Experiment({"a": Arm("mlp", changes)}, metric("v")))
+    with pytest.raises(ValueError, match="claim c-x: its arm 'a' at the cpu tier, variant '-x': "
+                                         "unknown norm kind 'nonorm'"):
+        Declaration("c-x", Rule("v", ">", 0), "t", "{rule}", experiment=Experiment(
+            {"a": Arm("mlp", variants={"": {}, "-x": {"model.norm": "nonorm"}})}, metric("v")))
+    with pytest.raises(KeyError, match="unknown preset 'nope'"):
+        Arm("nope")(0, "cpu")
 
 
 def test_a_statement_quotes_its_settings_from_its_config_and_the_same_at_every_tier():
-    def arm(steps):
-        return lambda seed, tier, variant: [preset("mlp", tier, **{
-            "train.steps": steps[tier], "train.seed": seed})]
-
-    same = Experiment({"a": arm({"cpu": 2000, "paper": 2000})}, metric("v"))
+    same = Experiment({"a": Arm("mlp", {"train.steps": 2000})}, metric("v"))
     declared = Declaration("c-x", Rule("v", ">", 0), "t", "after {train.steps:,} steps: {rule}",
                            experiment=same)
     assert declared.text() == declared.text("paper") == "after 2,000 steps: v > 0"
     with pytest.raises(ValueError, match=r"claim c-x: its statement quotes settings that differ by "
-                                         r"tier: cpu: after 300 steps: v > 0; paper: after 2,000"):
-        Declaration("c-x", Rule("v", ">", 0), "t", "after {train.steps:,} steps: {rule}",
-                    experiment=Experiment({"a": arm({"cpu": 300, "paper": 2000})}, metric("v")))
+                                         r"tier: cpu: after 4 epochs: v > 0; paper: after 15"):
+        Declaration("c-x", Rule("v", ">", 0), "t", "after {train.epochs} epochs: {rule}",
+                    experiment=Experiment({"a": Arm("encoder")}, metric("v")))
     with pytest.raises(ValueError, match=r"claim c-x: its statement .* names 'nope', which is "
                                          r"neither \{rule\} nor a setting"):
         Declaration("c-x", Rule("v", ">", 0), "t", "{nope}: {rule}", experiment=same)
@@ -420,8 +407,7 @@ def test_an_overridden_experiment_sets_the_settings_in_every_arm_and_trains_no_e
     """A control's case: the arms made the same in what they are compared on; whatever else an
     arm sets (here its seed and norm) is kept."""
     def ffn(norm):
-        return lambda seed, tier, variant: [preset("ffn_stack", tier, **{
-            "model.norm": norm, "train.seed": seed})]
+        return Arm("ffn_stack", {"model.norm": norm})
 
     exp = Experiment({"LN": ffn("layernorm"), "none": ffn("none")}, reads=metric("final_loss"),
                      evidence={"RMS": ffn("rmsnorm")})

@@ -58,10 +58,8 @@ def test_a_control_catches_an_arm_given_an_edge_no_record_can_show(edge, monkeyp
     claims = importlib.import_module(f"claims.{module}")
     declared = getattr(claims, name)
     declared = getattr(declared, "declaration", declared)  # a Statistic's claim
-    make = declared.experiment.arms[arm]
     bugged = replace(declared, experiment=replace(declared.experiment, arms={
-        **declared.experiment.arms,
-        arm: lambda s, t, v: [c.override(**override) for c in make(s, t, v)]}))
+        **declared.experiment.arms, arm: declared.experiment.arms[arm].changed(override)}))
     fetch = Runs().runs
     with pytest.raises(AssertionError):
         if hasattr(claims, "SAME_NORM"):  # the deep dive's control takes the declaration

@@ -20,7 +20,7 @@ pytest_plugins = ["pytester"]
 
 CLAIMS = '''
 import pytest
-from normsys.claims.declaration import Declaration, Experiment, metric
+from normsys.claims.declaration import Arm, Declaration, Experiment, metric
 from normsys.claims.params import tiers
 from normsys.claims.verdict import Rule
 
@@ -42,12 +42,13 @@ class Record:
 BN = [0.5, 0.9, 0.1]
 NOISE = Declaration("c-inconclusive", Rule("val(BN) - val(LN)", ">", 0.0), source="test",
                     statement="noise", experiment=Experiment(
-                        {"BN": lambda seed, tier, variant: [BN[seed % 3]],
-                         "LN": lambda seed, tier, variant: [0.5]}, metric("v")))
+                        {"BN": Arm("tanh_mlp", {"model.d": 8}),
+                         "LN": Arm("tanh_mlp", {"model.d": 9})}, metric("v")))
 
 @NOISE.mark
-def test_inconclusive(claim):
-    claim.check(lambda configs: [Record(c) for c in configs])
+def test_inconclusive(claim):  # BN's value of a seed from BN, LN's 0.5
+    claim.check(lambda configs: [Record(BN[c.train.seed % 3] if c.model.d == 8 else 0.5)
+                                 for c in configs])
 
 @pytest.mark.claim("c-error", statement="breaks", source="test")
 def test_error(claim):
@@ -230,19 +231,17 @@ def test_a_claim_decided_under_other_rules_or_settings_fails_naming_the_change(
 
 CONTROLLED = '''
 import pytest
-from normsys.claims.declaration import Declaration, Experiment, metric
+from normsys.claims.declaration import Arm, Declaration, Experiment, metric
 from normsys.claims.testing import unread_seeds
 from normsys.claims.verdict import REFUTED, Rule
-from normsys.training.config import preset
 
-def ffn(seed, tier, norm):
-    return preset("ffn_stack", **{"train.steps": 3, "model.d": 16, "train.seed": seed,
-                                  "model.norm": norm, "data.batch_shape": (4, 5, 16)})
+def ffn(norm):
+    return Arm("ffn_stack", {"train.steps": 3, "model.d": 16, "model.norm": norm,
+                             "data.batch_shape": (4, 5, 16)})
 
 LOSS = Declaration("c-controlled", Rule("loss(LN) - loss(none)", "<", -10.0), source="t",
                    statement="{rule}", experiment=Experiment(
-                       {"LN": lambda seed, tier, v: [ffn(seed, tier, "layernorm")],
-                        "none": lambda seed, tier, v: [ffn(seed, tier, "none")]},
+                       {"LN": ffn("layernorm"), "none": ffn("none")},
                        metric("final_loss")))
 
 @LOSS.mark
@@ -431,15 +430,15 @@ def test_typo(claim):
 DECLARED = '''
 import pytest
 
-from normsys.claims.declaration import Declaration, Experiment, metric
+from normsys.claims.declaration import Arm, Declaration, Experiment, metric
 from normsys.claims.verdict import Rule
 
 BIG = Declaration("c-declared", Rule("kappa", ">=", 0.8), source="test",
                   statement="kappa stays big: {rule}.")
 PAIRED = Declaration("c-declared-paired", Rule("val(a) - val(b)", ">", 0.1), source="test",
                      statement="a beats b: {rule}, paired.", seeds=4, experiment=Experiment(
-                         {"a": lambda seed, tier, variant: [1.0 + 0.01 * seed],
-                          "b": lambda seed, tier, variant: [0.5]}, metric("v")))
+                         {"a": Arm("tanh_mlp", {"model.d": 8}),
+                          "b": Arm("tanh_mlp", {"model.d": 9})}, metric("v")))
 OTHER = Declaration("c-declared-other", Rule("kappa", ">=", 0.8), source="test", statement="{rule}")
 
 @BIG.mark
@@ -462,10 +461,10 @@ class Record:
     def __init__(self, value):
         self.metrics = {"v": value}
 
-def fetch(configs):
-    return [Record(c) for c in configs]
+def fetch(configs):  # a's value of a seed 1 + seed / 100, b's 0.5
+    return [Record(1.0 + 0.01 * c.train.seed if c.model.d == 8 else 0.5) for c in configs]
 
-ARMS = {"a": lambda seed, tier, variant: [1.0 + 0.01 * seed], "b": lambda seed, tier, variant: [0.5]}
+ARMS = {"a": Arm("tanh_mlp", {"model.d": 8}), "b": Arm("tanh_mlp", {"model.d": 9})}
 TRAINED = Declaration("c-trained", Rule("v(a) - v(b)", ">", 0.1), source="test",
                       statement="a beats b: {rule}.", experiment=Experiment(ARMS, metric("v")))
 READ_ASIDE = Declaration("c-read-aside", Rule("v(a) - v(b)", ">", 0.1), source="test",

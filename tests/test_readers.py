@@ -107,16 +107,16 @@ def test_unit_correlation_is_the_last_hidden_layers_and_init_spread_the_test_acc
 
 
 def test_each_experiment_holds_its_claims_settings():
-    enc = dm().encoder("l2", 4, **{"model.pad_mask": True})
+    (enc,) = dm().ENCODER.changed({"model.norm": "l2"})(4, "cpu", "-masked")
     assert (enc.model.family, enc.model.norm, enc.train.seed, enc.model.pad_mask) == \
         ("encoder", "l2", 4, True)
     assert enc.model.layers == 6 and enc.model.placement == "post" and enc.data.name == "ag_news"
-    assert dm().encoder("none", 0, "paper").model.d == 128  # the paper preset
+    assert dm().ENCODER(0, "paper", "-nonpad")[0].model.d == 128  # the paper preset
     x = lit().xiong("pre", 3, 2, norm="rmsnorm")
     assert (x.model.placement, x.model.layers, x.train.seed, x.model.norm) == ("pre", 3, 2,
                                                                                "rmsnorm")
     assert x.train.epochs == 0 and x.train.probe == ()  # at initialization, nothing probed
-    m = dd().mlp("l2", 3, batch_size=8, steps=5, init_scale=2.0)
+    m = dd().mlp("l2", 3, **{"train.batch_size": 8, "train.steps": 5, "model.init_scale": 2.0})
     assert (m.model.norm, m.train.seed, m.train.batch_size, m.train.steps) == ("l2", 3, 8, 5)
     assert m.model.init_scale == 2.0 and m.train.probe == ("layers.2",)
     assert m.train.probe_batch == 1000 and m.model.family == "mlp"
@@ -125,7 +125,8 @@ def test_each_experiment_holds_its_claims_settings():
     assert (t.train.seed, t.model.norm, t.model.residual, t.model.layers) == (5, "layernorm",
                                                                               True, 10)
     assert ex.tanh_mlp(0).model.norm == "none" and not ex.tanh_mlp(0).model.residual
-    g = ex.char_gpt(1, norm="dyt", attention="sigmoid", method="fa", steps=7)
+    g = ex.char_gpt(1, **{"model.norm": "dyt", "model.attention": "sigmoid",
+                          "train.method": "fa", "train.steps": 7})
     assert (g.train.seed, g.model.norm, g.model.attention, g.train.method, g.train.steps) == \
         (1, "dyt", "sigmoid", "fa", 7)
     assert ex.char_gpt(0).train.steps == 250 and ex.char_gpt(0).model.attention == "softmax"
@@ -140,18 +141,18 @@ def test_the_config_makers_the_negative_controls_call_without_a_tier_make_cpu_ti
     long = fa.fa_mlp("fa", 1, "paper", frozen=True, epochs=10)
     assert (long.train.frozen_blocks, long.train.epochs, long.train.snapshots) == (True, 10, (1, 2, 5))
     assert long.train.device == "auto" and fa.fa_mlp("bp", 0, epochs=10).train.device == "cpu"
-    assert dd().cnn("layernorm", 2) == preset("cnn", **{"model.norm": "layernorm", "train.seed": 2})
-    assert dd().lstm("none", 1) == preset("lstm", **{"model.norm": "none", "train.seed": 1})
-    lm = dd().tblock_lm("rmsnorm", 4)
+    assert dd().CNN(2, "cpu") == [preset("cnn", **{"train.seed": 2})]
+    assert dd().LSTM(1, "cpu") == [preset("lstm", **{"train.seed": 1})]
+    (lm,) = dd().TBLOCK_LM.changed({"model.norm": "rmsnorm"})(4, "cpu")
     assert (lm.model.family, lm.model.norm, lm.train.seed, lm.train.device, lm.train.steps) == \
         ("char_gpt", "rmsnorm", 4, "cpu", 500)
     tc = importlib.import_module("claims.test_transformer_components")
-    assert tc.ffn_stack(False, "none", 5) == preset("ffn_stack", **{
-        "model.residual": False, "model.norm": "none", "train.seed": 5})
-    assert tc.one_ffn_stack(True, "layernorm", 0, "paper") == [
+    assert tc.ffn_stack(False, "none")(5, "cpu") == [preset("ffn_stack", **{
+        "model.residual": False, "model.norm": "none", "train.seed": 5})]
+    assert tc.ffn_stack(True, "layernorm")(0, "paper") == [
         preset("ffn_stack", "paper", **{"model.residual": True, "model.norm": "layernorm"})]
-    assert dm().one_encoder("l2", 1, "cpu", "-masked") == [dm().encoder("l2", 1,
-                                                                          **{"model.pad_mask": True})]
+    assert dm().ENCODER(1, "cpu", "-masked") == [preset("encoder", **{"model.pad_mask": True,
+                                                                      "train.seed": 1})]
 
 
 def test_each_norm_generic_rule_reads_as_its_claims_were_fixed():
@@ -220,8 +221,8 @@ def test_a_probe_of_a_row_model_has_neither_token_cosine_nor_nonpad_rows():
 def test_each_experiment_takes_its_tier_and_its_defaults():
     """The paper tier's settings reach every experiment (its device is the GPU's), and the
     defaults are the claims' own: LayerNorm for Xiong et al., weights at scale 1 for the MLP."""
-    for paper in (dm().encoder("l2", 0, "paper"), lit().xiong("pre", 2, 0, "paper"),
-                  dd().mlp("l2", 0, tier="paper"), ex.tanh_mlp(0, "paper"),
+    for paper in (dm().ENCODER(0, "paper", "")[0], lit().xiong("pre", 2, 0, "paper"),
+                  dd().mlp("l2", 0, "paper"), ex.tanh_mlp(0, "paper"),
                   ex.char_gpt(0, "paper")):
         assert paper.train.device == "auto", paper.model.family
     assert lit().xiong("post", 6, 0).model.norm == "layernorm"
@@ -312,7 +313,7 @@ def test_the_deep_dives_readers_and_the_ffn_stacks_margins():
 def test_xiongs_encoders_train_the_norm_they_are_given():
     """The pre-LN flatness column of the scorecard asks it of any kind: each depth's run is of
     that kind, at the placement and tier given."""
-    runs = lit().xiong_encoders("pre", 3, "cpu", "", "rmsnorm")
+    runs = lit().xiong_encoders("pre").changed({"model.norm": "rmsnorm"})(3, "cpu")
     assert [(c.model.norm, c.model.placement, c.model.layers, c.train.seed) for c in runs] == \
         [("rmsnorm", "pre", depth, 3) for depth in lit().DEPTHS]
 
@@ -336,7 +337,7 @@ def test_the_jacobian_claims_read_each_layernorm_of_the_trained_net_through_its_
 
     monkeypatch.setenv("NORMSYS_CACHE", "off")
     small = {"model.d": 32, "model.layers": 1, "model.seq_len": 32, "train.batch_size": 8}
-    fa, bp = (Runs().run(ex.char_gpt(0, method=m, steps=3).override(**small)) for m in ("fa", "bp"))
+    fa, bp = (Runs().run(ex.char_gpt(0, **{"train.method": m, "train.steps": 3}).override(**small)) for m in ("fa", "bp"))
     x, y = lj().fresh_lm_batch(fa.run_config)
     _, val, _ = tiny_shakespeare()
     x_again, _ = lm_batch(val, 32, 8, torch.Generator().manual_seed(12_345))

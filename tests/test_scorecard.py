@@ -23,7 +23,7 @@ from normsys import catalog, scorecard
 from normsys.__main__ import main
 from normsys.claims import usernorm
 from normsys.claims.cache import run_key
-from normsys.claims.declaration import Declaration, Statistic, metric, single
+from normsys.claims.declaration import Arm, Declaration, Statistic, metric
 from normsys.claims.ledger import records as claim_records
 from normsys.claims.runs import Runs
 from normsys.claims.workers import RUN_THREADS
@@ -226,7 +226,10 @@ def test_bad_scorecard_arguments_exit_2(user_file, capsys, argv, expected):
 
 def test_a_registered_kind_keys_its_runs_on_its_source(user_file):
     name = usernorm.load(f"{user_file}:LNWrap", "wrap")
-    encoder = importlib.import_module("claims.test_dual_mechanism").encoder
+    arm = importlib.import_module("claims.test_dual_mechanism").ENCODER
+
+    def encoder(norm, seed):
+        return arm.changed({"model.norm": norm})(seed, "cpu")[0]
     before, builtin = run_key(encoder(name, 0)), run_key(encoder("layernorm", 0))
     user_file.write_text(USER_NORMS + "\n# an edit\n")
     usernorm.load(f"{user_file}:LNWrap", "wrap")
@@ -670,10 +673,35 @@ VALUES |= {("mine", s): v for s, v in enumerate([0.2, 0.3, 0.25])}
 VALUES |= {("none", s): v for s, v in enumerate([0.5, 0.52, 0.49])}
 
 
-def small_cfg(norm: str, seed: int, tier: str = "cpu"):
-    return preset("ffn_stack", tier, **{"model.norm": norm if norm != "mine" else "rmsnorm",
-                                        "train.seed": seed, "model.d": 4 + (norm == "mine"),
-                                        "data.batch_shape": (2, 4 + (norm == "mine"))})
+class Mine(nn.Module):
+    """A user's norm kind: RMSNorm without its gain."""
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+
+
+@pytest.fixture(autouse=True)
+def mine():
+    """'mine', registered as a user registers a kind, for the constructed statistics below."""
+    from normsys.training import norms
+
+    norms.register("mine", lambda d: Mine())
+    yield
+    norms.NORMS.pop("mine", None)
+
+
+SMALL = Arm("ffn_stack", {"model.d": 4, "data.batch_shape": (2, 4)})  # every kind's runs
+
+
+def small_cfg(norm: str, seed: int):
+    (cfg,) = SMALL.changed({"model.norm": norm})(seed, "cpu")
+    return cfg
+
+
+def norm_of(c) -> str:
+    """The kind whose VALUES a run carries: its own, or none's for a run of width 5 (a
+    statistic's second run of a seed)."""
+    return "none" if c.model.d == 5 else c.model.norm
 
 
 def made(cfg, value: float, diverged: bool = False) -> RunRecord:
@@ -684,16 +712,15 @@ def made(cfg, value: float, diverged: bool = False) -> RunRecord:
 
 PARTS = (
     Statistic("level", "c-level", lambda n: Rule(f"v({n})", ">", 0.5),
-                        single(small_cfg), metric("v")),
+                        SMALL, metric("v")),
     Statistic("vs_none", "c-vs", lambda n: Rule(f"v({n}) - v(none)", ">", 0.0),
-                        single(small_cfg), metric("v"),
+                        SMALL, metric("v"),
                         versus="none", pairing="own - versus", excludes=frozenset({"mine"})),
 )
 
 
 def judged(diverge=()):
     plan = scorecard.plan(["mine", "layernorm"], statistics=PARTS)
-    norm_of = lambda c: "mine" if c.model.d == 5 else c.model.norm  # noqa: E731
     records = {c: made(c, VALUES[norm_of(c), c.train.seed],
                        (norm_of(c), c.train.seed) in diverge) for c in plan.configs}
     return plan, scorecard.cells(plan, records, PARTS)
@@ -725,9 +752,8 @@ def test_committed_builtin_cells_stand_in_for_their_runs_where_made_alike(tmp_pa
     every run makes, the user's paired cells included. Made by other code, in another
     environment or of other runs: not read, and it says why."""
     stats = (PARTS[0], Statistic("vs", "c-vs-all", lambda n: Rule(f"v({n}) - v(none)", ">", 0.0),
-                                 single(small_cfg), metric("v"), versus="none",
+                                 SMALL, metric("v"), versus="none",
                                  pairing="own - versus"))
-    norm_of = lambda c: "mine" if c.model.d == 5 else c.model.norm  # noqa: E731
     records_of = lambda p: {c: made(c, VALUES[norm_of(c), c.train.seed])  # noqa: E731
                             for c in p.configs}
     env = {"device": "cpu (X, Y)", "threads": "1", "torch": "t", "autocast": "off"}
@@ -833,7 +859,7 @@ def test_a_diverged_seed_is_nan_and_leaves_its_cell_inconclusive_and_said():
 
 
 def test_a_statistic_undefined_on_a_run_is_nan_not_a_crash():
-    zero = Statistic("ratio", "c", PARTS[0].rule, PARTS[0].configs,
+    zero = Statistic("ratio", "c", PARTS[0].rule, PARTS[0].arm,
                                lambda rs, v: 1 / rs[0].metrics["v"])
     assert math.isnan(scorecard.stat_value("ratio", [made(small_cfg("none", 0), 0.0)], (zero,)))
     assert scorecard.stat_value("ratio", [made(small_cfg("none", 0), 0.5)], (zero,)) == 2.0
@@ -846,7 +872,6 @@ def checked(declared, fetch, variant: str = ""):
 
 
 def fetch_made(configs):
-    norm_of = lambda c: "mine" if c.model.d == 5 else c.model.norm  # noqa: E731
     return [made(c, VALUES[norm_of(c), c.train.seed]) for c in configs]
 
 
@@ -861,7 +886,7 @@ def test_a_claim_decides_through_its_declaration_as_the_scorecard_does(pairing, 
     sides = {"own - versus": "v({}) - v(none)", "versus - own": "v(none) - v({})"}
     stat = Statistic("v", "c-v", lambda n: Rule(sides.get(pairing, "v({}) vs v(none)").format(n),
                                                 ">", 0.0),
-                     single(small_cfg), metric("v"), versus="none", pairing=pairing,
+                     SMALL, metric("v"), versus="none", pairing=pairing,
                      claim_norm="mine")
     decision = checked(stat.declaration, fetch_made)
     own, ref = [0.2, 0.3, 0.25], [0.5, 0.52, 0.49]
@@ -885,8 +910,8 @@ def test_a_declaration_decides_for_another_norm_and_each_part_and_reads_a_varian
 
     lr = {"": 1e-3, "-slow": 0.5}
     level = Statistic("level", "c-level", lambda n: Rule(f"v({n})", ">", 0.5),
-                                lambda n, s, t, v: [small_cfg(n, s, t).override(
-                                    **{"train.lr": lr[v]})],
+                                Arm("ffn_stack", SMALL.settings,
+                                    variants={v: {"train.lr": x} for v, x in lr.items()}),
                                 lambda rs, v: rs[0].metrics["v"] * (2.0 if v else 1.0))
     other = level.declare("layernorm", "c-level-ln", statement="{rule}")
     assert (other.id, str(other.rule), other.text()) == \
@@ -900,7 +925,8 @@ def test_a_declaration_decides_for_another_norm_and_each_part_and_reads_a_varian
     checked(level.declaration, fetch)  # the claim itself: variant ""
     assert {c.train.lr for c in fetched[2]} == {1e-3}
     parts = Statistic("parts", "c-p", lambda n: Rule("v", "<", 1.0),
-                                lambda n, s, t, v: [small_cfg(n, s, t), small_cfg("none", s, t)],
+                                Arm("ffn_stack", each=(SMALL.settings, {
+                                    "model.d": 5, "data.batch_shape": (2, 5)})),
                                 lambda rs, v: {"first": rs[0].metrics["v"],
                                                "second": rs[1].metrics["v"]})
     both = checked(parts.declaration, fetch_made)
@@ -913,7 +939,7 @@ def test_a_reference_needs_a_known_pairing():
     for versus, pairing in (("none", ""), ("", "own - versus"), ("none", "own / versus")):
         with pytest.raises(ValueError, match="needs a pairing, one of 'own - versus', "
                                              "'versus - own', '\\(own - versus\\) / versus'; got"):
-            Statistic("v", "c", PARTS[0].rule, PARTS[0].configs, PARTS[0].value,
+            Statistic("v", "c", PARTS[0].rule, PARTS[0].arm, PARTS[0].value,
                                 versus=versus, pairing=pairing)
 
 
@@ -966,7 +992,7 @@ def test_claim_files_are_collected_by_pytest_and_each_claim_marker_is_read(tmp_p
 
 
 def test_a_statistic_with_parts_must_hold_for_each():
-    stat = Statistic("parts", "c", lambda n: Rule("x", "<", 1.0), lambda n, s, t, v: [],
+    stat = Statistic("parts", "c", lambda n: Rule("x", "<", 1.0), SMALL,
                                lambda rs, v: {})
     both = [{"6 blocks": 0.2, "12 blocks": 0.3}, {"6 blocks": 0.25, "12 blocks": 0.35},
             {"6 blocks": 0.22, "12 blocks": 0.31}]
@@ -1208,13 +1234,12 @@ def test_a_statistic_the_kind_does_not_take_leaves_the_rest_of_its_row_judged():
     """n/a in the first column, the next still decided; each statistic's value read by name."""
     flipped = PARTS[::-1]
     plan = scorecard.plan(["mine", "layernorm"], statistics=flipped)
-    norm_of = lambda c: "mine" if c.model.d == 5 else c.model.norm  # noqa: E731
     records = {c: made(c, VALUES[norm_of(c), c.train.seed]) for c in plan.configs}
     table = scorecard.cells(plan, records, flipped)
     assert table["mine"]["vs_none"].verdict == "n/a"
     assert table["mine"]["level"].verdict == "refuted"
     rs = [made(small_cfg("none", 0), 0.7)]
-    halve = Statistic("half", "c-h", PARTS[0].rule, PARTS[0].configs,
+    halve = Statistic("half", "c-h", PARTS[0].rule, PARTS[0].arm,
                                 lambda rs, v: rs[0].metrics["v"] / {"": 2}[v])
     assert scorecard.stat_value("half", rs, (PARTS[0], halve)) == 0.35
     assert scorecard.stat_value("level", rs, (PARTS[0], halve)) == 0.7
@@ -1262,7 +1287,6 @@ def test_a_value_beyond_every_builtin_kinds_is_flagged_out_of_range_not_green(tm
     reach = scorecard.builtin_reach("cpu", tmp_path)
     assert reach == {"level": (0.1, 0.95)} and scorecard.builtin_reach("paper", tmp_path) == {}
     plan = scorecard.plan(["mine", "layernorm"], statistics=PARTS)
-    norm_of = lambda c: "mine" if c.model.d == 5 else c.model.norm  # noqa: E731
     records = {c: made(c, VALUES[norm_of(c), c.train.seed] + (1.0 if norm_of(c) == "mine" else 0))
                for c in plan.configs}  # mine: 1.2, 1.3, 1.25
     table = scorecard.cells(plan, records, PARTS, reach={"level": (0.1, 0.95)})
@@ -1311,9 +1335,9 @@ def test_a_run_that_fails_later_loses_no_column_already_judged(monkeypatch, tmp_
     """Each column is judged and written as soon as its runs are in: a failure in a later
     column's run ends the scorecard with its error, the finished column on disk."""
     first = Statistic("level", "c-level", lambda n: Rule(f"loss({n})", ">", 0.5),
-                      single(small_cfg), metric("final_loss"))
+                      SMALL, metric("final_loss"))
     later = Statistic("later", "c-later", lambda n: Rule(f"loss({n})", ">", 0.5),
-                      single(lambda n, s, t: small_cfg(n, s).override(**{"train.steps": 7})),
+                      SMALL.changed({"train.steps": 7}),
                       metric("final_loss"))
     monkeypatch.setattr(scorecard, "declared", lambda: (first, later))
     monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path / "cache"))
@@ -1449,7 +1473,6 @@ def test_the_check_feeds_a_kind_the_inputs_of_its_own_cells(user_file):
 
 def test_a_mean_on_the_edge_of_the_builtin_range_is_inside_it():
     plan, _ = judged()
-    norm_of = lambda c: "mine" if c.model.d == 5 else c.model.norm  # noqa: E731
     records = {c: made(c, VALUES[norm_of(c), c.train.seed]) for c in plan.configs}
     mean = scorecard.cells(plan, records, PARTS)["mine"]["level"].mean
     for span in ((mean, 0.5), (0.1, mean), (0.1, 0.5)):

@@ -5,7 +5,7 @@ speaks of the claim.
     NONE_COLLAPSES = Declaration(
         "dm-none-collapses-with-depth", Rule("kappa_6(none)", "<", 0.5), source=SOURCE,
         statement="Without normalization the representation collapses with depth: {rule}.",
-        experiment=Experiment({"none": encoder_of("none")}, reads=kappa_6))
+        experiment=Experiment({"none": Arm("encoder", {"model.norm": "none"})}, reads=kappa_6))
 
     @NONE_COLLAPSES.mark
     def test_none_collapses_with_depth(claim, runs):
@@ -13,7 +13,8 @@ speaks of the claim.
 
     NONE_COLLAPSES.verdict({"none": values})   # its rule on other per-seed values (a control)
 
-The marker carries the declaration to the plugin (normsys.claims.plugin): ``--claims-list``,
+An arm is data (``Arm``): a preset and the settings it changes, checked when the claim is
+declared. The marker carries the declaration to the plugin (normsys.claims.plugin): ``--claims-list``,
 the report and the ledger read the statement and the rule from it, and a test that decides by
 any other rule, or on values of its own where the claim declares an experiment, fails. A
 norm-generic claim (``Statistic``, below) makes its declaration from its rule and experiment for
@@ -25,6 +26,7 @@ its test computes the values it decides on.
 from __future__ import annotations
 
 import inspect
+import itertools
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -32,33 +34,59 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from normsys.claims.verdict import LEVEL, SEEDS, Rule, Verdict, decide, first_look
-from normsys.training.config import RunConfig
+from normsys.training.config import RunConfig, preset
 
 Fetch = Callable[[list], list]  # configs -> their records, in order (the claims' `runs` fixture)
 
 
 @dataclass(frozen=True)
-class NormArm:
-    """An experiment's arm named by its norm kind: one seed's runs are
-    ``make(norm, seed, tier, variant)``."""
+class Arm:
+    """An experiment's arm, as data: one seed's runs are the preset ``preset`` at the tier with
+    ``settings`` changed and the seed as ``train.seed``, one run per entry of ``each`` (what a
+    seed's runs differ in: the depths it trains, say); ``variants``: what each variant of the
+    claim changes besides ("" the claim itself; an arm without variants is the same in each)."""
 
-    make: Callable[[str, int, str, str], list]
-    norm: str
+    preset: str
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    each: tuple[Mapping[str, Any], ...] = ({},)
+    variants: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
-    def __call__(self, seed: int, tier: str, variant: str = "") -> list:
-        return self.make(self.norm, seed, tier, variant)
+    def __post_init__(self):
+        varied = {key for changes in (*self.each, *self.variants.values()) for key in changes}
+        if "train.seed" in varied | set(self.settings):
+            raise ValueError(f"arm of preset {self.preset!r}: train.seed is the seed each look "
+                             f"gives, not a setting of the arm")
+        if clash := sorted(varied & set(self.settings)):
+            raise ValueError(f"arm of preset {self.preset!r}: {', '.join(clash)} set for the arm "
+                             f"and again per run or variant; set each in one place")
+
+    def __hash__(self) -> int:  # equal arms, whatever order their settings were given in
+        return hash((self.preset, repr(sorted(self.settings.items())), repr(self.each),
+                     repr(sorted(self.variants.items()))))
+
+    def __call__(self, seed: int, tier: str, variant: str = "") -> list[RunConfig]:
+        if self.variants and variant not in self.variants:
+            raise ValueError(f"arm of preset {self.preset!r}: no variant {variant!r}; its "
+                             f"variants: {', '.join(map(repr, self.variants))}")
+        changes = {**self.settings, **self.variants.get(variant, {})}
+        return [preset(self.preset, tier, **{**changes, **run, "train.seed": seed})
+                for run in self.each]
+
+    def changed(self, settings: Mapping[str, Any]) -> Arm:
+        """This arm with ``settings`` set in every run (a setting the arm varies per run or
+        variant cannot be: an error)."""
+        return replace(self, settings={**self.settings, **settings})
+
+    @property
+    def norm(self) -> str:
+        """The norm kind the arm trains (its ``model.norm``)."""
+        return self.settings.get("model.norm") or preset(self.preset).model.norm
 
 
-def by_norm(make: Callable[[str, int, str, str], list], *norms: str) -> dict[str, NormArm]:
-    """An experiment's arms, one per norm kind, in order (the first minus the second)."""
-    return {norm: NormArm(make, norm) for norm in norms}
-
-
-def single(make: Callable[[str, int, str], Any]) -> Callable[[str, int, str, str], list]:
-    """``make(norm, seed, tier)``, one config, as the maker of a seed's runs of every variant."""
-    def runs(norm: str, seed: int, tier: str, variant: str = "") -> list:
-        return [make(norm, seed, tier)]
-    return runs
+def by_norm(arm: Arm, *norms: str) -> dict[str, Arm]:
+    """An experiment's arms, one per norm kind (``model.norm``), in order (the first minus the
+    second)."""
+    return {norm: arm.changed({"model.norm": norm}) for norm in norms}
 
 
 def metric(name: str) -> Callable[[list, str], float]:
@@ -74,23 +102,27 @@ def metric(name: str) -> Callable[[list, str], float]:
 class Experiment:
     """What a claim trains and what it reads of the runs.
 
-    ``arms``: each arm's name -> ``configs(seed, tier, variant)``, that arm's runs of one seed.
+    ``arms``: each arm's name -> its ``Arm`` (a preset and its changes), that arm's runs of a seed.
     ``reads(records, variant)``: the value of one seed's runs of one arm (a dict: one value per
     part, each of which the rule must hold for). Per seed, the rule decides on the one arm's value;
     with two arms, on first - second (paired by seed, each side recorded); with ``combine``, on
     ``combine(*the arms' values of the seed)``."""
 
-    arms: Mapping[str, Callable[[int, str, str], list]]
+    arms: Mapping[str, Arm]
     reads: Callable[[list, str], Any]
     combine: Callable[..., Any] | None = None
     # arms its test also trains, for evidence only (read, reported or drawn, never decided on):
     # the session plans their runs with the others' (``planned``), and their cost is counted
-    evidence: Mapping[str, Callable[[int, str, str], list]] = field(default_factory=dict)
+    evidence: Mapping[str, Arm] = field(default_factory=dict)
 
     def __post_init__(self):
         if not self.arms:
-            raise ValueError("an experiment needs at least one arm: name -> configs(seed, tier, "
-                             "variant)")
+            raise ValueError("an experiment needs at least one arm: name -> Arm(preset, "
+                             "settings)")
+        for name, arm in (*self.arms.items(), *self.evidence.items()):
+            if not isinstance(arm, Arm):
+                raise TypeError(f"an experiment's arm {name!r} must be an Arm (a preset and the "
+                                f"settings it changes), got {type(arm).__name__} {arm!r}")
         if self.combine is None and len(self.arms) > 2:
             raise ValueError(f"an experiment of {len(self.arms)} arms ({', '.join(self.arms)}) "
                              f"needs combine(*values of a seed): the rule pairs two arms at most")
@@ -100,11 +132,7 @@ class Experiment:
         runs, and no evidence arms: a control's case where what the arms are compared on is made
         the same, so that what is left between them is what they should not differ in (a run
         trained longer, read at another point, paired with another seed)."""
-        def overriding(make: Callable[[int, str, str], list]) -> Callable[[int, str, str], list]:
-            def configs(seed: int, tier: str, variant: str = "") -> list:
-                return [c.override(**settings) for c in make(seed, tier, variant)]
-            return configs
-        return replace(self, arms={arm: overriding(make) for arm, make in self.arms.items()},
+        return replace(self, arms={name: arm.changed(settings) for name, arm in self.arms.items()},
                        evidence={})
 
     def configs(self, seeds: Sequence[int], tier: str, variant: str = "") -> dict[str, list]:
@@ -162,23 +190,8 @@ class Declaration:
             raise TypeError(f"claim {self.id}: its rule must be a verdict.Rule, got "
                             f"{type(self.rule).__name__} {self.rule!r}")
         exp = self.experiment
-        calls = {} if exp is None else {
-            **{f"arm {name!r}": (make, "configs(seed, tier, variant)")
-               for name, make in (*exp.arms.items(), *exp.evidence.items())},
-            "reads": (exp.reads, "reads(records, variant)")}
-        for what, (fn, takes) in calls.items():
-            try:
-                inspect.signature(fn).bind(*takes.partition("(")[2].rstrip(")").split(", "))
-            except TypeError as err:
-                raise TypeError(f"claim {self.id}: its {what} must be callable as {takes} "
-                                f"({err})") from None
-        for name, make in {} if exp is None else {**exp.arms, **exp.evidence}.items():
-            for tier in SEEDS:  # an unknown preset, field or norm kind: said here
-                try:
-                    make(0, tier, "")
-                except (KeyError, ValueError) as err:
-                    raise ValueError(f"claim {self.id}: its arm {name!r} at the {tier} tier: "
-                                     f"{err.args[0] if err.args else err}") from None
+        if exp is not None:
+            self._check(exp)
         try:  # one statement for every tier: the settings it quotes are the same at each
             texts = {tier: self.text(tier) for tier in SEEDS}
         except (KeyError, AttributeError, IndexError, ValueError) as err:
@@ -196,12 +209,28 @@ class Declaration:
                                  f"must name the arms it pairs, first minus second: "
                                  f"'<value>({first}) - <value>({second})'")
 
+    def _check(self, exp: Experiment) -> None:
+        """Its experiment's reader takes (records, variant), and every arm makes configs at every
+        tier and variant: an unknown preset, field or norm kind is said here, naming the claim."""
+        try:
+            inspect.signature(exp.reads).bind("records", "variant")
+        except TypeError as err:
+            raise TypeError(f"claim {self.id}: its reads must be callable as reads(records, "
+                            f"variant) ({err})") from None
+        for name, arm in {**exp.arms, **exp.evidence}.items():
+            for tier, variant in itertools.product(SEEDS, arm.variants or [""]):
+                try:
+                    arm(0, tier, variant)
+                except (KeyError, ValueError) as err:
+                    raise ValueError(f"claim {self.id}: its arm {name!r} at the {tier} tier"
+                                     + (f", variant {variant!r}" if variant else "") + ": "
+                                     f"{err.args[0] if err.args else err}") from None
+
     def text(self, tier: str = next(iter(SEEDS))) -> str:
         """The statement with the rule and the settings it quotes written in: ``{rule}``, and
         ``{train.steps:,}``, ``{model.layers}``... from the config of the first arm's first run
         at ``tier`` (its seed aside)."""
-        first = next(iter(self.experiment.arms.values()))(0, tier, "") if self.experiment else []
-        cfg = first[0] if first and isinstance(first[0], RunConfig) else None
+        cfg = next(iter(self.experiment.arms.values()))(0, tier)[0] if self.experiment else None
         settings = {"model": cfg.model, "data": cfg.data, "train": cfg.train} if cfg else {}
         return self.statement.format(rule=self.rule, **settings)
 
@@ -270,8 +299,8 @@ PAIRINGS: dict[str, Callable[[float, float], float]] = {
 
 @dataclass(frozen=True)
 class Statistic:
-    """A norm-generic claim, declared once in its claim file: the runs of one seed
-    (``configs(N, seed, tier, variant)``), the per-seed value read from them
+    """A norm-generic claim, declared once in its claim file: the runs of one seed (``arm``,
+    with norm kind N as its ``model.norm``), the per-seed value read from them
     (``value(records, variant)``), and the claim's rule for any norm kind N. With ``versus``,
     the rule is on the per-seed pairing of N's value with the reference's (``pairing``, one of
     PAIRINGS). It is the claim's declaration for the claim's own kind (``declaration``, whose
@@ -283,7 +312,7 @@ class Statistic:
     name: str
     claim: str  # the claim id
     rule: Callable[[str], Rule]
-    configs: Callable[..., list[RunConfig]]  # (norm, seed, tier, variant)
+    arm: Arm  # its model.norm is set to each kind the statistic is taken of
     value: Callable[..., float | dict[str, float]]  # (one seed's records, variant)
     versus: str = ""
     pairing: str = ""
@@ -308,16 +337,20 @@ class Statistic:
     def applies(self, norm: str) -> bool:
         return norm not in self.excludes
 
+    def arm_of(self, norm: str) -> Arm:
+        """The statistic's runs of ``norm``."""
+        return self.arm.changed({"model.norm": norm})
+
     def experiment(self, norm: str) -> Experiment:
         """The claim's experiment with ``norm`` in place of its own kind: its arms in the order
         the pairing subtracts them. The reference kind itself (the scorecard's reference row) is
         paired with itself, its arms apart by name."""
-        own = NormArm(self.configs, norm)
+        own = self.arm_of(norm)
         if not self.versus:
             return Experiment({norm: own}, self.value)
         versus = (self.versus_arm or self.versus) if norm != self.versus else \
             f"{norm} (reference)"
-        reference = NormArm(self.configs, self.versus)
+        reference = self.arm_of(self.versus)
         if self.pairing == "versus - own":
             return Experiment({versus: reference, norm: own}, self.value)
         combine = None if self.pairing == "own - versus" else PAIRINGS[self.pairing]
@@ -334,7 +367,7 @@ class Statistic:
         """The verdict for ``norm`` (any kind, the reference too) from each kind's per-seed
         values (``values(kind)``), decided as the claim decides."""
         exp = self.experiment(norm)
-        return decide(self.rule(norm), {arm: values(make.norm) for arm, make in exp.arms.items()},
+        return decide(self.rule(norm), {name: values(arm.norm) for name, arm in exp.arms.items()},
                       combine=exp.combine)
 
     @property

@@ -9,21 +9,25 @@ rule, sits in that claim's file.
 
 from __future__ import annotations
 
+from normsys.claims.declaration import Arm
 from normsys.training import diagnostics as dg
-from normsys.training.config import RunConfig, preset
+from normsys.training.config import RunConfig
 from normsys.training.norms import NORMS
 from normsys.training.record import RunRecord
 
 # ----------------------------------------------------------------------------- deep tanh MLP
 
 
+# The deep tanh MLP (tanh_mlp preset: d=64, 10 layers tanh(Linear(d, d)), batch 32, MSE to random
+# targets), measured at initialization; no norm, no residuals unless an arm changes them.
+TANH_MLP = Arm("tanh_mlp")
+
+
 def tanh_mlp(seed: int, tier: str = "cpu", norm: str = "none",
              residual: bool = False) -> RunConfig:
-    """The deep tanh MLP (tanh_mlp preset: d=64, 10 layers tanh(Linear(d, d)), batch 32, MSE to
-    random targets), measured at initialization; ``norm`` after each layer, ``residual``
-    x + f(x)."""
-    return preset("tanh_mlp", tier, **{"model.residual": residual, "model.norm": norm,
-                                       "train.seed": seed})
+    """One seed's tanh MLP with ``norm`` after each layer and, ``residual``, x + f(x)."""
+    (cfg,) = TANH_MLP.changed({"model.residual": residual, "model.norm": norm})(seed, tier)
+    return cfg
 
 
 def weight_grad_profile(record: RunRecord) -> list[float]:
@@ -41,13 +45,16 @@ def log10_grad_ratio(records: list[RunRecord], variant: str = "") -> float:
 # ----------------------------------------------------------------------------- char GPT
 
 
-def char_gpt(seed: int, tier: str = "cpu", norm: str = "layernorm", attention: str = "softmax",
-             method: str = "bp", steps: int = 250) -> RunConfig:
-    """The LayerNorm-Jacobian analysis's char GPT (char_gpt preset: block 64, 4 layers, 4 heads,
-    d=128, pre-norm, AdamW 1e-3, batch 32) trained ``steps`` steps on Tiny Shakespeare."""
-    return preset("char_gpt", tier, **{"model.norm": norm, "model.attention": attention,
-                                       "train.method": method, "train.seed": seed,
-                                       "train.steps": steps})
+# The LayerNorm-Jacobian analysis's char GPT (char_gpt preset: block 64, 4 layers, 4 heads, d=128,
+# pre-norm LayerNorm, softmax attention, AdamW 1e-3, batch 32, 250 steps of backprop) on Tiny
+# Shakespeare.
+CHAR_GPT = Arm("char_gpt")
+
+
+def char_gpt(seed: int, tier: str = "cpu", **settings) -> RunConfig:
+    """One seed's char GPT with ``settings`` changed."""
+    (cfg,) = CHAR_GPT.changed(settings)(seed, tier)
+    return cfg
 
 
 # The kinds whose statistics run across the batch (NormKind.per_row False: BatchNorm), over the
