@@ -21,7 +21,7 @@ from normsys.claims.declaration import Arm, Declaration, Experiment, metric
 from normsys.claims.params import tiers, variant_tiers
 from normsys.claims.protocol import BP_RANGE, DFA_RANGE, mnist_report
 from normsys.claims.testing import CONTROL_SEEDS, small_classifier_accuracies, unread_seeds
-from normsys.claims.verdict import REFUTED, SUPPORTED, Rule, decide
+from normsys.claims.verdict import REFUTED, SUPPORTED, Rule
 from normsys.training.config import preset
 from normsys.training.models import prepare_model
 from normsys.training.record import TEST_ACC, trained_model
@@ -286,7 +286,6 @@ def test_control_stability_rules_flip_between_shared_and_independent_directions(
 
 # a protocol net that trains in seconds: 4,096 MNIST rows, one epoch (32 steps)
 SHORT_NET = {"data.n_train": 4096, "train.epochs": 1}
-SAME_NETS = Rule("stability(a) - stability(b)", "within", (-1e-9, 1e-9))
 
 
 @pytest.mark.control(*(f"{c.id}{v}" for c in (DFA_STABLE, SEPARATES) for v in VARIANTS))
@@ -294,7 +293,7 @@ def test_control_dfa_trains_other_nets_than_backprop(run, data_env):
     """The stability claims compare nets trained by different rules. Training is deterministic on
     the CPU, so a net trained again by backprop on the same seed and data is the same net (the
     second run differs only in what it probes, which training does not read): its stability equals
-    the first's, and the equality rule holds. A DFA net of the same seed and data must come out
+    the first's, seed by seed. A DFA net of the same seed and data must come out
     otherwise; were DFA silently trained by backprop, its nets would be those BP nets and this
     fails. Through the run cache and the protocol's own measurement, seed by seed."""
     def stability(method: str, **changes) -> list[float]:
@@ -303,8 +302,7 @@ def test_control_dfa_trains_other_nets_than_backprop(run, data_env):
 
     bp, bp_again = stability("bp"), stability("bp", **{"train.probe": ("resid.2",)})
     dfa = stability("dfa")
-    assert decide(SAME_NETS, {"bp again": bp_again, "bp": bp}).verdict == SUPPORTED
-    assert decide(SAME_NETS, {"dfa": dfa, "bp": bp}).verdict != SUPPORTED
+    assert bp_again == pytest.approx(bp, rel=0, abs=1e-9)
     assert all(abs(a - b) > 1e-3 for a, b in zip(dfa, bp, strict=True))
 
 
