@@ -41,9 +41,10 @@ from normsys.claims.runs import Runs
 from normsys.claims.workers import RUN_THREADS, share_the_machine
 from normsys.training.config import PRESETS, RunConfig, preset
 from normsys.training.data import DataError
-from normsys.training.models import FAMILIES, build_model
+from normsys.training.models import FAMILIES, Attention, build_model
 from normsys.training.norms import NORMS
 from normsys.training.store import atomic_write_text, cache_root
+from normsys.training.tasks import Classify, LanguageModel
 from normsys.training.train import train
 
 CHECKOUT = Path(__file__).parents[1]  # the checkout this package lies in: its records and pages
@@ -52,6 +53,10 @@ LEDGER = CHECKOUT / "claims" / "ledger"
 
 class UsageError(Exception):
     """A command line that cannot be carried out; the message says why and what is accepted."""
+
+
+class PartlyFailed(Exception):
+    """Work done and written with some of it failed: ``args``: what it says, and what failed."""
 
 
 class StaleError(Exception):
@@ -232,7 +237,13 @@ def score(args: argparse.Namespace) -> str:
             with runs.progress.bar():
                 records = scorecard.fetch(plan, specs, workers, runs, args.threads, done)
     table, paths = publish(records)
-    return f"{scorecard.as_text(table)}\n\nwritten: {', '.join(map(str, paths))}"
+    said = f"{scorecard.as_text(table)}\n\nwritten: {', '.join(map(str, paths))}"
+    if plan.failed:
+        kinds = sorted({cfg.model.norm for cfg in plan.failed})
+        raise PartlyFailed(said, f"{len(plan.failed)} run(s) of {', '.join(kinds)} failed (each "
+                                 f"said above); their cells read 'failed', every other cell is "
+                                 f"judged and written")
+    return said
 
 
 def on_cluster(args: argparse.Namespace, plan: scorecard.Plan, specs: list[tuple[str, str]],
@@ -315,6 +326,8 @@ def overrides(args: argparse.Namespace) -> dict[str, str]:
         key, sep, value = item.partition("=")
         if not sep:
             raise UsageError(f"--set {item}: expected SECTION.FIELD=VALUE, e.g. train.epochs=2")
+        if value.strip().lower().lstrip("+-") == "nan":
+            raise UsageError(f"--set {item}: nan is no value a run can take; give a finite number")
         changes[key.strip()] = value.strip()
     return changes
 
@@ -386,20 +399,53 @@ def summary(record) -> str:
 def takes_the_data(cfg: RunConfig, task, settings: list[str]) -> None:
     """Two examples of the data through the model's structure (on the meta device: shapes only,
     no memory, no random draws) before anything trains: a setting the model and the data cannot
-    take together (an input width, a patch size) is one error line, not a traceback from inside
-    training. ``settings``: the --set overrides, named in the error."""
+    take together (an input width, a patch size, more rows than the data has, a sequence whose
+    attention scores outgrow the memory) is one error line, not a traceback from inside
+    training or a machine swapping. ``settings``: the --set overrides, named in the error."""
+    said = f" with {' '.join(f'--set {s}' for s in settings)}" if settings else ""
+    for field, have in ((("n_train", len(task.y_train)), ("n_test", len(task.y_test)))
+                        if isinstance(task, Classify) else ()):
+        if getattr(cfg.data, field) > have:
+            raise UsageError(f"data.{field}={getattr(cfg.data, field)}: the {cfg.data.name} data "
+                             f"has {have:,} {field.removeprefix('n_')} rows; give at most "
+                             f"{have:,} (0 takes them all)")
+    if isinstance(task, LanguageModel) and cfg.model.seq_len + 1 >= len(task.val_ids):
+        raise UsageError(f"model.seq_len={cfg.model.seq_len}: the {cfg.data.name} validation "
+                         f"text has {len(task.val_ids):,} characters; give a model.seq_len below "
+                         f"{len(task.val_ids) - 1:,}")
     x, _ = task.probe_batch(cfg)
     with torch.device("meta"):
         model = build_model(cfg.model).eval()
+    lengths = []  # each attention's heads and sequence length, as the data reach it
+    for module in model.modules():
+        if isinstance(module, Attention):
+            module.register_forward_pre_hook(
+                lambda m, args: lengths.append((m.heads, args[0].shape[1])))
     try:
         with torch.no_grad():
             model(x[:2].to("meta"))
     except (RuntimeError, ValueError, IndexError, TypeError) as err:
-        said = f" with {' '.join(f'--set {s}' for s in settings)}" if settings else ""
         raise UsageError(f"the {cfg.model.family} model{said} cannot take the {cfg.data.name} data "
                          f"(an example is {'x'.join(map(str, x.shape[1:]))}): "
                          f"{str(err).splitlines()[0]}; `python -m normsys list` gives each "
                          f"preset's fields and defaults") from None
+    scores = sum(cfg.train.batch_size * heads * t * t * 4 for heads, t in lengths)
+    memory, where = device_memory(cfg)
+    if scores > memory / 2:
+        heads, t = lengths[0]
+        raise UsageError(f"the {cfg.model.family} model{said}: its attention scores alone would "
+                         f"take {scores / 2**30:,.0f} GiB to train (batch {cfg.train.batch_size} "
+                         f"x {heads} heads x {t:,}^2 positions x 4 bytes x {len(lengths)} "
+                         f"attentions), more than half of {where}'s {memory / 2**30:,.0f} GiB; "
+                         f"give a shorter model.seq_len or a smaller train.batch_size")
+
+
+def device_memory(cfg: RunConfig) -> tuple[float, str]:
+    """The memory (bytes) of what the run trains on, and its name: the GPU's where it trains on
+    one, else this machine's."""
+    if cfg.train.device in ("cuda", "auto") and torch.cuda.is_available():
+        return float(torch.cuda.get_device_properties(0).total_memory), "the GPU"
+    return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")), "this machine"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -433,6 +479,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except StaleError as err:
         print(f"stale: {err}", file=sys.stderr)
+        return 1
+    except PartlyFailed as err:
+        print(err.args[0])
+        print(f"error: {err.args[1]}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("interrupted: stopped, with every training process; nothing was written (a run "

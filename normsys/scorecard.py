@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 import tempfile
 import textwrap
 from collections.abc import Callable, Sequence
@@ -30,7 +31,7 @@ from pathlib import Path
 from normsys.catalog import declared
 from normsys.claims.cache import code_digest, lookup
 from normsys.claims.declaration import Statistic
-from normsys.claims.progress import Progress
+from normsys.claims.progress import Progress, label
 from normsys.claims.runs import Runs
 from normsys.claims.runtimes import run_seconds
 from normsys.claims.usernorm import absolute, load
@@ -60,12 +61,14 @@ def columns(statistics: Columns) -> Sequence[Statistic]:
 @dataclass
 class Plan:
     """Per (statistic, norm), the configs of each seed; the cells read from committed results
-    instead of trained (``known``, ``committed``); and every distinct config to fetch."""
+    instead of trained (``known``, ``committed``); every distinct config to fetch; and the runs
+    of a user's kind that failed, with what they raised (``failed``, filled by ``fetch``)."""
 
     tier: str
     norms: list[str]
     cells: dict[tuple[str, str], list[list[RunConfig]]]
     known: dict[tuple[str, str], dict] = field(default_factory=dict)
+    failed: dict[RunConfig, str] = field(default_factory=dict)
 
     @property
     def configs(self) -> list[RunConfig]:
@@ -192,15 +195,21 @@ def _layer_problem(factory, shape: tuple[int, ...], dtype) -> str:
         module, before, after = factory(d), nn.Linear(d, d), nn.Linear(d, d)
         x = torch.randn(shape, requires_grad=True)
         autocast = torch.autocast("cpu", dtype=dtype, enabled=dtype != torch.float32)
+        params = {n: q.detach().clone() for n, q in module.named_parameters()}
         try:
             with autocast:
                 h = before(x)
                 y = module(h)
         except Exception as err:  # noqa: BLE001 - the user's layer failed: say how
             return f"its forward pass failed: {type(err).__name__}: {err}"
+        if edited := [n for n, q in module.named_parameters() if not torch.equal(q, params[n])]:
+            return (f"its forward pass changes its own parameters ({', '.join(edited)}); only the "
+                    f"optimizer may (keep running statistics in buffers)")
         if not isinstance(y, torch.Tensor) or y.shape != h.shape:
             got = tuple(y.shape) if isinstance(y, torch.Tensor) else type(y).__name__
             return f"maps it to {got}; a norm must keep the shape (..., d)"
+        if y.device != h.device:
+            return f"returns a tensor on the {y.device} device for one on the {h.device}"
         if dtype == torch.float32 and y.dtype != torch.float32:
             return f"returns {y.dtype} for a torch.float32 input; the next layer takes torch.float32"
         if not torch.isfinite(y).all():
@@ -286,10 +295,22 @@ _WORKER_RUNS: Runs | None = None  # a worker process's runs, made by its initial
 _WORKER_ERROR = ""  # why its initializer could not make them
 
 
-def _fetch(indexed: tuple[int, RunConfig]) -> tuple[int, RunRecord]:
+def _fetch(indexed: tuple[int, RunConfig]) -> tuple[int, RunRecord | str]:
     if _WORKER_ERROR:
         raise ValueError(_WORKER_ERROR)
-    return indexed[0], _WORKER_RUNS.run(indexed[1])
+    return indexed[0], trained(_WORKER_RUNS, indexed[1])
+
+
+def trained(runs: Runs, cfg: RunConfig) -> RunRecord | str:
+    """The run's record; for a run of a user's kind, what its code raised or exited with instead
+    (one line), so that one kind failing stops no other run. A built-in kind's failure is the
+    library's: it ends the scorecard."""
+    if cfg.model.norm in BUILTIN:
+        return runs.run(cfg)
+    try:
+        return runs.run(cfg)
+    except (Exception, SystemExit) as err:  # noqa: BLE001 - the user's code failed: say how
+        return f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}".rstrip()
 
 
 def fetch(p: Plan, specs: list[tuple[str, str]], workers: int, runs: Runs,
@@ -305,14 +326,19 @@ def fetch(p: Plan, specs: list[tuple[str, str]], workers: int, runs: Runs,
     configs = sorted(p.configs, key=lambda c: c.model.family not in ("encoder", "char_gpt"))
     records: dict[RunConfig, RunRecord] = {}
 
-    def arrived(cfg: RunConfig, record: RunRecord) -> None:
-        records[cfg] = record
+    def arrived(cfg: RunConfig, record: RunRecord | str) -> None:
+        if isinstance(record, str):  # a user's kind failed: said now, its cells say it too
+            p.failed[cfg] = record
+            print(f"error: {cfg.model.norm}: its {cfg.model.family} run {label(cfg)} failed: "
+                  f"{record}; the other runs go on", file=sys.stderr, flush=True)
+        else:
+            records[cfg] = record
         if done is not None:
             done(records)
 
     if workers <= 1:
         for c in configs:
-            arrived(c, runs.run(c))
+            arrived(c, trained(runs, c))
         return records
     with tempfile.TemporaryDirectory() as tmp:
         counter = runs.progress.counter or Path(tmp) / "done"
@@ -330,14 +356,14 @@ def fetch(p: Plan, specs: list[tuple[str, str]], workers: int, runs: Runs,
             raise
         finally:
             pool.join()
-    return {c: records[c] for c in configs}
+    return {c: records[c] for c in configs if c in records}
 
 
 def complete(p: Plan, records: dict[RunConfig, RunRecord],
              statistics: Columns = None) -> list[Statistic]:
     """The statistics whose cells all have their runs (or are read from committed results)."""
     def ready(stat: Statistic) -> bool:
-        return all(c in records for key, seeds in p.cells.items()
+        return all(c in records or c in p.failed for key, seeds in p.cells.items()
                    if key[0] == stat.name and key not in p.known for cs in seeds for c in cs)
 
     return [s for s in columns(statistics) if ready(s)]
@@ -360,11 +386,15 @@ def cells(p: Plan, records: dict[RunConfig, RunRecord], statistics: Columns = No
     judged = {s.name for s in columns(statistics)}
     made = {key: seeds for key, seeds in p.cells.items()
             if key not in p.known and key[0] in judged}
-    per_seed = {key: [stat_value(key[0], [records[c] for c in cs], statistics) for cs in seeds]
+    per_seed = {key: [math.nan if any(c in p.failed for c in cs) else
+                      stat_value(key[0], [records[c] for c in cs], statistics) for cs in seeds]
                 for key, seeds in made.items()}
     per_seed.update({key: cell["reads"] for key, cell in p.known.items() if key[0] in judged})
-    diverged = {key: sum(any(records[c].diverged for c in cs) for cs in seeds)
-                for key, seeds in made.items()}
+    diverged = {key: sum(any(c not in p.failed and records[c].diverged for c in cs)
+                         for cs in seeds) for key, seeds in made.items()}
+    failed = {key: [why for cs in seeds  # per seed that failed, what its first failed run raised
+                    if (why := next((p.failed[c] for c in cs if c in p.failed), None))]
+              for key, seeds in made.items()}
     diverged.update({key: cell["diverged"] for key, cell in p.known.items() if key[0] in judged})
     table: dict[str, dict[str, Verdict]] = {}
     for norm in p.norms:
@@ -377,6 +407,7 @@ def cells(p: Plan, records: dict[RunConfig, RunRecord], statistics: Columns = No
                 continue
             d = stat.verdict(norm, lambda kind, name=stat.name: per_seed[name, kind])
             evidence = {"diverged": diverged[stat.name, norm],
+                        **({"failed": why} if (why := failed.get((stat.name, norm))) else {}),
                         "reads": list(per_seed[stat.name, norm]),
                         "runs": [[c.fingerprint() for c in cs] for cs in p.cells[stat.name, norm]]}
             span = (reach or {}).get(stat.name)
@@ -408,8 +439,8 @@ def of_json(norms: dict) -> dict[str, dict[str, Verdict]]:
     return {norm: {name: cell(c) for name, c in row.items()} for norm, row in norms.items()}
 
 
-EVIDENCE = ("diverged", "reads", "runs", "out_of_range", "rule_verdict")  # a cell's, beside its
-# verdict and interval
+# a cell's evidence, beside its verdict and interval
+EVIDENCE = ("diverged", "failed", "reads", "runs", "out_of_range", "rule_verdict")
 
 
 def cell_json(cell: Verdict, rule: Rule) -> dict:
@@ -490,6 +521,8 @@ MARK = {SUPPORTED: "+", REFUTED: "x", INCONCLUSIVE: "?", NA: ""}
 def cell_text(cell: Verdict) -> str:
     if cell.verdict == NA:
         return NA
+    if failed := cell.evidence.get("failed"):
+        return f"failed ({len(failed)} of {len(cell.values)} seeds)"
     if diverged := cell.evidence.get("diverged"):
         return f"diverged ({diverged} of {len(cell.values)} seeds)"
     if cell.verdict == OUT_OF_RANGE:
@@ -500,7 +533,7 @@ def cell_text(cell: Verdict) -> str:
 def interval_text(cell: Verdict, sep: str = " ") -> str:
     """The cell's text and, for a value over seeds, its 95% interval: ``0.806 ? [0.79, 0.82]``."""
     text = cell_text(cell)
-    if cell.verdict != NA and not cell.evidence.get("diverged"):
+    if cell.verdict != NA and not cell.evidence.get("diverged") and not cell.evidence.get("failed"):
         text = f"{text}{sep}[{cell.low:.3g}, {cell.high:.3g}]"
     return text
 

@@ -337,7 +337,8 @@ def test_the_jacobian_claims_read_each_layernorm_of_the_trained_net_through_its_
 
     monkeypatch.setenv("NORMSYS_CACHE", "off")
     small = {"model.d": 32, "model.layers": 1, "model.seq_len": 32, "train.batch_size": 8}
-    fa, bp = (Runs().run(ex.char_gpt(0, **{"train.method": m, "train.steps": 3}).override(**small)) for m in ("fa", "bp"))
+    fa, bp = (Runs().run(ex.char_gpt(0, **{"train.method": m, "train.steps": 3, **small}))
+              for m in ("fa", "bp"))
     x, y = lj().fresh_lm_batch(fa.run_config)
     _, val, _ = tiny_shakespeare()
     x_again, _ = lm_batch(val, 32, 8, torch.Generator().manual_seed(12_345))

@@ -1627,3 +1627,66 @@ def test_an_out_folder_the_file_system_refuses_is_an_error_before_anything_train
     err = capsys.readouterr().err
     assert err.startswith("error: --out /proc/normsys-scorecard: cannot be created or written (")
     assert len(err.splitlines()) == 1 and not (tmp_path / "cache" / "runs").exists()
+
+
+FAILING_NORMS = '''
+import sys
+from torch import nn
+
+
+class Late(nn.Module):
+    """LayerNorm that fails once training is under way (its checks pass)."""
+
+    def __init__(self, d):
+        super().__init__()
+        self.ln, self.calls = nn.LayerNorm(d), 0
+
+    def forward(self, x):
+        self.calls += 1
+        if self.calls > 20:
+            self.fail()
+        return self.ln(x)
+
+    def fail(self):
+        raise RuntimeError("broke at call 21")
+
+
+class Exits(Late):
+    def fail(self):
+        sys.exit(3)
+
+
+class Fine(Late):
+    def fail(self):
+        pass
+'''
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_users_norm_that_fails_in_training_is_one_line_and_the_other_runs_go_on(
+        workers, monkeypatch, tmp_path, capsys):
+    """Whatever a user's kind raises or exits with in a run (in this process or in a worker's)
+    is one line naming the kind, the family and the run; every other run trains, every cell
+    whose runs are in is judged and written, the failed ones read 'failed', and the exit is 1."""
+    (tmp_path / "mine.py").write_text(FAILING_NORMS)
+    level = Statistic("level", "c-level", lambda n: Rule(f"loss({n})", ">", 0.0),
+                      SMALL.changed({"train.steps": 30}), metric("final_loss"))
+    monkeypatch.setattr(scorecard, "declared", lambda: (level,))
+    monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path / "cache"))
+    specs = [f"{tmp_path / 'mine.py'}:{c}" for c in ("Late", "Exits", "Fine")]
+    assert main(["scorecard", *specs, "--against", "none", "--workers", workers,
+                 "--out", str(tmp_path / "out")]) == 1
+    said = capsys.readouterr()
+    lines = said.err.splitlines()
+    for kind, why in (("late", "RuntimeError: broke at call 21"), ("exits", "SystemExit: 3")):
+        failed = [line for line in lines if line.startswith(f"error: {kind}: its ffn_stack run ")]
+        assert len(failed) == 3 and all(line.endswith(f"failed: {why}; the other runs go on")
+                                        for line in failed), said.err
+    assert lines[-1] == ("error: 6 run(s) of exits, late failed (each said above); their cells "
+                         "read 'failed', every other cell is judged and written")
+    assert "Traceback" not in said.err
+    saved = json.loads((tmp_path / "out" / "scorecard.json").read_text())["norms"]
+    assert saved["late"]["level"]["failed"] == ["RuntimeError: broke at call 21"] * 3
+    assert saved["late"]["level"]["verdict"] == "inconclusive"
+    assert saved["fine"]["level"]["verdict"] == saved["none"]["level"]["verdict"] == "supported"
+    assert "failed (3 of 3 seeds)" in said.out

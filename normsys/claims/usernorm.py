@@ -53,6 +53,11 @@ def load(spec: str, name: str = "") -> str:
         return register(name or attr.lower(), factory, where)
     except ValueError as err:  # its checks name the factory by that private module: say the spec
         raise ValueError(str(err).replace(qualified(factory), spec)) from None
+    except (Exception, SystemExit) as err:  # noqa: BLE001 - the user's code failed inside the
+        # check itself (a meta tensor's values read, a backward that raises, an exit)
+        raise ValueError(f"{spec!r}: checking its forward and backward pass failed: "
+                         f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+                         ) from None
 
 
 def private_name(path: Path) -> str:
