@@ -1,0 +1,210 @@
+"""A new user's first hour: the mistakes a user makes at the command line, each of which must end
+in one ``error:`` line that names what was wrong and what is accepted, with a non-zero exit,
+before anything trains: never a traceback, never an exit 0, never silence.
+
+The command-line mistakes run through ``normsys.__main__.main`` (what ``python -m normsys`` runs;
+a test of the entry point itself shows the two alike), the pytest plugin's through ``python -m
+pytest`` on the claims. A case that is no mistake on some machines (CUDA asked for where there is
+none) is pinned where it is one."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from normsys.__main__ import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# a user's norm file: one norm that works (README's, shortened), and the norms users write wrong
+NORMS = '''
+import sys
+import torch
+from torch import nn
+
+
+class Fine(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.gain = nn.Parameter(torch.ones(d))
+
+    def forward(self, x):
+        return self.gain * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+
+
+class Shrinks(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+
+    def forward(self, x):
+        return x[..., :-1]
+
+
+class Meta(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.ln = nn.LayerNorm(d)
+
+    def forward(self, x):
+        return torch.empty_like(x, device="meta")
+
+
+class EditsItself(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.ln = nn.LayerNorm(d)
+
+    def forward(self, x):
+        with torch.no_grad():
+            self.ln.weight.mul_(1.01)
+        return self.ln(x)
+
+
+class ExitsAtOnce(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+
+    def forward(self, x):
+        sys.exit()
+
+
+def not_a_module(d):
+    return 3
+'''
+
+# (argv, what the one error line says), {norms} the user's norm file
+MISTAKES = [
+    # the command and its options
+    (["fly"], "invalid choice: 'fly'"),
+    (["train", "--model", "nope"], "argument --model: invalid choice: 'nope' (choose from "),
+    (["train", "--norm", "nonorm", "--dry-run"], "unknown norm kind 'nonorm'; valid kinds: "),
+    (["train", "--tier", "gold", "--dry-run"], "argument --tier: invalid choice: 'gold'"),
+    (["train", "--method", "hebb", "--dry-run"], "argument --method: invalid choice: 'hebb'"),
+    (["train", "--seed", "-1"], "train.seed must be >= 0, got -1"),
+    (["train", "--seed", str(2**62), "--dry-run"], f"train.seed must be below 2**62, got {2**62}"),
+    (["train", "--seed", "99999999999999999999"], "train.seed must be below 2**62"),
+    (["train", "--json", "/no/such/folder/run.json"], "the folder /no/such/folder does not exist"),
+    (["train", "--json", "/tmp"], "--json /tmp: is a folder"),
+    # --set: its form, its fields, its values
+    (["train", "--set", "train.steps"], "--set train.steps: expected SECTION.FIELD=VALUE"),
+    (["train", "--set", "model.size=3"], "unknown config key 'model.size'"),
+    (["train", "--set", "size=3"], "unknown config key 'size'"),
+    (["train", "--set", "train.steps=abc"], "train.steps='abc': expects an integer"),
+    (["train", "--set", "train.steps=-5"], "train.steps must be >= 0, got -5"),
+    (["train", "--set", "train.epochs=0"], "the run would train no steps"),
+    (["train", "--set", "data.n_train=-5"], "data.n_train must be >= 0, got -5"),
+    (["train", "--set", "train.lr=1e400", "--dry-run"], "train.lr must be a finite number, got inf"),
+    (["train", "--set", "train.lr=inf", "--dry-run"], "train.lr must be a finite number, got inf"),
+    (["train", "--set", "train.lr=nan", "--dry-run"],
+     "--set train.lr=nan: nan is no value a run can take; give a finite number"),
+    (["train", "--set", "train.weight_decay=nan"], "nan is no value a run can take"),
+    (["train", "--model", "tanh_mlp", "--set", "train.probe=nosuchlayer", "--dry-run"],
+     "train.probe: no layer named ['nosuchlayer'] in tanh_mlp"),
+    # settings the model and the data cannot take together
+    (["train", "--model", "mlp", "--set", "model.in_dim=10", "--set", "train.steps=1"],
+     "the mlp model with --set model.in_dim=10 --set train.steps=1 cannot take the mnist data"),
+    (["train", "--model", "vit", "--set", "model.patch=5", "--dry-run"],
+     "the vit model with --set model.patch=5 cannot take the"),
+    (["train", "--model", "mlp", "--set", "data.n_train=1000000000", "--dry-run"],
+     "data.n_train=1000000000: the mnist data has 60,000 train rows; give at most 60,000"),
+    (["train", "--model", "mlp", "--set", "data.n_test=20000", "--dry-run"],
+     "data.n_test=20000: the mnist data has 10,000 test rows"),
+    (["train", "--model", "char_gpt", "--set", "model.seq_len=100000", "--set", "train.steps=1"],
+     "its attention scores alone would take 19,073 GiB to train (batch 32 x 4 heads x 100,000^2 "
+     "positions x 4 bytes x 4 attentions), more than half of"),
+    (["train", "--model", "char_gpt", "--set", "model.seq_len=10000000", "--dry-run"],
+     "model.seq_len=10000000: the tinyshakespeare validation text has 111,540 characters"),
+    (["train", "--model", "encoder", "--set", "model.d=30", "--dry-run"],
+     "model.d=30 must be divisible by model.heads=4"),
+    # the scorecard: its options, and a user's norm
+    (["scorecard"], "scorecard: give a norm (e.g. mynorm.py:MyNorm) or --builtin"),
+    (["scorecard", "{norms}"], "expected MODULE:ATTRIBUTE or FILE.py:ATTRIBUTE"),
+    (["scorecard", "nofile.py:X"], "no such file nofile.py"),
+    (["scorecard", "{norms}:Missing"], "has no attribute 'Missing'; it has "),
+    (["scorecard", "no_such_module:X"], "cannot import no_such_module"),
+    (["scorecard", "{norms}:not_a_module"], "returned a int, not a torch.nn.Module"),
+    (["scorecard", "{norms}:Shrinks"], "a norm must keep the shape (..., d)"),
+    (["scorecard", "{norms}:Meta"],
+     "checking its forward and backward pass failed: RuntimeError: Tensor.item() cannot be "
+     "called on meta tensors"),
+    (["scorecard", "{norms}:ExitsAtOnce"],
+     "checking its forward and backward pass failed: SystemExit"),
+    (["scorecard", "{norms}:EditsItself", "--dry-run"],
+     "its forward pass changes its own parameters (ln.weight); only the optimizer may"),
+    (["scorecard", "{norms}:Fine", "--against", "nonorm", "--dry-run"],
+     "--against nonorm: not a built-in kind"),
+    (["scorecard", "{norms}:Fine", "--workers", "0"], "--workers 0: give 1 or more"),
+    (["scorecard", "{norms}:Fine", "--threads", "0"], "--threads 0: give 1 or more torch threads"),
+    (["scorecard", "{norms}:Fine", "--name", "a", "--name", "b"], "scorecard: 2 --name for 1 norms"),
+    (["scorecard", "{norms}:Fine", "--name", "layernorm"], "is a built-in kind"),
+    (["scorecard", "{norms}:Fine", "--out", "/proc/nope"], "--out /proc/nope: cannot be created"),
+    (["scorecard", "{norms}:Fine", "--check"], "add --builtin"),
+]
+if not torch.cuda.is_available():
+    MISTAKES += [
+        (["train", "--set", "train.device=cuda", "--dry-run"], "train.device=cuda but no CUDA"),
+        (["train", "--tier", "paper", "--dry-run"], "data.tier=paper: no CUDA device here"),
+        (["scorecard", "{norms}:Fine", "--tier", "paper"], "scorecard --tier paper: no CUDA"),
+    ]
+
+
+@pytest.fixture
+def user_norms(tmp_path):
+    """The user's norm file, and the kinds it registers forgotten afterwards."""
+    from normsys.training.norms import NORMS as KINDS
+
+    before = set(KINDS)
+    path = tmp_path / "mynorms.py"
+    path.write_text(NORMS)
+    yield path
+    for name in set(KINDS) - before:
+        del KINDS[name]
+
+
+@pytest.mark.parametrize("argv,says", MISTAKES, ids=[" ".join(a) for a, _ in MISTAKES])
+def test_a_mistake_is_one_error_line_and_a_failing_exit(argv, says, user_norms, capsys):
+    argv = [a.replace("{norms}", str(user_norms)) for a in argv]
+    code = main(argv)
+    said = capsys.readouterr()
+    errors = [line for line in said.err.splitlines() if "error:" in line]
+    assert code and code != 0, f"exit {code} for a mistake: {said}"
+    assert len(errors) == 1 and says.replace("{norms}", str(user_norms)) in errors[0], said.err
+    assert "Traceback" not in said.err + said.out
+
+
+def test_the_entry_point_says_it_as_main_does(tmp_path):
+    """``python -m normsys`` is ``main``: the mistake's line, exit 2, nothing else on stderr."""
+    done = subprocess.run([sys.executable, "-m", "normsys", "train", "--set", "train.lr=nan"],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == ("error: --set train.lr=nan: nan is no value a run can take; give a "
+                           "finite number\n")
+
+
+PYTEST_MISTAKES = [
+    (["-k", "tc-residual-preserves-gradients and cpu", "--claims-report", "/proc/nope"],
+     "--claims-report /proc/nope: cannot be created or written"),
+    (["-k", "no-such-claim-anywhere"], "no-such-claim-anywhere"),
+    (["-k", "tc-residual-preserves-gradients and cpu", "--claims-max-seeds", "2"],
+     "--claims-max-seeds 2"),
+    (["--claims-seeds", "1"], "--claims-seeds 1: a verdict needs >= 2 seeds"),
+    (["--claims-seed-offset", "-3"], "--claims-seed-offset -3: seeds are >= 0"),
+    (["--claims-ledger", "/no/such/ledger"], "--claims-ledger /no/such/ledger: no such folder"),
+]
+
+
+@pytest.mark.parametrize("args,says", PYTEST_MISTAKES, ids=[" ".join(a) for a, _ in PYTEST_MISTAKES])
+def test_a_claims_session_mistake_is_one_error_line_before_any_claim_runs(args, says, tmp_path):
+    env = {**os.environ, "NORMSYS_CACHE": str(tmp_path / "cache")}  # nothing is trained
+    done = subprocess.run([sys.executable, "-m", "pytest", "claims", "-q", "-p", "no:cacheprovider",
+                           "-p", "no:randomly", *args], capture_output=True, text=True, cwd=ROOT,
+                          env=env, timeout=600)
+    said = done.stdout + done.stderr
+    assert done.returncode not in (0, 1), said[-3000:]  # a usage error, not a run's outcome
+    assert "Traceback" not in said and says in said, said[-3000:]
+    assert not list((tmp_path / "cache").rglob("*.json")), "a run was trained"
