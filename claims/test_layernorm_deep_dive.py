@@ -17,7 +17,7 @@ import torch
 
 from normsys.claims import figures
 from normsys.claims.declaration import Arm, Declaration, Experiment, Statistic, by_norm, metric
-from normsys.claims.experiments import log10_grad_ratio, weight_grad_profile
+from normsys.claims.experiments import TANH_MLP, log10_grad_ratio, weight_grad_profile
 from normsys.claims.params import tiers
 from normsys.claims.testing import (
     CONTROL_SEEDS,
@@ -108,7 +108,7 @@ def steps_to_90(records, variant: str = "") -> float:
 # column of the scorecard (normsys.scorecard) for any norm kind.
 GRAD_RATIO_VS_NONE = Statistic(
     "grad_ratio_vs_none", "ld-layernorm-prevents-vanishing-gradients", prevents_vanishing,
-    Arm("tanh_mlp"), log10_grad_ratio,
+    TANH_MLP, log10_grad_ratio,
     versus="none", pairing="own - versus", versus_arm="plain", own_seeds=5,
     words="gradient flow vs no norm",
     source=SOURCE,

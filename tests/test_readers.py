@@ -121,10 +121,10 @@ def test_each_experiment_holds_its_claims_settings():
     assert m.model.init_scale == 2.0 and m.train.probe == ("layers.2",)
     assert m.train.probe_batch == 1000 and m.model.family == "mlp"
     assert dd().mlp("none", 0).train.batch_size == 64 and dd().mlp("none", 0).train.steps == 0
-    t = ex.tanh_mlp(5, norm="layernorm", residual=True)
+    (t,) = ex.TANH_MLP.changed({"model.norm": "layernorm", "model.residual": True})(5, "cpu")
     assert (t.train.seed, t.model.norm, t.model.residual, t.model.layers) == (5, "layernorm",
                                                                               True, 10)
-    assert ex.tanh_mlp(0).model.norm == "none" and not ex.tanh_mlp(0).model.residual
+    assert ex.TANH_MLP.norm == "none" and not ex.TANH_MLP(0, "cpu")[0].model.residual
     g = ex.char_gpt(1, **{"model.norm": "dyt", "model.attention": "sigmoid",
                           "train.method": "fa", "train.steps": 7})
     assert (g.train.seed, g.model.norm, g.model.attention, g.train.method, g.train.steps) == \
@@ -222,7 +222,7 @@ def test_each_experiment_takes_its_tier_and_its_defaults():
     """The paper tier's settings reach every experiment (its device is the GPU's), and the
     defaults are the claims' own: LayerNorm for Xiong et al., weights at scale 1 for the MLP."""
     for paper in (dm().ENCODER(0, "paper", "")[0], lit().xiong("pre", 2, 0, "paper"),
-                  dd().mlp("l2", 0, "paper"), ex.tanh_mlp(0, "paper"),
+                  dd().mlp("l2", 0, "paper"), ex.TANH_MLP(0, "paper")[0],
                   ex.char_gpt(0, "paper")):
         assert paper.train.device == "auto", paper.model.family
     assert lit().xiong("post", 6, 0).model.norm == "layernorm"

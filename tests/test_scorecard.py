@@ -682,12 +682,15 @@ class Mine(nn.Module):
 
 @pytest.fixture(autouse=True)
 def mine():
-    """'mine', registered as a user registers a kind, for the constructed statistics below."""
+    """'mine', registered as a user registers a kind, for the constructed statistics below; it
+    and every kind a test registers are forgotten after it."""
     from normsys.training import norms
 
+    before = set(norms.NORMS)
     norms.register("mine", lambda d: Mine())
     yield
-    norms.NORMS.pop("mine", None)
+    for name in set(norms.NORMS) - before:
+        del norms.NORMS[name]
 
 
 SMALL = Arm("ffn_stack", {"model.d": 4, "data.batch_shape": (2, 4)})  # every kind's runs

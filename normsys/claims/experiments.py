@@ -23,13 +23,6 @@ from normsys.training.record import RunRecord
 TANH_MLP = Arm("tanh_mlp")
 
 
-def tanh_mlp(seed: int, tier: str = "cpu", norm: str = "none",
-             residual: bool = False) -> RunConfig:
-    """One seed's tanh MLP with ``norm`` after each layer and, ``residual``, x + f(x)."""
-    (cfg,) = TANH_MLP.changed({"model.residual": residual, "model.norm": norm})(seed, tier)
-    return cfg
-
-
 def weight_grad_profile(record: RunRecord) -> list[float]:
     """||dL/dW_l|| for l = 1 ... L of the tanh MLP at initialization, L its config's layers."""
     layers = RunConfig.from_dict(record.config).model.layers
