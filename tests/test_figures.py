@@ -181,7 +181,8 @@ def test_the_correlation_figure_draws_each_norms_trained_last_hidden_layer(data_
     monkeypatch.setenv("NORMSYS_CACHE", "off")
     dd = importlib.import_module("claims.test_layernorm_deep_dive")
     session = Runs()
-    records = {norm: session.run(dd.mlp(norm, 0, **{"train.steps": 3})) for norm in ("none", "layernorm")}
+    records = {norm: session.run(dd.mlp(norm, 0, **{"train.steps": 3}))
+               for norm in ("none", "layernorm")}
     fig = Figure()
     dd.draw_correlations(fig, records)
     axes = [ax for ax in fig.axes if ax.images]
