@@ -184,6 +184,26 @@ def test_a_claims_first_entry_registers_its_rule_and_a_changed_rule_needs_an_ame
                        f"threshold)"
 
 
+def test_a_second_plan_of_looks_over_the_seeds_an_entry_decided_on_is_refused():
+    """More looks over seeds already decided on (one look at 3, then a plan of 3, 5, 8 from the
+    same seed) would spend a fresh error budget on values already seen: refused, naming the
+    fresh seeds to replicate on. The same plan again, another environment, or fresh seeds are
+    entries of their own."""
+    r = record(entry())
+    more = entry(values=(0.92, 0.91, 0.93, 0.9, 0.94), plan=[3, 5, 8])
+    with pytest.raises(ledger.LedgerError, match=re.escape(
+            "c-1: its record holds cpu | cpu (AVX2, AMD), 1 thread(s), torch 2.13.0+cpu | seeds "
+            "0+, looks 3, decided on seeds 0-2; a second plan of looks over the same seeds (seeds "
+            "0+, looks 3,5,8) would spend a fresh error budget on values already seen. Replicate "
+            "on fresh seeds instead (--claims-seed-offset 3), an entry judged on its own")):
+        ledger.recorded(r, more)
+    again = ledger.recorded(r, entry(code="n3w"))
+    elsewhere = ledger.recorded(r, entry(device=INTEL, plan=[3, 5, 8]))
+    fresh = ledger.recorded(r, entry(seeds=[3, 4, 5, 6, 7], plan=[3, 5, 8],
+                                     values=(0.92, 0.91, 0.93, 0.9, 0.94)))
+    assert (len(again.entries), len(elsewhere.entries), len(fresh.entries)) == (1, 2, 2)
+
+
 def test_a_rule_neither_registered_nor_amended_is_an_error(tmp_path):
     """The threshold edited in the claim and its record by hand, with no amendment."""
     e = entry()

@@ -308,6 +308,15 @@ def recorded(record: Record, fresh: Verdict, amend: str = "") -> Record:
     rule, a rule other than the one in force needs ``amend`` (the reason), which amends it. The
     tier's reference moves to ``fresh`` where it has none made by this training code on the
     claims' own seeds."""
+    seen = [e for e in record.entries.values() if e.key != fresh.key and
+            (e.tier, e.environment, e.seeds[:1]) == (fresh.tier, fresh.environment, fresh.seeds[:1])]
+    if fresh.key not in record.entries and seen:
+        after = max(max(e.seeds) for e in seen) + 1
+        raise LedgerError(f"{record.claim}: its record holds {seen[0].key}, decided on seeds "
+                          f"{seed_span(seen[0].seeds)}; a second plan of looks over the same seeds "
+                          f"({fresh.seed_plan}) would spend a fresh error budget on values already "
+                          f"seen. Replicate on fresh seeds instead (--claims-seed-offset {after}), "
+                          f"an entry judged on its own")
     amendments = list(record.amendments)
     registered = record.registered or fresh.full_rule
     if fresh.full_rule != (record.rule or registered):
