@@ -159,23 +159,41 @@ def stale(tier: str, folder: Path | None = None) -> str:
     return ""
 
 
-INPUT_RANK = {"mlp": 2, "tanh_mlp": 2, "resmlp": 2}  # the others give their norms (B, T, d)
+def norm_inputs(cfg: RunConfig, runs: Runs) -> list[tuple[int, ...]]:
+    """The shapes the norms of ``cfg``'s model take, read from the model itself: two examples of
+    its data through it with LayerNorm in the norms' places, on the meta device (shapes only, no
+    memory), each shape with a batch of 4."""
+    import torch
+
+    from normsys.training.models import build_model
+
+    probe = cfg.override(**{"model.norm": "layernorm"})
+    x, _ = runs.task_of(probe).probe_batch(probe)
+    layernorm, shapes = type(NORMS["layernorm"].build(4)), []
+    with torch.device("meta"):
+        model = build_model(probe.model).eval()
+    for module in model.modules():
+        if isinstance(module, layernorm):
+            module.register_forward_pre_hook(lambda m, a: shapes.append((4, *a[0].shape[1:])))
+    with torch.no_grad():
+        model(x[:2].to("meta"))
+    return list(dict.fromkeys(shapes))
 
 
-def check_layers(p: Plan, names: list[str]) -> None:
-    """Run each of the user's kinds ``names`` on every input its cells' families feed it (2-D or
-    3-D, at the family's width), in float32 and under bfloat16 autocast (the GPU path), before
-    anything trains: it must keep the shape, give finite outputs the next layer takes, and pass a
+def check_layers(p: Plan, names: list[str], runs: Runs | None = None) -> None:
+    """Run each of the user's kinds ``names`` on every input its cells' models feed their norms
+    (``norm_inputs``), in float32 and under bfloat16 autocast (the GPU path), before anything
+    trains: it must keep the shape, give finite outputs the next layer takes, and pass a
     non-zero gradient to its input. Raises ValueError naming the kind, family and input."""
     import torch
 
+    runs = runs or Runs()
     for name in names:
         feeds = {}
         for (_, norm), seeds in p.cells.items():
             for cfg in seeds[0] if norm == name else ():
-                rank = INPUT_RANK.get(cfg.model.family, 3)
-                feeds.setdefault((4, cfg.model.d) if rank == 2 else (4, 8, cfg.model.d),
-                                 cfg.model.family)
+                for shape in norm_inputs(cfg, runs):
+                    feeds.setdefault(shape, cfg.model.family)
         for shape, family in feeds.items():
             for dtype in (torch.float32, torch.bfloat16):
                 if problem := _layer_problem(NORMS[name].build, shape, dtype):

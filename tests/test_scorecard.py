@@ -178,11 +178,11 @@ def user_file(tmp_path, monkeypatch):
     ("Poisoned", "{spec}: gives non-finite outputs"),
     ("LayerNorm", "'layernorm' is a built-in kind"),
     ("Missing", "has no attribute 'Missing'"),
-    ("Float64", "float64: on the encoder family's (4, 8, 64) float32 input: returns torch.float64 "
+    ("Float64", "float64: on the encoder family's (4, 64, 64) float32 input: returns torch.float64 "
                 "for a torch.float32 input; the next layer takes torch.float32"),
     ("ThreeD", "threed: on the tanh_mlp family's (4, 64) float32 input: its forward pass failed: "
                "ValueError: not enough values to unpack"),
-    ("Constant", "constant: on the encoder family's (4, 8, 64) float32 input: passes no finite, "
+    ("Constant", "constant: on the encoder family's (4, 64, 64) float32 input: passes no finite, "
                  "non-zero gradient to its input (its output does not depend on it)"),
     ("TupleIn2D", "tuplein2d: on the tanh_mlp family's (4, 64) float32 input: maps it to tuple; a "
                   "norm must keep the shape (..., d)"),
@@ -190,10 +190,10 @@ def user_file(tmp_path, monkeypatch):
                    "(4, 63); a norm must keep the shape (..., d)"),
     ("NaNIn2D", "nanin2d: on the tanh_mlp family's (4, 64) float32 input: gives non-finite outputs "
                 "(NaN or inf)"),
-    ("DetachedInBF16", "detachedinbf16: on the encoder family's (4, 8, 64) bfloat16 input: passes "
+    ("DetachedInBF16", "detachedinbf16: on the encoder family's (4, 64, 64) bfloat16 input: passes "
                        "no finite, non-zero gradient to its input (its output does not depend on "
                        "it)"),
-    ("ComplexInBF16", "complexinbf16: on the encoder family's (4, 8, 64) bfloat16 input: its output "
+    ("ComplexInBF16", "complexinbf16: on the encoder family's (4, 64, 64) bfloat16 input: its output "
                       "does not feed the next layer: RuntimeError: "),
 ])
 def test_a_bad_norm_exits_2_naming_the_problem_before_anything_trains(user_file, tmp_path,
@@ -202,7 +202,7 @@ def test_a_bad_norm_exits_2_naming_the_problem_before_anything_trains(user_file,
     err = capsys.readouterr().err
     expected = expected.format(spec=f"{user_file}:{spec}")  # the spec as written, no module name
     assert err.startswith("error: ") and expected in err and len(err.splitlines()) == 1
-    assert not (tmp_path / "cache").exists() and not (tmp_path / "out").exists()
+    assert not (tmp_path / "cache" / "runs").exists() and not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("argv,expected", [
@@ -1469,7 +1469,7 @@ def test_the_check_feeds_a_kind_the_inputs_of_its_own_cells(user_file):
     name = usernorm.load(f"{user_file}:DetachedInBF16", "detached")
     plan = scorecard.plan([name], statistics=PARTS[:1])
     assert {norm for _, norm in plan.cells} == {name}
-    with pytest.raises(ValueError, match=r"^detached: on the ffn_stack family's \(4, 8, 4\) "
+    with pytest.raises(ValueError, match=r"^detached: on the ffn_stack family's \(4, 4\) "
                                          r"bfloat16 input: passes no finite"):
         scorecard.check_layers(plan, [name])
 
