@@ -138,7 +138,13 @@ MISTAKES = [
      "its forward pass changes its own parameters (ln.weight); only the optimizer may"),
     (["scorecard", "{norms}:Fine", "--against", "nonorm", "--dry-run"],
      "--against nonorm: not a built-in kind"),
+    (["scorecard", "--builtin", "--against", "layernorm,mine"], "--against mine: not a built-in kind"),
+    (["scorecard", "--builtin", "--against", ""], "--against '': name at least one built-in kind"),
+    (["scorecard", "--builtin", "--against", ","], "--against ',': name at least one built-in kind"),
+    (["scorecard", "mine.py:Mine", "--builtin"],
+     "--builtin scores the built-in kinds alone; drop it to score mine.py:Mine beside them"),
     (["scorecard", "{norms}:Fine", "--workers", "0"], "--workers 0: give 1 or more"),
+    (["scorecard", "--builtin", "--workers", "1000"], "--workers 1000: at most "),
     (["scorecard", "{norms}:Fine", "--threads", "0"], "--threads 0: give 1 or more torch threads"),
     (["scorecard", "{norms}:Fine", "--name", "a", "--name", "b"], "scorecard: 2 --name for 1 norms"),
     (["scorecard", "{norms}:Fine", "--name", "layernorm"], "is a built-in kind"),
@@ -150,6 +156,7 @@ if not torch.cuda.is_available():
         (["train", "--set", "train.device=cuda", "--dry-run"], "train.device=cuda but no CUDA"),
         (["train", "--tier", "paper", "--dry-run"], "data.tier=paper: no CUDA device here"),
         (["scorecard", "{norms}:Fine", "--tier", "paper"], "scorecard --tier paper: no CUDA"),
+        (["scorecard", "--builtin", "--tier", "paper"], "scorecard --tier paper: no CUDA"),
     ]
 
 

@@ -205,25 +205,6 @@ def test_a_bad_norm_exits_2_naming_the_problem_before_anything_trains(user_file,
     assert not (tmp_path / "cache" / "runs").exists() and not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("argv,expected", [
-    (["no_such_module:X"], "cannot import no_such_module"),
-    (["nofile.py:X"], "no such file nofile.py"),
-    (["justaname"], "expected MODULE:ATTRIBUTE"),
-    ([], "give a norm"),
-    (["mine.py:Mine", "--builtin"], "--builtin scores the built-in kinds alone; drop it to score "
-                                    "mine.py:Mine beside them"),
-    (["--builtin", "--against", "layernorm,mine"], "--against mine: not a built-in kind"),
-    (["--builtin", "--workers", "0"], "error: --workers 0: give 1 or more training processes"),
-    (["--builtin", "--workers", "1000"], "error: --workers 1000: at most "),
-    (["--builtin", "--against", ""], "error: --against '': name at least one built-in kind"),
-    (["--builtin", "--against", ","], "error: --against ',': name at least one built-in kind"),
-    (["--builtin", "--tier", "paper"], "error: scorecard --tier paper: no CUDA device here"),
-])
-def test_bad_scorecard_arguments_exit_2(user_file, capsys, argv, expected):
-    assert main(["scorecard", *argv]) == 2
-    assert expected in capsys.readouterr().err
-
-
 def test_a_registered_kind_keys_its_runs_on_its_source(user_file):
     name = usernorm.load(f"{user_file}:LNWrap", "wrap")
     arm = importlib.import_module("claims.test_dual_mechanism").ENCODER
