@@ -208,18 +208,27 @@ def score(args: argparse.Namespace) -> str:
     if args.dry_run:
         return "\n".join([said, *(f"  {label(cfg)}: {cost}" for cfg, cost in costs)])
     check_folder()
-    reach, written = scorecard.builtin_reach(args.tier), []
+    reach, written, unwritten = scorecard.builtin_reach(args.tier), [], []
 
     def publish(records: dict) -> tuple[dict, list[Path]]:
         """Judge and write the columns whose runs are all in, each as soon as it is: a later
-        failure loses no finished judgement."""
+        failure loses no finished judgement. A folder that stops taking files (a full disk)
+        stops no training: the last failure to write is said at the end."""
         ready = scorecard.complete(plan, records)
         table = scorecard.cells(plan, records, ready, reach)
         prov = {**scorecard.provenance(args.tier, specs, list(records.values())), "read": read}
         written[:] = ready
-        return table, scorecard.write(args.out, table, prov, ready, set(names) or None,
-                                      scorecard.builtin_name(args.tier) if args.builtin else
-                                      "scorecard")
+        try:
+            paths = scorecard.write(args.out, table, prov, ready, set(names) or None,
+                                    scorecard.builtin_name(args.tier) if args.builtin else
+                                    "scorecard")
+        except OSError as err:
+            unwritten[:] = [f"--out {args.out}: writing the scorecard failed ({err.strerror or err})"
+                            f"; every run is cached in {cache_root()}: the same command again "
+                            f"writes it without training them"]
+            return table, []
+        unwritten.clear()
+        return table, paths
 
     def done(records: dict) -> None:
         if len(scorecard.complete(plan, records)) > len(written):
@@ -237,7 +246,9 @@ def score(args: argparse.Namespace) -> str:
             with runs.progress.bar():
                 records = scorecard.fetch(plan, specs, workers, runs, args.threads, done)
     table, paths = publish(records)
-    said = f"{scorecard.as_text(table)}\n\nwritten: {', '.join(map(str, paths))}"
+    said = f"{scorecard.as_text(table)}\n\nwritten: {', '.join(map(str, paths)) or 'nothing'}"
+    if unwritten:
+        raise PartlyFailed(said, unwritten[0])
     if plan.failed:
         kinds = sorted({cfg.model.norm for cfg in plan.failed})
         raise PartlyFailed(said, f"{len(plan.failed)} run(s) of {', '.join(kinds)} failed (each "

@@ -1674,3 +1674,27 @@ def test_a_users_norm_that_fails_in_training_is_one_line_and_the_other_runs_go_o
     assert saved["late"]["level"]["verdict"] == "inconclusive"
     assert saved["fine"]["level"]["verdict"] == saved["none"]["level"]["verdict"] == "supported"
     assert "failed (3 of 3 seeds)" in said.out
+
+
+def test_a_folder_that_stops_taking_files_stops_no_run_and_is_one_line_at_the_end(
+        monkeypatch, tmp_path, capsys):
+    """A full disk under --out after the check: every run trains (and stays cached), the table is
+    printed, and one line says what failed and how to write it without training again; exit 1."""
+    level = Statistic("level", "c-level", lambda n: Rule(f"loss({n})", ">", 0.0),
+                      SMALL.changed({"train.steps": 5}), metric("final_loss"))
+    monkeypatch.setattr(scorecard, "declared", lambda: (level,))
+    monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path / "cache"))
+
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(scorecard, "write", full)
+    assert main(["scorecard", "--builtin", "--against", "layernorm,none", "--workers", "1",
+                 "--out", str(tmp_path / "out")]) == 1
+    said = capsys.readouterr()
+    assert said.err.splitlines()[-1] == (
+        f"error: --out {tmp_path / 'out'}: writing the scorecard failed (No space left on device);"
+        f" every run is cached in {tmp_path / 'cache'}: the same command again writes it without "
+        f"training them")
+    assert "layernorm" in said.out and said.out.rstrip().endswith("written: nothing")
+    assert len(list((tmp_path / "cache" / "runs").rglob("*.json"))) >= 6
