@@ -22,7 +22,12 @@ import torch
 from normsys.claims.declaration import Arm, Declaration, Experiment, Statistic, by_norm, metric
 from normsys.claims.experiments import SEQUENCES
 from normsys.claims.params import Variant, tiers, variant_tiers
-from normsys.claims.testing import SMALL_CLASSIFIER, small_classifier_accuracies, trained_and_untrained
+from normsys.claims.testing import (
+    SMALL_CLASSIFIER,
+    small_classifier_accuracies,
+    trained_and_untrained,
+    unread_seeds,
+)
 from normsys.claims.verdict import REFUTED, SUPPORTED, Rule
 from normsys.training import diagnostics as dg
 from normsys.training.config import preset
@@ -318,3 +323,19 @@ def test_control_accuracy_rules_flip_between_a_trained_and_an_untrained_model(da
     gaps = [[generalization_gap(r) for r in runs] for runs in trained_and_untrained(run, memorizing)]
     assert NONE_MEMORIZES.verdict({"none": gaps[0], "layernorm": gaps[1]}).verdict == SUPPORTED
     assert NONE_MEMORIZES.verdict({"none": gaps[1], "layernorm": gaps[0]}).verdict == REFUTED
+
+
+# the paired encoder claims whose arms differ in their norm alone, and the norm both take here
+PAIRED_ENCODERS = (LN_EXPRESSION, NONE_MEMORIZES, SCALE_NOT_AFFINE)
+
+
+@pytest.mark.parametrize("declared", [
+    pytest.param(d, marks=pytest.mark.control(d.id), id=d.id) for d in PAIRED_ENCODERS])
+def test_control_paired_encoder_rules_are_refuted_where_both_arms_take_layernorm(runs, declared):
+    """The claim's own encoders, reading and rule with LayerNorm in both arms, on seeds the claim
+    does not read: nothing is left between the arms, so a rule that one beats the other must
+    come out refuted. An arm given an edge its norm does not earn (trained longer, on other
+    rows, read at another point) would show here, as no record can."""
+    same = declared.experiment.overridden({"model.norm": "layernorm"})
+    values = same.values(runs, unread_seeds(declared), "cpu")
+    assert declared.verdict(values).verdict == REFUTED
