@@ -179,7 +179,7 @@ def test_a_mistake_is_one_error_line_and_a_failing_exit(argv, says, user_norms, 
     code = main(argv)
     said = capsys.readouterr()
     errors = [line for line in said.err.splitlines() if "error:" in line]
-    assert code and code != 0, f"exit {code} for a mistake: {said}"
+    assert code == 2, f"exit {code} for a mistake (README: a bad input is exit 2): {said}"
     assert len(errors) == 1 and says.replace("{norms}", str(user_norms)) in errors[0], said.err
     assert "Traceback" not in said.err + said.out
 
