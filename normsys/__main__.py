@@ -37,7 +37,7 @@ from normsys.claims import ledger, runtimes, usernorm
 from normsys.claims.cache import check_folder
 from normsys.claims.progress import Progress, label
 from normsys.claims.report import write_check
-from normsys.claims.runs import Runs
+from normsys.claims.runs import Runs, meta_inputs
 from normsys.claims.workers import RUN_THREADS, share_the_machine
 from normsys.training.config import PRESETS, RunConfig, preset
 from normsys.training.data import DataError
@@ -425,16 +425,8 @@ def takes_the_data(cfg: RunConfig, task, settings: list[str]) -> None:
                          f"text has {len(task.val_ids):,} characters; give a model.seq_len below "
                          f"{len(task.val_ids) - 1:,}")
     x, _ = task.probe_batch(cfg)
-    with torch.device("meta"):
-        model = build_model(cfg.model).eval()
-    lengths = []  # each attention's heads and sequence length, as the data reach it
-    for module in model.modules():
-        if isinstance(module, Attention):
-            module.register_forward_pre_hook(
-                lambda m, args: lengths.append((m.heads, args[0].shape[1])))
     try:
-        with torch.no_grad():
-            model(x[:2].to("meta"))
+        lengths = [(m.heads, shape[1]) for m, shape in meta_inputs(cfg, x, Attention)]
     except (RuntimeError, ValueError, IndexError, TypeError) as err:
         raise UsageError(f"the {cfg.model.family} model{said} cannot take the {cfg.data.name} data "
                          f"(an example is {'x'.join(map(str, x.shape[1:]))}): "

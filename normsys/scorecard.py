@@ -32,7 +32,7 @@ from normsys.catalog import declared
 from normsys.claims.cache import code_digest, lookup
 from normsys.claims.declaration import Statistic
 from normsys.claims.progress import Progress, label
-from normsys.claims.runs import Runs
+from normsys.claims.runs import Runs, meta_inputs
 from normsys.claims.runtimes import run_seconds
 from normsys.claims.usernorm import absolute, load
 from normsys.claims.verdict import INCONCLUSIVE, REFUTED, SUPPORTED, Rule, Verdict
@@ -163,21 +163,10 @@ def norm_inputs(cfg: RunConfig, runs: Runs) -> list[tuple[int, ...]]:
     """The shapes the norms of ``cfg``'s model take, read from the model itself: two examples of
     its data through it with LayerNorm in the norms' places, on the meta device (shapes only, no
     memory), each shape with a batch of 4."""
-    import torch
-
-    from normsys.training.models import build_model
-
     probe = cfg.override(**{"model.norm": "layernorm"})
     x, _ = runs.task_of(probe).probe_batch(probe)
-    layernorm, shapes = type(NORMS["layernorm"].build(4)), []
-    with torch.device("meta"):
-        model = build_model(probe.model).eval()
-    for module in model.modules():
-        if isinstance(module, layernorm):
-            module.register_forward_pre_hook(lambda m, a: shapes.append((4, *a[0].shape[1:])))
-    with torch.no_grad():
-        model(x[:2].to("meta"))
-    return list(dict.fromkeys(shapes))
+    layernorm = type(NORMS["layernorm"].build(4))
+    return list(dict.fromkeys((4, *shape[1:]) for _, shape in meta_inputs(probe, x, layernorm)))
 
 
 def check_layers(p: Plan, names: list[str], runs: Runs | None = None) -> None:

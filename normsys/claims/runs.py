@@ -502,3 +502,20 @@ def cost(claim: str, tier: str) -> tuple[str, float | None]:
     return (f"{len(runs_)} runs ({sum(cached)} cached"
             + (f"; the others ~{todo / 60:.1f} min of training as last timed)"
                if not all(cached) else ")")), todo
+
+
+def meta_inputs(cfg: RunConfig, x: torch.Tensor, kind: type[nn.Module]
+                ) -> list[tuple[nn.Module, torch.Size]]:
+    """Each module of type ``kind`` in ``cfg``'s model with the shape of the input it takes when
+    two examples of ``x`` pass through the model on the meta device (shapes only, no memory, no
+    random draws). A setting the model and the data cannot take together raises as the forward
+    pass does."""
+    with torch.device("meta"):
+        model = build_model(cfg.model).eval()
+    seen = []
+    for module in model.modules():
+        if isinstance(module, kind):
+            module.register_forward_pre_hook(lambda m, args: seen.append((m, args[0].shape)))
+    with torch.no_grad():
+        model(x[:2].to("meta"))
+    return seen
