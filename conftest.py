@@ -27,8 +27,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     they only read the records."""
     import torch
 
-    from normsys.claims.claim import claim_marker
-    from normsys.claims.plugin import cluster_has_gpus
+    from normsys.claims.plugin import claim_marker, cluster_has_gpus
 
     if torch.cuda.is_available():
         return

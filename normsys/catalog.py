@@ -23,9 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from normsys.claims import verdict
-from normsys.claims.claim import claim_marker, claim_variant
 from normsys.claims.declaration import Declaration, Statistic
-from normsys.claims.plugin import control_ids
+from normsys.claims.plugin import claim_marker, claim_variant, control_ids
 from normsys.training.config import RunConfig, preset
 
 CLAIMS = Path(__file__).parents[1] / "claims"  # the claim files, in a checkout

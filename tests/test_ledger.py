@@ -22,7 +22,7 @@ from normsys.training.config import preset
 ROOT = Path(__file__).parents[1]
 COMMITTED = ROOT / "claims" / "ledger"
 SMALL = preset("ffn_stack", **{"train.steps": 3, "model.d": 16, "data.batch_shape": (4, 5, 16)})
-SETTINGS, PRINT = ledger.run_settings([SMALL.override(**{"train.seed": s}) for s in range(3)])
+SETTINGS, PRINT = verdict.run_settings([SMALL.override(**{"train.seed": s}) for s in range(3)])
 AVX2, INTEL = "cpu (AVX2, AMD)", "cpu (AVX512, Intel)"
 
 
@@ -285,7 +285,7 @@ def test_what_a_claim_was_decided_under_is_part_of_it():
     other seeds are another key, not recorded."""
     r = record(entry())
     assert ledger.judge(r, entry(statistic="kappa_2")).fails
-    longer, _ = ledger.run_settings([SMALL.override(**{"train.steps": 12})])
+    longer, _ = verdict.run_settings([SMALL.override(**{"train.steps": 12})])
     judged = ledger.judge(r, entry(settings=longer, settings_fingerprint="f" * 16))
     assert judged.fails and "settings: train.steps 3 -> 12" in judged.message
     assert ledger.judge(r, entry(seeds=[3, 4, 5])).status == "unrecorded"
@@ -549,20 +549,20 @@ def test_stale_records_are_those_of_claims_no_longer_defined(tmp_path):
 def test_run_settings_name_every_field_once_with_the_values_the_runs_take():
     norms = [SMALL.override(**{"model.norm": n, "train.seed": s})
              for n in ("rmsnorm", "layernorm") for s in (0, 1, 2)]
-    settings, fingerprint = ledger.run_settings(norms)
+    settings, fingerprint = verdict.run_settings(norms)
     assert settings["model.norm"] == "layernorm | rmsnorm"  # distinct, sorted
     assert settings["train.steps"] == "3" and settings["model.d"] == "16"
     assert settings["data.batch_shape"] == "4,5,16" and settings["train.probe"] == ""
     assert "train.seed" not in settings  # the seeds are the entry's own field
     assert set(settings) == set(SMALL.flat()) - {"train.seed"}
     assert list(settings) == sorted(settings)
-    assert ledger.run_settings([norms[5], norms[1]])[1] == fingerprint  # layernorm s2, rmsnorm s1
-    assert ledger.run_settings([SMALL.override(**{"model.norm": "layernorm"})])[1] != fingerprint
-    assert len(fingerprint) == 16 and ledger.run_settings([])[0] == {}
+    assert verdict.run_settings([norms[5], norms[1]])[1] == fingerprint  # layernorm s2, rmsnorm s1
+    assert verdict.run_settings([SMALL.override(**{"model.norm": "layernorm"})])[1] != fingerprint
+    assert len(fingerprint) == 16 and verdict.run_settings([])[0] == {}
 
 
 def test_settings_that_pair_otherwise_fail_by_their_fingerprint():
-    pairs = lambda *p: ledger.run_settings(  # noqa: E731
+    pairs = lambda *p: verdict.run_settings(  # noqa: E731
         [SMALL.override(**{"model.norm": n, "train.steps": t}) for n, t in p])
     before, after = pairs(("layernorm", 3), ("rmsnorm", 4)), pairs(("layernorm", 4), ("rmsnorm", 3))
     assert before[0] == after[0] and before[1] != after[1]

@@ -40,7 +40,6 @@ docs/verdicts.md from every record, with the figure of every interval against it
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import re
@@ -67,36 +66,12 @@ from normsys.claims.verdict import (
     seed_span,
     t_quantile,
 )
-from normsys.training.config import RunConfig
 from normsys.training.store import atomic_write_text
 
 
 class LedgerError(ValueError):
     """A record that cannot be read or does not follow from itself; the message names the file
     and what is wrong."""
-
-
-def run_settings(configs: Iterable[RunConfig]) -> tuple[dict[str, str], str]:
-    """What a claim's runs were trained under: each config field with its value across the runs
-    (the distinct values, sorted, joined by " | "), the seed left out, and the fingerprint of
-    the set of seed-less configs (which also tells apart runs that pair the same values
-    otherwise)."""
-    seedless = {c.override(**{"train.seed": 0}) for c in configs}
-    values: dict[str, set[str]] = {}
-    for c in seedless:
-        for name, value in c.flat().items():
-            if name != "train.seed":
-                values.setdefault(name, set()).add(show(value))
-    settings = {k: " | ".join(sorted(v)) for k, v in sorted(values.items())}
-    prints = sorted(c.fingerprint() for c in seedless)
-    return settings, hashlib.sha256(" ".join(prints).encode()).hexdigest()[:16]
-
-
-def show(value) -> str:
-    """A config value as ``--set`` takes it: tuples comma-separated."""
-    if isinstance(value, (tuple, list)):
-        return ",".join(map(str, value))
-    return str(value)
 
 
 def setting_changes(recorded: dict[str, str], now: dict[str, str], most: int = 4) -> list[str]:
@@ -431,6 +406,14 @@ class Judgement:
     @property
     def fails(self) -> bool:
         return self.status == "changed"
+
+    @property
+    def unrecorded(self) -> bool:  # no entry holds it: reported; --claims-strict fails it
+        return self.status in UNRECORDED
+
+    @property
+    def moved(self) -> bool:  # between decisive and inconclusive, within the bound
+        return self.status == MOVED
 
 
 UPDATE = "review, then record it: pytest claims -k {cid} --claims-update"

@@ -6,7 +6,7 @@ session, and a JSON + Markdown report with figures.
     def test_none_collapses_with_depth(claim, runs):
         claim.check(runs)
 
-The ``claim`` fixture is a ``normsys.claims.claim.Claim``: it decides the claim by its declared
+The ``claim`` fixture is a ``normsys.claims.verdict.Claim``: it decides the claim by its declared
 rule and ends the test by the verdict, judged against the claim's record (normsys.claims.ledger,
 ``claims/ledger/<claim id>.json``). ``--claims-update`` writes this environment's entries from the
 run (``--claims-amend`` gives the reason for a changed rule); ``--claims-strict`` fails claims
@@ -39,18 +39,10 @@ import pytest
 
 from normsys import __version__
 from normsys.claims import ledger, verdict, workers
-from normsys.claims.claim import (
-    PROPERTY,
-    Claim,
-    ClaimRefuted,
-    claim_id,
-    claim_looks,
-    claim_marker,
-    claim_tier,
-    planned_configs,
-)
+from normsys.claims.params import Variant
 from normsys.claims.progress import Progress
 from normsys.claims.report import merged, verdict_table, write_check, write_reports
+from normsys.claims.verdict import PROPERTY, Claim, ClaimRefuted
 from normsys.training.config import MAX_SEED
 from normsys.training.data import DataError, DataMissingError, data_root, hub_allowed
 from normsys.training.provenance import described, device_name, git_commit, numeric_environment
@@ -60,6 +52,64 @@ FETCHED = pytest.StashKey[list]()  # a claim item's run configs, as its test fet
 COUNTER_ENV = "NORMSYS_RUN_COUNTER"
 STALE_OUTPUT = "normsys_stale_records"  # what an xdist worker found, for the controller
 DEFAULT_REPORT_DIR = "claims-report"
+MARKER_KWARGS = ("statement", "source", "seeds", "declared", "statistic")  # what
+# @pytest.mark.claim(id, ...) accepts; ``declared`` is the claim's Declaration
+# (normsys.claims.declaration), set by its mark, ``statistic`` the Statistic it was made from
+
+
+def claim_marker(item: pytest.Item) -> pytest.Mark | None:
+    """The item's claim marker, its keyword arguments checked (an unknown one is an error)."""
+    marker = item.get_closest_marker("claim")
+    if marker is None:
+        return None
+    unknown = set(marker.kwargs) - set(MARKER_KWARGS) - {"id"}
+    if unknown or not (marker.args or "id" in marker.kwargs):
+        raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.claim(id, {', '.join(MARKER_KWARGS)}"
+                                f"=...) got unknown {sorted(unknown)}" if unknown else
+                                f"{item.nodeid}: @pytest.mark.claim needs the claim id first")
+    return marker
+
+
+def claim_id(item: pytest.Item, marker: pytest.Mark) -> str:
+    return (marker.args[0] if marker.args else marker.kwargs["id"]) + claim_variant(item)
+
+
+def claim_tier(item: pytest.Item) -> str:
+    return item.callspec.params.get("tier", "cpu") if hasattr(item, "callspec") else "cpu"
+
+
+def claim_variant(item: pytest.Item) -> str:
+    """The claim's variant (its id's suffix: ``-nonpad``), "" for the claim itself."""
+    params = item.callspec.params.values() if hasattr(item, "callspec") else ()
+    return "".join(v for v in params if isinstance(v, Variant))
+
+
+def claim_looks(item: pytest.Item, marker: pytest.Mark) -> tuple[int, ...]:
+    """The seed counts the claim decides at (normsys.claims.verdict.plan) with the session's
+    --claims-seeds and --claims-max-seeds."""
+    opt = item.config.option
+    return verdict.plan(claim_tier(item), marker.kwargs.get("seeds"), opt.claims_seeds,
+                        opt.claims_max_seeds)
+
+
+def planned_configs(item: pytest.Item, ledgers=None) -> list:
+    """The runs a claim trains, known before it runs: those of its declared experiment, evidence
+    arms included, at its first look's seeds, or at the look its entries in ``ledgers`` (a
+    session's ledger.Ledgers) show it took in this environment (verdict.expected); for a
+    claim that declares none, those it fetched the last time it ran with this cache
+    (normsys.claims.runs.planned); [] where neither is known."""
+    from normsys.claims.runs import planned  # torch and the training path: when a session plans
+
+    marker = claim_marker(item)
+    experiment = getattr(marker.kwargs.get("declared"), "experiment", None)
+    cid, tier = claim_id(item, marker), claim_tier(item)
+    if experiment is None:
+        return planned(cid, tier)
+    offset = item.config.option.claims_seed_offset
+    before = ledgers.history(cid, tier, numeric_environment(), offset) \
+        if ledgers is not None else []
+    seeds = range(offset, offset + verdict.expected(claim_looks(item, marker), before))
+    return experiment.planned(seeds, tier, claim_variant(item))
 
 
 def collects_every_claim(config: pytest.Config) -> bool:
@@ -506,8 +556,10 @@ def claim(request: pytest.FixtureRequest, claim_runs) -> Claim:
     if marker is None:
         raise pytest.UsageError(f"{request.node.nodeid} uses the claim fixture without "
                                 f"@pytest.mark.claim(id, statement=..., source=...)")
-    return Claim(request.node, marker, claim_tier(request.node),
-                 request.config.stash[SESSION].ledgers, request.node.stash[FETCHED])
+    item = request.node
+    marked = {**marker.kwargs, "id": claim_id(item, marker), "tier": claim_tier(item),
+              "variant": claim_variant(item), "plan": claim_looks(item, marker)}
+    return Claim(item, marked, request.config.stash[SESSION].ledgers, item.stash[FETCHED])
 
 
 @pytest.hookimpl(hookwrapper=True)
