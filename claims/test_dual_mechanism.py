@@ -74,18 +74,6 @@ def min_rho(probes: dict, rows: str = "all") -> float:
     return min(probe_of(probes, b, rows)["rho"] for b in DM_PROBES)
 
 
-def prevents_collapse(norm: str) -> Rule:
-    return Rule(f"kappa_6({norm})", ">=", 0.8)
-
-
-def stays_isotropic(norm: str) -> Rule:
-    return Rule(f"min_l rho_l({norm})", ">=", 0.5)
-
-
-def accuracy_matches_layernorm(norm: str) -> Rule:
-    return Rule(f"test_acc(layernorm) - test_acc({norm})", "within", (-0.02, 0.02))
-
-
 def rows_of(variant: str) -> str:
     return "nonpad" if variant == "-nonpad" else "all"
 
@@ -108,16 +96,17 @@ def gap_of(records, variant: str = "") -> float:
 # The norm-generic claims, declared once: their tests below decide through these, and each is a
 # column of the scorecard (normsys.scorecard) for any norm kind.
 KAPPA_6 = Statistic(
-    "kappa_6", "dm-layernorm-prevents-collapse", prevents_collapse, ENCODER, kappa_6,
+    "kappa_6", "dm-layernorm-prevents-collapse", Rule("kappa_6", ">=", 0.8), ENCODER, kappa_6,
     excludes=SEQUENCES, words="rank kept at depth", source=SOURCE,
     statement="LayerNorm keeps representations from collapsing with depth: {rule}.")
 MIN_RHO = Statistic(
-    "min_rho", "dm-l2-isotropic", stays_isotropic, ENCODER, min_rho_of,
+    "min_rho", "dm-l2-isotropic", Rule("min_l rho_l", ">=", 0.5), ENCODER, min_rho_of,
     claim_norm="l2", excludes=SEQUENCES, words="isotropy of every block", source=SOURCE,
     statement="L2-normalized representations stay isotropic: min over blocks 1, 3, 6 of "
               "erank/d: {rule}.")
 TEST_ACC_VS_LN = Statistic(
-    "test_acc_vs_ln", "dm-scaled-l2-matches-layernorm", accuracy_matches_layernorm, ENCODER,
+    "test_acc_vs_ln", "dm-scaled-l2-matches-layernorm",
+    Rule("test_acc", "within", (-0.02, 0.02)), ENCODER,
     metric(TEST_ACC), versus="layernorm", pairing="versus - own",
     claim_norm="scaled_l2", excludes=SEQUENCES, words="accuracy as LayerNorm's",
     source="ours (scale confound)",
@@ -161,7 +150,7 @@ def record_ranks(claim, runs, variant: str = "") -> None:
 
 
 NONE_COLLAPSES = Declaration(
-    "dm-none-collapses-with-depth", Rule("kappa_6(none)", "<", 0.5), source=SOURCE,
+    "dm-none-collapses-with-depth", Rule("kappa_6", "<", 0.5), source=SOURCE,
     statement="Without normalization the representation collapses with depth: {rule}.",
     # Figure 4 draws the other kinds beside it: their runs are planned (and costed) with its own
     experiment=Experiment(by_norm(ENCODER, "none"), kappa_6,
@@ -197,7 +186,7 @@ def test_layernorm_prevents_collapse(claim, runs, encoder_runs, tier, variant):
 
 
 LN_EXPRESSION = Declaration(
-    "dm-layernorm-expression", Rule("test_acc(layernorm) - test_acc(l2)", ">", 0.05),
+    "dm-layernorm-expression", Rule("test_acc", ">", 0.05),
     source=SOURCE, statement="LayerNorm's affine 'expression' part buys accuracy over plain L2: "
                              "{rule}, paired by seed.",
     experiment=Experiment(by_norm(ENCODER, "layernorm", "l2"), metric(TEST_ACC)))
@@ -217,7 +206,7 @@ def test_layernorm_expression(claim, runs, tier, variant):
 
 
 NONE_MEMORIZES = Declaration(
-    "dm-none-memorizes", Rule("gap(none) - gap(layernorm)", ">", 0.02), source=SOURCE,
+    "dm-none-memorizes", Rule("gap", ">", 0.02), source=SOURCE,
     statement="Without normalization the encoder memorizes (gap = train - test accuracy): "
               "{rule}, paired by seed.",
     experiment=Experiment(by_norm(ENCODER, "none", "layernorm"), gap_of))
@@ -230,7 +219,7 @@ def test_none_memorizes(claim, runs, tier, variant):
 
 
 SCALE_NOT_AFFINE = Declaration(
-    "dm-scale-not-affine-explains-l2", Rule("test_acc(scaled_l2) - test_acc(l2_affine)", ">", 0.05),
+    "dm-scale-not-affine-explains-l2", Rule("test_acc", ">", 0.05),
     source="ours (scale confound)",
     statement="The l2 model's deficit is a matter of scale, not of missing affine parameters: "
               "{rule}, paired.",

@@ -126,7 +126,7 @@ def draw_stability(fig, by_method: dict[str, list[float]]) -> None:
 
 
 BP_UNSTABLE = Declaration(
-    "fa-bp-direction-unstable", Rule("stability(bp)", "<=", 0.2),
+    "fa-bp-direction-unstable", Rule("stability", "<=", 0.2),
     source=SOURCE,
     statement="In a BP-trained net, batch-mean gradient directions at the middle layer are batch-"
               "specific: {rule}.",
@@ -144,7 +144,7 @@ def test_bp_direction_unstable(claim, runs, protocol, tier, variant):
 
 
 DFA_STABLE = Declaration(
-    "fa-dfa-direction-stable", Rule("stability(dfa)", ">=", 0.5),
+    "fa-dfa-direction-stable", Rule("stability", ">=", 0.5),
     source=SOURCE,
     statement="In a DFA-trained net, gradient directions are stable across batches: {rule}.",
     experiment=Experiment({"dfa": trained_by("dfa")}, stability_of))
@@ -160,7 +160,7 @@ def test_dfa_direction_stable(claim, runs, protocol, tier, variant):
 
 
 SEPARATES = Declaration(
-    "fa-stability-separates", Rule("stability(dfa) - stability(bp)", ">", 0.3),
+    "fa-stability-separates", Rule("stability", ">", 0.3),
     source=SOURCE,
     statement="Stability separates DFA from BP: {rule}, paired by seed (FA reported too).",
     experiment=Experiment({"dfa": trained_by("dfa"), "bp": trained_by("bp")}, stability_of,
@@ -182,7 +182,7 @@ def test_stability_separates(claim, runs, protocol, tier, variant):
 
 
 DFA_BEATS_FROZEN = Declaration(
-    "fa-dfa-beats-frozen-baseline", Rule("test_acc(dfa) - test_acc(frozen)", ">", 0.02),
+    "fa-dfa-beats-frozen-baseline", Rule("test_acc", ">", 0.02),
     source=SOURCE,
     statement="DFA trains the blocks usefully: {rule} (blocks frozen at init, the rest trained by "
               "backprop), paired by seed.",
@@ -197,7 +197,7 @@ def test_dfa_beats_frozen_baseline(claim, runs, tier):
 
 
 DFA_BEATS_FROZEN_DFA = Declaration(
-    "fa-dfa-beats-frozen-dfa-baseline", Rule("test_acc(dfa) - test_acc(frozen, dfa)", ">", 0.02),
+    "fa-dfa-beats-frozen-dfa-baseline", Rule("test_acc", ">", 0.02),
     source=SOURCE,
     statement="DFA trains the blocks usefully, against a baseline whose embedding also learns from "
               "DFA's signals: {rule}, paired.",
@@ -212,7 +212,7 @@ def test_dfa_beats_frozen_dfa_baseline(claim, runs, tier):
 
 
 BP_BEATS_FROZEN = Declaration(
-    "fa-bp-beats-frozen-baseline", Rule("test_acc(bp) - test_acc(frozen)", ">", 0.02),
+    "fa-bp-beats-frozen-baseline", Rule("test_acc", ">", 0.02),
     source=SOURCE,
     statement="BP trains the blocks usefully: {rule}, paired by seed.",
     experiment=Experiment({"bp": trained_by("bp"), "frozen": trained_by("bp", frozen=True)},

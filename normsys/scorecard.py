@@ -147,7 +147,7 @@ def stale(tier: str, folder: Path | None = None) -> str:
     p = plan(list(BUILTIN_ROWS), tier)
     stats = {s.name: s for s in columns(None)}
     now = {(stat, norm): ([[c.fingerprint() for c in cs] for cs in seeds],
-                          str(stats[stat].rule(norm))) for (stat, norm), seeds in p.cells.items()}
+                          str(stats[stat].rule_of(norm))) for (stat, norm), seeds in p.cells.items()}
     there = {(stat, norm): (cell["runs"], cell["rule"]) for norm, row in body["norms"].items()
              for stat, cell in row.items() if "runs" in cell}
     differ = sorted(k for k in now.keys() & there.keys() if now[k] != there[k])
@@ -407,7 +407,7 @@ def cells(p: Plan, records: dict[RunConfig, RunRecord], statistics: Columns = No
     for norm in p.norms:
         row = table.setdefault(norm, {})
         for stat in columns(statistics):
-            rule = stat.rule(norm)
+            rule = stat.rule_of(norm)
             named = {"id": stat.claim, "tier": p.tier, "statistic": rule.statistic}
             if not stat.applies(norm):
                 row[stat.name] = Verdict(verdict=NA, rule=rule.text, **named)
@@ -429,7 +429,7 @@ def cells(p: Plan, records: dict[RunConfig, RunRecord], statistics: Columns = No
 
 def as_json(table: dict[str, dict[str, Verdict]], statistics: Columns = None) -> dict:
     """The table as the scorecard's JSON keeps it: {norm: {statistic: cell}}."""
-    rules = {s.name: s.rule for s in columns(statistics)}
+    rules = {s.name: s.rule_of for s in columns(statistics)}
     return {norm: {name: cell_json(cell, rules[name](norm)) for name, cell in row.items()}
             for norm, row in table.items()}
 
@@ -558,7 +558,8 @@ def as_text(table: dict, statistics: Columns = None) -> str:
 
 
 def legend(statistics: Columns = None) -> str:
-    rows = [f"  {s.name}: {s.rule('N')}  (claim {s.claim}, {len(s.seeds('cpu'))} seeds at the CPU tier)"
+    rows = [f"  {s.name}: {s.rule_of('N')}  (claim {s.claim}, {len(s.seeds('cpu'))} seeds at the "
+            f"CPU tier)"
             for s in columns(statistics)]
     return ("mean over seeds [95% t-interval, where shown]; + supported, x refuted, "
             "? inconclusive (the interval against the claim's rule, N = the row's norm):\n"
@@ -607,7 +608,7 @@ def draw(fig, table: dict, statistics: Columns = None, subjects: set[str] | None
     for i, n in enumerate(norms):
         for j, s in enumerate(names):
             ax.text(j, i, interval_text(table[n][s], "\n"), ha="center", va="center", fontsize=7)
-    ax.set_xticks(range(len(names)), [f"{st.words}\n{textwrap.fill(str(st.rule('N')), 24)}"
+    ax.set_xticks(range(len(names)), [f"{st.words}\n{textwrap.fill(str(st.rule_of('N')), 24)}"
                                       for st in statistics], rotation=0, fontsize=7)
     ax.xaxis.tick_top()
     ax.set_yticks(range(len(norms)), [n if n in subjects else f"{n} (reference)" for n in norms])

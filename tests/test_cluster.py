@@ -264,7 +264,7 @@ def test_the_scorecard_trains_its_plan_on_the_cluster(cluster, cache, tmp_path, 
     path = tmp_path / "usernorm.py"
     path.write_text("from torch import nn\n\n\ndef Scaled(d):\n    return nn.LayerNorm(d)\n")
     name = usernorm.load(f"{path}:Scaled", "scaled")
-    level = Statistic("loss", "c-loss", lambda n: Rule(f"loss({n})", "<", 10.0),
+    level = Statistic("loss", "c-loss", Rule("loss", "<", 10.0),
                                 Arm("ffn_stack", FFN_SMALL),
                                 metric("final_loss"))
     try:

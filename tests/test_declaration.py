@@ -11,7 +11,15 @@ from types import SimpleNamespace
 import pytest
 
 from normsys import catalog
-from normsys.claims.declaration import Arm, Declaration, Experiment, Statistic, by_norm, metric
+from normsys.claims.declaration import (
+    Arm,
+    Declaration,
+    Experiment,
+    Statistic,
+    by_norm,
+    metric,
+    relative_difference,
+)
 from normsys.claims.verdict import Rule
 from normsys.training.config import preset
 
@@ -60,7 +68,7 @@ def test_the_runs_of_every_arm_and_seed_are_asked_for_in_one_call_in_order():
     assert calls == [[(8, 0, 3, "auto"), (9, 0, 3, "auto"), (8, 1, 3, "auto"), (9, 1, 3, "auto"),
                       (10, 0, 10, "auto"), (10, 1, 10, "auto")]]  # b: the same in every variant
     assert got == {"a": [[1.0, 0.4], [1.2, 0.5]], "b": [[2.0], [2.2]]}
-    declared = Declaration("c-ab", Rule("v(a) - v(b)", ">", 0.0), "t", "{rule}", experiment=exp)
+    declared = Declaration("c-ab", Rule("v", ">", 0.0), "t", "{rule}", experiment=exp)
     assert declared.records(fetch, [0, 1], "paper", "-x") == exp.records(fetch, [0, 1], "paper",
                                                                         "-x")
     assert declared.records(fetch, [1], "cpu")["b"] == [[record(2.2)]]
@@ -85,7 +93,7 @@ def test_the_arms_and_reads_are_given_the_variant_the_claim_itself_by_default():
 
 
 def test_two_arms_are_paired_first_minus_second():
-    exp, rule = two_arms(), Rule("v(a) - v(b)", ">", 0.3)
+    exp, rule = two_arms(), Rule("v", ">", 0.3)
     decided, values = checked(exp, rule)
     assert decided.values == pytest.approx([0.6, 0.7, 0.4]) and decided.rule == "> 0.3"
     assert values == {"a": [1.0, 1.2, 1.1], "b": [0.4, 0.5, 0.7]}
@@ -102,7 +110,7 @@ def test_two_arms_are_paired_first_minus_second():
 
 
 def test_arms_of_unequal_seeds_are_refused_and_the_confidence_reaches_the_rule():
-    rule = Rule("v(a) - v(b)", ">", 0.3)
+    rule = Rule("v", ">", 0.3)
     declared = Declaration("c-ab", rule, "t", "{rule}", experiment=two_arms())
     combined = Declaration("c-ab", rule, "t", "{rule}",
                            experiment=two_arms(combine=lambda a, b: a / b))
@@ -211,10 +219,7 @@ def test_an_arm_is_its_preset_with_its_changes_and_by_norm_gives_each_arm_its_no
 ])
 def test_a_statistic_declares_its_arms_in_the_order_its_pairing_subtracts(pairing, order,
                                                                           combined):
-    sides = {"own - versus": "v({}) - v(none)", "versus - own": "v(none) - v({})"}
-    stat = Statistic("v", "c-v", lambda n: Rule(sides.get(pairing, "v({}) / v(none)").format(n),
-                                                ">", 0.0),
-                     arm(8), metric("v"), versus="none",
+    stat = Statistic("v", "c-v", Rule("v", ">", 0.0), arm(8), metric("v"), versus="none",
                      pairing=pairing, claim_norm="rmsnorm")
     exp = stat.declaration.experiment
     assert list(exp.arms) == order and (exp.combine is not None) == combined
@@ -268,7 +273,7 @@ def test_a_claim_plans_its_first_look_from_its_declared_experiment():
         return [(c.model.norm, {"cpu": "cpu", "auto": "paper"}[c.train.device], c.train.seed,
                  c.train.steps) for c in configs]
 
-    declared = Declaration("c-x", Rule("v(a) - v(b)", ">", 0), "src", "statement",
+    declared = Declaration("c-x", Rule("v", ">", 0), "src", "statement",
                            experiment=Experiment({"a": made("layernorm"), "b": made("none")},
                                                  reads=metric("v")))
     item = claim_item(declared, variant="-long")
@@ -359,18 +364,27 @@ def test_an_arm_that_is_not_data_or_a_reading_that_cannot_take_its_arguments_is_
                     experiment=Experiment({"a": arm(8)}, lambda records: 0.0))
 
 
-def test_a_paired_rule_names_the_arms_it_pairs_first_minus_second():
+def test_a_rule_on_the_values_name_has_its_sides_written_from_the_arms():
     arms = {"a": arm(8), "b": arm(9)}
-    Declaration("c-ab", Rule("v(a) - v(b)", ">", 0), "t", "{rule}",
-                experiment=Experiment(arms, metric("v")))
-    for statistic in ("v(b) - v(a)", "v(a) - v(plain)", "v", "v(a) / v(b)"):
-        with pytest.raises(ValueError, match=r"claim c-ab: its rule's statistic .* must name the "
-                                             r"arms it pairs, first minus second: "
-                                             r"'<value>\(a\) - <value>\(b\)'"):
-            Declaration("c-ab", Rule(statistic, ">", 0), "t", "{rule}",
-                        experiment=Experiment(arms, metric("v")))
-    Declaration("c-ab", Rule("v(a) / v(b)", ">", 0), "t", "{rule}",  # combined: its own words
-                experiment=Experiment(arms, metric("v"), combine=lambda a, b: a / b))
+
+    def declared(statistic: str, exp: Experiment) -> str:
+        return Declaration("c-ab", Rule(statistic, ">", 0), "t", "{rule}",
+                           experiment=exp).rule.statistic
+
+    assert declared("v", Experiment(arms, metric("v"))) == "v(a) - v(b)"
+    assert declared("log10 ratio", Experiment({"b": arm(9), "a": arm(8)}, metric("v"))) == \
+        "log10 ratio(b) - log10 ratio(a)"
+    assert declared("v", Experiment({"a": arm(8)}, metric("v"))) == "v(a)"
+    assert declared("v", Experiment(arms, metric("v"), combine=relative_difference)) == \
+        "(v(a) - v(b)) / v(b)"
+    own = Experiment(arms, metric("v"), combine=lambda a, b: a / b)  # its own words
+    assert declared("v(a) / v(b)", own) == "v(a) / v(b)" and declared("ratio", own) == "ratio"
+    assert declared("max_LN rel. error", Experiment({"a": arm(8)}, metric("v"))) == \
+        "max_LN rel. error"  # a statistic in full is kept
+    for statistic in ("v(a) - v(b)", "v(b) - v(a)", "v(a) - v(plain)", "v(a) / v(b)"):
+        with pytest.raises(ValueError, match=r"claim c-ab: its rule's statistic .* pairs two "
+                                             r"arms: give the value's name alone"):
+            declared(statistic, Experiment(arms, metric("v")))
 
 
 def test_an_arm_that_makes_no_config_is_said_naming_the_claim_when_it_is_declared():
@@ -391,9 +405,9 @@ def test_a_statement_quotes_its_settings_from_its_config_and_the_same_at_every_t
     same = Experiment({"a": Arm("mlp", {"train.steps": 2000})}, metric("v"))
     declared = Declaration("c-x", Rule("v", ">", 0), "t", "after {train.steps:,} steps: {rule}",
                            experiment=same)
-    assert declared.text() == declared.text("paper") == "after 2,000 steps: v > 0"
+    assert declared.text() == declared.text("paper") == "after 2,000 steps: v(a) > 0"
     with pytest.raises(ValueError, match=r"claim c-x: its statement quotes settings that differ by "
-                                         r"tier: cpu: after 4 epochs: v > 0; paper: after 15"):
+                                         r"tier: cpu: after 4 epochs: v\(a\) > 0; paper: after 15"):
         Declaration("c-x", Rule("v", ">", 0), "t", "after {train.epochs} epochs: {rule}",
                     experiment=Experiment({"a": Arm("encoder")}, metric("v")))
     with pytest.raises(ValueError, match=r"claim c-x: its statement .* names 'nope', which is "

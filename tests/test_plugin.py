@@ -40,7 +40,7 @@ class Record:
         self.metrics = {"v": value}
 
 BN = [0.5, 0.9, 0.1]
-NOISE = Declaration("c-inconclusive", Rule("val(BN) - val(LN)", ">", 0.0), source="test",
+NOISE = Declaration("c-inconclusive", Rule("val", ">", 0.0), source="test",
                     statement="noise", experiment=Experiment(
                         {"BN": Arm("tanh_mlp", {"model.d": 8}),
                          "LN": Arm("tanh_mlp", {"model.d": 9})}, metric("v")))
@@ -239,7 +239,7 @@ def ffn(norm):
     return Arm("ffn_stack", {"train.steps": 3, "model.d": 16, "model.norm": norm,
                              "data.batch_shape": (4, 5, 16)})
 
-LOSS = Declaration("c-controlled", Rule("loss(LN) - loss(none)", "<", -10.0), source="t",
+LOSS = Declaration("c-controlled", Rule("loss", "<", -10.0), source="t",
                    statement="{rule}", experiment=Experiment(
                        {"LN": ffn("layernorm"), "none": ffn("none")},
                        metric("final_loss")))
@@ -435,7 +435,7 @@ from normsys.claims.verdict import Rule
 
 BIG = Declaration("c-declared", Rule("kappa", ">=", 0.8), source="test",
                   statement="kappa stays big: {rule}.")
-PAIRED = Declaration("c-declared-paired", Rule("val(a) - val(b)", ">", 0.1), source="test",
+PAIRED = Declaration("c-declared-paired", Rule("val", ">", 0.1), source="test",
                      statement="a beats b: {rule}, paired.", seeds=4, experiment=Experiment(
                          {"a": Arm("tanh_mlp", {"model.d": 8}),
                           "b": Arm("tanh_mlp", {"model.d": 9})}, metric("v")))
@@ -465,9 +465,9 @@ def fetch(configs):  # a's value of a seed 1 + seed / 100, b's 0.5
     return [Record(1.0 + 0.01 * c.train.seed if c.model.d == 8 else 0.5) for c in configs]
 
 ARMS = {"a": Arm("tanh_mlp", {"model.d": 8}), "b": Arm("tanh_mlp", {"model.d": 9})}
-TRAINED = Declaration("c-trained", Rule("v(a) - v(b)", ">", 0.1), source="test",
+TRAINED = Declaration("c-trained", Rule("v", ">", 0.1), source="test",
                       statement="a beats b: {rule}.", experiment=Experiment(ARMS, metric("v")))
-READ_ASIDE = Declaration("c-read-aside", Rule("v(a) - v(b)", ">", 0.1), source="test",
+READ_ASIDE = Declaration("c-read-aside", Rule("v", ">", 0.1), source="test",
                          statement="{rule}", experiment=Experiment(ARMS, metric("v")))
 
 @TRAINED.mark

@@ -225,7 +225,7 @@ def test_each_statistic_is_its_claims_recorded_rule():
     for stat in catalog.declared():
         entry = recs[stat.claim].entries[recs[stat.claim].reference["cpu"]]
         rule = entry.rule.split(": ", 1)[1] if entry.rule.startswith("all of") else entry.rule
-        assert str(stat.rule(stat.claim_norm)) == f"{entry.statistic} {rule}", stat.name
+        assert str(stat.rule_of(stat.claim_norm)) == f"{entry.statistic} {rule}", stat.name
         assert len(entry.seeds) == len(stat.seeds("cpu")), stat.name
 
 
@@ -695,9 +695,9 @@ def made(cfg, value: float, diverged: bool = False) -> RunRecord:
 
 
 PARTS = (
-    Statistic("level", "c-level", lambda n: Rule(f"v({n})", ">", 0.5),
+    Statistic("level", "c-level", Rule("v", ">", 0.5),
                         SMALL, metric("v")),
-    Statistic("vs_none", "c-vs", lambda n: Rule(f"v({n}) - v(none)", ">", 0.0),
+    Statistic("vs_none", "c-vs", Rule("v", ">", 0.0),
                         SMALL, metric("v"),
                         versus="none", pairing="own - versus", excludes=frozenset({"mine"})),
 )
@@ -735,7 +735,7 @@ def test_committed_builtin_cells_stand_in_for_their_runs_where_made_alike(tmp_pa
     train in here, instead of training them: its table is the one a scorecard that trains
     every run makes, the user's paired cells included. Made by other code, in another
     environment or of other runs: not read, and it says why."""
-    stats = (PARTS[0], Statistic("vs", "c-vs-all", lambda n: Rule(f"v({n}) - v(none)", ">", 0.0),
+    stats = (PARTS[0], Statistic("vs", "c-vs-all", Rule("v", ">", 0.0),
                                  SMALL, metric("v"), versus="none",
                                  pairing="own - versus"))
     records_of = lambda p: {c: made(c, VALUES[norm_of(c), c.train.seed])  # noqa: E731
@@ -825,7 +825,7 @@ def test_the_committed_builtin_scorecard_is_stale_when_its_code_runs_rules_or_ce
     paper = scorecard.plan(list(scorecard.BUILTIN_ROWS), "paper")
     stats = {s.name: s for s in catalog.declared()}
     norms_of = {norm: {stat: {"runs": [[c.fingerprint() for c in cs] for cs in seeds],
-                              "rule": str(stats[stat].rule(norm))}
+                              "rule": str(stats[stat].rule_of(norm))}
                        for (stat, n), seeds in paper.cells.items() if n == norm}
                 for norm in scorecard.BUILTIN_ROWS}
     (tmp_path / "scorecard-builtin-paper.json").write_text(json.dumps(
@@ -867,9 +867,7 @@ def fetch_made(configs):
 def test_a_claim_decides_through_its_declaration_as_the_scorecard_does(pairing, paired, a, b):
     """The claim's test and the scorecard's cell take the same per-seed values, paired the way
     the declaration says, to the same verdict."""
-    sides = {"own - versus": "v({}) - v(none)", "versus - own": "v(none) - v({})"}
-    stat = Statistic("v", "c-v", lambda n: Rule(sides.get(pairing, "v({}) vs v(none)").format(n),
-                                                ">", 0.0),
+    stat = Statistic("v", "c-v", Rule("v", ">", 0.0),
                      SMALL, metric("v"), versus="none", pairing=pairing,
                      claim_norm="mine")
     decision = checked(stat.declaration, fetch_made)
@@ -893,7 +891,7 @@ def test_a_declaration_decides_for_another_norm_and_each_part_and_reads_a_varian
         return fetch_made(configs)
 
     lr = {"": 1e-3, "-slow": 0.5}
-    level = Statistic("level", "c-level", lambda n: Rule(f"v({n})", ">", 0.5),
+    level = Statistic("level", "c-level", Rule("v", ">", 0.5),
                                 Arm("ffn_stack", SMALL.settings,
                                     variants={v: {"train.lr": x} for v, x in lr.items()}),
                                 lambda rs, v: rs[0].metrics["v"] * (2.0 if v else 1.0))
@@ -908,7 +906,7 @@ def test_a_declaration_decides_for_another_norm_and_each_part_and_reads_a_varian
     assert own.values == slow.values and {c.train.lr for c in fetched[1]} == {0.5}
     checked(level.declaration, fetch)  # the claim itself: variant ""
     assert {c.train.lr for c in fetched[2]} == {1e-3}
-    parts = Statistic("parts", "c-p", lambda n: Rule("v", "<", 1.0),
+    parts = Statistic("parts", "c-p", Rule("v", "<", 1.0),
                                 Arm("ffn_stack", each=(SMALL.settings, {
                                     "model.d": 5, "data.batch_shape": (2, 5)})),
                                 lambda rs, v: {"first": rs[0].metrics["v"],
@@ -976,7 +974,7 @@ def test_claim_files_are_collected_by_pytest_and_each_claim_marker_is_read(tmp_p
 
 
 def test_a_statistic_with_parts_must_hold_for_each():
-    stat = Statistic("parts", "c", lambda n: Rule("x", "<", 1.0), SMALL,
+    stat = Statistic("parts", "c", Rule("x", "<", 1.0), SMALL,
                                lambda rs, v: {})
     both = [{"6 blocks": 0.2, "12 blocks": 0.3}, {"6 blocks": 0.25, "12 blocks": 0.35},
             {"6 blocks": 0.22, "12 blocks": 0.31}]
@@ -1318,9 +1316,9 @@ def test_the_committed_builtin_scorecard_page_is_what_its_json_makes():
 def test_a_run_that_fails_later_loses_no_column_already_judged(monkeypatch, tmp_path, capsys):
     """Each column is judged and written as soon as its runs are in: a failure in a later
     column's run ends the scorecard with its error, the finished column on disk."""
-    first = Statistic("level", "c-level", lambda n: Rule(f"loss({n})", ">", 0.5),
+    first = Statistic("level", "c-level", Rule("loss", ">", 0.5),
                       SMALL, metric("final_loss"))
-    later = Statistic("later", "c-later", lambda n: Rule(f"loss({n})", ">", 0.5),
+    later = Statistic("later", "c-later", Rule("loss", ">", 0.5),
                       SMALL.changed({"train.steps": 7}),
                       metric("final_loss"))
     monkeypatch.setattr(scorecard, "declared", lambda: (first, later))
@@ -1653,7 +1651,7 @@ def test_a_users_norm_that_fails_in_training_is_one_line_and_the_other_runs_go_o
     is one line naming the kind, the family and the run; every other run trains, every cell
     whose runs are in is judged and written, the failed ones read 'failed', and the exit is 1."""
     (tmp_path / "mine.py").write_text(FAILING_NORMS)
-    level = Statistic("level", "c-level", lambda n: Rule(f"loss({n})", ">", 0.0),
+    level = Statistic("level", "c-level", Rule("loss", ">", 0.0),
                       SMALL.changed({"train.steps": 30}), metric("final_loss"))
     monkeypatch.setattr(scorecard, "declared", lambda: (level,))
     monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path / "cache"))
@@ -1680,7 +1678,7 @@ def test_a_folder_that_stops_taking_files_stops_no_run_and_is_one_line_at_the_en
         monkeypatch, tmp_path, capsys):
     """A full disk under --out after the check: every run trains (and stays cached), the table is
     printed, and one line says what failed and how to write it without training again; exit 1."""
-    level = Statistic("level", "c-level", lambda n: Rule(f"loss({n})", ">", 0.0),
+    level = Statistic("level", "c-level", Rule("loss", ">", 0.0),
                       SMALL.changed({"train.steps": 5}), metric("final_loss"))
     monkeypatch.setattr(scorecard, "declared", lambda: (level,))
     monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path / "cache"))

@@ -127,6 +127,17 @@ class Experiment:
             raise ValueError(f"an experiment of {len(self.arms)} arms ({', '.join(self.arms)}) "
                              f"needs combine(*values of a seed): the rule pairs two arms at most")
 
+    def label(self, value: str) -> str:
+        """The statistic the rule reads, written from the arms it compares (their names as
+        declared): ``value(arm)`` for one arm, ``value(first) - value(second)`` for two, and with
+        a ``combine`` of PAIRINGS its formula with each side named; a combine of its own reads
+        ``value`` as it is (the value of the combination)."""
+        names = list(self.arms)
+        if self.combine is None:
+            return sides(value, "own" if len(names) == 1 else "own - versus", *names)
+        pairing = next((k for k, f in PAIRINGS.items() if f is self.combine), None)
+        return value if pairing is None or len(names) != 2 else sides(value, pairing, *names)
+
     def overridden(self, settings: Mapping[str, Any]) -> Experiment:
         """This experiment with ``settings`` (``{"model.residual": False}``) set in every arm's
         runs, and no evidence arms: a control's case where what the arms are compared on is made
@@ -192,6 +203,14 @@ class Declaration:
         exp = self.experiment
         if exp is not None:
             self._check(exp)
+            if VALUE_NAME.fullmatch(self.rule.statistic):  # its sides are its arms' names
+                written = replace(self.rule, statistic=exp.label(self.rule.statistic))
+                object.__setattr__(self, "rule", written)
+            elif exp.combine is None and len(exp.arms) == 2:
+                raise ValueError(f"claim {self.id}: its rule's statistic "
+                                 f"{self.rule.statistic!r} pairs two arms: give the value's name "
+                                 f"alone (letters, digits, _ and spaces), and the sides are "
+                                 f"written from the arms it pairs, first minus second")
         try:  # one statement for every tier: the settings it quotes are the same at each
             texts = {tier: self.text(tier) for tier in SEEDS}
         except (KeyError, AttributeError, IndexError, ValueError) as err:
@@ -201,14 +220,6 @@ class Declaration:
         if len(set(texts.values())) > 1:
             raise ValueError(f"claim {self.id}: its statement quotes settings that differ by "
                              f"tier: " + "; ".join(f"{t}: {x}" for t, x in texts.items()))
-        if exp is not None and exp.combine is None and len(exp.arms) == 2:
-            first, second = exp.arms  # the rule names the sides it pairs as the arms are named
-            sides = re.fullmatch(r"(.+)\((.+)\) - (.+)\((.+)\)", self.rule.statistic)
-            if sides is None or (sides[2], sides[4]) != (first, second):
-                raise ValueError(f"claim {self.id}: its rule's statistic {self.rule.statistic!r} "
-                                 f"must name the arms it pairs, first minus second: "
-                                 f"'<value>({first}) - <value>({second})'")
-
     def _check(self, exp: Experiment) -> None:
         """Its experiment's reader takes (records, variant), and every arm makes configs at every
         tier and variant: an unknown preset, field or norm kind is said here, naming the claim."""
@@ -289,6 +300,17 @@ def relative_difference(a: float, b: float) -> float:
     return (a - b) / b
 
 
+# a rule's statistic given as the value's name alone, whose sides the code writes from the arms
+VALUE_NAME = re.compile(r"[\w ]+")
+
+
+def sides(value: str, pairing: str, own: str, versus: str = "") -> str:
+    """``pairing`` (``own``, or one of PAIRINGS) with each side named as the value of its arm:
+    sides("corr", "versus - own", "layernorm", "none") is ``corr(none) - corr(layernorm)``."""
+    return re.sub(r"own|versus", lambda m: f"{value}({own if m[0] == 'own' else versus})",
+                  pairing)
+
+
 # how a paired statistic combines a seed's value for the row's norm (own) and the reference's
 PAIRINGS: dict[str, Callable[[float, float], float]] = {
     "own - versus": _own_minus_versus,
@@ -301,17 +323,18 @@ PAIRINGS: dict[str, Callable[[float, float], float]] = {
 class Statistic:
     """A norm-generic claim, declared once in its claim file: the runs of one seed (``arm``,
     with norm kind N as its ``model.norm``), the per-seed value read from them
-    (``value(records, variant)``), and the claim's rule for any norm kind N. With ``versus``,
-    the rule is on the per-seed pairing of N's value with the reference's (``pairing``, one of
-    PAIRINGS). It is the claim's declaration for the claim's own kind (``declaration``, whose
-    ``mark`` marks the test and whose ``check`` decides it; ``statement`` has ``{rule}`` where
-    the rule goes), it declares the claims it makes of other kinds (``declare``), and the
-    scorecard makes a column of it (normsys.catalog.declared) and judges any kind by it
-    (``verdict``)."""
+    (``value(records, variant)``), and the claim's rule for any norm kind N (``rule_of``: a
+    ``rule`` on the value's name, ``kappa_6``, reads ``kappa_6(N)``). With ``versus``, the rule
+    is on the per-seed pairing of N's value with the reference's (``pairing``, one of PAIRINGS),
+    its sides written by their names: ``corr(none) - corr(N)``. It is the claim's declaration
+    for the claim's own kind (``declaration``, whose ``mark`` marks the test and whose ``check``
+    decides it; ``statement`` has ``{rule}`` where the rule goes), it declares the claims it
+    makes of other kinds (``declare``), and the scorecard makes a column of it
+    (normsys.catalog.declared) and judges any kind by it (``verdict``)."""
 
     name: str
     claim: str  # the claim id
-    rule: Callable[[str], Rule]
+    rule: Rule  # on the value's name (its sides written per kind: rule_of), or a statistic in full
     arm: Arm  # its model.norm is set to each kind the statistic is taken of
     value: Callable[..., float | dict[str, float]]  # (one seed's records, variant)
     versus: str = ""
@@ -330,6 +353,21 @@ class Statistic:
             raise ValueError(f"statistic {self.name}: a reference (versus={self.versus!r}) needs "
                              f"a pairing, one of {', '.join(map(repr, PAIRINGS))}; got "
                              f"pairing={self.pairing!r}")
+        if self.versus and not VALUE_NAME.fullmatch(self.rule.statistic):
+            raise ValueError(f"statistic {self.name}: its rule's statistic "
+                             f"{self.rule.statistic!r} pairs each kind with {self.versus}: give "
+                             f"the value's name alone (letters, digits, _ and spaces), and the "
+                             f"sides are written as {self.pairing!r}")
+
+    def rule_of(self, norm: str) -> Rule:
+        """The claim's rule for ``norm``, its statistic's sides named: ``kappa_6(norm)``, or the
+        pairing with the reference, ``corr(none) - corr(norm)``; a statistic given in full is
+        the same for every kind."""
+        if not VALUE_NAME.fullmatch(self.rule.statistic):
+            return self.rule
+        versus = self.versus_arm or self.versus
+        return replace(self.rule, statistic=sides(self.rule.statistic, self.pairing or "own",
+                                                  norm, versus))
 
     def seeds(self, tier: str) -> list[int]:
         return list(range(first_look(tier, self.own_seeds)))
@@ -360,14 +398,14 @@ class Statistic:
         """Another claim this statistic makes: its rule and experiment for ``norm``."""
         if norm == self.versus:
             raise ValueError(f"statistic {self.name}: {norm} against itself is no claim")
-        return Declaration(claim, self.rule(norm), source or self.source, statement,
+        return Declaration(claim, self.rule, source or self.source, statement,
                            self.own_seeds, self.experiment(norm))
 
     def verdict(self, norm: str, values: Callable[[str], list]) -> Verdict:
         """The verdict for ``norm`` (any kind, the reference too) from each kind's per-seed
         values (``values(kind)``), decided as the claim decides."""
         exp = self.experiment(norm)
-        return decide(self.rule(norm), {name: values(arm.norm) for name, arm in exp.arms.items()},
+        return decide(self.rule_of(norm), {name: values(arm.norm) for name, arm in exp.arms.items()},
                       combine=exp.combine)
 
     @property
