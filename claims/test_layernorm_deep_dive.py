@@ -357,11 +357,14 @@ def test_control_validation_loss_rules_flip_between_a_trained_and_an_untrained_l
 SAME_NORM = [(GRAD_RATIO_VS_NONE.declaration, "none"), (IMPROVES_ACCURACY, "none"),
              (SPEEDS_CONVERGENCE, "none"), (DECORRELATION.declaration, "none"),
              (INIT_ROBUSTNESS.declaration, "none"), (SMALL_BATCH, "layernorm"),
-             (BEATS_BN_TRANSFORMER, "layernorm")]
+             (BEATS_BN_TRANSFORMER, "layernorm"), (BN_WINS_CNN, "layernorm"),
+             (HELPS_LSTM, "layernorm"), (BEATS_BN_LSTM, "layernorm")]
+SLOW_CONTROLS = {d.id for d in (BN_WINS_CNN, HELPS_LSTM, BEATS_BN_LSTM)}  # CNN or LSTM: ~2 min a run
 
 
 @pytest.mark.parametrize("declared,norm", [
-    pytest.param(d, norm, marks=pytest.mark.control(d.id), id=d.id) for d, norm in SAME_NORM])
+    pytest.param(d, norm, id=d.id, marks=[pytest.mark.control(d.id)]
+                 + ([pytest.mark.slow] if d.id in SLOW_CONTROLS else [])) for d, norm in SAME_NORM])
 def test_control_norm_rules_are_refuted_where_both_arms_take_the_same_norm(runs, declared, norm):
     """The claim's own arms, reading and rule with one norm in both arms, on seeds the claim does
     not read: nothing is left between the arms, so a rule that one norm beats the other must come

@@ -272,10 +272,10 @@ def test_an_equivalence_claim_records_each_norms_validation_losses_and_draws_the
 
     claim = Claim(seeds=(0, 1))
     lit().equivalence_to_layernorm(claim, runs, statistic.declaration, "cpu")
-    assert claim.evidence == {"val_loss": {"rmsnorm": [3.0, 4.0], "layernorm": [2.0, 3.0]}}
+    assert claim.evidence == {"val_loss": {"rmsnorm": [3.0, 4.0], "LN": [2.0, 3.0]}}
     assert claim.checked is runs
     (ax,) = claim.figures["loss-curves"].axes
     assert claim.figures["loss-curves"]._suptitle.get_text() == \
-        "Char GPT training loss, rmsnorm vs layernorm (mean over seeds, band min-max)"
+        "Char GPT training loss, rmsnorm vs LN (mean over seeds, band min-max)"
     assert ax.get_ylabel() == "loss"
-    assert [line.get_label() for line in ax.lines] == ["rmsnorm", "layernorm"]
+    assert [line.get_label() for line in ax.lines] == ["rmsnorm", "LN"]

@@ -156,18 +156,17 @@ def test_the_config_makers_the_negative_controls_call_without_a_tier_make_cpu_ti
 
 
 def test_each_norm_generic_rule_reads_as_its_claims_were_fixed():
-    assert str(dm().prevents_collapse("l2")) == "kappa_6(l2) >= 0.8"
-    rules = {dm().prevents_collapse("x"): ("kappa_6(x)", ">=", 0.8),
-             dm().stays_isotropic("x"): ("min_l rho_l(x)", ">=", 0.5),
-             dm().accuracy_matches_layernorm("x"): ("test_acc(layernorm) - test_acc(x)", "within",
-                                                  (-0.02, 0.02)),
-             dd().decorrelates("x"): ("corr(none) - corr(x)", ">", 0.0),
-             dd().robust_to_init("x"): ("spread(none) - spread(x)", ">", 0.02),
-             dd().prevents_vanishing("x"): ("log10 ratio(x) - log10 ratio(plain)", ">", 1.0),
-             lit().loss_matches_layernorm("x"): ("(val(x) - val(LN)) / val(LN)", "within",
-                                              (-0.02, 0.02)),
-             lit().PRELN_FLAT: ("|log2(last / first)|", "<", 1.0)}
-    for rule, (statistic, op, threshold) in rules.items():
+    assert str(dm().KAPPA_6.rule_of("l2")) == "kappa_6(l2) >= 0.8"
+    rules = {dm().KAPPA_6: ("kappa_6(x)", ">=", 0.8),
+             dm().MIN_RHO: ("min_l rho_l(x)", ">=", 0.5),
+             dm().TEST_ACC_VS_LN: ("test_acc(layernorm) - test_acc(x)", "within", (-0.02, 0.02)),
+             dd().DECORRELATION: ("corr(none) - corr(x)", ">", 0.0),
+             dd().INIT_ROBUSTNESS: ("spread(none) - spread(x)", ">", 0.02),
+             dd().GRAD_RATIO_VS_NONE: ("log10 ratio(x) - log10 ratio(plain)", ">", 1.0),
+             lit().VAL_LOSS_VS_LN: ("(val(x) - val(LN)) / val(LN)", "within", (-0.02, 0.02)),
+             lit().PRELN_FLATNESS: ("|log2(last / first)|", "<", 1.0)}
+    for stat, (statistic, op, threshold) in rules.items():
+        rule = stat.rule_of("x")
         assert (rule.statistic, rule.side, rule.threshold) == (statistic, op, threshold)
 
 

@@ -185,30 +185,30 @@ class Experiment:
 
 @dataclass(frozen=True)
 class Declaration:
-    """One claim: ``statement`` says it in words, with ``{rule}`` where its rule goes;
-    ``seeds``: the claim's own seed count at every tier, where it differs from the tier's;
-    ``experiment``: what it trains and reads (none where its test computes the values)."""
+    """One claim: ``given``, its rule as declared (on the value's name, whose sides ``rule``
+    writes from the experiment's arms, or a statistic in full); ``statement`` says it in words,
+    with ``{rule}`` where its rule goes; ``seeds``: the claim's own seed count at every tier, where
+    it differs from the tier's; ``experiment``: what it trains and reads (none where its test
+    computes the values)."""
 
     id: str
-    rule: Rule
+    given: Rule
     source: str
     statement: str
     seeds: int | None = None
     experiment: Experiment | None = None
 
     def __post_init__(self):
-        if not isinstance(self.rule, Rule):
+        if not isinstance(self.given, Rule):
             raise TypeError(f"claim {self.id}: its rule must be a verdict.Rule, got "
-                            f"{type(self.rule).__name__} {self.rule!r}")
+                            f"{type(self.given).__name__} {self.given!r}")
         exp = self.experiment
         if exp is not None:
             self._check(exp)
-            if VALUE_NAME.fullmatch(self.rule.statistic):  # its sides are its arms' names
-                written = replace(self.rule, statistic=exp.label(self.rule.statistic))
-                object.__setattr__(self, "rule", written)
-            elif exp.combine is None and len(exp.arms) == 2:
+            if exp.combine is None and len(exp.arms) == 2 and \
+                    not VALUE_NAME.fullmatch(self.given.statistic):
                 raise ValueError(f"claim {self.id}: its rule's statistic "
-                                 f"{self.rule.statistic!r} pairs two arms: give the value's name "
+                                 f"{self.given.statistic!r} pairs two arms: give the value's name "
                                  f"alone (letters, digits, _ and spaces), and the sides are "
                                  f"written from the arms it pairs, first minus second")
         try:  # one statement for every tier: the settings it quotes are the same at each
@@ -220,6 +220,15 @@ class Declaration:
         if len(set(texts.values())) > 1:
             raise ValueError(f"claim {self.id}: its statement quotes settings that differ by "
                              f"tier: " + "; ".join(f"{t}: {x}" for t, x in texts.items()))
+    @property
+    def rule(self) -> Rule:
+        """The rule it is decided by: given on the value's name, its statistic written from the
+        experiment's arms (``Experiment.label``: ``test_acc(layernorm) - test_acc(l2)``)."""
+        exp, given = self.experiment, self.given
+        if exp is None or not VALUE_NAME.fullmatch(given.statistic):
+            return given
+        return replace(given, statistic=exp.label(given.statistic))
+
     def _check(self, exp: Experiment) -> None:
         """Its experiment's reader takes (records, variant), and every arm makes configs at every
         tier and variant: an unknown preset, field or norm kind is said here, naming the claim."""
