@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from normsys.claims.declaration import Arm, Declaration, Experiment
-from normsys.claims.experiments import CHAR_GPT, char_gpt
+from normsys.claims.experiments import CHAR_GPT
 from normsys.claims.params import tiers
 from normsys.claims.protocol import layernorm_gradients, ln_decomposition_summary, ln_vjp_errors
 from normsys.claims.testing import CONTROL_SEEDS
@@ -108,8 +108,8 @@ def tiny_gpt(seed: int, scale_invariant_after_ln: bool = False):
     """A small char GPT at init and a validation batch. ``scale_invariant_after_ln``: each
     LayerNorm followed by a scale-invariant map (scaled_l2), so the gradient it receives has no
     radial component and the center-and-scale surrogate is exact (cosine 1)."""
-    cfg = char_gpt(seed, **{"model.d": 32, "model.layers": 2, "model.seq_len": 32,
-                            "train.batch_size": 8})
+    (cfg,) = CHAR_GPT.changed({"model.d": 32, "model.layers": 2, "model.seq_len": 32,
+                               "train.batch_size": 8})(seed, "cpu")
     model = prepare_model(cfg)
     if scale_invariant_after_ln:
         for name, module in list(model.named_modules()):

@@ -25,6 +25,12 @@ def dm():
     return importlib.import_module("claims.test_dual_mechanism")
 
 
+def char_gpt(seed: int, tier: str = "cpu", **settings):
+    """One seed's char GPT with ``settings`` changed."""
+    (cfg,) = ex.CHAR_GPT.changed(settings)(seed, tier)
+    return cfg
+
+
 def lit():
     return importlib.import_module("claims.test_literature")
 
@@ -125,11 +131,11 @@ def test_each_experiment_holds_its_claims_settings():
     assert (t.train.seed, t.model.norm, t.model.residual, t.model.layers) == (5, "layernorm",
                                                                               True, 10)
     assert ex.TANH_MLP.norm == "none" and not ex.TANH_MLP(0, "cpu")[0].model.residual
-    g = ex.char_gpt(1, **{"model.norm": "dyt", "model.attention": "sigmoid",
+    g = char_gpt(1, **{"model.norm": "dyt", "model.attention": "sigmoid",
                           "train.method": "fa", "train.steps": 7})
     assert (g.train.seed, g.model.norm, g.model.attention, g.train.method, g.train.steps) == \
         (1, "dyt", "sigmoid", "fa", 7)
-    assert ex.char_gpt(0).train.steps == 250 and ex.char_gpt(0).model.attention == "softmax"
+    assert char_gpt(0).train.steps == 250 and char_gpt(0).model.attention == "softmax"
     assert dd().INIT_SCALES == (0.5, 1.0, 2.0)
 
 
@@ -222,12 +228,12 @@ def test_each_experiment_takes_its_tier_and_its_defaults():
     defaults are the claims' own: LayerNorm for Xiong et al., weights at scale 1 for the MLP."""
     for paper in (dm().ENCODER(0, "paper", "")[0], lit().xiong("pre", 2, 0, "paper"),
                   dd().mlp("l2", 0, "paper"), ex.TANH_MLP(0, "paper")[0],
-                  ex.char_gpt(0, "paper")):
+                  char_gpt(0, "paper")):
         assert paper.train.device == "auto", paper.model.family
     assert lit().xiong("post", 6, 0).model.norm == "layernorm"
     assert lit().xiong("post", 6, 0).train.device == "cpu"
-    assert dd().mlp("none", 0).model.init_scale == 1.0 and ex.char_gpt(0).model.norm == "layernorm"
-    assert ex.char_gpt(0).train.method == "bp"
+    assert dd().mlp("none", 0).model.init_scale == 1.0 and char_gpt(0).model.norm == "layernorm"
+    assert char_gpt(0).train.method == "bp"
 
 
 def test_at_init_measures_the_edited_model_on_the_probe_batch():
@@ -336,7 +342,7 @@ def test_the_jacobian_claims_read_each_layernorm_of_the_trained_net_through_its_
 
     monkeypatch.setenv("NORMSYS_CACHE", "off")
     small = {"model.d": 32, "model.layers": 1, "model.seq_len": 32, "train.batch_size": 8}
-    fa, bp = (Runs().run(ex.char_gpt(0, **{"train.method": m, "train.steps": 3, **small}))
+    fa, bp = (Runs().run(char_gpt(0, **{"train.method": m, "train.steps": 3, **small}))
               for m in ("fa", "bp"))
     x, y = lj().fresh_lm_batch(fa.run_config)
     _, val, _ = tiny_shakespeare()

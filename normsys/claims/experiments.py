@@ -44,12 +44,6 @@ def log10_grad_ratio(records: list[RunRecord], variant: str = "") -> float:
 CHAR_GPT = Arm("char_gpt")
 
 
-def char_gpt(seed: int, tier: str = "cpu", **settings) -> RunConfig:
-    """One seed's char GPT with ``settings`` changed."""
-    (cfg,) = CHAR_GPT.changed(settings)(seed, tier)
-    return cfg
-
-
 # The kinds whose statistics run across the batch (NormKind.per_row False: BatchNorm), over the
 # batch and time in a sequence model: in the encoder they take in the padding positions, in the
 # causal char GPT the tokens a position must not see; they are measured where the deep dive
