@@ -127,16 +127,16 @@ class Experiment:
             raise ValueError(f"an experiment of {len(self.arms)} arms ({', '.join(self.arms)}) "
                              f"needs combine(*values of a seed): the rule pairs two arms at most")
 
-    def label(self, value: str) -> str:
-        """The statistic the rule reads, written from the arms it compares (their names as
-        declared): ``value(arm)`` for one arm, ``value(first) - value(second)`` for two, and with
-        a ``combine`` of PAIRINGS its formula with each side named; a combine of its own reads
-        ``value`` as it is (the value of the combination)."""
-        names = list(self.arms)
+    @property
+    def pairing(self) -> str | None:
+        """How its rule's statistic reads the arms, as ``sides`` writes it: ``own`` for one arm,
+        ``own - versus`` for two (first minus second), a combine of PAIRINGS by its formula;
+        None for a combine of its own (its statistic is the combination's, given in full)."""
         if self.combine is None:
-            return sides(value, "own" if len(names) == 1 else "own - versus", *names)
-        pairing = next((k for k, f in PAIRINGS.items() if f is self.combine), None)
-        return value if pairing is None or len(names) != 2 else sides(value, pairing, *names)
+            return "own" if len(self.arms) == 1 else "own - versus"
+        if len(self.arms) == 2:
+            return next((k for k, f in PAIRINGS.items() if f is self.combine), None)
+        return None
 
     def overridden(self, settings: Mapping[str, Any]) -> Experiment:
         """This experiment with ``settings`` (``{"model.residual": False}``) set in every arm's
@@ -223,11 +223,9 @@ class Declaration:
     @property
     def rule(self) -> Rule:
         """The rule it is decided by: given on the value's name, its statistic written from the
-        experiment's arms (``Experiment.label``: ``test_acc(layernorm) - test_acc(l2)``)."""
-        exp, given = self.experiment, self.given
-        if exp is None or not VALUE_NAME.fullmatch(given.statistic):
-            return given
-        return replace(given, statistic=exp.label(given.statistic))
+        experiment's arms (``named``: ``test_acc(layernorm) - test_acc(l2)``)."""
+        exp = self.experiment
+        return self.given if exp is None else named(self.given, exp.pairing, *exp.arms)
 
     def _check(self, exp: Experiment) -> None:
         """Its experiment's reader takes (records, variant), and every arm makes configs at every
@@ -320,6 +318,15 @@ def sides(value: str, pairing: str, own: str, versus: str = "") -> str:
                   pairing)
 
 
+def named(rule: Rule, pairing: str | None, *arms: str) -> Rule:
+    """``rule`` with a statistic given as the value's name written out with the sides of its
+    ``arms`` (own, then versus: ``sides``); a statistic given in full, or read by no pairing, as
+    it is."""
+    if pairing is None or not VALUE_NAME.fullmatch(rule.statistic):
+        return rule
+    return replace(rule, statistic=sides(rule.statistic, pairing, *arms))
+
+
 # how a paired statistic combines a seed's value for the row's norm (own) and the reference's
 PAIRINGS: dict[str, Callable[[float, float], float]] = {
     "own - versus": _own_minus_versus,
@@ -372,11 +379,7 @@ class Statistic:
         """The claim's rule for ``norm``, its statistic's sides named: ``kappa_6(norm)``, or the
         pairing with the reference, ``corr(none) - corr(norm)``; a statistic given in full is
         the same for every kind."""
-        if not VALUE_NAME.fullmatch(self.rule.statistic):
-            return self.rule
-        versus = self.versus_arm or self.versus
-        return replace(self.rule, statistic=sides(self.rule.statistic, self.pairing or "own",
-                                                  norm, versus))
+        return named(self.rule, self.pairing or "own", norm, self.versus_arm or self.versus)
 
     def seeds(self, tier: str) -> list[int]:
         return list(range(first_look(tier, self.own_seeds)))
