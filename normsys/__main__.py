@@ -274,7 +274,7 @@ def on_cluster(args: argparse.Namespace, plan: scorecard.Plan, specs: list[tuple
                              f"add --allow-cpu-paper to train the paper tier on its CPUs")
         print(f"scorecard: {said}", file=sys.stderr, flush=True)  # before any training
         runs = Runs(Progress(os.dup(2)), trainer=cluster)
-        runs.plan(plan.configs)
+        runs.plan([plan.configs])
         return scorecard.fetch(plan, specs, 1, runs, done=done)
     finally:
         cluster.close()

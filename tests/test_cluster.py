@@ -75,8 +75,8 @@ def test_a_run_trained_on_the_cluster_is_the_run_trained_here(cluster, tmp_path,
 def test_runs_start_on_the_cluster_before_they_are_asked_for(cluster, cache):
     runs = Runs(trainer=cluster)
     runs.run(SEEDS[0])  # cached now: not submitted again
-    assert runs.plan(SEEDS) == 2 and set(cluster.pending) == set(SEEDS[1:])
-    assert Runs(trainer=cluster).plan(SEEDS[:1]) == 0  # another session finds it in the cache
+    assert runs.plan([SEEDS]) == 2 and set(cluster.pending) == set(SEEDS[1:])
+    assert Runs(trainer=cluster).plan([SEEDS[:1]]) == 0  # another session finds it in the cache
     records = runs.runs(SEEDS)
     assert [r.run_config for r in records] == SEEDS and not cluster.pending
     assert all(r.env["node"] for r in records[1:])

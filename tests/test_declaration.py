@@ -296,7 +296,7 @@ def test_a_claim_plans_its_first_look_from_its_declared_experiment():
 def test_a_claim_plans_the_look_its_ledger_entries_in_this_environment_show_it_took():
     """Open after its first look's 5 seeds in this GPU's 5-seed ledger, a claim that may look to
     21 plans its second look's 8 seeds; with its first look only, its 5."""
-    from normsys.claims.plugin import planned_configs
+    from normsys.claims.plugin import planned_configs, planned_looks
 
     declared = Declaration("c-x", Rule("v", ">", 0), "src", "statement",
                            experiment=Experiment({"a": Arm("ffn_stack")}, reads=metric("v")))
@@ -311,6 +311,8 @@ def test_a_claim_plans_the_look_its_ledger_entries_in_this_environment_show_it_t
     assert seeds == list(range(8)) and asked == [("c-x-long", "paper")]
     assert [c.train.seed for c in planned_configs(claim_item(declared, offset=2), ledgers)] == \
         list(range(2, 10))
+    looks = planned_looks(claim_item(declared, offset=2), ledgers)  # each look's new seeds
+    assert [[c.train.seed for c in look] for look in looks] == [[2, 3, 4, 5, 6], [7, 8, 9]]
     assert len(planned_configs(claim_item(declared, max_seeds=5), ledgers)) == 5
     assert len(planned_configs(claim_item(declared))) == 5  # no ledgers: the first look
 

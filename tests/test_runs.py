@@ -357,8 +357,14 @@ def test_a_trainer_elsewhere_gets_every_missing_run_before_the_first_is_awaited(
     assert trainer.tasks and all(t is session.task_of(SEEDS[0]) for t in trainer.tasks)
     trainer.calls.clear()
     other = [c.override(**{"model.d": 16, "data.batch_shape": (2, 3, 16)}) for c in SEEDS]
-    assert session.plan(other) == 3 and trainer.calls == [("submit", g) for g in (
+    assert session.plan([other]) == 3 and trainer.calls == [("submit", g) for g in (
         [other] if cuda else [[c] for c in other])]  # a plan groups as the trainer trains
+    trainer.calls.clear()
+    looks = [[c.override(**{"model.d": 24, "data.batch_shape": (2, 3, 24)}) for c in SEEDS]]
+    looks = [looks[0][:1], looks[0]]  # a first look at one seed, a second at three
+    assert runs.Runs(trainer=trainer).plan(looks) == 3
+    assert trainer.calls == [("submit", g) for g in (  # each look's new seeds stack together
+        [looks[0], looks[1][1:]] if cuda else [[c] for c in looks[1]])]
 
 
 def test_a_plan_submits_the_longest_runs_first_and_none_the_cache_holds(cache, monkeypatch):
@@ -369,20 +375,20 @@ def test_a_plan_submits_the_longest_runs_first_and_none_the_cache_holds(cache, m
     seconds = {SEEDS[1].fingerprint(): 5.0, SEEDS[2].fingerprint(): 50.0}
     monkeypatch.setattr(runs, "run_seconds", lambda c: (seconds[c.fingerprint()], "box")
                         if c.fingerprint() in seconds else None)
-    assert session.plan(SEEDS) == 2
+    assert session.plan([SEEDS]) == 2
     assert trainer.calls == [("submit", [SEEDS[2]]), ("submit", [SEEDS[1]])]
-    assert runs.Runs().plan(SEEDS) == 0  # no trainer: nothing to hand
-    assert runs.Runs(trainer=Elsewhere()).plan(SEEDS[:1]) == 0  # another session: in the cache
+    assert runs.Runs().plan([SEEDS]) == 0  # no trainer: nothing to hand
+    assert runs.Runs(trainer=Elsewhere()).plan([SEEDS[:1]]) == 0  # another session: cached
     seconds = {SEEDS[1].fingerprint(): 0.5}  # a run never timed counts nothing: it goes last
     later = Elsewhere()
-    runs.Runs(trainer=later).plan(SEEDS[2:] + SEEDS[1:2])
+    runs.Runs(trainer=later).plan([SEEDS[2:] + SEEDS[1:2]])
     assert later.calls == [("submit", [SEEDS[1]]), ("submit", [SEEDS[2]])]
 
 
 def test_a_run_kept_on_its_data_is_not_submitted_again(cache, data_env, session):
     cfg = preset("mlp", **{"data.n_train": 64, "data.n_test": 32, "model.d": 8})
     session.run(cfg)
-    assert runs.Runs(trainer=Elsewhere()).plan([cfg]) == 0
+    assert runs.Runs(trainer=Elsewhere()).plan([[cfg]]) == 0
 
 
 def test_the_runs_a_claim_fetched_last_are_its_plan(cache, session):
@@ -442,7 +448,7 @@ def test_a_plan_trains_here_longest_first_and_nothing_the_cache_holds(cache, mon
                         [train_with_state(c) for c in cfgs])
     assert runs.group_seconds(SEEDS) == 50.0  # seeds stacked: as long as the longest
     session = runs.Runs()
-    assert session.plan(SEEDS) == 0 and session.planned == [[SEEDS[2]], [SEEDS[1]], [SEEDS[0]]]
+    assert session.plan([SEEDS]) == 0 and session.planned == [[SEEDS[2]], [SEEDS[1]], [SEEDS[0]]]
     shares = {SEEDS[2].fingerprint(): 50.0, SEEDS[1].fingerprint(): 5.0}
     assert session.planned_work(1) == (shares, 55.0) and session.planned_work(2) == (shares, 50.0)
     assert session.train_planned() == 2 and trained == [[SEEDS[2]], [SEEDS[1]]]
@@ -455,7 +461,7 @@ def test_a_planned_run_another_process_trains_is_left_to_it(cache, monkeypatch):
     from filelock import FileLock
 
     session = runs.Runs()
-    session.plan(SEEDS)
+    session.plan([SEEDS])
     task = session.task_of(SEEDS[1])
     (cache / "runs").mkdir(parents=True, exist_ok=True)
     trained = []
@@ -476,7 +482,7 @@ def test_a_planned_run_that_cannot_train_is_left_to_its_claim(cache, data_env):
         "note": lambda self, line: said.append(line)})())
     wrong = preset("mlp", **{"data.n_train": 64, "data.n_test": 32, "model.d": 8,
                              "model.n_out": 1})
-    session.plan([wrong, SEEDS[1]])
+    session.plan([[wrong, SEEDS[1]]])
     assert len(session.planned_work(1)[0]) == 2  # a group that cannot be read: lacking
     assert session.train_planned() == 1
     assert len(said) == 1 and said[0].startswith("planned run mlp/") and \
@@ -545,12 +551,12 @@ def test_nothing_is_planned_ahead_without_a_cache_that_keeps_it(monkeypatch, tmp
     again when its claim asks."""
     monkeypatch.setenv("NORMSYS_CACHE", "off")
     session = runs.Runs()
-    assert session.plan(SEEDS) == 0 and session.planned == []
+    assert session.plan([SEEDS]) == 0 and session.planned == []
     monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path))
     monkeypatch.setattr(runs, "writable", lambda root: False)
-    assert session.plan(SEEDS) == 0 and session.planned == []
+    assert session.plan([SEEDS]) == 0 and session.planned == []
     monkeypatch.setattr(runs, "writable", lambda root: True)
-    session.plan(SEEDS)
+    session.plan([SEEDS])
     assert session.planned == [[c] for c in SEEDS]
 
 

@@ -92,24 +92,32 @@ def claim_looks(item: pytest.Item, marker: pytest.Mark) -> tuple[int, ...]:
                         opt.claims_max_seeds)
 
 
-def planned_configs(item: pytest.Item, ledgers=None) -> list:
-    """The runs a claim trains, known before it runs: those of its declared experiment, evidence
-    arms included, at its first look's seeds, or at the look its entries in ``ledgers`` (a
-    session's ledger.Ledgers) show it took in this environment (verdict.expected); for a
-    claim that declares none, those it fetched the last time it ran with this cache
-    (normsys.claims.runs.planned); [] where neither is known."""
+def planned_looks(item: pytest.Item, ledgers=None) -> list[list]:
+    """The runs a claim trains, known before it runs, look by look (each look's new seeds): those
+    of its declared experiment, evidence arms included, at its first look, and at each later
+    look up to the one its entries in ``ledgers`` (a session's ledger.Ledgers) show it took in
+    this environment (verdict.expected); for a claim that declares none, those it fetched the
+    last time it ran with this cache (normsys.claims.runs.planned), as one look; [] where
+    neither is known."""
     from normsys.claims.runs import planned  # torch and the training path: when a session plans
 
     marker = claim_marker(item)
     experiment = getattr(marker.kwargs.get("declared"), "experiment", None)
     cid, tier = claim_id(item, marker), claim_tier(item)
     if experiment is None:
-        return planned(cid, tier)
+        return [runs] if (runs := planned(cid, tier)) else []
     offset = item.config.option.claims_seed_offset
     before = ledgers.history(cid, tier, numeric_environment(), offset) \
         if ledgers is not None else []
-    seeds = range(offset, offset + verdict.expected(claim_looks(item, marker), before))
-    return experiment.planned(seeds, tier, claim_variant(item))
+    looks = claim_looks(item, marker)
+    taken = [n for n in looks if n <= verdict.expected(looks, before)]
+    return [experiment.planned(range(offset + a, offset + b), tier, claim_variant(item))
+            for a, b in zip([0, *taken], taken, strict=False)]
+
+
+def planned_configs(item: pytest.Item, ledgers=None) -> list:
+    """Every run of ``planned_looks``, look after look."""
+    return [c for look in planned_looks(item, ledgers) for c in look]
 
 
 def collects_every_claim(config: pytest.Config) -> bool:
@@ -599,23 +607,24 @@ class ClaimsSession:
         self.started = time.monotonic()
 
     def plan(self, items: list[pytest.Item]) -> None:
-        """Plan every run the selected claims train (claim.planned_configs: their first looks,
-        and the later looks their ledger entries in this environment show them taking), longest
+        """Plan every run the selected claims train (planned_looks: their first looks, and the
+        later looks their ledger entries in this environment show them taking), longest
         first: on --claims-ray the cluster starts the ones the cache lacks now; here
         ``pytest_runtestloop`` trains them before the first claim starts."""
         runs = self.runs
         try:
-            cfgs = [c for item in items if claim_marker(item) is not None
-                    and not item.get_closest_marker("skip")
-                    for c in planned_configs(item, self.ledgers)]
-            handed = runs.plan(cfgs)
+            looks = [look for item in items if claim_marker(item) is not None
+                     and not item.get_closest_marker("skip")
+                     for look in planned_looks(item, self.ledgers)]
+            handed = runs.plan(looks)
         except Exception as err:  # noqa: BLE001 -- said again by the claim that needs the run
             runs.progress.note(f"nothing planned ahead ({type(err).__name__}: {err})")
             return
         if self.cluster is not None:
+            planned = len({c for look in looks for c in look})
             runs.progress.note(f"Ray cluster {self.config.option.claims_ray}: {handed} runs "
-                               f"submitted, longest first (of the {len(set(cfgs))} the claims "
-                               f"plan; the rest are cached)")
+                               f"submitted, longest first (of the {planned} the claims plan; "
+                               f"the rest are cached)")
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtestloop(self, session: pytest.Session):

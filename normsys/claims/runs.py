@@ -6,14 +6,15 @@ several, which on CUDA trains the uncached seeds of each configuration as one se
 pytest-xdist worker holds, leaving for last the ones another worker is training. Records fetched
 once are kept for the rest of the session, and the data of each data setting is loaded once.
 
-A session plans before any claim starts: ``plan`` takes the runs of every selected claim's first
-look, or later look where its ledger entries show it took one (claim.planned_configs), grouped
-as they train, longest first as the tier's run times record them. ``train_planned`` then trains
-them in every pytest-xdist worker, each taking the next group no other holds, so that the longest
-runs start first whichever claim needs them and no worker waits on another while runs remain;
-the claims read their runs after. A ``trainer`` (normsys.claims.cluster: a Ray cluster) trains
-the runs elsewhere instead: ``plan`` and ``runs`` hand it every missing run first, so that they
-train at once, and the records it returns are kept in the run cache as the ones trained here.
+A session plans before any claim starts: ``plan`` takes the runs of every selected claim's
+first look, and its later looks where its ledger entries show it took them
+(plugin.planned_looks), each look's grouped as it trains, longest first as the tier's run times
+record them. ``train_planned`` then trains them in every pytest-xdist worker, each taking the
+next group no other holds, so that the longest runs start first whichever claim needs them and
+no worker waits on another while runs remain; the claims read their runs after. A ``trainer``
+(normsys.claims.cluster: a Ray cluster) trains the runs elsewhere instead: ``plan`` and ``runs``
+hand it every missing run first, so that they train at once, and the records it returns are
+kept in the run cache as the ones trained here.
 
 What a claim needs is known once it has run: ``recording()`` collects the runs fetched inside
 it, and ``write_index`` keeps them in the cache folder (``claims/<id>-<tier>.json``: each run's
@@ -171,13 +172,19 @@ class Runs:
         return [c for c in group if c not in self.records and
                 lookup(c, digest, self.environment) is None]
 
-    def plan(self, cfgs: list[RunConfig]) -> int:
-        """Plan ``cfgs`` (what the selected claims need: claim.planned_configs), grouped as they
-        train (``seed_groups``), longest first as the tier's run times record them: a trainer
-        gets the missing ones now (``submit``: how many, the return value); here
-        ``train_planned`` trains them before the first claim starts (0 handed), where a run cache
-        keeps them for the claims."""
-        groups = seed_groups(list(dict.fromkeys(cfgs)), self._cuda())
+    def plan(self, looks: list[list[RunConfig]]) -> int:
+        """Plan the runs of ``looks`` (what the selected claims need, look by look:
+        plugin.planned_looks), each look's new runs grouped as they train (``seed_groups``), so
+        that a configuration's seeds stack as the looks that ask for them stack them; longest
+        first as the tier's run times record them: a trainer gets the missing ones now
+        (``submit``: how many, the return value); here ``train_planned`` trains them before the
+        first claim starts (0 handed), where a run cache keeps them for the claims."""
+        seen: set[RunConfig] = set()
+        groups = []
+        for look in looks:
+            new = [c for c in dict.fromkeys(look) if c not in seen]
+            seen.update(new)
+            groups += seed_groups(new, self._cuda())
         groups.sort(key=lambda g: -group_seconds(g))  # stable
         if self.trainer is not None:
             return self.submit(groups)
@@ -198,7 +205,7 @@ class Runs:
 
     def cost(self, cfgs: list[RunConfig]) -> tuple[str, float | None]:
         """``10 runs (4 cached; the others ~3.2 min of training as recorded)``: what the runs
-        ``cfgs`` (a claim's plan, ``claim.planned_configs``) cost now, with this cache, grouped
+        ``cfgs`` (a claim's plan, ``plugin.planned_configs``) cost now, with this cache, grouped
         as they train; and those seconds (None where a run was never timed)."""
         cfgs = list(dict.fromkeys(cfgs))
         missing = [c for c in cfgs if self._lacks([c])]
