@@ -404,12 +404,18 @@ def on_more_gpus(log: str) -> str:
     walls = [re.findall(r" in ([0-9.]+)s \(", line) for line in log.splitlines()]
     measured = [float(w[-1]) for w in walls if w]
     planned = "planned runs are taken" in log
-    how = ("every claim's first-look runs planned at the start, longest first; its claims' own "
+    how = ("the runs of every claim's first look, and of the later looks its records in that "
+           "environment show it took, planned at the start, longest first; its claims' own "
            "work, data loading and the runs no plan held come after" if planned else
            "runs started only when their claim asked; claims' own work and data loading")
-    took = (f"the session itself took {measured[-1]:.0f} s on one GPU" if measured else
-            "the session was stopped before it finished (no closing line): these are the tasks "
-            "it trained by then")
+    if not measured:
+        took = ("the session was stopped before it finished (no closing line): these are the "
+                "tasks it trained by then")
+    elif "KeyboardInterrupt" in log:
+        took = (f"the session was stopped {measured[-1]:.0f} s in, on one GPU, before its last "
+                f"claims finished: these are the tasks it trained by then")
+    else:
+        took = f"the session itself took {measured[-1]:.0f} s on one GPU"
     head = (f"{len(tasks)} training tasks (a run, or a configuration's seeds stacked), "
             f"{sum(tasks):,.0f} s in all, the longest {max(tasks):.0f} s, each timed while "
             f"{PER_GPU} shared the GPU; {took} ({how})") if tasks else ""
