@@ -24,6 +24,7 @@ from normsys.claims.experiments import SEQUENCES
 from normsys.claims.params import Variant, tiers, variant_tiers
 from normsys.claims.testing import (
     SMALL_CLASSIFIER,
+    left_untrained,
     small_classifier_accuracies,
     trained_and_untrained,
     unread_seeds,
@@ -318,13 +319,27 @@ def test_control_accuracy_rules_flip_between_a_trained_and_an_untrained_model(da
 PAIRED_ENCODERS = (LN_EXPRESSION, NONE_MEMORIZES, SCALE_NOT_AFFINE)
 
 
-@pytest.mark.parametrize("declared", [
-    pytest.param(d, marks=pytest.mark.control(d.id), id=d.id) for d in PAIRED_ENCODERS])
-def test_control_paired_encoder_rules_are_refuted_where_both_arms_take_layernorm(runs, declared):
-    """The claim's own encoders, reading and rule with LayerNorm in both arms, on seeds the claim
-    does not read: nothing is left between the arms, so a rule that one beats the other must
-    come out refuted. An arm given an edge its norm does not earn (trained longer, on other
-    rows, read at another point) would show here, as no record can."""
+@pytest.mark.parametrize("declared, variant", [
+    pytest.param(d, Variant(v), id=f"{d.id}{v}", marks=[pytest.mark.control(f"{d.id}{v}")]
+                 + ([pytest.mark.slow] if v in SLOW else []))
+    for d in PAIRED_ENCODERS
+    for v in (RUN_VARIANTS if d in (LN_EXPRESSION, NONE_MEMORIZES) else ("",))])
+def test_control_paired_encoder_rules_are_refuted_where_both_arms_take_layernorm(runs, declared,
+                                                                                 variant):
+    """The claim's own encoders (its variant's), reading and rule with LayerNorm in both arms, on
+    seeds the claim does not read: nothing is left between the arms, so a rule that one beats
+    the other must come out refuted. An arm given an edge its norm does not earn (trained
+    longer, on other rows, read at another point) would show here, as no record can."""
     same = declared.experiment.overridden({"model.norm": "layernorm"})
-    values = same.values(runs, unread_seeds(declared), "cpu")
+    values = same.values(runs, unread_seeds(declared), "cpu", variant)
+    assert declared.verdict(values).verdict == REFUTED
+
+
+@pytest.mark.control(TEST_ACC_VS_LN.claim)
+def test_control_scaled_l2_match_is_refuted_where_layernorm_is_left_untrained(runs):
+    """The claim's own encoders, reading and rule on seeds it does not read, with its LayerNorm
+    arm at learning rate 0 (left at its initialization, near chance on four classes): the two
+    accuracies lie far apart, so a rule that they match within 0.02 must come out refuted."""
+    declared = TEST_ACC_VS_LN.declaration
+    values = left_untrained(declared, "layernorm").values(runs, unread_seeds(declared), "cpu")
     assert declared.verdict(values).verdict == REFUTED

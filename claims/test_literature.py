@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 import pytest
 import torch
@@ -21,7 +20,7 @@ from normsys.claims import figures
 from normsys.claims.declaration import Arm, Declaration, Experiment, Statistic, metric
 from normsys.claims.experiments import CHAR_GPT, SEQUENCES
 from normsys.claims.params import tiers
-from normsys.claims.testing import CONTROL_SEEDS, unread_seeds
+from normsys.claims.testing import CONTROL_SEEDS, left_untrained, unread_seeds
 from normsys.claims.verdict import REFUTED, SUPPORTED, Rule
 from normsys.training import diagnostics as dg
 from normsys.training.config import RunConfig, preset
@@ -282,7 +281,5 @@ def test_control_equivalence_rules_are_refuted_where_layernorm_is_left_untrained
     at learning rate 0 (left at its initialization): the two validation losses lie far apart, so
     a rule that they match within 2% must come out refuted. A relative gap read at the wrong
     point, or either arm's loss read from the other, would show here as no record can."""
-    exp = declared.experiment
-    untrained = replace(exp, arms={**exp.arms, "LN": exp.arms["LN"].changed({"train.lr": 0.0})})
-    values = untrained.values(runs, unread_seeds(declared), "cpu")
+    values = left_untrained(declared, "LN").values(runs, unread_seeds(declared), "cpu")
     assert declared.verdict(values).verdict == REFUTED

@@ -6,6 +6,8 @@ draws shrink to constant rows, where eps dominates a norm).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 
 from normsys.training.config import preset
@@ -42,6 +44,15 @@ def unread_seeds(declared, n: int = 3) -> range:
 
     first = first_look("cpu", declared.seeds)
     return range(first, first + n)
+
+
+def left_untrained(declared, arm: str):
+    """A claim's (its Declaration's) experiment with ``arm`` at learning rate 0, left at its
+    initialization: for an equivalence claim, a case where the two arms cannot match."""
+    exp = declared.experiment
+    return replace(exp, arms={**exp.arms, arm: exp.arms[arm].changed({"train.lr": 0.0})})
+
+
 # a small classifier that learns in seconds: 2,000 MNIST rows, one epoch of the deep-dive MLP
 SMALL_CLASSIFIER = {"data.n_train": 2000, "data.n_test": 1000, "train.eval_train_rows": 1000,
                     "train.probe": ()}
