@@ -219,6 +219,9 @@ def test_none_memorizes(claim, runs, tier, variant):
     claim.check(runs)
 
 
+ACCURACY_CLAIMS = (LN_EXPRESSION, NONE_MEMORIZES)  # the claims run at RUN_VARIANTS
+
+
 SCALE_NOT_AFFINE = Declaration(
     "dm-scale-not-affine-explains-l2", Rule("test_acc", ">", 0.05),
     source="ours (scale confound)",
@@ -296,7 +299,7 @@ def test_control_rank_rules_flip_on_a_rank_collapsing_encoder(task_of, variant):
     assert isotropic.verdict([min_rho(p, rows=rows) for p in collapsed]).verdict == REFUTED
 
 
-@pytest.mark.control(*(f"{c.id}{v}" for c in (LN_EXPRESSION, NONE_MEMORIZES) for v in RUN_VARIANTS),
+@pytest.mark.control(*(f"{c.id}{v}" for c in ACCURACY_CLAIMS for v in RUN_VARIANTS),
                      SCALE_NOT_AFFINE.id, TEST_ACC_VS_LN.claim)
 def test_control_accuracy_rules_flip_between_a_trained_and_an_untrained_model(data_env, run):
     """The accuracy rules on test accuracy, and the memorization rule on the train-test gap, of a
@@ -323,7 +326,7 @@ PAIRED_ENCODERS = (LN_EXPRESSION, NONE_MEMORIZES, SCALE_NOT_AFFINE)
     pytest.param(d, Variant(v), id=f"{d.id}{v}", marks=[pytest.mark.control(f"{d.id}{v}")]
                  + ([pytest.mark.slow] if v in SLOW else []))
     for d in PAIRED_ENCODERS
-    for v in (RUN_VARIANTS if d in (LN_EXPRESSION, NONE_MEMORIZES) else ("",))])
+    for v in (RUN_VARIANTS if d in ACCURACY_CLAIMS else ("",))])
 def test_control_paired_encoder_rules_are_refuted_where_both_arms_take_layernorm(runs, declared,
                                                                                  variant):
     """The claim's own encoders (its variant's), reading and rule with LayerNorm in both arms, on

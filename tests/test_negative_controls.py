@@ -53,13 +53,13 @@ def test_a_control_catches_an_arm_given_an_edge_no_record_can_show(edge, monkeyp
     from dataclasses import replace
 
     from normsys.claims.runs import Runs
+    from normsys.claims.testing import arm_changed
 
     module, name, arm, override = EDGES[edge]
     claims = importlib.import_module(f"claims.{module}")
     declared = getattr(claims, name)
     declared = getattr(declared, "declaration", declared)  # a Statistic's claim
-    bugged = replace(declared, experiment=replace(declared.experiment, arms={
-        **declared.experiment.arms, arm: declared.experiment.arms[arm].changed(override)}))
+    bugged = replace(declared, experiment=arm_changed(declared, arm, override))
     fetch = Runs().runs
     with pytest.raises(AssertionError):
         if hasattr(claims, "SAME_NORM"):  # the deep dive's control takes the declaration

@@ -132,7 +132,7 @@ def test_each_experiment_holds_its_claims_settings():
                                                                               True, 10)
     assert ex.TANH_MLP.norm == "none" and not ex.TANH_MLP(0, "cpu")[0].model.residual
     g = char_gpt(1, **{"model.norm": "dyt", "model.attention": "sigmoid",
-                          "train.method": "fa", "train.steps": 7})
+                       "train.method": "fa", "train.steps": 7})
     assert (g.train.seed, g.model.norm, g.model.attention, g.train.method, g.train.steps) == \
         (1, "dyt", "sigmoid", "fa", 7)
     assert char_gpt(0).train.steps == 250 and char_gpt(0).model.attention == "softmax"

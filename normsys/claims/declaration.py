@@ -220,6 +220,7 @@ class Declaration:
         if len(set(texts.values())) > 1:
             raise ValueError(f"claim {self.id}: its statement quotes settings that differ by "
                              f"tier: " + "; ".join(f"{t}: {x}" for t, x in texts.items()))
+
     @property
     def rule(self) -> Rule:
         """The rule it is decided by: given on the value's name, its statistic written from the

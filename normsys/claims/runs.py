@@ -180,11 +180,11 @@ class Runs:
         (``submit``: how many, the return value); here ``train_planned`` trains them before the
         first claim starts (0 handed), where a run cache keeps them for the claims."""
         seen: set[RunConfig] = set()
-        groups = []
+        groups, cuda = [], self._cuda()
         for look in looks:
             new = [c for c in dict.fromkeys(look) if c not in seen]
             seen.update(new)
-            groups += seed_groups(new, self._cuda())
+            groups += seed_groups(new, cuda)
         groups.sort(key=lambda g: -group_seconds(g))  # stable
         if self.trainer is not None:
             return self.submit(groups)

@@ -46,11 +46,16 @@ def unread_seeds(declared, n: int = 3) -> range:
     return range(first, first + n)
 
 
-def left_untrained(declared, arm: str):
-    """A claim's (its Declaration's) experiment with ``arm`` at learning rate 0, left at its
-    initialization: for an equivalence claim, a case where the two arms cannot match."""
+def arm_changed(declared, arm: str, settings: dict):
+    """A claim's (its Declaration's) experiment with ``settings`` set in ``arm`` alone."""
     exp = declared.experiment
-    return replace(exp, arms={**exp.arms, arm: exp.arms[arm].changed({"train.lr": 0.0})})
+    return replace(exp, arms={**exp.arms, arm: exp.arms[arm].changed(settings)})
+
+
+def left_untrained(declared, arm: str):
+    """A claim's experiment with ``arm`` at learning rate 0, left at its initialization: for an
+    equivalence claim, a case where the two arms cannot match."""
+    return arm_changed(declared, arm, {"train.lr": 0.0})
 
 
 # a small classifier that learns in seconds: 2,000 MNIST rows, one epoch of the deep-dive MLP
