@@ -33,7 +33,7 @@ from pathlib import Path
 import torch
 
 from normsys import catalog, scorecard
-from normsys.claims import ledger, runtimes, usernorm
+from normsys.claims import report, runtimes, usernorm, verdict
 from normsys.claims.cache import check_folder
 from normsys.claims.progress import Progress, label
 from normsys.claims.report import write_check
@@ -282,11 +282,11 @@ def on_cluster(args: argparse.Namespace, plan: scorecard.Plan, specs: list[tuple
 
 def compare(args: argparse.Namespace) -> str:
     try:
-        header, rows, agreement = ledger.compare(ledger.records(args.ledger), args.tier,
+        header, rows, agreement = report.compare(verdict.records(args.ledger), args.tier,
                                                  args.columns)
-    except ledger.LedgerError as err:
+    except verdict.LedgerError as err:
         raise UsageError(str(err)) from None
-    table = ledger.as_markdown(header, rows) if args.markdown else ledger.as_text(header, rows)
+    table = report.as_markdown(header, rows) if args.markdown else report.as_text(header, rows)
     return f"{table}\n\n{agreement}"
 
 
@@ -318,8 +318,8 @@ def tables(args: argparse.Namespace) -> str:
         raise UsageError(f"--ledger {args.ledger}: no claim records there; give the folder of "
                          f"the records (claims/ledger/)")
     try:
-        page = ledger.docs(args.ledger, None if args.check else args.out.with_suffix(".png"))
-    except ledger.LedgerError as err:
+        page = report.docs(args.ledger, None if args.check else args.out.with_suffix(".png"))
+    except verdict.LedgerError as err:
         raise UsageError(str(err)) from None
     return written(args, page)
 

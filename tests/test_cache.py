@@ -384,7 +384,7 @@ def test_the_training_package_holds_everything_the_entry_points_import():
     # the learning rule's gradients and the probes, the step log: measured into every record
     assert {f"{cache.TRAINING}.{m}" for m in ("measure", "steplog", "train", "batched", "models",
                                               "tasks")} | {""} <= path
-    assert not {"report", "plugin", "ledger", "runs", "cache", "scorecard"} & path
+    assert not {"report", "plugin", "verdict", "runs", "cache", "scorecard"} & path
 
 
 def test_an_import_from_outside_the_training_package_is_found(tmp_path):
@@ -392,10 +392,10 @@ def test_an_import_from_outside_the_training_package_is_found(tmp_path):
 
     copy = package_copy(tmp_path)
     train = copy / cache.TRAINING / "train.py"
-    later = "\n\ndef later():\n    from normsys.claims.ledger import read\n"
+    later = "\n\ndef later():\n    from normsys.claims.report import docs\n"
     train.write_text(train.read_text() + later)
     outside = set(cache.imported_closure(cache.ENTRY_POINTS, copy)) - set(cache.training_path(copy))
-    assert {"claims.ledger", "claims.verdict"} <= outside  # and what it imports
+    assert {"claims.report", "claims.verdict"} <= outside  # and what it imports
 
 
 def test_the_key_follows_every_module_of_the_training_package_and_nothing_else(tmp_path):

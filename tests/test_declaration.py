@@ -334,9 +334,9 @@ def test_a_declared_claims_plan_is_every_run_its_record_says_it_fetched():
     the set of runs its test fetched when its verdict was recorded, figures' runs included: a
     run fetched outside the plan would train unplanned and uncounted. Checked against every
     entry that records its runs' fingerprint (entries imported from reports do not)."""
-    from normsys.claims import ledger, verdict
+    from normsys.claims import verdict
 
-    recorded = ledger.records(LEDGERS)
+    recorded = verdict.records(LEDGERS)
     checked = []
     for entry in catalog.entries():
         experiment = entry.declared.experiment
@@ -349,7 +349,7 @@ def test_a_declared_claims_plan_is_every_run_its_record_says_it_fetched():
                 settings, fingerprint = verdict.run_settings(planned)
                 assert fingerprint == was.settings_fingerprint, (
                     f"{cid} [{was.key}]: planned runs differ from those its entry records: "
-                    f"{ledger.setting_changes(was.settings, settings)}")
+                    f"{verdict.setting_changes(was.settings, settings)}")
                 checked.append(cid)
     assert len(set(checked)) >= 30
 

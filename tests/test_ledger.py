@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from normsys.__main__ import main
-from normsys.claims import ledger, verdict
+from normsys.claims import report, verdict
 from normsys.claims.verdict import Rule
 from normsys.training.config import preset
 
@@ -32,7 +32,7 @@ def entry(values=(0.92, 0.91, 0.93), rule=">= 0.8", device=AVX2, seeds=None, pla
     seeds = list(seeds if seeds is not None else range(len(values)))
     plan = list(plan or [len(values)])
     level = verdict.levels(plan)[plan.index(len(values))]
-    d = verdict.decide(ledger.parse_rule(rule), list(values), level)
+    d = verdict.decide(verdict.parse_rule(rule), list(values), level)
     fields = dict(tier="cpu", verdict=d.verdict, statistic="kappa", rule=rule, seeds=seeds,
                   values=list(values), mean=d.mean, low=d.low,
                   high=d.high, plan=plan, measured="2026-11-23 10:00",
@@ -42,10 +42,10 @@ def entry(values=(0.92, 0.91, 0.93), rule=">= 0.8", device=AVX2, seeds=None, pla
     return verdict.Verdict.of_entry({**fields, **changes})
 
 
-def record(*entries: verdict.Verdict, claim: str = "c-1") -> ledger.Record:
-    r = ledger.Record(claim)
+def record(*entries: verdict.Verdict, claim: str = "c-1") -> verdict.Record:
+    r = verdict.Record(claim)
     for e in entries:
-        r = ledger.recorded(r, e)
+        r = verdict.recorded(r, e)
     return r
 
 
@@ -55,20 +55,20 @@ def record(*entries: verdict.Verdict, claim: str = "c-1") -> ledger.Record:
 def test_write_then_read_round_trips_with_sorted_keys(tmp_path):
     r = record(entry(), entry(device=INTEL))
     path = tmp_path / "c-1.json"
-    ledger.write(path, r)
-    assert ledger.read(path) == r
+    verdict.write(path, r)
+    assert verdict.read(path) == r
     text = path.read_text()
     assert text == json.dumps(json.loads(text), indent=1, sort_keys=True) + "\n"
     assert text.index(f'"cpu | {AVX2}') < text.index(f'"cpu | {INTEL}')
-    assert ledger.read(tmp_path / "c-2.json") == ledger.Record("c-2")
+    assert verdict.read(tmp_path / "c-2.json") == verdict.Record("c-2")
 
 
 def test_an_entry_is_keyed_by_tier_environment_and_seed_plan():
     e = entry(plan=[3, 5, 8], seeds=[4, 5, 6])
     assert e.key == "cpu | cpu (AVX2, AMD), 1 thread(s), torch 2.13.0+cpu | seeds 4+, looks 3,5,8"
     assert e.environment == "cpu (AVX2, AMD), 1 thread(s), torch 2.13.0+cpu"
-    assert ledger.label(e) == "cpu (AVX2, AMD), seeds 4+ up to 8"
-    assert ledger.label(entry()) == "cpu (AVX2, AMD), seeds 0+"
+    assert verdict.label(e) == "cpu (AVX2, AMD), seeds 4+ up to 8"
+    assert verdict.label(entry()) == "cpu (AVX2, AMD), seeds 0+"
     amp = entry(device="NVIDIA H200", autocast="bfloat16", tier="paper")
     assert amp.key.startswith("paper | NVIDIA H200, 1 thread(s), torch 2.13.0+cpu, bfloat16 "
                               "autocast | ")
@@ -78,32 +78,32 @@ def test_an_entry_is_keyed_by_tier_environment_and_seed_plan():
 def test_a_damaged_file_is_an_error_naming_it(tmp_path, content):
     path = tmp_path / "c-1.json"
     path.write_text(content)
-    with pytest.raises(ledger.LedgerError, match=r"c-1\.json.*--claims-update"):
-        ledger.read(path)
+    with pytest.raises(verdict.LedgerError, match=r"c-1\.json.*--claims-update"):
+        verdict.read(path)
 
 
 def test_a_record_of_another_format_name_or_short_entry_is_one_clear_line(tmp_path):
     path = tmp_path / "c-1.json"
-    ledger.write(path, record(entry()))
+    verdict.write(path, record(entry()))
     body = json.loads(path.read_text())
     path.write_text(json.dumps({**body, "format": 1}))
-    with pytest.raises(ledger.LedgerError, match="is format 1; this normsys .* reads format 2"):
-        ledger.read(path)
+    with pytest.raises(verdict.LedgerError, match="is format 1; this normsys .* reads format 2"):
+        verdict.read(path)
     path.write_text(json.dumps({**body, "claim": "c-2"}))
-    with pytest.raises(ledger.LedgerError, match="holds claim 'c-2': a record's file is named"):
-        ledger.read(path)
+    with pytest.raises(verdict.LedgerError, match="holds claim 'c-2': a record's file is named"):
+        verdict.read(path)
     (k, e), = body["entries"].items()
     del e["values"]
     path.write_text(json.dumps(body))
-    with pytest.raises(ledger.LedgerError, match=f"entry '{k}' lacks values"):
-        ledger.read(path)
+    with pytest.raises(verdict.LedgerError, match=f"entry '{k}' lacks values"):
+        verdict.read(path)
 
 
 # ----------------------------------------------------------------------------- an entry follows
 
 
 def test_every_committed_record_follows_from_itself():
-    recs = ledger.records(COMMITTED)
+    recs = verdict.records(COMMITTED)
     assert len(recs) >= 47 and all(r.reference.get("cpu") for r in recs.values())
     assert all(r.registered and r.of("cpu") for r in recs.values())
 
@@ -119,12 +119,12 @@ def test_every_committed_record_follows_from_itself():
 def test_an_entry_that_does_not_follow_from_itself_is_an_error_naming_it(tmp_path, edit, says):
     """A verdict, threshold, mean or value edited by hand no longer follows from the rest."""
     e = entry((0.5, 0.6, 0.7), ">= 0.55")
-    assert e.verdict == "inconclusive" and ledger.follows(e) == ""
+    assert e.verdict == "inconclusive" and verdict.follows(e) == ""
     bad = replace(e, **edit)
-    assert says in ledger.follows(bad)
-    r = ledger.Record("c-1", {bad.key: bad}, {"cpu": bad.key}, bad.full_rule)
-    with pytest.raises(ledger.LedgerError, match=r"entry '.*' of c-1 does not follow"):
-        ledger.verify(r, tmp_path / "c-1.json")
+    assert says in verdict.follows(bad)
+    r = verdict.Record("c-1", {bad.key: bad}, {"cpu": bad.key}, bad.full_rule)
+    with pytest.raises(verdict.LedgerError, match=r"entry '.*' of c-1 does not follow"):
+        verdict.verify(r, tmp_path / "c-1.json")
 
 
 def test_an_entry_that_took_more_looks_than_its_values_needed_does_not_follow():
@@ -132,9 +132,9 @@ def test_an_entry_that_took_more_looks_than_its_values_needed_does_not_follow():
     decision (the earlier look's level: verdict.levels)."""
     values = [1.0, 1.3, 0.7, 1.0, 1.01, 1.0, 0.99, 1.02]
     decided = entry(values[:5], "> 0.5", plan=[3, 5, 8])
-    assert decided.verdict == "supported" and ledger.follows(decided) == ""
+    assert decided.verdict == "supported" and verdict.follows(decided) == ""
     late = entry(values, "> 0.5", plan=[3, 5, 8])
-    assert ledger.follows(late).endswith("its values decide at the look of 5 seeds, yet it "
+    assert verdict.follows(late).endswith("its values decide at the look of 5 seeds, yet it "
                                          "took 8")
 
 
@@ -143,8 +143,8 @@ def test_an_entry_that_took_more_looks_than_its_values_needed_does_not_follow():
     ("within (-0.1, 0.1)", Rule("", "within", (-0.1, 0.1))),
     ("all of 3: >= 0.5", Rule("", ">=", 0.5)), ("all of 2 (Holm): < 1", Rule("", "<", 1.0))])
 def test_an_entry_rule_reads_back_as_the_rule_that_wrote_it(text, rule):
-    assert ledger.parse_rule(text) == rule
-    assert ledger.parse_rule(text).text == re.sub(r"^all of \d+( \(Holm\))?: ", "", text)
+    assert verdict.parse_rule(text) == rule
+    assert verdict.parse_rule(text).text == re.sub(r"^all of \d+( \(Holm\))?: ", "", text)
 
 
 def test_an_all_of_entry_follows_at_its_family_level_only_when_its_rule_says_holm():
@@ -157,14 +157,14 @@ def test_an_all_of_entry_follows_at_its_family_level_only_when_its_rule_says_hol
     old = entry(values, "all of 2: < 1.5", verdict="refuted", low=at95.low, high=at95.high)
     holm = entry(values, "all of 2 (Holm): < 1.5", verdict="refuted", low=at95.low,
                  high=at95.high)
-    assert ledger.family(old.rule) == 1 and ledger.family(holm.rule) == 2
-    assert ledger.follows(old) == ""
-    assert ledger.follows(holm) == "verdict recorded refuted, its values decide inconclusive"
+    assert verdict.family(old.rule) == 1 and verdict.family(holm.rule) == 2
+    assert verdict.follows(old) == ""
+    assert verdict.follows(holm) == "verdict recorded refuted, its values decide inconclusive"
 
 
 def test_an_unknown_rule_text_is_an_error():
-    with pytest.raises(ledger.LedgerError, match="not a rule normsys writes"):
-        ledger.parse_rule("about 3")
+    with pytest.raises(verdict.LedgerError, match="not a rule normsys writes"):
+        verdict.parse_rule("about 3")
 
 
 # ----------------------------------------------------------------------------- amendments
@@ -174,9 +174,9 @@ def test_a_claims_first_entry_registers_its_rule_and_a_changed_rule_needs_an_ame
     r = record(entry())
     assert r.registered == "kappa >= 0.8" and r.rule == "kappa >= 0.8" and not r.amendments
     moved = entry(rule=">= 0.9", device=INTEL)
-    with pytest.raises(ledger.LedgerError, match="a changed rule is an amendment"):
-        ledger.recorded(r, moved)
-    amended = ledger.recorded(r, moved, amend="the paper's own threshold")
+    with pytest.raises(verdict.LedgerError, match="a changed rule is an amendment"):
+        verdict.recorded(r, moved)
+    amended = verdict.recorded(r, moved, amend="the paper's own threshold")
     a, = amended.amendments
     assert (a.old, a.new, a.reason) == ("kappa >= 0.8", "kappa >= 0.9", "the paper's own threshold")
     assert amended.rule == "kappa >= 0.9" and amended.registered == "kappa >= 0.8"
@@ -191,15 +191,15 @@ def test_a_second_plan_of_looks_over_the_seeds_an_entry_decided_on_is_refused():
     entries of their own."""
     r = record(entry())
     more = entry(values=(0.92, 0.91, 0.93, 0.9, 0.94), plan=[3, 5, 8])
-    with pytest.raises(ledger.LedgerError, match=re.escape(
+    with pytest.raises(verdict.LedgerError, match=re.escape(
             "c-1: its record holds cpu | cpu (AVX2, AMD), 1 thread(s), torch 2.13.0+cpu | seeds "
             "0+, looks 3, decided on seeds 0-2; a second plan of looks over the same seeds (seeds "
             "0+, looks 3,5,8) would spend a fresh error budget on values already seen. Replicate "
             "on fresh seeds instead (--claims-seed-offset 3), an entry judged on its own")):
-        ledger.recorded(r, more)
-    again = ledger.recorded(r, entry(code="n3w"))
-    elsewhere = ledger.recorded(r, entry(device=INTEL, plan=[3, 5, 8]))
-    fresh = ledger.recorded(r, entry(seeds=[3, 4, 5, 6, 7], plan=[3, 5, 8],
+        verdict.recorded(r, more)
+    again = verdict.recorded(r, entry(code="n3w"))
+    elsewhere = verdict.recorded(r, entry(device=INTEL, plan=[3, 5, 8]))
+    fresh = verdict.recorded(r, entry(seeds=[3, 4, 5, 6, 7], plan=[3, 5, 8],
                                      values=(0.92, 0.91, 0.93, 0.9, 0.94)))
     assert (len(again.entries), len(elsewhere.entries), len(fresh.entries)) == (1, 2, 2)
 
@@ -208,20 +208,20 @@ def test_a_rule_neither_registered_nor_amended_is_an_error(tmp_path):
     """The threshold edited in the claim and its record by hand, with no amendment."""
     e = entry()
     edited = entry(rule=">= 0.7")
-    r = ledger.Record("c-1", {edited.key: edited}, {"cpu": edited.key}, e.full_rule)
-    with pytest.raises(ledger.LedgerError, match="neither the registered rule .* nor an "
+    r = verdict.Record("c-1", {edited.key: edited}, {"cpu": edited.key}, e.full_rule)
+    with pytest.raises(verdict.LedgerError, match="neither the registered rule .* nor an "
                                                  "amendment's: a changed rule is recorded with "
                                                  "--claims-amend"):
-        ledger.verify(r, tmp_path / "c-1.json")
-    chain = ledger.Record("c-1", {e.key: e}, {"cpu": e.key}, e.full_rule,
-                          [ledger.Amendment("2026-11-27", "kappa >= 0.7", "kappa >= 0.9", "x")])
-    with pytest.raises(ledger.LedgerError, match="starts from 'kappa >= 0.7', but the rule "
+        verdict.verify(r, tmp_path / "c-1.json")
+    chain = verdict.Record("c-1", {e.key: e}, {"cpu": e.key}, e.full_rule,
+                          [verdict.Amendment("2026-11-27", "kappa >= 0.7", "kappa >= 0.9", "x")])
+    with pytest.raises(verdict.LedgerError, match="starts from 'kappa >= 0.7', but the rule "
                                                  "before it is 'kappa >= 0.8'"):
-        ledger.verify(chain, tmp_path / "c-1.json")
+        verdict.verify(chain, tmp_path / "c-1.json")
 
 
 def test_a_fresh_run_under_a_rule_other_than_the_records_fails_naming_the_amendment():
-    judged = ledger.judge(record(entry()), entry(rule=">= 0.7"))
+    judged = verdict.judge(record(entry()), entry(rule=">= 0.7"))
     assert judged.fails and "but the record holds 'kappa >= 0.8': a changed rule is an " \
                              "amendment, recorded with --claims-update --claims-amend" \
         in judged.message
@@ -251,7 +251,7 @@ def test_no_records_registered_rule_was_edited_since_it_was_first_committed():
     if not any(v is not None for v in seen.values()):
         pytest.skip("no git history of claims/ledger here")
     edited = [p.stem for p, first in seen.items()
-              if first is not None and first != ledger.read(p).registered]
+              if first is not None and first != verdict.read(p).registered]
     assert not edited, f"registered rules edited after their first commit: {edited}"
 
 
@@ -259,7 +259,7 @@ def test_no_records_registered_rule_was_edited_since_it_was_first_committed():
 
 
 def test_the_same_per_seed_values_here_are_the_same():
-    judged = ledger.judge(record(entry()), entry())
+    judged = verdict.judge(record(entry()), entry())
     assert judged.status == "same" and not judged.fails
     assert judged.message == "record (cpu (AVX2, AMD), 1 thread(s), torch 2.13.0+cpu): " \
                              "supported 0.92 [0.8952, 0.9448] seeds 0-2 (2026-11-23, a59fd79); " \
@@ -269,7 +269,7 @@ def test_the_same_per_seed_values_here_are_the_same():
 def test_one_value_moved_by_a_thousandth_fails_naming_the_largest_change_and_the_command():
     """A reader's value times 1.001 on the machine kind that recorded the claim."""
     r = record(entry((0.82, 0.81, 0.83)))
-    judged = ledger.judge(r, entry((0.82 * 1.001, 0.81 * 1.001, 0.83)))
+    judged = verdict.judge(r, entry((0.82 * 1.001, 0.81 * 1.001, 0.83)))
     assert judged.fails and judged.status == "changed"
     assert f"per-seed values differ at 2 seed(s), the largest seed 0: 0.82 -> {0.82 * 1.001!r}" \
         in judged.message
@@ -277,23 +277,23 @@ def test_one_value_moved_by_a_thousandth_fails_naming_the_largest_change_and_the
                                    "--claims-update")
     # the smallest change a float can make
     nudged = entry((math.nextafter(0.82, 1), 0.81, 0.83))
-    assert ledger.judge(r, nudged).fails
+    assert verdict.judge(r, nudged).fails
 
 
 def test_what_a_claim_was_decided_under_is_part_of_it():
     """Another statistic is another rule; other run settings on the same key fail naming them;
     other seeds are another key, not recorded."""
     r = record(entry())
-    assert ledger.judge(r, entry(statistic="kappa_2")).fails
+    assert verdict.judge(r, entry(statistic="kappa_2")).fails
     longer, _ = verdict.run_settings([SMALL.override(**{"train.steps": 12})])
-    judged = ledger.judge(r, entry(settings=longer, settings_fingerprint="f" * 16))
+    judged = verdict.judge(r, entry(settings=longer, settings_fingerprint="f" * 16))
     assert judged.fails and "settings: train.steps 3 -> 12" in judged.message
-    assert ledger.judge(r, entry(seeds=[3, 4, 5])).status == "unrecorded"
+    assert verdict.judge(r, entry(seeds=[3, 4, 5])).status == "unrecorded"
 
 
 def test_a_verdict_moved_with_its_values_says_both():
     r = record(entry())
-    judged = ledger.judge(r, entry((0.92, 0.7, 0.9)))
+    judged = verdict.judge(r, entry((0.92, 0.7, 0.9)))
     assert judged.fails and "now: inconclusive" in judged.message
     assert "verdict recorded supported" in judged.message
 
@@ -310,29 +310,29 @@ def two_environments(shift: float = 0.0):
 
 def test_another_environment_is_held_to_the_reference_within_the_claims_own_bound():
     r = two_environments()
-    nz = ledger.noise(r, "cpu")
+    nz = verdict.noise(r, "cpu")
     assert nz.measured and nz.df == 3 and nz.sd == pytest.approx(math.sqrt(
         (3 * 2 * 0.0025 ** 2) / 3))
     bound = nz.bound(3)
-    assert bound == pytest.approx(ledger.t_quantile(3, 1 - ledger.ALPHA_ACROSS) * nz.sd *
+    assert bound == pytest.approx(verdict.t_quantile(3, 1 - verdict.ALPHA_ACROSS) * nz.sd *
                                   math.sqrt(2 / 3))
-    near = ledger.judge(r, entry((0.901, 0.921, 0.939), "> 0.5", device=AVX2))
+    near = verdict.judge(r, entry((0.901, 0.921, 0.939), "> 0.5", device=AVX2))
     assert near.status == "across" and not near.fails
     assert near.message.startswith("reference (cpu (AVX512, AMD), 1 thread(s), torch "
                                    "2.13.0+cpu): supported")
-    far = ledger.judge(r, entry(tuple(v + 1.2 * bound for v in (0.90, 0.92, 0.94)), "> 0.5",
+    far = verdict.judge(r, entry(tuple(v + 1.2 * bound for v in (0.90, 0.92, 0.94)), "> 0.5",
                                 device=AVX2))
     assert far.fails and "beyond this claim's bound across environments" in far.message
 
 
 def test_across_a_decisive_flip_fails_and_a_move_to_inconclusive_within_the_bound_passes():
     wide = record(entry((0.1, 0.9, 0.5), "> 0.45", device="cpu (AVX512, AMD)"))  # seeds' spread
-    assert not ledger.noise(wide, "cpu").measured
-    moved = ledger.judge(wide, entry((0.1, 0.9, 0.52), "> 0.45", device=AVX2))
-    assert moved.status in ("across", ledger.MOVED) and not moved.fails
+    assert not verdict.noise(wide, "cpu").measured
+    moved = verdict.judge(wide, entry((0.1, 0.9, 0.52), "> 0.45", device=AVX2))
+    assert moved.status in ("across", verdict.MOVED) and not moved.fails
     flip_base = record(entry((0.7, 0.72, 0.74), "> 0.45", device="cpu (AVX512, AMD)"))
-    flipped = ledger.judge(flip_base, entry((0.2, 0.21, 0.22), "> 0.45", device=AVX2))
-    assert ledger.noise(flip_base, "cpu").bound(3) > 0.5  # within the bound: the flip decides
+    flipped = verdict.judge(flip_base, entry((0.2, 0.21, 0.22), "> 0.45", device=AVX2))
+    assert verdict.noise(flip_base, "cpu").bound(3) > 0.5  # within the bound: the flip decides
     assert flipped.fails and "a decisive flip" in flipped.message
 
 
@@ -344,25 +344,25 @@ def test_a_stale_entry_here_is_judged_as_another_environment_and_all_stale_is_un
     new_there = entry((0.91, 0.93, 0.95), "> 0.5", device=INTEL, code="new")
     r = record(old_here, new_there)
     assert r.reference["cpu"] == new_there.key  # the reference moved to the current code's
-    judged = ledger.judge(r, entry((0.911, 0.929, 0.951), "> 0.5", code="new"))
-    assert judged.status in ("across", ledger.MOVED) and "other training code" in judged.message
-    nobody = ledger.judge(record(old_here), entry((0.9, 0.92, 0.94), "> 0.5", code="new"))
+    judged = verdict.judge(r, entry((0.911, 0.929, 0.951), "> 0.5", code="new"))
+    assert judged.status in ("across", verdict.MOVED) and "other training code" in judged.message
+    nobody = verdict.judge(record(old_here), entry((0.9, 0.92, 0.94), "> 0.5", code="new"))
     assert nobody.status == "unrecorded" and "made by this training code" in nobody.message
 
 
 def test_no_record_of_the_tier_is_new_and_other_seeds_are_unrecorded():
-    assert ledger.judge(ledger.Record("c-1"), entry()).status == "new"
-    other = ledger.judge(record(entry()), entry(seeds=[3, 4, 5], device=INTEL))
+    assert verdict.judge(verdict.Record("c-1"), entry()).status == "new"
+    other = verdict.judge(record(entry()), entry(seeds=[3, 4, 5], device=INTEL))
     assert other.status == "unrecorded" and "on seeds 3+" in other.message
 
 
 def test_a_claim_recorded_on_one_environment_is_bounded_by_its_seeds_spread():
     one = record(entry((0.5, 0.6, 0.7), "> 0.1"))
-    nz = ledger.noise(one, "cpu")
+    nz = verdict.noise(one, "cpu")
     assert not nz.measured and nz.df == 2 and nz.sd == pytest.approx(0.1)
     identical = record(entry((0.5, 0.6, 0.7), "> 0.1"), entry((0.5, 0.6, 0.7), "> 0.1",
                                                                device=INTEL))
-    zero = ledger.noise(identical, "cpu")
+    zero = verdict.noise(identical, "cpu")
     assert zero.measured and zero.sd == 0 and zero.bound(3) == pytest.approx(0.7e-6)
 
 
@@ -370,20 +370,20 @@ def test_a_claim_recorded_on_one_environment_is_bounded_by_its_seeds_spread():
 
 
 def test_the_false_alarm_rate_of_a_whole_cpu_tier_run_on_a_new_cpu_is_at_most_one_percent():
-    recs = ledger.records(COMMITTED)
-    assert len(recs) * ledger.ALPHA_ACROSS <= 0.01  # the union bound: up to 100 claims
-    assert ledger.false_alarm(recs, "cpu") <= 0.01
-    assert ledger.false_alarm_resampled(recs, "cpu") <= 0.01
+    recs = verdict.records(COMMITTED)
+    assert len(recs) * verdict.ALPHA_ACROSS <= 0.01  # the union bound: up to 100 claims
+    assert report.false_alarm(recs, "cpu") <= 0.01
+    assert report.false_alarm_resampled(recs, "cpu") <= 0.01
 
 
 def test_the_stated_detectable_shift_is_detected_95_percent_of_the_time():
     """For every CPU claim, simulated apart from the page's own draws: a shift of its mean by
     the stated amount is found beyond its bound 95% of the time; half of it far less often."""
-    recs = ledger.records(COMMITTED)
+    recs = verdict.records(COMMITTED)
     gen = np.random.default_rng(1)
     for cid, r in recs.items():
         ref = r.entries[r.reference["cpu"]]
-        nz, n = ledger.noise(r, "cpu"), len(ref.seeds)
+        nz, n = verdict.noise(r, "cpu"), len(ref.seeds)
         shift = nz.detectable(n)
         draws = gen.normal(0, nz.sd * math.sqrt(2 / n), 20_000)
         found = np.mean(np.abs(draws + shift) > nz.bound(n))
@@ -394,16 +394,16 @@ def test_a_one_line_bug_on_another_cpu_fails_whenever_beyond_the_claims_bound():
     """The reader's values times 1.001 on a CPU with no entry: judged across, it fails wherever
     the shift of the mean lies beyond the claim's bound, and elsewhere only by a decisive flip."""
     caught = 0
-    for r in ledger.records(COMMITTED).values():
+    for r in verdict.records(COMMITTED).values():
         ref = r.entries[r.reference["cpu"]]
         values = [v * 1.001 for v in ref.values]
-        d = verdict.decide(ledger.parse_rule(ref.rule), values, ref.confidence)
+        d = verdict.decide(verdict.parse_rule(ref.rule), values, ref.confidence)
         bug = replace(ref, values=values, verdict=d.verdict, mean=d.mean,
                       low=d.low, high=d.high, device="cpu (AVX2, Intel)")
         shift = abs(math.fsum(b - a for a, b in zip(ref.values, values, strict=True)) /
                     len(values))
-        judged = ledger.judge(r, bug)
-        if shift > ledger.noise(r, "cpu").bound(len(values)):
+        judged = verdict.judge(r, bug)
+        if shift > verdict.noise(r, "cpu").bound(len(values)):
             assert judged.fails and "beyond this claim's bound" in judged.message, r.claim
             caught += 1
         else:
@@ -412,7 +412,7 @@ def test_a_one_line_bug_on_another_cpu_fails_whenever_beyond_the_claims_bound():
 
 
 def test_the_verdict_page_is_what_the_committed_records_make():
-    assert (ROOT / "docs" / "verdicts.md").read_text() == ledger.docs(COMMITTED), \
+    assert (ROOT / "docs" / "verdicts.md").read_text() == report.docs(COMMITTED), \
         "docs/verdicts.md is stale: run python -m normsys tables"
 
 
@@ -423,42 +423,42 @@ def test_a_session_writes_each_claims_record_and_deletes_those_of_gone_claims(tm
     def Result(cid, e):  # a session's result: the claim's verdict, to be recorded
         return replace(e, id=cid, ledger="updated")
 
-    ledgers = ledger.Ledgers(tmp_path, update=True)
-    ledger.write(tmp_path / "c-gone.json", record(entry(), claim="c-gone"))
-    ledgers.stale = ledger.stale(tmp_path, {"c-1", "c-2"})
+    ledgers = verdict.Ledgers(tmp_path, update=True)
+    verdict.write(tmp_path / "c-gone.json", record(entry(), claim="c-gone"))
+    ledgers.stale = verdict.stale(tmp_path, {"c-1", "c-2"})
     assert ledgers.stale == ["c-gone"]
     lines = ledgers.write([Result("c-1", entry()), Result("c-2", entry(device=INTEL))])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c-1.json", "c-2.json"]
     assert lines[0] == f"deleted {tmp_path / 'c-gone.json'}: no claim c-gone is defined"
-    assert ledger.read(tmp_path / "c-2.json").reference == {"cpu": entry(device=INTEL).key}
+    assert verdict.read(tmp_path / "c-2.json").reference == {"cpu": entry(device=INTEL).key}
     # a second environment adds its entry beside the first; the reference stays
     ledgers.write([Result("c-1", entry(device=INTEL))])
-    r = ledger.read(tmp_path / "c-1.json")
+    r = verdict.read(tmp_path / "c-1.json")
     assert len(r.entries) == 2 and r.reference == {"cpu": entry().key}
 
 
 def test_replication_counts_independent_seed_sets_and_environments_with_numbers_of_their_own():
-    one = ledger.replication(record(entry()), "cpu")
-    assert one.word == ledger.UNREPLICATED and (one.environments, one.seed_sets) == (1, 1)
+    one = verdict.replication(record(entry()), "cpu")
+    assert one.word == verdict.UNREPLICATED and (one.environments, one.seed_sets) == (1, 1)
     # another CPU kind giving the same values bit for bit: the same numbers, one environment
-    same = ledger.replication(record(entry(), entry(device=INTEL)), "cpu")
-    assert same.word == ledger.UNREPLICATED and (same.environments, same.seed_sets) == (1, 1)
-    other = ledger.replication(record(entry(), entry((0.92, 0.9101, 0.93), device=INTEL)), "cpu")
-    assert other.word == ledger.REPRODUCED and (other.environments, other.seed_sets) == (2, 1)
-    fresh = ledger.replication(record(entry(), entry((0.93, 0.92, 0.94), seeds=[3, 4, 5])), "cpu")
-    assert fresh.word == ledger.REPLICATED and (fresh.environments, fresh.seed_sets) == (1, 2)
-    fragile = ledger.replication(record(entry(), entry((0.92, 0.7, 0.9), device=INTEL)), "cpu")
-    assert fragile.word == ledger.FRAGILE
+    same = verdict.replication(record(entry(), entry(device=INTEL)), "cpu")
+    assert same.word == verdict.UNREPLICATED and (same.environments, same.seed_sets) == (1, 1)
+    other = verdict.replication(record(entry(), entry((0.92, 0.9101, 0.93), device=INTEL)), "cpu")
+    assert other.word == verdict.REPRODUCED and (other.environments, other.seed_sets) == (2, 1)
+    fresh = verdict.replication(record(entry(), entry((0.93, 0.92, 0.94), seeds=[3, 4, 5])), "cpu")
+    assert fresh.word == verdict.REPLICATED and (fresh.environments, fresh.seed_sets) == (1, 2)
+    fragile = verdict.replication(record(entry(), entry((0.92, 0.7, 0.9), device=INTEL)), "cpu")
+    assert fragile.word == verdict.FRAGILE
     assert fragile.line() == "fragile (1 independent seed set, 2 numeric environments): " \
                              "supported (cpu (AVX2, AMD), seeds 0+), inconclusive " \
                              "(cpu (AVX512, Intel), seeds 0+)"
-    contra = ledger.replication(record(entry(), entry((0.1, 0.11, 0.12), seeds=[3, 4, 5])),
+    contra = verdict.replication(record(entry(), entry((0.1, 0.11, 0.12), seeds=[3, 4, 5])),
                                 "cpu")
-    assert contra.word == ledger.CONTRADICTED and contra.seed_sets == 2
-    opened = ledger.replication(record(entry((0.92, 0.7, 0.9)), entry((0.9, 0.7, 0.92),
+    assert contra.word == verdict.CONTRADICTED and contra.seed_sets == 2
+    opened = verdict.replication(record(entry((0.92, 0.7, 0.9)), entry((0.9, 0.7, 0.92),
                                                                        seeds=[3, 4, 5])), "cpu")
-    assert opened.word == ledger.OPEN and opened.seed_sets == 2
-    assert ledger.replication(record(entry()), "paper") is None
+    assert opened.word == verdict.OPEN and opened.seed_sets == 2
+    assert verdict.replication(record(entry()), "paper") is None
 
 
 @pytest.mark.parametrize("sets,independent", [
@@ -467,28 +467,28 @@ def test_replication_counts_independent_seed_sets_and_environments_with_numbers_
     ([[0, 1, 2], [2, 3, 4], [5, 6, 7]], 2), ([[0, 1], [2, 3], [4, 5], [1, 2, 3, 4]], 3),
     ([], 0)])
 def test_independent_seed_sets_are_the_most_that_share_no_seed(sets, independent):
-    assert ledger.independent_seed_sets(sets) == independent
+    assert verdict.independent_seed_sets(sets) == independent
 
 
 def small_records(tmp_path):
     for cid, es in {"c-1": [entry(), entry(device=INTEL)],
                     "c-2": [entry((0.1, 0.11, 0.12)), entry(device=INTEL)],
                     "c-only-a": [entry()]}.items():
-        ledger.write(tmp_path / f"{cid}.json", record(*es, claim=cid))
+        verdict.write(tmp_path / f"{cid}.json", record(*es, claim=cid))
     return tmp_path
 
 
 def test_compare_counts_agreement_and_decisive_flips(tmp_path):
-    recs = ledger.records(small_records(tmp_path))
-    header, rows, line = ledger.compare(recs, "cpu")
+    recs = verdict.records(small_records(tmp_path))
+    header, rows, line = report.compare(recs, "cpu")
     assert header == ["claim", "cpu (AVX2, AMD), seeds 0+: verdict", "mean [95% CI]", "seeds",
                       "cpu (AVX512, Intel), seeds 0+: verdict", "mean [95% CI]", "seeds"]
     assert rows[0] == ["c-1", "supported", "0.92 [0.8952, 0.9448]", "0-2",
                        "supported", "0.92 [0.8952, 0.9448]", "0-2"]
     assert rows[-1][4:] == ["-", "", ""]
     assert line == "1 of 2 agree; 1 decisive flips (c-2); 1 claims not in every column"
-    with pytest.raises(ledger.LedgerError, match="no entries of the cpu tier under nope"):
-        ledger.compare(recs, "cpu", ["nope"])
+    with pytest.raises(verdict.LedgerError, match="no entries of the cpu tier under nope"):
+        report.compare(recs, "cpu", ["nope"])
 
 
 def test_compare_command_prints_the_table_and_markdown(tmp_path, capsys):
@@ -510,7 +510,7 @@ def test_tables_write_the_page_and_its_figure_and_check_it(tmp_path, capsys):
     common = ["tables", "--ledger", str(folder), "--out", str(out)]
     assert main([*common, "--check"]) == 1
     assert "verdicts.md is stale: run python -m normsys tables" in capsys.readouterr().err
-    assert main(common) == 0 and out.read_text() == ledger.docs(folder)
+    assert main(common) == 0 and out.read_text() == report.docs(folder)
     assert (tmp_path / "verdicts.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert main([*common, "--check"]) == 0
     page = out.read_text()
@@ -520,30 +520,30 @@ def test_tables_write_the_page_and_its_figure_and_check_it(tmp_path, capsys):
 
 
 def test_the_page_shows_an_amendment_beside_its_verdict(tmp_path):
-    r = ledger.recorded(record(entry()), entry(rule=">= 0.81", device=INTEL), amend="why not")
-    ledger.write(tmp_path / "c-1.json", r)
-    page = ledger.docs(tmp_path)
+    r = verdict.recorded(record(entry()), entry(rule=">= 0.81", device=INTEL), amend="why not")
+    verdict.write(tmp_path / "c-1.json", r)
+    page = report.docs(tmp_path)
     assert f"| `c-1` | supported (cpu (AVX512, Intel), seeds 0+)<br>*amended " \
            f"{r.amendments[0].date}: kappa >= 0.8 -> kappa >= 0.81 (why not)* |" in page
 
 
 def test_scaled_puts_every_threshold_at_zero_with_the_claimed_side_right():
     above = entry((0.9, 1.0, 1.1), "> 0.5")
-    mid, lo, hi = ledger.scaled(above)
+    mid, lo, hi = report.scaled(above)
     assert mid == pytest.approx(1.0) and lo < mid < hi
     below = entry((0.2, 0.3, 0.25), "< 0.5")
-    assert ledger.scaled(below)[0] == pytest.approx(0.5)
+    assert report.scaled(below)[0] == pytest.approx(0.5)
     band = entry((0.0, 0.01, -0.01), "within (-0.1, 0.1)")
-    mid, lo, hi = ledger.scaled(band)
+    mid, lo, hi = report.scaled(band)
     assert mid == pytest.approx(1.0) and hi == 1.0 and 0 < lo < 1
     zero = entry((0.2, 0.3, 0.25), "> 0")
-    assert ledger.scaled(zero)[0] == pytest.approx(0.25)
+    assert report.scaled(zero)[0] == pytest.approx(0.25)
 
 
 def test_stale_records_are_those_of_claims_no_longer_defined(tmp_path):
     small_records(tmp_path)
-    assert ledger.stale(tmp_path, {"c-1", "c-2"}) == ["c-only-a"]
-    assert ledger.stale(tmp_path, {"c-1", "c-2", "c-only-a", "c-3"}) == []
+    assert verdict.stale(tmp_path, {"c-1", "c-2"}) == ["c-only-a"]
+    assert verdict.stale(tmp_path, {"c-1", "c-2", "c-only-a", "c-3"}) == []
 
 
 def test_run_settings_name_every_field_once_with_the_values_the_runs_take():
@@ -566,22 +566,22 @@ def test_settings_that_pair_otherwise_fail_by_their_fingerprint():
         [SMALL.override(**{"model.norm": n, "train.steps": t}) for n, t in p])
     before, after = pairs(("layernorm", 3), ("rmsnorm", 4)), pairs(("layernorm", 4), ("rmsnorm", 3))
     assert before[0] == after[0] and before[1] != after[1]
-    judged = ledger.judge(record(entry(settings=before[0], settings_fingerprint=before[1])),
+    judged = verdict.judge(record(entry(settings=before[0], settings_fingerprint=before[1])),
                           entry(settings=after[0], settings_fingerprint=after[1]))
     assert judged.fails and (f"settings: the runs pair the same values otherwise (run configs "
                              f"recorded {before[1]}, now {after[1]})") in judged.message
     # an entry that predates recorded settings is compared on the rest
     older = record(entry(settings={}, settings_fingerprint=""))
-    assert ledger.judge(older, entry()).status == "same"
+    assert verdict.judge(older, entry()).status == "same"
 
 
 def test_setting_changes_list_the_first_few_and_count_the_rest():
     recorded = {f"train.f{i}": "1" for i in range(6)}
     now = {**{f"train.f{i}": "2" for i in range(6)}, "train.new": "x"}
     del now["train.f5"]
-    assert ledger.setting_changes(recorded, now) == [
+    assert verdict.setting_changes(recorded, now) == [
         "train.f0 1 -> 2", "train.f1 1 -> 2", "train.f2 1 -> 2", "train.f3 1 -> 2", "3 more"]
-    assert ledger.setting_changes(recorded, now, most=9)[-2:] == ["train.f5 1 -> absent",
+    assert verdict.setting_changes(recorded, now, most=9)[-2:] == ["train.f5 1 -> absent",
                                                                   "train.new absent -> x"]
 
 
@@ -597,8 +597,8 @@ def test_under_the_same_plan_the_look_a_claim_decided_at_is_no_change():
     values = [1.0, 1.01, 0.99, 1.0, 1.01]
     early = entry(values[:3], "> 0.99", plan=[3, 5, 8])
     later = entry(values, "> 0.99", plan=[3, 5, 8])
-    assert ledger.changes(early, later) == []
-    assert ledger.changes(entry(values[:3], "> 0.99"), later) == ["seeds: recorded 0-2, now 0-4"]
+    assert verdict.changes(early, later) == []
+    assert verdict.changes(entry(values[:3], "> 0.99"), later) == ["seeds: recorded 0-2, now 0-4"]
 
 
 def test_entries_of_unknown_code_stand_until_an_entry_of_known_code_is_recorded():
@@ -607,13 +607,13 @@ def test_entries_of_unknown_code_stand_until_an_entry_of_known_code_is_recorded(
     no machine kind is held to numbers only it could refresh."""
     old_a, old_b = entry(code=""), entry((0.93, 0.9, 0.94), device=INTEL, code="")
     r = record(old_a, old_b)
-    assert ledger.judge(r, entry(code="now")).status == "same"
-    assert ledger.judge(r, entry((0.93, 0.9, 0.94), device=INTEL, code="now")).status == "same"
-    r = ledger.recorded(r, entry(code="now"))  # recorded again here, the same values
+    assert verdict.judge(r, entry(code="now")).status == "same"
+    assert verdict.judge(r, entry((0.93, 0.9, 0.94), device=INTEL, code="now")).status == "same"
+    r = verdict.recorded(r, entry(code="now"))  # recorded again here, the same values
     assert r.reference["cpu"] == entry().key and r.made_by(r.entries[entry().key], "now")
     assert not r.made_by(r.entries[old_b.key], "now")
-    elsewhere = ledger.judge(r, entry((0.9301, 0.9, 0.94), device=INTEL, code="now"))
-    assert elsewhere.status in ("across", ledger.MOVED) and "other training code" in \
+    elsewhere = verdict.judge(r, entry((0.9301, 0.9, 0.94), device=INTEL, code="now"))
+    assert elsewhere.status in ("across", verdict.MOVED) and "other training code" in \
         elsewhere.message
 
 
@@ -626,11 +626,11 @@ def test_an_entry_read_takes_its_seed_count_and_the_level_of_its_look_from_itsel
     off_plan = verdict.Verdict.of_entry({**e.entry, "plan": [3, 8]})  # 5 seeds: no look of it
     assert math.isnan(off_plan.confidence)
     path = tmp_path / "c-1.json"
-    ledger.write(path, record(e))
+    verdict.write(path, record(e))
     body = json.loads(path.read_text())  # the entry, with its key, as a plan that took 3 and 8
     moved = {**body["entries"].pop(e.key), "plan": [3, 8]}
     body["entries"][off_plan.key] = moved
     body["reference"]["cpu"] = off_plan.key
     path.write_text(json.dumps(body))
-    with pytest.raises(ledger.LedgerError, match=r"5 seeds, a look its plan \[3, 8\] does not take"):
-        ledger.read(path)
+    with pytest.raises(verdict.LedgerError, match=r"5 seeds, a look its plan \[3, 8\] does not take"):
+        verdict.read(path)

@@ -64,12 +64,36 @@ def test_a_run_over_some_modules_replaces_theirs_and_keeps_the_others():
                        "claims.cache": {"not checked": 4}},
            "survived": [], "no tests": ["claims.test_b.x_h__mutmut_1"],
            "not checked": ["normsys.claims.cache.x_f__mutmut_9"]}
-    got = mr.merged(old, new, "claims.test_*")
+    got = mr.merged(old, new, ["claims.test_*"], {"claims.cache", "claims.test_a",
+                                                                "claims.test_b"})
     assert got["modules"] == {"claims.cache": {"killed": 3}, "claims.test_a": {"killed": 2},
                               "claims.test_b": {"no tests": 1}}
     assert got["survived"] == ["normsys.claims.cache.x_f__mutmut_1"]
     assert got["no tests"] == ["claims.test_b.x_h__mutmut_1"] and got["not checked"] == []
     assert (got["tool"], got["commit"], got["time"]) == ("m 2", "c1", "t1")
+
+
+def test_a_module_no_longer_mutated_leaves_the_record_with_its_mutants():
+    """Code moved to another module: the old module's results and mutants go; the new one's come
+    from the run that checked it."""
+    old = {"tool": "m 1", "date": "d0", "commit": "c0", "time": "t0",
+           "modules": {"claims.gone": {"killed": 3, "survived": 1}, "claims.kept": {"killed": 1}},
+           "survived": ["normsys.claims.gone.x_f__mutmut_1"], "no tests": [], "not checked": []}
+    new = {"tool": "m 2", "date": "d1", "commit": "c1", "time": "t1",
+           "modules": {"claims.moved": {"killed": 4}}, "survived": [], "no tests": [],
+           "not checked": []}
+    got = mr.merged(old, new, ["claims.moved", "claims.other"], {"claims.kept", "claims.moved"})
+    assert got["modules"] == {"claims.kept": {"killed": 1}, "claims.moved": {"killed": 4}}
+    assert got["survived"] == []
+
+
+def test_the_record_holds_every_module_mutmut_mutates_and_no_other():
+    """A module renamed, merged or added since the last run is in the record under its name
+    now, or the page shows results of code that no longer exists."""
+    results = json.loads(mr.RESULTS.read_text())
+    mutated = mr.mutated_modules()
+    assert {"claims.verdict", "training.train", "claims.test_literature"} <= mutated
+    assert set(results["modules"]) == mutated
 
 
 def test_every_test_the_mutation_run_deselects_exists():

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from normsys import catalog
-from normsys.claims import ledger
+from normsys.claims import verdict
 from normsys.claims.cache import code_digest
 from normsys.claims.declaration import Declaration
 from normsys.claims.verdict import decide
@@ -562,9 +562,9 @@ def test_a_recorded_refutation_does_not_hide_broken_code(run_claims):
     """A claim the ledger records as refuted that raises anything but its refutation fails."""
 
     run(run_claims, "--claims-update")
-    refuted = ledger.read(records(run_claims) / "c-refuted.json")
+    refuted = verdict.read(records(run_claims) / "c-refuted.json")
     refuted.claim = "c-error"
-    ledger.write(records(run_claims) / "c-error.json", refuted)
+    verdict.write(records(run_claims) / "c-error.json", refuted)
     result = run(run_claims, "-k", "c-error")
     result.assert_outcomes(failed=1)
     assert "KeyError" in result.stdout.str()
@@ -682,16 +682,16 @@ def test_claims_list_shows_what_each_claim_costs(tmp_path):
 
     assert looked().endswith("cost: 10 runs (9 cached; the others ~0.0 " + recorded)
     cid = "tc-residual-preserves-gradients"
-    was = ledger.read(root / "claims" / "ledger" / f"{cid}.json")
+    was = verdict.read(root / "claims" / "ledger" / f"{cid}.json")
     reference = was.entries[was.reference["cpu"]]
     values = [0.5, 1.5, 0.8, 1.3, 1.0]  # open after 5 seeds, in this environment
-    d = decide(ledger.parse_rule(reference.rule), values)
+    d = decide(verdict.parse_rule(reference.rule), values)
     here = numeric_environment()
     open_after_5 = replace(reference, verdict=d.verdict, values=values, seeds=list(range(5)),
                            mean=d.mean, low=d.low, high=d.high,
                            plan=[5], device=here["device"], threads="1", code="")
     assert open_after_5.verdict == "inconclusive"
-    ledger.write(folder / f"{cid}.json", ledger.recorded(ledger.Record(cid), open_after_5))
+    verdict.write(folder / f"{cid}.json", verdict.recorded(verdict.Record(cid), open_after_5))
     assert looked().endswith(f" cost: 16 runs (9 cached; the others ~0.0 {recorded}")
     session = pytest_claims(*looking[1:], "--claims-report", str(tmp_path / "rep8"))
     assert "normsys: planned: 16 runs, 7 of them not cached" in session.stderr, session.stderr

@@ -232,9 +232,9 @@ def test_a_claim_without_an_index_costs_what_the_committed_run_times_say(cache, 
 
 
 def test_the_committed_run_times_name_only_claims_the_cpu_ledger_holds():
-    from normsys.claims import ledger, runtimes
+    from normsys.claims import runtimes, verdict
 
-    held = {cid for cid, r in ledger.records(runtimes.FOLDER / "ledger").items() if r.of("cpu")}
+    held = {cid for cid, r in verdict.records(runtimes.FOLDER / "ledger").items() if r.of("cpu")}
     assert set(runtimes.read("cpu")["claims"]) <= held
 
 

@@ -163,10 +163,10 @@ def recorded_skewness() -> list[float]:
     pull it toward 0: a lower bound on the shape)."""
     from pathlib import Path
 
-    from normsys.claims import ledger
+    from normsys.claims import verdict
 
     out = []
-    for record in ledger.records(Path(__file__).resolve().parents[1] / "claims" / "ledger").values():
+    for record in verdict.records(Path(__file__).resolve().parents[1] / "claims" / "ledger").values():
         pooled, seen = [], set()
         for e in record.entries.values():
             v = np.array([x for x in e.values if math.isfinite(x)])

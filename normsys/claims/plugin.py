@@ -38,7 +38,7 @@ from pathlib import Path
 import pytest
 
 from normsys import __version__
-from normsys.claims import ledger, verdict, workers
+from normsys.claims import verdict, workers
 from normsys.claims.params import Variant
 from normsys.claims.progress import Progress
 from normsys.claims.report import merged, verdict_table, write_check, write_reports
@@ -95,7 +95,7 @@ def claim_looks(item: pytest.Item, marker: pytest.Mark) -> tuple[int, ...]:
 def planned_looks(item: pytest.Item, ledgers=None) -> list[list]:
     """The runs a claim trains, known before it runs, look by look (each look's new seeds): those
     of its declared experiment, evidence arms included, at its first look, and at each later
-    look up to the one its entries in ``ledgers`` (a session's ledger.Ledgers) show it took in
+    look up to the one its entries in ``ledgers`` (a session's verdict.Ledgers) show it took in
     this environment (verdict.expected); for a claim that declares none, those it fetched the
     last time it ran with this cache (normsys.claims.runs.planned), as one look; [] where
     neither is known."""
@@ -198,11 +198,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "for (default 1)")
 
 
+OWN_RUNS = "own_runs"  # mutation testing leaves these out, as it leaves out the claims
 MARKERS = (
     "claim(id, statement, source, seeds=None): an executable claim about normalization",
     "control(*claim_ids): a negative control of these claims: their own measurement and rule "
     "on a case where the effect is absent or reversed, coming out the other way",
+    f"{OWN_RUNS}: set on a negative control that trains its claims' own experiment (the runs "
+    "fixture): minutes of training, as a claim takes",
 )
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    if control_ids(item) and "runs" in getattr(item, "fixturenames", ()):
+        item.add_marker(OWN_RUNS)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -237,7 +245,7 @@ def pytest_configure(config: pytest.Config) -> None:
             check_folder()
         except CacheFolderError as err:
             raise pytest.UsageError(str(err)) from None
-    ledgers = ledger.Ledgers(opt.claims_ledger or config.rootpath / "claims" / "ledger",
+    ledgers = verdict.Ledgers(opt.claims_ledger or config.rootpath / "claims" / "ledger",
                              opt.claims_update, opt.claims_strict, opt.claims_amend)
     from normsys.claims.runs import Runs  # torch and the training path: not before a session needs them
 
@@ -336,7 +344,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                         or hasattr(config, "workerinput")):  # claims will run: a report is due
         check_report_folder(Path(config.option.claims_report), create=True)
     if catalog and collects_every_claim(config):
-        ledgers.stale = ledger.stale(ledgers.folder, {cid for cid, _ in catalog})
+        ledgers.stale = verdict.stale(ledgers.folder, {cid for cid, _ in catalog})
         if hasattr(config, "workeroutput"):
             config.workeroutput[STALE_OUTPUT] = ledgers.stale
     for item in items:  # a refutation the record holds: strict xfail that only ClaimRefuted meets
@@ -345,7 +353,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             continue
         try:
             entry = recorded_entry(item, marker, ledgers)
-        except ledger.LedgerError as err:
+        except verdict.LedgerError as err:
             raise pytest.UsageError(str(err)) from None
         if entry is not None and entry.verdict == verdict.REFUTED:
             item.add_marker(pytest.mark.xfail(strict=True, raises=ClaimRefuted,
@@ -374,7 +382,7 @@ def offline_without_hub(timeout: float = 3.0) -> None:
         os.environ["HF_HUB_OFFLINE"] = "1"
 
 
-def recorded_entry(item: pytest.Item, marker: pytest.Mark, ledgers: ledger.Ledgers):
+def recorded_entry(item: pytest.Item, marker: pytest.Mark, ledgers: verdict.Ledgers):
     """The entry of its record a claim's measurement here will be compared with (its own in this
     environment and seed plan, else its reference), None where it has none."""
     from normsys.claims.cache import code_digest  # torch: when a session judges claims
@@ -590,13 +598,13 @@ def pytest_runtest_makereport(item: pytest.Item, call):
 
 class ClaimsSession:
     """A claims session's state, one object a process (on ``config.stash[SESSION]``): its ledger
-    files (``ledger.Ledgers``), its runs (normsys.claims.runs.Runs, which the run fixtures fetch
+    files (``verdict.Ledgers``), its runs (normsys.claims.runs.Runs, which the run fixtures fetch
     through), its Ray cluster (--claims-ray, else None), the terminal its progress lines go to,
     the negative controls of each claim id; and the claim results of every report (local or
     from xdist workers), which it writes to the report and the ledger when the session finishes
     and shows in the terminal summary."""
 
-    def __init__(self, config: pytest.Config, ledgers: ledger.Ledgers, runs, cluster,
+    def __init__(self, config: pytest.Config, ledgers: verdict.Ledgers, runs, cluster,
                  terminal: int):
         self.config, self.ledgers, self.runs = config, ledgers, runs
         self.cluster, self.terminal = cluster, terminal

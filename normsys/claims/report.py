@@ -1,9 +1,14 @@
-"""The verdict table (terminal) and the JSON + Markdown claims report.
+"""The verdict table (terminal), the JSON + Markdown claims report, and the verdict page.
 
 A session that ran some claims merges its rows into the report already in the folder (a row per
 claim and tier; each row keeps the date and commit it was measured at), so running one claim
 never erases the others. The report opens with where it was measured: normsys version, commit,
 torch, device, seeds, data and its checksums.
+
+The verdict page (docs/verdicts.md, ``docs``: ``python -m normsys tables``) is written from every
+claim's record: the figure of every interval against its threshold, each claim's replication,
+what CI on another CPU detects, and every tier's environments side by side (``compare``, also
+``python -m normsys compare``).
 """
 
 from __future__ import annotations
@@ -12,10 +17,33 @@ import json
 import math
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, fields
 from pathlib import Path
 
-from normsys.claims.verdict import INCONCLUSIVE, REFUTED, SUPPORTED, Verdict
+import numpy as np
+
+from normsys.claims.verdict import (
+    ALPHA_ACROSS,
+    CONTRADICTED,
+    FRAGILE,
+    INCONCLUSIVE,
+    REFUTED,
+    SUPPORTED,
+    LedgerError,
+    Noise,
+    Record,
+    Verdict,
+    interval,
+    label,
+    noise,
+    num,
+    parse_rule,
+    records,
+    replication,
+    seed_span,
+    values_by_environment,
+)
 
 VERDICT_ORDER = (SUPPORTED, REFUTED, INCONCLUSIVE, "error", "not run")
 HEADER = ["claim", "tier", "verdict", "statistic", "mean", "CI", "rule", "seeds", "time",
@@ -153,3 +181,304 @@ def write_reports(results, folder: Path, provenance: dict) -> list[Path]:
     md_path = folder / "claims.md"
     md_path.write_text("\n".join(md) + "\n")
     return [json_path, md_path]
+
+
+# ----------------------------------------------------------------------------- the verdict page
+
+
+def columns(recs: dict[str, Record], tier: str) -> list[str]:
+    """The (environment, seed plan) labels the records' entries of ``tier`` fall in, the most
+    used first (the reference's usually), then by name."""
+    counts: dict[str, int] = {}
+    for r in recs.values():
+        for e in r.of(tier):
+            counts[label(e)] = counts.get(label(e), 0) + (2 if r.reference.get(tier) == e.key
+                                                           else 1)
+    return sorted(counts, key=lambda c: (-counts[c], c))
+
+
+def as_markdown(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(f"`{c}`" if i == 0 else c for i, c in enumerate(row)) + " |"
+              for row in rows]
+    return "\n".join(lines)
+
+
+def as_text(header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
+              for i, h in enumerate(header)]
+    fmt = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()  # noqa: E731
+    return "\n".join([fmt(header), fmt(["-" * w for w in widths]), *map(fmt, rows)])
+
+
+def compare(recs: dict[str, Record], tier: str, wanted: Sequence[str] = ()) \
+        -> tuple[list[str], list[list[str]], str]:
+    """Header, rows (claim, then verdict, mean [CI] and seeds per column) and the agreement line
+    of the columns ``wanted`` (labels; all of the tier's if none): claims in all of them agree when
+    their verdicts are equal; a decisive flip is supported in one and refuted in another."""
+    known = columns(recs, tier)
+    cols = list(wanted) or known
+    if unknown := [c for c in cols if c not in known]:
+        raise LedgerError(f"no entries of the {tier} tier under {', '.join(unknown)}; the "
+                          f"columns there: {'; '.join(known)}")
+    header = ["claim"] + [x for c in cols for x in (f"{c}: verdict", "mean [95% CI]", "seeds")]
+    rows, common, agree, flips = [], 0, 0, []
+    for cid, r in sorted(recs.items()):
+        by = {label(e): e for e in r.of(tier)}
+        if not by:
+            continue
+        entries = [by.get(c) for c in cols]
+        row = [cid]
+        for e in entries:
+            row += ["-", "", ""] if e is None else [
+                e.verdict.upper() if e.verdict == REFUTED else e.verdict,
+                interval(e.mean, e.low, e.high), seed_span(e.seeds)]
+        rows.append(row)
+        if all(e is not None for e in entries):
+            common += 1
+            verdicts = {e.verdict for e in entries}
+            agree += len(verdicts) == 1
+            if {SUPPORTED, REFUTED} <= verdicts:
+                flips.append(cid)
+    line = f"{agree} of {common} agree; {len(flips)} decisive flips" + (
+        f" ({', '.join(flips)})" if flips else "")
+    if common < len(rows):
+        line += f"; {len(rows) - common} claims not in every column"
+    return header, rows, line
+
+
+def false_alarm(recs: dict[str, Record], tier: str, reps: int = 20_000, seed: int = 0) -> float:
+    """The chance that a clean run of every claim of ``tier`` on an environment none of them
+    records fails somewhere, simulated: each claim's spread across environments drawn from what
+    its records leave possible (sd^2 = s^2 df / chi2(df), the spread's uncertainty at df degrees
+    of freedom), then the mean of its per-seed differences from its reference (normal, that
+    spread), held to its bound."""
+    def shifts(gen, r: Record, nz: Noise, n: int) -> np.ndarray | None:
+        if not math.isfinite(nz.sd) or nz.df < 1:
+            return None
+        sd = nz.sd * np.sqrt(nz.df / gen.chisquare(nz.df, reps))
+        return gen.normal(0, 1, reps) * sd * math.sqrt(2 / n)
+
+    return alarm_rate(recs, tier, shifts, reps, seed)
+
+
+def alarm_rate(recs: dict[str, Record], tier: str, shifts, reps: int, seed: int) -> float:
+    """The share of ``reps`` simulated runs of every claim of ``tier`` in which some claim's mean
+    difference from its reference (``shifts(gen, record, noise, n)``: one per run, or None for a
+    claim it cannot simulate) lies beyond its bound."""
+    gen = np.random.default_rng(seed)
+    alarms = np.zeros(reps, dtype=bool)
+    for r in recs.values():
+        if (ref := r.entries.get(r.reference.get(tier, ""))) is None:
+            continue
+        n, nz = len(ref.seeds), noise(r, tier)
+        if (drawn := shifts(gen, r, nz, n)) is not None:
+            alarms |= np.abs(drawn) > nz.bound(n)
+    return float(alarms.mean())
+
+
+def differences(record: Record, tier: str) -> list[float]:
+    """Every per-seed difference between two environments' values of the claim on one seed, made
+    by the same training code (each pair of environments once)."""
+    by_env = values_by_environment(record.of(tier))
+    keys = sorted(by_env)
+    out = []
+    for i, a in enumerate(keys):
+        for b in keys[i + 1:]:
+            if a[1] == b[1]:
+                out += [by_env[b][s] - by_env[a][s] for s in by_env[a].keys() & by_env[b].keys()
+                        if math.isfinite(by_env[b][s] - by_env[a][s])]
+    return out
+
+
+def false_alarm_resampled(recs: dict[str, Record], tier: str, reps: int = 20_000,
+                          seed: int = 0) -> float:
+    """``false_alarm`` with each claim's per-seed differences resampled, sign at random, from the
+    differences its records show (a claim whose records show none: normal, as there)."""
+    def shifts(gen, r: Record, nz: Noise, n: int) -> np.ndarray | None:
+        if (diffs := np.array(differences(r, tier))).size:
+            return (gen.choice(diffs, (reps, n)) * gen.choice([-1.0, 1.0], (reps, n))).mean(1)
+        return gen.normal(0, nz.sd * math.sqrt(2 / n), reps) if math.isfinite(nz.sd) else None
+
+    return alarm_rate(recs, tier, shifts, reps, seed)
+
+
+def detection_table(recs: dict[str, Record], tier: str) -> tuple[list[str], list[list[str]]]:
+    """Per claim of ``tier``: its noise across environments, its bound at the reference's seeds
+    and the smallest shift of the mean CI on another environment detects 95% of the time, also in
+    the reference's half-intervals."""
+    header = ["claim", "spread across environments (df)", "bound on the mean difference",
+              "detected shift (95%)", "in half-intervals"]
+    rows = []
+    for cid, r in sorted(recs.items()):
+        ref = r.entries.get(r.reference.get(tier, ""))
+        if ref is None:
+            continue
+        nz, n = noise(r, tier), len(ref.seeds)
+        shift = nz.detectable(n)
+        half = (ref.high - ref.low) / 2
+        spread = f"{num(nz.sd)} ({nz.df})" if nz.measured else \
+            f"{num(nz.sd)} ({nz.df}), seeds' own: one environment"
+        rows.append([cid, spread, num(nz.bound(n)), num(shift),
+                     num(shift / half) if half > 0 and math.isfinite(half) else "-"])
+    return header, rows
+
+
+def scaled(e: Verdict) -> tuple[float, float, float]:
+    """The entry's mean and interval on the scale where its rule's threshold is 0 and its claimed
+    side is positive, in units of the threshold's size (|threshold|, or the band's half-width;
+    1 where the threshold is 0): a claim is supported where the whole bar lies right of 0."""
+    rule = parse_rule(e.rule)
+    if rule.side == "within":
+        lo, hi = rule.threshold
+        centre, half = (lo + hi) / 2, (hi - lo) / 2
+        inside = lambda v: (half - abs(v - centre)) / half  # noqa: E731
+        worst = min(inside(e.low), inside(e.high))
+        best = 1.0 if e.low <= centre <= e.high else max(inside(e.low), inside(e.high))
+        return inside(e.mean), worst, best
+    t = rule.threshold
+    unit = abs(t) or 1.0
+    sign = 1 if rule.side in (">", ">=") else -1
+    a, b = sign * (e.low - t) / unit, sign * (e.high - t) / unit
+    return sign * (e.mean - t) / unit, min(a, b), max(a, b)
+
+
+COLOURS = {SUPPORTED: "tab:green", REFUTED: "tab:red", INCONCLUSIVE: "tab:grey"}
+
+
+def figure(recs: dict[str, Record], path: Path) -> None:
+    """Every claim's interval against its threshold, per tier and column (scaled: ``scaled``),
+    coloured by verdict; drawn to ``path`` (PNG). The axis is symmetric-log: near the threshold
+    linear, far from it logarithmic."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tiers = [t for t in ("cpu", "paper") if any(r.of(t) for r in recs.values())]
+    ids = sorted(recs)
+    fig, axes = plt.subplots(1, len(tiers), figsize=(7 * len(tiers), 0.26 * len(ids) + 2.6),
+                             sharey=True, squeeze=False)
+    for ax, tier in zip(axes[0], tiers, strict=True):
+        cols = columns(recs, tier)
+        offsets = np.linspace(-0.3, 0.3, len(cols)) if len(cols) > 1 else [0.0]
+        markers = "osD^v<>ph*"
+        for i, cid in enumerate(ids):
+            by = {label(e): e for e in recs[cid].of(tier)}
+            for j, c in enumerate(cols):
+                if (e := by.get(c)) is None or not math.isfinite(e.mean):
+                    continue
+                mid, lo, hi = scaled(e)
+                y = i + offsets[j]
+                ax.plot([lo, hi], [y, y], color=COLOURS.get(e.verdict, "black"), lw=1.4)
+                ax.plot([mid], [y], markers[j % len(markers)], ms=3.5,
+                        color=COLOURS.get(e.verdict, "black"))
+        ax.axvline(0, color="black", lw=1)
+        ax.set_xscale("symlog", linthresh=1)
+        ax.set_title(f"{tier} tier: {len(cols)} environment and seed-plan column(s)", fontsize=9)
+        ax.set_xlabel("distance from the threshold, in threshold units (claimed side right)",
+                      fontsize=8)
+        ax.grid(axis="x", alpha=0.3)
+        handles = [plt.Line2D([], [], marker=markers[j % len(markers)], color="black", ls="",
+                              label=c) for j, c in enumerate(cols)]
+        handles += [plt.Line2D([], [], color=col, label=v) for v, col in COLOURS.items()]
+        ax.legend(handles=handles, fontsize=7, loc="upper center", ncol=2,
+                  bbox_to_anchor=(0.5, -0.6 / (0.26 * len(ids) + 1.6)))
+    axes[0][0].set_yticks(range(len(ids)), ids, fontsize=7)
+    axes[0][0].invert_yaxis()
+    fig.tight_layout()
+    fig.savefig(path, dpi=90, metadata={"Software": None})
+    plt.close(fig)
+
+
+DOCS_HEAD = """# Verdicts
+
+Written by `python -m normsys tables` from the claim records in `claims/ledger/` (`.ci/run` fails
+when this page is not what the command writes from them). Each record holds a claim's entries, one
+per tier, numeric environment and seed plan; the CPU and paper tiers differ in model size, data
+and seeds, so their agreement is a comparison of settings, not a reproduction check; two GPUs,
+two CPU kernel sets or vendors, or two seed sets of one tier, are.
+
+![Every claim's interval against its threshold](verdicts.png)
+
+Each bar is an entry's 95% interval (or the level of the look it decided at), its mark the mean,
+on a scale where the rule's threshold is the vertical line and the claimed side lies right: the
+distance from the threshold in units of the threshold's size (|threshold|, a band's half-width, or
+1 for a threshold of 0), linear within one unit and logarithmic beyond. Green supported, red
+refuted, grey inconclusive; one mark per column (numeric environment and seed plan)."""
+
+REPLICATION_HEAD = """## Replication: every claim at a glance
+
+Each tier's verdict is its reference entry's; beside it, how that verdict replicates across the
+claim's entries of the tier, and how many independent samples those are (seed sets that share no
+seed; numeric environments that gave numbers of their own, not another's bit for bit):
+**replicated** (one decisive verdict in every entry, on more than one independent seed set),
+*reproduced* (one decisive verdict, on one seed set, recomputed in more than one numeric
+environment: the arithmetic replicates, the sample is one), *unreplicated* (one decisive verdict
+from one sample in one environment), *open* (inconclusive in every entry), **fragile** (decisive
+in one, inconclusive in another: the sample decides it; a replication on fresh seeds or the paper
+tier settles it), **CONTRADICTED** (supported in one, refuted in another). Where entries disagree,
+the cell names those that differ from the reference. An amendment of a claim's rule stands under
+its verdict."""
+
+DETECTION_HEAD = """## What CI on another CPU detects
+
+A CPU-tier run on a numeric environment with no entry of its own (another CPU's kernels or vendor,
+or this environment's entry made by other training code) is held to the reference by the mean of
+its per-seed differences, within a bound from the claim's own spread across the environments its
+entries record on the same seeds (a two-sided false-alarm rate of {alpha:g} a claim; where one
+environment records the claim, the seeds' own spread stands in). Below, per claim, the smallest
+shift of its mean that such a run detects 95% of the time, simulated; in the last column in half
+95% intervals of the reference. The whole CPU tier's false-alarm rate on a new environment,
+simulated from the records: {normal:.3%} with the differences normal and each claim's spread as
+uncertain as its degrees of freedom leave it, {resampled:.3%} with the differences resampled from
+those recorded."""
+
+
+def replication_section(recs: dict[str, Record], tiers: Sequence[str]) -> str:
+    header = ["claim"] + [x for t in tiers for x in (t, f"{t}: replication")]
+    rows, counts = [], {t: {} for t in tiers}
+    for cid, r in sorted(recs.items()):
+        row = [cid]
+        for tier in tiers:
+            rep, ref = replication(r, tier), r.entries.get(r.reference.get(tier, ""))
+            if rep is None:
+                row += ["-", ""]
+                continue
+            counts[tier][rep.word] = counts[tier].get(rep.word, 0) + 1
+            first = label(ref) if ref else ""
+            differ = [f"{v} in {k}" for k, v in rep.verdicts.items()
+                      if ref is None or v != ref.verdict]
+            verdict = ref.verdict if ref else "-"
+            word = f"**{rep.word}**" if rep.word in (FRAGILE, CONTRADICTED) else rep.word
+            row += [f"{verdict.upper() if verdict == REFUTED else verdict} ({first})",
+                    f"{word} ({rep.counts})"
+                    + (f": {', '.join(differ)}" if differ else "")]
+        row[1] += "".join(f"<br>*{a.line()}*" for a in r.amendments)  # beside the verdict
+        rows.append(row)
+    summary = "; ".join(f"{t}: " + ", ".join(f"{n} {w}" for w, n in sorted(counts[t].items()))
+                        for t in tiers)
+    return "\n\n".join([REPLICATION_HEAD, summary, as_markdown(header, rows)])
+
+
+def docs(folder: Path, picture: Path | None = None) -> str:
+    """docs/verdicts.md from the records in ``folder``: the figure (drawn to ``picture`` when
+    given), each claim's replication and amendments, what CI on another CPU detects, then every
+    tier's columns side by side."""
+    recs = records(folder)
+    if picture is not None:
+        figure(recs, picture)
+    tiers = [t for t in ("cpu", "paper") if any(r.of(t) for r in recs.values())]
+    blocks = [DOCS_HEAD, replication_section(recs, tiers)]
+    if "cpu" in tiers:
+        header, rows = detection_table(recs, "cpu")
+        blocks += [DETECTION_HEAD.format(alpha=ALPHA_ACROSS, normal=false_alarm(recs, "cpu"),
+                                         resampled=false_alarm_resampled(recs, "cpu")),
+                   as_markdown(header, rows)]
+    for tier in tiers:
+        cols = columns(recs, tier)
+        for other in cols[1:]:
+            header, rows, agreement = compare(recs, tier, [cols[0], other])
+            blocks += [f"## The {tier} tier: {other} beside {cols[0]}", agreement,
+                       as_markdown(header, rows)]
+    return "\n\n".join(blocks) + "\n"

@@ -2,11 +2,12 @@
 ``results.json``, and the page that shows them (``docs/mutation.md``) with the equivalent survivors by
 reason (``equivalent.json``, a reviewed classification: mutant name -> reason).
 
-    python tests/mutation/mutation_results.py record [--mutants mutants] --time "..." [--only GLOB]
+    python tests/mutation/mutation_results.py record [--mutants mutants] --time "..." [--only GLOB ...]
                                  results.json from mutmut's state (its mutants/ folder); with
                                  --only, the modules it names (e.g. 'claims.test_*', as a run
                                  of mutmut run 'claims.test_*' checked) replace theirs in
-                                 results.json and every other module stays as recorded
+                                 results.json and every other module still mutated stays as
+                                 recorded
     python tests/mutation/mutation_results.py docs [--check]
                                  write (or check) docs/mutation.md from results.json and equivalent.json
 
@@ -22,6 +23,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 
@@ -66,16 +68,32 @@ def record(mutants: Path, took: str) -> dict:
             "not checked": sorted(n for n, s in by_name.items() if s == "not checked")}
 
 
-def merged(old: dict, new: dict, only: str) -> dict:
-    """``old`` with the modules matching ``only`` (fnmatch) as ``new`` has them; the header
-    (tool, date, commit, time) is the new run's."""
-    def ours(name: str) -> bool:
-        return fnmatch.fnmatch(name.rpartition(".")[0].removeprefix("normsys."), only)
+def mutated_modules(root: Path = HERE.parents[1]) -> set[str]:
+    """The modules ``[tool.mutmut]``'s ``only_mutate`` names, as the record names them
+    (``claims.verdict``, ``claims.test_literature``)."""
+    import tomllib
 
-    modules = {m: c for m, c in old["modules"].items() if not fnmatch.fnmatch(m, only)}
-    modules |= {m: c for m, c in new["modules"].items() if fnmatch.fnmatch(m, only)}
-    lists = {state: sorted([n for n in old[state] if not ours(n)]
-                           + [n for n in new[state] if ours(n)])
+    config = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["mutmut"]
+    paths = {p for pattern in config["only_mutate"] for p in root.glob(pattern)}
+    return {".".join(p.relative_to(root).with_suffix("").parts).removeprefix("normsys.")
+            for p in paths}
+
+
+def merged(old: dict, new: dict, only: Sequence[str], mutated: set[str]) -> dict:
+    """``old`` with the modules matching any of ``only`` (fnmatch) as ``new`` has them, and
+    without the modules mutmut no longer mutates (``mutated``: a module moved or deleted); the
+    header (tool, date, commit, time) is the new run's."""
+    def module(name: str) -> str:
+        return name.rpartition(".")[0].removeprefix("normsys.")
+
+    def ours(m: str) -> bool:
+        return any(fnmatch.fnmatch(m, glob) for glob in only)
+
+    modules = {m: c for m, c in old["modules"].items() if not ours(m) and m in mutated}
+    modules |= {m: c for m, c in new["modules"].items() if ours(m)}
+    lists = {state: sorted([n for n in old[state] if not ours(module(n))
+                            and module(n) in mutated]
+                           + [n for n in new[state] if ours(module(n))])
              for state in ("survived", "no tests", "not checked")}
     return {**{k: new[k] for k in ("tool", "date", "commit", "time")},
             "modules": dict(sorted(modules.items())), **lists}
@@ -150,9 +168,9 @@ def main(argv: list[str] | None = None) -> int:
     r = sub.add_parser("record", help="results.json from mutmut's state")
     r.add_argument("--mutants", type=Path, default=Path("mutants"))
     r.add_argument("--time", required=True, help="how long the passes took, in words")
-    r.add_argument("--only", default="", metavar="GLOB",
-                   help="replace only the modules matching GLOB (e.g. 'claims.test_*'), keep "
-                        "the others as recorded")
+    r.add_argument("--only", action="append", default=[], metavar="GLOB",
+                   help="replace only the modules matching GLOB (e.g. 'claims.test_*'; may be "
+                        "given again), keep the others as recorded")
     d = sub.add_parser("docs", help="write docs/mutation.md from results.json and equivalent.json")
     d.add_argument("--check", action="store_true", help="fail if docs/mutation.md is not up to date")
     args = parser.parse_args(argv)
@@ -160,7 +178,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             results = record(args.mutants, args.time)
             if args.only:
-                results = merged(json.loads(RESULTS.read_text()), results, args.only)
+                results = merged(json.loads(RESULTS.read_text()), results, args.only,
+                                 mutated_modules())
             RESULTS.write_text(json.dumps(results, indent=1) + "\n")
         except ValueError as err:
             print(f"error: {err}", file=sys.stderr)
