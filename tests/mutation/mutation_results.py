@@ -122,6 +122,11 @@ python tests/mutation/mutation_results.py record --time "..."   # results.json f
 python tests/mutation/mutation_results.py docs                  # this page
 ```
 
+The tests run against each mutant leave out the claims and the negative controls that train
+their claims' own experiments (marked `own_runs` by the claims plugin): minutes of training each,
+for every mutant again. A claim file's experiments and readers are checked by the controls on
+small nets and by the tests.
+
 This page is written from `results.json` and `equivalent.json` (the survivors reviewed as
 equivalent, with why); a test fails when it is not what they make. Score: mutants killed (by a
 failing test or by a timeout: the mutant loops) over those that ran.
