@@ -8,6 +8,8 @@ that the model's own backward pass delivers, and compare the analytic input grad
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 from torch import nn
@@ -16,7 +18,7 @@ from normsys.claims.declaration import Arm, Declaration, Experiment
 from normsys.claims.experiments import CHAR_GPT
 from normsys.claims.params import tiers
 from normsys.claims.protocol import layernorm_gradients, ln_decomposition_summary, ln_vjp_errors
-from normsys.claims.testing import CONTROL_SEEDS
+from normsys.claims.testing import CONTROL_SEEDS, unread_seeds
 from normsys.claims.verdict import REFUTED, SUPPORTED, Rule
 from normsys.training.data import tiny_shakespeare
 from normsys.training.models import prepare_model
@@ -143,3 +145,31 @@ def test_control_surrogate_rule_flips_where_the_radial_term_vanishes(data_env):
     assert exact == pytest.approx([1.0] * len(CONTROL_SEEDS), abs=1e-9)  # at every LayerNorm
     assert COSTS_MORE_WITH_SOFTMAX.verdict({"sigmoid": exact, "softmax": plain}).verdict == SUPPORTED
     assert COSTS_MORE_WITH_SOFTMAX.verdict({"sigmoid": plain, "softmax": exact}).verdict == REFUTED
+
+
+@pytest.mark.control(ANALYTIC_MATCHES.id)
+def test_control_analytic_rule_is_refuted_on_its_own_models_without_the_radial_term(runs):
+    """The claim's own trained char GPTs, captures and rule on seeds it does not read, each
+    LayerNorm's error read with the formula's radial term dropped: the formula is then not the
+    gradient, so the rule that it matches autograd must come out refuted. A measurement that
+    cannot tell a wrong formula from the right one on these models (autograd's gradient taken
+    through the formula itself, say) would let it pass here, as no record can show."""
+    def without_radial(records, variant: str = "") -> float:
+        return max(ln_vjp_errors(captures_of(records[0]), radial=False))
+
+    dropped = replace(ANALYTIC_MATCHES.experiment, reads=without_radial)
+    values = dropped.values(runs, unread_seeds(ANALYTIC_MATCHES), "cpu")
+    assert ANALYTIC_MATCHES.verdict(values).verdict == REFUTED
+
+
+# six 250-step FA char GPTs of the claim's (its softmax arm on three more seeds), ~2 min of one core
+@pytest.mark.slow
+@pytest.mark.control(COSTS_MORE_WITH_SOFTMAX.id)
+def test_control_surrogate_rule_is_refuted_where_both_arms_take_softmax(runs):
+    """The claim's own FA char GPTs, captures, reading and rule on seeds it does not read, with
+    softmax attention in both arms: nothing is left between them, so a rule that one arm's
+    surrogate is the closer must come out refuted. An arm read from another model than its own
+    (another seed, the other arm's captures) would show here, as no record can."""
+    same = COSTS_MORE_WITH_SOFTMAX.experiment.overridden({"model.attention": "softmax"})
+    values = same.values(runs, unread_seeds(COSTS_MORE_WITH_SOFTMAX), "cpu")
+    assert COSTS_MORE_WITH_SOFTMAX.verdict(values).verdict == REFUTED
