@@ -364,6 +364,27 @@ def test_a_claim_recorded_on_one_environment_is_bounded_by_its_seeds_spread():
                                                                device=INTEL))
     zero = verdict.noise(identical, "cpu")
     assert zero.measured and zero.sd == 0 and zero.bound(3) == pytest.approx(0.7e-6)
+    pair = verdict.noise(record(entry((0.5, 0.7), "> 0.1")), "cpu")  # two seeds: one df
+    assert not pair.measured and pair.df == 1 and pair.sd == pytest.approx(math.sqrt(0.02))
+    single = verdict.noise(record(entry((0.5,), "> 0.1")), "cpu")  # one seed: no spread at all
+    assert single.df == 0 and math.isnan(single.sd) and single.bound(3) == math.inf
+
+
+def test_the_looks_a_claim_took_here_are_its_entries_of_this_device_threads_and_torch(tmp_path):
+    """What a session reads to plan a claim's looks (verdict.expected): its entries of the tier
+    on this device, threads and torch, on seeds from the session's first, whatever their plan;
+    none of another tier, device, thread count, torch or first seed."""
+    here = {"device": AVX2, "threads": "1", "torch": "2.13.0+cpu"}
+    mine = entry((0.9, 0.92, 0.91, 0.95, 0.93), plan=[3, 5, 8])
+    others = [entry(device=INTEL), entry(threads="2"), entry(torch="2.12.0+cpu"),
+              entry(seeds=[3, 4, 5]), entry(tier="paper", plan=[3, 5])]
+    r = verdict.Record("c-1", {e.key: e for e in (mine, *others)}, registered=mine.full_rule)
+    verdict.write(tmp_path / "c-1.json", r)
+    ledgers = verdict.Ledgers(tmp_path)
+    assert ledgers.history("c-1", "cpu", here, 0) == [mine]
+    assert ledgers.history("c-1", "cpu", here, 3) == [others[3]]
+    assert ledgers.history("c-1", "cpu", {**here, "threads": "2"}, 0) == [others[1]]
+    assert ledgers.history("c-1", "paper", here, 0) == [others[4]]
 
 
 # ----------------------------------------------------------------------------- the committed records
