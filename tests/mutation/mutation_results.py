@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import json
+import math
 import subprocess
 import sys
 import time
@@ -105,6 +106,11 @@ def score(counts: dict) -> float:
     return (counts.get("killed", 0) + counts.get("timeout", 0)) / ran if ran else float("nan")
 
 
+def percent(x: float) -> str:
+    """A score as the page shows it: "-" where no mutant ran."""
+    return "-" if math.isnan(x) else f"{x:.1%}"
+
+
 def unclassified(results: dict, equivalent: dict) -> list[str]:
     return [n for n in results["survived"] if n not in equivalent["mutants"]]
 
@@ -141,12 +147,12 @@ def docs(results: dict | None = None, equivalent: dict | None = None) -> str:
     for module, counts in results["modules"].items():
         total.update(counts)
         rows.append(f"| `{module}` | " + " | ".join(str(counts.get(c, 0)) for c in COLUMNS)
-                    + f" | {score(counts):.1%} |")
+                    + f" | {percent(score(counts))} |")
     lines = [DOCS_HEAD, f"{results['tool']}, {results['date']}, commit {results['commit']}; "
              f"time: {results['time']}.", "",
              "| module | " + " | ".join(COLUMNS) + " | score |", "|---" * (len(COLUMNS) + 2) + "|",
              *rows, "| **all** | " + " | ".join(str(total.get(c, 0)) for c in COLUMNS)
-             + f" | **{score(total):.1%}** |", ""]
+             + f" | **{percent(score(total))}** |", ""]
     by_reason: dict[str, list[str]] = {}
     for name in results["survived"]:
         by_reason.setdefault(equivalent["mutants"].get(name, ""), []).append(name)
