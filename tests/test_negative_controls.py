@@ -69,3 +69,17 @@ def test_a_control_catches_an_arm_given_an_edge_no_record_can_show(edge, monkeyp
         else:
             monkeypatch.setattr(claims, name, bugged)
             claims.test_control_gradient_rule_is_refuted_where_neither_arm_has_residuals(fetch)
+
+
+def test_the_controls_that_train_their_claims_experiments_are_marked_own_runs():
+    """Mutation testing leaves out the controls marked own_runs (those that fetch through the
+    runs fixture, as their claims do), and only those: a control on small nets stays in."""
+    out = subprocess.run([sys.executable, "-m", "pytest", "claims", "-m", "own_runs",
+                          "--collect-only", "-q", "-p", "no:cacheprovider"],
+                         capture_output=True, text=True, cwd=ROOT).stdout
+    marked = {line.split("[")[0] for line in out.splitlines() if "::" in line}
+    assert {"claims/test_dual_mechanism.py::test_control_rank_rules_read_their_own_encoders_"
+            "given_another_norm", "claims/test_ln_jacobian.py::test_control_analytic_rule_is_"
+            "refuted_on_its_own_models_without_the_radial_term"} <= marked
+    assert not any("trained_and_an_untrained" in name or "radial_term_misses" in name
+                   for name in marked)
