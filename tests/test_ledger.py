@@ -61,6 +61,17 @@ def test_write_then_read_round_trips_with_sorted_keys(tmp_path):
     assert text == json.dumps(json.loads(text), indent=1, sort_keys=True) + "\n"
     assert text.index(f'"cpu | {AVX2}') < text.index(f'"cpu | {INTEL}')
     assert verdict.read(tmp_path / "c-2.json") == verdict.Record("c-2")
+    assert json.loads(text)["about"].startswith("normsys claim record: written by `pytest claims "
+                                                "--claims-update`, never by hand")
+
+
+def test_numbers_that_are_not_python_floats_are_written_as_numbers(tmp_path):
+    """A reader may hand back numpy scalars (float32 is no float subclass): written as floats."""
+    e = entry()
+    r = record(replace(e, values=tuple(np.float32(v) for v in e.values)))
+    verdict.write(tmp_path / "c-1.json", r)
+    (written,) = json.loads((tmp_path / "c-1.json").read_text())["entries"].values()
+    assert written["values"] == [float(np.float32(v)) for v in e.values]
 
 
 def test_an_entry_is_keyed_by_tier_environment_and_seed_plan():
@@ -112,6 +123,8 @@ def test_every_committed_record_follows_from_itself():
     (dict(verdict="supported"), "verdict recorded supported, its values decide inconclusive"),
     (dict(rule=">= 0.3"), "verdict recorded inconclusive, its values decide supported"),
     (dict(mean=0.5), "mean recorded 0.5, recomputed 0.6"),
+    (dict(low=0.1), "low recorded 0.1, recomputed 0.35"),
+    (dict(high=0.9), "high recorded 0.9, recomputed 0.84"),
     (dict(values=[0.5, 0.6, 0.71]), "mean recorded 0.6, recomputed 0.6033"),
     (dict(seeds=[0, 1]), "2 seeds but 3 values"),
     (dict(plan=[5]), "3 seeds, a look its plan [5] does not take"),
@@ -125,6 +138,19 @@ def test_an_entry_that_does_not_follow_from_itself_is_an_error_naming_it(tmp_pat
     r = verdict.Record("c-1", {bad.key: bad}, {"cpu": bad.key}, bad.full_rule)
     with pytest.raises(verdict.LedgerError, match=r"entry '.*' of c-1 does not follow"):
         verdict.verify(r, tmp_path / "c-1.json")
+
+
+def test_an_entry_under_another_key_or_a_reference_to_another_tiers_entry_is_an_error(tmp_path):
+    e = entry()
+    moved = verdict.Record("c-1", {"cpu | elsewhere": e}, {"cpu": "cpu | elsewhere"},
+                           e.full_rule)
+    with pytest.raises(verdict.LedgerError, match=f"entry 'cpu | elsewhere' is of '{e.key}'"):
+        verdict.verify(moved, tmp_path / "c-1.json")
+    for reference in ({"paper": e.key}, {"cpu": "cpu | absent"}):
+        r = verdict.Record("c-1", {e.key: e}, reference, e.full_rule)
+        with pytest.raises(verdict.LedgerError, match=f"the {next(iter(reference))} tier's "
+                                                      f"reference .* is not one of its entries"):
+            verdict.verify(r, tmp_path / "c-1.json")
 
 
 def test_an_entry_that_took_more_looks_than_its_values_needed_does_not_follow():
@@ -182,6 +208,7 @@ def test_a_claims_first_entry_registers_its_rule_and_a_changed_rule_needs_an_ame
     assert amended.rule == "kappa >= 0.9" and amended.registered == "kappa >= 0.8"
     assert a.line() == f"amended {a.date}: kappa >= 0.8 -> kappa >= 0.9 (the paper's own " \
                        f"threshold)"
+    assert re.fullmatch(r"20\d\d-[01]\d-[0-3]\d", a.date)  # the day it was amended
 
 
 def test_a_second_plan_of_looks_over_the_seeds_an_entry_decided_on_is_refused():
@@ -280,6 +307,17 @@ def test_one_value_moved_by_a_thousandth_fails_naming_the_largest_change_and_the
     assert verdict.judge(r, nudged).fails
 
 
+def test_changed_values_are_listed_a_diverged_seed_first_then_by_the_size_of_the_change():
+    listed = verdict.value_changes(entry((1.0, math.nan, 3.0, 4.0)),
+                                   entry((1.1, 2.0, 3.5, math.nan)))
+    assert listed == ["seed 1: nan -> 2.0", "seed 3: 4.0 -> nan", "seed 2: 3.0 -> 3.5",
+                      "seed 0: 1.0 -> 1.1"]
+    # a later look of the same plan holds more seeds: the ones both hold are compared
+    assert verdict.value_changes(entry((1.0, 2.0, 3.0), plan=[3, 5]),
+                                 entry((1.0, 2.5, 3.0, 4.0, 5.0), plan=[3, 5])) == \
+        ["seed 1: 2.0 -> 2.5"]
+
+
 def test_what_a_claim_was_decided_under_is_part_of_it():
     """Another statistic is another rule; other run settings on the same key fail naming them;
     other seeds are another key, not recorded."""
@@ -288,6 +326,11 @@ def test_what_a_claim_was_decided_under_is_part_of_it():
     longer, _ = verdict.run_settings([SMALL.override(**{"train.steps": 12})])
     judged = verdict.judge(r, entry(settings=longer, settings_fingerprint="f" * 16))
     assert judged.fails and "settings: train.steps 3 -> 12" in judged.message
+    wider, _ = verdict.run_settings([SMALL.override(**{"train.steps": 12, "train.lr": 0.5})])
+    both = verdict.judge(r, entry(settings=wider, settings_fingerprint="f" * 16)).message
+    assert f"settings: train.lr {SETTINGS['train.lr']} -> 0.5, train.steps 3 -> 12" in both
+    assert verdict.changes(entry(), entry(statistic="kappa_2", rule="> 0.8")) == [
+        "statistic: recorded kappa, now kappa_2", "rule: recorded >= 0.8, now > 0.8"]
     assert verdict.judge(r, entry(seeds=[3, 4, 5])).status == "unrecorded"
 
 
@@ -366,8 +409,16 @@ def test_a_claim_recorded_on_one_environment_is_bounded_by_its_seeds_spread():
     assert zero.measured and zero.sd == 0 and zero.bound(3) == pytest.approx(0.7e-6)
     pair = verdict.noise(record(entry((0.5, 0.7), "> 0.1")), "cpu")  # two seeds: one df
     assert not pair.measured and pair.df == 1 and pair.sd == pytest.approx(math.sqrt(0.02))
+    assert pair.bound(3) == pytest.approx(verdict.t_quantile(1, 1 - verdict.ALPHA_ACROSS)
+                                          * math.sqrt(0.02) * math.sqrt(2 / 3))
     single = verdict.noise(record(entry((0.5,), "> 0.1")), "cpu")  # one seed: no spread at all
     assert single.df == 0 and math.isnan(single.sd) and single.bound(3) == math.inf
+    assert (single.scale, single.measured) == (0.5, False)
+    diverged = verdict.noise(record(entry((math.nan,) * 3, "> 0.1")), "cpu")
+    assert (diverged.df, diverged.scale, diverged.bound(3)) == (0, 0.0, math.inf)
+    # entries only on later seeds set no reference: no spread stands in, nothing bounds them
+    later = verdict.noise(record(entry((0.5, 0.6, 0.7), "> 0.1", seeds=[3, 4, 5])), "cpu")
+    assert (later.df, later.measured, later.bound(3)) == (0, False, math.inf)
 
 
 def test_the_looks_a_claim_took_here_are_its_entries_of_this_device_threads_and_torch(tmp_path):
@@ -395,6 +446,37 @@ def test_the_false_alarm_rate_of_a_whole_cpu_tier_run_on_a_new_cpu_is_at_most_on
     assert len(recs) * verdict.ALPHA_ACROSS <= 0.01  # the union bound: up to 100 claims
     assert report.false_alarm(recs, "cpu") <= 0.01
     assert report.false_alarm_resampled(recs, "cpu") <= 0.01
+
+
+def test_differences_pair_each_two_environments_of_one_training_code_once_on_shared_seeds():
+    r = record(entry((0.5, 0.6, 0.7), "> 0.1"),
+               entry((0.5, 0.65, math.nan), "> 0.1", device=INTEL),
+               entry((0.52, 0.6, 0.7, 0.8), "> 0.1", device="cpu (DEFAULT, Intel)", plan=[4]),
+               entry((0.9, 0.9, 0.9), "> 0.1", device="cpu (AVX2, Intel)", code="other"),
+               entry((0.4, 0.4, 0.4), "> 0.1", tier="paper", device="NVIDIA H200"))
+    # AVX2 AMD -> AVX512 Intel (seeds 0-1: seed 2 is NaN there), AVX2 AMD -> DEFAULT Intel
+    # (seeds 0-2), AVX512 Intel -> DEFAULT Intel (seeds 0-1), in the environments' order; the
+    # other training code's and the other tier's entries add none
+    assert report.differences(r, "cpu") == pytest.approx([0.0, 0.05, 0.02, 0.0, 0.0, 0.02, -0.05])
+
+
+def test_an_alarm_is_a_mean_difference_beyond_the_bound_of_any_claim_with_a_reference():
+    """The rate over runs of every claim: claims without a reference of the tier are skipped,
+    not the end of the loop; a shift exactly on the bound is no alarm."""
+    recs = {"c-0": record(entry(tier="paper"), claim="c-0"),
+            "c-1": record(entry((0.5, 0.6, 0.7), "> 0.1"), claim="c-1")}
+    bound = verdict.noise(recs["c-1"], "cpu").bound(3)
+    on_bound = lambda gen, r, nz, n: np.array([bound, -bound, 2 * bound, 0.0])  # noqa: E731
+    assert report.alarm_rate(recs, "cpu", on_bound, 4, 0) == 0.25
+
+
+def test_a_claim_of_one_degree_of_freedom_across_environments_adds_its_false_alarms():
+    """Two environments sharing one seed: a spread with one degree of freedom, drawn (heavy
+    tailed) rather than left out."""
+    r = record(entry((0.5,), "> 0.1"), entry((0.5001,), "> 0.1", device=INTEL))
+    assert verdict.noise(r, "cpu").df == 1
+    rate = report.false_alarm({"c-1": r}, "cpu", reps=1_000_000)  # ~100 alarms expected
+    assert 0.5 * verdict.ALPHA_ACROSS <= rate <= 1.5 * verdict.ALPHA_ACROSS
 
 
 def test_the_stated_detectable_shift_is_detected_95_percent_of_the_time():
@@ -451,6 +533,10 @@ def test_a_session_writes_each_claims_record_and_deletes_those_of_gone_claims(tm
     lines = ledgers.write([Result("c-1", entry()), Result("c-2", entry(device=INTEL))])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c-1.json", "c-2.json"]
     assert lines[0] == f"deleted {tmp_path / 'c-gone.json'}: no claim c-gone is defined"
+    assert lines[1] == f"{tmp_path / 'c-1.json'} ({entry().key})"
+    assert ledgers.record("c-2") == verdict.read(tmp_path / "c-2.json")  # read as written
+    ledgers.stale = ["c-gone"]  # a record deleted already (by another session): no error
+    assert ledgers.write([])[0].startswith("deleted")
     assert verdict.read(tmp_path / "c-2.json").reference == {"cpu": entry(device=INTEL).key}
     # a second environment adds its entry beside the first; the reference stays
     ledgers.write([Result("c-1", entry(device=INTEL))])
@@ -486,7 +572,7 @@ def test_replication_counts_independent_seed_sets_and_environments_with_numbers_
     ([[0, 1, 2]], 1), ([[0, 1, 2], [0, 1, 2]], 1), ([[0, 1, 2], [3, 4, 5]], 2),
     ([[0, 1, 2], [3, 4, 5], list(range(8))], 2), ([list(range(8)), [3, 4, 5], [0, 1, 2]], 2),
     ([[0, 1, 2], [2, 3, 4], [5, 6, 7]], 2), ([[0, 1], [2, 3], [4, 5], [1, 2, 3, 4]], 3),
-    ([], 0)])
+    ([list(range(8)), [1, 2], [3, 4]], 2), ([], 0)])
 def test_independent_seed_sets_are_the_most_that_share_no_seed(sets, independent):
     assert verdict.independent_seed_sets(sets) == independent
 
@@ -508,8 +594,31 @@ def test_compare_counts_agreement_and_decisive_flips(tmp_path):
                        "supported", "0.92 [0.8952, 0.9448]", "0-2"]
     assert rows[-1][4:] == ["-", "", ""]
     assert line == "1 of 2 agree; 1 decisive flips (c-2); 1 claims not in every column"
-    with pytest.raises(verdict.LedgerError, match="no entries of the cpu tier under nope"):
-        report.compare(recs, "cpu", ["nope"])
+    with pytest.raises(verdict.LedgerError, match="no entries of the cpu tier under nope, nah; "
+                                                  "the columns there: cpu .*, seeds 0\\+; cpu "):
+        report.compare(recs, "cpu", ["nope", "nah"])
+    # a claim with no entry of the tier is left out, not the end of the table
+    recs = {"c-0": record(entry(tier="paper"), claim="c-0"), **recs,
+            "c-3": record(entry((0.1, 0.11, 0.12)), entry(device=INTEL), claim="c-3")}
+    header, rows, line = report.compare(recs, "cpu")
+    assert [r[0] for r in rows] == ["c-1", "c-2", "c-3", "c-only-a"]
+    assert line == "1 of 3 agree; 2 decisive flips (c-2, c-3); 1 claims not in every column"
+
+
+def test_columns_come_most_used_first_a_reference_counting_twice():
+    other = "cpu (DEFAULT, Intel)"
+    recs = {"c-1": record(entry(), claim="c-1"),  # AVX2 once, as the reference: 2
+            **{f"c-{i}": record(entry(device=other), entry(device=INTEL), claim=f"c-{i}")
+               for i in (2, 3, 4)}}  # DEFAULT three times as the reference, Intel three times
+    assert report.columns(recs, "cpu") == [f"{other}, seeds 0+", f"{INTEL}, seeds 0+",
+                                           f"{AVX2}, seeds 0+"]
+
+
+def test_a_text_table_pads_each_column_to_its_widest_cell():
+    assert report.as_text(["claim", "v"], [["c-1", "supported"], ["c-22", "x"]]) == \
+        "claim  v\n-----  ---------\nc-1    supported\nc-22   x"
+    assert report.as_text(["a", "bb"], [["abc", "1"]]) == "a    bb\n---  --\nabc  1"
+    assert report.as_text(["a", "bb"], []) == "a  bb\n-  --"
 
 
 def test_compare_command_prints_the_table_and_markdown(tmp_path, capsys):
@@ -559,6 +668,51 @@ def test_scaled_puts_every_threshold_at_zero_with_the_claimed_side_right():
     assert mid == pytest.approx(1.0) and hi == 1.0 and 0 < lo < 1
     zero = entry((0.2, 0.3, 0.25), "> 0")
     assert report.scaled(zero)[0] == pytest.approx(0.25)
+    # the interval's ends on the same scale, the lower end first whichever the side
+    assert report.scaled(above)[1:] == pytest.approx(((above.low - 0.5) / 0.5,
+                                                      (above.high - 0.5) / 0.5))
+    assert report.scaled(below)[1:] == pytest.approx(((0.5 - below.high) / 0.5,
+                                                      (0.5 - below.low) / 0.5))
+    assert report.scaled(zero)[1:] == pytest.approx((zero.low, zero.high))
+    assert report.scaled(band)[1] == pytest.approx(min(1 - abs(band.low) / 0.1,
+                                                       1 - abs(band.high) / 0.1))
+    # a band's interval that misses its centre: its best point is its end nearer the centre
+    off = entry((0.05, 0.06, 0.07), "within (-0.1, 0.1)")
+    assert report.scaled(off) == pytest.approx((1 - 0.06 / 0.1, 1 - off.high / 0.1,
+                                                1 - off.low / 0.1))
+
+
+def test_the_figure_draws_each_entrys_scaled_interval_in_its_verdicts_colour(tmp_path):
+    """One panel per tier with entries; each entry's bar and mean at its claim's row, offset by
+    its column (none where a tier has one column), in its verdict's colour."""
+    folder = small_records(tmp_path / "ledger")
+    verdict.write(folder / "c-only-b.json", record(entry(device=INTEL), claim="c-only-b"))
+    verdict.write(folder / "c-paper.json",
+                  record(entry((0.5, 0.6, 0.7), "> 0.9", tier="paper", device="NVIDIA H200"),
+                         claim="c-paper"))
+    recs = verdict.records(folder)
+    fig = report.figure(recs, tmp_path / "verdicts.png")
+    ids = sorted(recs)
+    assert len(fig.axes) == 2  # cpu, then paper
+    for ax, tier in zip(fig.axes, ("cpu", "paper"), strict=True):
+        cols = report.columns(recs, tier)
+        offsets = np.linspace(-0.3, 0.3, len(cols)) if len(cols) > 1 else [0.0]
+        want = set()
+        for i, cid in enumerate(ids):
+            for e in recs[cid].of(tier):
+                mid, lo, hi = report.scaled(e)
+                y = i + offsets[cols.index(verdict.label(e))]
+                want.add(((lo, hi), (y, y), report.COLOURS[e.verdict]))
+                want.add(((mid,), (y,), report.COLOURS[e.verdict]))
+        drawn = {(tuple(line.get_xdata()), tuple(line.get_ydata()), line.get_color())
+                 for line in ax.lines if line.get_color() != "black"}
+        assert drawn == want, tier
+        assert ax.get_xscale() == "symlog"
+        (zero,) = [line for line in ax.lines if line.get_color() == "black"]
+        assert tuple(zero.get_xdata()) == (0, 0)
+    assert len(fig.axes[0].lines) == 2 * 6 + 1 and len(fig.axes[1].lines) == 2 + 1
+    assert fig.axes[0].yaxis_inverted()
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ids
 
 
 def test_stale_records_are_those_of_claims_no_longer_defined(tmp_path):
@@ -604,6 +758,7 @@ def test_setting_changes_list_the_first_few_and_count_the_rest():
         "train.f0 1 -> 2", "train.f1 1 -> 2", "train.f2 1 -> 2", "train.f3 1 -> 2", "3 more"]
     assert verdict.setting_changes(recorded, now, most=9)[-2:] == ["train.f5 1 -> absent",
                                                                   "train.new absent -> x"]
+    assert len(verdict.setting_changes(recorded, now, most=7)) == 7  # all seven, none "more"
 
 
 def test_seed_spans_and_numbers():

@@ -346,10 +346,10 @@ def scaled(e: Verdict) -> tuple[float, float, float]:
 COLOURS = {SUPPORTED: "tab:green", REFUTED: "tab:red", INCONCLUSIVE: "tab:grey"}
 
 
-def figure(recs: dict[str, Record], path: Path) -> None:
+def figure(recs: dict[str, Record], path: Path):
     """Every claim's interval against its threshold, per tier and column (scaled: ``scaled``),
-    coloured by verdict; drawn to ``path`` (PNG). The axis is symmetric-log: near the threshold
-    linear, far from it logarithmic."""
+    coloured by verdict; drawn to ``path`` (PNG) and returned (closed). The axis is
+    symmetric-log: near the threshold linear, far from it logarithmic."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -389,6 +389,7 @@ def figure(recs: dict[str, Record], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=90, metadata={"Software": None})
     plt.close(fig)
+    return fig
 
 
 DOCS_HEAD = """# Verdicts
