@@ -470,6 +470,18 @@ def test_an_alarm_is_a_mean_difference_beyond_the_bound_of_any_claim_with_a_refe
     assert report.alarm_rate(recs, "cpu", on_bound, 4, 0) == 0.25
 
 
+def test_resampled_false_alarms_come_from_the_recorded_differences():
+    """One claim, a one-seed reference; two other environments share 100 seeds, equal but on one
+    seed: of its 102 recorded differences one lies beyond its bound, so a run resampling one
+    difference alarms 1 time in 102."""
+    r = record(entry((0.5,), "> 0.1"),
+               entry([0.5] * 100, "> 0.1", device=INTEL),
+               entry([0.5] * 7 + [0.6] + [0.5] * 92, "> 0.1", device="cpu (DEFAULT, Intel)"))
+    assert len(report.differences(r, "cpu")) == 102
+    assert verdict.noise(r, "cpu").bound(1) < 0.1
+    assert report.false_alarm_resampled({"c-1": r}, "cpu") == pytest.approx(1 / 102, abs=0.003)
+
+
 def test_a_claim_of_one_degree_of_freedom_across_environments_adds_its_false_alarms():
     """Two environments sharing one seed: a spread with one degree of freedom, drawn (heavy
     tailed) rather than left out."""
@@ -655,6 +667,35 @@ def test_the_page_shows_an_amendment_beside_its_verdict(tmp_path):
     page = report.docs(tmp_path)
     assert f"| `c-1` | supported (cpu (AVX512, Intel), seeds 0+)<br>*amended " \
            f"{r.amendments[0].date}: kappa >= 0.8 -> kappa >= 0.81 (why not)* |" in page
+    twice = verdict.recorded(r, entry(rule=">= 0.82", device="cpu (DEFAULT, Intel)"),
+                             amend="and again")
+    first, second = (f"<br>*{a.line()}*" for a in twice.amendments)
+    verdict.write(tmp_path / "c-1.json", twice)
+    assert first + second + " |" in report.docs(tmp_path)
+
+
+def test_the_replication_table_marks_a_tier_without_entries_or_without_a_reference():
+    recs = {"c-1": record(entry(), claim="c-1"),  # cpu only
+            "c-2": record(entry(seeds=[3, 4, 5]), claim="c-2"),  # no reference: later seeds
+            "c-3": record(entry(tier="paper", device="NVIDIA H200"), claim="c-3")}
+    table = report.replication_section(recs, ["cpu", "paper"]).split("\n")
+    assert "| `c-1` | supported (cpu (AVX2, AMD), seeds 0+) | unreplicated (1 independent " \
+           "seed set, 1 numeric environment) | - |  |" in table
+    assert "| `c-2` | - () | unreplicated (1 independent seed set, 1 numeric environment): " \
+           "supported in cpu (AVX2, AMD), seeds 3+ | - |  |" in table
+    assert "| `c-3` | - |  | supported (NVIDIA H200, seeds 0+) | unreplicated (1 independent " \
+           "seed set, 1 numeric environment) |" in table
+
+
+def test_the_detection_table_lists_each_claim_with_a_reference_and_says_where_one_environment_spreads():
+    recs = {"c-0": record(entry(seeds=[3, 4, 5]), claim="c-0"),  # no reference: not listed
+            "c-1": record(entry((0.5, 0.6, 0.7), "> 0.1"), claim="c-1"),
+            "c-2": record(entry((0.5, 0.6, 0.7), "> 0.1"),
+                          entry((0.5, 0.61, 0.7), "> 0.1", device=INTEL), claim="c-2")}
+    header, rows = report.detection_table(recs, "cpu")
+    assert [r[0] for r in rows] == ["c-1", "c-2"]
+    assert rows[0][1] == "0.1 (2), seeds' own: one environment"
+    assert rows[1][1] == f"{verdict.num(verdict.noise(recs['c-2'], 'cpu').sd)} (3)"
 
 
 def test_scaled_puts_every_threshold_at_zero_with_the_claimed_side_right():
@@ -677,6 +718,10 @@ def test_scaled_puts_every_threshold_at_zero_with_the_claimed_side_right():
     assert report.scaled(band)[1] == pytest.approx(min(1 - abs(band.low) / 0.1,
                                                        1 - abs(band.high) / 0.1))
     # a band's interval that misses its centre: its best point is its end nearer the centre
+    # an inclusive side is scaled as its strict twin; a band off zero about its own centre
+    assert report.scaled(entry((0.9, 1.0, 1.1), ">= 0.5")) == report.scaled(above)
+    shifted = entry((0.1, 0.11, 0.12), "within (0, 0.2)")
+    assert report.scaled(shifted)[0] == pytest.approx(1 - 0.01 / 0.1)
     off = entry((0.05, 0.06, 0.07), "within (-0.1, 0.1)")
     assert report.scaled(off) == pytest.approx((1 - 0.06 / 0.1, 1 - off.high / 0.1,
                                                 1 - off.low / 0.1))
