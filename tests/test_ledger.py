@@ -135,6 +135,8 @@ def test_an_entry_that_does_not_follow_from_itself_is_an_error_naming_it(tmp_pat
     assert e.verdict == "inconclusive" and verdict.follows(e) == ""
     bad = replace(e, **edit)
     assert says in verdict.follows(bad)
+    both = verdict.follows(replace(e, verdict="supported", mean=0.5))  # the verdict said first
+    assert both.startswith("verdict recorded supported, its values decide inconclusive; mean ")
     r = verdict.Record("c-1", {bad.key: bad}, {"cpu": bad.key}, bad.full_rule)
     with pytest.raises(verdict.LedgerError, match=r"entry '.*' of c-1 does not follow"):
         verdict.verify(r, tmp_path / "c-1.json")
@@ -391,6 +393,19 @@ def test_a_stale_entry_here_is_judged_as_another_environment_and_all_stale_is_un
     assert judged.status in ("across", verdict.MOVED) and "other training code" in judged.message
     nobody = verdict.judge(record(old_here), entry((0.9, 0.92, 0.94), "> 0.5", code="new"))
     assert nobody.status == "unrecorded" and "made by this training code" in nobody.message
+
+
+def test_another_environment_decided_under_other_settings_fails_against_the_reference():
+    """Held to the reference, a run on another CPU under other run settings fails naming them,
+    with the reference and what it measured now; no entry of its own to call stale."""
+    r = record(entry())
+    longer, _ = verdict.run_settings([SMALL.override(**{"train.steps": 12})])
+    judged = verdict.judge(r, entry(device=INTEL, settings=longer, settings_fingerprint="f" * 16))
+    ref = entry()
+    assert judged.status == "changed" and judged.fails
+    assert judged.message == f"reference ({ref.environment}): {ref.line()}; now: supported " \
+                             f"0.92 [0.8952, 0.9448]; settings: train.steps 3 -> 12; review, " \
+                             f"then record it: pytest claims -k c-1 --claims-update"
 
 
 def test_no_record_of_the_tier_is_new_and_other_seeds_are_unrecorded():

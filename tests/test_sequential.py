@@ -181,9 +181,9 @@ def recorded_skewness() -> list[float]:
 
 
 @pytest.mark.xfail(strict=True, reason="the Student-t interval is not robust to skew at 3-21 "
-                                       "seeds: at the recorded per-seed shapes' median skewness "
-                                       "(0.25) one side runs at 2.9% (one look at 3 seeds) and "
-                                       "2.8% (the paper plan); a skew-robust interval is open")
+                                       "seeds: at the records' median skewness the side the skew "
+                                       "points away from runs above 2.5%, for one look at 3 seeds "
+                                       "and for the paper plan; a skew-robust interval is open")
 @pytest.mark.parametrize("plan", ["cpu tier", "paper tier"])
 def test_wrong_side_verdicts_stay_at_2_5_percent_under_the_recorded_per_seed_shapes(plan):
     """True mean on the threshold, per-seed values of the median skewness the claims' records
