@@ -35,7 +35,7 @@ from normsys.claims.progress import Progress, label
 from normsys.claims.runs import Runs, meta_inputs
 from normsys.claims.runtimes import run_seconds
 from normsys.claims.usernorm import absolute, load
-from normsys.claims.verdict import INCONCLUSIVE, REFUTED, SUPPORTED, Rule, Verdict
+from normsys.claims.verdict import INCONCLUSIVE, LEVEL, REFUTED, SUPPORTED, Rule, Verdict
 from normsys.claims.workers import RUN_THREADS
 from normsys.training.config import RunConfig
 from normsys.training.norms import BUILTIN, NORMS
@@ -538,7 +538,8 @@ def cell_text(cell: Verdict) -> str:
 
 
 def interval_text(cell: Verdict, sep: str = " ") -> str:
-    """The cell's text and, for a value over seeds, its 95% interval: ``0.806 ? [0.79, 0.82]``."""
+    """The cell's text and, for a value over seeds, its interval (at LEVEL, as its claim decides
+    one look): ``0.806 ? [0.79, 0.82]``."""
     text = cell_text(cell)
     if cell.verdict != NA and not cell.evidence.get("diverged") and not cell.evidence.get("failed"):
         text = f"{text}{sep}[{cell.low:.3g}, {cell.high:.3g}]"
@@ -561,7 +562,8 @@ def legend(statistics: Columns = None) -> str:
     rows = [f"  {s.name}: {s.rule_of('N')}  (claim {s.claim}, {len(s.seeds('cpu'))} seeds at the "
             f"CPU tier)"
             for s in columns(statistics)]
-    return ("mean over seeds [95% t-interval, where shown]; + supported, x refuted, "
+    return (f"mean over seeds [{100 * LEVEL:.4g}% t-interval, where shown]; + supported, "
+            "x refuted, "
             "? inconclusive (the interval against the claim's rule, N = the row's norm):\n"
             + "\n".join(rows))
 
@@ -593,7 +595,7 @@ def shade(cell: Verdict, subject: bool) -> str:
 def draw(fig, table: dict, statistics: Columns = None, subjects: set[str] | None = None) -> None:
     """Norms x statistics, the rows judged (``subjects``: the user's kinds; every row when None)
     first and coloured by verdict, the others grey as references; each cell with its mean and
-    95% interval, each column with its words and its rule."""
+    interval, each column with its words and its rule."""
     from matplotlib.colors import ListedColormap
 
     subjects = set(table) if subjects is None else subjects
@@ -615,7 +617,8 @@ def draw(fig, table: dict, statistics: Columns = None, subjects: set[str] | None
     legend = ", ".join(f"{name}" for name in ("green supported", "red refuted",
                                                "yellow inconclusive", "blue out of range",
                                                "grey reference or n/a"))
-    ax.set_xlabel(f"mean [95% interval] over seeds, N = the row's norm. A colour is the verdict "
+    ax.set_xlabel(f"mean [{100 * LEVEL:.4g}% interval] over seeds, N = the row's norm. "
+                  f"A colour is the verdict "
                   f"of the column's rule for the row, not a grade of the norm: {legend}; "
                   f"+ supported, x refuted, ? inconclusive", fontsize=7)
     judged = [n for n in norms if n in subjects]

@@ -27,15 +27,16 @@ AVX2, INTEL = "cpu (AVX2, AMD)", "cpu (AVX512, Intel)"
 
 
 def entry(values=(0.92, 0.91, 0.93), rule=">= 0.8", device=AVX2, seeds=None, plan=None,
-          code="c0de", **changes) -> verdict.Verdict:
-    """An entry whose verdict, mean and interval are what ``rule`` decides on ``values``."""
+          code="c0de", alpha=verdict.INTERVAL_ALPHA, **changes) -> verdict.Verdict:
+    """An entry whose verdict, mean and interval are what ``rule`` decides on ``values`` at the
+    level of its look at ``alpha``."""
     seeds = list(seeds if seeds is not None else range(len(values)))
     plan = list(plan or [len(values)])
-    level = verdict.levels(plan)[plan.index(len(values))]
+    level = verdict.levels(plan, alpha)[plan.index(len(values))]
     d = verdict.decide(verdict.parse_rule(rule), list(values), level)
     fields = dict(tier="cpu", verdict=d.verdict, statistic="kappa", rule=rule, seeds=seeds,
                   values=list(values), mean=d.mean, low=d.low,
-                  high=d.high, plan=plan, measured="2026-11-23 10:00",
+                  high=d.high, plan=plan, alpha=alpha, measured="2026-11-23 10:00",
                   commit="a59fd79c0ffee", normsys="0.2.0", torch="2.13.0+cpu", device=device,
                   threads="1", autocast="off", data="abc", code=code, settings=SETTINGS,
                   settings_fingerprint=PRINT)
@@ -121,10 +122,10 @@ def test_every_committed_record_follows_from_itself():
 
 @pytest.mark.parametrize("edit,says", [
     (dict(verdict="supported"), "verdict recorded supported, its values decide inconclusive"),
-    (dict(rule=">= 0.3"), "verdict recorded inconclusive, its values decide supported"),
+    (dict(rule=">= 0.25"), "verdict recorded inconclusive, its values decide supported"),
     (dict(mean=0.5), "mean recorded 0.5, recomputed 0.6"),
-    (dict(low=0.1), "low recorded 0.1, recomputed 0.35"),
-    (dict(high=0.9), "high recorded 0.9, recomputed 0.84"),
+    (dict(low=0.1), "low recorded 0.1, recomputed 0.2996"),
+    (dict(high=0.9), "high recorded 0.9, recomputed 0.9004"),
     (dict(values=[0.5, 0.6, 0.71]), "mean recorded 0.6, recomputed 0.6033"),
     (dict(seeds=[0, 1]), "2 seeds but 3 values"),
     (dict(plan=[5]), "3 seeds, a look its plan [5] does not take"),
@@ -177,14 +178,15 @@ def test_an_entry_rule_reads_back_as_the_rule_that_wrote_it(text, rule):
 
 def test_an_all_of_entry_follows_at_its_family_level_only_when_its_rule_says_holm():
     """Refuted at 95% but not at 97.5%: an entry of the old all-of rule (each comparison at its
-    own level) follows as refuted; under Holm the same values are open."""
+    own level) follows as refuted; under Holm the same values are open. (Entries of 95% looks,
+    recorded before the intervals' skew correction.)"""
     values = [1.7, 1.8, 1.9]  # mean 1.8, sd 0.1: 95% [1.552, 2.048], 97.5% [1.442, 2.158]
-    at95 = verdict.decide(Rule("", "<", 1.5), values)
-    at975 = verdict.decide(Rule("", "<", 1.5), values, family=2)
+    at95 = verdict.decide(Rule("", "<", 1.5), values, 0.95)
+    at975 = verdict.decide(Rule("", "<", 1.5), values, 0.95, family=2)
     assert at95.verdict == "refuted" and at975.verdict == "inconclusive"
-    old = entry(values, "all of 2: < 1.5", verdict="refuted", low=at95.low, high=at95.high)
+    old = entry(values, "all of 2: < 1.5", alpha=verdict.FIRST_ALPHA)
     holm = entry(values, "all of 2 (Holm): < 1.5", verdict="refuted", low=at95.low,
-                 high=at95.high)
+                 high=at95.high, alpha=verdict.FIRST_ALPHA)
     assert verdict.family(old.rule) == 1 and verdict.family(holm.rule) == 2
     assert verdict.follows(old) == ""
     assert verdict.follows(holm) == "verdict recorded refuted, its values decide inconclusive"
@@ -200,17 +202,42 @@ def test_an_unknown_rule_text_is_an_error():
 
 def test_a_claims_first_entry_registers_its_rule_and_a_changed_rule_needs_an_amendment():
     r = record(entry())
-    assert r.registered == "kappa >= 0.8" and r.rule == "kappa >= 0.8" and not r.amendments
+    at, to = "kappa >= 0.8 (1.75% a side)", "kappa >= 0.9 (1.75% a side)"
+    assert r.registered == at and r.rule == at and not r.amendments
     moved = entry(rule=">= 0.9", device=INTEL)
     with pytest.raises(verdict.LedgerError, match="a changed rule is an amendment"):
         verdict.recorded(r, moved)
     amended = verdict.recorded(r, moved, amend="the paper's own threshold")
     a, = amended.amendments
-    assert (a.old, a.new, a.reason) == ("kappa >= 0.8", "kappa >= 0.9", "the paper's own threshold")
-    assert amended.rule == "kappa >= 0.9" and amended.registered == "kappa >= 0.8"
-    assert a.line() == f"amended {a.date}: kappa >= 0.8 -> kappa >= 0.9 (the paper's own " \
-                       f"threshold)"
+    assert (a.old, a.new, a.reason) == (at, to, "the paper's own threshold")
+    assert amended.rule == to and amended.registered == at
+    assert a.line() == f"amended {a.date}: {at} -> {to} (the paper's own threshold)"
     assert re.fullmatch(r"20\d\d-[01]\d-[0-3]\d", a.date)  # the day it was amended
+
+
+def test_intervals_at_another_alpha_are_another_rule_and_old_entries_keep_their_level():
+    """An entry recorded before the skew correction (no alpha: 95% at one look) reads its rule
+    without a level; deciding the claim at the intervals' 1.75% a side is a change of method,
+    recorded as an amendment, after which only the new entry is current. The old entry still
+    follows from itself at its own level, and a verdict it reached at 95% that 96.5% does not
+    reach stays what it was."""
+    values = (0.85, 0.9, 0.95)  # mean 0.9, sd 0.05: 95% [0.776, 1.024], 96.5% [0.754, 1.046]
+    old = entry(values, "> 0.77", alpha=verdict.FIRST_ALPHA)
+    assert old.confidence == 0.95 and old.verdict == "supported" and old.full_rule == "kappa > 0.77"
+    assert verdict.follows(old) == ""
+    new = entry(values, "> 0.77", device=INTEL)
+    assert new.confidence == pytest.approx(0.965) and new.verdict == "inconclusive"
+    assert new.full_rule == "kappa > 0.77 (1.75% a side)"
+    r = record(old)
+    with pytest.raises(verdict.LedgerError, match="a changed rule is an amendment"):
+        verdict.recorded(r, new)
+    amended = verdict.recorded(r, new, amend="skew")
+    assert [(a.old, a.new) for a in amended.amendments] == [
+        ("kappa > 0.77", "kappa > 0.77 (1.75% a side)")]
+    assert amended.current("cpu", "c0de", 0) == [new]
+    assert verdict.Verdict.of_entry(old.entry) == old and "alpha" in old.entry
+    legacy = {k: v for k, v in old.entry.items() if k != "alpha"}
+    assert verdict.Verdict.of_entry(legacy) == old  # an entry without alpha is a 95% one
 
 
 def test_a_second_plan_of_looks_over_the_seeds_an_entry_decided_on_is_refused():
@@ -244,14 +271,15 @@ def test_a_rule_neither_registered_nor_amended_is_an_error(tmp_path):
         verdict.verify(r, tmp_path / "c-1.json")
     chain = verdict.Record("c-1", {e.key: e}, {"cpu": e.key}, e.full_rule,
                           [verdict.Amendment("2026-11-27", "kappa >= 0.7", "kappa >= 0.9", "x")])
-    with pytest.raises(verdict.LedgerError, match="starts from 'kappa >= 0.7', but the rule "
-                                                 "before it is 'kappa >= 0.8'"):
+    with pytest.raises(verdict.LedgerError, match=re.escape(
+            "starts from 'kappa >= 0.7', but the rule before it is 'kappa >= 0.8 (1.75% a side)'")):
         verdict.verify(chain, tmp_path / "c-1.json")
 
 
 def test_a_fresh_run_under_a_rule_other_than_the_records_fails_naming_the_amendment():
     judged = verdict.judge(record(entry()), entry(rule=">= 0.7"))
-    assert judged.fails and "but the record holds 'kappa >= 0.8': a changed rule is an " \
+    assert judged.fails and "but the record holds 'kappa >= 0.8 (1.75% a side)': a changed " \
+                            "rule is an " \
                              "amendment, recorded with --claims-update --claims-amend" \
         in judged.message
 
@@ -291,7 +319,7 @@ def test_the_same_per_seed_values_here_are_the_same():
     judged = verdict.judge(record(entry()), entry())
     assert judged.status == "same" and not judged.fails
     assert judged.message == "record (cpu (AVX2, AMD), 1 thread(s), torch 2.13.0+cpu): " \
-                             "supported 0.92 [0.8952, 0.9448] seeds 0-2 (2026-11-23, a59fd79); " \
+                             "supported 0.92 [0.89, 0.95] seeds 0-2 (2026-11-23, a59fd79); " \
                              "the same per-seed values"
 
 
@@ -404,7 +432,7 @@ def test_another_environment_decided_under_other_settings_fails_against_the_refe
     ref = entry()
     assert judged.status == "changed" and judged.fails
     assert judged.message == f"reference ({ref.environment}): {ref.line()}; now: supported " \
-                             f"0.92 [0.8952, 0.9448]; settings: train.steps 3 -> 12; review, " \
+                             f"0.92 [0.89, 0.95]; settings: train.steps 3 -> 12; review, " \
                              f"then record it: pytest claims -k c-1 --claims-update"
 
 
@@ -615,10 +643,10 @@ def small_records(tmp_path):
 def test_compare_counts_agreement_and_decisive_flips(tmp_path):
     recs = verdict.records(small_records(tmp_path))
     header, rows, line = report.compare(recs, "cpu")
-    assert header == ["claim", "cpu (AVX2, AMD), seeds 0+: verdict", "mean [95% CI]", "seeds",
-                      "cpu (AVX512, Intel), seeds 0+: verdict", "mean [95% CI]", "seeds"]
-    assert rows[0] == ["c-1", "supported", "0.92 [0.8952, 0.9448]", "0-2",
-                       "supported", "0.92 [0.8952, 0.9448]", "0-2"]
+    assert header == ["claim", "cpu (AVX2, AMD), seeds 0+: verdict", "mean [CI]", "seeds",
+                      "cpu (AVX512, Intel), seeds 0+: verdict", "mean [CI]", "seeds"]
+    assert rows[0] == ["c-1", "supported", "0.92 [0.89, 0.95]", "0-2",
+                       "supported", "0.92 [0.89, 0.95]", "0-2"]
     assert rows[-1][4:] == ["-", "", ""]
     assert line == "1 of 2 agree; 1 decisive flips (c-2); 1 claims not in every column"
     with pytest.raises(verdict.LedgerError, match="no entries of the cpu tier under nope, nah; "
@@ -681,7 +709,8 @@ def test_the_page_shows_an_amendment_beside_its_verdict(tmp_path):
     verdict.write(tmp_path / "c-1.json", r)
     page = report.docs(tmp_path)
     assert f"| `c-1` | supported (cpu (AVX512, Intel), seeds 0+)<br>*amended " \
-           f"{r.amendments[0].date}: kappa >= 0.8 -> kappa >= 0.81 (why not)* |" in page
+           f"{r.amendments[0].date}: kappa >= 0.8 (1.75% a side) -> kappa >= 0.81 (1.75% a " \
+           f"side) (why not)* |" in page
     twice = verdict.recorded(r, entry(rule=">= 0.82", device="cpu (DEFAULT, Intel)"),
                              amend="and again")
     first, second = (f"<br>*{a.line()}*" for a in twice.amendments)

@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from normsys.claims.protocol import ln_decomposition_summary, ln_vjp_errors
 from normsys.claims.verdict import (
     INCONCLUSIVE,
+    LEVEL,
     RECORDED,
     REFUTED,
     SUPPORTED,
@@ -51,7 +52,7 @@ def test_t_cdf_and_quantile_match_the_table_where_the_series_runs_long(df, t95, 
     assert t_cdf_two_sided(t95, df) == pytest.approx(0.95, abs=2e-5)
     assert t_cdf_two_sided(t99, df) == pytest.approx(0.99, abs=2e-5)
     t_quantile.cache_clear()  # computed here, not read from an earlier test's cache
-    assert t_quantile(df) == pytest.approx(t95, abs=1e-4)
+    assert t_quantile(df, 0.95) == pytest.approx(t95, abs=1e-4)
     assert t_quantile(df, 0.99) == pytest.approx(t99, abs=1e-4)
 
 # ----------------------------------------------------------------------------- decisions
@@ -69,7 +70,7 @@ def test_decide_paired_uses_the_confidence_it_is_given():
 
 
 def test_decision_to_dict_names_its_fields():
-    d = on([1.0, 2.0, 3.0], ">", 0.0)
+    d = on([1.0, 2.0, 3.0], ">", 0.0, LEVEL)
     made = {k: v for k, v in d.to_dict().items() if v != Verdict(verdict="").to_dict()[k]
             and not (isinstance(v, float) and math.isnan(v))}
     assert set(made) == {"verdict", "rule", "values", "mean", "std", "n", "low", "high",
@@ -231,7 +232,7 @@ def test_mnist_report_reads_eight_disjoint_test_batches_of_128(data_env):
 def test_arms_are_paired_and_parts_decided_at_the_confidence_given():
     rule = Rule("a - b", ">", 0.5)
     a, b = [1.0, 1.3, 0.8], [0.0, 0.0, 0.0]
-    assert decide(rule, {"a": a, "b": b}) == on([1.0, 1.3, 0.8], ">", 0.5)
+    assert decide(rule, {"a": a, "b": b}) == on([1.0, 1.3, 0.8], ">", 0.5, LEVEL)
     assert decide(rule, {"a": a, "b": b}, 0.5).verdict == SUPPORTED  # its confidence is used
     parts = {"x": [1.0, 1.1, 1.2], "y": [0.6, 0.7, 2.0]}
     assert all_of(parts, ">", 0.5).comparisons == {
@@ -322,7 +323,7 @@ def test_equivalence_band_edges_margin_and_diverged_seeds():
     d = within([0.0, 0.001, -0.001], low, high)
     assert d.verdict == SUPPORTED and d.rule == "within (-0.02, 0.02)"
     assert d.margin == pytest.approx(min(d.low - low, high - d.high))
-    assert d.reason == f"mean 0, 95% CI [{d.low:.4g}, {d.high:.4g}], n=3; " \
+    assert d.reason == f"mean 0, 96.5% CI [{d.low:.4g}, {d.high:.4g}], n=3; " \
                       f"claim: within (-0.02, 0.02)"
     nan = within([0.0, math.nan, 0.01], low, high)
     assert (nan.verdict, nan.rule, nan.reason) == (

@@ -11,6 +11,8 @@ import pytest
 from normsys.claims.verdict import (
     ALPHA_PER_SIDE,
     INCONCLUSIVE,
+    INTERVAL_ALPHA,
+    LEVEL,
     REFUTED,
     SUPPORTED,
     Rule,
@@ -25,12 +27,13 @@ from normsys.claims.verdict import (
 
 REPS = 20_000
 # Monte Carlo error: an estimate of a 2.5% rate from REPS claims has a standard error of 0.11
-# points; a rate is "at most 2.5%" if its estimate is within 2.6 standard errors of it.
+# points; a rate is "at most 2.5%" if its estimate is within 2.6 standard errors of it (and at
+# most the intervals' 1.75% within the same margin).
 MC_TOLERANCE = 2.6 * math.sqrt(0.025 * 0.975 / REPS)
 
 
 def interval(mean: float, std: float, n: int, low: float, high: float,
-             confidence: float = 0.95) -> Verdict:
+             confidence: float = LEVEL) -> Verdict:
     """An open verdict with this mean, spread and interval (its values are not read)."""
     return Verdict(verdict="inconclusive", rule="> 0", values=(), mean=mean, std=std, n=n,
                    low=low, high=high, confidence=confidence)
@@ -47,14 +50,16 @@ def skewed(skewness: float):
 
 
 def test_looks_and_levels():
-    assert looks(3, 3) == (3,) and looks(3, 2) == (3,) and levels((3,)) == (0.95,)
+    assert INTERVAL_ALPHA == 0.0175 and LEVEL == pytest.approx(0.965, abs=1e-15)
+    assert looks(3, 3) == (3,) and looks(3, 2) == (3,) and levels((3,)) == (LEVEL,)
+    assert levels((3,), 0.025) == (0.95,)
     assert looks(3, 8) == (3, 5, 8) and looks(5, 8) == (5, 8) and looks(3, 6) == (3, 5, 6)
     plan = looks(3, 8)
     spent = [(1 - c) / 2 for c in levels(plan)]  # per side, per look
-    assert sum(spent) == pytest.approx(ALPHA_PER_SIDE, abs=1e-12)  # the whole budget, no more
+    assert sum(spent) == pytest.approx(INTERVAL_ALPHA, abs=1e-12)  # the whole budget, no more
     assert spent[0] < spent[1] < spent[2]  # O'Brien-Fleming: little early, most at the end
-    assert spent[0] == pytest.approx(1 - 0.5 * (1 + math.erf(1.959964 / math.sqrt(3 / 8) / 2**0.5)),
-                                     abs=1e-6)
+    assert spent[0] == pytest.approx(1 - 0.5 * (1 + math.erf(2.108358 / math.sqrt(3 / 8) / 2**0.5)),
+                                     abs=1e-6)  # z of 1 - 0.0175: 2.108358
 
 
 def test_sequential_stops_at_the_first_decisive_look():
@@ -71,13 +76,13 @@ def test_sequential_stops_at_the_first_decisive_look():
 
 
 def test_a_claim_decided_only_at_95_percent_keeps_looking():
-    """The first look spends little of the error budget, so it is stricter than the one-look
-    protocol's 95%: a claim that 3 seeds decide at 95% but not at the first look's level adds
-    seeds, and may end open. These are ld-layernorm-improves-final-accuracy's measured per-seed
-    differences on the CPU tier (seeds 0-7)."""
+    """The first look spends little of the error budget, so it is stricter than one look: a
+    claim that 3 seeds decide at 95% but not at the first look's level adds seeds, and may end
+    open. These are ld-layernorm-improves-final-accuracy's measured per-seed differences on the
+    CPU tier (seeds 0-7)."""
     values = [0.0029, 0.0059, 0.0061, -0.0004, -0.0021, -0.0028, 0.0057, 0.0030]
     rule = Rule("test_acc(layernorm) - test_acc(none)", ">", 0.0)
-    assert decide(rule, values[:3]).verdict == SUPPORTED  # the one-look protocol at 95%
+    assert decide(rule, values[:3], 0.95).verdict == SUPPORTED  # one look at 95%
     decision, record = sequential(lambda n, c: decide(rule, values[:n], c), looks(3, 8))
     assert [(r["seeds"], r["verdict"]) for r in record] == [
         (3, INCONCLUSIVE), (5, INCONCLUSIVE), (8, INCONCLUSIVE)]
@@ -106,31 +111,33 @@ PLANS = {"cpu tier": (3,), "paper tier": looks(5, 21), "paper tier, one look": (
                                                                   "--claims-max-seeds 8")])
 def test_wrong_side_verdicts_stay_at_or_below_2_5_percent_per_side_for_normal_values(case, plan):
     """True mean exactly on the threshold: neither supported nor refuted is right, each must come
-    out at most 2.5% of the time over all the plan's looks. On a band's edge, supported (inside)
-    and refuted (outside) are both wrong."""
+    out at most 2.5% of the time over all the plan's looks; for normal values, for which the
+    t-interval is exact, at most the intervals' 1.75%. On a band's edge, supported (inside) and
+    refuted (outside) are both wrong."""
     rule, truth = CASES[case]
     rates = simulate(rule, lambda g, n: truth + normal(g, n), PLANS[plan], REPS, seed=1)
-    assert rates[SUPPORTED] <= ALPHA_PER_SIDE + MC_TOLERANCE, rates
-    assert rates[REFUTED] <= ALPHA_PER_SIDE + MC_TOLERANCE, rates
+    assert rates[SUPPORTED] <= INTERVAL_ALPHA + MC_TOLERANCE, rates
+    assert rates[REFUTED] <= INTERVAL_ALPHA + MC_TOLERANCE, rates
 
 
 @pytest.mark.parametrize("plan", ["cpu tier", "paper tier"])
 @pytest.mark.parametrize("parts", [2, 3])
 def test_an_all_of_rule_is_wrongly_decided_no_more_often_than_one_comparison(parts, plan):
     """Every comparison exactly on the threshold (independent): an all-of rule refuted by any
-    one comparison at 95% would be refuted 4-5% (two) or 6-7% (three) of the time; held to its
-    family's level (Holm) it stays at 2.5%. Supported needs every comparison, so it is rarer."""
+    one comparison at its look's level would be refuted about twice (two) or three times (three)
+    as often as one comparison; held to its family's level (Holm) it stays at one comparison's
+    1.75%. Supported needs every comparison, so it is rarer."""
     reps = 8_000  # each claim decides every part at every look: fewer claims, a wider margin
     tolerance = 2.6 * math.sqrt(0.025 * 0.975 / reps)
     rates = simulate(Rule("x", ">", 0.0), lambda g, n: g.standard_normal((n, parts)),
                      PLANS[plan], reps, seed=4)
-    assert rates[REFUTED] <= ALPHA_PER_SIDE + tolerance, rates
-    assert rates[SUPPORTED] <= ALPHA_PER_SIDE + tolerance, rates
+    assert rates[REFUTED] <= INTERVAL_ALPHA + tolerance, rates
+    assert rates[SUPPORTED] <= INTERVAL_ALPHA + tolerance, rates
 
 
 def test_a_second_plan_over_the_seeds_a_first_look_left_open_spends_the_error_twice():
     """Why README offers a replication on fresh seeds for an open verdict, not more looks over
-    the same seeds: one 95% look at 3 seeds, then, where open, a fresh plan 3 -> 5 -> 8 with a
+    the same seeds: one look at 3 seeds, then, where open, a fresh plan 3 -> 5 -> 8 with a
     budget of its own decides on the wrong side more than 2.5% of the time per side."""
     rule, gen = Rule("x", ">", 0.0), np.random.default_rng(5)
     wrong = {SUPPORTED: 0, REFUTED: 0}
@@ -145,15 +152,17 @@ def test_a_second_plan_over_the_seeds_a_first_look_left_open_spends_the_error_tw
 
 @pytest.mark.parametrize("skewness", [0.5, 1.0, 2.0])
 def test_with_skewed_values_the_looks_cost_no_more_than_the_t_interval_already_does(skewness):
-    """The t-interval itself is miscalibrated for skewed values at 3-8 seeds: the protocol's one
-    look at 3 seeds already decides on the wrong side more often than 2.5% (on the side the skew
-    points away from). Measured here, with the sequential procedure beside it: it adds at most
-    1.5 points to the one-look rate, and stays below 2.5% on the other side."""
+    """The t-interval itself is miscalibrated for skewed values at 3-8 seeds: beyond the skewness
+    the records show, one look at 3 seeds decides on the wrong side more often than 2.5% (on the
+    side the skew points away from), even at the intervals' 1.75%. Measured here, with the
+    sequential procedure beside it: it adds under 2 points to the one-look rate (at 2.5% a side
+    it added under 1.5: the looks' share of a smaller budget costs a little more under skew), and
+    stays below 2.5% on the other side."""
     rule = Rule("x", ">", 0.0)
     draw = skewed(skewness)
     one = simulate(rule, draw, (3,), REPS, seed=2)
     seq = simulate(rule, draw, looks(3, 8), REPS, seed=2)
-    assert seq[REFUTED] <= one[REFUTED] + 0.015, (one, seq)
+    assert seq[REFUTED] <= one[REFUTED] + 0.02, (one, seq)
     assert seq[SUPPORTED] <= ALPHA_PER_SIDE + MC_TOLERANCE, seq
 
 
@@ -180,19 +189,29 @@ def recorded_skewness() -> list[float]:
     return out
 
 
-@pytest.mark.xfail(strict=True, reason="the Student-t interval is not robust to skew at 3-21 "
-                                       "seeds: at the records' median skewness the side the skew "
-                                       "points away from runs above 2.5%, for one look at 3 seeds "
-                                       "and for the paper plan; a skew-robust interval is open")
-@pytest.mark.parametrize("plan", ["cpu tier", "paper tier"])
-def test_wrong_side_verdicts_stay_at_2_5_percent_under_the_recorded_per_seed_shapes(plan):
-    """True mean on the threshold, per-seed values of the median skewness the claims' records
-    show (standardized gamma): each side at most 2.5%."""
+def records_median_skewness() -> float:
     skews = recorded_skewness()
     assert len(skews) >= 40
-    skew = float(np.median(np.abs(skews)))
+    return float(np.median(np.abs(skews)))
+
+
+@pytest.mark.parametrize("plan", ["cpu tier", "paper tier", "paper tier, one look"])
+def test_wrong_side_verdicts_stay_at_2_5_percent_under_the_recorded_per_seed_shapes(plan):
+    """True mean on the threshold, per-seed values of the median skewness the claims' records
+    show (standardized gamma): each side at most 2.5%, which the intervals' 1.75% a side buys."""
+    skew = records_median_skewness()
     rates = simulate(Rule("x", ">", 0.0), skewed(skew), PLANS[plan], REPS, seed=7)
     assert max(rates[SUPPORTED], rates[REFUTED]) <= ALPHA_PER_SIDE + MC_TOLERANCE, (skew, rates)
+
+
+@pytest.mark.parametrize("plan", ["cpu tier", "paper tier, one look"])
+def test_at_2_5_percent_a_side_the_t_interval_errs_more_under_the_recorded_shapes(plan):
+    """Why the intervals spend less than the protocol's 2.5%: the t-interval at 2.5% a side (95%
+    at one look) decides on the wrong side more than 2.5% of the time at the records' median
+    skewness, on the side the skew points away from."""
+    rates = simulate(Rule("x", ">", 0.0), skewed(records_median_skewness()), PLANS[plan], REPS,
+                     seed=7, alpha=ALPHA_PER_SIDE)
+    assert rates[REFUTED] > ALPHA_PER_SIDE + MC_TOLERANCE, rates
 
 
 def test_more_seeds_decide_more_claims_that_are_off_their_threshold():
@@ -353,17 +372,17 @@ def test_the_seeds_that_would_decide_are_the_first_whose_interval_clears_the_thr
             assert n is not None and 2 < n < MOST_SEEDS
             assert reach(n, std, confidence) < 2.0 <= reach(n - 1, std, confidence)
     # two seeds decide where the spread is small enough: t(1) = 12.7 at 95%
-    assert seeds_to_decide(interval(0.0, 0.2, 5, -1.0, 1.0), rule) == 2
+    assert seeds_to_decide(interval(0.0, 0.2, 5, -1.0, 1.0, 0.95), rule) == 2
     assert seeds_to_decide(interval(0.0, math.nan, 5, -1.0, 1.0), rule) is None
     # the normal answer (1000) is within MOST_SEEDS, but the t-interval at MOST_SEEDS still
     # reaches the threshold
-    assert seeds_to_decide(interval(0.0, 22.566, 5, -1.0, 1.0), rule) is None
+    assert seeds_to_decide(interval(0.0, 22.566, 5, -1.0, 1.0, 0.95), rule) is None
 
 
 @pytest.mark.parametrize("mean", [1.0, 0.5])
 def test_the_seeds_that_would_decide_decide_four_times_in_five_where_mean_and_spread_hold(mean):
     """Taken as the truth (normal, spread 1), the planning figure's seeds decide the claim 80% of
-    the time at one 95% look; one seed fewer, less often."""
+    the time at one look; one seed fewer, less often."""
     from normsys.claims.verdict import seeds_to_decide
 
     rule, tol = Rule("x", ">", 0.0), 2.6 * math.sqrt(0.8 * 0.2 / REPS)

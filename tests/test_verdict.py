@@ -52,7 +52,7 @@ T_TABLE = {1: 12.7062, 2: 4.3027, 3: 3.1824, 4: 2.7764, 5: 2.5706, 9: 2.2622, 30
 
 @pytest.mark.parametrize("df,expected", T_TABLE.items())
 def test_t_quantile_matches_tables(df, expected):
-    assert t_quantile(df) == pytest.approx(expected, abs=1e-4)
+    assert t_quantile(df, 0.95) == pytest.approx(expected, abs=1e-4)
 
 
 def test_t_cdf_limits_and_bad_df():

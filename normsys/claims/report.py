@@ -28,6 +28,7 @@ from normsys.claims.verdict import (
     CONTRADICTED,
     FRAGILE,
     INCONCLUSIVE,
+    LEVEL,
     REFUTED,
     SUPPORTED,
     LedgerError,
@@ -47,7 +48,7 @@ from normsys.claims.verdict import (
 
 VERDICT_ORDER = (SUPPORTED, REFUTED, INCONCLUSIVE, "error", "not run")
 HEADER = ["claim", "tier", "verdict", "statistic", "mean", "CI", "rule", "seeds", "time",
-          "ledger", "replication"]  # CI: 95%, or the level of the look that decided (looks)
+          "ledger", "replication"]  # CI: at the level of the look that decided (Verdict.confidence)
 
 
 def write_check(folder: Path) -> str:
@@ -167,7 +168,7 @@ def write_reports(results, folder: Path, provenance: dict) -> list[Path]:
         for line in getattr(r, "amendments", []):
             md.append(f"Rule {line}\n")
         if r.rule:
-            level = f"{100 * r.looks[-1]['confidence']:.4g}%" if getattr(r, "looks", []) else "95%"
+            level = f"{100 * r.confidence:.4g}%"
             md.append(f"Rule: `{r.statistic} {r.rule}` on the {level} t-interval of the mean over "
                       f"seeds {r.seeds}.  \n{looks_line(r)}"
                       f"Per seed: {', '.join(_num(v) for v in r.values)}  \n{r.reason}\n")
@@ -221,7 +222,7 @@ def compare(recs: dict[str, Record], tier: str, wanted: Sequence[str] = ()) \
     if unknown := [c for c in cols if c not in known]:
         raise LedgerError(f"no entries of the {tier} tier under {', '.join(unknown)}; the "
                           f"columns there: {'; '.join(known)}")
-    header = ["claim"] + [x for c in cols for x in (f"{c}: verdict", "mean [95% CI]", "seeds")]
+    header = ["claim"] + [x for c in cols for x in (f"{c}: verdict", "mean [CI]", "seeds")]
     rows, common, agree, flips = [], 0, 0, []
     for cid, r in sorted(recs.items()):
         by = {label(e): e for e in r.of(tier)}
@@ -402,7 +403,8 @@ two CPU kernel sets or vendors, or two seed sets of one tier, are.
 
 ![Every claim's interval against its threshold](verdicts.png)
 
-Each bar is an entry's 95% interval (or the level of the look it decided at), its mark the mean,
+Each bar is an entry's interval at the level of the look it decided at ({level:.4g}% for one look;
+95% for entries recorded before the intervals' skew correction), its mark the mean,
 on a scale where the rule's threshold is the vertical line and the claimed side lies right: the
 distance from the threshold in units of the threshold's size (|threshold|, a band's half-width, or
 1 for a threshold of 0), linear within one unit and logarithmic beyond. Green supported, red
@@ -470,7 +472,7 @@ def docs(folder: Path, picture: Path | None = None) -> str:
     if picture is not None:
         figure(recs, picture)
     tiers = [t for t in ("cpu", "paper") if any(r.of(t) for r in recs.values())]
-    blocks = [DOCS_HEAD, replication_section(recs, tiers)]
+    blocks = [DOCS_HEAD.format(level=100 * LEVEL), replication_section(recs, tiers)]
     if "cpu" in tiers:
         header, rows = detection_table(recs, "cpu")
         blocks += [DETECTION_HEAD.format(alpha=ALPHA_ACROSS, normal=false_alarm(recs, "cpu"),
