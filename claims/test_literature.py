@@ -248,6 +248,11 @@ def test_control_growth_rule_is_refuted_on_pre_ln_encoders(runs):
 
 @pytest.mark.control(POSTLN_GROWS.id, PRELN_FLATNESS.claim)
 def test_control_xiong_rules_flip_on_a_profile_made_to_grow(task_of):
+    """Pre-LN encoders at init, and the same with the first block's FFN shrunk so that gradients
+    grow toward the output: the growth rule is supported on the grown profile and refuted on the
+    flat one; the flatness rule is refuted on the grown profile, and on the flat one not refuted
+    (at three seeds its 96.5% intervals reach the bound of 1, as its claim's own do on the CPU
+    tier: open there, not a flip)."""
     def per_seed(shrink_first: bool) -> list[dict[str, float]]:  # each depth's ratio, a seed
         by_depth = {f"{n} blocks": ffn_ratios_at_init(task_of, "pre", n, shrink_first)
                     for n in DEPTHS}
@@ -259,7 +264,7 @@ def test_control_xiong_rules_flip_on_a_profile_made_to_grow(task_of):
     grows, flat = per_seed(True), per_seed(False)
     assert POSTLN_GROWS.verdict(grows).verdict == SUPPORTED
     assert POSTLN_GROWS.verdict(flat).verdict == REFUTED
-    assert PRELN_FLATNESS.declaration.verdict(log2(flat)).verdict == SUPPORTED
+    assert PRELN_FLATNESS.declaration.verdict(log2(flat)).verdict != REFUTED
     assert PRELN_FLATNESS.declaration.verdict(log2(grows)).verdict == REFUTED
 
 

@@ -135,8 +135,9 @@ def committed(p: Plan, environment: Callable[[RunConfig], dict[str, str]],
 def stale(tier: str, folder: Path | None = None) -> str:
     """Why the committed built-in scorecard of ``tier`` is not what ``scorecard --builtin`` would
     make of this checkout: other training code (a user's scorecard would then train every
-    built-in row again), other runs behind a cell, another rule, or cells no longer (or not yet)
-    made; '' where it is. The numeric environment is not judged here: it decides only where the
+    built-in row again), other runs behind a cell, another rule, cells no longer (or not yet)
+    made, or a cell that its committed readings decide otherwise (another interval level); ''
+    where it is. The numeric environment is not judged here: it decides only where the
     committed cells can be read (``committed``)."""
     path = builtin_json(tier, folder)
     if not path.is_file():
@@ -156,6 +157,18 @@ def stale(tier: str, folder: Path | None = None) -> str:
                        ("there but no longer made", sorted(there.keys() - now.keys()))):
         if keys:
             return f"{path.name}: {len(keys)} cells {what}, e.g. {keys[0][1]} on {keys[0][0]}"
+    # the same runs and rules: each cell decided again from its committed per-seed readings
+    known = {(stat, norm): cell for norm, row in body["norms"].items()
+             for stat, cell in row.items() if "reads" in cell}
+    again = as_json(cells(replace(p, known=known), {}))
+    shown = ("verdict", "mean", "low", "high", "reason")
+    decided = sorted(k for k, cell in known.items()  # as JSON text: NaN equals NaN
+                     if json.dumps([again[k[1]][k[0]][f] for f in shown])
+                     != json.dumps([cell[f] for f in shown]))
+    if decided:
+        return f"{path.name}: {len(decided)} cells decided otherwise by this code from their " \
+               f"readings (the interval's level, the rule's decision), e.g. {decided[0][1]} on " \
+               f"{decided[0][0]}"
     return ""
 
 

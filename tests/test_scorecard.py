@@ -793,9 +793,10 @@ def test_committed_builtin_cells_stand_in_for_their_runs_where_made_alike(tmp_pa
 def test_the_committed_builtin_scorecard_is_stale_when_its_code_runs_rules_or_cells_differ(
         monkeypatch, tmp_path):
     """`scorecard --builtin --check` (CI): the committed built-in scorecard is what --builtin
-    makes of this checkout, judged by its training code's digest, each cell's runs and rule, and
-    its set of cells; each difference is named. The committed one, under the digest it records,
-    is up to date (it is made of the claims' runs and rules as they stand)."""
+    makes of this checkout, judged by its training code's digest, each cell's runs and rule, its
+    set of cells, and each cell decided again from its readings; each difference is named. The
+    committed one, under the digest it records, is up to date (it is made of the claims' runs and
+    rules as they stand)."""
     gallery = scorecard.Path(__file__).parents[1] / "claims" / "gallery"
     body = json.loads((gallery / "scorecard-builtin-cpu.json").read_text())
     monkeypatch.setattr(scorecard, "code_digest", lambda: body["provenance"]["code"])
@@ -818,6 +819,12 @@ def test_the_committed_builtin_scorecard_is_stale_when_its_code_runs_rules_or_ce
     assert stale_with(lambda b: b["norms"]["none"].update(
         extra={"runs": [], "rule": ""})).endswith("1 cells there but no longer made, e.g. none on "
                                                   "extra")
+    otherwise = "cells decided otherwise by this code from their readings (the interval's " \
+                "level, the rule's decision), e.g. "
+    assert stale_with(lambda b: b["norms"]["rmsnorm"]["kappa_6"].update(low=0.0)).endswith(
+        f"1 {otherwise}rmsnorm on kappa_6")
+    assert stale_with(lambda b: b["norms"]["l2"]["min_rho"].update(verdict="supported")).endswith(
+        f"1 {otherwise}l2 on min_rho")
     assert stale_with(lambda b: b["provenance"].update(code="0" * 12)) == (
         f"scorecard-builtin-cpu.json was made by other training code (digest {'0' * 12}, now "
         f"{body['provenance']['code']})")
@@ -1021,7 +1028,7 @@ def test_the_table_in_text_and_markdown_and_the_legend():
     assert lines[1] == "mine       1.55 out of range  diverged (2 of 3 seeds)  "
     assert lines[2].index("0.407") == lines[1].index("diverged")  # the columns line up
     assert text.endswith(
-        "mean over seeds [95% t-interval, where shown]; + supported, x refuted, ? inconclusive "
+        "mean over seeds [96.5% t-interval, where shown]; + supported, x refuted, ? inconclusive "
         "(the interval against the claim's rule, N = the row's norm):\n"
         "  level: v(N) > 0.5  (claim c-level, 3 seeds at the CPU tier)\n"
         "  vs_none: v(N) - v(none) > 0  (claim c-vs, 3 seeds at the CPU tier)")

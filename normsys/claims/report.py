@@ -26,6 +26,7 @@ import numpy as np
 from normsys.claims.verdict import (
     ALPHA_ACROSS,
     CONTRADICTED,
+    FIRST_ALPHA,
     FRAGILE,
     INCONCLUSIVE,
     LEVEL,
@@ -404,7 +405,7 @@ two CPU kernel sets or vendors, or two seed sets of one tier, are.
 ![Every claim's interval against its threshold](verdicts.png)
 
 Each bar is an entry's interval at the level of the look it decided at ({level:.4g}% for one look;
-95% for entries recorded before the intervals' skew correction), its mark the mean,
+{first:.4g}% for entries recorded before the intervals' skew correction), its mark the mean,
 on a scale where the rule's threshold is the vertical line and the claimed side lies right: the
 distance from the threshold in units of the threshold's size (|threshold|, a band's half-width, or
 1 for a threshold of 0), linear within one unit and logarithmic beyond. Green supported, red
@@ -472,7 +473,8 @@ def docs(folder: Path, picture: Path | None = None) -> str:
     if picture is not None:
         figure(recs, picture)
     tiers = [t for t in ("cpu", "paper") if any(r.of(t) for r in recs.values())]
-    blocks = [DOCS_HEAD.format(level=100 * LEVEL), replication_section(recs, tiers)]
+    blocks = [DOCS_HEAD.format(level=100 * LEVEL, first=100 * (1 - 2 * FIRST_ALPHA)),
+              replication_section(recs, tiers)]
     if "cpu" in tiers:
         header, rows = detection_table(recs, "cpu")
         blocks += [DETECTION_HEAD.format(alpha=ALPHA_ACROSS, normal=false_alarm(recs, "cpu"),

@@ -208,10 +208,11 @@ class Verdict:
     0.02)``, ``all of 3 (Holm): > 0`` for several comparisons, this one the weakest); ``margin``: how far
     the interval lies inside the claimed region (< 0: outside); ``comparisons``: with parts, each
     part's verdict (as ``to_dict``). The claim it decides (``id``, ``tier``, ``seeds``, ``plan``:
-    the seed counts of its looks, ``looks``: each look's line where there were several), where it
-    was measured (date, commit, torch, device, threads, autocast, data, the training code's
-    digest ``code`` and the runs' ``settings``) and, in a report, what its test said and how its
-    record judged it (``ledger``, ``replication``, ``amendments``)."""
+    the seed counts of its looks, ``alpha``: the per-side error they spend, ``looks``: each
+    look's line where there were several), where it was measured (date, commit, torch, device,
+    threads, autocast, data, the training code's digest ``code`` and the runs' ``settings``) and,
+    in a report, what its test said and how its record judged it (``ledger``, ``replication``,
+    ``amendments``)."""
 
     verdict: str  # supported | refuted | inconclusive; a report's error | not run
     rule: str = ""
