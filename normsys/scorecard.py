@@ -160,6 +160,9 @@ def stale(tier: str, folder: Path | None = None) -> str:
     # the same runs and rules: each cell decided again from its committed per-seed readings
     known = {(stat, norm): cell for norm, row in body["norms"].items()
              for stat, cell in row.items() if "reads" in cell}
+    if unread := sorted(p.cells.keys() - known.keys()):
+        return f"{path.name}: {len(unread)} cells without their per-seed readings, e.g. " \
+               f"{unread[0][1]} on {unread[0][0]}"
     again = as_json(cells(replace(p, known=known), {}))
     shown = ("verdict", "mean", "low", "high", "reason")
     decided = sorted(k for k, cell in known.items()  # as JSON text: NaN equals NaN

@@ -101,6 +101,27 @@ def test_a_changed_seed_count_is_found():
         {"7", "5"}
 
 
+def stated_levels(text: str) -> dict:
+    """The interval levels README states in prose: one look's, its alpha a side, and an all-of
+    rule's refuting levels for two and three comparisons (Holm)."""
+    one = re.search(r"confidence interval of the mean, at ([\d.]+)% \(([\d.]+)% a side", text)
+    holm = re.search(r"\(Holm: ([\d.]+)% intervals for two,\s+([\d.]+)% for three\)", text)
+    return {"level": one[1], "alpha": one[2], "holm": (holm[1], holm[2])}
+
+
+def test_the_interval_levels_it_states_are_the_codes():
+    from normsys.claims.verdict import INTERVAL_ALPHA, LEVEL
+
+    def pct(x: float) -> str:
+        return f"{100 * x:.4g}"
+
+    assert stated_levels((ROOT / "README.md").read_text()) == {
+        "level": pct(LEVEL), "alpha": pct(INTERVAL_ALPHA),
+        "holm": (pct(1 - (1 - LEVEL) / 2), pct(1 - (1 - LEVEL) / 3))}
+    changed = (ROOT / "README.md").read_text().replace("at 96.5% (", "at 95% (")
+    assert stated_levels(changed)["level"] == "95"
+
+
 def test_the_scorecard_time_it_states_is_the_committed_logs():
     """README's wall time of its `MyNorm` scorecard is the one the committed log of that command
     ends on (the log is what the command printed, from an empty run cache on 2 cores)."""
