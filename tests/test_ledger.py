@@ -899,3 +899,118 @@ def test_an_entry_read_takes_its_seed_count_and_the_level_of_its_look_from_itsel
     path.write_text(json.dumps(body))
     with pytest.raises(verdict.LedgerError, match=r"5 seeds, a look its plan \[3, 8\] does not take"):
         verdict.read(path)
+
+
+# ----------------------------------------------------------------------------- what a reader is told
+
+
+def test_a_record_that_is_not_an_object_names_what_it_holds_and_how_to_restore_it(tmp_path):
+    path = tmp_path / "c-1.json"
+    path.write_text("[1, 2]")
+    with pytest.raises(verdict.LedgerError) as err:
+        verdict.read(path)
+    assert str(err.value) == (
+        f"record {path} cannot be read (TypeError: a JSON list, not an object); restore it from "
+        f"git (git checkout -- {path}), or delete it and record the claim again with `pytest "
+        f"claims --claims-update` (every environment's entries go with it)")
+
+
+def test_an_entry_lacking_fields_names_them_all_and_one_that_does_not_follow_names_the_file(
+        tmp_path):
+    path = tmp_path / "c-1.json"
+    verdict.write(path, record(entry()))
+    body = json.loads(path.read_text())
+    (k, e), = body["entries"].items()
+    short = {**body, "entries": {k: {f: v for f, v in e.items() if f not in ("mean", "values")}}}
+    path.write_text(json.dumps(short))
+    with pytest.raises(verdict.LedgerError) as err:
+        verdict.read(path)
+    assert str(err.value) == f"record {path}: entry {k!r} lacks mean, values; {verdict.again(path)}"
+    path.write_text(json.dumps({**body, "entries": {k: {**e, "verdict": "refuted"}}}))
+    with pytest.raises(verdict.LedgerError, match=re.escape(f"record {path}: entry {k!r} of c-1 "
+                                                            f"does not follow from itself")):
+        verdict.read(path)
+
+
+def test_across_the_messages_name_the_shift_its_bound_and_a_flip():
+    r = two_environments()
+    ref = r.entries[r.reference["cpu"]]
+    bound = verdict.noise(r, "cpu").bound(3)
+    head = f"reference ({ref.environment}): {ref.line()}"
+    update = "review, then record it: pytest claims -k c-1 --claims-update"
+
+    def shift_of(fresh):
+        return math.fsum(b - a for a, b in zip(ref.values, fresh.values, strict=True)) / 3
+
+    near = entry((0.901, 0.921, 0.939), "> 0.5", device=AVX2)
+    assert verdict.judge(r, near).message == \
+        f"{head}; moved {verdict.num(shift_of(near))} on average, within its bound " \
+        f"({verdict.num(bound)})"
+    far = entry(tuple(v + 1.2 * bound for v in (0.90, 0.92, 0.94)), "> 0.5", device=AVX2)
+    now = f"now: supported {verdict.interval(far.mean, far.low, far.high)}"
+    assert verdict.judge(r, far).message == \
+        f"{head}; {now}; the per-seed values moved by {verdict.num(shift_of(far))} on average " \
+        f"over 3 seeds, beyond this claim's bound across environments ({verdict.num(bound)}); " \
+        f"{update}"
+    base = record(entry((0.7, 0.72, 0.74), "> 0.45", device="cpu (AVX512, AMD)"))
+    flip = entry((0.2, 0.21, 0.22), "> 0.45", device=AVX2)
+    old = base.entries[base.reference["cpu"]]
+    assert verdict.judge(base, flip).message == \
+        f"reference ({old.environment}): {old.line()}; now: refuted " \
+        f"{verdict.interval(flip.mean, flip.low, flip.high)}; a decisive flip; {update}"
+
+
+def test_a_shift_exactly_on_the_bound_is_within_it(monkeypatch):
+    r = two_environments()
+    ref = r.entries[r.reference["cpu"]]
+    fresh = entry((0.91, 0.93, 0.95), "> 0.5", device=AVX2)
+    shift = math.fsum(b - a for a, b in zip(ref.values, fresh.values, strict=True)) / 3
+    monkeypatch.setattr(verdict, "noise", lambda record, tier: verdict.Noise(0.0, 1, 1.0, True))
+    monkeypatch.setattr(verdict.Noise, "bound", lambda self, n: abs(shift))
+    assert verdict.judge(r, fresh).status == "across"
+    monkeypatch.setattr(verdict.Noise, "bound", lambda self, n: abs(shift) * (1 - 1e-12))
+    assert verdict.judge(r, fresh).status == "changed"
+
+
+def test_a_reference_that_took_a_later_look_is_compared_over_the_seeds_both_have():
+    """Another environment decided at 5 seeds of the plan 3, 5, 8 (open at 3); this one at 3:
+    the mean shift is over seeds 0-2."""
+    ref = entry((0.8, 0.9, 0.7, 0.8, 0.8), "> 0.5", device="cpu (AVX512, AMD)", plan=[3, 5, 8])
+    assert ref.verdict == "supported" and verdict.follows(ref) == ""
+    fresh = entry((0.8, 0.8001, 0.7999), "> 0.5", device=AVX2, plan=[3, 5, 8])
+    assert fresh.verdict == "supported"
+    judged = verdict.judge(record(ref), fresh)
+    shift = ((0.8 - 0.8) + (0.8001 - 0.9) + (0.7999 - 0.7)) / 3
+    assert judged.status == "across" and f"moved {verdict.num(shift)} on average" in judged.message
+
+
+def test_a_sessions_records_judge_without_writing_amending_or_failing_unless_asked(tmp_path):
+    ledgers = verdict.Ledgers(tmp_path)
+    assert (ledgers.update, ledgers.strict, ledgers.amend) == (False, False, "")
+    assert ledgers.judge("c-1", entry()).status == "new"
+    verdict.write(tmp_path / "c-1.json", record(entry()))
+    writing = verdict.Ledgers(tmp_path, update=True)
+    assert writing.judge("c-1", entry(device=INTEL)) == verdict.Judgement(
+        "updated", f"recorded from this run in {tmp_path / 'c-1.json'}")
+    changed = writing.judge("c-1", entry(rule=">= 0.7", device=INTEL))  # no reason given
+    with pytest.raises(verdict.LedgerError) as err:
+        verdict.recorded(writing.record("c-1"), entry(rule=">= 0.7", device=INTEL))
+    assert changed == verdict.Judgement("changed", str(err.value))
+
+
+def test_the_entry_a_measurement_is_compared_with_is_its_own_else_the_current_reference(tmp_path):
+    there = entry(device=INTEL)
+    verdict.write(tmp_path / "c-1.json", record(there))
+    ledgers = verdict.Ledgers(tmp_path)
+    here = entry().key
+    assert ledgers.recorded("c-1", "cpu", here, "c0de", 0) == there
+    assert ledgers.recorded("c-1", "cpu", there.key, "c0de", 0) == there  # its own
+    assert ledgers.recorded("c-1", "cpu", here, "n3w", 0) is None  # made by other code
+    assert ledgers.recorded("c-1", "cpu", here, "c0de", 3) is None  # on other seeds
+    assert ledgers.recorded("c-1", "paper", here, "c0de", 0) is None
+
+
+def test_an_unreadable_record_says_nothing_of_its_claim(tmp_path):
+    (tmp_path / "c-bad.json").write_text("{not json")
+    said = verdict.Ledgers(tmp_path).said("c-bad")
+    assert said == verdict.Record("c-bad") and said.claim == "c-bad"
