@@ -1014,3 +1014,45 @@ def test_an_unreadable_record_says_nothing_of_its_claim(tmp_path):
     (tmp_path / "c-bad.json").write_text("{not json")
     said = verdict.Ledgers(tmp_path).said("c-bad")
     assert said == verdict.Record("c-bad") and said.claim == "c-bad"
+
+
+def test_an_all_of_entrys_earlier_looks_are_decided_at_its_familys_level():
+    """Plan 3, 5 under Holm: at 3 seeds the deciding comparison is refuted at one comparison's
+    level but open at its family's, so the entry rightly took the look of 5."""
+    values = [2.26, 2.36, 2.46, 2.36, 2.36]
+    first = verdict.levels((3, 5))[0]
+    rule = verdict.parse_rule("all of 2 (Holm): < 1.5")
+    assert verdict.decide(rule, values[:3], first).verdict == "refuted"
+    assert verdict.decide(rule, values[:3], first, family=2).verdict == "inconclusive"
+    e = entry(values, "all of 2 (Holm): < 1.5", plan=[3, 5])
+    assert e.verdict == "refuted" and verdict.follows(e) == ""
+
+
+def test_resampled_false_alarms_of_a_claim_without_differences_are_drawn_normal(monkeypatch):
+    """A claim recorded on one environment has no differences to resample: its mean difference
+    is drawn normal with its seeds' spread (sd * sqrt(2 / n)). Under a bound of 1.96 of those,
+    5% of runs alarm."""
+    r = record(entry((0.5, 0.6, 0.7), "> 0.1"))
+    assert report.differences(r, "cpu") == [] and not verdict.noise(r, "cpu").measured
+    monkeypatch.setattr(verdict.Noise, "bound",
+                        lambda self, n: 1.959964 * self.sd * math.sqrt(2 / n))
+    assert report.false_alarm_resampled({"c-1": r}, "cpu") == pytest.approx(0.05, abs=0.006)
+
+
+def test_resampled_differences_each_take_a_sign_of_their_own(monkeypatch):
+    """Every recorded difference 0.1, three seeds, a bound between 0.1 / 3 and 0.1: a run alarms
+    only when its three resampled differences share a sign, 2 runs in 8."""
+    r = record(entry((0.5, 0.6, 0.7), "> 0.1"),
+               entry((0.6, 0.7, 0.8), "> 0.1", device=INTEL))
+    assert report.differences(r, "cpu") == pytest.approx([0.1, 0.1, 0.1])
+    monkeypatch.setattr(verdict.Noise, "bound", lambda self, n: 0.05)
+    assert report.false_alarm_resampled({"c-1": r}, "cpu") == pytest.approx(0.25, abs=0.01)
+
+
+def test_the_page_states_the_cpu_tiers_resampled_false_alarm_rate(tmp_path):
+    r = record(entry((0.5,), "> 0.1"),
+               entry([0.5] * 100, "> 0.1", device=INTEL),
+               entry([0.5] * 7 + [0.6] + [0.5] * 92, "> 0.1", device="cpu (DEFAULT, Intel)"))
+    verdict.write(tmp_path / "c-1.json", r)
+    rate = report.false_alarm_resampled({"c-1": r}, "cpu")
+    assert rate > 0.005 and f"{rate:.3%} with the differences resampled" in report.docs(tmp_path)
