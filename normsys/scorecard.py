@@ -579,8 +579,8 @@ def legend(statistics: Columns = None) -> str:
             f"CPU tier)"
             for s in columns(statistics)]
     return (f"mean over seeds [{100 * LEVEL:.4g}% t-interval, where shown]; + supported, "
-            "x refuted, "
-            "? inconclusive (the interval against the claim's rule, N = the row's norm):\n"
+            "x refuted, ? inconclusive (the interval against the claim's rule, N = the row's "
+            "norm):\n"
             + "\n".join(rows))
 
 

@@ -1056,3 +1056,15 @@ def test_the_page_states_the_cpu_tiers_resampled_false_alarm_rate(tmp_path):
     verdict.write(tmp_path / "c-1.json", r)
     rate = report.false_alarm_resampled({"c-1": r}, "cpu")
     assert rate > 0.005 and f"{rate:.3%} with the differences resampled" in report.docs(tmp_path)
+
+
+def test_an_old_entrys_earlier_looks_are_decided_at_its_own_alpha():
+    """An entry of the 95% plan 3, 5 whose first 3 values decided at that plan's first look, yet
+    it took 5: it does not follow, though the stricter first look of 1.75% a side would have
+    left those 3 values open."""
+    values = [1.02, 1.12, 1.22, 1.12, 1.12]
+    rule = Rule("x", ">", 0.5)
+    assert verdict.decide(rule, values[:3], verdict.levels((3, 5), 0.025)[0]).verdict == "supported"
+    assert verdict.decide(rule, values[:3], verdict.levels((3, 5))[0]).verdict == "inconclusive"
+    late = entry(values, "> 0.5", plan=[3, 5], alpha=verdict.FIRST_ALPHA)
+    assert verdict.follows(late).endswith("its values decide at the look of 3 seeds, yet it took 5")
