@@ -50,6 +50,13 @@ def record(*entries: verdict.Verdict, claim: str = "c-1") -> verdict.Record:
     return r
 
 
+def laid_out(*entries: verdict.Verdict) -> verdict.Record:
+    """A record holding ``entries`` as they are, the first the reference: plans over the same
+    seeds that recording refuses (one error budget per seed set), as older records hold them."""
+    return verdict.Record("c-1", {e.key: e for e in entries}, {"cpu": entries[0].key},
+                          entries[0].full_rule)
+
+
 # ----------------------------------------------------------------------------- files
 
 
@@ -254,10 +261,29 @@ def test_a_second_plan_of_looks_over_the_seeds_an_entry_decided_on_is_refused():
             "on fresh seeds instead (--claims-seed-offset 3), an entry judged on its own")):
         verdict.recorded(r, more)
     again = verdict.recorded(r, entry(code="n3w"))
-    elsewhere = verdict.recorded(r, entry(device=INTEL, plan=[3, 5, 8]))
+    elsewhere = verdict.recorded(r, entry(device=INTEL))
     fresh = verdict.recorded(r, entry(seeds=[3, 4, 5, 6, 7], plan=[3, 5, 8],
                                      values=(0.92, 0.91, 0.93, 0.9, 0.94)))
     assert (len(again.entries), len(elsewhere.entries), len(fresh.entries)) == (1, 2, 2)
+
+
+def test_a_second_plan_over_seeds_decided_in_another_environment_is_refused():
+    """One error budget per seed set, whatever machine spends it: seeds 0-2 decided on one CPU
+    under the rule in force cannot be looked at again under another plan from another CPU or
+    GPU; the message names the fresh seeds. An entry under an earlier rule (another level) does
+    not hold its seeds against a plan under the rule in force."""
+    r = record(entry())
+    with pytest.raises(verdict.LedgerError, match=re.escape(
+            "decided on seeds 0-2; a second plan of looks over the same seeds (seeds 0+, looks "
+            "3,5,8) would spend a fresh error budget on values already seen. Replicate on fresh "
+            "seeds instead (--claims-seed-offset 3)")):
+        verdict.recorded(r, entry(device=INTEL, plan=[3, 5, 8]))
+    longer = record(entry(values=(0.92, 0.7, 0.9, 0.91, 0.93), plan=[3, 5, 8]))
+    with pytest.raises(verdict.LedgerError, match=r"seeds 0-4; .*--claims-seed-offset 5\)"):
+        verdict.recorded(longer, entry(device=INTEL))
+    old = record(entry(alpha=verdict.FIRST_ALPHA))  # decided at 95%, before the amendment
+    amended = verdict.recorded(old, entry(device=INTEL, plan=[3, 5, 8]), amend="the level")
+    assert len(amended.entries) == 2
 
 
 def test_a_rule_neither_registered_nor_amended_is_an_error(tmp_path):
@@ -492,11 +518,13 @@ def test_the_false_alarm_rate_of_a_whole_cpu_tier_run_on_a_new_cpu_is_at_most_on
 
 
 def test_differences_pair_each_two_environments_of_one_training_code_once_on_shared_seeds():
-    r = record(entry((0.5, 0.6, 0.7), "> 0.1"),
-               entry((0.5, 0.65, math.nan), "> 0.1", device=INTEL),
-               entry((0.52, 0.6, 0.7, 0.8), "> 0.1", device="cpu (DEFAULT, Intel)", plan=[4]),
-               entry((0.9, 0.9, 0.9), "> 0.1", device="cpu (AVX2, Intel)", code="other"),
-               entry((0.4, 0.4, 0.4), "> 0.1", tier="paper", device="NVIDIA H200"))
+    held = [entry((0.5, 0.6, 0.7), "> 0.1"),
+            entry((0.5, 0.65, math.nan), "> 0.1", device=INTEL),
+            # another plan over the same seeds (laid_out)
+            entry((0.52, 0.6, 0.7, 0.8), "> 0.1", device="cpu (DEFAULT, Intel)", plan=[4]),
+            entry((0.9, 0.9, 0.9), "> 0.1", device="cpu (AVX2, Intel)", code="other"),
+            entry((0.4, 0.4, 0.4), "> 0.1", tier="paper", device="NVIDIA H200")]
+    r = laid_out(*held)
     # AVX2 AMD -> AVX512 Intel (seeds 0-1: seed 2 is NaN there), AVX2 AMD -> DEFAULT Intel
     # (seeds 0-2), AVX512 Intel -> DEFAULT Intel (seeds 0-1), in the environments' order; the
     # other training code's and the other tier's entries add none
@@ -517,9 +545,9 @@ def test_resampled_false_alarms_come_from_the_recorded_differences():
     """One claim, a one-seed reference; two other environments share 100 seeds, equal but on one
     seed: of its 102 recorded differences one lies beyond its bound, so a run resampling one
     difference alarms 1 time in 102."""
-    r = record(entry((0.5,), "> 0.1"),
-               entry([0.5] * 100, "> 0.1", device=INTEL),
-               entry([0.5] * 7 + [0.6] + [0.5] * 92, "> 0.1", device="cpu (DEFAULT, Intel)"))
+    r = laid_out(entry((0.5,), "> 0.1"),
+                 entry([0.5] * 100, "> 0.1", device=INTEL),
+                 entry([0.5] * 7 + [0.6] + [0.5] * 92, "> 0.1", device="cpu (DEFAULT, Intel)"))
     assert len(report.differences(r, "cpu")) == 102
     assert verdict.noise(r, "cpu").bound(1) < 0.1
     assert report.false_alarm_resampled({"c-1": r}, "cpu") == pytest.approx(1 / 102, abs=0.003)
@@ -599,28 +627,46 @@ def test_a_session_writes_each_claims_record_and_deletes_those_of_gone_claims(tm
     assert len(r.entries) == 2 and r.reference == {"cpu": entry().key}
 
 
+def replication(r: verdict.Record, tier: str) -> verdict.Replication | None:
+    return verdict.replication(r, tier, "c0de")  # the code the test entries are made by
+
+
 def test_replication_counts_independent_seed_sets_and_environments_with_numbers_of_their_own():
-    one = verdict.replication(record(entry()), "cpu")
+    one = replication(record(entry()), "cpu")
     assert one.word == verdict.UNREPLICATED and (one.environments, one.seed_sets) == (1, 1)
     # another CPU kind giving the same values bit for bit: the same numbers, one environment
-    same = verdict.replication(record(entry(), entry(device=INTEL)), "cpu")
+    same = replication(record(entry(), entry(device=INTEL)), "cpu")
     assert same.word == verdict.UNREPLICATED and (same.environments, same.seed_sets) == (1, 1)
-    other = verdict.replication(record(entry(), entry((0.92, 0.9101, 0.93), device=INTEL)), "cpu")
+    other = replication(record(entry(), entry((0.92, 0.9101, 0.93), device=INTEL)), "cpu")
     assert other.word == verdict.REPRODUCED and (other.environments, other.seed_sets) == (2, 1)
-    fresh = verdict.replication(record(entry(), entry((0.93, 0.92, 0.94), seeds=[3, 4, 5])), "cpu")
+    fresh = replication(record(entry(), entry((0.93, 0.92, 0.94), seeds=[3, 4, 5])), "cpu")
     assert fresh.word == verdict.REPLICATED and (fresh.environments, fresh.seed_sets) == (1, 2)
-    fragile = verdict.replication(record(entry(), entry((0.92, 0.7, 0.9), device=INTEL)), "cpu")
+    fragile = replication(record(entry(), entry((0.92, 0.7, 0.9), device=INTEL)), "cpu")
     assert fragile.word == verdict.FRAGILE
     assert fragile.line() == "fragile (1 independent seed set, 2 numeric environments): " \
                              "supported (cpu (AVX2, AMD), seeds 0+), inconclusive " \
                              "(cpu (AVX512, Intel), seeds 0+)"
-    contra = verdict.replication(record(entry(), entry((0.1, 0.11, 0.12), seeds=[3, 4, 5])),
+    contra = replication(record(entry(), entry((0.1, 0.11, 0.12), seeds=[3, 4, 5])),
                                 "cpu")
     assert contra.word == verdict.CONTRADICTED and contra.seed_sets == 2
-    opened = verdict.replication(record(entry((0.92, 0.7, 0.9)), entry((0.9, 0.7, 0.92),
+    opened = replication(record(entry((0.92, 0.7, 0.9)), entry((0.9, 0.7, 0.92),
                                                                        seeds=[3, 4, 5])), "cpu")
     assert opened.word == verdict.OPEN and opened.seed_sets == 2
-    assert verdict.replication(record(entry()), "paper") is None
+    assert replication(record(entry()), "paper") is None
+
+
+def test_replication_counts_only_the_entries_of_the_code_and_rule_in_force():
+    """An entry of earlier training code or of a rule since amended says what was measured then:
+    it neither replicates nor makes fragile the verdict that stands now."""
+    now = entry()
+    stale_code = entry((0.93, 0.92, 0.94), seeds=[3, 4, 5], code="old")
+    assert replication(record(now, stale_code), "cpu").word == verdict.UNREPLICATED
+    assert replication(record(stale_code), "cpu") is None
+    old_rule = entry((0.92, 0.7, 0.9), device=INTEL, alpha=verdict.FIRST_ALPHA)
+    r = verdict.recorded(record(old_rule), now, amend="the level")
+    assert replication(r, "cpu").verdicts == {"cpu (AVX2, AMD), seeds 0+": "supported"}
+    both = verdict.recorded(r, entry((0.93, 0.92, 0.94), seeds=[3, 4, 5]))
+    assert replication(both, "cpu").word == verdict.REPLICATED
 
 
 @pytest.mark.parametrize("sets,independent", [
@@ -707,7 +753,7 @@ def test_tables_write_the_page_and_its_figure_and_check_it(tmp_path, capsys):
 def test_the_page_shows_an_amendment_beside_its_verdict(tmp_path):
     r = verdict.recorded(record(entry()), entry(rule=">= 0.81", device=INTEL), amend="why not")
     verdict.write(tmp_path / "c-1.json", r)
-    page = report.docs(tmp_path)
+    page = report.docs(tmp_path, code="c0de")
     assert f"| `c-1` | supported (cpu (AVX512, Intel), seeds 0+)<br>*amended " \
            f"{r.amendments[0].date}: kappa >= 0.8 (1.75% a side) -> kappa >= 0.81 (1.75% a " \
            f"side) (why not)* |" in page
@@ -715,20 +761,24 @@ def test_the_page_shows_an_amendment_beside_its_verdict(tmp_path):
                              amend="and again")
     first, second = (f"<br>*{a.line()}*" for a in twice.amendments)
     verdict.write(tmp_path / "c-1.json", twice)
-    assert first + second + " |" in report.docs(tmp_path)
+    assert first + second + " |" in report.docs(tmp_path, code="c0de")
 
 
 def test_the_replication_table_marks_a_tier_without_entries_or_without_a_reference():
     recs = {"c-1": record(entry(), claim="c-1"),  # cpu only
             "c-2": record(entry(seeds=[3, 4, 5]), claim="c-2"),  # no reference: later seeds
             "c-3": record(entry(tier="paper", device="NVIDIA H200"), claim="c-3")}
-    table = report.replication_section(recs, ["cpu", "paper"]).split("\n")
+    recs["c-4"] = record(entry(code="old"), claim="c-4")  # entries of other training code only
+    table = report.replication_section(recs, ["cpu", "paper"], "c0de").split("\n")
     assert "| `c-1` | supported (cpu (AVX2, AMD), seeds 0+) | unreplicated (1 independent " \
            "seed set, 1 numeric environment) | - |  |" in table
     assert "| `c-2` | - () | unreplicated (1 independent seed set, 1 numeric environment): " \
            "supported in cpu (AVX2, AMD), seeds 3+ | - |  |" in table
     assert "| `c-3` | - |  | supported (NVIDIA H200, seeds 0+) | unreplicated (1 independent " \
            "seed set, 1 numeric environment) |" in table
+    assert "| `c-4` | - | unrecorded: no entry under this training code and the rule in force " \
+           "(1 older) | - |  |" in table
+    assert "cpu: 1 unrecorded, 2 unreplicated; paper: 1 unreplicated" in table
 
 
 def test_the_detection_table_lists_each_claim_with_a_reference_and_says_where_one_environment_spreads():
@@ -1050,9 +1100,9 @@ def test_resampled_differences_each_take_a_sign_of_their_own(monkeypatch):
 
 
 def test_the_page_states_the_cpu_tiers_resampled_false_alarm_rate(tmp_path):
-    r = record(entry((0.5,), "> 0.1"),
-               entry([0.5] * 100, "> 0.1", device=INTEL),
-               entry([0.5] * 7 + [0.6] + [0.5] * 92, "> 0.1", device="cpu (DEFAULT, Intel)"))
+    r = laid_out(entry((0.5,), "> 0.1"),
+                 entry([0.5] * 100, "> 0.1", device=INTEL),
+                 entry([0.5] * 7 + [0.6] + [0.5] * 92, "> 0.1", device="cpu (DEFAULT, Intel)"))
     verdict.write(tmp_path / "c-1.json", r)
     rate = report.false_alarm_resampled({"c-1": r}, "cpu")
     assert rate > 0.005 and f"{rate:.3%} with the differences resampled" in report.docs(tmp_path)
@@ -1068,3 +1118,67 @@ def test_an_old_entrys_earlier_looks_are_decided_at_its_own_alpha():
     assert verdict.decide(rule, values[:3], verdict.levels((3, 5))[0]).verdict == "inconclusive"
     late = entry(values, "> 0.5", plan=[3, 5], alpha=verdict.FIRST_ALPHA)
     assert verdict.follows(late).endswith("its values decide at the look of 3 seeds, yet it took 5")
+
+
+@pytest.mark.parametrize("rule,values,verdict_,distance", [
+    ("> 0.5", (0.60, 0.62, 0.64), "supported", lambda e: e.low - 0.5),
+    ("> 0.5", (0.30, 0.32, 0.34), "refuted", lambda e: 0.5 - e.high),
+    ("< 0.5", (0.30, 0.32, 0.34), "supported", lambda e: 0.5 - e.high),
+    ("<= 0.5", (0.60, 0.62, 0.64), "refuted", lambda e: e.low - 0.5),
+    ("within (-0.1, 0.1)", (0.01, 0.02, 0.03), "supported", lambda e: 0.1 - e.high),
+    ("within (-0.1, 0.1)", (-0.01, -0.02, -0.03), "supported", lambda e: e.low + 0.1),
+    ("within (-0.1, 0.1)", (0.31, 0.32, 0.33), "refuted", lambda e: e.low - 0.1),
+    ("within (-0.1, 0.1)", (-0.31, -0.32, -0.33), "refuted", lambda e: -0.1 - e.high),
+    ("> 0.5", (0.1, 0.9, 0.5), "inconclusive", lambda e: 0.0)])
+def test_reach_is_the_distance_from_the_deciding_interval_to_the_threshold(rule, values, verdict_,
+                                                                           distance):
+    e = entry(values, rule)
+    assert e.verdict == verdict_
+    assert verdict.reach(e) == pytest.approx(distance(e), abs=1e-12) and verdict.reach(e) >= 0
+    # moved by less than its reach either way its values keep their verdict; by more, toward
+    # the threshold, they lose it
+    rule_ = verdict.parse_rule(rule)
+
+    def moved(by: float) -> set[str]:
+        return {verdict.decide(rule_, [v + sign * by for v in values]).verdict
+                for sign in (1, -1)}
+
+    if verdict_ != "inconclusive":
+        assert moved(0.9999 * verdict.reach(e)) == {verdict_}
+        assert "inconclusive" in moved(1.0001 * verdict.reach(e))
+
+
+def test_a_holm_refutation_reaches_only_as_far_as_its_familys_wider_interval():
+    e = entry((1.00, 0.94, 0.81), "all of 2 (Holm): > 2")
+    assert e.verdict == "refuted"
+    plain = 2 - e.high  # the one-comparison interval reaches further than the family's
+    assert 0 < verdict.reach(e) < plain
+    half = verdict.t_quantile(2, 1 - (1 - e.confidence) / 2) * np.std(e.values, ddof=1) / \
+        math.sqrt(3)
+    assert verdict.reach(e) == pytest.approx(2 - (e.mean + half))
+
+
+def test_across_a_move_to_inconclusive_fails_where_the_bound_is_wider_than_the_reach():
+    """A decisive reference whose bound across environments is wider than its interval's
+    distance to the threshold cannot tell rounding from a bug that carries its verdict to
+    inconclusive: such a move fails and asks for this environment's own entry; where the bound
+    is narrower, the move is reported and passes."""
+    near = record(entry((0.60, 0.62, 0.64), "> 0.5", device="cpu (AVX512, AMD)"))
+    ref = near.entries[near.reference["cpu"]]
+    bound = verdict.noise(near, "cpu").bound(3)
+    assert ref.verdict == "supported" and bound > verdict.reach(ref)
+    bugged = entry((0.55, 0.60, 0.62), "> 0.5", device=AVX2)  # within the bound, inconclusive
+    assert bugged.verdict == "inconclusive"
+    judged = verdict.judge(near, bugged)
+    assert judged.fails and judged.status == "changed"
+    assert f"within its bound ({verdict.num(bound)}), but that bound is wider than the " \
+           f"reference's distance to the threshold ({verdict.num(verdict.reach(ref))})" \
+        in judged.message and judged.message.endswith("pytest claims -k c-1 --claims-update")
+    far = two_environments()  # noise 0.005 measured: a bound far inside the reach
+    ref = far.entries[far.reference["cpu"]]
+    spread = entry((0.50, 0.92, 1.34), "> 0.5", device=AVX2)  # the same mean, a wide interval
+    assert spread.verdict == "inconclusive"
+    assert verdict.noise(far, "cpu").bound(3) < verdict.reach(ref)
+    assert verdict.judge(far, spread).status == verdict.MOVED
+    back = record(entry((0.1, 0.9, 0.5), "> 0.45", device="cpu (AVX512, AMD)"))  # open: no reach
+    assert verdict.judge(back, entry((0.1, 0.9, 0.52), "> 0.45", device=AVX2)).status == "across"

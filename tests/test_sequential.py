@@ -15,6 +15,7 @@ from normsys.claims.verdict import (
     LEVEL,
     REFUTED,
     SUPPORTED,
+    Replication,
     Rule,
     Verdict,
     decide,
@@ -405,3 +406,30 @@ def test_a_tier_plans_its_looks_from_its_own_seeds_or_the_options():
     assert plan("paper") == (5, 8, 13, 21) and plan("paper", 3) == (3, 5, 8, 13, 21)
     assert plan("cpu", first=5) == (5,) and plan("cpu", most=8) == (3, 5, 8)
     assert plan("paper", 3, first=8, most=13) == (8, 13)
+
+
+def entries_at_the_threshold(reps: int, seed: int) -> list[tuple[str, str]]:
+    """Per simulated claim whose true mean sits on its threshold (per-seed values of the records'
+    median skewness), the verdicts of a first entry on seeds 0-2 and of its replication on fresh
+    seeds 3-5, each one look at the tier's level."""
+    rule, draw = Rule("x", ">", 0.0), skewed(records_median_skewness())
+    gen = np.random.default_rng(seed)
+    return [(decide(rule, draw(gen, 3).tolist()).verdict, decide(rule, draw(gen, 3).tolist()).verdict)
+            for _ in range(reps)]
+
+
+def test_a_fragile_claims_entries_combine_by_agreement_at_or_below_2_5_percent_per_side():
+    """README's reading of a claim with a replication: decisive only where both entries agree
+    (Replication.verdict). At the threshold that is wrong on either side far below 2.5%; taking
+    whichever entry is decisive (a replication that settles what the first left open or
+    fragile) errs on the skewed side more than 2.5% of the time, which is why README does not
+    offer it."""
+    pairs = entries_at_the_threshold(REPS, seed=11)
+    agreed = [Replication({"first": a, "fresh": b}, 1, 2).verdict for a, b in pairs]
+    any_decisive = [a if a != INCONCLUSIVE else b for a, b in pairs]
+    for side in (SUPPORTED, REFUTED):
+        assert agreed.count(side) / REPS <= 0.002, side  # about the square of one entry's rate
+    assert any_decisive.count(REFUTED) / REPS > ALPHA_PER_SIDE + MC_TOLERANCE
+    assert Replication({"a": SUPPORTED, "b": SUPPORTED}, 1, 2).verdict == SUPPORTED
+    assert Replication({"a": REFUTED, "b": INCONCLUSIVE}, 1, 2).verdict == INCONCLUSIVE
+    assert Replication({"a": SUPPORTED, "b": REFUTED}, 1, 2).verdict == INCONCLUSIVE

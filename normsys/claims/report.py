@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from normsys.claims.cache import code_digest
 from normsys.claims.verdict import (
     ALPHA_ACROSS,
     CONTRADICTED,
@@ -48,6 +49,7 @@ from normsys.claims.verdict import (
 )
 
 VERDICT_ORDER = (SUPPORTED, REFUTED, INCONCLUSIVE, "error", "not run")
+NONE_IN_FORCE = "unrecorded"  # a tier whose entries were all made by other code or rules
 HEADER = ["claim", "tier", "verdict", "statistic", "mean", "CI", "rule", "seeds", "time",
           "ledger", "replication"]  # CI: at the level of the look that decided (Verdict.confidence)
 
@@ -414,14 +416,16 @@ refuted, grey inconclusive; one mark per column (numeric environment and seed pl
 REPLICATION_HEAD = """## Replication: every claim at a glance
 
 Each tier's verdict is its reference entry's; beside it, how that verdict replicates across the
-claim's entries of the tier, and how many independent samples those are (seed sets that share no
-seed; numeric environments that gave numbers of their own, not another's bit for bit):
+claim's entries of the tier in force (made by this training code under the rule in force;
+*unrecorded* where the tier has only older entries), and how many independent samples those are
+(seed sets that share no seed; numeric environments that gave numbers of their own, not
+another's bit for bit):
 **replicated** (one decisive verdict in every entry, on more than one independent seed set),
 *reproduced* (one decisive verdict, on one seed set, recomputed in more than one numeric
 environment: the arithmetic replicates, the sample is one), *unreplicated* (one decisive verdict
 from one sample in one environment), *open* (inconclusive in every entry), **fragile** (decisive
-in one, inconclusive in another: the sample decides it; a replication on fresh seeds or the paper
-tier settles it), **CONTRADICTED** (supported in one, refuted in another). Where entries disagree,
+in one, inconclusive in another: the entries combine by agreement, so it stays fragile at its
+tier; the paper tier's more seeds decide it there), **CONTRADICTED** (supported in one, refuted in another). Where entries disagree,
 the cell names those that differ from the reference. An amendment of a claim's rule stands under
 its verdict."""
 
@@ -439,15 +443,19 @@ uncertain as its degrees of freedom leave it, {resampled:.3%} with the differenc
 those recorded."""
 
 
-def replication_section(recs: dict[str, Record], tiers: Sequence[str]) -> str:
+def replication_section(recs: dict[str, Record], tiers: Sequence[str], code: str) -> str:
     header = ["claim"] + [x for t in tiers for x in (t, f"{t}: replication")]
     rows, counts = [], {t: {} for t in tiers}
     for cid, r in sorted(recs.items()):
         row = [cid]
         for tier in tiers:
-            rep, ref = replication(r, tier), r.entries.get(r.reference.get(tier, ""))
+            rep, ref = replication(r, tier, code), r.entries.get(r.reference.get(tier, ""))
             if rep is None:
-                row += ["-", ""]
+                older = len(r.of(tier))
+                if older:
+                    counts[tier][NONE_IN_FORCE] = counts[tier].get(NONE_IN_FORCE, 0) + 1
+                row += ["-", f"{NONE_IN_FORCE}: no entry under this training code and the rule in "
+                             f"force ({older} older)" if older else ""]
                 continue
             counts[tier][rep.word] = counts[tier].get(rep.word, 0) + 1
             first = label(ref) if ref else ""
@@ -465,16 +473,17 @@ def replication_section(recs: dict[str, Record], tiers: Sequence[str]) -> str:
     return "\n\n".join([REPLICATION_HEAD, summary, as_markdown(header, rows)])
 
 
-def docs(folder: Path, picture: Path | None = None) -> str:
+def docs(folder: Path, picture: Path | None = None, code: str | None = None) -> str:
     """docs/verdicts.md from the records in ``folder``: the figure (drawn to ``picture`` when
-    given), each claim's replication and amendments, what CI on another CPU detects, then every
+    given), each claim's replication and amendments over its entries in force (made by the
+    training code ``code``, None: this checkout's), what CI on another CPU detects, then every
     tier's columns side by side."""
     recs = records(folder)
     if picture is not None:
         figure(recs, picture)
     tiers = [t for t in ("cpu", "paper") if any(r.of(t) for r in recs.values())]
     blocks = [DOCS_HEAD.format(level=100 * LEVEL, first=100 * (1 - 2 * FIRST_ALPHA)),
-              replication_section(recs, tiers)]
+              replication_section(recs, tiers, code or code_digest())]
     if "cpu" in tiers:
         header, rows = detection_table(recs, "cpu")
         blocks += [DETECTION_HEAD.format(alpha=ALPHA_ACROSS, normal=false_alarm(recs, "cpu"),

@@ -716,12 +716,15 @@ class Record:
         one does, the code has been recorded as it is and the older entries are stale)."""
         return e.code == code or (not e.code and not any(x.code for x in self.of(e.tier)))
 
+    def in_force(self, tier: str, code: str) -> list[Verdict]:
+        """The entries of ``tier`` made by the training code ``code`` (``made_by``) under the
+        rule in force: what can stand for the claim now, on whatever seeds."""
+        return [e for e in self.of(tier) if self.made_by(e, code) and e.full_rule == self.rule]
+
     def current(self, tier: str, code: str, first_seed: int) -> list[Verdict]:
-        """The entries of ``tier`` on the seeds from ``first_seed`` made by the training code
-        ``code`` (``made_by``) under the rule in force: what can stand for the claim now, the
-        tier's reference first."""
-        out = [e for e in self.of(tier) if self.made_by(e, code) and e.full_rule == self.rule
-               and e.seeds[:1] == (first_seed,)]
+        """The entries in force (``in_force``) on the seeds from ``first_seed``, the tier's
+        reference first."""
+        out = [e for e in self.in_force(tier, code) if e.seeds[:1] == (first_seed,)]
         return sorted(out, key=lambda e: (e.key != self.reference.get(tier), e.measured))
 
 
@@ -819,9 +822,13 @@ def recorded(record: Record, fresh: Verdict, amend: str = "") -> Record:
     """``record`` with ``fresh`` as its entry of that key; a claim's first entry registers its
     rule, a rule other than the one in force needs ``amend`` (the reason), which amends it. The
     tier's reference moves to ``fresh`` where it has none made by this training code on the
-    claims' own seeds."""
-    seen = [e for e in record.entries.values() if e.key != fresh.key and
-            (e.tier, e.environment, e.seeds[:1]) == (fresh.tier, fresh.environment, fresh.seeds[:1])]
+    claims' own seeds. One error budget per seed set: a plan of looks other than the one the
+    tier's seeds were already decided on, in this numeric environment or, under the rule it is
+    decided by, in any other, is refused (their values were seen; another plan over them would
+    spend a second budget)."""
+    seen = [e for e in record.entries.values() if e.plan != fresh.plan
+            and (e.tier, e.seeds[:1]) == (fresh.tier, fresh.seeds[:1])
+            and (e.environment == fresh.environment or e.full_rule == fresh.full_rule)]
     if fresh.key not in record.entries and seen:
         after = max(max(e.seeds) for e in seen) + 1
         raise LedgerError(f"{record.claim}: its record holds {seen[0].key}, decided on seeds "
@@ -930,6 +937,28 @@ def noise(record: Record, tier: str) -> Noise:
                  len(own) - 1, scale, False)
 
 
+def reach(entry: Verdict) -> float:
+    """How far the mean of a decisive entry's values can move toward its threshold, their spread
+    held, before its verdict stops: the distance from the interval it was decided by (for a
+    refutation of an all-of rule, the family's wider one) to the threshold, or to a band's
+    nearer end. 0 for an inconclusive entry."""
+    if entry.verdict not in (SUPPORTED, REFUTED):
+        return 0.0
+    rule, shared, n = parse_rule(entry.rule), family(entry.rule), len(entry.values)
+    low, high = entry.low, entry.high
+    if entry.verdict == REFUTED and shared > 1 and n > 1:
+        sd = math.sqrt(math.fsum((v - entry.mean) ** 2 for v in entry.values) / (n - 1))
+        half = t_quantile(n - 1, 1 - (1 - entry.confidence) / shared) * sd / math.sqrt(n)
+        low, high = entry.mean - half, entry.mean + half
+    if rule.side == "within":
+        a, b = rule.threshold
+        return min(low - a, b - high) if entry.verdict == SUPPORTED else max(a - high, low - b)
+    above = low - rule.threshold  # > 0: the interval lies above the threshold
+    below = rule.threshold - high
+    claimed_above = rule.side in (">", ">=")
+    return above if (entry.verdict == SUPPORTED) == claimed_above else below
+
+
 # ----------------------------------------------------------------------------- judging
 
 
@@ -1030,6 +1059,11 @@ def judge(record: Record, fresh: Verdict) -> Judgement:
     if {ref.verdict, fresh.verdict} == {SUPPORTED, REFUTED}:
         return Judgement("changed", "; ".join([head, now, "a decisive flip", update]))
     within = f"moved {num(shift)} on average, within its bound ({num(bound)})"
+    if ref.verdict != INCONCLUSIVE and fresh.verdict == INCONCLUSIVE and bound > reach(ref):
+        return Judgement("changed", "; ".join([
+            head, now, f"{within}, but that bound is wider than the reference's distance to the "
+            f"threshold ({num(reach(ref))}): a bug that moves its verdict would pass as rounding "
+            f"here, so only an entry of this environment, after review, can hold it", update]))
     if ref.verdict != fresh.verdict:
         return Judgement(MOVED, f"{head}; {now}: {within}")
     return Judgement("across", f"{head}; {within}")
@@ -1093,8 +1127,8 @@ class Ledgers:
         except LedgerError:
             return Record(cid)
 
-    def replication(self, cid: str, tier: str) -> Replication | None:
-        return replication(self.said(cid), tier)
+    def replication(self, cid: str, tier: str, code: str) -> Replication | None:
+        return replication(self.said(cid), tier, code)
 
     def write(self, results: Sequence) -> list[str]:
         """Put this session's measurements (claim results: ``id``, ``entry``) into their
@@ -1129,12 +1163,12 @@ def stale(folder: Path, defined: set[str]) -> list[str]:
 
 # ----------------------------------------------------------------------------- replication
 
-# How a claim's verdicts replicate across its entries of a tier: one decisive verdict in every
-# entry, on more than one independent seed set (replicated) or on one, recomputed in more than
-# one numeric environment that gave other numbers (reproduced) or in one (unreplicated);
-# inconclusive in every entry (open); decisive in one and inconclusive in another (a verdict the
-# sample decides: a replication on fresh seeds, or the paper tier, settles it); supported in one
-# and refuted in another (a red flag: the claim's evidence points both ways).
+# How a claim's verdicts replicate across its entries of a tier in force: one decisive verdict in
+# every entry, on more than one independent seed set (replicated) or on one, recomputed in more
+# than one numeric environment that gave other numbers (reproduced) or in one (unreplicated);
+# inconclusive in every entry (open); decisive in one and inconclusive in another (fragile: the
+# entries combine by agreement, Replication.verdict, so a further replication cannot settle it);
+# supported in one and refuted in another (a red flag: the claim's evidence points both ways).
 REPLICATED, REPRODUCED, UNREPLICATED, OPEN, FRAGILE, CONTRADICTED = (
     "replicated", "reproduced", "unreplicated", "open", "fragile", "CONTRADICTED")
 
@@ -1149,6 +1183,15 @@ class Replication:
     verdicts: dict[str, str]
     environments: int
     seed_sets: int
+
+    @property
+    def verdict(self) -> str:
+        """What the entries say together: the one decisive verdict every entry agrees on, else
+        inconclusive (open, fragile or contradicted). A replication adds an entry that must
+        agree, never one that overrules: at the threshold, two independent entries both
+        decisive on the wrong side happen far less often than one (tests/test_sequential.py)."""
+        found = set(self.verdicts.values())
+        return found.pop() if len(found) == 1 and INCONCLUSIVE not in found else INCONCLUSIVE
 
     @property
     def word(self) -> str:
@@ -1213,8 +1256,12 @@ def label(e: Verdict) -> str:
     return f"{e.device}, seeds {e.seeds[0] if e.seeds else 0}+{most}"
 
 
-def replication(record: Record, tier: str) -> Replication | None:
-    entries = record.of(tier)
+def replication(record: Record, tier: str, code: str) -> Replication | None:
+    """How the claim's entries of ``tier`` in force (made by the training code ``code`` under
+    the rule in force: ``Record.in_force``) replicate; None where it has none. Entries of
+    earlier code or rules stay in the record as what was measured then, and count for nothing
+    here."""
+    entries = record.in_force(tier, code)
     if not entries:
         return None
     ref = record.entries.get(record.reference.get(tier, ""))
@@ -1396,7 +1443,7 @@ class Claim:
             seconds=time.perf_counter() - self.start, evidence=jsonable(self.evidence),
             figures=self.figures, nodeid=self.item.nodeid)
         judgement = self.ledgers.judge(self.id, fresh)
-        replicated = self.ledgers.replication(self.id, self.tier)
+        replicated = self.ledgers.replication(self.id, self.tier, fresh.code)
         reported = replace(
             fresh, ledger=judgement.status, ledger_note=judgement.message,
             replication=replicated.word if replicated else "",
