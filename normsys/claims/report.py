@@ -425,9 +425,9 @@ another's bit for bit):
 environment: the arithmetic replicates, the sample is one), *unreplicated* (one decisive verdict
 from one sample in one environment), *open* (inconclusive in every entry), **fragile** (decisive
 in one, inconclusive in another: the entries combine by agreement, so it stays fragile at its
-tier; the paper tier's more seeds decide it there), **CONTRADICTED** (supported in one, refuted in another). Where entries disagree,
-the cell names those that differ from the reference. An amendment of a claim's rule stands under
-its verdict."""
+tier; the paper tier's more seeds decide it there), **CONTRADICTED** (supported in one, refuted
+in another). Where entries disagree, the cell names those that differ from the reference. An
+amendment of a claim's rule stands under its verdict."""
 
 DETECTION_HEAD = """## What CI on another CPU detects
 

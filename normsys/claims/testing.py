@@ -46,6 +46,31 @@ def unread_seeds(declared, n: int = 3) -> range:
     return range(first, first + n)
 
 
+def alike_on_disjoint_seeds(declared, alike, fetch, variant: str = ""):
+    """A claim's A/A case: ``alike``, its experiment with the arms made alike
+    (``Experiment.overridden``), its first arm on the seeds past the claim's (``unread_seeds``)
+    and every other arm on the claim's own first seeds, paired by position; decided by the
+    claim's reading and rule. The arms then differ in their seeds alone, so the rule sees values
+    with their seed spread and no effect: it must not come out on the claim's side, and the
+    values must differ (a reading that cannot tell two runs apart decides exact zeros). An arm
+    given an edge the claim does not name (trained longer, read elsewhere) shows here too. Each
+    side's runs are ones the claim or its controls train already, where the arms differ in
+    what ``alike`` sets alone."""
+    from normsys.claims.verdict import SUPPORTED
+
+    first, *others = alike.arms
+    later = replace(alike, arms={first: alike.arms[first]})
+    earlier = replace(alike, arms={arm: alike.arms[arm] for arm in others})
+    values = {**later.values(fetch, unread_seeds(declared), "cpu", variant),
+              **earlier.values(fetch, CONTROL_SEEDS, "cpu", variant)}
+    decision = declared.verdict(values)
+    assert decision.std > 0, f"{declared.id}: the A/A case's per-seed values are all alike " \
+                             f"({decision.values}): the reading does not tell runs apart"
+    assert decision.verdict != SUPPORTED, f"{declared.id}: supported with no effect between " \
+                                          f"its arms: {decision.reason}"
+    return decision
+
+
 def arm_changed(declared, arm: str, settings: dict):
     """A claim's (its Declaration's) experiment with ``settings`` set in ``arm`` alone."""
     exp = declared.experiment
