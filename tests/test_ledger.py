@@ -1182,3 +1182,37 @@ def test_across_a_move_to_inconclusive_fails_where_the_bound_is_wider_than_the_r
     assert verdict.judge(far, spread).status == verdict.MOVED
     back = record(entry((0.1, 0.9, 0.5), "> 0.45", device="cpu (AVX512, AMD)"))  # open: no reach
     assert verdict.judge(back, entry((0.1, 0.9, 0.52), "> 0.45", device=AVX2)).status == "across"
+
+
+def test_a_claim_whose_values_are_credibly_too_skewed_is_flagged_and_others_are_not():
+    """Entries whose per-seed values each hold one far outlier above the rest pool to a strong
+    right skew, whose bootstrap bound lies past what the intervals tolerate; symmetric values
+    are not flagged; too few values are not judged."""
+    skewed = [entry(tuple(v + k / 1e3 for v in (0.5, 0.5001, 0.5002, 0.5003, 0.9)), "> 0.1",
+                    seeds=list(range(k, k + 5))) for k in range(0, 30, 5)]
+    flat = [entry(tuple(v + k / 1e3 for v in (0.5, 0.6, 0.7, 0.55, 0.65)), "> 0.1",
+                  seeds=list(range(k, k + 5))) for k in range(0, 30, 5)]
+    leaning = [entry(tuple(v + k / 1e3 for v in (0.5, 0.55, 0.6, 0.65, 0.8)), "> 0.1",
+                     seeds=list(range(k, k + 5))) for k in range(0, 30, 5)]
+    recs = {"c-1": laid_out(*skewed), "c-2": laid_out(*flat),
+            "c-3": record(entry((0.5, 0.6, 0.7), "> 0.1")), "c-4": laid_out(*leaning)}
+    own, low = report.skew_bounds(recs["c-1"])
+    assert own > 1 and low > verdict.SKEW_TOLERATED
+    assert report.skew_bounds(recs["c-2"])[0] == pytest.approx(0, abs=1e-9)
+    assert report.skew_bounds(recs["c-3"]) is None  # 3 values: its shape is not estimated
+    lean, bound = report.skew_bounds(recs["c-4"])  # skewed, but not credibly beyond
+    assert lean > verdict.SKEW_TOLERATED and 0 < bound < verdict.SKEW_TOLERATED
+    header, rows, median = report.skew_table(recs)
+    assert [row[0] for row in rows] == ["`c-1`"] and rows[0][1] == f"{own:+.2f}"
+    assert median == pytest.approx(lean, abs=1e-9)  # the middle of 0, lean and own
+
+
+def test_the_multiplicity_line_counts_the_claims_in_force_and_their_chance_decisions():
+    recs = {"c-1": record(entry()), "c-2": record(entry((0.5, 0.9, 0.7))),
+            "c-3": record(entry(code="old"))}
+    assert report.multiplicity(recs, "cpu", "c0de") == (
+        "cpu: 2 claims decided under the rule in force, 1 of them decisive in every entry; were "
+        "every claim's effect exactly on its threshold, at most about 0.1 would still come out "
+        "decisive, on one side or the other (2 x 2 x 2.5%)")
+    assert report.multiplicity(recs, "paper", "c0de") == \
+        "paper: no claim decided under the rule in force"

@@ -26,12 +26,15 @@ import numpy as np
 from normsys.claims.cache import code_digest
 from normsys.claims.verdict import (
     ALPHA_ACROSS,
+    ALPHA_PER_SIDE,
     CONTRADICTED,
     FIRST_ALPHA,
     FRAGILE,
     INCONCLUSIVE,
+    INTERVAL_ALPHA,
     LEVEL,
     REFUTED,
+    SKEW_TOLERATED,
     SUPPORTED,
     LedgerError,
     Noise,
@@ -295,6 +298,70 @@ def differences(record: Record, tier: str) -> list[float]:
     return out
 
 
+def standardized(record: Record) -> np.ndarray:
+    """The claim's per-seed values over its entries (each set of values once per tier), each
+    entry's standardized by its own mean and spread: the shape of its per-seed values, pooled
+    (entries of 3 seeds pull it toward symmetry: a lower bound on the skew)."""
+    pooled, seen = [], set()
+    for e in record.entries.values():
+        v = np.array([x for x in e.values if math.isfinite(x)])
+        if len(v) < 3 or v.std() == 0 or (key := (e.tier, tuple(v))) in seen:
+            continue
+        seen.add(key)
+        pooled += list((v - v.mean()) / v.std(ddof=1))
+    return np.array(pooled)
+
+
+def skewness(z: np.ndarray) -> float:
+    return float(np.mean(z ** 3) / np.mean(z ** 2) ** 1.5)
+
+
+MIN_POOLED = 9  # values below which a claim's shape is not estimated
+
+
+def skew_bounds(record: Record, reps: int = 2000, seed: int = 0) -> tuple[float, float] | None:
+    """The claim's pooled skewness and the bootstrap's lower 5% bound on its size (its values
+    resampled with replacement, ``reps`` times); None with fewer than MIN_POOLED values."""
+    z = standardized(record)
+    if len(z) < MIN_POOLED:
+        return None
+    gen = np.random.default_rng(seed)
+    draws = z[gen.integers(0, len(z), (reps, len(z)))]
+    centred = draws - draws.mean(axis=1, keepdims=True)
+    spread = np.mean(centred ** 2, axis=1)
+    boot = np.where(spread > 0, np.mean(centred ** 3, axis=1) / np.where(spread > 0, spread, 1)
+                    ** 1.5, 0.0)
+    own = skewness(z)
+    low = float(np.quantile(boot, 0.05)) if own >= 0 else float(-np.quantile(boot, 0.95))
+    return own, max(low, 0.0)
+
+
+def skew_table(recs: dict[str, Record]) -> tuple[list[str], list[list[str]], float]:
+    """Claims whose per-seed values are credibly more skewed than the intervals tolerate (the
+    bootstrap's lower bound on the size of their skewness beyond SKEW_TOLERATED), and the median
+    size of the claims' skewness."""
+    bounds = {cid: b for cid, r in sorted(recs.items()) if (b := skew_bounds(r)) is not None}
+    rows = [[f"`{cid}`", f"{own:+.2f}", f"{low:.2f}"] for cid, (own, low) in bounds.items()
+            if low > SKEW_TOLERATED]
+    median = float(np.median([abs(own) for own, _ in bounds.values()])) if bounds else math.nan
+    return ["claim", "skewness", "at least (bootstrap, 95%)"], rows, median
+
+
+def multiplicity(recs: dict[str, Record], tier: str, code: str) -> str:
+    """How many wrong-side verdicts the tier's claims in force would give if every effect sat on
+    its threshold: each claim at most ALPHA_PER_SIDE a side."""
+    decided = [replication(r, tier, code) for r in recs.values()]
+    decided = [d for d in decided if d is not None]
+    if not decided:
+        return f"{tier}: no claim decided under the rule in force"
+    decisive = sum(d.verdict != INCONCLUSIVE for d in decided)
+    expected = len(decided) * 2 * ALPHA_PER_SIDE
+    return f"{tier}: {len(decided)} claims decided under the rule in force, {decisive} of them " \
+           f"decisive in every entry; were every claim's effect exactly on its threshold, at " \
+           f"most about {expected:.2g} would still come out decisive, on one side or the other " \
+           f"({len(decided)} x 2 x {100 * ALPHA_PER_SIDE:g}%)"
+
+
 def false_alarm_resampled(recs: dict[str, Record], tier: str, reps: int = 20_000,
                           seed: int = 0) -> float:
     """``false_alarm`` with each claim's per-seed differences resampled, sign at random, from the
@@ -443,6 +510,30 @@ uncertain as its degrees of freedom leave it, {resampled:.3%} with the differenc
 those recorded."""
 
 
+SKEW_HEAD = """## Many claims, skewed values
+
+Each verdict is wrong on a side at most {alpha} of the time when the claim's effect sits
+exactly on its threshold (the intervals spend {interval} a side, for per-seed values as skewed as
+the records show). Over many claims some decisive verdicts are wrong by chance alone:
+
+{lines}
+
+That promise holds for per-seed values up to a skewness of {tolerated:g} (one look at 3 or 5
+seeds, the paper plan; `tests/test_sequential.py`). The median size of the claims' own skewness,
+their entries' values standardized and pooled, is {median:.2f}. A claim whose skewness is
+credibly larger (the lower 5% bound of a bootstrap of its pooled values beyond {tolerated:g}) errs
+more often than {alpha} on the side its skew points away from:"""
+
+
+def skew_section(recs: dict[str, Record], tiers: Sequence[str], code: str) -> str:
+    header, rows, median = skew_table(recs)
+    lines = "\n".join(f"- {multiplicity(recs, tier, code)}" for tier in tiers)
+    head = SKEW_HEAD.format(alpha=f"{100 * ALPHA_PER_SIDE:g}%", lines=lines,
+                            interval=f"{100 * INTERVAL_ALPHA:g}%", tolerated=SKEW_TOLERATED,
+                            median=median)
+    return "\n\n".join([head, as_markdown(header, rows) if rows else "none."])
+
+
 def replication_section(recs: dict[str, Record], tiers: Sequence[str], code: str) -> str:
     header = ["claim"] + [x for t in tiers for x in (t, f"{t}: replication")]
     rows, counts = [], {t: {} for t in tiers}
@@ -482,8 +573,9 @@ def docs(folder: Path, picture: Path | None = None, code: str | None = None) -> 
     if picture is not None:
         figure(recs, picture)
     tiers = [t for t in ("cpu", "paper") if any(r.of(t) for r in recs.values())]
+    code = code or code_digest()
     blocks = [DOCS_HEAD.format(level=100 * LEVEL, first=100 * (1 - 2 * FIRST_ALPHA)),
-              replication_section(recs, tiers, code or code_digest())]
+              replication_section(recs, tiers, code), skew_section(recs, tiers, code)]
     if "cpu" in tiers:
         header, rows = detection_table(recs, "cpu")
         blocks += [DETECTION_HEAD.format(alpha=ALPHA_ACROSS, normal=false_alarm(recs, "cpu"),
