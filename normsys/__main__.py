@@ -311,9 +311,23 @@ def written(args: argparse.Namespace, text: str) -> str:
     return f"wrote {page}"
 
 
+def page_out(args: argparse.Namespace) -> None:
+    """A page's --out, checked before the page is computed (minutes for some): a file in a
+    folder that can be written."""
+    if args.check:
+        return
+    if args.out.is_dir():
+        raise UsageError(f"--out {args.out}: is a folder; give the page's file (e.g. "
+                         f"{args.out / 'page.md'})")
+    if why := write_check(args.out.parent):
+        raise UsageError(f"--out {args.out}: cannot be written ({why}); give a file in a folder "
+                         f"that can")
+
+
 def tables(args: argparse.Namespace) -> str:
     """docs/verdicts.md and its figure from the claims' records (or, --check, whether the page
     is what they make: the figure is drawn from the same records)."""
+    page_out(args)
     if not any(args.ledger.glob("*.json")):
         raise UsageError(f"--ledger {args.ledger}: no claim records there; give the folder of "
                          f"the records (claims/ledger/)")
@@ -326,6 +340,7 @@ def tables(args: argparse.Namespace) -> str:
 
 def claims_page(args: argparse.Namespace) -> str:
     """docs/claims.md from the claim files' declarations (or, --check, whether it is)."""
+    page_out(args)
     return written(args, catalog.page())
 
 
@@ -452,6 +467,16 @@ def device_memory(cfg: RunConfig) -> tuple[float, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line (``command``); a reader that closes the pipe early (``| head``) ends it
+    quietly, as command-line tools end."""
+    try:
+        return command(argv)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more to flush
+        return 0
+
+
+def command(argv: list[str] | None = None) -> int:
     try:
         args = parse_args(sys.argv[1:] if argv is None else argv)
         if args.command == "list":

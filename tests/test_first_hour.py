@@ -150,6 +150,12 @@ MISTAKES = [
     (["scorecard", "{norms}:Fine", "--name", "layernorm"], "is a built-in kind"),
     (["scorecard", "{norms}:Fine", "--out", "/proc/nope"], "--out /proc/nope: cannot be created"),
     (["scorecard", "{norms}:Fine", "--check"], "add --builtin"),
+    (["scorecard", "{shadow}:Fine", "--dry-run"], "is named as the module json, which normsys or "
+                                                  "Python imports"),
+    # the pages: where they go, checked before they are computed
+    (["catalog", "--out", "/proc/nope/claims.md"], "--out /proc/nope/claims.md: cannot be written"),
+    (["tables", "--out", "/proc/nope"], "--out /proc/nope: cannot be written"),
+    (["tables", "--out", "/tmp"], "--out /tmp: is a folder; give the page's file"),
 ]
 if not torch.cuda.is_available():
     MISTAKES += [
@@ -175,7 +181,9 @@ def user_norms(tmp_path):
 
 @pytest.mark.parametrize("argv,says", MISTAKES, ids=[" ".join(a) for a, _ in MISTAKES])
 def test_a_mistake_is_one_error_line_and_a_failing_exit(argv, says, user_norms, capsys):
-    argv = [a.replace("{norms}", str(user_norms)) for a in argv]
+    shadow = user_norms.with_name("json.py")  # a norm file named as a module normsys imports
+    shadow.write_text(NORMS)
+    argv = [a.replace("{norms}", str(user_norms)).replace("{shadow}", str(shadow)) for a in argv]
     code = main(argv)
     said = capsys.readouterr()
     errors = [line for line in said.err.splitlines() if "error:" in line]
@@ -202,12 +210,21 @@ PYTEST_MISTAKES = [
     (["--claims-seeds", "1"], "--claims-seeds 1: a verdict needs >= 2 seeds"),
     (["--claims-seed-offset", "-3"], "--claims-seed-offset -3: seeds are >= 0"),
     (["--claims-ledger", "/no/such/ledger"], "--claims-ledger /no/such/ledger: no such folder"),
+    (["-k", "tc-residual-preserves-gradients and cpu", "--claims-update", "--claims-ledger",
+      "/proc/nope"], "--claims-update: the records' folder /proc/nope cannot be written"),
+    (["-k", "tc-residual-preserves-gradients and cpu", "--claims-list", "--claims-ledger",
+      "{damaged}"], "cannot be read (JSONDecodeError"),
 ]
 
 
 @pytest.mark.parametrize("args,says", PYTEST_MISTAKES, ids=[" ".join(a) for a, _ in PYTEST_MISTAKES])
 def test_a_claims_session_mistake_is_one_error_line_before_any_claim_runs(args, says, tmp_path):
     env = {**os.environ, "NORMSYS_CACHE": str(tmp_path / "cache")}  # nothing is trained
+    damaged = tmp_path / "ledger"  # a record cut short
+    damaged.mkdir()
+    record = (ROOT / "claims" / "ledger" / "tc-residual-preserves-gradients.json").read_text()
+    (damaged / "tc-residual-preserves-gradients.json").write_text(record[:len(record) // 2])
+    args = [a.replace("{damaged}", str(damaged)) for a in args]
     done = subprocess.run([sys.executable, "-m", "pytest", "claims", "-q", "-p", "no:cacheprovider",
                            "-p", "no:randomly", *args], capture_output=True, text=True, cwd=ROOT,
                           env=env, timeout=600)
@@ -215,3 +232,49 @@ def test_a_claims_session_mistake_is_one_error_line_before_any_claim_runs(args, 
     assert done.returncode not in (0, 1), said[-3000:]  # a usage error, not a run's outcome
     assert "Traceback" not in said and says in said, said[-3000:]
     assert not list((tmp_path / "cache").rglob("*.json")), "a run was trained"
+
+
+def test_a_relative_run_cache_is_refused_with_one_line(tmp_path, monkeypatch, capsys):
+    """NORMSYS_CACHE=cache would name another cache in every folder a command starts from:
+    refused before anything trains, by the command line and by a claims session alike."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("NORMSYS_CACHE", "cache")
+    assert main(["train", "--model", "tanh_mlp", "--set", "train.steps=1"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: NORMSYS_CACHE=cache: a relative path names another cache in "
+                          f"every folder a command starts from (here {tmp_path / 'cache'}); give "
+                          f"an absolute path") and "Traceback" not in err
+    assert not (tmp_path / "cache").exists()
+    done = subprocess.run([sys.executable, "-m", "pytest", str(ROOT / "claims"), "-q", "-p",
+                           "no:cacheprovider", "-k", "tc-residual-preserves-gradients and cpu"],
+                          capture_output=True, text=True, cwd=tmp_path,
+                          env={**os.environ, "NORMSYS_CACHE": "cache"}, timeout=600)
+    said = done.stdout + done.stderr
+    assert done.returncode == pytest.ExitCode.USAGE_ERROR and "Traceback" not in said
+    assert "NORMSYS_CACHE=cache: a relative path" in said and not (tmp_path / "cache").exists()
+
+
+def test_a_damaged_run_times_table_costs_the_prices_in_one_line_never_the_command(tmp_path,
+                                                                                  capsys):
+    from normsys.claims import runtimes
+
+    for content in ("{not json", "[1, 2]", '{"claims": 3}'):
+        (tmp_path / "run-times-cpu.json").write_text(content)
+        runtimes.damaged.cache_clear()
+        for _ in range(3):  # said once, however often it is read
+            assert runtimes.read("cpu", tmp_path) == {"tier": "cpu", "device": "", "claims": {},
+                                                      "runs": {}}
+        lines = capsys.readouterr().err.splitlines()
+        assert len(lines) == 1 and "run-times-cpu.json cannot be read" in lines[0] and \
+            "costs are priced without it" in lines[0]
+    runtimes.damaged.cache_clear()
+
+
+def test_a_reader_that_closes_the_pipe_ends_the_command_quietly():
+    """``python -m normsys list | head -1``: the reader gone, the rest is not written, and the
+    command ends with no traceback."""
+    proc = subprocess.Popen([sys.executable, "-m", "normsys", "list"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    proc.stdout.close()  # the reader is gone before a line is written
+    err = proc.stderr.read()
+    assert proc.wait(timeout=120) == 0 and err == "", err

@@ -173,6 +173,12 @@ def check_folder(root: Path | None = None) -> str:
     """Whether the run cache folder (``$NORMSYS_CACHE``) can be used, before anything trains:
     raises CacheFolderError for a file, or a folder that cannot be created; '' when it can be
     written, or a note when it is read-only (its runs are served, new ones are not kept)."""
+    if root is None and (given := os.environ.get("NORMSYS_CACHE", "")) and \
+            given.lower() != "off" and not Path(given).expanduser().is_absolute():
+        raise CacheFolderError(f"NORMSYS_CACHE={given}: a relative path names another cache in "
+                               f"every folder a command starts from (here {cache_root()}); give "
+                               f"an absolute path, e.g. NORMSYS_CACHE={cache_root()}, or "
+                               f"NORMSYS_CACHE=off")
     root = cache_root() if root is None else root
     if root is None:
         return ""

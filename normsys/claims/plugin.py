@@ -247,6 +247,11 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(str(err)) from None
     ledgers = verdict.Ledgers(opt.claims_ledger or config.rootpath / "claims" / "ledger",
                              opt.claims_update, opt.claims_strict, opt.claims_amend)
+    if opt.claims_update and not hasattr(config, "workerinput") and \
+            (why := write_check(ledgers.folder)):  # before any claim trains, not at the end
+        raise pytest.UsageError(f"--claims-update: the records' folder {ledgers.folder} cannot "
+                                f"be written ({why}); make it writable, or name another with "
+                                f"--claims-ledger")
     from normsys.claims.runs import Runs  # torch and the training path: not before a session needs them
 
     cluster = _cluster(config)
@@ -426,7 +431,10 @@ def list_claims(config: pytest.Config, items: list[pytest.Item]) -> None:
             controls[name] = cost(control_index(name), "cpu")
         control = ", ".join(f"{name} ({controls[name][0]})"
                             for name in session.controls.get(cid, [])) or "NONE"
-        planned = planned_configs(item_of[cid, tier], session.ledgers)
+        try:
+            planned = planned_configs(item_of[cid, tier], session.ledgers)
+        except verdict.LedgerError as err:  # as a claims run says it: the record, and restoring it
+            raise pytest.UsageError(str(err)) from None
         # the runs it trains with this session's seed options, where it declares them (to the
         # look its ledger entries here show it took); else what it fetched last, or what the run
         # times record of it

@@ -13,10 +13,12 @@ and the short claims, whose runs are mostly trained by then, fill in at the end.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import json
 import os
 import re
+import sys
 from pathlib import Path
 
 from normsys.claims import verdict
@@ -75,11 +77,29 @@ def write(table: dict, folder: Path | None = None) -> Path:
 
 
 def read(tier: str, folder: Path | None = None) -> dict:
-    """The tier's table, or an empty one where none is committed (an installed package)."""
+    """The tier's table, or an empty one where none is committed (an installed package) or the
+    file cannot be read as one (said once: prices are then estimates without it)."""
     path = table_path(tier, folder)
+    empty = {"tier": tier, "device": "", "claims": {}, "runs": {}}
     if not path.is_file():
-        return {"tier": tier, "device": "", "claims": {}}
-    return json.loads(path.read_text())
+        return empty
+    try:
+        table = json.loads(path.read_text())
+        if not (isinstance(table, dict) and isinstance(table.get("claims"), dict)
+                and isinstance(table.get("runs", {}), dict)):
+            raise ValueError("not a table of claims and runs")
+    except (OSError, ValueError) as err:  # JSONDecodeError is a ValueError
+        damaged(str(path), f"{type(err).__name__}: {err}")
+        return empty
+    return {**empty, **table}
+
+
+@functools.cache
+def damaged(path: str, why: str) -> None:
+    """Say once that a run-times table cannot be read: a price without it is an estimate."""
+    print(f"normsys: {path} cannot be read ({why}); costs are priced without it: restore it "
+          f"with git checkout -- {path}, or write it again with python -m normsys run-times",
+          file=sys.stderr, flush=True)
 
 
 def seconds(claim: str, tier: str, folder: Path | None = None) -> float:

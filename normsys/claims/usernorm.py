@@ -6,11 +6,24 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import importlib.machinery
 import importlib.util
 import sys
 from pathlib import Path
 
 from normsys.training.norms import qualified, register
+
+
+def shadows(path: Path) -> bool:
+    """Whether the file ``path`` would take the place of a module normsys runs on when imported
+    from its own folder: one of Python's own, one imported already, or one installed elsewhere
+    (torch, json, numpy, ...)."""
+    module = path.stem
+    if module in sys.stdlib_module_names or module in sys.modules:
+        return True
+    here = path.resolve().parent
+    elsewhere = [p for p in sys.path if Path(p or ".").resolve() != here]
+    return importlib.machinery.PathFinder.find_spec(module, elsewhere) is not None
 
 
 def load(spec: str, name: str = "") -> str:
@@ -25,6 +38,11 @@ def load(spec: str, name: str = "") -> str:
         path = Path(target)
         if not path.is_file():
             raise ValueError(f"{spec!r}: no such file {path}")
+        if shadows(path):
+            raise ValueError(f"{spec!r}: the file {path} is named as the module {path.stem}, "
+                             f"which normsys or Python imports; from its own folder it would "
+                             f"be imported in that module's place: rename it (e.g. "
+                             f"{path.stem}_norm.py)")
         module_name = private_name(path)
         module_spec = importlib.util.spec_from_file_location(module_name, path.resolve())
         module = importlib.util.module_from_spec(module_spec)
