@@ -270,8 +270,13 @@ def test_control_xiong_rules_flip_on_a_profile_made_to_grow(task_of):
 
 @pytest.mark.control(PURE_COLLAPSES.id, SKIPS_PREVENT.id)
 def test_control_dong_rules_flip_between_pure_attention_and_skips():
-    pure = [depth_ratio(attention_stack_residuals(s, skips=False)) for s in CONTROL_SEEDS]
-    skips = [depth_ratio(attention_stack_residuals(s, skips=True)) for s in CONTROL_SEEDS]
+    """Each claim's own stacks, measurement and rule on seeds the claims do not read, where its
+    effect is absent: the collapse rule on stacks with skips, the rank-kept rule on pure
+    attention, each must come out refuted (and each rule on its own case, there, supported). A
+    residual read at the wrong depth, or from the other stack, would show here."""
+    seeds = unread_seeds(PURE_COLLAPSES)
+    pure = [depth_ratio(attention_stack_residuals(s, skips=False)) for s in seeds]
+    skips = [depth_ratio(attention_stack_residuals(s, skips=True)) for s in seeds]
     assert PURE_COLLAPSES.verdict(pure).verdict == SUPPORTED
     assert PURE_COLLAPSES.verdict(skips).verdict == REFUTED
     assert SKIPS_PREVENT.verdict(skips).verdict == SUPPORTED
