@@ -20,7 +20,7 @@ from normsys.claims import figures
 from normsys.claims.declaration import Arm, Declaration, Experiment, Statistic, metric
 from normsys.claims.experiments import CHAR_GPT, SEQUENCES
 from normsys.claims.params import tiers
-from normsys.claims.testing import CONTROL_SEEDS, left_untrained, unread_seeds
+from normsys.claims.testing import left_untrained, unread_seeds
 from normsys.claims.verdict import REFUTED, SUPPORTED, Rule
 from normsys.training import diagnostics as dg
 from normsys.training.config import RunConfig, preset
@@ -222,11 +222,12 @@ def shrink_first_ffn(model) -> None:
 
 
 def ffn_ratios_at_init(task_of, placement: str, layers: int, shrink_first: bool) -> list[float]:
-    """Per control seed, the claim's last / first FFN gradient ratio (train.gradients_at_init) of
-    an encoder at init; ``shrink_first``: the first block's FFN weights scaled by 0.1, which
-    shrinks their gradients tenfold, so gradients grow toward the output by construction."""
+    """Per seed the claims do not read, the claim's last / first FFN gradient ratio
+    (train.gradients_at_init) of an encoder at init; ``shrink_first``: the first block's FFN
+    weights scaled by 0.1, which shrinks their gradients tenfold, so gradients grow toward the
+    output by construction."""
     out, task = [], None
-    for seed in CONTROL_SEEDS:
+    for seed in unread_seeds(POSTLN_GROWS):
         cfg = xiong(placement, layers, seed).override(**{"data.n_train": 128,
                                                                 "data.n_test": 16})
         task = task or task_of(cfg)  # the same rows for every seed
