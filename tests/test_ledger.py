@@ -1216,3 +1216,46 @@ def test_the_multiplicity_line_counts_the_claims_in_force_and_their_chance_decis
         "decisive, on one side or the other (2 x 2 x 2.5%)")
     assert report.multiplicity(recs, "paper", "c0de") == \
         "paper: no claim decided under the rule in force"
+
+
+def all_of_entry(parts: dict, device=AVX2, **changes) -> verdict.Verdict:
+    """An all-of entry as a claim records it: decided on its parts, keeping them."""
+    d = verdict.decide(verdict.parse_rule("> 2"), verdict.by_seed(parts), verdict.LEVEL)
+    fields = {**entry(device=device).entry, "verdict": d.verdict, "rule": d.rule,
+              "values": list(d.values), "mean": d.mean, "low": d.low, "high": d.high,
+              "parts": parts, **changes}
+    return verdict.Verdict.of_entry(fields)
+
+
+def test_an_all_of_entry_keeps_every_part_and_follows_from_them(tmp_path):
+    parts = {"6 blocks": [1.03, 0.94, 0.81], "12 blocks": [1.2, 1.1, 1.3]}
+    e = all_of_entry(parts)
+    assert e.rule == "all of 2 (Holm): > 2" and e.values == (1.03, 0.94, 0.81)
+    assert verdict.follows(e) == "" and e.entry["parts"] == parts
+    verdict.write(tmp_path / "c-1.json", record(e))
+    assert verdict.read(tmp_path / "c-1.json").entries[e.key].parts == parts
+    swapped = replace(e, parts={"6 blocks": [1.2, 1.1, 1.3], "12 blocks": [1.2, 1.1, 1.3]})
+    assert verdict.follows(swapped).startswith("its parts decide refuted on [1.2, 1.1, 1.3], "
+                                               "but it records refuted on [1.03, 0.94, 0.81]")
+
+
+def test_an_all_of_claims_noise_pairs_each_part_with_itself_whichever_decided():
+    """Two environments a hair apart whose weakest comparison differs (one decided on 6 blocks,
+    the other on 12): each part is compared with itself, so the bound is of the order of the
+    rounding, not of the distance between the parts; without parts (older entries) the deciding
+    values of different parts would be paired."""
+    six, narrow = [1.0, 1.1, 1.2], [1.05, 1.1, 1.15]  # the narrower part moved to tie margins
+    low = {name: verdict.decide(verdict.parse_rule("> 2"), v).low
+           for name, v in (("six", six), ("narrow", narrow))}
+    tied = [v + low["six"] - low["narrow"] for v in narrow]
+    here = {"6 blocks": six, "12 blocks": [v + 1e-7 for v in tied]}
+    there = {"6 blocks": six, "12 blocks": [v - 1e-7 for v in tied]}
+    a, b = all_of_entry(here), all_of_entry(there, device=INTEL)
+    assert a.values == tuple(six) and b.values == tuple(there["12 blocks"])  # others decided
+    nz = verdict.noise(record(a, b), "cpu")
+    assert nz.measured and nz.df == 6 and nz.sd < 2e-7
+    moved = all_of_entry({"6 blocks": six, "12 blocks": [v + 0.5 for v in tied]},
+                         device="cpu (DEFAULT, Intel)")
+    n, shift = verdict.shift_of(a, moved)
+    assert n == 3 and shift == pytest.approx(0.5 - 1e-7)  # the part that moved most
+    assert verdict.judge(record(a, b), moved).fails

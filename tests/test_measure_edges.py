@@ -76,7 +76,8 @@ def test_decision_to_dict_names_its_fields():
     assert set(made) == {"verdict", "rule", "values", "mean", "std", "n", "low", "high",
                          "reason", "margin"}  # a decision's fields: the claim's are left blank
     assert d.to_dict()["verdict"] == d.verdict and d.to_dict()["rule"] == "> 0"
-    assert set(Verdict(verdict="").entry) == set(RECORDED)
+    assert set(Verdict(verdict="").entry) == set(RECORDED) - {"parts"}  # an all-of rule's
+    assert set(Verdict(verdict="", parts={"a": [1.0]}).entry) == set(RECORDED)
 
 
 def test_decide_all_says_which_comparison_holds_how_and_keeps_each():
@@ -87,6 +88,7 @@ def test_decide_all_says_which_comparison_holds_how_and_keeps_each():
     assert d.reason == ("deciding: 6 blocks. 6 blocks: supported (mean 2.1, 95% CI [1.852, "
                         "2.348], n=3); 12 blocks: supported (mean 3.1, 95% CI [2.852, 3.348], n=3)")
     assert d.comparisons == {name: p.to_dict() for name, p in parts.items()}
+    assert d.parts == values  # every comparison's per-seed values, for the record
     assert d.margin == min(p.margin for p in parts.values())
 
 # ----------------------------------------------------------------------------- diagnostics

@@ -583,9 +583,11 @@ def test_loading_a_norm_says_what_was_wrong_with_the_spec(tmp_path, monkeypatch)
         usernorm.load(f"{many}:X")
 
 
-def test_a_norm_file_named_like_an_installed_module_shadows_nothing(user_file, tmp_path):
-    """json.py, torch.py, normsys.py: each is loaded under a private name, so the real modules
-    stay what every later import gets (the scorecard writes its .json after training)."""
+def test_a_norm_file_named_like_a_module_normsys_imports_is_refused_naming_it(user_file,
+                                                                              tmp_path):
+    """json.py, torch.py, normsys.py: from its own folder such a file would be imported in the
+    module's place (python -m puts that folder first), before normsys could say a word; named
+    as a norm spec, it is refused with one line naming the file, and the real modules stay."""
     import importlib
 
     import normsys
@@ -593,10 +595,13 @@ def test_a_norm_file_named_like_an_installed_module_shadows_nothing(user_file, t
     real = {name: sys.modules[name] for name in ("json", "torch", "normsys")}
     for name in real:
         (tmp_path / f"{name}.py").write_text(USER_NORMS)
-        assert usernorm.load(f"{tmp_path / name}.py:LNWrap", f"in-{name}") == f"in-{name}"
+        with pytest.raises(ValueError, match=re.escape(
+                f"the file {tmp_path / name}.py is named as the module {name}, which normsys or "
+                f"Python imports")):
+            usernorm.load(f"{tmp_path / name}.py:LNWrap", f"in-{name}")
         assert sys.modules[name] is real[name] and importlib.import_module(name) is real[name]
-        module = sys.modules[usernorm.private_name(tmp_path / f"{name}.py")]
-        assert module.__name__.startswith(f"_normsys_user_{name}_") and module.LNWrap
+    (tmp_path / "mynorms.py").write_text(USER_NORMS)  # a name of its own loads
+    assert usernorm.load(f"{tmp_path / 'mynorms'}.py:LNWrap", "in-mynorms") == "in-mynorms"
     assert json.dumps({"a": 1}) == '{"a": 1}' and normsys.__version__
     assert usernorm.private_name(tmp_path / "json.py") == usernorm.private_name(
         tmp_path / "x" / ".." / "json.py")  # every process names the same file alike

@@ -199,8 +199,8 @@ class Rule:
 # before they were kept)
 RECORDED = ("tier", "verdict", "statistic", "rule", "seeds", "values", "mean", "low", "high", "plan",
             "alpha", "measured", "commit", "normsys", "torch", "device", "threads", "autocast",
-            "data", "code", "settings", "settings_fingerprint")
-OPTIONAL = ("alpha", "code", "settings", "settings_fingerprint")
+            "data", "code", "settings", "settings_fingerprint", "parts")
+OPTIONAL = ("alpha", "code", "settings", "settings_fingerprint", "parts")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -233,6 +233,9 @@ class Verdict:
     reason: str = ""
     margin: float = math.nan
     comparisons: dict = field(default_factory=dict)
+    # an all-of rule's per-seed values of every comparison, by name (``values`` are the deciding
+    # one's): what a record needs to hold each part to itself across environments
+    parts: dict = field(default_factory=dict)
     id: str = ""
     tier: str = ""
     statistic: str = ""
@@ -288,8 +291,8 @@ class Verdict:
 
     @property
     def entry(self) -> dict:
-        """What a claim's record keeps of it."""
-        return {name: getattr(self, name) for name in RECORDED}
+        """What a claim's record keeps of it (``parts`` only for an all-of rule)."""
+        return {name: getattr(self, name) for name in RECORDED if name != "parts" or self.parts}
 
     @property
     def interval(self) -> str:
@@ -379,6 +382,11 @@ def per_seed(values: Sequence | Mapping[str, Sequence],
     return list(sides[0])
 
 
+def by_seed(parts: Mapping[str, Sequence[float]]) -> list[dict[str, float]]:
+    """Per-part values (``by_part``'s shape) as per-seed values by part again."""
+    return [dict(zip(parts, seed, strict=True)) for seed in zip(*parts.values(), strict=True)]
+
+
 def by_part(values: Sequence) -> dict[str, list[float]] | None:
     """Per-seed values that are dicts (one value per part, e.g. per depth) as per-part lists;
     NaN where a seed lacks a part (its run diverged); None for plain numbers."""
@@ -460,7 +468,8 @@ def _all_of(verdicts: dict[str, Verdict]) -> Verdict:
     return Verdict(**{**key.to_dict(), "verdict": verdict,
                       "rule": f"all of {len(verdicts)} (Holm): {key.rule}",
                       "reason": f"deciding: {name}. {reason}",
-                      "comparisons": {n: v.to_dict() for n, v in verdicts.items()}})
+                      "comparisons": {n: v.to_dict() for n, v in verdicts.items()},
+                      "parts": {n: list(v.values) for n, v in verdicts.items()}})
 
 
 # ----------------------------------------------------------------------------- looks
@@ -664,6 +673,11 @@ def follows(entry: Verdict) -> str:
         return f"{len(entry.seeds)} seeds, a look its plan {list(entry.plan)} does not take"
     shared = family(entry.rule)
     decision = s = decide(parse_rule(entry.rule), entry.values, entry.confidence, family=shared)
+    if entry.parts:  # the whole family decided again picks the same comparison, on these values
+        whole = decide(parse_rule(entry.rule), by_seed(entry.parts), entry.confidence)
+        if list(whole.values) != list(entry.values) or whole.verdict != entry.verdict:
+            return f"its parts decide {whole.verdict} on {list(whole.values)}, but it records " \
+                   f"{entry.verdict} on {list(entry.values)}"
     differ = [f"{name} recorded {num(old)}, recomputed {num(new)}" for name, old, new in (
         ("mean", entry.mean, s.mean), ("low", entry.low, s.low), ("high", entry.high, s.high))
         if not same_number(old, new)]
@@ -907,11 +921,20 @@ class Noise:
         return hi
 
 
-def values_by_environment(entries: Iterable[Verdict]) -> dict[tuple[str, str], dict[int, float]]:
-    """Per (environment, training code) the per-seed values its entries hold."""
-    out: dict[tuple[str, str], dict[int, float]] = {}
+def per_seed_values(e: Verdict) -> dict:
+    """An entry's values by seed, or, for an all-of entry that keeps its parts, by (seed, part):
+    each comparison paired only with itself across environments, whichever one decided."""
+    if e.parts:
+        return {(s, part): v for part, values in e.parts.items()
+                for s, v in zip(e.seeds, values, strict=True)}
+    return dict(zip(e.seeds, e.values, strict=True))
+
+
+def values_by_environment(entries: Iterable[Verdict]) -> dict[tuple[str, str], dict]:
+    """Per (environment, training code) the values its entries hold (``per_seed_values``)."""
+    out: dict[tuple[str, str], dict] = {}
     for e in entries:
-        out.setdefault((e.environment, e.code), {}).update(zip(e.seeds, e.values, strict=True))
+        out.setdefault((e.environment, e.code), {}).update(per_seed_values(e))
     return out
 
 
@@ -1018,6 +1041,20 @@ def value_changes(entry: Verdict, fresh: Verdict) -> list[str]:
     return [f"seed {s}: {a!r} -> {b!r}" for s, a, b in pairs]
 
 
+def shift_of(ref: Verdict, fresh: Verdict) -> tuple[int, float]:
+    """How many seeds two measurements share (the same seeds from the first) and the mean of
+    their per-seed differences: of the deciding values, or, where both keep the same parts, of
+    the part that moved most (whichever comparison decided in each)."""
+    pairs = [list(zip(ref.values, fresh.values, strict=False))]
+    if ref.parts and ref.parts.keys() == fresh.parts.keys():
+        pairs = [list(zip(ref.parts[p], fresh.parts[p], strict=False)) for p in ref.parts]
+    n = len(pairs[0])
+    if not n:
+        return 0, math.nan
+    means = [math.fsum(b - a for a, b in common) / n for common in pairs]
+    return n, max(means, key=lambda m: abs(m) if math.isfinite(m) else math.inf)
+
+
 def judge(record: Record, fresh: Verdict) -> Judgement:
     """Judge a fresh measurement (its ``code`` the training code's digest now) against the
     claim's record."""
@@ -1052,9 +1089,7 @@ def judge(record: Record, fresh: Verdict) -> Judgement:
     head = f"reference ({ref.environment}): {ref.line()}{stale}"
     if differ := changes(ref, fresh):
         return Judgement("changed", "; ".join([head, now, *differ, update]))
-    common = list(zip(ref.values, fresh.values, strict=False))  # the same seeds from the first
-    n = len(common)
-    shift = math.fsum(b - a for a, b in common) / n if n else math.nan
+    n, shift = shift_of(ref, fresh)
     bound = noise(record, fresh.tier).bound(n)
     if not abs(shift) <= bound:  # NaN too
         return Judgement("changed", "; ".join([head, now, f"the per-seed values moved by "
