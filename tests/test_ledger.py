@@ -1259,3 +1259,23 @@ def test_an_all_of_claims_noise_pairs_each_part_with_itself_whichever_decided():
     n, shift = verdict.shift_of(a, moved)
     assert n == 3 and shift == pytest.approx(0.5 - 1e-7)  # the part that moved most
     assert verdict.judge(record(a, b), moved).fails
+
+
+def test_an_all_of_entry_without_its_parts_pairs_only_with_the_part_it_matches():
+    """Entries recorded before parts were kept hold the deciding comparison's values alone: one
+    is paired with the part of a newer entry it matches within SAME_PART (here 1e-7 apart), and
+    two of them that decided on different comparisons are not paired at all."""
+    six, twelve = [1.0, 1.1, 1.2], [0.5, 0.7, 0.6]
+    new = all_of_entry({"6 blocks": six, "12 blocks": twelve})
+    assert new.values == tuple(twelve)
+    old = replace(all_of_entry({"6 blocks": six, "12 blocks": [v + 1e-7 for v in twelve]},
+                               device=INTEL), parts={})
+    nz = verdict.noise(laid_out(new, old), "cpu")
+    assert nz.measured and nz.df == 3 and nz.sd == pytest.approx(math.sqrt(2) / 2 * 1e-7)
+    apart = replace(all_of_entry({"6 blocks": six, "12 blocks": [v + 1 for v in twelve]},
+                                 device="cpu (DEFAULT, Intel)"), parts={})
+    assert apart.values == tuple(six)  # decided on the other comparison
+    assert not verdict.noise(laid_out(old, apart), "cpu").measured  # nothing paired: own spread
+    plain = replace(old, rule="> 2")  # a rule of one comparison pairs by seed, as always
+    assert verdict.values_by_environment([plain])[(plain.environment, "c0de")] == \
+        dict(enumerate(plain.values))

@@ -921,20 +921,44 @@ class Noise:
         return hi
 
 
-def per_seed_values(e: Verdict) -> dict:
-    """An entry's values by seed, or, for an all-of entry that keeps its parts, by (seed, part):
-    each comparison paired only with itself across environments, whichever one decided."""
-    if e.parts:
-        return {(s, part): v for part, values in e.parts.items()
-                for s, v in zip(e.seeds, values, strict=True)}
-    return dict(zip(e.seeds, e.values, strict=True))
+# An all-of entry recorded before entries kept their parts holds its deciding comparison's values
+# alone: it is taken to be the part whose values it matches within this fraction, seed for seed
+# (kernels round those a few parts in 1e7 apart; two comparisons lie far further apart), of an
+# entry of the same training code that keeps its parts, or of another such entry; and else it
+# pairs with none.
+SAME_PART = 1e-4
+
+
+def matches(a: Mapping[int, float], b: Mapping[int, float]) -> bool:
+    """Whether two per-seed value sets agree within SAME_PART on the seeds both hold (one at
+    least)."""
+    shared = a.keys() & b.keys()
+    return bool(shared) and all(abs(a[s] - b[s]) <= SAME_PART * max(1.0, abs(a[s]))
+                                for s in shared)
 
 
 def values_by_environment(entries: Iterable[Verdict]) -> dict[tuple[str, str], dict]:
-    """Per (environment, training code) the values its entries hold (``per_seed_values``)."""
+    """Per (environment, training code) the values its entries hold, by seed, or for an all-of
+    rule by (seed, part): each comparison paired only with itself across environments,
+    whichever one decided (an entry without its parts: the part it matches, SAME_PART)."""
     out: dict[tuple[str, str], dict] = {}
-    for e in entries:
-        out.setdefault((e.environment, e.code), {}).update(per_seed_values(e))
+    known: list[tuple[str, str, dict[int, float]]] = []  # (code, part, values by seed)
+    entries = sorted(entries, key=lambda e: not e.parts)  # those that name their parts first
+    for i, e in enumerate(entries):
+        own = dict(zip(e.seeds, e.values, strict=True))
+        if e.parts:
+            by_part = {part: dict(zip(e.seeds, values, strict=True))
+                       for part, values in e.parts.items()}
+            known += [(e.code, part, v) for part, v in by_part.items()]
+            values = {(s, part): x for part, v in by_part.items() for s, x in v.items()}
+        elif re.match(ALL_OF, e.rule):
+            part = next((part for code, part, v in known if code == e.code and matches(own, v)),
+                        f"deciding comparison {i}")
+            known.append((e.code, part, own))
+            values = {(s, part): x for s, x in own.items()}
+        else:
+            values = own
+        out.setdefault((e.environment, e.code), {}).update(values)
     return out
 
 
