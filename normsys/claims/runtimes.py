@@ -80,7 +80,7 @@ def read(tier: str, folder: Path | None = None) -> dict:
     """The tier's table, or an empty one where none is committed (an installed package) or the
     file cannot be read as one (said once: prices are then estimates without it)."""
     path = table_path(tier, folder)
-    empty = {"tier": tier, "device": "", "claims": {}, "runs": {}}
+    empty = {"tier": tier, "device": "", "claims": {}}
     if not path.is_file():
         return empty
     try:
