@@ -689,10 +689,13 @@ def small_records(tmp_path):
 def test_compare_counts_agreement_and_decisive_flips(tmp_path):
     recs = verdict.records(small_records(tmp_path))
     header, rows, line = report.compare(recs, "cpu")
-    assert header == ["claim", "cpu (AVX2, AMD), seeds 0+: verdict", "mean [CI]", "seeds",
-                      "cpu (AVX512, Intel), seeds 0+: verdict", "mean [CI]", "seeds"]
-    assert rows[0] == ["c-1", "supported", "0.92 [0.89, 0.95]", "0-2",
-                       "supported", "0.92 [0.89, 0.95]", "0-2"]
+    assert header == ["claim", "cpu (AVX2, AMD), seeds 0+: verdict", "mean [CI] (level)", "seeds",
+                      "cpu (AVX512, Intel), seeds 0+: verdict", "mean [CI] (level)", "seeds"]
+    assert rows[0] == ["c-1", "supported", "0.92 [0.89, 0.95] (96.5%)", "0-2",
+                       "supported", "0.92 [0.89, 0.95] (96.5%)", "0-2"]
+    older = verdict.Record("c-9", {(e := entry(alpha=verdict.FIRST_ALPHA)).key: e},
+                           {"cpu": e.key}, e.full_rule)  # decided before the skew correction
+    assert report.compare({"c-9": older}, "cpu")[1][0][2].endswith(" (95%)")
     assert rows[-1][4:] == ["-", "", ""]
     assert line == "1 of 2 agree; 1 decisive flips (c-2); 1 claims not in every column"
     with pytest.raises(verdict.LedgerError, match="no entries of the cpu tier under nope, nah; "
