@@ -34,6 +34,7 @@ from normsys.claims.verdict import (
     INTERVAL_ALPHA,
     LEVEL,
     REFUTED,
+    SEEDS,
     SKEW_TOLERATED,
     SUPPORTED,
     LedgerError,
@@ -420,6 +421,11 @@ def scaled(e: Verdict) -> tuple[float, float, float]:
 COLOURS = {SUPPORTED: "tab:green", REFUTED: "tab:red", INCONCLUSIVE: "tab:grey"}
 
 
+def recorded_tiers(recs: dict[str, Record]) -> list[str]:
+    """The tiers (in the order verdict.SEEDS declares them) of which the records hold entries."""
+    return [t for t in SEEDS if any(r.of(t) for r in recs.values())]
+
+
 def figure(recs: dict[str, Record], path: Path):
     """Every claim's interval against its threshold, per tier and column (scaled: ``scaled``),
     coloured by verdict; drawn to ``path`` (PNG) and returned (closed). The axis is
@@ -429,7 +435,7 @@ def figure(recs: dict[str, Record], path: Path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    tiers = [t for t in ("cpu", "paper") if any(r.of(t) for r in recs.values())]
+    tiers = recorded_tiers(recs)
     ids = sorted(recs)
     fig, axes = plt.subplots(1, len(tiers), figsize=(7 * len(tiers), 0.26 * len(ids) + 2.6),
                              sharey=True, squeeze=False)
@@ -575,7 +581,7 @@ def docs(folder: Path, picture: Path | None = None, code: str | None = None) -> 
     recs = records(folder)
     if picture is not None:
         figure(recs, picture)
-    tiers = [t for t in ("cpu", "paper") if any(r.of(t) for r in recs.values())]
+    tiers = recorded_tiers(recs)
     code = code or code_digest()
     blocks = [DOCS_HEAD.format(level=100 * LEVEL, first=100 * (1 - 2 * FIRST_ALPHA)),
               replication_section(recs, tiers, code), skew_section(recs, tiers, code)]
