@@ -46,21 +46,13 @@ def unread_seeds(declared, n: int = 3) -> range:
     return range(first, first + n)
 
 
-# The level an A/A case is decided at. Each case is a test with a chance of coming out supported
-# by chance alone, and the CPU tier holds two dozen of them, re-decided on every machine kind and
-# training code: at the claims' own 1.75% a side, one of them or another comes out supported by
-# chance about a third of the time (on AMD AVX-512, the unnormalized MLP's accuracy on seeds 3-5
-# lies above seeds 0-2 at every pair); at 0.1% a side, about one time in forty.
-AA_LEVEL = 1 - 2 * 0.001
-
-
 def alike_on_disjoint_seeds(declared, alike, fetch, variant: str = ""):
     """A claim's A/A case: ``alike``, its experiment with the arms made alike
     (``Experiment.overridden``), its first arm on the seeds past the claim's (``unread_seeds``)
     and every other arm on the claim's own first seeds, paired by position; decided by the
-    claim's reading and rule at AA_LEVEL. The arms then differ in their seeds alone, so the rule
-    sees values with their seed spread and no effect: it must not come out on the claim's side,
-    and the values must differ (a reading that cannot tell two runs apart decides exact zeros). An arm
+    claim's reading and rule. The arms then differ in their seeds alone, so the rule sees
+    values with their seed spread and no effect: it must not come out on the claim's side, and
+    the values must differ (a reading that cannot tell two runs apart decides exact zeros). An arm
     given an edge the claim does not name (trained longer, read elsewhere) shows here too. Each
     side's runs are ones the claim or its controls train already, where the arms differ in
     what ``alike`` sets alone."""
@@ -71,7 +63,7 @@ def alike_on_disjoint_seeds(declared, alike, fetch, variant: str = ""):
     earlier = replace(alike, arms={arm: alike.arms[arm] for arm in others})
     values = {**later.values(fetch, unread_seeds(declared), "cpu", variant),
               **earlier.values(fetch, CONTROL_SEEDS, "cpu", variant)}
-    decision = declared.verdict(values, AA_LEVEL)
+    decision = declared.verdict(values)
     assert decision.std > 0, f"{declared.id}: the A/A case's per-seed values are all alike " \
                              f"({decision.values}): the reading does not tell runs apart"
     assert decision.verdict != SUPPORTED, f"{declared.id}: supported with no effect between " \
