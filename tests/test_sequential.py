@@ -176,8 +176,8 @@ def recorded_skewness() -> list[float]:
     from normsys.claims import report, verdict
 
     folder = Path(__file__).resolve().parents[1] / "claims" / "ledger"
-    return [report.skewness(z) for z in map(report.standardized, verdict.records(folder).values())
-            if len(z) >= report.MIN_POOLED]
+    pooled = map(report.standardized, verdict.records(folder).values())
+    return [float(report.skewness(z)) for z in pooled if len(z) >= report.MIN_POOLED]
 
 
 def records_median_skewness() -> float:

@@ -316,8 +316,11 @@ def standardized(record: Record) -> np.ndarray:
     return np.array(pooled)
 
 
-def skewness(z: np.ndarray) -> float:
-    return float(np.mean(z ** 3) / np.mean(z ** 2) ** 1.5)
+def skewness(z: np.ndarray) -> np.ndarray:
+    """The sample skewness along the last axis (0 where the values are all alike)."""
+    centred = z - z.mean(axis=-1, keepdims=True)
+    m2, m3 = np.mean(centred ** 2, axis=-1), np.mean(centred ** 3, axis=-1)
+    return np.divide(m3, m2 ** 1.5, out=np.zeros_like(m3), where=m2 > 0)
 
 
 MIN_POOLED = 9  # values below which a claim's shape is not estimated
@@ -330,12 +333,8 @@ def skew_bounds(record: Record, reps: int = 2000, seed: int = 0) -> tuple[float,
     if len(z) < MIN_POOLED:
         return None
     gen = np.random.default_rng(seed)
-    draws = z[gen.integers(0, len(z), (reps, len(z)))]
-    centred = draws - draws.mean(axis=1, keepdims=True)
-    spread = np.mean(centred ** 2, axis=1)
-    boot = np.where(spread > 0, np.mean(centred ** 3, axis=1) / np.where(spread > 0, spread, 1)
-                    ** 1.5, 0.0)
-    own = skewness(z)
+    boot = skewness(z[gen.integers(0, len(z), (reps, len(z)))])
+    own = float(skewness(z))
     low = float(np.quantile(boot, 0.05)) if own >= 0 else float(-np.quantile(boot, 0.95))
     return own, max(low, 0.0)
 

@@ -430,12 +430,12 @@ def _decide(rule: Rule, values: Sequence[float], confidence: float, family: int 
         std, low, high = math.nan, -math.inf, math.inf
     else:
         std = math.sqrt(math.fsum((v - mean) ** 2 for v in vals) / (n - 1))
-        half = t_quantile(n - 1, confidence) * std / math.sqrt(n)
+        half = half_width(std, n, confidence)
         low, high = mean - half, mean + half
     # the interval a refutation needs: at the family's level, wider where the family has more
-    wide = 1 - (1 - confidence) / family
+    wide = family_level(confidence, family)
     rlow, rhigh = (low, high) if family == 1 or n == 1 else \
-        (mean - (h := t_quantile(n - 1, wide) * std / math.sqrt(n)), mean + h)
+        (mean - (h := half_width(std, n, wide)), mean + h)
     if rule.side == "within":
         band_low, band_high = rule.threshold
         verdict = SUPPORTED if band_low < low and high < band_high else \
@@ -452,6 +452,16 @@ def _decide(rule: Rule, values: Sequence[float], confidence: float, family: int 
                  f"comparisons sharing the error (Holm): [{rlow:.4g}, {rhigh:.4g}]"
     out = Verdict(verdict=verdict, mean=mean, std=std, low=low, high=high, margin=margin, **known)
     return Verdict(**{**out.to_dict(), "reason": f"{out.interval}; claim: {claim}"})
+
+
+def half_width(std: float, n: int, confidence: float) -> float:
+    """Half the Student-t interval of the mean of n values of sample spread ``std``."""
+    return t_quantile(n - 1, confidence) * std / math.sqrt(n)
+
+
+def family_level(confidence: float, family: int) -> float:
+    """The level one of ``family`` comparisons is refuted at (Holm's first step)."""
+    return 1 - (1 - confidence) / family
 
 
 def _all_of(verdicts: dict[str, Verdict]) -> Verdict:
@@ -1000,7 +1010,7 @@ def reach(entry: Verdict) -> float:
     low, high = entry.low, entry.high
     if entry.verdict == REFUTED and shared > 1 and n > 1:
         sd = math.sqrt(math.fsum((v - entry.mean) ** 2 for v in entry.values) / (n - 1))
-        half = t_quantile(n - 1, 1 - (1 - entry.confidence) / shared) * sd / math.sqrt(n)
+        half = half_width(sd, n, family_level(entry.confidence, shared))
         low, high = entry.mean - half, entry.mean + half
     if rule.side == "within":
         a, b = rule.threshold
