@@ -302,24 +302,28 @@ def test_control_rank_rules_flip_on_a_rank_collapsing_encoder(task_of, variant):
 
 # The rank rules through their own encoders, reading and rule, on seeds they do not read, with the
 # arm's norm set to one whose rank the CPU tier's records show far from the thresholds: the l2
-# encoder's representation collapses with depth, LayerNorm's keeps its rank and isotropy. The
-# rule must come out as the encoder given it says, whichever way the claim itself came out.
-RANK_CASES = ((NONE_COLLAPSES, "l2", SUPPORTED), (NONE_COLLAPSES, "layernorm", REFUTED),
-              (KAPPA_6.declaration, "l2", REFUTED), (MIN_RHO.declaration, "layernorm", SUPPORTED))
+# encoder's representation collapses with depth (kappa_6 0.08-0.15), LayerNorm's keeps its rank
+# and isotropy, the unnormalized encoder keeps its rank (kappa_6 0.84-0.89 over five seeds). The
+# rule must come out as the encoder given it says, whichever way the claim itself came out. The
+# l2 claim, refuted on its own encoders, comes out supported given the unnormalized one: five
+# seeds, since its margin over 0.8 is a few seed deviations (three would leave it inconclusive).
+RANK_CASES = ((NONE_COLLAPSES, "l2", SUPPORTED, 3), (NONE_COLLAPSES, "layernorm", REFUTED, 3),
+              (KAPPA_6.declaration, "l2", REFUTED, 3), (MIN_RHO.declaration, "layernorm", SUPPORTED, 3),
+              (L2_PREVENTS, "none", SUPPORTED, 5))
 
 
-@pytest.mark.parametrize("declared, norm, expected, variant", [
-    pytest.param(d, norm, expected, Variant(v), id=f"{d.id}{v}-{norm}",
+@pytest.mark.parametrize("declared, norm, expected, seeds, variant", [
+    pytest.param(d, norm, expected, n, Variant(v), id=f"{d.id}{v}-{norm}",
                  marks=[pytest.mark.control(f"{d.id}{v}")] + ([pytest.mark.slow] if v in SLOW else []))
-    for d, norm, expected in RANK_CASES for v in VARIANTS])
+    for d, norm, expected, n in RANK_CASES for v in VARIANTS])
 def test_control_rank_rules_read_their_own_encoders_given_another_norm(runs, declared, norm,
-                                                                       expected, variant):
+                                                                       expected, seeds, variant):
     """A rank reading that missed the collapse (kappa_6 read from block 1 twice, the probes of
     another run, the padding rows counted for -nonpad) would give the collapsed l2 encoder a rank
     it does not have, here in the claim's own encoder, as no record can show."""
     given = declared.experiment.overridden({"model.norm": norm})
-    values = given.values(runs, unread_seeds(declared), "cpu", variant)
-    assert declared.verdict(values).verdict == expected
+    values = given.values(runs, unread_seeds(declared, seeds), "cpu", variant)
+    assert declared.verdict(values).verdict == expected, declared.verdict(values).reason
 
 
 @pytest.mark.control(*(f"{c.id}{v}" for c in ACCURACY_CLAIMS for v in RUN_VARIANTS),

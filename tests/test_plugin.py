@@ -607,6 +607,12 @@ def test_a_k_that_matches_nothing_points_to_the_claims_list(run_claims):
     assert "--claims-list" in result.stdout.str()
 
 
+def test_collect_only_with_a_k_that_matches_is_not_called_a_k_that_matches_nothing(run_claims):
+    result = run(run_claims, "-k", "c-tiers", "--collect-only")
+    assert result.ret == pytest.ExitCode.OK
+    assert "no claim or test matches" not in result.stdout.str()
+
+
 def test_ctrl_c_before_a_result_is_not_called_a_k_that_matches_nothing(pytester):
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_stop='''

@@ -768,7 +768,7 @@ class ClaimsSession:
             return
         ran = {"passed", "failed", "skipped", "xfailed", "xpassed", "error"}
         if self.config.option.keyword and terminalreporter.stats.get("deselected") and \
-                not self.config.option.claims_list and \
+                not (self.config.option.claims_list or self.config.option.collectonly) and \
                 not ran & set(terminalreporter.stats) and \
                 exitstatus != pytest.ExitCode.INTERRUPTED:  # Ctrl-C before the first result
             terminalreporter.write_line(f"normsys: no claim or test matches -k "
