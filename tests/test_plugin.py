@@ -66,6 +66,13 @@ CONFTEST = ('pytest_plugins = ["normsys.claims.plugin"]\n'
             '    config.addinivalue_line("markers", "gpu: g")\n')
 
 
+@pytest.fixture(autouse=True)
+def cache_of_its_own(monkeypatch, tmp_path):
+    """The claims sessions these tests run keep their runs and claim indexes in a cache of the
+    test's own: never in the user's, whose indexes price the claims and controls it holds."""
+    monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path / "cache"))
+
+
 def records(pytester) -> Path:
     return pytester.path / "claims" / "ledger"
 
