@@ -370,7 +370,7 @@ def test_control_paired_encoder_rules_are_refuted_where_both_arms_take_layernorm
 @pytest.mark.control(TEST_ACC_VS_LN.claim)
 def test_control_scaled_l2_match_is_refuted_where_layernorm_is_left_untrained(runs):
     """The claim's own encoders, reading and rule on seeds it does not read, with its LayerNorm
-    arm at learning rate 0 (left at its initialization, near chance on four classes): the two
+    arm left at its initialization (AT_INIT: near chance on four classes): the two
     accuracies lie far apart, so a rule that they match within 0.02 must come out refuted."""
     declared = TEST_ACC_VS_LN.declaration
     values = left_untrained(declared, "layernorm").values(runs, unread_seeds(declared), "cpu")

@@ -289,7 +289,7 @@ def test_control_dong_rules_flip_between_pure_attention_and_skips():
     for d in (VAL_LOSS_VS_LN.declaration, DYT_MATCHES)])
 def test_control_equivalence_rules_are_refuted_where_layernorm_is_left_untrained(runs, declared):
     """The claim's own arms, reading and rule, on seeds the claim does not read, with its LN arm
-    at learning rate 0 (left at its initialization): the two validation losses lie far apart, so
+    left at its initialization (AT_INIT): the two validation losses lie far apart, so
     a rule that they match within 2% must come out refuted. A relative gap read at the wrong
     point, or either arm's loss read from the other, would show here as no record can."""
     values = left_untrained(declared, "LN").values(runs, unread_seeds(declared), "cpu")
