@@ -188,6 +188,34 @@ def test_run_waits_by_default_and_says_none_when_asked_not_to(cache, monkeypatch
     assert session.run(SEEDS[0]).run_config == SEEDS[0] and asked == [False, True]
 
 
+def test_the_controls_runs_are_priced_once_past_the_claims_and_the_cache(cache, session, tmp_path):
+    """Two controls sharing seed 0's run, one whose runs the table lacks: a run the claims plan
+    (seed 1) is theirs, a run the cache holds is counted as cached, each other run once at its
+    recorded seconds, and the control never timed is named."""
+    from normsys.claims import runtimes
+
+    for control, cfgs in (("control-a", SEEDS[:2]), ("control-b", [SEEDS[0], SEEDS[2]])):
+        with session.recording() as fetched:
+            for c in cfgs:
+                session.run(c)
+        session.write_index(control, "cpu", fetched)
+    folder = tmp_path / "committed"
+    table = runtimes.measure(cache, "cpu")
+    runtimes.write(table, folder)
+    names, claimed = ["control-a", "control-b", "control-new"], {SEEDS[1].fingerprint()}
+    held = runtimes.control_work(names, claimed, folder)
+    assert (held.todo, held.cached, held.untimed) == ({}, 2, ["control-new"])
+    for seed in (1, 2):  # no longer cached: seed 1's run is the claims' to train
+        for path in (cache / "runs").glob(f"{SEEDS[seed].fingerprint()}-*.json"):
+            path.unlink()
+    work = runtimes.control_work(names, claimed, folder)
+    seconds = table["runs"][SEEDS[2].fingerprint()]
+    assert (work.todo, work.cached) == ({SEEDS[2].fingerprint(): seconds}, 1)
+    assert work.line() == (f"2 runs besides the claims' (1 cached; the others "
+                           f"~{seconds / 60:.1f} min of training as recorded); 1 controls never "
+                           f"timed (their runs are not known until they run once)")
+
+
 def test_the_recorded_run_times_count_each_claims_runs_and_the_ones_it_alone_reads(
         cache, session, tmp_path):
     """Two claims sharing seed 0's run: each counts it, neither as its own."""
@@ -202,7 +230,8 @@ def test_the_recorded_run_times_count_each_claims_runs_and_the_ones_it_alone_rea
     table = runtimes.measure(cache, "cpu")
     assert table["tier"] == "cpu" and table["device"].startswith("cpu (")
     assert table["claims"]["c-a"] == {"runs": 2, "seconds": round(wall[0] + wall[1], 1),
-                                      "own_seconds": round(wall[1], 1), "untimed": 0}
+                                      "own_seconds": round(wall[1], 1), "untimed": 0,
+                                      "fingerprints": sorted(c.fingerprint() for c in SEEDS[:2])}
     assert table["claims"]["c-b"]["own_seconds"] == round(wall[2], 1)
     assert table["runs"] == {c.fingerprint(): round(wall[c.train.seed], 1) for c in SEEDS}
     folder = tmp_path / "committed"
@@ -216,6 +245,9 @@ def test_the_recorded_run_times_count_each_claims_runs_and_the_ones_it_alone_rea
         f"{table['device']} as recorded (claims/run-times-cpu.json)",
         table["claims"]["c-a"]["seconds"])
     assert runtimes.recorded_cost("c-none", "cpu", folder) is None
+    assert runtimes.recorded_runs("c-b", "cpu", folder) == {
+        c.fingerprint(): round(wall[c.train.seed], 1) for c in (SEEDS[0], SEEDS[2])}
+    assert runtimes.recorded_runs("c-none", "cpu", folder) is None
     assert runtimes.run_seconds(SEEDS[2], folder) == (round(wall[2], 1), table["device"])
     assert runtimes.run_seconds(SEEDS[2].override(**{"model.d": 6}), folder) is None
     with pytest.raises(ValueError, match="no claim indexes of the paper tier"):
@@ -231,11 +263,22 @@ def test_a_claim_without_an_index_costs_what_the_committed_run_times_say(cache, 
     assert row["runs"] == 3 and row["seconds"] > 0
 
 
-def test_the_committed_run_times_name_only_claims_the_cpu_ledger_holds():
+def test_the_committed_run_times_name_only_claims_the_cpu_ledger_holds_and_controls_defined():
+    """No row of a claim or control that no longer exists: a control's row is named by its test
+    (control-<test name>, with its parameters)."""
+    import re
+
     from normsys.claims import runtimes, verdict
+    from normsys.claims.plugin import control_index
 
     held = {cid for cid, r in verdict.records(runtimes.FOLDER / "ledger").items() if r.of("cpu")}
-    assert set(runtimes.read("cpu")["claims"]) <= held
+    tests = {control_index(name) for path in runtimes.FOLDER.glob("test_*.py")
+             for name in re.findall(r"^def (test_control\w*)\(", path.read_text(), re.M)}
+    rows = set(runtimes.read("cpu")["claims"])
+    controls = {row for row in rows if row.startswith("control-")}
+    assert rows - controls <= held
+    assert {row for row in controls if row not in tests
+            and not any(row.startswith(f"{name}_") for name in tests)} == set()
 
 
 def test_the_run_times_command_writes_the_table_or_says_what_is_missing(

@@ -125,6 +125,17 @@ def run_key(config: RunConfig, data: str = "", environment: dict[str, str] | Non
            f"-e{environment_digest(env)}-v{__version__}"
 
 
+def cached_fingerprints(environment: dict[str, str]) -> set[str]:
+    """The config fingerprints of the runs the cache holds under this code, ``environment`` and
+    version, by their file names alone (what prices a run known by its fingerprint, a control's;
+    a damaged record counts here and trains again when read)."""
+    root = cache_root()
+    if root is None:
+        return set()
+    code, tail = f"-c{code_digest()}", f"-e{environment_digest(environment)}-v{__version__}.json"
+    return {p.name.split("-", 1)[0] for p in (root / "runs").glob(f"*{tail}") if code in p.name}
+
+
 def lookup(config: RunConfig, data: str = "",
            environment: Environment = run_environment) -> RunRecord | None:
     """The cached record of ``config`` on data ``data`` made in the numeric environment its run

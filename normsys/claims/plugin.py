@@ -42,6 +42,7 @@ from normsys.claims import verdict, workers
 from normsys.claims.params import Variant
 from normsys.claims.progress import Progress
 from normsys.claims.report import merged, verdict_table, write_check, write_reports
+from normsys.claims.runtimes import control_work, expected_wall
 from normsys.claims.verdict import PROPERTY, Claim, ClaimRefuted
 from normsys.training.config import MAX_SEED
 from normsys.training.data import DataError, DataMissingError, data_root, hub_allowed
@@ -425,7 +426,7 @@ def list_claims(config: pytest.Config, items: list[pytest.Item]) -> None:
     item_of = {(claim_id(i, m), claim_tier(i)): i for i in items if (m := claim_marker(i))}
     session = config.stash[SESSION]
     write = config.pluginmanager.get_plugin("terminalreporter").write_line
-    costs, controls = [], {}
+    costs, controls, configs = [], {}, {}
     for (cid, tier), (statement, source) in sorted(catalog.items()):
         for name in session.controls.get(cid, []):
             controls[name] = cost(control_index(name), "cpu")
@@ -440,18 +441,37 @@ def list_claims(config: pytest.Config, items: list[pytest.Item]) -> None:
         # times record of it
         text, todo = session.runs.cost(planned) if planned else cost(cid, tier)
         costs.append(todo)
+        configs.setdefault(tier, []).extend(planned)
         write(f"{cid}  [{tier}]  {statement}  ({source})  control: {control}  cost: {text}")
     write(f"{len({cid for cid, _ in catalog})} claims, {len(catalog)} claim-tier pairs; "
           f"{total_line(costs)}")
+    for tier, planned in sorted(configs.items()):  # each run once, however many claims read it
+        if planned:
+            write(f"the {tier} tier's claims in all: {session.runs.cost(planned)[0]}")
     if controls:  # each once, however many claims it controls
         write(f"{len(controls)} negative controls; "
               f"{total_line([todo for _, todo in controls.values()])}")
+        claimed = {c.fingerprint() for c in configs.get("cpu", [])}
+        work = control_work(control_names(items), claimed)
+        write(f"the negative controls in all: {work.line()}")
+        tasks = [*session.runs.missing_seconds(configs.get("cpu", [])), *work.todo.values()]
+        places = os.cpu_count() or 1
+        write(f"the cpu tier with its controls: ~{sum(tasks) / 60:.1f} min of training; "
+              f"~{expected_wall(tasks, places) / 60:.1f} min on {places} process(es) "
+              f"(-n {places}), longest first")
     items.clear()
 
 
 def control_index(name: str) -> str:
     """The name a negative control's runs are indexed under, as a claim's are (its cost)."""
     return "control-" + re.sub(r"[^\w.-]+", "_", name)
+
+
+def control_names(items: list[pytest.Item]) -> list[str]:
+    """The names the runs of the negative controls among ``items`` are indexed under, of those
+    that will run (not skipped)."""
+    return [control_index(i.name) for i in items
+            if control_ids(i) and not i.get_closest_marker("skip")]
 
 
 def control_ids(item: pytest.Item) -> list[str]:
@@ -661,10 +681,16 @@ class ClaimsSession:
                 if me in ("", "gw0"):  # said once, by the first worker or alone
                     places = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
                     todo, wall = runs.planned_work(places)
-                    runs.progress.expect(todo, places)  # each trained run: k of N, time left
-                    runs.progress.note(f"planned: {planned} runs, {len(todo)} of them not "
-                                       f"cached: ~{wall / 60:.1f} min of training on {places} "
-                                       f"process(es) as their run times record them")
+                    controls = control_work(control_names(session.items),
+                                            {c.fingerprint() for g in runs.planned for c in g})
+                    # each trained run, the controls' too: k of N, time left
+                    runs.progress.expect({**todo, **controls.todo}, places)
+                    both = expected_wall([*todo.values(), *controls.todo.values()], places)
+                    runs.progress.note(
+                        f"planned: {planned} runs, {len(todo)} of them not cached: "
+                        f"~{wall / 60:.1f} min of training on {places} process(es) as their run "
+                        f"times record them; then the negative controls: {controls.line()}; in "
+                        f"all ~{both / 60:.1f} min on {places} process(es)")
                 with runs.progress.bar() if me in ("", "gw0") else nullcontext():
                     trained = runs.train_planned()
                 runs.progress.note(f"the {planned} planned runs are taken ({trained} trained by "

@@ -209,8 +209,7 @@ class Runs:
         as they train; and those seconds (None where a run was never timed)."""
         cfgs = list(dict.fromkeys(cfgs))
         missing = [c for c in cfgs if self._lacks([c])]
-        timed = [[t for c in g if (t := similar_seconds(c)) is not None]
-                 for g in seed_groups(missing, self._cuda())]
+        timed = self.missing_groups(missing)
         untimed = sum(not t for t in timed)
         seconds = sum(max(s for s, _ in t) for t in timed if t)
         devices = sorted({d for t in timed for _, d in t})
@@ -219,6 +218,18 @@ class Runs:
             f"{' and '.join(devices) or '-'}" if missing else "") + (
             f", {untimed} of them never timed" if untimed else "") + ")"
         return text, None if untimed else seconds
+
+    def missing_groups(self, missing: list[RunConfig]) -> list[list[tuple[float, str]]]:
+        """Per group the runs ``missing`` train in (seed_groups), the (seconds, device) of each
+        of its runs the run times record (similar_seconds; empty: never timed)."""
+        return [[t for c in g if (t := similar_seconds(c)) is not None]
+                for g in seed_groups(missing, self._cuda())]
+
+    def missing_seconds(self, cfgs: list[RunConfig]) -> list[float]:
+        """The seconds each group of ``cfgs``' runs the cache lacks trains in, as recorded (a
+        group never timed left out)."""
+        missing = [c for c in dict.fromkeys(cfgs) if self._lacks([c])]
+        return [max(s for s, _ in t) for t in self.missing_groups(missing) if t]
 
     def _lacks(self, group: list[RunConfig]) -> bool:
         """Whether the cache lacks a run of ``group``; a group whose data cannot be read lacks

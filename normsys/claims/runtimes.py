@@ -4,9 +4,11 @@ training times), so that the cost of a claim is known before its runs are in any
 
     python -m normsys run-times [--tier cpu] [--cache DIR]     write the tier's table
 
-Per claim: its runs, the seconds they took, and the seconds of its *own* runs (those no other
-claim of the tier reads); per run config (by fingerprint), the seconds it took, for the cost of a
-run before it is cached (``train --dry-run``, the scorecard's dry run). The claims start longest
+Per claim (and per negative control, ``control-<test name>``): its runs, the seconds they took,
+the seconds of its *own* runs (those no other claim of the tier reads) and the fingerprints of its
+runs, by which a plan counts a run that claims and controls share once; per run config (by
+fingerprint), the seconds it took, for the cost of a run before it is cached (``train --dry-run``,
+the scorecard's dry run, a control's runs before its test runs). The claims start longest
 first (claims/conftest.py): under pytest-xdist the workers split the long groups of runs early,
 and the short claims, whose runs are mostly trained by then, fill in at the end.
 """
@@ -19,12 +21,15 @@ import json
 import os
 import re
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
+import torch
+
 from normsys.claims import verdict
-from normsys.claims.cache import run_key
+from normsys.claims.cache import cached_fingerprints, run_key
 from normsys.training.config import RunConfig
-from normsys.training.provenance import device_name, processor
+from normsys.training.provenance import device_name, numeric_environment, processor
 from normsys.training.store import atomic_write_text
 
 FOLDER = Path(__file__).parents[2] / "claims"  # beside the claim files, in a checkout
@@ -43,13 +48,15 @@ def measure(cache: Path, tier: str) -> dict:
         raise ValueError(f"{cache}: no claim indexes of the {tier} tier (claims/*-{tier}.json); "
                          f"run the claims with NORMSYS_CACHE={cache} first")
     runs: dict[str, dict[str, float | None]] = {}
+    fingerprints: dict[str, set[str]] = {}
     by_config: dict[str, float] = {}
     for path in indexes:
         claim = path.name.removesuffix(f"-{tier}.json")
-        runs[claim] = {}
+        runs[claim], fingerprints[claim] = {}, set()
         for r in json.loads(path.read_text())["runs"]:
             cfg = RunConfig.from_dict(r["config"])
             runs[claim][run_key(cfg, r["data"])] = r["seconds"]
+            fingerprints[claim].add(cfg.fingerprint())
             if r["seconds"] is not None:
                 by_config[cfg.fingerprint()] = round(r["seconds"], 1)
     readers: dict[str, int] = {}
@@ -62,7 +69,8 @@ def measure(cache: Path, tier: str) -> dict:
                          "seconds": round(sum(s or 0 for s in keys.values()), 1),
                          "own_seconds": round(sum(s or 0 for k, s in keys.items()
                                                   if readers[k] == 1), 1),
-                         "untimed": sum(s is None for s in keys.values())}
+                         "untimed": sum(s is None for s in keys.values()),
+                         "fingerprints": sorted(fingerprints[claim])}
     device = device_name()
     if device == "cpu":
         device = f"cpu ({processor()}, {os.cpu_count()} cores)"
@@ -118,6 +126,16 @@ def run_seconds(cfg: RunConfig, folder: Path | None = None) -> tuple[float, str]
     return None
 
 
+def recorded_runs(claim: str, tier: str, folder: Path | None = None) -> dict[str, float] | None:
+    """The runs ``claim`` (or a control's index name) read when its table was made: fingerprint ->
+    seconds (0 where never timed); None where the table does not hold it."""
+    table = read(tier, folder)
+    row = table["claims"].get(claim)
+    if row is None or not isinstance(row.get("fingerprints"), list):
+        return None
+    return {f: table.get("runs", {}).get(f, 0.0) for f in row["fingerprints"]}
+
+
 def recorded_cost(claim: str, tier: str,
                   folder: Path | None = None) -> tuple[str, float] | None:
     """``9 runs, ~4.1 min of training on <device> as recorded`` and those seconds, or None where
@@ -128,6 +146,50 @@ def recorded_cost(claim: str, tier: str,
         return None
     return (f"{row['runs']} runs, ~{row['seconds'] / 60:.1f} min of training on "
             f"{table['device']} as recorded (claims/{table_path(tier).name})", row["seconds"])
+
+
+@dataclass
+class ControlWork:
+    """The runs negative controls train besides their claims' and the run cache's, priced as the
+    CPU tier's run times record them (controls train on the CPU): ``todo`` fingerprint ->
+    seconds; how many of their other runs the cache holds; the controls the run times do not
+    hold (never timed, so neither their runs nor their price are known before they run)."""
+
+    todo: dict[str, float]
+    cached: int = 0
+    untimed: list[str] = field(default_factory=list)
+
+    def line(self) -> str:
+        """``31 runs besides the claims' (12 cached; the others ~20.3 min of training as
+        recorded)``, each run counted once."""
+        runs = len(self.todo) + self.cached
+        text = f"{runs} runs besides the claims' ({self.cached} cached" + (
+            f"; the others ~{sum(self.todo.values()) / 60:.1f} min of training as recorded"
+            if self.todo else "") + ")"
+        return text + (f"; {len(self.untimed)} controls never timed (their runs are not known "
+                       f"until they run once)" if self.untimed else "")
+
+
+def control_work(controls: list[str], claimed: set[str],
+                 folder: Path | None = None) -> ControlWork:
+    """What the negative controls ``controls`` (the names their runs are indexed under,
+    ``control-<test name>``) train besides the runs ``claimed`` (the fingerprints of the claims'
+    planned runs), as the CPU tier's table holds each control's runs (``recorded_runs``): a run
+    two controls share counted once."""
+    held = cached_fingerprints(numeric_environment(torch.device("cpu")))
+    work, cached = ControlWork({}), set()
+    for name in controls:
+        runs = recorded_runs(name, "cpu", folder)
+        if runs is None:
+            work.untimed.append(name)
+            continue
+        for fingerprint, seconds in runs.items():
+            if fingerprint in held:
+                cached.add(fingerprint)
+            elif fingerprint not in claimed:
+                work.todo[fingerprint] = seconds
+    work.cached = len(cached - claimed)
+    return work
 
 
 # ----------------------------------------------------------------------------- on more devices
