@@ -411,8 +411,11 @@ def test_claims_list_ids_match_k_and_unknown_marker_arguments_are_errors(run_cla
     assert listed.ret == 0
     out = listed.stdout.str()
     assert "c-supported  [cpu]  big is big  (test)" in out and "c-tiers  [paper]" in out
-    assert "5 claims, 6 claim-tier pairs; at most ~0.0 min of training for the runs not " \
-           "cached (a run that claims share is counted for each); 6 not timed yet" in out
+    assert "5 claims, 6 claim-tier pairs; 5 without declared runs, at most ~0.0 min of " \
+           "training for the runs not cached (a run that claims share is counted for each); 5 " \
+           "not timed yet" in out
+    assert "the cpu tier's claims in all: 6 runs (0 cached; the others ~0.0 min of training as " \
+           "recorded on -, 6 of them never timed)" in out
     assert "passed" not in out
     narrowed = run_claims.runpytest("--claims-list", "-k", "c-refuted or c-tiers", "-p",
                                     "no:cacheprovider")
@@ -673,6 +676,11 @@ def test_claims_list_shows_what_each_claim_costs(tmp_path):
 
     recorded = "min of training as recorded on cpu (x86_64, 2 cores))"
     assert listed().endswith(f" cost: 10 runs (0 cached; the others ~0.0 {recorded}")
+    # its control reads three of the claim's runs and three of its own: those are its price
+    controls = "the 1 negative controls selected: 3 runs besides the claims' ("
+    with_control = ("--claims-list", "-k", "tc-residual-preserves-gradients and not paper")
+    assert controls + "0 cached; the others ~0.0 min of training as recorded)" in \
+        pytest_claims(*with_control).stdout
     ran = pytest_claims("--claims-report", str(tmp_path / "rep"))
     assert ran.returncode == 0, ran.stdout[-2000:]
     assert listed().endswith("cost: 10 runs (10 cached)")  # five seeds, with and without residual
@@ -709,6 +717,9 @@ def test_claims_list_shows_what_each_claim_costs(tmp_path):
     assert looked().endswith(f" cost: 16 runs (9 cached; the others ~0.0 {recorded}")
     session = pytest_claims(*looking[1:], "--claims-report", str(tmp_path / "rep8"))
     assert "normsys: planned: 16 runs, 7 of them not cached" in session.stderr, session.stderr
+    assert "then the negative controls: 0 runs besides the claims' (0 cached)" in session.stderr
+    # the control's own runs (seeds 5-7 without residuals) are the eight-seed look's: cached now
+    assert controls + "3 cached)" in pytest_claims(*with_control).stdout
 
 
 SEQUENTIAL = '''

@@ -426,7 +426,7 @@ def list_claims(config: pytest.Config, items: list[pytest.Item]) -> None:
     item_of = {(claim_id(i, m), claim_tier(i)): i for i in items if (m := claim_marker(i))}
     session = config.stash[SESSION]
     write = config.pluginmanager.get_plugin("terminalreporter").write_line
-    costs, controls, configs = [], {}, {}
+    unplanned, controls, configs = [], {}, {}
     for (cid, tier), (statement, source) in sorted(catalog.items()):
         for name in session.controls.get(cid, []):
             controls[name] = cost(control_index(name), "cpu")
@@ -440,21 +440,21 @@ def list_claims(config: pytest.Config, items: list[pytest.Item]) -> None:
         # look its ledger entries here show it took); else what it fetched last, or what the run
         # times record of it
         text, todo = session.runs.cost(planned) if planned else cost(cid, tier)
-        costs.append(todo)
+        if not planned:
+            unplanned.append(todo)
         configs.setdefault(tier, []).extend(planned)
         write(f"{cid}  [{tier}]  {statement}  ({source})  control: {control}  cost: {text}")
-    write(f"{len({cid for cid, _ in catalog})} claims, {len(catalog)} claim-tier pairs; "
-          f"{total_line(costs)}")
+    write(f"{len({cid for cid, _ in catalog})} claims, {len(catalog)} claim-tier pairs" + (
+        f"; {len(unplanned)} without declared runs, {total_line(unplanned)}" if unplanned else ""))
     for tier, planned in sorted(configs.items()):  # each run once, however many claims read it
         if planned:
             write(f"the {tier} tier's claims in all: {session.runs.cost(planned)[0]}")
-    if controls:  # each once, however many claims it controls
-        write(f"{len(controls)} negative controls; "
-              f"{total_line([todo for _, todo in controls.values()])}")
-        claimed = {c.fingerprint() for c in configs.get("cpu", [])}
-        work = control_work(control_names(items), claimed)
-        write(f"the negative controls in all: {work.line()}")
-        tasks = [*session.runs.missing_seconds(configs.get("cpu", [])), *work.todo.values()]
+    if controls:  # each run once, however many controls read it, past the claims' own
+        cpu = configs.get("cpu", [])
+        names = control_names(items)
+        work = control_work(names, {c.fingerprint() for c in cpu})
+        write(f"the {len(names)} negative controls selected: {work.line()}")
+        tasks = [*session.runs.missing_seconds(cpu), *work.todo.values()]
         places = os.cpu_count() or 1
         write(f"the cpu tier with its controls: ~{sum(tasks) / 60:.1f} min of training; "
               f"~{expected_wall(tasks, places) / 60:.1f} min on {places} process(es) "

@@ -1,7 +1,10 @@
 """The CPU tier's training on a CPU: steps per second of the loop's own step (Learner.step) for
-the seed encoder, the char LSTM and the char GPT at their CPU-tier settings, their GFLOP/s
+every model family the CPU tier's claims train (the seed encoder, the char LSTM, the char GPT, the
+FA protocol's residual MLP, the deep-dive CNN and MLP) at their CPU-tier settings, their GFLOP/s
 (FLOPs of one step counted by torch.utils.flop_counter) and the fraction of the machine's fp32
-matmul peak, measured in the same session on as many threads as the run has.
+matmul peak, measured in the same session on the one thread a claim's run trains on
+(normsys.claims.workers.RUN_THREADS). Where a run's time goes besides its steps:
+``profile_training.py``.
 
     pytest tests/benchmarks/test_bench_cpu.py --benchmark-json tests/benchmarks/results/cpu-<name>.json
 
@@ -23,7 +26,8 @@ from normsys.training.models import prepare_model
 from normsys.training.tasks import make_task
 from normsys.training.train import Learner, run_context
 
-MODELS = {"encoder": {}, "lstm": {}, "char_gpt": {}}  # the CPU-tier presets as the claims use them
+# the CPU-tier presets as the claims use them
+MODELS = {"encoder": {}, "lstm": {}, "char_gpt": {}, "resmlp": {}, "cnn": {}, "mlp": {}}
 STEPS = 5
 
 
@@ -50,8 +54,20 @@ def flops_of_step(learner: Learner, x, y) -> int:
     return counter.get_total_flops()
 
 
+@pytest.fixture
+def run_threads():
+    """torch on the threads a claim's run trains on, for the test (numbers and speed depend on
+    them)."""
+    from normsys.claims.workers import RUN_THREADS
+
+    was = torch.get_num_threads()
+    torch.set_num_threads(RUN_THREADS)
+    yield RUN_THREADS
+    torch.set_num_threads(was)
+
+
 @pytest.mark.parametrize("name", MODELS)
-def test_cpu_tier_training_step(benchmark, name, data_env):
+def test_cpu_tier_training_step(benchmark, name, data_env, run_threads):
     cfg = preset(name, **MODELS[name])
     dev = torch.device("cpu")
     task = make_task(cfg)
