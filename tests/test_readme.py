@@ -62,6 +62,11 @@ def test_the_map_names_every_module_of_the_package():
 NUMBERS = {2: "Two", 3: "Three", 4: "Four", 5: "Five"}
 
 
+def prose() -> str:
+    """README and the guide to reading a verdict it links, where the facts below are stated."""
+    return (ROOT / "README.md").read_text() + "\n" + (ROOT / "docs" / "reading-verdicts.md").read_text()
+
+
 def stated_settings(text: str) -> dict:
     """The seed counts and the encoder's paper settings README states in words."""
     cpu = re.search(r"(\w+) seeds \(t\* = ([\d.]+)\) decide only large effects", text)
@@ -80,13 +85,14 @@ def stated_settings(text: str) -> dict:
 
 
 def test_the_seeds_and_paper_settings_it_states_are_the_codes():
-    """README says how many seeds each tier takes and the encoder's paper settings in prose; those
-    facts live in normsys.claims.verdict.SEEDS and the encoder preset, and the prose follows them."""
+    """README and its guide say how many seeds each tier takes and the encoder's paper settings in
+    prose; those facts live in normsys.claims.verdict.SEEDS and the encoder preset, and the prose
+    follows them."""
     from normsys.claims.verdict import MAX_SEEDS, SEEDS, looks, t_quantile
     from normsys.training.config import preset
 
     paper = preset("encoder", "paper")
-    assert stated_settings((ROOT / "README.md").read_text()) == {
+    assert stated_settings(prose()) == {
         "cpu seeds": NUMBERS[SEEDS["cpu"]], "t*": f"{t_quantile(SEEDS['cpu'] - 1):.2f}",
         "encoder": (paper.model.d, paper.model.seq_len, paper.train.lr, paper.train.batch_size,
                     paper.train.epochs),
@@ -96,8 +102,7 @@ def test_the_seeds_and_paper_settings_it_states_are_the_codes():
 
 
 def test_a_changed_seed_count_is_found():
-    text = (ROOT / "README.md").read_text()
-    assert stated_settings(text.replace("over 5 seeds", "over 7 seeds"))["paper seeds"] == \
+    assert stated_settings(prose().replace("over 5 seeds", "over 7 seeds"))["paper seeds"] == \
         {"7", "5"}
 
 
@@ -115,10 +120,10 @@ def test_the_interval_levels_it_states_are_the_codes():
     def pct(x: float) -> str:
         return f"{100 * x:.4g}"
 
-    assert stated_levels((ROOT / "README.md").read_text()) == {
+    assert stated_levels(prose()) == {
         "level": pct(LEVEL), "alpha": pct(INTERVAL_ALPHA),
         "holm": (pct(1 - (1 - LEVEL) / 2), pct(1 - (1 - LEVEL) / 3))}
-    changed = (ROOT / "README.md").read_text().replace("at 96.5% (", "at 95% (")
+    changed = prose().replace("at 96.5% (", "at 95% (")
     assert stated_levels(changed)["level"] == "95"
 
 

@@ -97,9 +97,9 @@ CASES = {">": (Rule("x", ">", 0.0), 0.0), "<": (Rule("x", "<", 0.0), 0.0),
          "within, lower edge": (Rule("x", "within", (0.0, 1.0)), 0.0)}
 
 
-# Every plan of looks README offers for deciding a claim, each fixed before its first look: a
-# tier's own (the CPU tier's one look at 3 seeds, the paper tier's 5 -> 8 -> 13 -> 21), one look
-# at 5 (--claims-max-seeds 5 on the paper tier), more seeds from the first run
+# Every plan of looks docs/reading-verdicts.md offers for deciding a claim, each fixed before its
+# first look: a tier's own (the CPU tier's one look at 3 seeds, the paper tier's 5 -> 8 -> 13 ->
+# 21), one look at 5 (--claims-max-seeds 5 on the paper tier), more seeds from the first run
 # (--claims-max-seeds 8 on the CPU tier), and a replication on fresh seeds
 # (--claims-seed-offset), which is the one-look plan again, judged on its own.
 PLANS = {"cpu tier": (3,), "paper tier": looks(5, 21), "paper tier, one look": (5,),
@@ -138,9 +138,9 @@ def test_an_all_of_rule_is_wrongly_decided_no_more_often_than_one_comparison(par
 
 
 def test_a_second_plan_over_the_seeds_a_first_look_left_open_spends_the_error_twice():
-    """Why README offers a replication on fresh seeds for an open verdict, not more looks over
-    the same seeds: one look at 3 seeds, then, where open, a fresh plan 3 -> 5 -> 8 with a
-    budget of its own decides on the wrong side more than 2.5% of the time per side."""
+    """Why docs/reading-verdicts.md offers a replication on fresh seeds for an open verdict, not
+    more looks over the same seeds: one look at 3 seeds, then, where open, a fresh plan 3 -> 5 ->
+    8 with a budget of its own decides on the wrong side more than 2.5% of the time per side."""
     rule, gen = Rule("x", ">", 0.0), np.random.default_rng(5)
     wrong = {SUPPORTED: 0, REFUTED: 0}
     for _ in range(REPS):
@@ -189,8 +189,8 @@ def records_median_skewness() -> float:
 @pytest.mark.parametrize("plan", PLANS)
 def test_wrong_side_verdicts_stay_at_2_5_percent_under_the_recorded_per_seed_shapes(plan):
     """True mean on the threshold, per-seed values of the median skewness the claims' records
-    show (standardized gamma), under every plan README offers: each side at most 2.5%, which the
-    intervals' 1.75% a side buys."""
+    show (standardized gamma), under every plan docs/reading-verdicts.md offers: each side at
+    most 2.5%, which the intervals' 1.75% a side buys."""
     skew = records_median_skewness()
     rates = simulate(Rule("x", ">", 0.0), skewed(skew), PLANS[plan], REPS, seed=7)
     assert max(rates[SUPPORTED], rates[REFUTED]) <= ALPHA_PER_SIDE + MC_TOLERANCE, (skew, rates)
@@ -409,10 +409,10 @@ def entries_at_the_threshold(reps: int, seed: int) -> list[tuple[str, str]]:
 
 
 def test_a_fragile_claims_entries_combine_by_agreement_at_or_below_2_5_percent_per_side():
-    """README's reading of a claim with a replication: decisive only where both entries agree
-    (Replication.verdict). At the threshold that is wrong on either side far below 2.5%; taking
-    whichever entry is decisive (a replication that settles what the first left open or
-    fragile) errs on the skewed side more than 2.5% of the time, which is why README does not
+    """docs/reading-verdicts.md's reading of a claim with a replication: decisive only where both
+    entries agree (Replication.verdict). At the threshold that is wrong on either side far below
+    2.5%; taking whichever entry is decisive (a replication that settles what the first left open or
+    fragile) errs on the skewed side more than 2.5% of the time, which is why that page does not
     offer it."""
     pairs = entries_at_the_threshold(REPS, seed=11)
     agreed = [Replication({"first": a, "fresh": b}, 1, 2).verdict for a, b in pairs]
