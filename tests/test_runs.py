@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 import torch
@@ -263,16 +264,32 @@ def test_a_claim_without_an_index_costs_what_the_committed_run_times_say(cache, 
     assert row["runs"] == 3 and row["seconds"] > 0
 
 
+def test_two_claim_files_controls_of_one_name_are_indexed_apart():
+    """Two claim files may name a control alike: each keeps its own runs (and price)."""
+    from types import SimpleNamespace
+
+    from normsys.claims.plugin import control_index
+
+    def index(module: str) -> str:
+        return control_index(SimpleNamespace(path=Path(f"claims/{module}.py"),
+                                             name="test_control_x[a-b]"))
+
+    assert index("test_a") == "control-test_a.test_control_x_a-b_"
+    assert index("test_a") != index("test_b")
+
+
 def test_the_committed_run_times_name_only_claims_the_cpu_ledger_holds_and_controls_defined():
     """No row of a claim or control that no longer exists: a control's row is named by its test
     (control-<test name>, with its parameters)."""
     import re
+    from types import SimpleNamespace
 
     from normsys.claims import runtimes, verdict
     from normsys.claims.plugin import control_index
 
     held = {cid for cid, r in verdict.records(runtimes.FOLDER / "ledger").items() if r.of("cpu")}
-    tests = {control_index(name) for path in runtimes.FOLDER.glob("test_*.py")
+    tests = {control_index(SimpleNamespace(path=path, name=name))
+             for path in runtimes.FOLDER.glob("test_*.py")
              for name in re.findall(r"^def (test_control\w*)\(", path.read_text(), re.M)}
     rows = set(runtimes.read("cpu")["claims"])
     controls = {row for row in rows if row.startswith("control-")}

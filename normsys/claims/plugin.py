@@ -335,7 +335,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         for cid in control_ids(item):
             item.extra_keyword_matches.add(cid)
-            controls.setdefault(cid, []).append(item.name)
+            controls.setdefault(cid, []).append(item)
         if (marker := claim_marker(item)) is not None:
             cid = claim_id(item, marker)
             item.extra_keyword_matches.add(cid)
@@ -428,10 +428,10 @@ def list_claims(config: pytest.Config, items: list[pytest.Item]) -> None:
     write = config.pluginmanager.get_plugin("terminalreporter").write_line
     unplanned, controls, configs = [], {}, {}
     for (cid, tier), (statement, source) in sorted(catalog.items()):
-        for name in session.controls.get(cid, []):
-            controls[name] = cost(control_index(name), "cpu")
-        control = ", ".join(f"{name} ({controls[name][0]})"
-                            for name in session.controls.get(cid, [])) or "NONE"
+        for item in session.controls.get(cid, []):
+            controls[control_index(item)] = cost(control_index(item), "cpu")
+        control = ", ".join(f"{item.name} ({controls[control_index(item)][0]})"
+                            for item in session.controls.get(cid, [])) or "NONE"
         try:
             planned = planned_configs(item_of[cid, tier], session.ledgers)
         except verdict.LedgerError as err:  # as a claims run says it: the record, and restoring it
@@ -462,15 +462,16 @@ def list_claims(config: pytest.Config, items: list[pytest.Item]) -> None:
     items.clear()
 
 
-def control_index(name: str) -> str:
-    """The name a negative control's runs are indexed under, as a claim's are (its cost)."""
-    return "control-" + re.sub(r"[^\w.-]+", "_", name)
+def control_index(item: pytest.Item) -> str:
+    """The name a negative control's runs are indexed under, as a claim's are (its cost): its
+    module's and its own, since two claim files may name a control alike."""
+    return "control-" + re.sub(r"[^\w.-]+", "_", f"{item.path.stem}.{item.name}")
 
 
 def control_names(items: list[pytest.Item]) -> list[str]:
     """The names the runs of the negative controls among ``items`` are indexed under, of those
     that will run (not skipped)."""
-    return [control_index(i.name) for i in items
+    return [control_index(i) for i in items
             if control_ids(i) and not i.get_closest_marker("skip")]
 
 
@@ -537,7 +538,7 @@ def control_runs(request: pytest.FixtureRequest):
     session = request.config.stash[SESSION]
     with session.runs.recording() as fetched:
         yield
-    session.runs.write_index(control_index(request.node.name), "cpu", fetched, empty=True)
+    session.runs.write_index(control_index(request.node), "cpu", fetched, empty=True)
     if not fetched:
         return
     theirs = {c for cid in ids for item in session.claim_items.get(cid, [])
@@ -636,7 +637,7 @@ class ClaimsSession:
                  terminal: int):
         self.config, self.ledgers, self.runs = config, ledgers, runs
         self.cluster, self.terminal = cluster, terminal
-        self.controls: dict[str, list[str]] = {}
+        self.controls: dict[str, list[pytest.Item]] = {}
         self.claim_items: dict[str, list[pytest.Item]] = {}
         self.results: dict[str, verdict.Verdict] = {}
         self.written: list[str] = []  # what was written, for the terminal summary
