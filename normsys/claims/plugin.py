@@ -429,7 +429,8 @@ def list_claims(config: pytest.Config, items: list[pytest.Item]) -> None:
     unplanned, controls, configs = [], {}, {}
     for (cid, tier), (statement, source) in sorted(catalog.items()):
         for item in session.controls.get(cid, []):
-            controls[control_index(item)] = cost(control_index(item), "cpu")
+            if (index := control_index(item)) not in controls:
+                controls[index] = cost(index, "cpu")
         control = ", ".join(f"{item.name} ({controls[control_index(item)][0]})"
                             for item in session.controls.get(cid, [])) or "NONE"
         try:

@@ -4,9 +4,10 @@ training times), so that the cost of a claim is known before its runs are in any
 
     python -m normsys run-times [--tier cpu] [--cache DIR]     write the tier's table
 
-Per claim (and per negative control, ``control-<test name>``): its runs, the seconds they took,
-the seconds of its *own* runs (those no other claim of the tier reads) and the fingerprints of its
-runs, by which a plan counts a run that claims and controls share once; per run config (by
+Per claim (and per negative control, ``control-<claim file>.<test name>``): its runs, the
+seconds they took, the seconds of its *own* runs (those no other claim of the tier reads) and the
+fingerprints of its runs, by which a plan counts a run that claims and controls share once; per
+run config (by
 fingerprint), the seconds it took, for the cost of a run before it is cached (``train --dry-run``,
 the scorecard's dry run, a control's runs before its test runs). The claims start longest
 first (claims/conftest.py): under pytest-xdist the workers split the long groups of runs early,
@@ -129,7 +130,11 @@ def run_seconds(cfg: RunConfig, folder: Path | None = None) -> tuple[float, str]
 def recorded_runs(claim: str, tier: str, folder: Path | None = None) -> dict[str, float] | None:
     """The runs ``claim`` (or a control's index name) read when its table was made: fingerprint ->
     seconds (0 where never timed); None where the table does not hold it."""
-    table = read(tier, folder)
+    return runs_in(read(tier, folder), claim)
+
+
+def runs_in(table: dict, claim: str) -> dict[str, float] | None:
+    """``recorded_runs`` of a table read once."""
     row = table["claims"].get(claim)
     if row is None or not isinstance(row.get("fingerprints"), list):
         return None
@@ -173,13 +178,13 @@ class ControlWork:
 def control_work(controls: list[str], claimed: set[str],
                  folder: Path | None = None) -> ControlWork:
     """What the negative controls ``controls`` (the names their runs are indexed under,
-    ``control-<test name>``) train besides the runs ``claimed`` (the fingerprints of the claims'
-    planned runs), as the CPU tier's table holds each control's runs (``recorded_runs``): a run
-    two controls share counted once."""
+    ``control-<claim file>.<test name>``) train besides the runs ``claimed`` (the fingerprints of
+    the claims' planned runs), as the CPU tier's table holds each control's runs (``runs_in``): a
+    run two controls share counted once."""
     held = cached_fingerprints(numeric_environment(torch.device("cpu")))
-    work, cached = ControlWork({}), set()
+    table, work, cached = read("cpu", folder), ControlWork({}), set()
     for name in controls:
-        runs = recorded_runs(name, "cpu", folder)
+        runs = runs_in(table, name)
         if runs is None:
             work.untimed.append(name)
             continue

@@ -25,9 +25,10 @@ from normsys.claims import runtimes
 from normsys.training import steplog, train
 from normsys.training.config import RunConfig, preset
 from normsys.training.provenance import described, numeric_environment
+from normsys.training.store import cache_root
 from normsys.training.tasks import make_task
 
-# the CPU tier's families as its claims train them, with the share of the tier each takes
+# the model families the CPU tier's claims train, each profiled at its CPU-tier preset
 FAMILIES = ("lstm", "encoder", "char_gpt", "resmlp", "cnn", "mlp", "ffn_stack")
 PHASES = ("data", "forward+backward", "gradient norms", "step log", "optimizer")
 ONCE = ("load data", "build model", "gradients at init", "evaluate", "probes")
@@ -108,8 +109,9 @@ def family_seconds() -> dict[str, float]:
     fingerprints = {f for row in table["claims"].values() for f in row.get("fingerprints", [])}
     # the run times key runs by fingerprint alone: the families come from the cache's indexes
     seconds: dict[str, float] = collections.defaultdict(float)
-    cache = Path(__import__("os").environ.get("NORMSYS_CACHE", Path.home() / ".cache/normsys"))
-    seen = set()
+    cache, seen = cache_root(), set()
+    if cache is None:
+        return {}
     for path in sorted((cache / "claims").glob("*-cpu.json")):
         for r in json.loads(path.read_text())["runs"]:
             cfg = RunConfig.from_dict(r["config"])
