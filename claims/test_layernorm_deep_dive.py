@@ -31,7 +31,7 @@ from normsys.claims.verdict import REFUTED, SUPPORTED, Rule
 from normsys.training import diagnostics as dg
 from normsys.training.config import RunConfig
 from normsys.training.measure import at_init
-from normsys.training.provenance import cpu_kernels, cpu_vendor
+from normsys.training.provenance import cpu_kind
 from normsys.training.record import TEST_ACC, VAL_LOSS, RunRecord, probe_of, trained_model
 
 SOURCE = "LayerNorm deep-dive notebook"
@@ -383,7 +383,7 @@ AA_SUPPORTED = {
         "(0.0051, 0.0038, 0.0041: mean 0.0043, 96.5% CI [0.0023, 0.0064]), about the claim's own "
         "effect (0.0050); under AVX2 kernels the same case is inconclusive",
 }
-HERE = f"cpu ({cpu_kernels()}, {cpu_vendor()})"
+HERE = cpu_kind()
 
 
 def aa_marks(declared) -> list:

@@ -445,8 +445,23 @@ def test_a_stale_entry_here_is_judged_as_another_environment_and_all_stale_is_un
     assert r.reference["cpu"] == new_there.key  # the reference moved to the current code's
     judged = verdict.judge(r, entry((0.911, 0.929, 0.951), "> 0.5", code="new"))
     assert judged.status in ("across", verdict.MOVED) and "other training code" in judged.message
-    nobody = verdict.judge(record(old_here), entry((0.9, 0.92, 0.94), "> 0.5", code="new"))
+    nobody = verdict.judge(record(old_here), entry((0.9, 0.92, 0.941), "> 0.5", code="new"))
     assert nobody.status == "unrecorded" and "made by this training code" in nobody.message
+    assert "holds other values" in nobody.message
+
+
+def test_a_training_edit_that_changes_no_number_unrecords_nothing():
+    """This environment's entry made by other training code is compared value for value: the
+    same values are `same` (and say that recording stamps the code in force); one value off, a
+    rounding's worth, is not; the stamp puts the entry in force for this code."""
+    old_here = entry((0.90, 0.92, 0.94), "> 0.5", code="old")
+    same = verdict.judge(record(old_here), entry((0.90, 0.92, 0.94), "> 0.5", code="new"))
+    assert same.status == "same" and not same.fails and "--claims-update stamps" in same.message
+    off = verdict.judge(record(old_here), entry((0.90, 0.92, 0.94 + 1e-12), "> 0.5", code="new"))
+    assert off.status == "unrecorded"
+    assert record(old_here).in_force("cpu", "new") == []
+    stamped = verdict.recorded(record(old_here), entry((0.90, 0.92, 0.94), "> 0.5", code="new"))
+    assert [e.code for e in stamped.in_force("cpu", "new")] == ["new"]
 
 
 def test_another_environment_decided_under_other_settings_fails_against_the_reference():

@@ -37,7 +37,7 @@ from normsys import __version__
 from normsys.claims.progress import SILENT, Progress, label
 from normsys.training.config import RunConfig
 from normsys.training.norms import NORMS
-from normsys.training.provenance import described, numeric_of
+from normsys.training.provenance import code_text, described, numeric_of
 from normsys.training.record import RunRecord
 from normsys.training.store import atomic_save, atomic_write_text, cache_root, file_sha256
 from normsys.training.train import run_environment
@@ -99,10 +99,11 @@ def training_path(package: Path = NORMSYS) -> tuple[str, ...]:
 
 @functools.cache
 def code_digest(package: Path = NORMSYS) -> str:
-    """sha256 of the training path's source files (12 hex digits)."""
+    """sha256 of the training path's code (12 hex digits): its tokens, comments and docstrings
+    left out (provenance.code_text), so a comment edited retrains nothing."""
     digest = hashlib.sha256()
     for name in training_path(package):
-        digest.update(name.encode() + b"\0" + module_file(name, package).read_bytes())
+        digest.update(name.encode() + b"\0" + code_text(module_file(name, package)))
     return digest.hexdigest()[:12]
 
 

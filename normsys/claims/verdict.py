@@ -55,18 +55,20 @@ entry, and so is a rule that is neither the registered one nor an amendment's.
 
 How a fresh measurement is judged (``judge``):
 
-- **this environment and seed plan recorded by the same training code**: its per-seed values are
+- **this environment and seed plan recorded, under the rule in force**: its per-seed values are
   compared bit for bit, with its verdict, statistic, rule, seeds and run settings; any difference
-  fails the claim, naming the largest change and the command that records it after review.
-- **no such entry** (another CPU, or this environment's entry made by other training code: stale,
-  judged as another environment until a machine of its kind records it again): against the
-  tier's reference on the same seeds, the mean of the per-seed differences within the claim's
-  own bound (``Noise``: from its cross-environment differences on the same seeds, the kernel and
-  vendor entries, at ALPHA_ACROSS a claim); a decisive flip fails.
+  fails the claim, naming the largest change and the command that records it after review. The
+  values decide, not the code that made the entry: a training edit that changes no number passes
+  (``--claims-update`` then stamps the entry with the code in force), one that changes a number
+  fails here until the change is reviewed and recorded.
+- **no such entry** (another CPU): against the tier's reference on the same seeds, made by the
+  training code in force, the mean of the per-seed differences within the claim's own bound
+  (``Noise``: from its cross-environment differences on the same seeds, the kernel and vendor
+  entries, at ALPHA_ACROSS a claim); a decisive flip fails.
 - **no current entry on these seeds** (every entry made by other training code, or under another
-  rule): unrecorded, as is a claim with no record; both fail under ``--claims-strict``. So a
-  number the training code changes fails where a fresh record exists, and the machine that made
-  the change records it: nobody waits on a record only another machine kind can refresh.
+  rule): unrecorded, as is a claim with no record; both fail under ``--claims-strict``. The
+  machine that changed a number records it: nobody waits on a record only another machine kind
+  can refresh.
 
 ``replication`` says how a claim's verdicts replicate across its entries, counting independent
 seed sets and numeric environments (replicated, reproduced, unreplicated, open, fragile,
@@ -1045,6 +1047,11 @@ class Judgement:
 
 
 UPDATE = "review, then record it: pytest claims -k {cid} --claims-update"
+# A training-code edit that changes no number unrecords nothing: an entry of this environment made
+# by other code is compared value for value; the same values pass, and recording them stamps the
+# entry with the code in force, which then counts it for the noise across environments and for
+# replication (Record.in_force)
+RESTAMP = "--claims-update stamps the entry with it"
 UNRECORDED = ("new", "unrecorded")  # reported; --claims-strict fails them
 MOVED = "moved"  # a verdict that moved between decisive and inconclusive within the bound
 
@@ -1101,20 +1108,26 @@ def judge(record: Record, fresh: Verdict) -> Judgement:
                                     f"{record.rule!r}: a changed rule is an amendment, recorded "
                                     f"with --claims-update --claims-amend \"<why>\"")
     own = record.entries.get(fresh.key)
-    if own is not None and record.made_by(own, fresh.code) and own.full_rule == fresh.full_rule:
-        head = f"record ({own.environment}): {own.line()}"
+    if own is not None and own.full_rule == fresh.full_rule:
         differ = changes(own, fresh)
-        moved = value_changes(own, fresh)
-        if moved:
+        if moved := value_changes(own, fresh):
             differ.append(f"per-seed values differ at {len(moved)} seed(s), the largest "
                           f"{moved[0]}")
         if own.verdict != fresh.verdict:
             differ.append(f"verdict recorded {own.verdict}")
-        if differ:
-            return Judgement("changed", "; ".join([head, now, *differ, update]))
-        return Judgement("same", f"{head}; the same per-seed values")
+        head = f"record ({own.environment}): {own.line()}"
+        if record.made_by(own, fresh.code):
+            if differ:
+                return Judgement("changed", "; ".join([head, now, *differ, update]))
+            return Judgement("same", f"{head}; the same per-seed values")
+        if not differ:  # the values decide, not the code that made them
+            return Judgement("same", f"{head}; the same per-seed values from this training code "
+                                     f"({fresh.code}), though made by other code "
+                                     f"({own.code or 'before digests were kept'}): {RESTAMP}")
     candidates = record.current(fresh.tier, fresh.code, fresh.seeds[0])
-    stale = " (this environment's entry was made by other training code)" if own else ""
+    stale = "" if own is None else " (this environment's entry was made by other training code " \
+        "and holds other values)" if own.full_rule == fresh.full_rule else \
+        " (this environment's entry was decided under an earlier rule)"
     if not candidates:
         return Judgement("unrecorded", f"no entry of the {fresh.tier} tier on seeds "
                                        f"{fresh.seeds[0]}+ made by this training code under the "
@@ -1163,11 +1176,12 @@ class Ledgers:
 
     def recorded(self, cid: str, tier: str, key_now: str, code: str, first_seed: int) \
             -> Verdict | None:
-        """The entry this session's measurement will be compared with: its own (``key_now``) made
-        by this training code, else the reference it is judged against."""
+        """The entry this session's measurement will be compared with: its own (``key_now``)
+        under the rule in force, by whatever training code (values decide), else the reference
+        it is judged against."""
         record = self.record(cid)
         own = record.entries.get(key_now)
-        if own is not None and record.made_by(own, code):
+        if own is not None and own.full_rule == record.rule:
             return own
         current = record.current(tier, code, first_seed)
         return current[0] if current else None

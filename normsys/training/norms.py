@@ -17,12 +17,14 @@ import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from normsys.training import stacked
+from normsys.training.provenance import code_text
 
 L2_FLOOR = 1e-9  # the seeds' manual L2: x / max(||x||, 1e-9)
 
@@ -327,11 +329,11 @@ def check_norm(factory: Callable[[int], nn.Module], dim: int = 64) -> None:
 
 
 def source_digest(factory: Callable) -> str:
-    """sha256 (12 hex digits) of the source file defining ``factory``: an edit of the class, or of
-    a helper beside it, changes the digest and so the cache key of the kind's runs."""
+    """sha256 (12 hex digits) of the code of the source file defining ``factory``
+    (provenance.code_text): an edit of the class, or of a helper beside it, changes the digest and
+    so the cache key of the kind's runs; a comment or docstring edited does not."""
     try:
-        with open(inspect.getsourcefile(factory), "rb") as file:
-            return hashlib.sha256(file.read()).hexdigest()[:12]
+        return hashlib.sha256(code_text(Path(inspect.getsourcefile(factory)))).hexdigest()[:12]
     except (OSError, TypeError):  # a builtin, or defined where no file holds it
         raise ValueError(f"{qualified(factory)}: its source cannot be found; define the norm in "
                          f"a .py file") from None

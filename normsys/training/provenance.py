@@ -9,9 +9,15 @@ it, so a number is never served to, or compared as if it came from, another envi
 
 from __future__ import annotations
 
+import ast
+import functools
+import io
+import os
 import platform
 import subprocess
+import sys
 import time
+import tokenize
 from pathlib import Path
 
 import torch
@@ -40,6 +46,36 @@ def git_commit(where: Path = HERE) -> str:
     return head + ("+changes" if dirty else "")
 
 
+def code_text(path: Path) -> bytes:
+    """A Python file's code as what can change a number: its tokens, without comments, docstrings,
+    blank lines or the line breaks inside brackets (so editing those keys no cache anew and
+    unrecords nothing), lines and indentation kept; a file that does not parse, its bytes."""
+    source = Path(path).read_bytes()
+    try:
+        tree = ast.parse(source)
+        docs = {(node.body[0].lineno, node.body[0].col_offset) for node in ast.walk(tree)
+                if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef,
+                                     ast.AsyncFunctionDef)) and node.body
+                and isinstance(node.body[0], ast.Expr)
+                and isinstance(node.body[0].value, ast.Constant)
+                and isinstance(node.body[0].value.value, str)}
+        tokens = list(tokenize.tokenize(io.BytesIO(source).readline))
+    except (SyntaxError, tokenize.TokenError, ValueError):
+        return source
+    marks = {tokenize.NEWLINE: "\n", tokenize.INDENT: ">", tokenize.DEDENT: "<"}
+    words: list[str] = []
+    after_doc = False  # a docstring's line leaves no trace, its line break neither
+    for tok in tokens:
+        if tok.type in (tokenize.COMMENT, tokenize.NL, tokenize.ENCODING):
+            continue
+        if tok.type == tokenize.STRING and tok.start in docs:
+            after_doc = True
+        elif not (after_doc and tok.type == tokenize.NEWLINE):
+            after_doc = False
+            words.append(marks.get(tok.type, tok.string))
+    return " ".join(words).encode()
+
+
 def device_name(device: torch.device | None = None) -> str:
     """The GPU's name on CUDA (the machine kind a result belongs to), else "cpu"."""
     if device is None:
@@ -49,8 +85,25 @@ def device_name(device: torch.device | None = None) -> str:
 
 def cpu_kernels() -> str:
     """The instruction set torch's CPU kernels dispatch to on this machine (AVX512, AVX2, DEFAULT,
-    ...; ``ATEN_CPU_CAPABILITY`` chooses a lower one)."""
-    return torch.backends.cpu.get_cpu_capability()
+    ...), with the machine's own where ``ATEN_CPU_CAPABILITY`` chose a lower one: ``AVX2 emulated
+    on AVX512``. An emulated set is not the kind it names (MKL and oneDNN keep their own dispatch:
+    AVX2 emulated on an AVX-512 AMD rounds otherwise than an AVX2 AMD), so it is keyed apart."""
+    dispatched = torch.backends.cpu.get_cpu_capability()
+    native = native_kernels() if os.environ.get("ATEN_CPU_CAPABILITY") else dispatched
+    return dispatched if native == dispatched else f"{dispatched} emulated on {native}"
+
+
+@functools.cache
+def native_kernels() -> str:
+    """The kernel set torch dispatches to on this machine by itself: asked of a fresh interpreter
+    without ``ATEN_CPU_CAPABILITY``, since the choice is made once, when torch loads."""
+    env = {k: v for k, v in os.environ.items() if k != "ATEN_CPU_CAPABILITY"}
+    ask = "import torch; print(torch.backends.cpu.get_cpu_capability())"
+    try:
+        return subprocess.run([sys.executable, "-c", ask], env=env, capture_output=True,
+                              text=True, timeout=120, check=True).stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
 
 
 def cpu_vendor() -> str:
@@ -70,16 +123,21 @@ def cpu_vendor() -> str:
     return platform.machine() or "unknown"
 
 
+def cpu_kind() -> str:
+    """The CPU as a machine kind, its kernels and vendor: ``cpu (AVX512, AMD)``."""
+    return f"cpu ({cpu_kernels()}, {cpu_vendor()})"
+
+
 NUMERIC_FIELDS = ("device", "threads", "torch", "autocast")  # what numeric_environment says
 
 
 def numeric_environment(device: torch.device | None = None, amp: bool = False) -> dict[str, str]:
     """What a computation on ``device`` (None: CUDA where there is one, else the CPU) computes its
     numbers under here, besides its inputs and code: the device (the GPU's name, or the CPU with
-    the kernels it runs and its vendor, ``cpu (AVX512, AMD)``), torch's threads and version, and
+    the kernels it runs and its vendor, ``cpu_kind``), torch's threads and version, and
     the autocast dtype (``amp``: bf16 autocast, the CUDA fast path)."""
     name = device_name(device)
-    return {"device": f"cpu ({cpu_kernels()}, {cpu_vendor()})" if name == "cpu" else name,
+    return {"device": cpu_kind() if name == "cpu" else name,
             "threads": str(torch.get_num_threads()), "torch": torch.__version__,
             "autocast": "bfloat16" if amp else "off"}
 
