@@ -20,7 +20,7 @@ from normsys.claims import cache, progress
 from normsys.claims.cache import cached_runs, run_key
 from normsys.claims.progress import SILENT
 from normsys.training.config import preset
-from normsys.training.provenance import cpu_vendor, described, numeric_environment
+from normsys.training.provenance import code_text, cpu_vendor, described, numeric_environment
 from normsys.training.record import trained_model
 from normsys.training.train import run_environment, train_with_state
 
@@ -399,9 +399,9 @@ def test_an_import_from_outside_the_training_package_is_found(tmp_path):
 
 
 def test_the_key_follows_every_module_of_the_training_package_and_nothing_else(tmp_path):
-    """A one-byte edit of any module of the training package (or of the normsys __init__ its
+    """A statement added to any module of the training package (or to the normsys __init__ its
     import runs) changes the code digest (every cached run retrains); the same edit of any other
-    module does not."""
+    module does not, and neither does a comment or a docstring edited anywhere."""
     from normsys.claims import cache
 
     copy = package_copy(tmp_path)
@@ -412,14 +412,41 @@ def test_the_key_follows_every_module_of_the_training_package_and_nothing_else(t
     for module in all_modules(copy):
         source = cache.module_file(module, copy)
         original = source.read_bytes()
-        source.write_bytes(original + b"#")
         try:
+            source.write_bytes(original + b"\n# a comment\n")
+            assert cache.code_digest.__wrapped__(copy) == before, module
+            source.write_bytes(original.replace(b'"""', b'""" Edited.', 1))
+            assert cache.code_digest.__wrapped__(copy) == before, module
+            source.write_bytes(original + b"\nX = 1\n")
             assert (cache.code_digest.__wrapped__(copy) != before) == (module in inside), module
         finally:
             source.write_bytes(original)
     (copy / cache.TRAINING / "new.py").write_text("X = 1\n")  # a module added to the package
     assert cache.code_digest.__wrapped__(copy) != before
     assert f"-c{cache.code_digest()}-" in run_key(CFG)
+
+
+def test_the_code_text_keeps_every_token_that_can_change_a_number(tmp_path):
+    """What the digest reads: comments, docstrings, blank lines and line breaks inside brackets go;
+    a number, a name, an indentation or a string that is not a docstring stays."""
+    base = ('import torch\n\n\ndef f(x):\n    """Doc."""\n    return x * 2  # two\n\n\n'
+            'class A:\n    y = (1,\n         2)\n')
+    path = tmp_path / "m.py"
+
+    def text(source: str) -> bytes:
+        path.write_text(source)
+        return code_text(path)
+
+    same = [base + "# more\n", base.replace('"""Doc."""', '"""Other,\n    two lines."""  # c'),
+            base.replace('    """Doc."""\n', ""), '"""A module."""\n' + base,
+            base.replace("\n\n\nclass", "\n\n\n\n\nclass"), base.replace("(1,\n         2)", "(1, 2)"),
+            base.replace("class A:\n", "class A:\n    'A class.'\n")]
+    other = [base.replace("x * 2", "x * 3"), base.replace("return x", "return y"),
+             base.replace("class A:\n    y", "class A:\n    pass\ny"),
+             base.replace("import torch", "import torch\nX = 'a'")]
+    assert all(text(s) == text(base) for s in same)
+    assert all(text(s) != text(base) for s in other)
+    assert text("def broken(:\n") == b"def broken(:\n"  # what does not parse: its bytes
 
 
 def test_imports_are_read_in_every_form(tmp_path):
@@ -771,8 +798,9 @@ def test_a_run_made_at_two_threads_is_not_served_at_one(tmp_path, monkeypatch):
 
 
 def test_a_record_made_on_other_cpu_kernels_is_not_served_here(tmp_path, monkeypatch):
-    """A run trained under ATEN_CPU_CAPABILITY=avx2 (another process, as on another CPU) is kept
-    under its kernels; this machine's kernels train their own."""
+    """A run trained under ATEN_CPU_CAPABILITY=avx2 (another process) is kept under its kernels,
+    emulated on this machine's (not a real AVX2 machine's key: MKL rounds otherwise there); this
+    machine's kernels train their own."""
     import subprocess
     import sys
 
@@ -787,9 +815,9 @@ def test_a_record_made_on_other_cpu_kernels_is_not_served_here(tmp_path, monkeyp
     made = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           env={**os.environ, "ATEN_CPU_CAPABILITY": other, "OMP_NUM_THREADS":
                                str(torch.get_num_threads())}, cwd=Path(__file__).parents[1],
-                          check=True).stdout.split()
+                          check=True).stdout.splitlines()[-1]
     vendor = cpu_vendor()
-    assert " ".join(made[-2:]) == f"({other.upper()}, {vendor})"
+    assert made == f"cpu ({other.upper()} emulated on {here}, {vendor})"  # not that kind's key
     log = tmp_path / "calls"
     mine = cached_run(CFG, counting(log))
     assert log.read_text() == "x" and mine.env["device"] == f"cpu ({here}, {vendor})"

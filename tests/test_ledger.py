@@ -810,6 +810,21 @@ def test_the_detection_table_lists_each_claim_with_a_reference_and_says_where_on
     assert rows[1][1] == f"{verdict.num(verdict.noise(recs['c-2'], 'cpu').sd)} (3)"
 
 
+def test_the_page_names_the_claims_blind_off_their_recorded_kinds():
+    """A claim whose kernels move its values as much as its seeds do (detected shift a half
+    interval or more) is named blind; one whose kernels agree to a rounding is not."""
+    recs = {"c-1": record(entry((0.5, 0.6, 0.7), "> 0.1"),
+                          entry((0.5, 0.6000001, 0.7), "> 0.1", device=INTEL), claim="c-1"),
+            "c-2": record(entry((0.5, 0.6, 0.7), "> 0.1"),
+                          entry((0.6, 0.5, 0.75), "> 0.1", device=INTEL), claim="c-2")}
+    _, rows = report.detection_table(recs, "cpu")
+    assert float(rows[0][-1]) < 1 <= float(rows[1][-1])
+    line = report.blind_line(rows)
+    assert line.startswith("**Blind off their recorded kinds: 1 of 2 claims**")
+    assert "`c-2`" in line and "`c-1`" not in line
+    assert "0 of 1 claims**" in report.blind_line(rows[:1]) and ": none." in report.blind_line(rows[:1])
+
+
 def test_scaled_puts_every_threshold_at_zero_with_the_claimed_side_right():
     above = entry((0.9, 1.0, 1.1), "> 0.5")
     mid, lo, hi = report.scaled(above)
