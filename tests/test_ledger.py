@@ -461,7 +461,18 @@ def test_a_training_edit_that_changes_no_number_unrecords_nothing():
     assert off.status == "unrecorded"
     assert record(old_here).in_force("cpu", "new") == []
     stamped = verdict.recorded(record(old_here), entry((0.90, 0.92, 0.94), "> 0.5", code="new"))
-    assert [e.code for e in stamped.in_force("cpu", "new")] == ["new"]
+    assert [e.code for e in stamped.in_force("cpu", "new")] == ["new old"]
+    assert stamped.in_force("cpu", "old") == stamped.in_force("cpu", "new")
+    assert verdict.judge(stamped, entry((0.90, 0.92, 0.94), "> 0.5", code="new")).status == "same"
+    # other values are no stamp: the entry is this code's alone
+    moved = verdict.recorded(record(old_here), entry((0.90, 0.92, 0.95), "> 0.5", code="new"))
+    assert [e.code for e in moved.in_force("cpu", "new")] == ["new"]
+    # the older code's other environments still pair with the stamped entry for the noise
+    there = entry((0.90, 0.92, 0.9400001), "> 0.5", device=INTEL, code="old")
+    both = verdict.recorded(record(old_here, there), entry((0.90, 0.92, 0.94), "> 0.5", code="new"))
+    assert verdict.noise(both, "cpu").measured and verdict.noise(both, "cpu").df == 3
+    alone = verdict.recorded(record(old_here, there), entry((0.90, 0.92, 0.95), "> 0.5", code="new"))
+    assert not verdict.noise(alone, "cpu").measured  # the seeds' own spread stands in
 
 
 def test_another_environment_decided_under_other_settings_fails_against_the_reference():

@@ -253,8 +253,9 @@ class Verdict:
     threads: str = ""
     autocast: str = ""
     data: str = ""  # the data folder's checksum list, as sha256 of SHA256SUMS (or "" if none)
-    # the training code's digest (normsys.claims.cache.code_digest); "" in entries recorded
-    # before it was kept (Record.made_by)
+    # the digests of the training code whose runs computed these values (normsys.claims.cache.
+    # code_digest), newest first, space-separated: code that gave the same values again stamps
+    # its own on the entry (``recorded``); "" in entries recorded before it was kept
     code: str = ""
     # the runs the claim read: each config field's value ("a | b" where runs differ; the seeds
     # are `seeds`) and a fingerprint of the exact set of run configs
@@ -742,10 +743,10 @@ class Record:
         return [e for _, e in sorted(self.entries.items()) if e.tier == tier]
 
     def made_by(self, e: Verdict, code: str) -> bool:
-        """Whether the entry's values are the training code ``code``'s: its own digest, or, for
+        """Whether the entry's values are the training code ``code``'s: one of its digests, or, for
         an entry recorded before digests were kept, while no entry of its tier carries one (once
         one does, the code has been recorded as it is and the older entries are stale)."""
-        return e.code == code or (not e.code and not any(x.code for x in self.of(e.tier)))
+        return code in e.code.split() or (not e.code and not any(x.code for x in self.of(e.tier)))
 
     def in_force(self, tier: str, code: str) -> list[Verdict]:
         """The entries of ``tier`` made by the training code ``code`` (``made_by``) under the
@@ -853,7 +854,8 @@ def recorded(record: Record, fresh: Verdict, amend: str = "") -> Record:
     """``record`` with ``fresh`` as its entry of that key; a claim's first entry registers its
     rule, a rule other than the one in force needs ``amend`` (the reason), which amends it. The
     tier's reference moves to ``fresh`` where it has none made by this training code on the
-    claims' own seeds. One error budget per seed set: a plan of looks other than the one the
+    claims' own seeds. An entry that ``fresh`` gives again value for value keeps the codes that
+    made it, ``fresh``'s added. One error budget per seed set: a plan of looks other than the one the
     tier's seeds were already decided on, in this numeric environment or, under the rule it is
     decided by, in any other, is refused (their values were seen; another plan over them would
     spend a second budget)."""
@@ -867,6 +869,10 @@ def recorded(record: Record, fresh: Verdict, amend: str = "") -> Record:
                           f"({fresh.seed_plan}) would spend a fresh error budget on values already "
                           f"seen. Replicate on fresh seeds instead (--claims-seed-offset {after}), "
                           f"an entry judged on its own")
+    own = record.entries.get(fresh.key)
+    if own is not None and own.full_rule == fresh.full_rule and not differing(own, fresh):
+        # the same values from this code: the entry keeps the codes that computed them before
+        fresh = replace(fresh, code=" ".join(dict.fromkeys(fresh.code.split() + own.code.split())))
     amendments = list(record.amendments)
     registered = record.registered or fresh.full_rule
     if fresh.full_rule != (record.rule or registered):
@@ -961,16 +967,18 @@ def values_by_environment(entries: Iterable[Verdict]) -> dict[tuple[str, str], d
         if e.parts:
             by_part = {part: dict(zip(e.seeds, values, strict=True))
                        for part, values in e.parts.items()}
-            known += [(e.code, part, v) for part, v in by_part.items()]
+            known += [(c, part, v) for part, v in by_part.items() for c in e.code.split()]
             values = {(s, part): x for part, v in by_part.items() for s, x in v.items()}
         elif re.match(ALL_OF, e.rule):
-            part = next((part for code, part, v in known if code == e.code and matches(own, v)),
+            part = next((part for code, part, v in known
+                         if code in e.code.split() and matches(own, v)),
                         f"deciding comparison {i}")
-            known.append((e.code, part, own))
+            known += [(c, part, own) for c in e.code.split()]
             values = {(s, part): x for s, x in own.items()}
         else:
             values = own
-        out.setdefault((e.environment, e.code), {}).update(values)
+        for code in e.code.split() or [""]:  # values of several codes pair under each
+            out.setdefault((e.environment, code), {}).update(values)
     return out
 
 
@@ -1049,8 +1057,9 @@ class Judgement:
 UPDATE = "review, then record it: pytest claims -k {cid} --claims-update"
 # A training-code edit that changes no number unrecords nothing: an entry of this environment made
 # by other code is compared value for value; the same values pass, and recording them stamps the
-# entry with the code in force, which then counts it for the noise across environments and for
-# replication (Record.in_force)
+# entry with the code in force beside the codes that made it: it then counts for replication under
+# this code (Record.in_force), and its values still pair with other environments' entries of the
+# older code for the noise across environments
 RESTAMP = "--claims-update stamps the entry with it"
 UNRECORDED = ("new", "unrecorded")  # reported; --claims-strict fails them
 MOVED = "moved"  # a verdict that moved between decisive and inconclusive within the bound
@@ -1096,6 +1105,17 @@ def shift_of(ref: Verdict, fresh: Verdict) -> tuple[int, float]:
     return n, max(means, key=lambda m: abs(m) if math.isfinite(m) else math.inf)
 
 
+def differing(own: Verdict, fresh: Verdict) -> list[str]:
+    """How a fresh measurement differs from its environment's entry: run settings, seeds, rule
+    or statistic (``changes``), any per-seed value, the verdict; [] where it is that entry's."""
+    differ = changes(own, fresh)
+    if moved := value_changes(own, fresh):
+        differ.append(f"per-seed values differ at {len(moved)} seed(s), the largest {moved[0]}")
+    if own.verdict != fresh.verdict:
+        differ.append(f"verdict recorded {own.verdict}")
+    return differ
+
+
 def judge(record: Record, fresh: Verdict) -> Judgement:
     """Judge a fresh measurement (its ``code`` the training code's digest now) against the
     claim's record."""
@@ -1109,12 +1129,7 @@ def judge(record: Record, fresh: Verdict) -> Judgement:
                                     f"with --claims-update --claims-amend \"<why>\"")
     own = record.entries.get(fresh.key)
     if own is not None and own.full_rule == fresh.full_rule:
-        differ = changes(own, fresh)
-        if moved := value_changes(own, fresh):
-            differ.append(f"per-seed values differ at {len(moved)} seed(s), the largest "
-                          f"{moved[0]}")
-        if own.verdict != fresh.verdict:
-            differ.append(f"verdict recorded {own.verdict}")
+        differ = differing(own, fresh)
         head = f"record ({own.environment}): {own.line()}"
         if record.made_by(own, fresh.code):
             if differ:
