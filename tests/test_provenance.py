@@ -47,3 +47,32 @@ def test_a_copy_inside_another_repository_has_no_commit(tmp_path):
 def test_no_repository_at_all(tmp_path):
     assert provenance.git_commit(package_in(tmp_path)) == "unknown"
 
+
+
+def test_a_kernel_set_chosen_below_the_machines_own_is_keyed_as_emulated_on_it(monkeypatch):
+    """ATEN_CPU_CAPABILITY=avx2 on an AVX-512 machine is not an AVX2 machine (MKL keeps its own
+    dispatch): its kind names both; a machine whose own kernels are AVX2 is plain AVX2, and so is
+    the variable naming the machine's own set."""
+    vendor = provenance.cpu_vendor()
+    monkeypatch.setattr(provenance.torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
+    monkeypatch.setattr(provenance, "native_kernels", lambda: "AVX512")
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")
+    assert provenance.cpu_kind() == f"cpu (AVX2 emulated on AVX512, {vendor})"
+    assert provenance.numeric_environment(provenance.torch.device("cpu"))["device"] == \
+        f"cpu (AVX2 emulated on AVX512, {vendor})"
+    monkeypatch.delenv("ATEN_CPU_CAPABILITY")  # not chosen: the machine's own, not asked again
+    assert provenance.cpu_kind() == f"cpu (AVX2, {vendor})"
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")
+    monkeypatch.setattr(provenance, "native_kernels", lambda: "AVX2")
+    assert provenance.cpu_kind() == f"cpu (AVX2, {vendor})"
+
+
+def test_the_machines_own_kernels_are_asked_of_a_fresh_interpreter(monkeypatch):
+    """torch chooses its kernels once, when it loads: the machine's own set comes from a process
+    started without the variable, whatever this one was started with."""
+    provenance.native_kernels.cache_clear()
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "default")
+    try:
+        assert provenance.native_kernels() == provenance.torch.backends.cpu.get_cpu_capability()
+    finally:
+        provenance.native_kernels.cache_clear()
