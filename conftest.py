@@ -27,7 +27,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     they only read the records."""
     import torch
 
-    from normsys.claims.plugin import claim_marker, cluster_has_gpus
+    from normsys.claims.items import claim_marker
+    from normsys.claims.session import cluster_has_gpus
 
     if torch.cuda.is_available():
         return
@@ -43,7 +44,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def data_env(request):
     """The data folder (shipped with normsys, or $NORMSYS_DATA), its MNIST checked; missing data
     fails the test with what to do, or skips it with --claims-skip-missing-data."""
-    from normsys.claims.plugin import data_errors
+    from normsys.claims.session import data_errors
     from normsys.training.data import MNIST_FILES, data_file, data_root
 
     with data_errors(request.config.getoption("claims_skip_missing_data", False)):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from normsys.claims import runtimes
-from normsys.claims.plugin import claim_id, claim_marker, claim_tier
+from normsys.claims.items import claim_id, claim_marker, claim_tier
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -33,7 +33,7 @@ from pathlib import Path
 import torch
 
 from normsys import catalog, scorecard
-from normsys.claims import report, runtimes, usernorm, verdict
+from normsys.claims import ledger, report, runtimes, usernorm
 from normsys.claims.cache import check_folder
 from normsys.claims.progress import Progress, label
 from normsys.claims.report import write_check
@@ -282,9 +282,9 @@ def on_cluster(args: argparse.Namespace, plan: scorecard.Plan, specs: list[tuple
 
 def compare(args: argparse.Namespace) -> str:
     try:
-        header, rows, agreement = report.compare(verdict.records(args.ledger), args.tier,
+        header, rows, agreement = report.compare(ledger.records(args.ledger), args.tier,
                                                  args.columns)
-    except verdict.LedgerError as err:
+    except ledger.LedgerError as err:
         raise UsageError(str(err)) from None
     table = report.as_markdown(header, rows) if args.markdown else report.as_text(header, rows)
     return f"{table}\n\n{agreement}"
@@ -333,7 +333,7 @@ def tables(args: argparse.Namespace) -> str:
                          f"the records (claims/ledger/)")
     try:
         page = report.docs(args.ledger, None if args.check else args.out.with_suffix(".png"))
-    except verdict.LedgerError as err:
+    except ledger.LedgerError as err:
         raise UsageError(str(err)) from None
     return written(args, page)
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from normsys.claims import verdict
 from normsys.claims.declaration import Declaration, Statistic
-from normsys.claims.plugin import claim_marker, claim_variant, control_ids
+from normsys.claims.items import claim_marker, claim_variant, control_ids
 from normsys.training.config import RunConfig, preset
 
 CLAIMS = Path(__file__).parents[1] / "claims"  # the claim files, in a checkout

@@ -263,7 +263,7 @@ def claim_item(declared, tier="paper", variant="", seeds=None, max_seeds=None, o
 def test_a_claim_plans_its_first_look_from_its_declared_experiment():
     """The runs planned for a claim are its experiment's configs at its first look's seeds (the
     tier's, --claims-seeds, from --claims-seed-offset), arm by arm, of its variant."""
-    from normsys.claims.plugin import claim_looks, planned_configs
+    from normsys.claims.items import claim_looks, planned_configs
 
     def made(norm):
         return Arm("ffn_stack", {"model.norm": norm},
@@ -296,7 +296,7 @@ def test_a_claim_plans_its_first_look_from_its_declared_experiment():
 def test_a_claim_plans_the_look_its_ledger_entries_in_this_environment_show_it_took():
     """Open after its first look's 5 seeds in this GPU's 5-seed ledger, a claim that may look to
     21 plans its second look's 8 seeds; with its first look only, its 5."""
-    from normsys.claims.plugin import planned_configs, planned_looks
+    from normsys.claims.items import planned_configs, planned_looks
 
     declared = Declaration("c-x", Rule("v", ">", 0), "src", "statement",
                            experiment=Experiment({"a": Arm("ffn_stack")}, reads=metric("v")))
@@ -318,11 +318,11 @@ def test_a_claim_plans_the_look_its_ledger_entries_in_this_environment_show_it_t
 
 
 def test_a_claim_without_an_experiment_plans_what_it_fetched_last(monkeypatch):
-    from normsys.claims import plugin, runs
+    from normsys.claims import items, runs
 
     monkeypatch.setattr(runs, "planned", lambda cid, tier: [f"last run of {cid} [{tier}]"])
     declared = Declaration("c-x", Rule("v", ">", 0), "src", "statement")
-    assert plugin.planned_configs(claim_item(declared, variant="-nonpad", tier="cpu")) == \
+    assert items.planned_configs(claim_item(declared, variant="-nonpad", tier="cpu")) == \
         ["last run of c-x-nonpad [cpu]"]
 
 
@@ -334,9 +334,9 @@ def test_a_declared_claims_plan_is_every_run_its_record_says_it_fetched():
     the set of runs its test fetched when its verdict was recorded, figures' runs included: a
     run fetched outside the plan would train unplanned and uncounted. Checked against every
     entry that records its runs' fingerprint (entries imported from reports do not)."""
-    from normsys.claims import verdict
+    from normsys.claims import ledger, outcome
 
-    recorded = verdict.records(LEDGERS)
+    recorded = ledger.records(LEDGERS)
     checked = []
     for entry in catalog.entries():
         experiment = entry.declared.experiment
@@ -346,10 +346,10 @@ def test_a_declared_claims_plan_is_every_run_its_record_says_it_fetched():
                 if not was.settings_fingerprint:
                     continue
                 planned = experiment.planned(was.seeds, was.tier, variant)
-                settings, fingerprint = verdict.run_settings(planned)
+                settings, fingerprint = outcome.run_settings(planned)
                 assert fingerprint == was.settings_fingerprint, (
                     f"{cid} [{was.key}]: planned runs differ from those its entry records: "
-                    f"{verdict.setting_changes(was.settings, settings)}")
+                    f"{ledger.setting_changes(was.settings, settings)}")
                 checked.append(cid)
     assert len(set(checked)) >= 30
 

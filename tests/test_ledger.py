@@ -15,14 +15,14 @@ import numpy as np
 import pytest
 
 from normsys.__main__ import main
-from normsys.claims import report, verdict
+from normsys.claims import ledger, outcome, report, verdict
 from normsys.claims.verdict import Rule
 from normsys.training.config import preset
 
 ROOT = Path(__file__).parents[1]
 COMMITTED = ROOT / "claims" / "ledger"
 SMALL = preset("ffn_stack", **{"train.steps": 3, "model.d": 16, "data.batch_shape": (4, 5, 16)})
-SETTINGS, PRINT = verdict.run_settings([SMALL.override(**{"train.seed": s}) for s in range(3)])
+SETTINGS, PRINT = outcome.run_settings([SMALL.override(**{"train.seed": s}) for s in range(3)])
 AVX2, INTEL = "cpu (AVX2, AMD)", "cpu (AVX512, Intel)"
 
 
@@ -33,7 +33,7 @@ def entry(values=(0.92, 0.91, 0.93), rule=">= 0.8", device=AVX2, seeds=None, pla
     seeds = list(seeds if seeds is not None else range(len(values)))
     plan = list(plan or [len(values)])
     level = verdict.levels(plan, alpha)[plan.index(len(values))]
-    d = verdict.decide(verdict.parse_rule(rule), list(values), level)
+    d = verdict.decide(ledger.parse_rule(rule), list(values), level)
     fields = dict(tier="cpu", verdict=d.verdict, statistic="kappa", rule=rule, seeds=seeds,
                   values=list(values), mean=d.mean, low=d.low,
                   high=d.high, plan=plan, alpha=alpha, measured="2026-11-23 10:00",
@@ -43,17 +43,17 @@ def entry(values=(0.92, 0.91, 0.93), rule=">= 0.8", device=AVX2, seeds=None, pla
     return verdict.Verdict.of_entry({**fields, **changes})
 
 
-def record(*entries: verdict.Verdict, claim: str = "c-1") -> verdict.Record:
-    r = verdict.Record(claim)
+def record(*entries: verdict.Verdict, claim: str = "c-1") -> ledger.Record:
+    r = ledger.Record(claim)
     for e in entries:
-        r = verdict.recorded(r, e)
+        r = ledger.recorded(r, e)
     return r
 
 
-def laid_out(*entries: verdict.Verdict) -> verdict.Record:
+def laid_out(*entries: verdict.Verdict) -> ledger.Record:
     """A record holding ``entries`` as they are, the first the reference: plans over the same
     seeds that recording refuses (one error budget per seed set), as older records hold them."""
-    return verdict.Record("c-1", {e.key: e for e in entries}, {"cpu": entries[0].key},
+    return ledger.Record("c-1", {e.key: e for e in entries}, {"cpu": entries[0].key},
                           entries[0].full_rule)
 
 
@@ -63,12 +63,12 @@ def laid_out(*entries: verdict.Verdict) -> verdict.Record:
 def test_write_then_read_round_trips_with_sorted_keys(tmp_path):
     r = record(entry(), entry(device=INTEL))
     path = tmp_path / "c-1.json"
-    verdict.write(path, r)
-    assert verdict.read(path) == r
+    ledger.write(path, r)
+    assert ledger.read(path) == r
     text = path.read_text()
     assert text == json.dumps(json.loads(text), indent=1, sort_keys=True) + "\n"
     assert text.index(f'"cpu | {AVX2}') < text.index(f'"cpu | {INTEL}')
-    assert verdict.read(tmp_path / "c-2.json") == verdict.Record("c-2")
+    assert ledger.read(tmp_path / "c-2.json") == ledger.Record("c-2")
     assert json.loads(text)["about"].startswith("normsys claim record: written by `pytest claims "
                                                 "--claims-update`, never by hand")
 
@@ -77,7 +77,7 @@ def test_numbers_that_are_not_python_floats_are_written_as_numbers(tmp_path):
     """A reader may hand back numpy scalars (float32 is no float subclass): written as floats."""
     e = entry()
     r = record(replace(e, values=tuple(np.float32(v) for v in e.values)))
-    verdict.write(tmp_path / "c-1.json", r)
+    ledger.write(tmp_path / "c-1.json", r)
     (written,) = json.loads((tmp_path / "c-1.json").read_text())["entries"].values()
     assert written["values"] == [float(np.float32(v)) for v in e.values]
 
@@ -86,8 +86,8 @@ def test_an_entry_is_keyed_by_tier_environment_and_seed_plan():
     e = entry(plan=[3, 5, 8], seeds=[4, 5, 6])
     assert e.key == "cpu | cpu (AVX2, AMD), 1 thread(s), torch 2.13.0+cpu | seeds 4+, looks 3,5,8"
     assert e.environment == "cpu (AVX2, AMD), 1 thread(s), torch 2.13.0+cpu"
-    assert verdict.label(e) == "cpu (AVX2, AMD), seeds 4+ up to 8"
-    assert verdict.label(entry()) == "cpu (AVX2, AMD), seeds 0+"
+    assert ledger.label(e) == "cpu (AVX2, AMD), seeds 4+ up to 8"
+    assert ledger.label(entry()) == "cpu (AVX2, AMD), seeds 0+"
     amp = entry(device="NVIDIA H200", autocast="bfloat16", tier="paper")
     assert amp.key.startswith("paper | NVIDIA H200, 1 thread(s), torch 2.13.0+cpu, bfloat16 "
                               "autocast | ")
@@ -97,32 +97,32 @@ def test_an_entry_is_keyed_by_tier_environment_and_seed_plan():
 def test_a_damaged_file_is_an_error_naming_it(tmp_path, content):
     path = tmp_path / "c-1.json"
     path.write_text(content)
-    with pytest.raises(verdict.LedgerError, match=r"c-1\.json.*--claims-update"):
-        verdict.read(path)
+    with pytest.raises(ledger.LedgerError, match=r"c-1\.json.*--claims-update"):
+        ledger.read(path)
 
 
 def test_a_record_of_another_format_name_or_short_entry_is_one_clear_line(tmp_path):
     path = tmp_path / "c-1.json"
-    verdict.write(path, record(entry()))
+    ledger.write(path, record(entry()))
     body = json.loads(path.read_text())
     path.write_text(json.dumps({**body, "format": 1}))
-    with pytest.raises(verdict.LedgerError, match="is format 1; this normsys .* reads format 2"):
-        verdict.read(path)
+    with pytest.raises(ledger.LedgerError, match="is format 1; this normsys .* reads format 2"):
+        ledger.read(path)
     path.write_text(json.dumps({**body, "claim": "c-2"}))
-    with pytest.raises(verdict.LedgerError, match="holds claim 'c-2': a record's file is named"):
-        verdict.read(path)
+    with pytest.raises(ledger.LedgerError, match="holds claim 'c-2': a record's file is named"):
+        ledger.read(path)
     (k, e), = body["entries"].items()
     del e["values"]
     path.write_text(json.dumps(body))
-    with pytest.raises(verdict.LedgerError, match=f"entry '{k}' lacks values"):
-        verdict.read(path)
+    with pytest.raises(ledger.LedgerError, match=f"entry '{k}' lacks values"):
+        ledger.read(path)
 
 
 # ----------------------------------------------------------------------------- an entry follows
 
 
 def test_every_committed_record_follows_from_itself():
-    recs = verdict.records(COMMITTED)
+    recs = ledger.records(COMMITTED)
     assert len(recs) >= 47 and all(r.reference.get("cpu") for r in recs.values())
     assert all(r.registered and r.of("cpu") for r in recs.values())
 
@@ -140,27 +140,27 @@ def test_every_committed_record_follows_from_itself():
 def test_an_entry_that_does_not_follow_from_itself_is_an_error_naming_it(tmp_path, edit, says):
     """A verdict, threshold, mean or value edited by hand no longer follows from the rest."""
     e = entry((0.5, 0.6, 0.7), ">= 0.55")
-    assert e.verdict == "inconclusive" and verdict.follows(e) == ""
+    assert e.verdict == "inconclusive" and ledger.follows(e) == ""
     bad = replace(e, **edit)
-    assert says in verdict.follows(bad)
-    both = verdict.follows(replace(e, verdict="supported", mean=0.5))  # the verdict said first
+    assert says in ledger.follows(bad)
+    both = ledger.follows(replace(e, verdict="supported", mean=0.5))  # the verdict said first
     assert both.startswith("verdict recorded supported, its values decide inconclusive; mean ")
-    r = verdict.Record("c-1", {bad.key: bad}, {"cpu": bad.key}, bad.full_rule)
-    with pytest.raises(verdict.LedgerError, match=r"entry '.*' of c-1 does not follow"):
-        verdict.verify(r, tmp_path / "c-1.json")
+    r = ledger.Record("c-1", {bad.key: bad}, {"cpu": bad.key}, bad.full_rule)
+    with pytest.raises(ledger.LedgerError, match=r"entry '.*' of c-1 does not follow"):
+        ledger.verify(r, tmp_path / "c-1.json")
 
 
 def test_an_entry_under_another_key_or_a_reference_to_another_tiers_entry_is_an_error(tmp_path):
     e = entry()
-    moved = verdict.Record("c-1", {"cpu | elsewhere": e}, {"cpu": "cpu | elsewhere"},
+    moved = ledger.Record("c-1", {"cpu | elsewhere": e}, {"cpu": "cpu | elsewhere"},
                            e.full_rule)
-    with pytest.raises(verdict.LedgerError, match=f"entry 'cpu | elsewhere' is of '{e.key}'"):
-        verdict.verify(moved, tmp_path / "c-1.json")
+    with pytest.raises(ledger.LedgerError, match=f"entry 'cpu | elsewhere' is of '{e.key}'"):
+        ledger.verify(moved, tmp_path / "c-1.json")
     for reference in ({"paper": e.key}, {"cpu": "cpu | absent"}):
-        r = verdict.Record("c-1", {e.key: e}, reference, e.full_rule)
-        with pytest.raises(verdict.LedgerError, match=f"the {next(iter(reference))} tier's "
+        r = ledger.Record("c-1", {e.key: e}, reference, e.full_rule)
+        with pytest.raises(ledger.LedgerError, match=f"the {next(iter(reference))} tier's "
                                                       f"reference .* is not one of its entries"):
-            verdict.verify(r, tmp_path / "c-1.json")
+            ledger.verify(r, tmp_path / "c-1.json")
 
 
 def test_an_entry_that_took_more_looks_than_its_values_needed_does_not_follow():
@@ -168,9 +168,9 @@ def test_an_entry_that_took_more_looks_than_its_values_needed_does_not_follow():
     decision (the earlier look's level: verdict.levels)."""
     values = [1.0, 1.3, 0.7, 1.0, 1.01, 1.0, 0.99, 1.02]
     decided = entry(values[:5], "> 0.5", plan=[3, 5, 8])
-    assert decided.verdict == "supported" and verdict.follows(decided) == ""
+    assert decided.verdict == "supported" and ledger.follows(decided) == ""
     late = entry(values, "> 0.5", plan=[3, 5, 8])
-    assert verdict.follows(late).endswith("its values decide at the look of 5 seeds, yet it "
+    assert ledger.follows(late).endswith("its values decide at the look of 5 seeds, yet it "
                                          "took 8")
 
 
@@ -179,8 +179,8 @@ def test_an_entry_that_took_more_looks_than_its_values_needed_does_not_follow():
     ("within (-0.1, 0.1)", Rule("", "within", (-0.1, 0.1))),
     ("all of 3: >= 0.5", Rule("", ">=", 0.5)), ("all of 2 (Holm): < 1", Rule("", "<", 1.0))])
 def test_an_entry_rule_reads_back_as_the_rule_that_wrote_it(text, rule):
-    assert verdict.parse_rule(text) == rule
-    assert verdict.parse_rule(text).text == re.sub(r"^all of \d+( \(Holm\))?: ", "", text)
+    assert ledger.parse_rule(text) == rule
+    assert ledger.parse_rule(text).text == re.sub(r"^all of \d+( \(Holm\))?: ", "", text)
 
 
 def test_an_all_of_entry_follows_at_its_family_level_only_when_its_rule_says_holm():
@@ -194,14 +194,14 @@ def test_an_all_of_entry_follows_at_its_family_level_only_when_its_rule_says_hol
     old = entry(values, "all of 2: < 1.5", alpha=verdict.FIRST_ALPHA)
     holm = entry(values, "all of 2 (Holm): < 1.5", verdict="refuted", low=at95.low,
                  high=at95.high, alpha=verdict.FIRST_ALPHA)
-    assert verdict.family(old.rule) == 1 and verdict.family(holm.rule) == 2
-    assert verdict.follows(old) == ""
-    assert verdict.follows(holm) == "verdict recorded refuted, its values decide inconclusive"
+    assert ledger.family(old.rule) == 1 and ledger.family(holm.rule) == 2
+    assert ledger.follows(old) == ""
+    assert ledger.follows(holm) == "verdict recorded refuted, its values decide inconclusive"
 
 
 def test_an_unknown_rule_text_is_an_error():
-    with pytest.raises(verdict.LedgerError, match="not a rule normsys writes"):
-        verdict.parse_rule("about 3")
+    with pytest.raises(ledger.LedgerError, match="not a rule normsys writes"):
+        ledger.parse_rule("about 3")
 
 
 # ----------------------------------------------------------------------------- amendments
@@ -212,9 +212,9 @@ def test_a_claims_first_entry_registers_its_rule_and_a_changed_rule_needs_an_ame
     at, to = "kappa >= 0.8 (1.75% a side)", "kappa >= 0.9 (1.75% a side)"
     assert r.registered == at and r.rule == at and not r.amendments
     moved = entry(rule=">= 0.9", device=INTEL)
-    with pytest.raises(verdict.LedgerError, match="a changed rule is an amendment"):
-        verdict.recorded(r, moved)
-    amended = verdict.recorded(r, moved, amend="the paper's own threshold")
+    with pytest.raises(ledger.LedgerError, match="a changed rule is an amendment"):
+        ledger.recorded(r, moved)
+    amended = ledger.recorded(r, moved, amend="the paper's own threshold")
     a, = amended.amendments
     assert (a.old, a.new, a.reason) == (at, to, "the paper's own threshold")
     assert amended.rule == to and amended.registered == at
@@ -231,14 +231,14 @@ def test_intervals_at_another_alpha_are_another_rule_and_old_entries_keep_their_
     values = (0.85, 0.9, 0.95)  # mean 0.9, sd 0.05: 95% [0.776, 1.024], 96.5% [0.754, 1.046]
     old = entry(values, "> 0.77", alpha=verdict.FIRST_ALPHA)
     assert old.confidence == 0.95 and old.verdict == "supported" and old.full_rule == "kappa > 0.77"
-    assert verdict.follows(old) == ""
+    assert ledger.follows(old) == ""
     new = entry(values, "> 0.77", device=INTEL)
     assert new.confidence == pytest.approx(0.965) and new.verdict == "inconclusive"
     assert new.full_rule == "kappa > 0.77 (1.75% a side)"
     r = record(old)
-    with pytest.raises(verdict.LedgerError, match="a changed rule is an amendment"):
-        verdict.recorded(r, new)
-    amended = verdict.recorded(r, new, amend="skew")
+    with pytest.raises(ledger.LedgerError, match="a changed rule is an amendment"):
+        ledger.recorded(r, new)
+    amended = ledger.recorded(r, new, amend="skew")
     assert [(a.old, a.new) for a in amended.amendments] == [
         ("kappa > 0.77", "kappa > 0.77 (1.75% a side)")]
     assert amended.current("cpu", "c0de", 0) == [new]
@@ -254,15 +254,15 @@ def test_a_second_plan_of_looks_over_the_seeds_an_entry_decided_on_is_refused():
     entries of their own."""
     r = record(entry())
     more = entry(values=(0.92, 0.91, 0.93, 0.9, 0.94), plan=[3, 5, 8])
-    with pytest.raises(verdict.LedgerError, match=re.escape(
+    with pytest.raises(ledger.LedgerError, match=re.escape(
             "c-1: its record holds cpu | cpu (AVX2, AMD), 1 thread(s), torch 2.13.0+cpu | seeds "
             "0+, looks 3, decided on seeds 0-2; a second plan of looks over the same seeds (seeds "
             "0+, looks 3,5,8) would spend a fresh error budget on values already seen. Replicate "
             "on fresh seeds instead (--claims-seed-offset 3), an entry judged on its own")):
-        verdict.recorded(r, more)
-    again = verdict.recorded(r, entry(code="n3w"))
-    elsewhere = verdict.recorded(r, entry(device=INTEL))
-    fresh = verdict.recorded(r, entry(seeds=[3, 4, 5, 6, 7], plan=[3, 5, 8],
+        ledger.recorded(r, more)
+    again = ledger.recorded(r, entry(code="n3w"))
+    elsewhere = ledger.recorded(r, entry(device=INTEL))
+    fresh = ledger.recorded(r, entry(seeds=[3, 4, 5, 6, 7], plan=[3, 5, 8],
                                      values=(0.92, 0.91, 0.93, 0.9, 0.94)))
     assert (len(again.entries), len(elsewhere.entries), len(fresh.entries)) == (1, 2, 2)
 
@@ -273,16 +273,16 @@ def test_a_second_plan_over_seeds_decided_in_another_environment_is_refused():
     GPU; the message names the fresh seeds. An entry under an earlier rule (another level) does
     not hold its seeds against a plan under the rule in force."""
     r = record(entry())
-    with pytest.raises(verdict.LedgerError, match=re.escape(
+    with pytest.raises(ledger.LedgerError, match=re.escape(
             "decided on seeds 0-2; a second plan of looks over the same seeds (seeds 0+, looks "
             "3,5,8) would spend a fresh error budget on values already seen. Replicate on fresh "
             "seeds instead (--claims-seed-offset 3)")):
-        verdict.recorded(r, entry(device=INTEL, plan=[3, 5, 8]))
+        ledger.recorded(r, entry(device=INTEL, plan=[3, 5, 8]))
     longer = record(entry(values=(0.92, 0.7, 0.9, 0.91, 0.93), plan=[3, 5, 8]))
-    with pytest.raises(verdict.LedgerError, match=r"seeds 0-4; .*--claims-seed-offset 5\)"):
-        verdict.recorded(longer, entry(device=INTEL))
+    with pytest.raises(ledger.LedgerError, match=r"seeds 0-4; .*--claims-seed-offset 5\)"):
+        ledger.recorded(longer, entry(device=INTEL))
     old = record(entry(alpha=verdict.FIRST_ALPHA))  # decided at 95%, before the amendment
-    amended = verdict.recorded(old, entry(device=INTEL, plan=[3, 5, 8]), amend="the level")
+    amended = ledger.recorded(old, entry(device=INTEL, plan=[3, 5, 8]), amend="the level")
     assert len(amended.entries) == 2
 
 
@@ -290,20 +290,20 @@ def test_a_rule_neither_registered_nor_amended_is_an_error(tmp_path):
     """The threshold edited in the claim and its record by hand, with no amendment."""
     e = entry()
     edited = entry(rule=">= 0.7")
-    r = verdict.Record("c-1", {edited.key: edited}, {"cpu": edited.key}, e.full_rule)
-    with pytest.raises(verdict.LedgerError, match="neither the registered rule .* nor an "
+    r = ledger.Record("c-1", {edited.key: edited}, {"cpu": edited.key}, e.full_rule)
+    with pytest.raises(ledger.LedgerError, match="neither the registered rule .* nor an "
                                                  "amendment's: a changed rule is recorded with "
                                                  "--claims-amend"):
-        verdict.verify(r, tmp_path / "c-1.json")
-    chain = verdict.Record("c-1", {e.key: e}, {"cpu": e.key}, e.full_rule,
-                          [verdict.Amendment("2026-11-27", "kappa >= 0.7", "kappa >= 0.9", "x")])
-    with pytest.raises(verdict.LedgerError, match=re.escape(
+        ledger.verify(r, tmp_path / "c-1.json")
+    chain = ledger.Record("c-1", {e.key: e}, {"cpu": e.key}, e.full_rule,
+                          [ledger.Amendment("2026-11-27", "kappa >= 0.7", "kappa >= 0.9", "x")])
+    with pytest.raises(ledger.LedgerError, match=re.escape(
             "starts from 'kappa >= 0.7', but the rule before it is 'kappa >= 0.8 (1.75% a side)'")):
-        verdict.verify(chain, tmp_path / "c-1.json")
+        ledger.verify(chain, tmp_path / "c-1.json")
 
 
 def test_a_fresh_run_under_a_rule_other_than_the_records_fails_naming_the_amendment():
-    judged = verdict.judge(record(entry()), entry(rule=">= 0.7"))
+    judged = ledger.judge(record(entry()), entry(rule=">= 0.7"))
     assert judged.fails and "but the record holds 'kappa >= 0.8 (1.75% a side)': a changed " \
                             "rule is an " \
                              "amendment, recorded with --claims-update --claims-amend" \
@@ -334,7 +334,7 @@ def test_no_records_registered_rule_was_edited_since_it_was_first_committed():
     if not any(v is not None for v in seen.values()):
         pytest.skip("no git history of claims/ledger here")
     edited = [p.stem for p, first in seen.items()
-              if first is not None and first != verdict.read(p).registered]
+              if first is not None and first != ledger.read(p).registered]
     assert not edited, f"registered rules edited after their first commit: {edited}"
 
 
@@ -342,7 +342,7 @@ def test_no_records_registered_rule_was_edited_since_it_was_first_committed():
 
 
 def test_the_same_per_seed_values_here_are_the_same():
-    judged = verdict.judge(record(entry()), entry())
+    judged = ledger.judge(record(entry()), entry())
     assert judged.status == "same" and not judged.fails
     assert judged.message == "record (cpu (AVX2, AMD), 1 thread(s), torch 2.13.0+cpu): " \
                              "supported 0.92 [0.89, 0.95] seeds 0-2 (2026-11-23, a59fd79); " \
@@ -352,7 +352,7 @@ def test_the_same_per_seed_values_here_are_the_same():
 def test_one_value_moved_by_a_thousandth_fails_naming_the_largest_change_and_the_command():
     """A reader's value times 1.001 on the machine kind that recorded the claim."""
     r = record(entry((0.82, 0.81, 0.83)))
-    judged = verdict.judge(r, entry((0.82 * 1.001, 0.81 * 1.001, 0.83)))
+    judged = ledger.judge(r, entry((0.82 * 1.001, 0.81 * 1.001, 0.83)))
     assert judged.fails and judged.status == "changed"
     assert f"per-seed values differ at 2 seed(s), the largest seed 0: 0.82 -> {0.82 * 1.001!r}" \
         in judged.message
@@ -360,16 +360,16 @@ def test_one_value_moved_by_a_thousandth_fails_naming_the_largest_change_and_the
                                    "--claims-update")
     # the smallest change a float can make
     nudged = entry((math.nextafter(0.82, 1), 0.81, 0.83))
-    assert verdict.judge(r, nudged).fails
+    assert ledger.judge(r, nudged).fails
 
 
 def test_changed_values_are_listed_a_diverged_seed_first_then_by_the_size_of_the_change():
-    listed = verdict.value_changes(entry((1.0, math.nan, 3.0, 4.0)),
+    listed = ledger.value_changes(entry((1.0, math.nan, 3.0, 4.0)),
                                    entry((1.1, 2.0, 3.5, math.nan)))
     assert listed == ["seed 1: nan -> 2.0", "seed 3: 4.0 -> nan", "seed 2: 3.0 -> 3.5",
                       "seed 0: 1.0 -> 1.1"]
     # a later look of the same plan holds more seeds: the ones both hold are compared
-    assert verdict.value_changes(entry((1.0, 2.0, 3.0), plan=[3, 5]),
+    assert ledger.value_changes(entry((1.0, 2.0, 3.0), plan=[3, 5]),
                                  entry((1.0, 2.5, 3.0, 4.0, 5.0), plan=[3, 5])) == \
         ["seed 1: 2.0 -> 2.5"]
 
@@ -378,21 +378,21 @@ def test_what_a_claim_was_decided_under_is_part_of_it():
     """Another statistic is another rule; other run settings on the same key fail naming them;
     other seeds are another key, not recorded."""
     r = record(entry())
-    assert verdict.judge(r, entry(statistic="kappa_2")).fails
-    longer, _ = verdict.run_settings([SMALL.override(**{"train.steps": 12})])
-    judged = verdict.judge(r, entry(settings=longer, settings_fingerprint="f" * 16))
+    assert ledger.judge(r, entry(statistic="kappa_2")).fails
+    longer, _ = outcome.run_settings([SMALL.override(**{"train.steps": 12})])
+    judged = ledger.judge(r, entry(settings=longer, settings_fingerprint="f" * 16))
     assert judged.fails and "settings: train.steps 3 -> 12" in judged.message
-    wider, _ = verdict.run_settings([SMALL.override(**{"train.steps": 12, "train.lr": 0.5})])
-    both = verdict.judge(r, entry(settings=wider, settings_fingerprint="f" * 16)).message
+    wider, _ = outcome.run_settings([SMALL.override(**{"train.steps": 12, "train.lr": 0.5})])
+    both = ledger.judge(r, entry(settings=wider, settings_fingerprint="f" * 16)).message
     assert f"settings: train.lr {SETTINGS['train.lr']} -> 0.5, train.steps 3 -> 12" in both
-    assert verdict.changes(entry(), entry(statistic="kappa_2", rule="> 0.8")) == [
+    assert ledger.changes(entry(), entry(statistic="kappa_2", rule="> 0.8")) == [
         "statistic: recorded kappa, now kappa_2", "rule: recorded >= 0.8, now > 0.8"]
-    assert verdict.judge(r, entry(seeds=[3, 4, 5])).status == "unrecorded"
+    assert ledger.judge(r, entry(seeds=[3, 4, 5])).status == "unrecorded"
 
 
 def test_a_verdict_moved_with_its_values_says_both():
     r = record(entry())
-    judged = verdict.judge(r, entry((0.92, 0.7, 0.9)))
+    judged = ledger.judge(r, entry((0.92, 0.7, 0.9)))
     assert judged.fails and "now: inconclusive" in judged.message
     assert "verdict recorded supported" in judged.message
 
@@ -409,29 +409,29 @@ def two_environments(shift: float = 0.0):
 
 def test_another_environment_is_held_to_the_reference_within_the_claims_own_bound():
     r = two_environments()
-    nz = verdict.noise(r, "cpu")
+    nz = ledger.noise(r, "cpu")
     assert nz.measured and nz.df == 3 and nz.sd == pytest.approx(math.sqrt(
         (3 * 2 * 0.0025 ** 2) / 3))
     bound = nz.bound(3)
-    assert bound == pytest.approx(verdict.t_quantile(3, 1 - verdict.ALPHA_ACROSS) * nz.sd *
+    assert bound == pytest.approx(verdict.t_quantile(3, 1 - ledger.ALPHA_ACROSS) * nz.sd *
                                   math.sqrt(2 / 3))
-    near = verdict.judge(r, entry((0.901, 0.921, 0.939), "> 0.5", device=AVX2))
+    near = ledger.judge(r, entry((0.901, 0.921, 0.939), "> 0.5", device=AVX2))
     assert near.status == "across" and not near.fails
     assert near.message.startswith("reference (cpu (AVX512, AMD), 1 thread(s), torch "
                                    "2.13.0+cpu): supported")
-    far = verdict.judge(r, entry(tuple(v + 1.2 * bound for v in (0.90, 0.92, 0.94)), "> 0.5",
+    far = ledger.judge(r, entry(tuple(v + 1.2 * bound for v in (0.90, 0.92, 0.94)), "> 0.5",
                                 device=AVX2))
     assert far.fails and "beyond this claim's bound across environments" in far.message
 
 
 def test_across_a_decisive_flip_fails_and_a_move_to_inconclusive_within_the_bound_passes():
     wide = record(entry((0.1, 0.9, 0.5), "> 0.45", device="cpu (AVX512, AMD)"))  # seeds' spread
-    assert not verdict.noise(wide, "cpu").measured
-    moved = verdict.judge(wide, entry((0.1, 0.9, 0.52), "> 0.45", device=AVX2))
-    assert moved.status in ("across", verdict.MOVED) and not moved.fails
+    assert not ledger.noise(wide, "cpu").measured
+    moved = ledger.judge(wide, entry((0.1, 0.9, 0.52), "> 0.45", device=AVX2))
+    assert moved.status in ("across", ledger.MOVED) and not moved.fails
     flip_base = record(entry((0.7, 0.72, 0.74), "> 0.45", device="cpu (AVX512, AMD)"))
-    flipped = verdict.judge(flip_base, entry((0.2, 0.21, 0.22), "> 0.45", device=AVX2))
-    assert verdict.noise(flip_base, "cpu").bound(3) > 0.5  # within the bound: the flip decides
+    flipped = ledger.judge(flip_base, entry((0.2, 0.21, 0.22), "> 0.45", device=AVX2))
+    assert ledger.noise(flip_base, "cpu").bound(3) > 0.5  # within the bound: the flip decides
     assert flipped.fails and "a decisive flip" in flipped.message
 
 
@@ -443,9 +443,9 @@ def test_a_stale_entry_here_is_judged_as_another_environment_and_all_stale_is_un
     new_there = entry((0.91, 0.93, 0.95), "> 0.5", device=INTEL, code="new")
     r = record(old_here, new_there)
     assert r.reference["cpu"] == new_there.key  # the reference moved to the current code's
-    judged = verdict.judge(r, entry((0.911, 0.929, 0.951), "> 0.5", code="new"))
-    assert judged.status in ("across", verdict.MOVED) and "other training code" in judged.message
-    nobody = verdict.judge(record(old_here), entry((0.9, 0.92, 0.941), "> 0.5", code="new"))
+    judged = ledger.judge(r, entry((0.911, 0.929, 0.951), "> 0.5", code="new"))
+    assert judged.status in ("across", ledger.MOVED) and "other training code" in judged.message
+    nobody = ledger.judge(record(old_here), entry((0.9, 0.92, 0.941), "> 0.5", code="new"))
     assert nobody.status == "unrecorded" and "made by this training code" in nobody.message
     assert "holds other values" in nobody.message
 
@@ -455,32 +455,32 @@ def test_a_training_edit_that_changes_no_number_unrecords_nothing():
     same values are `same` (and say that recording stamps the code in force); one value off, a
     rounding's worth, is not; the stamp puts the entry in force for this code."""
     old_here = entry((0.90, 0.92, 0.94), "> 0.5", code="old")
-    same = verdict.judge(record(old_here), entry((0.90, 0.92, 0.94), "> 0.5", code="new"))
+    same = ledger.judge(record(old_here), entry((0.90, 0.92, 0.94), "> 0.5", code="new"))
     assert same.status == "same" and not same.fails and "--claims-update stamps" in same.message
-    off = verdict.judge(record(old_here), entry((0.90, 0.92, 0.94 + 1e-12), "> 0.5", code="new"))
+    off = ledger.judge(record(old_here), entry((0.90, 0.92, 0.94 + 1e-12), "> 0.5", code="new"))
     assert off.status == "unrecorded"
     assert record(old_here).in_force("cpu", "new") == []
-    stamped = verdict.recorded(record(old_here), entry((0.90, 0.92, 0.94), "> 0.5", code="new"))
+    stamped = ledger.recorded(record(old_here), entry((0.90, 0.92, 0.94), "> 0.5", code="new"))
     assert [e.code for e in stamped.in_force("cpu", "new")] == ["new old"]
     assert stamped.in_force("cpu", "old") == stamped.in_force("cpu", "new")
-    assert verdict.judge(stamped, entry((0.90, 0.92, 0.94), "> 0.5", code="new")).status == "same"
+    assert ledger.judge(stamped, entry((0.90, 0.92, 0.94), "> 0.5", code="new")).status == "same"
     # other values are no stamp: the entry is this code's alone
-    moved = verdict.recorded(record(old_here), entry((0.90, 0.92, 0.95), "> 0.5", code="new"))
+    moved = ledger.recorded(record(old_here), entry((0.90, 0.92, 0.95), "> 0.5", code="new"))
     assert [e.code for e in moved.in_force("cpu", "new")] == ["new"]
     # the older code's other environments still pair with the stamped entry for the noise
     there = entry((0.90, 0.92, 0.9400001), "> 0.5", device=INTEL, code="old")
-    both = verdict.recorded(record(old_here, there), entry((0.90, 0.92, 0.94), "> 0.5", code="new"))
-    assert verdict.noise(both, "cpu").measured and verdict.noise(both, "cpu").df == 3
-    alone = verdict.recorded(record(old_here, there), entry((0.90, 0.92, 0.95), "> 0.5", code="new"))
-    assert not verdict.noise(alone, "cpu").measured  # the seeds' own spread stands in
+    both = ledger.recorded(record(old_here, there), entry((0.90, 0.92, 0.94), "> 0.5", code="new"))
+    assert ledger.noise(both, "cpu").measured and ledger.noise(both, "cpu").df == 3
+    alone = ledger.recorded(record(old_here, there), entry((0.90, 0.92, 0.95), "> 0.5", code="new"))
+    assert not ledger.noise(alone, "cpu").measured  # the seeds' own spread stands in
 
 
 def test_another_environment_decided_under_other_settings_fails_against_the_reference():
     """Held to the reference, a run on another CPU under other run settings fails naming them,
     with the reference and what it measured now; no entry of its own to call stale."""
     r = record(entry())
-    longer, _ = verdict.run_settings([SMALL.override(**{"train.steps": 12})])
-    judged = verdict.judge(r, entry(device=INTEL, settings=longer, settings_fingerprint="f" * 16))
+    longer, _ = outcome.run_settings([SMALL.override(**{"train.steps": 12})])
+    judged = ledger.judge(r, entry(device=INTEL, settings=longer, settings_fingerprint="f" * 16))
     ref = entry()
     assert judged.status == "changed" and judged.fails
     assert judged.message == f"reference ({ref.environment}): {ref.line()}; now: supported " \
@@ -489,30 +489,30 @@ def test_another_environment_decided_under_other_settings_fails_against_the_refe
 
 
 def test_no_record_of_the_tier_is_new_and_other_seeds_are_unrecorded():
-    assert verdict.judge(verdict.Record("c-1"), entry()).status == "new"
-    other = verdict.judge(record(entry()), entry(seeds=[3, 4, 5], device=INTEL))
+    assert ledger.judge(ledger.Record("c-1"), entry()).status == "new"
+    other = ledger.judge(record(entry()), entry(seeds=[3, 4, 5], device=INTEL))
     assert other.status == "unrecorded" and "on seeds 3+" in other.message
 
 
 def test_a_claim_recorded_on_one_environment_is_bounded_by_its_seeds_spread():
     one = record(entry((0.5, 0.6, 0.7), "> 0.1"))
-    nz = verdict.noise(one, "cpu")
+    nz = ledger.noise(one, "cpu")
     assert not nz.measured and nz.df == 2 and nz.sd == pytest.approx(0.1)
     identical = record(entry((0.5, 0.6, 0.7), "> 0.1"), entry((0.5, 0.6, 0.7), "> 0.1",
                                                                device=INTEL))
-    zero = verdict.noise(identical, "cpu")
+    zero = ledger.noise(identical, "cpu")
     assert zero.measured and zero.sd == 0 and zero.bound(3) == pytest.approx(0.7e-6)
-    pair = verdict.noise(record(entry((0.5, 0.7), "> 0.1")), "cpu")  # two seeds: one df
+    pair = ledger.noise(record(entry((0.5, 0.7), "> 0.1")), "cpu")  # two seeds: one df
     assert not pair.measured and pair.df == 1 and pair.sd == pytest.approx(math.sqrt(0.02))
-    assert pair.bound(3) == pytest.approx(verdict.t_quantile(1, 1 - verdict.ALPHA_ACROSS)
+    assert pair.bound(3) == pytest.approx(verdict.t_quantile(1, 1 - ledger.ALPHA_ACROSS)
                                           * math.sqrt(0.02) * math.sqrt(2 / 3))
-    single = verdict.noise(record(entry((0.5,), "> 0.1")), "cpu")  # one seed: no spread at all
+    single = ledger.noise(record(entry((0.5,), "> 0.1")), "cpu")  # one seed: no spread at all
     assert single.df == 0 and math.isnan(single.sd) and single.bound(3) == math.inf
     assert (single.scale, single.measured) == (0.5, False)
-    diverged = verdict.noise(record(entry((math.nan,) * 3, "> 0.1")), "cpu")
+    diverged = ledger.noise(record(entry((math.nan,) * 3, "> 0.1")), "cpu")
     assert (diverged.df, diverged.scale, diverged.bound(3)) == (0, 0.0, math.inf)
     # entries only on later seeds set no reference: no spread stands in, nothing bounds them
-    later = verdict.noise(record(entry((0.5, 0.6, 0.7), "> 0.1", seeds=[3, 4, 5])), "cpu")
+    later = ledger.noise(record(entry((0.5, 0.6, 0.7), "> 0.1", seeds=[3, 4, 5])), "cpu")
     assert (later.df, later.measured, later.bound(3)) == (0, False, math.inf)
 
 
@@ -524,9 +524,9 @@ def test_the_looks_a_claim_took_here_are_its_entries_of_this_device_threads_and_
     mine = entry((0.9, 0.92, 0.91, 0.95, 0.93), plan=[3, 5, 8])
     others = [entry(device=INTEL), entry(threads="2"), entry(torch="2.12.0+cpu"),
               entry(seeds=[3, 4, 5]), entry(tier="paper", plan=[3, 5])]
-    r = verdict.Record("c-1", {e.key: e for e in (mine, *others)}, registered=mine.full_rule)
-    verdict.write(tmp_path / "c-1.json", r)
-    ledgers = verdict.Ledgers(tmp_path)
+    r = ledger.Record("c-1", {e.key: e for e in (mine, *others)}, registered=mine.full_rule)
+    ledger.write(tmp_path / "c-1.json", r)
+    ledgers = ledger.Ledgers(tmp_path)
     assert ledgers.history("c-1", "cpu", here, 0) == [mine]
     assert ledgers.history("c-1", "cpu", here, 3) == [others[3]]
     assert ledgers.history("c-1", "cpu", {**here, "threads": "2"}, 0) == [others[1]]
@@ -537,8 +537,8 @@ def test_the_looks_a_claim_took_here_are_its_entries_of_this_device_threads_and_
 
 
 def test_the_false_alarm_rate_of_a_whole_cpu_tier_run_on_a_new_cpu_is_at_most_one_percent():
-    recs = verdict.records(COMMITTED)
-    assert len(recs) * verdict.ALPHA_ACROSS <= 0.01  # the union bound: up to 100 claims
+    recs = ledger.records(COMMITTED)
+    assert len(recs) * ledger.ALPHA_ACROSS <= 0.01  # the union bound: up to 100 claims
     assert report.false_alarm(recs, "cpu") <= 0.01
     assert report.false_alarm_resampled(recs, "cpu") <= 0.01
 
@@ -562,7 +562,7 @@ def test_an_alarm_is_a_mean_difference_beyond_the_bound_of_any_claim_with_a_refe
     not the end of the loop; a shift exactly on the bound is no alarm."""
     recs = {"c-0": record(entry(tier="paper"), claim="c-0"),
             "c-1": record(entry((0.5, 0.6, 0.7), "> 0.1"), claim="c-1")}
-    bound = verdict.noise(recs["c-1"], "cpu").bound(3)
+    bound = ledger.noise(recs["c-1"], "cpu").bound(3)
     on_bound = lambda gen, r, nz, n: np.array([bound, -bound, 2 * bound, 0.0])  # noqa: E731
     assert report.alarm_rate(recs, "cpu", on_bound, 4, 0) == 0.25
 
@@ -575,7 +575,7 @@ def test_resampled_false_alarms_come_from_the_recorded_differences():
                  entry([0.5] * 100, "> 0.1", device=INTEL),
                  entry([0.5] * 7 + [0.6] + [0.5] * 92, "> 0.1", device="cpu (DEFAULT, Intel)"))
     assert len(report.differences(r, "cpu")) == 102
-    assert verdict.noise(r, "cpu").bound(1) < 0.1
+    assert ledger.noise(r, "cpu").bound(1) < 0.1
     assert report.false_alarm_resampled({"c-1": r}, "cpu") == pytest.approx(1 / 102, abs=0.003)
 
 
@@ -583,19 +583,19 @@ def test_a_claim_of_one_degree_of_freedom_across_environments_adds_its_false_ala
     """Two environments sharing one seed: a spread with one degree of freedom, drawn (heavy
     tailed) rather than left out."""
     r = record(entry((0.5,), "> 0.1"), entry((0.5001,), "> 0.1", device=INTEL))
-    assert verdict.noise(r, "cpu").df == 1
+    assert ledger.noise(r, "cpu").df == 1
     rate = report.false_alarm({"c-1": r}, "cpu", reps=1_000_000)  # ~100 alarms expected
-    assert 0.5 * verdict.ALPHA_ACROSS <= rate <= 1.5 * verdict.ALPHA_ACROSS
+    assert 0.5 * ledger.ALPHA_ACROSS <= rate <= 1.5 * ledger.ALPHA_ACROSS
 
 
 def test_the_stated_detectable_shift_is_detected_95_percent_of_the_time():
     """For every CPU claim, simulated apart from the page's own draws: a shift of its mean by
     the stated amount is found beyond its bound 95% of the time; half of it far less often."""
-    recs = verdict.records(COMMITTED)
+    recs = ledger.records(COMMITTED)
     gen = np.random.default_rng(1)
     for cid, r in recs.items():
         ref = r.entries[r.reference["cpu"]]
-        nz, n = verdict.noise(r, "cpu"), len(ref.seeds)
+        nz, n = ledger.noise(r, "cpu"), len(ref.seeds)
         shift = nz.detectable(n)
         draws = gen.normal(0, nz.sd * math.sqrt(2 / n), 20_000)
         found = np.mean(np.abs(draws + shift) > nz.bound(n))
@@ -606,16 +606,16 @@ def test_a_one_line_bug_on_another_cpu_fails_whenever_beyond_the_claims_bound():
     """The reader's values times 1.001 on a CPU with no entry: judged across, it fails wherever
     the shift of the mean lies beyond the claim's bound, and elsewhere only by a decisive flip."""
     caught = 0
-    for r in verdict.records(COMMITTED).values():
+    for r in ledger.records(COMMITTED).values():
         ref = r.entries[r.reference["cpu"]]
         values = [v * 1.001 for v in ref.values]
-        d = verdict.decide(verdict.parse_rule(ref.rule), values, ref.confidence)
+        d = verdict.decide(ledger.parse_rule(ref.rule), values, ref.confidence)
         bug = replace(ref, values=values, verdict=d.verdict, mean=d.mean,
                       low=d.low, high=d.high, device="cpu (AVX2, Intel)")
         shift = abs(math.fsum(b - a for a, b in zip(ref.values, values, strict=True)) /
                     len(values))
-        judged = verdict.judge(r, bug)
-        if shift > verdict.noise(r, "cpu").bound(len(values)):
+        judged = ledger.judge(r, bug)
+        if shift > ledger.noise(r, "cpu").bound(len(values)):
             assert judged.fails and "beyond this claim's bound" in judged.message, r.claim
             caught += 1
         else:
@@ -635,49 +635,49 @@ def test_a_session_writes_each_claims_record_and_deletes_those_of_gone_claims(tm
     def Result(cid, e):  # a session's result: the claim's verdict, to be recorded
         return replace(e, id=cid, ledger="updated")
 
-    ledgers = verdict.Ledgers(tmp_path, update=True)
-    verdict.write(tmp_path / "c-gone.json", record(entry(), claim="c-gone"))
-    ledgers.stale = verdict.stale(tmp_path, {"c-1", "c-2"})
+    ledgers = ledger.Ledgers(tmp_path, update=True)
+    ledger.write(tmp_path / "c-gone.json", record(entry(), claim="c-gone"))
+    ledgers.stale = ledger.stale(tmp_path, {"c-1", "c-2"})
     assert ledgers.stale == ["c-gone"]
     lines = ledgers.write([Result("c-1", entry()), Result("c-2", entry(device=INTEL))])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c-1.json", "c-2.json"]
     assert lines[0] == f"deleted {tmp_path / 'c-gone.json'}: no claim c-gone is defined"
     assert lines[1] == f"{tmp_path / 'c-1.json'} ({entry().key})"
-    assert ledgers.record("c-2") == verdict.read(tmp_path / "c-2.json")  # read as written
+    assert ledgers.record("c-2") == ledger.read(tmp_path / "c-2.json")  # read as written
     ledgers.stale = ["c-gone"]  # a record deleted already (by another session): no error
     assert ledgers.write([])[0].startswith("deleted")
-    assert verdict.read(tmp_path / "c-2.json").reference == {"cpu": entry(device=INTEL).key}
+    assert ledger.read(tmp_path / "c-2.json").reference == {"cpu": entry(device=INTEL).key}
     # a second environment adds its entry beside the first; the reference stays
     ledgers.write([Result("c-1", entry(device=INTEL))])
-    r = verdict.read(tmp_path / "c-1.json")
+    r = ledger.read(tmp_path / "c-1.json")
     assert len(r.entries) == 2 and r.reference == {"cpu": entry().key}
 
 
-def replication(r: verdict.Record, tier: str) -> verdict.Replication | None:
-    return verdict.replication(r, tier, "c0de")  # the code the test entries are made by
+def replication(r: ledger.Record, tier: str) -> ledger.Replication | None:
+    return ledger.replication(r, tier, "c0de")  # the code the test entries are made by
 
 
 def test_replication_counts_independent_seed_sets_and_environments_with_numbers_of_their_own():
     one = replication(record(entry()), "cpu")
-    assert one.word == verdict.UNREPLICATED and (one.environments, one.seed_sets) == (1, 1)
+    assert one.word == ledger.UNREPLICATED and (one.environments, one.seed_sets) == (1, 1)
     # another CPU kind giving the same values bit for bit: the same numbers, one environment
     same = replication(record(entry(), entry(device=INTEL)), "cpu")
-    assert same.word == verdict.UNREPLICATED and (same.environments, same.seed_sets) == (1, 1)
+    assert same.word == ledger.UNREPLICATED and (same.environments, same.seed_sets) == (1, 1)
     other = replication(record(entry(), entry((0.92, 0.9101, 0.93), device=INTEL)), "cpu")
-    assert other.word == verdict.REPRODUCED and (other.environments, other.seed_sets) == (2, 1)
+    assert other.word == ledger.REPRODUCED and (other.environments, other.seed_sets) == (2, 1)
     fresh = replication(record(entry(), entry((0.93, 0.92, 0.94), seeds=[3, 4, 5])), "cpu")
-    assert fresh.word == verdict.REPLICATED and (fresh.environments, fresh.seed_sets) == (1, 2)
+    assert fresh.word == ledger.REPLICATED and (fresh.environments, fresh.seed_sets) == (1, 2)
     fragile = replication(record(entry(), entry((0.92, 0.7, 0.9), device=INTEL)), "cpu")
-    assert fragile.word == verdict.FRAGILE
+    assert fragile.word == ledger.FRAGILE
     assert fragile.line() == "fragile (1 independent seed set, 2 numeric environments): " \
                              "supported (cpu (AVX2, AMD), seeds 0+), inconclusive " \
                              "(cpu (AVX512, Intel), seeds 0+)"
     contra = replication(record(entry(), entry((0.1, 0.11, 0.12), seeds=[3, 4, 5])),
                                 "cpu")
-    assert contra.word == verdict.CONTRADICTED and contra.seed_sets == 2
+    assert contra.word == ledger.CONTRADICTED and contra.seed_sets == 2
     opened = replication(record(entry((0.92, 0.7, 0.9)), entry((0.9, 0.7, 0.92),
                                                                        seeds=[3, 4, 5])), "cpu")
-    assert opened.word == verdict.OPEN and opened.seed_sets == 2
+    assert opened.word == ledger.OPEN and opened.seed_sets == 2
     assert replication(record(entry()), "paper") is None
 
 
@@ -686,13 +686,13 @@ def test_replication_counts_only_the_entries_of_the_code_and_rule_in_force():
     it neither replicates nor makes fragile the verdict that stands now."""
     now = entry()
     stale_code = entry((0.93, 0.92, 0.94), seeds=[3, 4, 5], code="old")
-    assert replication(record(now, stale_code), "cpu").word == verdict.UNREPLICATED
+    assert replication(record(now, stale_code), "cpu").word == ledger.UNREPLICATED
     assert replication(record(stale_code), "cpu") is None
     old_rule = entry((0.92, 0.7, 0.9), device=INTEL, alpha=verdict.FIRST_ALPHA)
-    r = verdict.recorded(record(old_rule), now, amend="the level")
+    r = ledger.recorded(record(old_rule), now, amend="the level")
     assert replication(r, "cpu").verdicts == {"cpu (AVX2, AMD), seeds 0+": "supported"}
-    both = verdict.recorded(r, entry((0.93, 0.92, 0.94), seeds=[3, 4, 5]))
-    assert replication(both, "cpu").word == verdict.REPLICATED
+    both = ledger.recorded(r, entry((0.93, 0.92, 0.94), seeds=[3, 4, 5]))
+    assert replication(both, "cpu").word == ledger.REPLICATED
 
 
 @pytest.mark.parametrize("sets,independent", [
@@ -701,30 +701,30 @@ def test_replication_counts_only_the_entries_of_the_code_and_rule_in_force():
     ([[0, 1, 2], [2, 3, 4], [5, 6, 7]], 2), ([[0, 1], [2, 3], [4, 5], [1, 2, 3, 4]], 3),
     ([list(range(8)), [1, 2], [3, 4]], 2), ([], 0)])
 def test_independent_seed_sets_are_the_most_that_share_no_seed(sets, independent):
-    assert verdict.independent_seed_sets(sets) == independent
+    assert ledger.independent_seed_sets(sets) == independent
 
 
 def small_records(tmp_path):
     for cid, es in {"c-1": [entry(), entry(device=INTEL)],
                     "c-2": [entry((0.1, 0.11, 0.12)), entry(device=INTEL)],
                     "c-only-a": [entry()]}.items():
-        verdict.write(tmp_path / f"{cid}.json", record(*es, claim=cid))
+        ledger.write(tmp_path / f"{cid}.json", record(*es, claim=cid))
     return tmp_path
 
 
 def test_compare_counts_agreement_and_decisive_flips(tmp_path):
-    recs = verdict.records(small_records(tmp_path))
+    recs = ledger.records(small_records(tmp_path))
     header, rows, line = report.compare(recs, "cpu")
     assert header == ["claim", "cpu (AVX2, AMD), seeds 0+: verdict", "mean [CI] (level)", "seeds",
                       "cpu (AVX512, Intel), seeds 0+: verdict", "mean [CI] (level)", "seeds"]
     assert rows[0] == ["c-1", "supported", "0.92 [0.89, 0.95] (96.5%)", "0-2",
                        "supported", "0.92 [0.89, 0.95] (96.5%)", "0-2"]
-    older = verdict.Record("c-9", {(e := entry(alpha=verdict.FIRST_ALPHA)).key: e},
+    older = ledger.Record("c-9", {(e := entry(alpha=verdict.FIRST_ALPHA)).key: e},
                            {"cpu": e.key}, e.full_rule)  # decided before the skew correction
     assert report.compare({"c-9": older}, "cpu")[1][0][2].endswith(" (95%)")
     assert rows[-1][4:] == ["-", "", ""]
     assert line == "1 of 2 agree; 1 decisive flips (c-2); 1 claims not in every column"
-    with pytest.raises(verdict.LedgerError, match="no entries of the cpu tier under nope, nah; "
+    with pytest.raises(ledger.LedgerError, match="no entries of the cpu tier under nope, nah; "
                                                   "the columns there: cpu .*, seeds 0\\+; cpu "):
         report.compare(recs, "cpu", ["nope", "nah"])
     # a claim with no entry of the tier is left out, not the end of the table
@@ -780,16 +780,16 @@ def test_tables_write_the_page_and_its_figure_and_check_it(tmp_path, capsys):
 
 
 def test_the_page_shows_an_amendment_beside_its_verdict(tmp_path):
-    r = verdict.recorded(record(entry()), entry(rule=">= 0.81", device=INTEL), amend="why not")
-    verdict.write(tmp_path / "c-1.json", r)
+    r = ledger.recorded(record(entry()), entry(rule=">= 0.81", device=INTEL), amend="why not")
+    ledger.write(tmp_path / "c-1.json", r)
     page = report.docs(tmp_path, code="c0de")
     assert f"| `c-1` | supported (cpu (AVX512, Intel), seeds 0+)<br>*amended " \
            f"{r.amendments[0].date}: kappa >= 0.8 (1.75% a side) -> kappa >= 0.81 (1.75% a " \
            f"side) (why not)* |" in page
-    twice = verdict.recorded(r, entry(rule=">= 0.82", device="cpu (DEFAULT, Intel)"),
+    twice = ledger.recorded(r, entry(rule=">= 0.82", device="cpu (DEFAULT, Intel)"),
                              amend="and again")
     first, second = (f"<br>*{a.line()}*" for a in twice.amendments)
-    verdict.write(tmp_path / "c-1.json", twice)
+    ledger.write(tmp_path / "c-1.json", twice)
     assert first + second + " |" in report.docs(tmp_path, code="c0de")
 
 
@@ -818,7 +818,7 @@ def test_the_detection_table_lists_each_claim_with_a_reference_and_says_where_on
     header, rows = report.detection_table(recs, "cpu")
     assert [r[0] for r in rows] == ["c-1", "c-2"]
     assert rows[0][1] == "0.1 (2), seeds' own: one environment"
-    assert rows[1][1] == f"{verdict.num(verdict.noise(recs['c-2'], 'cpu').sd)} (3)"
+    assert rows[1][1] == f"{verdict.num(ledger.noise(recs['c-2'], 'cpu').sd)} (3)"
 
 
 def test_the_page_names_the_claims_blind_off_their_recorded_kinds():
@@ -869,11 +869,11 @@ def test_the_figure_draws_each_entrys_scaled_interval_in_its_verdicts_colour(tmp
     """One panel per tier with entries; each entry's bar and mean at its claim's row, offset by
     its column (none where a tier has one column), in its verdict's colour."""
     folder = small_records(tmp_path / "ledger")
-    verdict.write(folder / "c-only-b.json", record(entry(device=INTEL), claim="c-only-b"))
-    verdict.write(folder / "c-paper.json",
+    ledger.write(folder / "c-only-b.json", record(entry(device=INTEL), claim="c-only-b"))
+    ledger.write(folder / "c-paper.json",
                   record(entry((0.5, 0.6, 0.7), "> 0.9", tier="paper", device="NVIDIA H200"),
                          claim="c-paper"))
-    recs = verdict.records(folder)
+    recs = ledger.records(folder)
     fig = report.figure(recs, tmp_path / "verdicts.png")
     ids = sorted(recs)
     assert len(fig.axes) == 2  # cpu, then paper
@@ -884,7 +884,7 @@ def test_the_figure_draws_each_entrys_scaled_interval_in_its_verdicts_colour(tmp
         for i, cid in enumerate(ids):
             for e in recs[cid].of(tier):
                 mid, lo, hi = report.scaled(e)
-                y = i + offsets[cols.index(verdict.label(e))]
+                y = i + offsets[cols.index(ledger.label(e))]
                 want.add(((lo, hi), (y, y), report.COLOURS[e.verdict]))
                 want.add(((mid,), (y,), report.COLOURS[e.verdict]))
         drawn = {(tuple(line.get_xdata()), tuple(line.get_ydata()), line.get_color())
@@ -900,48 +900,48 @@ def test_the_figure_draws_each_entrys_scaled_interval_in_its_verdicts_colour(tmp
 
 def test_stale_records_are_those_of_claims_no_longer_defined(tmp_path):
     small_records(tmp_path)
-    assert verdict.stale(tmp_path, {"c-1", "c-2"}) == ["c-only-a"]
-    assert verdict.stale(tmp_path, {"c-1", "c-2", "c-only-a", "c-3"}) == []
+    assert ledger.stale(tmp_path, {"c-1", "c-2"}) == ["c-only-a"]
+    assert ledger.stale(tmp_path, {"c-1", "c-2", "c-only-a", "c-3"}) == []
 
 
 def test_run_settings_name_every_field_once_with_the_values_the_runs_take():
     norms = [SMALL.override(**{"model.norm": n, "train.seed": s})
              for n in ("rmsnorm", "layernorm") for s in (0, 1, 2)]
-    settings, fingerprint = verdict.run_settings(norms)
+    settings, fingerprint = outcome.run_settings(norms)
     assert settings["model.norm"] == "layernorm | rmsnorm"  # distinct, sorted
     assert settings["train.steps"] == "3" and settings["model.d"] == "16"
     assert settings["data.batch_shape"] == "4,5,16" and settings["train.probe"] == ""
     assert "train.seed" not in settings  # the seeds are the entry's own field
     assert set(settings) == set(SMALL.flat()) - {"train.seed"}
     assert list(settings) == sorted(settings)
-    assert verdict.run_settings([norms[5], norms[1]])[1] == fingerprint  # layernorm s2, rmsnorm s1
-    assert verdict.run_settings([SMALL.override(**{"model.norm": "layernorm"})])[1] != fingerprint
-    assert len(fingerprint) == 16 and verdict.run_settings([])[0] == {}
+    assert outcome.run_settings([norms[5], norms[1]])[1] == fingerprint  # layernorm s2, rmsnorm s1
+    assert outcome.run_settings([SMALL.override(**{"model.norm": "layernorm"})])[1] != fingerprint
+    assert len(fingerprint) == 16 and outcome.run_settings([])[0] == {}
 
 
 def test_settings_that_pair_otherwise_fail_by_their_fingerprint():
-    pairs = lambda *p: verdict.run_settings(  # noqa: E731
+    pairs = lambda *p: outcome.run_settings(  # noqa: E731
         [SMALL.override(**{"model.norm": n, "train.steps": t}) for n, t in p])
     before, after = pairs(("layernorm", 3), ("rmsnorm", 4)), pairs(("layernorm", 4), ("rmsnorm", 3))
     assert before[0] == after[0] and before[1] != after[1]
-    judged = verdict.judge(record(entry(settings=before[0], settings_fingerprint=before[1])),
+    judged = ledger.judge(record(entry(settings=before[0], settings_fingerprint=before[1])),
                           entry(settings=after[0], settings_fingerprint=after[1]))
     assert judged.fails and (f"settings: the runs pair the same values otherwise (run configs "
                              f"recorded {before[1]}, now {after[1]})") in judged.message
     # an entry that predates recorded settings is compared on the rest
     older = record(entry(settings={}, settings_fingerprint=""))
-    assert verdict.judge(older, entry()).status == "same"
+    assert ledger.judge(older, entry()).status == "same"
 
 
 def test_setting_changes_list_the_first_few_and_count_the_rest():
     recorded = {f"train.f{i}": "1" for i in range(6)}
     now = {**{f"train.f{i}": "2" for i in range(6)}, "train.new": "x"}
     del now["train.f5"]
-    assert verdict.setting_changes(recorded, now) == [
+    assert ledger.setting_changes(recorded, now) == [
         "train.f0 1 -> 2", "train.f1 1 -> 2", "train.f2 1 -> 2", "train.f3 1 -> 2", "3 more"]
-    assert verdict.setting_changes(recorded, now, most=9)[-2:] == ["train.f5 1 -> absent",
+    assert ledger.setting_changes(recorded, now, most=9)[-2:] == ["train.f5 1 -> absent",
                                                                   "train.new absent -> x"]
-    assert len(verdict.setting_changes(recorded, now, most=7)) == 7  # all seven, none "more"
+    assert len(ledger.setting_changes(recorded, now, most=7)) == 7  # all seven, none "more"
 
 
 def test_seed_spans_and_numbers():
@@ -956,8 +956,8 @@ def test_under_the_same_plan_the_look_a_claim_decided_at_is_no_change():
     values = [1.0, 1.01, 0.99, 1.0, 1.01]
     early = entry(values[:3], "> 0.99", plan=[3, 5, 8])
     later = entry(values, "> 0.99", plan=[3, 5, 8])
-    assert verdict.changes(early, later) == []
-    assert verdict.changes(entry(values[:3], "> 0.99"), later) == ["seeds: recorded 0-2, now 0-4"]
+    assert ledger.changes(early, later) == []
+    assert ledger.changes(entry(values[:3], "> 0.99"), later) == ["seeds: recorded 0-2, now 0-4"]
 
 
 def test_entries_of_unknown_code_stand_until_an_entry_of_known_code_is_recorded():
@@ -966,13 +966,13 @@ def test_entries_of_unknown_code_stand_until_an_entry_of_known_code_is_recorded(
     no machine kind is held to numbers only it could refresh."""
     old_a, old_b = entry(code=""), entry((0.93, 0.9, 0.94), device=INTEL, code="")
     r = record(old_a, old_b)
-    assert verdict.judge(r, entry(code="now")).status == "same"
-    assert verdict.judge(r, entry((0.93, 0.9, 0.94), device=INTEL, code="now")).status == "same"
-    r = verdict.recorded(r, entry(code="now"))  # recorded again here, the same values
+    assert ledger.judge(r, entry(code="now")).status == "same"
+    assert ledger.judge(r, entry((0.93, 0.9, 0.94), device=INTEL, code="now")).status == "same"
+    r = ledger.recorded(r, entry(code="now"))  # recorded again here, the same values
     assert r.reference["cpu"] == entry().key and r.made_by(r.entries[entry().key], "now")
     assert not r.made_by(r.entries[old_b.key], "now")
-    elsewhere = verdict.judge(r, entry((0.9301, 0.9, 0.94), device=INTEL, code="now"))
-    assert elsewhere.status in ("across", verdict.MOVED) and "other training code" in \
+    elsewhere = ledger.judge(r, entry((0.9301, 0.9, 0.94), device=INTEL, code="now"))
+    assert elsewhere.status in ("across", ledger.MOVED) and "other training code" in \
         elsewhere.message
 
 
@@ -985,14 +985,14 @@ def test_an_entry_read_takes_its_seed_count_and_the_level_of_its_look_from_itsel
     off_plan = verdict.Verdict.of_entry({**e.entry, "plan": [3, 8]})  # 5 seeds: no look of it
     assert math.isnan(off_plan.confidence)
     path = tmp_path / "c-1.json"
-    verdict.write(path, record(e))
+    ledger.write(path, record(e))
     body = json.loads(path.read_text())  # the entry, with its key, as a plan that took 3 and 8
     moved = {**body["entries"].pop(e.key), "plan": [3, 8]}
     body["entries"][off_plan.key] = moved
     body["reference"]["cpu"] = off_plan.key
     path.write_text(json.dumps(body))
-    with pytest.raises(verdict.LedgerError, match=r"5 seeds, a look its plan \[3, 8\] does not take"):
-        verdict.read(path)
+    with pytest.raises(ledger.LedgerError, match=r"5 seeds, a look its plan \[3, 8\] does not take"):
+        ledger.read(path)
 
 
 # ----------------------------------------------------------------------------- what a reader is told
@@ -1001,8 +1001,8 @@ def test_an_entry_read_takes_its_seed_count_and_the_level_of_its_look_from_itsel
 def test_a_record_that_is_not_an_object_names_what_it_holds_and_how_to_restore_it(tmp_path):
     path = tmp_path / "c-1.json"
     path.write_text("[1, 2]")
-    with pytest.raises(verdict.LedgerError) as err:
-        verdict.read(path)
+    with pytest.raises(ledger.LedgerError) as err:
+        ledger.read(path)
     assert str(err.value) == (
         f"record {path} cannot be read (TypeError: a JSON list, not an object); restore it from "
         f"git (git checkout -- {path}), or delete it and record the claim again with `pytest "
@@ -1012,24 +1012,24 @@ def test_a_record_that_is_not_an_object_names_what_it_holds_and_how_to_restore_i
 def test_an_entry_lacking_fields_names_them_all_and_one_that_does_not_follow_names_the_file(
         tmp_path):
     path = tmp_path / "c-1.json"
-    verdict.write(path, record(entry()))
+    ledger.write(path, record(entry()))
     body = json.loads(path.read_text())
     (k, e), = body["entries"].items()
     short = {**body, "entries": {k: {f: v for f, v in e.items() if f not in ("mean", "values")}}}
     path.write_text(json.dumps(short))
-    with pytest.raises(verdict.LedgerError) as err:
-        verdict.read(path)
-    assert str(err.value) == f"record {path}: entry {k!r} lacks mean, values; {verdict.again(path)}"
+    with pytest.raises(ledger.LedgerError) as err:
+        ledger.read(path)
+    assert str(err.value) == f"record {path}: entry {k!r} lacks mean, values; {ledger.again(path)}"
     path.write_text(json.dumps({**body, "entries": {k: {**e, "verdict": "refuted"}}}))
-    with pytest.raises(verdict.LedgerError, match=re.escape(f"record {path}: entry {k!r} of c-1 "
+    with pytest.raises(ledger.LedgerError, match=re.escape(f"record {path}: entry {k!r} of c-1 "
                                                             f"does not follow from itself")):
-        verdict.read(path)
+        ledger.read(path)
 
 
 def test_across_the_messages_name_the_shift_its_bound_and_a_flip():
     r = two_environments()
     ref = r.entries[r.reference["cpu"]]
-    bound = verdict.noise(r, "cpu").bound(3)
+    bound = ledger.noise(r, "cpu").bound(3)
     head = f"reference ({ref.environment}): {ref.line()}"
     update = "review, then record it: pytest claims -k c-1 --claims-update"
 
@@ -1037,19 +1037,19 @@ def test_across_the_messages_name_the_shift_its_bound_and_a_flip():
         return math.fsum(b - a for a, b in zip(ref.values, fresh.values, strict=True)) / 3
 
     near = entry((0.901, 0.921, 0.939), "> 0.5", device=AVX2)
-    assert verdict.judge(r, near).message == \
+    assert ledger.judge(r, near).message == \
         f"{head}; moved {verdict.num(shift_of(near))} on average, within its bound " \
         f"({verdict.num(bound)})"
     far = entry(tuple(v + 1.2 * bound for v in (0.90, 0.92, 0.94)), "> 0.5", device=AVX2)
     now = f"now: supported {verdict.interval(far.mean, far.low, far.high)}"
-    assert verdict.judge(r, far).message == \
+    assert ledger.judge(r, far).message == \
         f"{head}; {now}; the per-seed values moved by {verdict.num(shift_of(far))} on average " \
         f"over 3 seeds, beyond this claim's bound across environments ({verdict.num(bound)}); " \
         f"{update}"
     base = record(entry((0.7, 0.72, 0.74), "> 0.45", device="cpu (AVX512, AMD)"))
     flip = entry((0.2, 0.21, 0.22), "> 0.45", device=AVX2)
     old = base.entries[base.reference["cpu"]]
-    assert verdict.judge(base, flip).message == \
+    assert ledger.judge(base, flip).message == \
         f"reference ({old.environment}): {old.line()}; now: refuted " \
         f"{verdict.interval(flip.mean, flip.low, flip.high)}; a decisive flip; {update}"
 
@@ -1059,43 +1059,43 @@ def test_a_shift_exactly_on_the_bound_is_within_it(monkeypatch):
     ref = r.entries[r.reference["cpu"]]
     fresh = entry((0.91, 0.93, 0.95), "> 0.5", device=AVX2)
     shift = math.fsum(b - a for a, b in zip(ref.values, fresh.values, strict=True)) / 3
-    monkeypatch.setattr(verdict, "noise", lambda record, tier: verdict.Noise(0.0, 1, 1.0, True))
-    monkeypatch.setattr(verdict.Noise, "bound", lambda self, n: abs(shift))
-    assert verdict.judge(r, fresh).status == "across"
-    monkeypatch.setattr(verdict.Noise, "bound", lambda self, n: abs(shift) * (1 - 1e-12))
-    assert verdict.judge(r, fresh).status == "changed"
+    monkeypatch.setattr(ledger, "noise", lambda record, tier: ledger.Noise(0.0, 1, 1.0, True))
+    monkeypatch.setattr(ledger.Noise, "bound", lambda self, n: abs(shift))
+    assert ledger.judge(r, fresh).status == "across"
+    monkeypatch.setattr(ledger.Noise, "bound", lambda self, n: abs(shift) * (1 - 1e-12))
+    assert ledger.judge(r, fresh).status == "changed"
 
 
 def test_a_reference_that_took_a_later_look_is_compared_over_the_seeds_both_have():
     """Another environment decided at 5 seeds of the plan 3, 5, 8 (open at 3); this one at 3:
     the mean shift is over seeds 0-2."""
     ref = entry((0.8, 0.9, 0.7, 0.8, 0.8), "> 0.5", device="cpu (AVX512, AMD)", plan=[3, 5, 8])
-    assert ref.verdict == "supported" and verdict.follows(ref) == ""
+    assert ref.verdict == "supported" and ledger.follows(ref) == ""
     fresh = entry((0.8, 0.8001, 0.7999), "> 0.5", device=AVX2, plan=[3, 5, 8])
     assert fresh.verdict == "supported"
-    judged = verdict.judge(record(ref), fresh)
+    judged = ledger.judge(record(ref), fresh)
     shift = ((0.8 - 0.8) + (0.8001 - 0.9) + (0.7999 - 0.7)) / 3
     assert judged.status == "across" and f"moved {verdict.num(shift)} on average" in judged.message
 
 
 def test_a_sessions_records_judge_without_writing_amending_or_failing_unless_asked(tmp_path):
-    ledgers = verdict.Ledgers(tmp_path)
+    ledgers = ledger.Ledgers(tmp_path)
     assert (ledgers.update, ledgers.strict, ledgers.amend) == (False, False, "")
     assert ledgers.judge("c-1", entry()).status == "new"
-    verdict.write(tmp_path / "c-1.json", record(entry()))
-    writing = verdict.Ledgers(tmp_path, update=True)
-    assert writing.judge("c-1", entry(device=INTEL)) == verdict.Judgement(
+    ledger.write(tmp_path / "c-1.json", record(entry()))
+    writing = ledger.Ledgers(tmp_path, update=True)
+    assert writing.judge("c-1", entry(device=INTEL)) == ledger.Judgement(
         "updated", f"recorded from this run in {tmp_path / 'c-1.json'}")
     changed = writing.judge("c-1", entry(rule=">= 0.7", device=INTEL))  # no reason given
-    with pytest.raises(verdict.LedgerError) as err:
-        verdict.recorded(writing.record("c-1"), entry(rule=">= 0.7", device=INTEL))
-    assert changed == verdict.Judgement("changed", str(err.value))
+    with pytest.raises(ledger.LedgerError) as err:
+        ledger.recorded(writing.record("c-1"), entry(rule=">= 0.7", device=INTEL))
+    assert changed == ledger.Judgement("changed", str(err.value))
 
 
 def test_the_entry_a_measurement_is_compared_with_is_its_own_else_the_current_reference(tmp_path):
     there = entry(device=INTEL)
-    verdict.write(tmp_path / "c-1.json", record(there))
-    ledgers = verdict.Ledgers(tmp_path)
+    ledger.write(tmp_path / "c-1.json", record(there))
+    ledgers = ledger.Ledgers(tmp_path)
     here = entry().key
     assert ledgers.recorded("c-1", "cpu", here, "c0de", 0) == there
     assert ledgers.recorded("c-1", "cpu", there.key, "c0de", 0) == there  # its own
@@ -1106,8 +1106,8 @@ def test_the_entry_a_measurement_is_compared_with_is_its_own_else_the_current_re
 
 def test_an_unreadable_record_says_nothing_of_its_claim(tmp_path):
     (tmp_path / "c-bad.json").write_text("{not json")
-    said = verdict.Ledgers(tmp_path).said("c-bad")
-    assert said == verdict.Record("c-bad") and said.claim == "c-bad"
+    said = ledger.Ledgers(tmp_path).said("c-bad")
+    assert said == ledger.Record("c-bad") and said.claim == "c-bad"
 
 
 def test_an_all_of_entrys_earlier_looks_are_decided_at_its_familys_level():
@@ -1115,11 +1115,11 @@ def test_an_all_of_entrys_earlier_looks_are_decided_at_its_familys_level():
     level but open at its family's, so the entry rightly took the look of 5."""
     values = [2.26, 2.36, 2.46, 2.36, 2.36]
     first = verdict.levels((3, 5))[0]
-    rule = verdict.parse_rule("all of 2 (Holm): < 1.5")
+    rule = ledger.parse_rule("all of 2 (Holm): < 1.5")
     assert verdict.decide(rule, values[:3], first).verdict == "refuted"
     assert verdict.decide(rule, values[:3], first, family=2).verdict == "inconclusive"
     e = entry(values, "all of 2 (Holm): < 1.5", plan=[3, 5])
-    assert e.verdict == "refuted" and verdict.follows(e) == ""
+    assert e.verdict == "refuted" and ledger.follows(e) == ""
 
 
 def test_resampled_false_alarms_of_a_claim_without_differences_are_drawn_normal(monkeypatch):
@@ -1127,8 +1127,8 @@ def test_resampled_false_alarms_of_a_claim_without_differences_are_drawn_normal(
     is drawn normal with its seeds' spread (sd * sqrt(2 / n)). Under a bound of 1.96 of those,
     5% of runs alarm."""
     r = record(entry((0.5, 0.6, 0.7), "> 0.1"))
-    assert report.differences(r, "cpu") == [] and not verdict.noise(r, "cpu").measured
-    monkeypatch.setattr(verdict.Noise, "bound",
+    assert report.differences(r, "cpu") == [] and not ledger.noise(r, "cpu").measured
+    monkeypatch.setattr(ledger.Noise, "bound",
                         lambda self, n: 1.959964 * self.sd * math.sqrt(2 / n))
     assert report.false_alarm_resampled({"c-1": r}, "cpu") == pytest.approx(0.05, abs=0.006)
 
@@ -1139,7 +1139,7 @@ def test_resampled_differences_each_take_a_sign_of_their_own(monkeypatch):
     r = record(entry((0.5, 0.6, 0.7), "> 0.1"),
                entry((0.6, 0.7, 0.8), "> 0.1", device=INTEL))
     assert report.differences(r, "cpu") == pytest.approx([0.1, 0.1, 0.1])
-    monkeypatch.setattr(verdict.Noise, "bound", lambda self, n: 0.05)
+    monkeypatch.setattr(ledger.Noise, "bound", lambda self, n: 0.05)
     assert report.false_alarm_resampled({"c-1": r}, "cpu") == pytest.approx(0.25, abs=0.01)
 
 
@@ -1147,7 +1147,7 @@ def test_the_page_states_the_cpu_tiers_resampled_false_alarm_rate(tmp_path):
     r = laid_out(entry((0.5,), "> 0.1"),
                  entry([0.5] * 100, "> 0.1", device=INTEL),
                  entry([0.5] * 7 + [0.6] + [0.5] * 92, "> 0.1", device="cpu (DEFAULT, Intel)"))
-    verdict.write(tmp_path / "c-1.json", r)
+    ledger.write(tmp_path / "c-1.json", r)
     rate = report.false_alarm_resampled({"c-1": r}, "cpu")
     assert rate > 0.005 and f"{rate:.3%} with the differences resampled" in report.docs(tmp_path)
 
@@ -1161,7 +1161,7 @@ def test_an_old_entrys_earlier_looks_are_decided_at_its_own_alpha():
     assert verdict.decide(rule, values[:3], verdict.levels((3, 5), 0.025)[0]).verdict == "supported"
     assert verdict.decide(rule, values[:3], verdict.levels((3, 5))[0]).verdict == "inconclusive"
     late = entry(values, "> 0.5", plan=[3, 5], alpha=verdict.FIRST_ALPHA)
-    assert verdict.follows(late).endswith("its values decide at the look of 3 seeds, yet it took 5")
+    assert ledger.follows(late).endswith("its values decide at the look of 3 seeds, yet it took 5")
 
 
 @pytest.mark.parametrize("rule,values,verdict_,distance", [
@@ -1178,28 +1178,28 @@ def test_reach_is_the_distance_from_the_deciding_interval_to_the_threshold(rule,
                                                                            distance):
     e = entry(values, rule)
     assert e.verdict == verdict_
-    assert verdict.reach(e) == pytest.approx(distance(e), abs=1e-12) and verdict.reach(e) >= 0
+    assert ledger.reach(e) == pytest.approx(distance(e), abs=1e-12) and ledger.reach(e) >= 0
     # moved by less than its reach either way its values keep their verdict; by more, toward
     # the threshold, they lose it
-    rule_ = verdict.parse_rule(rule)
+    rule_ = ledger.parse_rule(rule)
 
     def moved(by: float) -> set[str]:
         return {verdict.decide(rule_, [v + sign * by for v in values]).verdict
                 for sign in (1, -1)}
 
     if verdict_ != "inconclusive":
-        assert moved(0.9999 * verdict.reach(e)) == {verdict_}
-        assert "inconclusive" in moved(1.0001 * verdict.reach(e))
+        assert moved(0.9999 * ledger.reach(e)) == {verdict_}
+        assert "inconclusive" in moved(1.0001 * ledger.reach(e))
 
 
 def test_a_holm_refutation_reaches_only_as_far_as_its_familys_wider_interval():
     e = entry((1.00, 0.94, 0.81), "all of 2 (Holm): > 2")
     assert e.verdict == "refuted"
     plain = 2 - e.high  # the one-comparison interval reaches further than the family's
-    assert 0 < verdict.reach(e) < plain
+    assert 0 < ledger.reach(e) < plain
     half = verdict.t_quantile(2, 1 - (1 - e.confidence) / 2) * np.std(e.values, ddof=1) / \
         math.sqrt(3)
-    assert verdict.reach(e) == pytest.approx(2 - (e.mean + half))
+    assert ledger.reach(e) == pytest.approx(2 - (e.mean + half))
 
 
 def test_across_a_move_to_inconclusive_fails_where_the_bound_is_wider_than_the_reach():
@@ -1209,23 +1209,23 @@ def test_across_a_move_to_inconclusive_fails_where_the_bound_is_wider_than_the_r
     is narrower, the move is reported and passes."""
     near = record(entry((0.60, 0.62, 0.64), "> 0.5", device="cpu (AVX512, AMD)"))
     ref = near.entries[near.reference["cpu"]]
-    bound = verdict.noise(near, "cpu").bound(3)
-    assert ref.verdict == "supported" and bound > verdict.reach(ref)
+    bound = ledger.noise(near, "cpu").bound(3)
+    assert ref.verdict == "supported" and bound > ledger.reach(ref)
     bugged = entry((0.55, 0.60, 0.62), "> 0.5", device=AVX2)  # within the bound, inconclusive
     assert bugged.verdict == "inconclusive"
-    judged = verdict.judge(near, bugged)
+    judged = ledger.judge(near, bugged)
     assert judged.fails and judged.status == "changed"
     assert f"within its bound ({verdict.num(bound)}), but that bound is wider than the " \
-           f"reference's distance to the threshold ({verdict.num(verdict.reach(ref))})" \
+           f"reference's distance to the threshold ({verdict.num(ledger.reach(ref))})" \
         in judged.message and judged.message.endswith("pytest claims -k c-1 --claims-update")
     far = two_environments()  # noise 0.005 measured: a bound far inside the reach
     ref = far.entries[far.reference["cpu"]]
     spread = entry((0.50, 0.92, 1.34), "> 0.5", device=AVX2)  # the same mean, a wide interval
     assert spread.verdict == "inconclusive"
-    assert verdict.noise(far, "cpu").bound(3) < verdict.reach(ref)
-    assert verdict.judge(far, spread).status == verdict.MOVED
+    assert ledger.noise(far, "cpu").bound(3) < ledger.reach(ref)
+    assert ledger.judge(far, spread).status == ledger.MOVED
     back = record(entry((0.1, 0.9, 0.5), "> 0.45", device="cpu (AVX512, AMD)"))  # open: no reach
-    assert verdict.judge(back, entry((0.1, 0.9, 0.52), "> 0.45", device=AVX2)).status == "across"
+    assert ledger.judge(back, entry((0.1, 0.9, 0.52), "> 0.45", device=AVX2)).status == "across"
 
 
 def test_a_claim_whose_values_are_credibly_too_skewed_is_flagged_and_others_are_not():
@@ -1264,7 +1264,7 @@ def test_the_multiplicity_line_counts_the_claims_in_force_and_their_chance_decis
 
 def all_of_entry(parts: dict, device=AVX2, **changes) -> verdict.Verdict:
     """An all-of entry as a claim records it: decided on its parts, keeping them."""
-    d = verdict.decide(verdict.parse_rule("> 2"), verdict.by_seed(parts), verdict.LEVEL)
+    d = verdict.decide(ledger.parse_rule("> 2"), verdict.by_seed(parts), verdict.LEVEL)
     fields = {**entry(device=device).entry, "verdict": d.verdict, "rule": d.rule,
               "values": list(d.values), "mean": d.mean, "low": d.low, "high": d.high,
               "parts": parts, **changes}
@@ -1275,11 +1275,11 @@ def test_an_all_of_entry_keeps_every_part_and_follows_from_them(tmp_path):
     parts = {"6 blocks": [1.03, 0.94, 0.81], "12 blocks": [1.2, 1.1, 1.3]}
     e = all_of_entry(parts)
     assert e.rule == "all of 2 (Holm): > 2" and e.values == (1.03, 0.94, 0.81)
-    assert verdict.follows(e) == "" and e.entry["parts"] == parts
-    verdict.write(tmp_path / "c-1.json", record(e))
-    assert verdict.read(tmp_path / "c-1.json").entries[e.key].parts == parts
+    assert ledger.follows(e) == "" and e.entry["parts"] == parts
+    ledger.write(tmp_path / "c-1.json", record(e))
+    assert ledger.read(tmp_path / "c-1.json").entries[e.key].parts == parts
     swapped = replace(e, parts={"6 blocks": [1.2, 1.1, 1.3], "12 blocks": [1.2, 1.1, 1.3]})
-    assert verdict.follows(swapped).startswith("its parts decide refuted on [1.2, 1.1, 1.3], "
+    assert ledger.follows(swapped).startswith("its parts decide refuted on [1.2, 1.1, 1.3], "
                                                "but it records refuted on [1.03, 0.94, 0.81]")
 
 
@@ -1289,20 +1289,20 @@ def test_an_all_of_claims_noise_pairs_each_part_with_itself_whichever_decided():
     rounding, not of the distance between the parts; without parts (older entries) the deciding
     values of different parts would be paired."""
     six, narrow = [1.0, 1.1, 1.2], [1.05, 1.1, 1.15]  # the narrower part moved to tie margins
-    low = {name: verdict.decide(verdict.parse_rule("> 2"), v).low
+    low = {name: verdict.decide(ledger.parse_rule("> 2"), v).low
            for name, v in (("six", six), ("narrow", narrow))}
     tied = [v + low["six"] - low["narrow"] for v in narrow]
     here = {"6 blocks": six, "12 blocks": [v + 1e-7 for v in tied]}
     there = {"6 blocks": six, "12 blocks": [v - 1e-7 for v in tied]}
     a, b = all_of_entry(here), all_of_entry(there, device=INTEL)
     assert a.values == tuple(six) and b.values == tuple(there["12 blocks"])  # others decided
-    nz = verdict.noise(record(a, b), "cpu")
+    nz = ledger.noise(record(a, b), "cpu")
     assert nz.measured and nz.df == 6 and nz.sd < 2e-7
     moved = all_of_entry({"6 blocks": six, "12 blocks": [v + 0.5 for v in tied]},
                          device="cpu (DEFAULT, Intel)")
-    n, shift = verdict.shift_of(a, moved)
+    n, shift = ledger.shift_of(a, moved)
     assert n == 3 and shift == pytest.approx(0.5 - 1e-7)  # the part that moved most
-    assert verdict.judge(record(a, b), moved).fails
+    assert ledger.judge(record(a, b), moved).fails
 
 
 def test_an_all_of_entry_without_its_parts_pairs_only_with_the_part_it_matches():
@@ -1314,12 +1314,31 @@ def test_an_all_of_entry_without_its_parts_pairs_only_with_the_part_it_matches()
     assert new.values == tuple(twelve)
     old = replace(all_of_entry({"6 blocks": six, "12 blocks": [v + 1e-7 for v in twelve]},
                                device=INTEL), parts={})
-    nz = verdict.noise(laid_out(new, old), "cpu")
+    nz = ledger.noise(laid_out(new, old), "cpu")
     assert nz.measured and nz.df == 3 and nz.sd == pytest.approx(math.sqrt(2) / 2 * 1e-7)
     apart = replace(all_of_entry({"6 blocks": six, "12 blocks": [v + 1 for v in twelve]},
                                  device="cpu (DEFAULT, Intel)"), parts={})
     assert apart.values == tuple(six)  # decided on the other comparison
-    assert not verdict.noise(laid_out(old, apart), "cpu").measured  # nothing paired: own spread
+    assert not ledger.noise(laid_out(old, apart), "cpu").measured  # nothing paired: own spread
     plain = replace(old, rule="> 2")  # a rule of one comparison pairs by seed, as always
-    assert verdict.values_by_environment([plain])[(plain.environment, "c0de")] == \
+    assert ledger.values_by_environment([plain])[(plain.environment, "c0de")] == \
         dict(enumerate(plain.values))
+
+
+def test_leaving_one_environment_out_judges_each_entry_in_force_against_the_others():
+    """Three kernel sets a rounding apart: every fold passes. One environment far off: its fold,
+    and the folds judged against it, raise alarms beyond the bound. Entries of other code, and a
+    claim one environment records, make no fold."""
+    emulated = "cpu (AVX2 emulated on AVX512, AMD)"
+    close = record(entry((0.92, 0.91, 0.93)), entry((0.92, 0.91, 0.9300001), device=INTEL),
+                   entry((0.9200002, 0.91, 0.93), device=emulated), claim="c-1")
+    far = record(entry((0.92, 0.91, 0.93)), entry((0.92, 0.9100001, 0.93), device=INTEL),
+                 entry((0.99, 0.98, 0.995), device=emulated), claim="c-2")
+    alone = record(entry(), claim="c-3")
+    older = record(entry(), entry(device=INTEL, code="old"), claim="c-4")
+    assert report.left_out({"c-1": close, "c-3": alone, "c-4": older}, "cpu", "c0de") == (3, [])
+    folds, alarms = report.left_out({"c-2": far}, "cpu", "c0de")
+    assert folds == 3 and alarms and all("beyond its bound" in a for a in alarms)
+    assert any(a.startswith(f"`c-2` without {emulated}") for a in alarms)
+    line = report.left_out_line({"c-1": close}, "cpu", "c0de")
+    assert "3 folds, 0 alarm(s)." in line

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from normsys import catalog
-from normsys.claims import verdict
+from normsys.claims import ledger
 from normsys.claims.cache import code_digest
 from normsys.claims.declaration import Declaration
 from normsys.claims.verdict import decide
@@ -573,9 +573,9 @@ def test_a_recorded_refutation_does_not_hide_broken_code(run_claims):
     """A claim the ledger records as refuted that raises anything but its refutation fails."""
 
     run(run_claims, "--claims-update")
-    refuted = verdict.read(records(run_claims) / "c-refuted.json")
+    refuted = ledger.read(records(run_claims) / "c-refuted.json")
     refuted.claim = "c-error"
-    verdict.write(records(run_claims) / "c-error.json", refuted)
+    ledger.write(records(run_claims) / "c-error.json", refuted)
     result = run(run_claims, "-k", "c-error")
     result.assert_outcomes(failed=1)
     assert "KeyError" in result.stdout.str()
@@ -704,16 +704,16 @@ def test_claims_list_shows_what_each_claim_costs(tmp_path):
 
     assert looked().endswith("cost: 10 runs (9 cached; the others ~0.0 " + recorded)
     cid = "tc-residual-preserves-gradients"
-    was = verdict.read(root / "claims" / "ledger" / f"{cid}.json")
+    was = ledger.read(root / "claims" / "ledger" / f"{cid}.json")
     reference = was.entries[was.reference["cpu"]]
     values = [0.5, 1.5, 0.8, 1.3, 1.0]  # open after 5 seeds, in this environment
-    d = decide(verdict.parse_rule(reference.rule), values)
+    d = decide(ledger.parse_rule(reference.rule), values)
     here = numeric_environment()
     open_after_5 = replace(reference, verdict=d.verdict, values=values, seeds=list(range(5)),
                            mean=d.mean, low=d.low, high=d.high,
                            plan=[5], device=here["device"], threads="1", code="")
     assert open_after_5.verdict == "inconclusive"
-    verdict.write(folder / f"{cid}.json", verdict.recorded(verdict.Record(cid), open_after_5))
+    ledger.write(folder / f"{cid}.json", ledger.recorded(ledger.Record(cid), open_after_5))
     assert looked().endswith(f" cost: 16 runs (9 cached; the others ~0.0 {recorded}")
     session = pytest_claims(*looking[1:], "--claims-report", str(tmp_path / "rep8"))
     assert "normsys: planned: 16 runs, 7 of them not cached" in session.stderr, session.stderr
@@ -965,7 +965,7 @@ def test_the_catalog_reads_the_declarations_pytest_collects_in_a_session_that_ru
         import os
 
         from normsys import catalog
-        from normsys.claims.plugin import COUNTER_ENV
+        from normsys.claims.session import COUNTER_ENV
 
         def pytest_collection_modifyitems(items):
             counter = os.environ.get(COUNTER_ENV)
@@ -1017,7 +1017,7 @@ def test_a_hub_that_takes_no_connection_makes_the_session_offline(monkeypatch):
     a host that takes no connection sets HF_HUB_OFFLINE=1 at once; one that does, nothing."""
     import socket
 
-    from normsys.claims.plugin import offline_without_hub
+    from normsys.claims.session import offline_without_hub
 
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.setenv("HF_ENDPOINT", "https://normsys-no-such-host.invalid")

@@ -268,7 +268,7 @@ def test_two_claim_files_controls_of_one_name_are_indexed_apart():
     """Two claim files may name a control alike: each keeps its own runs (and price)."""
     from types import SimpleNamespace
 
-    from normsys.claims.plugin import control_index
+    from normsys.claims.items import control_index
 
     def index(module: str) -> str:
         return control_index(SimpleNamespace(path=Path(f"claims/{module}.py"),
@@ -284,10 +284,10 @@ def test_the_committed_run_times_name_only_claims_the_cpu_ledger_holds_and_contr
     import re
     from types import SimpleNamespace
 
-    from normsys.claims import runtimes, verdict
-    from normsys.claims.plugin import control_index
+    from normsys.claims import ledger, runtimes
+    from normsys.claims.items import control_index
 
-    held = {cid for cid, r in verdict.records(runtimes.FOLDER / "ledger").items() if r.of("cpu")}
+    held = {cid for cid, r in ledger.records(runtimes.FOLDER / "ledger").items() if r.of("cpu")}
     tests = {control_index(SimpleNamespace(path=path, name=name))
              for path in runtimes.FOLDER.glob("test_*.py")
              for name in re.findall(r"^def (test_control\w*)\(", path.read_text(), re.M)}

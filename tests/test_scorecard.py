@@ -24,8 +24,8 @@ from normsys.__main__ import main
 from normsys.claims import usernorm
 from normsys.claims.cache import run_key
 from normsys.claims.declaration import Arm, Declaration, Statistic, metric
+from normsys.claims.ledger import records as claim_records
 from normsys.claims.runs import Runs
-from normsys.claims.verdict import records as claim_records
 from normsys.claims.workers import RUN_THREADS
 from normsys.training import norms
 

@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 
+from normsys.claims.ledger import Replication
 from normsys.claims.verdict import (
     ALPHA_PER_SIDE,
     INCONCLUSIVE,
@@ -16,7 +17,6 @@ from normsys.claims.verdict import (
     REFUTED,
     SKEW_TOLERATED,
     SUPPORTED,
-    Replication,
     Rule,
     Verdict,
     decide,
@@ -173,10 +173,10 @@ def recorded_skewness() -> list[float]:
     distinct values (report.standardized: each entry standardized by its own mean and spread)."""
     from pathlib import Path
 
-    from normsys.claims import report, verdict
+    from normsys.claims import ledger, report
 
     folder = Path(__file__).resolve().parents[1] / "claims" / "ledger"
-    pooled = map(report.standardized, verdict.records(folder).values())
+    pooled = map(report.standardized, ledger.records(folder).values())
     return [float(report.skewness(z)) for z in pooled if len(z) >= report.MIN_POOLED]
 
 

@@ -18,18 +18,30 @@ import math
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, fields
+from dataclasses import asdict, fields, replace
 from pathlib import Path
 
 import numpy as np
 
 from normsys.claims.cache import code_digest
-from normsys.claims.verdict import (
+from normsys.claims.ledger import (
     ALPHA_ACROSS,
-    ALPHA_PER_SIDE,
     CONTRADICTED,
-    FIRST_ALPHA,
     FRAGILE,
+    LedgerError,
+    Noise,
+    Record,
+    judge,
+    label,
+    noise,
+    parse_rule,
+    records,
+    replication,
+    values_by_environment,
+)
+from normsys.claims.verdict import (
+    ALPHA_PER_SIDE,
+    FIRST_ALPHA,
     INCONCLUSIVE,
     INTERVAL_ALPHA,
     LEVEL,
@@ -37,19 +49,10 @@ from normsys.claims.verdict import (
     SEEDS,
     SKEW_TOLERATED,
     SUPPORTED,
-    LedgerError,
-    Noise,
-    Record,
     Verdict,
     interval,
-    label,
-    noise,
     num,
-    parse_rule,
-    records,
-    replication,
     seed_span,
-    values_by_environment,
 )
 
 VERDICT_ORDER = (SUPPORTED, REFUTED, INCONCLUSIVE, "error", "not run")
@@ -573,6 +576,47 @@ def replication_section(recs: dict[str, Record], tiers: Sequence[str], code: str
     return "\n\n".join([REPLICATION_HEAD, summary, as_markdown(header, rows)])
 
 
+def left_out(recs: dict[str, Record], tier: str, code: str) -> tuple[int, list[str]]:
+    """Leave one environment out: each entry in force (made by the training code ``code`` under
+    the rule in force) judged as a fresh run of its environment against its record without that
+    environment's entries, as CI on a kind without entries would judge it; the folds, and the
+    alarms (judgements that fail), each ``claim without environment: why``."""
+    folds, alarms = 0, []
+    for cid, r in sorted(recs.items()):
+        entries = r.in_force(tier, code)
+        for env in sorted({e.environment for e in entries}):
+            kept = {k: e for k, e in r.entries.items() if e.environment != env}
+            rest = Record(cid, kept, {}, r.registered, r.amendments)
+            for e in (e for e in entries if e.environment == env):
+                if not (current := rest.current(tier, code, e.seeds[0])):
+                    continue  # no other environment on these seeds: nothing to judge against
+                rest.reference[tier] = current[0].key
+                folds += 1
+                if (j := judge(rest, replace(e, code=code))).fails:
+                    why = next((w for k, w in ALARMS if k in j.message), j.message)
+                    alarms.append(f"`{cid}` without {env} ({e.verdict}, against "
+                                  f"{current[0].verdict} on {current[0].environment}): {why}")
+    return folds, alarms
+
+
+# what an alarm of a fold says, by the words of its judgement
+ALARMS = (("wider than the reference's distance", "a decisive verdict moved to inconclusive "
+           "within a bound wider than its distance to the threshold: kernels move this claim "
+           "across its threshold, so each kind's own entry holds it"),
+          ("beyond this claim's bound", "beyond its bound"),
+          ("a decisive flip", "a decisive flip"))
+LEFT_OUT = """**Leave one environment out**, over the entries in force: each judged as a run of its
+environment against its record without that environment's entries, as CI on a kind without
+entries would judge it. {folds} folds, {n} alarm(s){alarms}"""
+
+
+def left_out_line(recs: dict[str, Record], tier: str, code: str) -> str:
+    folds, alarms = left_out(recs, tier, code)
+    return LEFT_OUT.format(folds=folds, n=len(alarms),
+                           alarms=(":\n\n" + "\n".join(f"- {a}" for a in alarms)) if alarms
+                           else ".")
+
+
 BLIND = """**Blind off their recorded kinds: {n} of {total} claims**, whose detected shift is a half
 interval or more (rounding across kernels moves their values as much as another seed would, so a
 shift the size of the reference's own uncertainty passes unseen more than 5% of the time): {ids}.
@@ -609,7 +653,7 @@ def docs(folder: Path, picture: Path | None = None, code: str | None = None) -> 
         header, rows = detection_table(recs, "cpu")
         blocks += [DETECTION_HEAD.format(alpha=ALPHA_ACROSS, normal=false_alarm(recs, "cpu"),
                                          resampled=false_alarm_resampled(recs, "cpu")),
-                   as_markdown(header, rows), blind_line(rows)]
+                   as_markdown(header, rows), blind_line(rows), left_out_line(recs, "cpu", code)]
     for tier in tiers:
         cols = columns(recs, tier)
         for other in cols[1:]:

@@ -1,0 +1,412 @@
+"""A claims session's state and what it does besides the hooks: one ``ClaimsSession`` a process
+(on ``config.stash[SESSION]``) with its records, runs, Ray cluster and results; planning and
+training the runs before the first claim, writing the report and the records at the end;
+``--claims-list``; the checks a session makes before anything trains (the report folder, the
+cluster, the Hub)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
+
+import pytest
+
+from normsys import __version__
+from normsys.claims import ledger, verdict
+from normsys.claims.items import (
+    claim_id,
+    claim_looks,
+    claim_marker,
+    claim_tier,
+    control_index,
+    control_names,
+    planned_configs,
+    planned_looks,
+    selected,
+)
+from normsys.claims.outcome import PROPERTY
+from normsys.claims.report import merged, verdict_table, write_check, write_reports
+from normsys.claims.runtimes import control_work, expected_wall
+from normsys.training.config import MAX_SEED
+from normsys.training.data import DataError, DataMissingError, data_root, hub_allowed
+from normsys.training.provenance import device_name, git_commit, numeric_environment
+
+SESSION = pytest.StashKey["ClaimsSession"]()  # the session's state, one object a process
+FETCHED = pytest.StashKey[list]()  # a claim item's run configs, as its test fetches them
+COUNTER_ENV = "NORMSYS_RUN_COUNTER"
+STALE_OUTPUT = "normsys_stale_records"  # what an xdist worker found, for the controller
+DEFAULT_REPORT_DIR = "claims-report"
+
+
+def provenance(config: pytest.Config) -> dict:
+    """Where this session's claims were measured: code, torch, device, seeds, data."""
+    import torch
+
+    root = data_root()
+    sums = root / "SHA256SUMS"
+    device = device_name()
+    opt = config.option
+    return {"normsys": __version__, "commit": git_commit(), "torch": torch.__version__,
+            "device": device, "environment": numeric_environment(),
+            "seeds": opt.claims_seeds or f"each claim's own ({seed_policy()})",
+            "seed_offset": opt.claims_seed_offset, "data": str(root),
+            "data_sha256": dict(line.split()[::-1] for line in sums.read_text().splitlines()
+                                if line.strip()) if sums.is_file() else {},
+            "date": time.strftime("%Y-%m-%d %H:%M:%S")}
+
+
+def seed_policy() -> str:
+    return ", ".join(f"{n} at the {tier} tier" for tier, n in verdict.SEEDS.items())
+
+
+def max_seeds_policy() -> str:
+    return ", ".join(f"{n} at the {tier} tier" for tier, n in verdict.MAX_SEEDS.items())
+
+
+def owns_counter(config: pytest.Config) -> bool:
+    """Whether this session keeps the run counter its processes share: not an xdist worker's
+    (its controller's), nor a collection that trains nothing (the catalog's, in the process of a
+    session that may keep one)."""
+    return not hasattr(config, "workerinput") and not config.option.collectonly
+
+
+def cluster_of(config: pytest.Config):
+    """The Ray cluster of --claims-ray (connected before anything trains), or None."""
+    opt = config.option
+    if not opt.claims_ray or opt.claims_list or hasattr(config, "workerinput"):
+        return None
+    if getattr(opt, "numprocesses", None):
+        raise pytest.UsageError("--claims-ray trains the runs on the cluster: run the claims in "
+                                "one process (without -n)")
+    if opt.claims_ray_gpus < 0 or opt.claims_ray_cpus < 1:
+        raise pytest.UsageError(f"--claims-ray-gpus {opt.claims_ray_gpus} / --claims-ray-cpus "
+                                f"{opt.claims_ray_cpus}: a fraction of a GPU >= 0 and >= 1 CPU")
+    from normsys.claims.cluster import Cluster, ClusterError
+
+    try:
+        return Cluster(opt.claims_ray, opt.claims_ray_gpus, opt.claims_ray_cpus)
+    except ClusterError as err:
+        raise pytest.UsageError(f"--claims-ray: {err}") from None
+
+
+def cluster_has_gpus(config: pytest.Config) -> bool:
+    """Whether --claims-ray trains on a cluster with GPUs (where the GPU claims can run)."""
+    cluster = config.stash[SESSION].cluster if SESSION in config.stash else None
+    return cluster is not None and cluster.cuda
+
+
+def check_report_folder(folder: Path, create: bool = False) -> None:
+    """The report is what a long run is for: a folder it cannot be written to is a usage error
+    before anything trains, not a lost report after. ``create``: make it and write in it now (a
+    session that runs claims), since what the permissions say is not all (a read-only or special
+    file system)."""
+    if folder.exists() and not folder.is_dir():
+        raise pytest.UsageError(f"--claims-report {folder}: is a file, not a folder; name a "
+                                f"folder for the report (default {DEFAULT_REPORT_DIR}/)")
+    existing = next(p for p in (folder, *folder.absolute().parents) if p.exists())
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise pytest.UsageError(f"--claims-report {folder}: cannot be created or written "
+                                f"({existing} is not a writable folder)")
+    if create and (why := write_check(folder)):
+        raise pytest.UsageError(f"--claims-report {folder}: cannot be created or written ({why})")
+
+
+def offline_without_hub(timeout: float = 3.0) -> None:
+    """Where the Hugging Face Hub's host takes no connection, HF_HUB_OFFLINE=1 for this process:
+    the paper tier's AG News then comes from the data files at once, where the datasets library
+    would retry the Hub for ~30 s, printing each retry (into --claims-list's lines, say)."""
+    import socket
+    from urllib.parse import urlparse
+
+    if not hub_allowed():
+        return
+    url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    try:
+        with socket.create_connection((url.hostname, url.port or 443), timeout=timeout):
+            return
+    except (OSError, ValueError):  # no route, no name, a malformed endpoint
+        os.environ["HF_HUB_OFFLINE"] = "1"
+
+
+def total_line(costs: list[float | None]) -> str:
+    """What the runs not cached of several claims take (``runs.cost``'s seconds, None: unknown)."""
+    seconds = sum(c for c in costs if c is not None)
+    untimed = sum(c is None for c in costs)
+    return f"at most ~{seconds / 60:.1f} min of training for the runs not cached (a run that " \
+           f"claims share is counted for each)" + (f"; {untimed} not timed yet" if untimed else "")
+
+
+def list_claims(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """--claims-list: the claims ``items`` hold, each with its statement, source, negative
+    controls and cost, and the training they would take in all."""
+    from normsys.claims.runs import cost
+
+    catalog = selected(items)
+    item_of = {(claim_id(i, m), claim_tier(i)): i for i in items if (m := claim_marker(i))}
+    session = config.stash[SESSION]
+    write = config.pluginmanager.get_plugin("terminalreporter").write_line
+    unplanned, controls, configs = [], {}, {}
+    for (cid, tier), (statement, source) in sorted(catalog.items()):
+        for item in session.controls.get(cid, []):
+            if (index := control_index(item)) not in controls:
+                controls[index] = cost(index, "cpu")
+        control = ", ".join(f"{item.name} ({controls[control_index(item)][0]})"
+                            for item in session.controls.get(cid, [])) or "NONE"
+        try:
+            planned = planned_configs(item_of[cid, tier], session.ledgers)
+        except ledger.LedgerError as err:  # as a claims run says it: the record, and restoring it
+            raise pytest.UsageError(str(err)) from None
+        # the runs it trains with this session's seed options, where it declares them (to the
+        # look its ledger entries here show it took); else what it fetched last, or what the run
+        # times record of it
+        text, todo = session.runs.cost(planned) if planned else cost(cid, tier)
+        if not planned:
+            unplanned.append(todo)
+        configs.setdefault(tier, []).extend(planned)
+        write(f"{cid}  [{tier}]  {statement}  ({source})  control: {control}  cost: {text}")
+    write(f"{len({cid for cid, _ in catalog})} claims, {len(catalog)} claim-tier pairs" + (
+        f"; {len(unplanned)} without declared runs, {total_line(unplanned)}" if unplanned else ""))
+    for tier, planned in sorted(configs.items()):  # each run once, however many claims read it
+        if planned:
+            write(f"the {tier} tier's claims in all: {session.runs.cost(planned)[0]}")
+    if controls:  # each run once, however many controls read it, past the claims' own
+        cpu = configs.get("cpu", [])
+        names = control_names(items)
+        work = control_work(names, {c.fingerprint() for c in cpu})
+        write(f"the {len(names)} negative controls selected: {work.line()}")
+        tasks = [*session.runs.missing_seconds(cpu), *work.todo.values()]
+        places = os.cpu_count() or 1
+        write(f"the cpu tier with its controls: ~{sum(tasks) / 60:.1f} min of training; "
+              f"~{expected_wall(tasks, places) / 60:.1f} min on {places} process(es) "
+              f"(-n {places}), longest first")
+    items.clear()
+
+
+@contextmanager
+def data_errors(skip_missing: bool = False) -> Iterator[None]:
+    """Missing or damaged data fails the test with the message (the file, what was expected, the
+    fix); with ``skip_missing`` (--claims-skip-missing-data) a missing data set skips it."""
+    try:
+        yield
+    except DataError as err:
+        if isinstance(err, DataMissingError) and skip_missing:
+            pytest.skip(f"data missing: {err}")
+        pytest.fail(f"{type(err).__name__}: {err}", pytrace=False)
+
+
+class ClaimsSession:
+    """A claims session's state, one object a process (on ``config.stash[SESSION]``): its ledger
+    files (``ledger.Ledgers``), its runs (normsys.claims.runs.Runs, which the run fixtures fetch
+    through), its Ray cluster (--claims-ray, else None), the terminal its progress lines go to,
+    the negative controls of each claim id; and the claim results of every report (local or
+    from xdist workers), which it writes to the report and the ledger when the session finishes
+    and shows in the terminal summary."""
+
+    def __init__(self, config: pytest.Config, ledgers: ledger.Ledgers, runs, cluster,
+                 terminal: int):
+        self.config, self.ledgers, self.runs = config, ledgers, runs
+        self.cluster, self.terminal = cluster, terminal
+        self.controls: dict[str, list[pytest.Item]] = {}
+        self.claim_items: dict[str, list[pytest.Item]] = {}
+        self.results: dict[str, verdict.Verdict] = {}
+        self.written: list[str] = []  # what was written, for the terminal summary
+        self.started = time.monotonic()
+
+    def plan(self, items: list[pytest.Item]) -> None:
+        """Plan every run the selected claims train (planned_looks: their first looks, and the
+        later looks their ledger entries in this environment show them taking), longest
+        first: on --claims-ray the cluster starts the ones the cache lacks now; here
+        ``pytest_runtestloop`` trains them before the first claim starts."""
+        runs = self.runs
+        try:
+            looks = [look for item in items if claim_marker(item) is not None
+                     and not item.get_closest_marker("skip")
+                     for look in planned_looks(item, self.ledgers)]
+            handed = runs.plan(looks)
+        except Exception as err:  # noqa: BLE001 -- said again by the claim that needs the run
+            runs.progress.note(f"nothing planned ahead ({type(err).__name__}: {err})")
+            return
+        if self.cluster is not None:
+            planned = len({c for look in looks for c in look})
+            runs.progress.note(f"Ray cluster {self.config.option.claims_ray}: {handed} runs "
+                               f"submitted, longest first (of the {planned} the claims plan; "
+                               f"the rest are cached)")
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtestloop(self, session: pytest.Session):
+        """Before the first claim starts (in each pytest-xdist worker, or alone): train the
+        planned runs the cache lacks, longest first, each worker taking the next one no other
+        holds (normsys.claims.runs.Runs.train_planned). Then, in a worker: the claims run, with
+        the groups they ask for posted on the session's board; once its own are done, the worker
+        trains what the others' claims wait for until none is at work (Runs.help). Not in
+        xdist's controller, which runs no test."""
+        runs = self.runs
+        if self.config.pluginmanager.has_plugin("dsession") or session.config.option.collectonly:
+            yield
+            return
+        board, me = self.board()
+        with board.at_work(me) if board else nullcontext():
+            if runs.planned:
+                planned = sum(map(len, runs.planned))
+                if me in ("", "gw0"):  # said once, by the first worker or alone
+                    places = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+                    todo, wall = runs.planned_work(places)
+                    controls = control_work(control_names(session.items),
+                                            {c.fingerprint() for g in runs.planned for c in g})
+                    # each trained run, the controls' too: k of N, time left
+                    runs.progress.expect({**todo, **controls.todo}, places)
+                    both = expected_wall([*todo.values(), *controls.todo.values()], places)
+                    runs.progress.note(
+                        f"planned: {planned} runs, {len(todo)} of them not cached: "
+                        f"~{wall / 60:.1f} min of training on {places} process(es) as their run "
+                        f"times record them; then the negative controls: {controls.line()}; in "
+                        f"all ~{both / 60:.1f} min on {places} process(es)")
+                with runs.progress.bar() if me in ("", "gw0") else nullcontext():
+                    trained = runs.train_planned()
+                runs.progress.note(f"the {planned} planned runs are taken ({trained} trained by "
+                                   f"this process, the others cached or training elsewhere); the "
+                                   f"claims start, {time.monotonic() - self.started:.0f} s into "
+                                   f"the session")
+            runs.board = board
+            yield
+        if board is None:
+            return
+        if helped := runs.help(me):
+            runs.progress.note(f"{me}: its claims done, trained {helped} runs the others' "
+                               f"claims asked for")
+        board.close()
+
+    def board(self):
+        """The session's board (normsys.claims.runs.Board) and this worker's name, under
+        pytest-xdist with a writable run cache; (None, "") otherwise."""
+        from normsys.claims.runs import Board
+        from normsys.training.store import cache_root
+
+        workerinput = getattr(self.config, "workerinput", None)
+        root = cache_root()
+        if workerinput is None or root is None or self.cluster is not None:
+            return None, ""
+        try:
+            return Board(root / "sessions" / workerinput["testrunuid"]), workerinput["workerid"]
+        except OSError:  # a read-only cache: each claim trains its own runs
+            return None, ""
+
+    @pytest.hookimpl(trylast=True)  # after -k and -m deselect and the gpu skips: what runs
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        """--claims-max-seeds below a claim's first look would be ignored for it: an error."""
+        opt = self.config.option
+        if opt.claims_list:
+            list_claims(self.config, items)
+            return
+        if opt.collectonly:  # nothing runs: nothing to plan or say
+            return
+        self.plan(items)
+        runnable = [i for i in items if not i.get_closest_marker("skip")]
+        if (claims := selected(runnable)) and os.environ.get("PYTEST_XDIST_WORKER", "gw0") == "gw0":
+            from normsys.claims.runs import cost  # said once, by the first worker or alone
+
+            # a planned session says what its plan costs when it starts training it
+            self.runs.progress.note(f"{len(claims)} claim-tier pairs selected" + (
+                "" if self.runs.planned else
+                f"; {total_line([cost(cid, tier)[1] for cid, tier in claims])}"))
+        if opt.claims_max_seeds is None:
+            return
+        for item in items:
+            if (marker := claim_marker(item)) is None or item.get_closest_marker("skip"):
+                continue
+            tier = claim_tier(item)
+            first = claim_looks(item, marker)[0]
+            if opt.claims_max_seeds < first:
+                raise pytest.UsageError(f"--claims-max-seeds {opt.claims_max_seeds}: below the "
+                                        f"first look of {claim_id(item, marker)} [{tier}], "
+                                        f"{first} seeds; give at least {first}")
+
+    def pytest_keyboard_interrupt(self, excinfo) -> None:
+        """Ctrl-C: the cluster's tasks are cancelled; the cache keeps only whole runs."""
+        if self.cluster is not None:
+            cancelled = self.cluster.cancel()
+            self.runs.progress.note(f"interrupted: {cancelled} runs cancelled on "
+                                                  f"the Ray cluster, none of them kept")
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        for key, value in report.user_properties:
+            if key == PROPERTY:
+                result = verdict.Verdict(**json.loads(value))
+                self.results[result.nodeid] = result
+
+    @pytest.hookimpl(optionalhook=True)  # pytest-xdist: what a worker found at collection
+    def pytest_testnodedown(self, node, error) -> None:
+        stale = getattr(node, "workeroutput", {}).get(STALE_OUTPUT)
+        if stale:
+            self.ledgers.stale = list(stale)
+
+    def sorted_results(self) -> list[verdict.Verdict]:
+        return sorted(self.results.values(), key=lambda r: (r.tier, r.id))
+
+    @pytest.hookimpl(tryfirst=True)  # before the terminal's summary, which shows what it wrote
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        """The report, and with --claims-update the claims' records, from this session's results (in the
+        process that gathers them: alone, or xdist's controller)."""
+        if hasattr(self.config, "workerinput") or not self.results:
+            return
+        results = self.sorted_results()
+        folder = Path(self.config.option.claims_report)
+        rows = merged(results, folder)
+        paths = write_reports(rows, folder, provenance(self.config))
+        kept = len(rows) - len(results)
+        self.written = ["report: " + ", ".join(str(p) for p in paths)
+                        + (f" ({kept} rows of earlier sessions kept)" if kept else "")]
+        if self.ledgers.update:
+            self.written += [f"ledger: wrote {line}" for line in self.ledgers.write(results)]
+
+    def pytest_terminal_summary(self, terminalreporter, exitstatus) -> None:
+        if hasattr(self.config, "workerinput"):
+            return
+        ran = {"passed", "failed", "skipped", "xfailed", "xpassed", "error"}
+        if self.config.option.keyword and terminalreporter.stats.get("deselected") and \
+                not (self.config.option.claims_list or self.config.option.collectonly) and \
+                not ran & set(terminalreporter.stats) and \
+                exitstatus != pytest.ExitCode.INTERRUPTED:  # Ctrl-C before the first result
+            terminalreporter.write_line(f"normsys: no claim or test matches -k "
+                                        f"'{self.config.option.keyword}'; `pytest claims "
+                                        f"--claims-list` lists the claim ids")
+        ledgers = self.ledgers
+        if self.results:
+            terminalreporter.write_sep("=", "normsys claims")
+            terminalreporter.write_line(verdict_table(self.sorted_results()))
+            for line in self.written:
+                terminalreporter.write_line(line)
+        failing = ledgers.strict and not ledgers.update
+        for line in ledgers.stale_lines():
+            terminalreporter.write_line(f"ledger: {line}" + (" (fails under --claims-strict)"
+                                                             if failing else ""))
+
+
+def check_options(opt) -> None:
+    """The session's claims options (``config.option``) checked before anything trains: seeds
+    and looks a verdict can be made of, seeds in range, a records folder that exists (unless
+    --claims-update starts one), an amendment only with the entries it explains."""
+    if opt.claims_seeds is not None and opt.claims_seeds < 2:
+        raise pytest.UsageError(f"--claims-seeds {opt.claims_seeds}: a verdict needs >= 2 seeds "
+                                f"(the t-interval of one value is infinite)")
+    if opt.claims_max_seeds is not None and opt.claims_max_seeds < 2:
+        raise pytest.UsageError(f"--claims-max-seeds {opt.claims_max_seeds}: a verdict needs "
+                                f">= 2 seeds")
+    if opt.claims_seed_offset < 0:
+        raise pytest.UsageError(f"--claims-seed-offset {opt.claims_seed_offset}: seeds are >= 0")
+    most = max(opt.claims_seeds or 0, *verdict.SEEDS.values(),
+               opt.claims_max_seeds or max(verdict.MAX_SEEDS.values()))
+    if opt.claims_seed_offset + most > MAX_SEED:
+        raise pytest.UsageError(f"--claims-seed-offset {opt.claims_seed_offset}: seeds are "
+                                f"below 2**62 (up to {most} seeds from the offset)")
+    if opt.claims_ledger and not opt.claims_update and not Path(opt.claims_ledger).is_dir():
+        raise pytest.UsageError(f"--claims-ledger {opt.claims_ledger}: no such folder; name the "
+                                f"folder of the claims' records (default claims/ledger/ under the "
+                                f"rootdir), or start a new one with --claims-update")
+    if opt.claims_amend and not opt.claims_update:
+        raise pytest.UsageError("--claims-amend: an amendment is written with the entries it "
+                                "explains; add --claims-update")
