@@ -610,8 +610,9 @@ def test_a_one_line_bug_on_another_cpu_fails_whenever_beyond_the_claims_bound():
         ref = r.entries[r.reference["cpu"]]
         values = [v * 1.001 for v in ref.values]
         d = verdict.decide(ledger.parse_rule(ref.rule), values, ref.confidence)
-        bug = replace(ref, values=values, verdict=d.verdict, mean=d.mean,
-                      low=d.low, high=d.high, device="cpu (AVX2, Intel)")
+        bug = replace(ref, values=values, verdict=d.verdict, mean=d.mean, low=d.low, high=d.high,
+                      device="cpu (AVX2, Intel)", code=ref.code.split()[0],  # the newest code
+                      parts={k: [v * 1.001 for v in vs] for k, vs in ref.parts.items()})
         shift = abs(math.fsum(b - a for a, b in zip(ref.values, values, strict=True)) /
                     len(values))
         judged = ledger.judge(r, bug)

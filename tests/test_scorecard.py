@@ -212,9 +212,12 @@ def test_a_registered_kind_keys_its_runs_on_its_source(user_file):
     def encoder(norm, seed):
         return arm.changed({"model.norm": norm})(seed, "cpu")[0]
     before, builtin = run_key(encoder(name, 0)), run_key(encoder("layernorm", 0))
-    user_file.write_text(USER_NORMS + "\n# an edit\n")
+    user_file.write_text(USER_NORMS + "\n# a comment\n")
     usernorm.load(f"{user_file}:LNWrap", "wrap")
-    assert run_key(encoder(name, 0)) != before  # an edited class never reads a stale run
+    assert run_key(encoder(name, 0)) == before  # a comment changes no number: its runs serve
+    user_file.write_text(USER_NORMS + "\nEDITED = 1\n")
+    usernorm.load(f"{user_file}:LNWrap", "wrap")
+    assert run_key(encoder(name, 0)) != before  # an edited file never reads a stale run
     assert run_key(encoder("layernorm", 0)) == builtin
 
 
