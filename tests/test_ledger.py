@@ -835,6 +835,8 @@ def test_the_page_names_the_claims_blind_off_their_recorded_kinds():
     assert line.startswith("**Blind off their recorded kinds: 1 of 2 claims**")
     assert "`c-2`" in line and "`c-1`" not in line
     assert "0 of 1 claims**" in report.blind_line(rows[:1]) and ": none." in report.blind_line(rows[:1])
+    flat = [["c-3", "0 (9)", "1e-12", "1e-12", "-"], ["c-4", "nan (0)", "inf", "inf", "-"]]
+    assert "1 of 2 claims**" in report.blind_line(flat) and "`c-4`" in report.blind_line(flat)
 
 
 def test_scaled_puts_every_threshold_at_zero_with_the_claimed_side_right():

@@ -626,12 +626,11 @@ without them records them (`docs/reading-verdicts.md`, Recording a machine kind)
 
 def blind_line(rows: list[list[str]]) -> str:
     """The claims of a detection table whose 95%-detected shift is at least a half interval of
-    their reference (or not finite)."""
+    their reference (or, for an interval of no width, not finite)."""
     def blind(row: list[str]) -> bool:
-        try:
-            return not float(row[-1]) < 1
-        except ValueError:  # "-": an interval of no width
-            return True
+        if row[-1] == "-":  # an interval of no width: blind only where no shift is detected
+            return not math.isfinite(float(row[-2]))
+        return not float(row[-1]) < 1
 
     ids = [row[0] for row in rows if blind(row)]
     return BLIND.format(n=len(ids), total=len(rows), ids=", ".join(f"`{i}`" for i in ids) or "none")
