@@ -1,4 +1,3 @@
-"""The claim files, as one package: pytest imports each as ``claims.test_...``. The library
-imports none of them: the catalog and the scorecard read the claims' declarations from pytest's
-collection of this folder (normsys.catalog.collected), so a session that runs the claims and reads
-their declarations holds one module of each file, not two."""
+"""The claim files, as one package: pytest imports each as ``claims.test_...``. They hold what is
+more than a claim's declaration (its evidence, figures and negative controls); the declarations
+themselves are the library's (normsys.declarations), which imports none of these files."""

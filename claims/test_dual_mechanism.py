@@ -1,16 +1,7 @@
-"""Dual-Mechanism paper, Experiment 4: normalization against representational collapse.
-
-Seed encoder (token embedding without positions, post-norm blocks, no padding mask, classifier on
-[CLS]) trained on AG News with norm in {layernorm, l2, none}. CPU tier: 6,000 train / 1,600 held-out
-rows of the official test split, 64 tokens, d=64, 4 heads, 6 blocks, Adam 1e-3, batch 64, 4 epochs.
-Effective rank at blocks 1, 3, 6 on one fixed training batch of 64 sequences (rows = batch*tokens);
-kappa_6 = erank(block 6) / erank(block 1); rho_l = erank(block l) / d. The nine runs are shared.
-
-Variants (measurement robustness): ``-nonpad`` measures ranks without the padding positions (same
-runs, so only the rank claims have it); ``-masked`` trains with a padding mask in attention (nine
-more runs).
-Ours: the scale confound. l2 rows have norm 1, LayerNorm rows ~sqrt(d); scaled_l2 (sqrt(d) x/||x||)
-and l2_affine (l2 + per-feature gain and bias) separate scale from the affine 'expression' part.
+"""Dual-Mechanism paper, Experiment 4: the claims' evidence (ranks, accuracies, Figure 4 re-drawn)
+and negative controls. The claims, their encoders and readings are declared in
+normsys.declarations.dual_mechanism; the claims decided by their rule alone are decided in
+test_declared.py.
 """
 
 from __future__ import annotations
@@ -19,9 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from normsys.claims.declaration import Arm, Declaration, Experiment, Statistic, by_norm, metric
-from normsys.claims.experiments import SEQUENCES
-from normsys.claims.params import Variant, tiers, variant_tiers
+from normsys.claims.params import Variant, tiers_of, variant_tiers_of
 from normsys.claims.testing import (
     SMALL_CLASSIFIER,
     alike_on_disjoint_seeds,
@@ -30,89 +19,27 @@ from normsys.claims.testing import (
     trained_and_untrained,
     unread_seeds,
 )
-from normsys.claims.verdict import REFUTED, SUPPORTED, Rule
-from normsys.training import diagnostics as dg
+from normsys.claims.verdict import REFUTED, SUPPORTED
+from normsys.declarations.dual_mechanism import (
+    DM_PROBES,
+    ENCODER,
+    KAPPA_6,
+    L2_PREVENTS,
+    LN_EXPRESSION,
+    MIN_RHO,
+    NONE_COLLAPSES,
+    NONE_MEMORIZES,
+    NORMS,
+    SCALE_NOT_AFFINE,
+    TEST_ACC_VS_LN,
+    generalization_gap,
+    kappa,
+    min_rho,
+    rows_of,
+)
 from normsys.training.config import preset
 from normsys.training.measure import at_init
 from normsys.training.record import TEST_ACC, TRAIN_ACC, probe_of
-
-SOURCE = "Dual-Mechanism paper, Experiment 4 (seed encoder, AG News)"
-NORMS = ("layernorm", "l2", "none")
-
-
-def generalization_gap(record) -> float:
-    return record.metrics[TRAIN_ACC] - record.metrics[TEST_ACC]
-
-
-VARIANTS = ("", "-nonpad", "-masked")
-RUN_VARIANTS = ("", "-masked")  # the accuracy claims: -nonpad would repeat the same numbers
-CHANGES = {"": {}, "-nonpad": {}, "-masked": {"model.pad_mask": True}}
-SLOW = ("-masked",)  # nine more encoder runs (~10 min of one core): outside CI's budget
-# where the paper tier was measured: 5 seeds each, the offline FALLBACK pool (8,000 train rows)
-
-
-# The seed encoder's runs: the encoder preset of the tier (AG News, post-norm, 6 blocks), changed
-# as each variant says; its model.norm set per arm.
-ENCODER = Arm("encoder", variants=CHANGES)
-
-
-# the block outputs the encoder preset probes: blocks 1, 3, 6 (blocks.0, .2, .5)
-DM_PROBES = preset("encoder").train.probe
-
-
-def kappa(probes: dict, rows: str = "all") -> float:
-    """kappa_6 = erank(block 6) / erank(block 1) of a run's probes (``rows="nonpad"``: without the
-    padding positions); NaN for a run without probes (diverged)."""
-    if not probes:
-        return float("nan")
-    return dg.collapse_ratios([probe_of(probes, b, rows)["erank"]
-                               for b in (DM_PROBES[0], DM_PROBES[-1])])[1]
-
-
-def min_rho(probes: dict, rows: str = "all") -> float:
-    """min over blocks 1, 3, 6 of erank / d; NaN for a run without probes (diverged)."""
-    if not probes:
-        return float("nan")
-    return min(probe_of(probes, b, rows)["rho"] for b in DM_PROBES)
-
-
-def rows_of(variant: str) -> str:
-    return "nonpad" if variant == "-nonpad" else "all"
-
-
-def kappa_6(records, variant: str = "") -> float:
-    """erank(block 6) / erank(block 1) (variant -nonpad: of the rows that are not padding)."""
-    return kappa(records[0].probes, rows=rows_of(variant))
-
-
-def min_rho_of(records, variant: str = "") -> float:
-    """min over blocks 1, 3, 6 of erank / d (variant -nonpad: of the rows that are not padding)."""
-    return min_rho(records[0].probes, rows=rows_of(variant))
-
-
-def gap_of(records, variant: str = "") -> float:
-    """Train accuracy - test accuracy."""
-    return generalization_gap(records[0])
-
-
-# The norm-generic claims, declared once: their tests below decide through these, and each is a
-# column of the scorecard (normsys.scorecard) for any norm kind.
-KAPPA_6 = Statistic(
-    "kappa_6", "dm-layernorm-prevents-collapse", Rule("kappa_6", ">=", 0.8), ENCODER, kappa_6,
-    excludes=SEQUENCES, words="rank kept at depth", source=SOURCE,
-    statement="LayerNorm keeps representations from collapsing with depth: {rule}.")
-MIN_RHO = Statistic(
-    "min_rho", "dm-l2-isotropic", Rule("min_l rho_l", ">=", 0.5), ENCODER, min_rho_of,
-    claim_norm="l2", excludes=SEQUENCES, words="isotropy of every block", source=SOURCE,
-    statement="L2-normalized representations stay isotropic: min over blocks 1, 3, 6 of "
-              "erank/d: {rule}.")
-TEST_ACC_VS_LN = Statistic(
-    "test_acc_vs_ln", "dm-scaled-l2-matches-layernorm",
-    Rule("test_acc", "within", (-0.02, 0.02)), ENCODER,
-    metric(TEST_ACC), versus="layernorm", pairing="versus - own",
-    claim_norm="scaled_l2", excludes=SEQUENCES, words="accuracy as LayerNorm's",
-    source="ours (scale confound)",
-    statement="At LayerNorm's output scale, L2 matches LayerNorm: {rule}.")
 
 
 @pytest.fixture
@@ -151,15 +78,7 @@ def record_ranks(claim, runs, variant: str = "") -> None:
                  data=runs[0].data_source)
 
 
-NONE_COLLAPSES = Declaration(
-    "dm-none-collapses-with-depth", Rule("kappa_6", "<", 0.5), source=SOURCE,
-    statement="Without normalization the representation collapses with depth: {rule}.",
-    # Figure 4 draws the other kinds beside it: their runs are planned (and costed) with its own
-    experiment=Experiment(by_norm(ENCODER, "none"), kappa_6,
-                          evidence=by_norm(ENCODER, *(n for n in NORMS if n != "none"))))
-
-
-@pytest.mark.parametrize("variant,tier", variant_tiers(VARIANTS, slow=SLOW))
+@pytest.mark.parametrize("variant,tier", variant_tiers_of(NONE_COLLAPSES))
 @NONE_COLLAPSES.mark
 def test_none_collapses_with_depth(claim, runs, encoder_runs, tier, variant):
     record_ranks(claim, encoder_runs("none"), variant)
@@ -168,83 +87,34 @@ def test_none_collapses_with_depth(claim, runs, encoder_runs, tier, variant):
     claim.check(runs)
 
 
-L2_PREVENTS = KAPPA_6.declare(
-    "l2", "dm-l2-prevents-collapse",
-    statement="The manual L2 norm keeps representations from collapsing with depth: {rule}.")
-
-
-@pytest.mark.parametrize("variant,tier", variant_tiers(VARIANTS, slow=SLOW))
+@pytest.mark.parametrize("variant,tier", variant_tiers_of(L2_PREVENTS))
 @L2_PREVENTS.mark
 def test_l2_prevents_collapse(claim, runs, encoder_runs, tier, variant):
     record_ranks(claim, encoder_runs("l2"), variant)
     claim.check(runs)
 
 
-@pytest.mark.parametrize("variant,tier", variant_tiers(VARIANTS, slow=SLOW))
+@pytest.mark.parametrize("variant,tier", variant_tiers_of(KAPPA_6.declaration))
 @KAPPA_6.mark
 def test_layernorm_prevents_collapse(claim, runs, encoder_runs, tier, variant):
     record_ranks(claim, encoder_runs("layernorm"), variant)
     claim.check(runs)
 
 
-LN_EXPRESSION = Declaration(
-    "dm-layernorm-expression", Rule("test_acc", ">", 0.05),
-    source=SOURCE, statement="LayerNorm's affine 'expression' part buys accuracy over plain L2: "
-                             "{rule}, paired by seed.",
-    experiment=Experiment(by_norm(ENCODER, "layernorm", "l2"), metric(TEST_ACC)))
-
-
-@pytest.mark.parametrize("variant,tier", variant_tiers(VARIANTS, slow=SLOW))
+@pytest.mark.parametrize("variant,tier", variant_tiers_of(MIN_RHO.declaration))
 @MIN_RHO.mark
 def test_l2_isotropic(claim, runs, encoder_runs, tier, variant):
     record_ranks(claim, encoder_runs("l2"), variant)
     claim.check(runs)
 
 
-@pytest.mark.parametrize("variant,tier", variant_tiers(RUN_VARIANTS, slow=SLOW))
-@LN_EXPRESSION.mark
-def test_layernorm_expression(claim, runs, tier, variant):
-    claim.check(runs)
-
-
-NONE_MEMORIZES = Declaration(
-    "dm-none-memorizes", Rule("gap", ">", 0.02), source=SOURCE,
-    statement="Without normalization the encoder memorizes (gap = train - test accuracy): "
-              "{rule}, paired by seed.",
-    experiment=Experiment(by_norm(ENCODER, "none", "layernorm"), gap_of))
-
-
-@pytest.mark.parametrize("variant,tier", variant_tiers(RUN_VARIANTS, slow=SLOW))
-@NONE_MEMORIZES.mark
-def test_none_memorizes(claim, runs, tier, variant):
-    claim.check(runs)
-
-
-ACCURACY_CLAIMS = (LN_EXPRESSION, NONE_MEMORIZES)  # the claims run at RUN_VARIANTS
-
-
-SCALE_NOT_AFFINE = Declaration(
-    "dm-scale-not-affine-explains-l2", Rule("test_acc", ">", 0.05),
-    source="ours (scale confound)",
-    statement="The l2 model's deficit is a matter of scale, not of missing affine parameters: "
-              "{rule}, paired.",
-    experiment=Experiment(by_norm(ENCODER, "scaled_l2", "l2_affine"), metric(TEST_ACC),
-                          evidence=by_norm(ENCODER, *NORMS)))  # drawn beside them
-
-
-@pytest.mark.parametrize("tier", tiers())
+@pytest.mark.parametrize("tier", tiers_of(SCALE_NOT_AFFINE))
 @SCALE_NOT_AFFINE.mark
 def test_scale_not_affine_explains_l2(claim, runs, encoder_runs, tier):
     claim.record(kappa_6={n: [kappa(r.probes) for r in encoder_runs(n)]
                           for n in ("scaled_l2", "l2_affine")})
     claim.figure("figure4-all-kinds", lambda fig: draw_figure_4(
         fig, {n: encoder_runs(n) for n in (*NORMS, "scaled_l2", "l2_affine")}))
-    claim.check(runs)
-
-
-@pytest.mark.parametrize("tier", tiers())
-@TEST_ACC_VS_LN.mark
-def test_scaled_l2_matches_layernorm(claim, runs, tier):
     claim.check(runs)
 
 
@@ -284,7 +154,7 @@ def probes_at_init(task_of, variant: str, collapse: bool) -> list[dict]:
 
 @pytest.mark.parametrize("variant", [pytest.param(
     Variant(v), marks=pytest.mark.control(*(f"{c.id}{v}" for c in RANK_CLAIMS)),
-    id=v or "base") for v in VARIANTS])
+    id=v or "base") for v in NONE_COLLAPSES.variants])
 def test_control_rank_rules_flip_on_a_rank_collapsing_encoder(task_of, variant):
     rows = rows_of(variant)
     intact, collapsed = probes_at_init(task_of, variant, False), probes_at_init(task_of, variant, True)
@@ -314,8 +184,8 @@ RANK_CASES = ((NONE_COLLAPSES, "l2", SUPPORTED, 3), (NONE_COLLAPSES, "layernorm"
 
 @pytest.mark.parametrize("declared, norm, expected, seeds, variant", [
     pytest.param(d, norm, expected, n, Variant(v), id=f"{d.id}{v}-{norm}",
-                 marks=[pytest.mark.control(f"{d.id}{v}")] + ([pytest.mark.slow] if v in SLOW else []))
-    for d, norm, expected, n in RANK_CASES for v in VARIANTS])
+                 marks=[pytest.mark.control(f"{d.id}{v}")] + ([pytest.mark.slow] if v in d.slow else []))
+    for d, norm, expected, n in RANK_CASES for v in d.variants])
 def test_control_rank_rules_read_their_own_encoders_given_another_norm(runs, declared, norm,
                                                                        expected, seeds, variant):
     """A rank reading that missed the collapse (kappa_6 read from block 1 twice, the probes of
@@ -326,7 +196,7 @@ def test_control_rank_rules_read_their_own_encoders_given_another_norm(runs, dec
     assert declared.verdict(values).verdict == expected, declared.verdict(values).reason
 
 
-@pytest.mark.control(*(f"{c.id}{v}" for c in ACCURACY_CLAIMS for v in RUN_VARIANTS),
+@pytest.mark.control(*(f"{c.id}{v}" for c in (LN_EXPRESSION, NONE_MEMORIZES) for v in c.variants),
                      SCALE_NOT_AFFINE.id, TEST_ACC_VS_LN.claim)
 def test_control_accuracy_rules_flip_between_a_trained_and_an_untrained_model(data_env, run):
     """The accuracy rules on test accuracy, and the memorization rule on the train-test gap, of a
@@ -349,9 +219,8 @@ PAIRED_ENCODERS = (LN_EXPRESSION, NONE_MEMORIZES, SCALE_NOT_AFFINE)
 
 @pytest.mark.parametrize("declared, variant", [
     pytest.param(d, Variant(v), id=f"{d.id}{v}", marks=[pytest.mark.control(f"{d.id}{v}")]
-                 + ([pytest.mark.slow] if v in SLOW else []))
-    for d in PAIRED_ENCODERS
-    for v in (RUN_VARIANTS if d in ACCURACY_CLAIMS else ("",))])
+                 + ([pytest.mark.slow] if v in d.slow else []))
+    for d in PAIRED_ENCODERS for v in d.variants])
 def test_control_paired_encoder_rules_are_refuted_where_both_arms_take_layernorm(runs, declared,
                                                                                  variant):
     """The claim's own encoders (its variant's), reading and rule with LayerNorm in both arms, on

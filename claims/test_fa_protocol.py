@@ -1,14 +1,7 @@
-"""FA evaluation protocol: gradient-direction stability separates DFA from backprop.
-
-Pre-LN residual MLP on MNIST (784 -> 256, 4 blocks LN -> Linear(256, 512) -> GELU ->
-Linear(512, 256)), Adam 1e-3, batch 128, 2 epochs, trained with bp, fa and dfa, plus the
-frozen-blocks baselines (blocks fixed at init; embed, out_ln and head trained by backprop, or by
-DFA's own signals). Stability at the middle hidden state h_2 over 8 disjoint test batches of 128:
-the mean pairwise cosine of the batch-mean backprop gradients dL/dh_2, taken by autograd through
-each net's true weights whatever rule trained it (reference: BP 0.05-0.18, DFA 0.5-0.99).
-
-Stability depends on how far training got (a net still carrying a population-gradient direction
-is more stable), so the stability claims also run ``-long``: the same rules after 10 epochs.
+"""FA evaluation protocol: the claims' evidence (accuracies, stabilities, their figures) and
+negative controls. The claims, their nets and the protocol's reading are declared in
+normsys.declarations.fa_protocol; the claims decided by their rule alone are decided in
+test_declared.py.
 """
 
 from __future__ import annotations
@@ -17,8 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from normsys.claims.declaration import Arm, Declaration, Experiment, metric
-from normsys.claims.params import tiers, variant_tiers
+from normsys.claims.params import variant_tiers_of
 from normsys.claims.protocol import BP_RANGE, DFA_RANGE, mnist_report
 from normsys.claims.testing import (
     AT_INIT,
@@ -27,56 +19,22 @@ from normsys.claims.testing import (
     small_classifier_accuracies,
     unread_seeds,
 )
-from normsys.claims.verdict import REFUTED, SUPPORTED, Rule
-from normsys.training.config import preset
+from normsys.claims.verdict import REFUTED, SUPPORTED
+from normsys.declarations.fa_protocol import (
+    BP_BEATS_FROZEN,
+    BP_UNSTABLE,
+    DFA_BEATS_FROZEN,
+    DFA_BEATS_FROZEN_DFA,
+    DFA_STABLE,
+    EPOCHS,
+    FIGURE_EPOCHS,
+    SEPARATES,
+    fa_mlp,
+    fa_protocol,
+    trained_by,
+)
 from normsys.training.models import prepare_model
-from normsys.training.record import TEST_ACC, trained_model
-
-SOURCE = "FA evaluation protocol (pre-LN residual MLP, MNIST)"
-VARIANTS = ("", "-long")
-
-
-EPOCHS = {"": 2, "-long": 10}
-FIGURE_EPOCHS = (1, 2, 5, 10)
-
-
-def snapshots(epochs: int) -> tuple[int, ...]:
-    """The epochs after which a run keeps its weights: 1, 2 and 5 for a 10-epoch run (for the
-    figure), none for the others."""
-    return tuple(e for e in FIGURE_EPOCHS if e < epochs) if epochs == EPOCHS["-long"] else ()
-
-
-# The protocol's residual MLP (the resmlp preset: 784 -> 256, 4 blocks LN-256x512-GELU-512x256,
-# Adam 1e-3, batch 128), trained for each variant's epochs.
-FA_NET = Arm("resmlp", variants={v: {"train.epochs": epochs, "train.snapshots": snapshots(epochs)}
-                                 for v, epochs in EPOCHS.items()})
-
-
-def fa_mlp(method: str, seed: int, tier: str = "cpu", frozen: bool = False, epochs: int = 2):
-    """The protocol's net trained by ``method`` for ``epochs``; ``frozen``: its blocks fixed at
-    init."""
-    return preset("resmlp", tier, **{"train.method": method, "train.frozen_blocks": frozen,
-                                     "train.seed": seed, "train.epochs": epochs,
-                                     "train.snapshots": snapshots(epochs)})
-
-
-def fa_protocol(record, epoch: int | None = None) -> dict:
-    """The protocol's report of a trained net (or of its weights after ``epoch``) on 8 disjoint
-    MNIST test batches of 128. It measures the backprop gradient of whatever net it is given, so
-    the weights are loaded into a plain model: an FA-trained net is measured through W^T, not
-    its feedback matrices."""
-    return mnist_report(trained_model(record, learning_rule=False, epoch=epoch))
-
-
-def trained_by(method: str, frozen: bool = False) -> Arm:
-    """An experiment's arm: the protocol net trained by ``method`` for the variant's epochs
-    (``frozen``: the frozen-blocks baseline whose other layers ``method`` trained)."""
-    return FA_NET.changed({"train.method": method, "train.frozen_blocks": frozen})
-
-
-def stability_of(records, variant: str = "") -> float:
-    """Direction stability at h_2 (fa_protocol): autograd through the trained net's weights."""
-    return fa_protocol(records[0])["stability"]
+from normsys.training.record import TEST_ACC
 
 
 @pytest.fixture
@@ -131,15 +89,7 @@ def draw_stability(fig, by_method: dict[str, list[float]]) -> None:
     ax.legend(fontsize=8)
 
 
-BP_UNSTABLE = Declaration(
-    "fa-bp-direction-unstable", Rule("stability", "<=", 0.2),
-    source=SOURCE,
-    statement="In a BP-trained net, batch-mean gradient directions at the middle layer are batch-"
-              "specific: {rule}.",
-    experiment=Experiment({"bp": trained_by("bp")}, stability_of))
-
-
-@pytest.mark.parametrize("variant,tier", variant_tiers(VARIANTS))
+@pytest.mark.parametrize("variant,tier", variant_tiers_of(BP_UNSTABLE))
 @BP_UNSTABLE.mark
 def test_bp_direction_unstable(claim, runs, protocol, tier, variant):
     bp = protocol("bp")
@@ -149,14 +99,7 @@ def test_bp_direction_unstable(claim, runs, protocol, tier, variant):
     claim.check(runs)
 
 
-DFA_STABLE = Declaration(
-    "fa-dfa-direction-stable", Rule("stability", ">=", 0.5),
-    source=SOURCE,
-    statement="In a DFA-trained net, gradient directions are stable across batches: {rule}.",
-    experiment=Experiment({"dfa": trained_by("dfa")}, stability_of))
-
-
-@pytest.mark.parametrize("variant,tier", variant_tiers(VARIANTS))
+@pytest.mark.parametrize("variant,tier", variant_tiers_of(DFA_STABLE))
 @DFA_STABLE.mark
 def test_dfa_direction_stable(claim, runs, protocol, tier, variant):
     dfa = protocol("dfa")
@@ -165,15 +108,7 @@ def test_dfa_direction_stable(claim, runs, protocol, tier, variant):
     claim.check(runs)
 
 
-SEPARATES = Declaration(
-    "fa-stability-separates", Rule("stability", ">", 0.3),
-    source=SOURCE,
-    statement="Stability separates DFA from BP: {rule}, paired by seed (FA reported too).",
-    experiment=Experiment({"dfa": trained_by("dfa"), "bp": trained_by("bp")}, stability_of,
-                          evidence={"fa": trained_by("fa")}))
-
-
-@pytest.mark.parametrize("variant,tier", variant_tiers(VARIANTS))
+@pytest.mark.parametrize("variant,tier", variant_tiers_of(SEPARATES))
 @SEPARATES.mark
 def test_stability_separates(claim, runs, protocol, tier, variant):
     by_method = {m: stabilities(protocol(m)) for m in ("bp", "fa", "dfa")}
@@ -187,50 +122,6 @@ def test_stability_separates(claim, runs, protocol, tier, variant):
     claim.check(runs)
 
 
-DFA_BEATS_FROZEN = Declaration(
-    "fa-dfa-beats-frozen-baseline", Rule("test_acc", ">", 0.02),
-    source=SOURCE,
-    statement="DFA trains the blocks usefully: {rule} (blocks frozen at init, the rest trained by "
-              "backprop), paired by seed.",
-    experiment=Experiment({"dfa": trained_by("dfa"), "frozen": trained_by("bp", frozen=True)},
-                          metric(TEST_ACC)))
-
-
-@pytest.mark.parametrize("tier", tiers())
-@DFA_BEATS_FROZEN.mark
-def test_dfa_beats_frozen_baseline(claim, runs, tier):
-    claim.check(runs)
-
-
-DFA_BEATS_FROZEN_DFA = Declaration(
-    "fa-dfa-beats-frozen-dfa-baseline", Rule("test_acc", ">", 0.02),
-    source=SOURCE,
-    statement="DFA trains the blocks usefully, against a baseline whose embedding also learns from "
-              "DFA's signals: {rule}, paired.",
-    experiment=Experiment({"dfa": trained_by("dfa"), "frozen, dfa": trained_by("dfa", frozen=True)},
-                          metric(TEST_ACC)))
-
-
-@pytest.mark.parametrize("tier", tiers())
-@DFA_BEATS_FROZEN_DFA.mark
-def test_dfa_beats_frozen_dfa_baseline(claim, runs, tier):
-    claim.check(runs)
-
-
-BP_BEATS_FROZEN = Declaration(
-    "fa-bp-beats-frozen-baseline", Rule("test_acc", ">", 0.02),
-    source=SOURCE,
-    statement="BP trains the blocks usefully: {rule}, paired by seed.",
-    experiment=Experiment({"bp": trained_by("bp"), "frozen": trained_by("bp", frozen=True)},
-                          metric(TEST_ACC)))
-
-
-@pytest.mark.parametrize("tier", tiers())
-@BP_BEATS_FROZEN.mark
-def test_bp_beats_frozen_baseline(claim, runs, tier):
-    claim.check(runs)
-
-
 # ----------------------------------------------------------------------------- negative controls
 
 # Each claim's own experiment where its effect is absent: the arms it compares made the same, or
@@ -240,17 +131,17 @@ def test_bp_beats_frozen_baseline(claim, runs, tier):
 # there), so DFA is no case without it; a net left at its initialization (AT_INIT) is: every
 # batch's mean gradient then carries the same population direction (its head's initial bias),
 # stability 0.5-0.7 on seeds 3-5.
-ABSENT = [(SEPARATES, {"train.method": "bp"}, VARIANTS),
-          (DFA_STABLE, {"train.method": "bp"}, VARIANTS),
-          (BP_UNSTABLE, AT_INIT, VARIANTS),
-          (DFA_BEATS_FROZEN, {"train.method": "bp", "train.frozen_blocks": True}, ("",)),
-          (DFA_BEATS_FROZEN_DFA, {"train.frozen_blocks": True}, ("",)),
-          (BP_BEATS_FROZEN, {"train.frozen_blocks": True}, ("",))]
+ABSENT = [(SEPARATES, {"train.method": "bp"}),
+          (DFA_STABLE, {"train.method": "bp"}),
+          (BP_UNSTABLE, AT_INIT),
+          (DFA_BEATS_FROZEN, {"train.method": "bp", "train.frozen_blocks": True}),
+          (DFA_BEATS_FROZEN_DFA, {"train.frozen_blocks": True}),
+          (BP_BEATS_FROZEN, {"train.frozen_blocks": True})]
 
 
 @pytest.mark.parametrize("declared,settings,variant", [
     pytest.param(d, settings, v, id=f"{d.id}{v}", marks=pytest.mark.control(f"{d.id}{v}"))
-    for d, settings, variants in ABSENT for v in variants])
+    for d, settings in ABSENT for v in d.variants])
 def test_control_fa_rules_are_refuted_where_the_effect_is_absent(runs, declared, settings,
                                                                  variant):
     """The claim's own nets (its variant's), protocol and rule on seeds it does not read, with its
@@ -288,7 +179,7 @@ def constructed_net(seed: int, shared: bool):
     return model
 
 
-@pytest.mark.control(*(f"{c.id}{v}" for c in (BP_UNSTABLE, DFA_STABLE, SEPARATES) for v in VARIANTS))
+@pytest.mark.control(*(f"{c.id}{v}" for c in (BP_UNSTABLE, DFA_STABLE, SEPARATES) for v in c.variants))
 def test_control_stability_rules_flip_between_shared_and_independent_directions(data_env):
     """Direction stability through the protocol's own measurement (autograd through the net, 8
     disjoint test batches of 128) on nets built with shared or independent gradient directions."""
@@ -305,7 +196,7 @@ def test_control_stability_rules_flip_between_shared_and_independent_directions(
 SHORT_NET = {"data.n_train": 4096, "train.epochs": 1}
 
 
-@pytest.mark.control(*(f"{c.id}{v}" for c in (DFA_STABLE, SEPARATES) for v in VARIANTS))
+@pytest.mark.control(*(f"{c.id}{v}" for c in (DFA_STABLE, SEPARATES) for v in c.variants))
 def test_control_dfa_trains_other_nets_than_backprop(run, data_env):
     """The stability claims compare nets trained by different rules. Training is deterministic on
     the CPU, so a net trained again by backprop on the same seed and data is the same net (the

@@ -1,12 +1,7 @@
-"""LayerNorm deep-dive notebook: what LayerNorm does in MLPs, CNNs and LSTMs (MNIST unless said).
-
-MLP: 3 hidden layers of 256 (Linear -> norm -> ReLU), Adam 1e-3, batch 64, 1 epoch; its last hidden
-layer is probed on 1,000 fixed training images. CNN: 3 x conv3x3 -> norm -> ReLU -> maxpool, batch
-128, 1 epoch; LayerNorm there normalizes each sample's whole (C, H, W) map (Ba et al. 2016).
-Char LSTM: 1 layer, hidden 256, 1,000 steps on Tiny Shakespeare (BatchNorm: statistics per time
-step). Transformer block: one pre-norm block as a character LM on Tiny Shakespeare (d=64, 4 heads,
-context 64, batch 32, Adam 1e-3, 500 steps). Tanh MLP: as in the residual claim. Models with
-BatchNorm are evaluated in eval mode (running statistics).
+"""LayerNorm deep-dive notebook: the claims' evidence (gradient profiles, correlation heatmaps,
+steps and accuracies) and negative controls. The claims, their models and readings are declared
+in normsys.declarations.layernorm_deep_dive; the claims decided by their rule alone are decided
+in test_declared.py.
 """
 
 from __future__ import annotations
@@ -16,9 +11,8 @@ import pytest
 import torch
 
 from normsys.claims import figures
-from normsys.claims.declaration import Arm, Declaration, Experiment, Statistic, by_norm, metric
-from normsys.claims.experiments import TANH_MLP, log10_grad_ratio, weight_grad_profile
-from normsys.claims.params import tiers
+from normsys.claims.experiments import weight_grad_profile
+from normsys.claims.params import tiers_of
 from normsys.claims.testing import (
     CONTROL_SEEDS,
     SMALL_CLASSIFIER,
@@ -27,98 +21,30 @@ from normsys.claims.testing import (
     trained_and_untrained,
     unread_seeds,
 )
-from normsys.claims.verdict import REFUTED, SUPPORTED, Rule
+from normsys.claims.verdict import REFUTED, SUPPORTED
+from normsys.declarations.layernorm_deep_dive import (
+    BEATS_BN_LSTM,
+    BEATS_BN_TRANSFORMER,
+    BN_WINS_CNN,
+    DECORRELATION,
+    GRAD_RATIO_VS_NONE,
+    HELPS_LSTM,
+    IMPROVES_ACCURACY,
+    INIT_ROBUSTNESS,
+    INIT_SCALES,
+    LSTM,
+    MLP_PROBE,
+    SMALL_BATCH,
+    SPEEDS_CONVERGENCE,
+    accuracy_spread,
+    init_scale_spread,
+    mlp,
+    unit_correlation,
+)
 from normsys.training import diagnostics as dg
-from normsys.training.config import RunConfig
 from normsys.training.measure import at_init
 from normsys.training.provenance import cpu_kind
-from normsys.training.record import TEST_ACC, VAL_LOSS, RunRecord, probe_of, trained_model
-
-SOURCE = "LayerNorm deep-dive notebook"
-
-
-INIT_SCALES = (0.5, 1.0, 2.0)  # the hidden weights' scale at init, robustness to which is measured
-MLP_PROBE = "layers.2"  # the MLP's last hidden layer: what its runs probe and its readers read
-
-
-# The MLP (mlp preset: 784 -> 3 x 256 Linear-norm-ReLU -> 10, Adam 1e-3, batch 64, 1 epoch), its
-# last hidden layer probed on 1,000 fixed training images.
-MLP = Arm("mlp", {"train.probe": (MLP_PROBE,), "train.probe_batch": 1000})
-
-
-def mlp(norm: str, seed: int, tier: str = "cpu", **settings) -> RunConfig:
-    """One seed's MLP with ``norm``, and ``settings`` changed."""
-    (cfg,) = MLP.changed({"model.norm": norm, **settings})(seed, tier)
-    return cfg
-
-
-def unit_correlation(record: RunRecord) -> float:
-    """Mean |off-diagonal correlation| of the MLP's last hidden layer's units."""
-    return probe_of(record.probes, MLP_PROBE)["unit_corr"]
-
-
-def accuracy_spread(accuracies: list[float]) -> float:
-    """max - min test accuracy over the initial weight scales."""
-    return max(accuracies) - min(accuracies)
-
-
-def init_scale_spread(records: list[RunRecord], variant: str = "") -> float:
-    """accuracy_spread of one seed's runs at the INIT_SCALES."""
-    return accuracy_spread([r.metrics[TEST_ACC] for r in records])
-
-
-# The CNN (cnn preset: 3 x conv3x3 (32, 64, 64) -> norm -> ReLU -> maxpool, batch 128).
-CNN = Arm("cnn")
-# The char LSTM (lstm preset: 1 layer, hidden 256, 1,000 steps); norm layernorm is the
-# layer-normalized LSTM of Ba et al. 2016, none the plain LSTM (same cell code).
-LSTM = Arm("lstm")
-# One pre-norm Transformer block as a character LM: d=64, 4 heads, context 64, batch 32, Adam 1e-3,
-# 500 steps; its norm in both of the block's norm places and the final norm.
-TBLOCK_LM = Arm("char_gpt", {"model.layers": 1, "model.d": 64, "model.heads": 4,
-                             "model.seq_len": 64, "train.batch_size": 32,
-                             "train.optimizer": "adam", "train.lr": 1e-3, "train.steps": 500})
-
-
-def steps_ratio(layernorm: float, none: float) -> float:
-    """LayerNorm's steps to 90% over the plain MLP's."""
-    return layernorm / none
-
-
-def correlation(records, variant: str = "") -> float:
-    """Mean |off-diagonal correlation| of the last hidden layer's units (1,000 images)."""
-    return unit_correlation(records[0])
-
-
-def steps_to_90(records, variant: str = "") -> float:
-    """Steps to 90% accuracy on a running window of 50 training batches."""
-    return dg.steps_to_accuracy(records[0].curves["batch_acc"])
-
-
-# The norm-generic claims, declared once: their tests below decide through these, and each is a
-# column of the scorecard (normsys.scorecard) for any norm kind.
-GRAD_RATIO_VS_NONE = Statistic(
-    "grad_ratio_vs_none", "ld-layernorm-prevents-vanishing-gradients", Rule("log10 ratio", ">", 1.0),
-    TANH_MLP, log10_grad_ratio,
-    versus="none", pairing="own - versus", versus_arm="plain", own_seeds=5,
-    words="gradient flow vs no norm",
-    source=SOURCE,
-    statement="LayerNorm after each layer of a {model.layers}-layer tanh MLP (no residuals) "
-              "prevents vanishing gradients at init (ratio = ||grad W_1|| / ||grad W_10||): "
-              "{rule}, paired.")
-DECORRELATION = Statistic(
-    "decorrelation", "ld-layernorm-decorrelates", Rule("corr", ">", 0.0),
-    MLP, correlation,
-    versus="none", pairing="versus - own", words="decorrelation vs no norm", source=SOURCE,
-    statement="LayerNorm decorrelates hidden units (corr: mean |off-diagonal correlation| of the "
-              "last hidden layer): {rule}, paired.")
-INIT_ROBUSTNESS = Statistic(
-    "init_robustness", "ld-layernorm-robust-to-init-scale", Rule("spread", ">", 0.02),
-    Arm("mlp", MLP.settings, each=tuple({"model.init_scale": k} for k in INIT_SCALES)),
-    init_scale_spread,
-    versus="none", pairing="versus - own", words="init-scale robustness vs no norm",
-    source=SOURCE,
-    statement="LayerNorm makes the MLP robust to its weight initialization (spread: max - min test "
-              "accuracy with the hidden weights scaled by 0.5, 1, 2 at init): {rule}, paired.")
+from normsys.training.record import TEST_ACC, VAL_LOSS, probe_of, trained_model
 
 
 @pytest.fixture
@@ -146,7 +72,7 @@ def draw_correlations(fig, records: dict) -> None:
     fig.suptitle("Hidden-unit correlations, last hidden layer (seed 0, first 64 live units)")
 
 
-@pytest.mark.parametrize("tier", tiers())
+@pytest.mark.parametrize("tier", tiers_of(GRAD_RATIO_VS_NONE.declaration))
 @GRAD_RATIO_VS_NONE.mark
 def test_layernorm_prevents_vanishing_gradients(claim, runs, tier):
     ln, plain = ([weight_grad_profile(rs[0]) for rs in seeds] for seeds in GRAD_RATIO_VS_NONE
@@ -157,7 +83,7 @@ def test_layernorm_prevents_vanishing_gradients(claim, runs, tier):
     claim.check(runs)
 
 
-@pytest.mark.parametrize("tier", tiers())
+@pytest.mark.parametrize("tier", tiers_of(DECORRELATION.declaration))
 @DECORRELATION.mark
 def test_layernorm_decorrelates(claim, runs, mlp_runs, tier):
     claim.figure("correlations", lambda fig: draw_correlations(
@@ -165,113 +91,14 @@ def test_layernorm_decorrelates(claim, runs, mlp_runs, tier):
     claim.check(runs)
 
 
-SPEEDS_CONVERGENCE = Declaration(
-    "ld-layernorm-speeds-convergence", Rule("steps(layernorm) / steps(none)", "<", 0.8),
-    source=SOURCE,
-    statement="LayerNorm speeds up convergence (steps: to 90% accuracy on a running window of 50 "
-              "training batches): {rule}.",
-    experiment=Experiment(by_norm(MLP, "layernorm", "none"), steps_to_90,
-                          combine=steps_ratio))
-
-
-@pytest.mark.parametrize("tier", tiers())
+@pytest.mark.parametrize("tier", tiers_of(SPEEDS_CONVERGENCE))
 @SPEEDS_CONVERGENCE.mark
 def test_layernorm_speeds_convergence(claim, runs, tier):
     claim.record(steps_to_90=SPEEDS_CONVERGENCE.experiment.values(runs, claim.seeds, tier))
     claim.check(runs)
 
 
-SMALL_BATCH = Declaration(
-    "ld-layernorm-small-batch", Rule("test_acc", ">", 0.02),
-    source=SOURCE,
-    statement="With batch size {train.batch_size}, LayerNorm beats BatchNorm (eval mode, running "
-              "statistics) after {train.steps:,} steps: {rule}, paired.",
-    experiment=Experiment(by_norm(MLP.changed({"train.batch_size": 4, "train.steps": 2000}),
-                                  "layernorm", "batchnorm"), metric(TEST_ACC)))
-
-
-@pytest.mark.parametrize("tier", tiers())
-@SMALL_BATCH.mark
-def test_layernorm_small_batch(claim, runs, tier):
-    claim.check(runs)
-
-
-BN_WINS_CNN = Declaration(
-    "ld-batchnorm-wins-cnn-large-batch", Rule("test_acc", ">", 0.0),
-    source=SOURCE,
-    statement="In a CNN with batch {train.batch_size}, BatchNorm beats LayerNorm after "
-              "{train.epochs} epoch: {rule}, paired.",
-    experiment=Experiment(by_norm(CNN, "batchnorm", "layernorm"), metric(TEST_ACC)))
-
-
-@pytest.mark.slow  # six 1-epoch CNN runs, ~5 min on 2 cores
-@pytest.mark.parametrize("tier", tiers())
-@BN_WINS_CNN.mark
-def test_batchnorm_wins_cnn_large_batch(claim, runs, tier):
-    claim.check(runs)
-
-
-HELPS_LSTM = Declaration(
-    "ld-layernorm-helps-lstm", Rule("val_loss", ">", 0.0),
-    source=SOURCE,
-    statement="Layer normalization helps an LSTM after {train.steps:,} steps: {rule}, paired.",
-    experiment=Experiment({"plain": LSTM.changed({"model.norm": "none"}),
-                           "LN-LSTM": LSTM.changed({"model.norm": "layernorm"})}, metric(VAL_LOSS)))
-
-
-@pytest.mark.slow  # six 1,000-step LSTM runs, ~2 min each on one core
-@pytest.mark.parametrize("tier", tiers())
-@HELPS_LSTM.mark
-def test_layernorm_helps_lstm(claim, runs, tier):
-    claim.check(runs)
-
-
-BEATS_BN_LSTM = Declaration(
-    "ld-layernorm-beats-batchnorm-lstm", Rule("val_loss", ">", 0.0),
-    source=SOURCE,
-    statement="In an LSTM, LayerNorm beats BatchNorm (statistics per time step) after "
-              "{train.steps:,} steps: {rule}, paired.",
-    experiment=Experiment({"BN-LSTM": LSTM.changed({"model.norm": "batchnorm"}),
-                           "LN-LSTM": LSTM.changed({"model.norm": "layernorm"})}, metric(VAL_LOSS)))
-
-
-@pytest.mark.slow  # three more 1,000-step LSTM runs (and the LayerNorm three of the claim above)
-@pytest.mark.parametrize("tier", tiers())
-@BEATS_BN_LSTM.mark
-def test_layernorm_beats_batchnorm_lstm(claim, runs, tier):
-    claim.check(runs)
-
-
-BEATS_BN_TRANSFORMER = Declaration(
-    "ld-layernorm-beats-batchnorm-transformer", Rule("val_loss", ">", 0.0),
-    source=SOURCE,
-    statement="In a pre-norm Transformer block (a character LM), LayerNorm beats BatchNorm in both "
-              "norm places after {train.steps} steps: {rule}, paired.",
-    experiment=Experiment({"BN": TBLOCK_LM.changed({"model.norm": "batchnorm"}),
-                           "LN": TBLOCK_LM.changed({"model.norm": "layernorm"})}, metric(VAL_LOSS)))
-
-
-@pytest.mark.parametrize("tier", tiers())
-@BEATS_BN_TRANSFORMER.mark
-def test_layernorm_beats_batchnorm_transformer(claim, runs, tier):
-    claim.check(runs)
-
-
-IMPROVES_ACCURACY = Declaration(
-    "ld-layernorm-improves-final-accuracy", Rule("test_acc", ">", 0.0),
-    source=SOURCE,
-    statement="LayerNorm improves the MLP's final accuracy after {train.epochs} epoch: {rule}, "
-              "paired.",
-    experiment=Experiment(by_norm(MLP, "layernorm", "none"), metric(TEST_ACC)))
-
-
-@pytest.mark.parametrize("tier", tiers())
-@IMPROVES_ACCURACY.mark
-def test_layernorm_improves_final_accuracy(claim, runs, tier):
-    claim.check(runs)
-
-
-@pytest.mark.parametrize("tier", tiers())
+@pytest.mark.parametrize("tier", tiers_of(INIT_ROBUSTNESS.declaration))
 @INIT_ROBUSTNESS.mark
 def test_layernorm_robust_to_init_scale(claim, runs, tier):
     by_seed = INIT_ROBUSTNESS.declaration.records(runs, claim.seeds, tier)
@@ -358,12 +185,11 @@ SAME_NORM = [(GRAD_RATIO_VS_NONE.declaration, "none"), (IMPROVES_ACCURACY, "none
              (INIT_ROBUSTNESS.declaration, "none"), (SMALL_BATCH, "layernorm"),
              (BEATS_BN_TRANSFORMER, "layernorm"), (BN_WINS_CNN, "layernorm"),
              (HELPS_LSTM, "layernorm"), (BEATS_BN_LSTM, "layernorm")]
-SLOW_CONTROLS = {d.id for d in (BN_WINS_CNN, HELPS_LSTM, BEATS_BN_LSTM)}  # CNN or LSTM: ~2 min a run
 
 
 @pytest.mark.parametrize("declared,norm", [
     pytest.param(d, norm, id=d.id, marks=[pytest.mark.control(d.id)]
-                 + ([pytest.mark.slow] if d.id in SLOW_CONTROLS else [])) for d, norm in SAME_NORM])
+                 + ([pytest.mark.slow] if "" in d.slow else [])) for d, norm in SAME_NORM])
 def test_control_norm_rules_are_refuted_where_both_arms_take_the_same_norm(runs, declared, norm):
     """The claim's own arms, reading and rule with one norm in both arms, on seeds the claim does
     not read: nothing is left between the arms, so a rule that one norm beats the other must come
@@ -390,7 +216,7 @@ def aa_marks(declared) -> list:
     """The A/A case's marks: its control's, and a strict xfail where this kind measured it
     supported (AA_SUPPORTED)."""
     marks = [pytest.mark.control(declared.id)] + \
-        ([pytest.mark.slow] if declared.id in SLOW_CONTROLS else [])
+        ([pytest.mark.slow] if "" in declared.slow else [])
     if (why := AA_SUPPORTED.get((declared.id, HERE))) is not None:
         marks.append(pytest.mark.xfail(strict=True, raises=AssertionError,
                                        reason=f"A/A case supported on {HERE}: {why}"))

@@ -1,9 +1,6 @@
-"""LayerNorm-Jacobian analysis on a char GPT (block 64, 4 layers, 4 heads, d=128, pre-LN) trained
-250 steps on Tiny Shakespeare with batch 32.
-
-At every LayerNorm, on a fresh validation batch, we capture the input x, the gain and the dL/dout
-that the model's own backward pass delivers, and compare the analytic input gradient
-(g_z - mean(g_z) - z mean(g_z z)) / sigma with autograd's, and with its surrogates.
+"""LayerNorm-Jacobian analysis: the claims' evidence (errors per LayerNorm, the surrogates'
+summaries) and negative controls. The claims, their char GPTs and readings are declared in
+normsys.declarations.ln_jacobian.
 """
 
 from __future__ import annotations
@@ -11,62 +8,24 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-import torch
 from torch import nn
 
-from normsys.claims.declaration import Arm, Declaration, Experiment
 from normsys.claims.experiments import CHAR_GPT
-from normsys.claims.params import tiers
+from normsys.claims.params import tiers_of
 from normsys.claims.protocol import layernorm_gradients, ln_decomposition_summary, ln_vjp_errors
 from normsys.claims.testing import CONTROL_SEEDS, alike_on_disjoint_seeds, unread_seeds
-from normsys.claims.verdict import REFUTED, SUPPORTED, Rule
-from normsys.training.data import tiny_shakespeare
+from normsys.claims.verdict import REFUTED, SUPPORTED
+from normsys.declarations.ln_jacobian import (
+    ANALYTIC_MATCHES,
+    COSTS_MORE_WITH_SOFTMAX,
+    captures_of,
+    fresh_lm_batch,
+)
 from normsys.training.models import prepare_model
 from normsys.training.norms import LayerNorm, build_norm
-from normsys.training.record import trained_model
-from normsys.training.tasks import lm_batch
-
-SOURCE = "LayerNorm-Jacobian analysis (char GPT, Tiny Shakespeare)"
 
 
-def fresh_lm_batch(cfg, seed: int = 12_345):
-    """A validation batch the model never trained on."""
-    _, val, _ = tiny_shakespeare()
-    return lm_batch(val, cfg.model.seq_len, cfg.train.batch_size,
-                    torch.Generator().manual_seed(seed))
-
-
-def captures_of(record):
-    """At every LayerNorm of the trained model, on a fresh batch: what its backward receives."""
-    model = trained_model(record)  # FA nets keep their own backward: the analysis is of it
-    return layernorm_gradients(model, *fresh_lm_batch(record.run_config))
-
-
-def gpt(attention: str, method: str) -> Arm:
-    """The char GPT (250 steps) with ``attention``, trained by ``method``."""
-    return CHAR_GPT.changed({"model.attention": attention, "train.method": method})
-
-
-def max_vjp_error(records, variant: str = "") -> float:
-    """The largest relative error of the analytic input gradient over the model's LayerNorms."""
-    return max(ln_vjp_errors(captures_of(records[0])))
-
-
-def cos_center_scale(records, variant: str = "") -> float:
-    """Mean over LayerNorms of the cosine of the center-and-scale surrogate with the true
-    gradient (g_z = gain * dL/dout)."""
-    return ln_decomposition_summary(captures_of(records[0]))["cos_center_scale"]
-
-
-ANALYTIC_MATCHES = Declaration(
-    "lj-analytic-matches-autograd", Rule("max_LN rel. error", "<", 1e-4),
-    source=SOURCE,
-    statement="The analytic LayerNorm input gradient equals autograd's at every LayerNorm of a "
-              "trained model (fp32): {rule}.",
-    experiment=Experiment({"bp": gpt("softmax", "bp")}, max_vjp_error))
-
-
-@pytest.mark.parametrize("tier", tiers())
+@pytest.mark.parametrize("tier", tiers_of(ANALYTIC_MATCHES))
 @ANALYTIC_MATCHES.mark
 def test_analytic_matches_autograd(claim, runs, tier):
     (records,) = ANALYTIC_MATCHES.records(runs, claim.seeds, tier).values()
@@ -75,17 +34,7 @@ def test_analytic_matches_autograd(claim, runs, tier):
     claim.check(runs)
 
 
-COSTS_MORE_WITH_SOFTMAX = Declaration(
-    "lj-center-scale-costs-more-with-softmax", Rule("cos_cs", ">", 0.0),
-    source=SOURCE,
-    statement="Under feedback alignment, the center-and-scale surrogate is closer to the true "
-              "LayerNorm gradient with sigmoid than with softmax attention: {rule}, paired by seed.",
-    experiment=Experiment({att: gpt(att, "fa") for att in ("sigmoid", "softmax")},
-                          cos_center_scale))
-
-
-# six 250-step FA char GPTs (~290 s of compute, ~2.5 min on 2 cores)
-@pytest.mark.parametrize("tier", tiers(cpu=[pytest.mark.slow]))
+@pytest.mark.parametrize("tier", tiers_of(COSTS_MORE_WITH_SOFTMAX))
 @COSTS_MORE_WITH_SOFTMAX.mark
 def test_center_scale_costs_more_with_softmax(claim, runs, tier):
     captures = {att: [captures_of(rs[0]) for rs in seeds] for att, seeds in

@@ -106,7 +106,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                                         "trains, reads and decides)")
     ct.add_argument("--out", type=Path, default=catalog.PAGE)
     ct.add_argument("--check", action="store_true",
-                    help="write nothing; exit 1 if the page is not what the claim files make")
+                    help="write nothing; exit 1 if the page is not what the declarations make")
     rt = sub.add_parser("run-times", help="write claims/run-times-<tier>.json from a run cache's "
                                           "claim indexes: each claim's runs and training time")
     rt.add_argument("--tier", choices=["cpu", "paper"], default="cpu")
@@ -339,7 +339,7 @@ def tables(args: argparse.Namespace) -> str:
 
 
 def claims_page(args: argparse.Namespace) -> str:
-    """docs/claims.md from the claim files' declarations (or, --check, whether it is)."""
+    """docs/claims.md from the claims' declarations (or, --check, whether it is)."""
     page_out(args)
     return written(args, catalog.page())
 

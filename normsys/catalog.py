@@ -1,136 +1,53 @@
-"""The claims as pytest collects them (``collected``; ``declared``, the norm-generic claims that
-are the scorecard's columns; ``entries``), and the claims page, docs/claims.md: every claim as its
-declaration states it. What it trains (each arm's runs of one seed: the preset of its tier and
-what the claim changes in it), what it reads of them, what decides, its seeds and variants, and
-the negative controls that stand for it. The page is written from the claims' declarations, so it
-says what the code does:
+"""The claims page, docs/claims.md: every claim as its declaration (normsys.declarations) states
+it. What it trains (each arm's runs of one seed: the preset of its tier and what the claim changes
+in it), what it reads of them, what decides, its seeds and variants. The page is written from the
+declarations, so it says what the code does, from a checkout or an installed package alike:
 
     python -m normsys catalog            # write docs/claims.md
-    python -m normsys catalog --check    # exit 1 if the page is not what the claim files make
+    python -m normsys catalog --check    # exit 1 if the page is not what the declarations make
 
-The library imports no claim file: pytest's own collection of ``claims/`` does (in this
-process, nothing run), and the claim markers carry each claim's declaration out of it.
+Each claim's negative controls are tests of its claim file: ``pytest claims --claims-list`` lists
+them with the runs they train.
 """
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import io
-import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
+from normsys import declarations
 from normsys.claims import verdict
-from normsys.claims.declaration import Declaration, Statistic
-from normsys.claims.items import claim_marker, claim_variant, control_ids
+from normsys.claims.declaration import Declaration
 from normsys.training.config import RunConfig, preset
-
-CLAIMS = Path(__file__).parents[1] / "claims"  # the claim files, in a checkout
-
-
-@dataclass(frozen=True)
-class Collected:
-    """One test of the claim files as pytest collects it: its file and function, the claim
-    marker's declaration (and the ``Statistic`` it was made from, for a norm-generic claim), its
-    variant and the claim ids it is a negative control of."""
-
-    file: str
-    test: str
-    declared: Declaration | None
-    statistic: Statistic | None
-    variant: str
-    controls: tuple[str, ...]
-
-
-class _Collector:
-    """A pytest plugin that keeps the items in the order they are collected (the claim files',
-    then each file's definitions), before any hook sorts them."""
-
-    def __init__(self):
-        self.items = []
-
-    def pytest_itemcollected(self, item) -> None:
-        self.items.append(item)
-
-
-@functools.cache
-def collected(folder: Path = CLAIMS) -> tuple[Collected, ...]:
-    """Every test of the claim files (``test_*.py`` in ``folder``), collected by pytest without
-    running any."""
-    import pytest
-
-    if not sorted(Path(folder).glob("test_*.py")):
-        raise ValueError(f"no claim files (test_*.py) in {folder}: the claims and the scorecard's "
-                         f"statistics are declared there, so the catalog and the scorecard run "
-                         f"from a checkout")
-    collector = _Collector()
-    # quiet: what pytest and its plugins say (a warning too) is said only if collecting fails
-    with contextlib.redirect_stdout(io.StringIO()) as said, contextlib.redirect_stderr(said), \
-            warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        code = pytest.main([str(folder), "--collect-only", "-q", "-p", "no:cacheprovider",
-                            "-p", "no:benchmark", "-p", "no:xdist",
-                            "--rootdir", str(Path(folder).parent)], plugins=[collector])
-    if code != pytest.ExitCode.OK:
-        raise ValueError(f"pytest could not collect the claim files in {folder} (exit {code}):\n"
-                         + said.getvalue()[-3000:])
-    out = []
-    for item in collector.items:
-        marker = claim_marker(item)
-        kwargs = marker.kwargs if marker is not None else {}
-        out.append(Collected(item.path.name, getattr(item, "originalname", item.name),
-                             kwargs.get("declared"), kwargs.get("statistic"),
-                             claim_variant(item), tuple(control_ids(item))))
-    return tuple(out)
-
-
-@functools.cache
-def declared(folder: Path = CLAIMS) -> tuple[Statistic, ...]:
-    """Every norm-generic claim, in the claim files' order."""
-    return tuple(dict.fromkeys(c.statistic for c in collected(folder) if c.statistic))
-
 
 PAGE = Path(__file__).parents[1] / "docs" / "claims.md"
 TIERS = tuple(verdict.SEEDS)
 
 HEAD = """# The claims, as declared
 
-Written by `python -m normsys catalog` from the claim files' declarations (`tests/test_catalog.py`
-fails when this page is not what the command writes). Each claim trains its arms' runs for every
-seed (a config: the preset of the tier, `normsys.training.config`, with the changes shown; the seed
-is `train.seed`), reads one value per seed and arm, and decides by its rule: on the one arm's value,
-on first arm minus second paired by seed, or on what `combine` makes of the arms' values. Every
-setting of each preset, resolved per tier, closes the page. Verdicts are in
-[verdicts.md](verdicts.md)."""
+Written by `python -m normsys catalog` from the claims' declarations (`normsys.declarations`;
+`tests/test_catalog.py` fails when this page is not what the command writes). Each claim trains its
+arms' runs for every seed (a config: the preset of the tier, `normsys.training.config`, with the
+changes shown; the seed is `train.seed`), reads one value per seed and arm, and decides by its
+rule: on the one arm's value, on first arm minus second paired by seed, or on what `combine` makes
+of the arms' values. Every setting of each preset, resolved per tier, closes the page. A claim's
+negative controls are tests of its claim file (`claims/test_<source>.py`), listed with their runs
+by `pytest claims --claims-list`. Verdicts are in [verdicts.md](verdicts.md)."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class Listed:
-    """One claim: where it is declared and tested, its variants and its controls."""
+    """One claim: its declaration and the module of normsys.declarations that declares it."""
 
     declared: Declaration
-    file: str
-    test: str
-    variants: list[str] = field(default_factory=list)
-    controls: list[str] = field(default_factory=list)
+    module: str
 
 
-def entries(folder: Path = CLAIMS) -> list[Listed]:
-    """Every declared claim of the claim files, in file and test order, with its controls."""
-    found: dict[str, Listed] = {}
-    controls: dict[str, list[str]] = {}
-    for c in collected(folder):
-        for cid in c.controls:
-            controls.setdefault(cid, []).append(c.test)
-        if c.declared is not None:
-            entry = found.setdefault(c.declared.id, Listed(c.declared, c.file, c.test))
-            entry.variants = list(dict.fromkeys([*entry.variants, c.variant]))
-    for entry in found.values():
-        entry.controls = list(dict.fromkeys(
-            name for v in entry.variants for name in controls.get(entry.declared.id + v, [])))
-    return list(found.values())
+def entries() -> list[Listed]:
+    """Every declared claim, module by module, in the order they are declared."""
+    return [Listed(declaration, module) for (module, _), declaration
+            in zip(declarations.declared(), declarations.claims(), strict=True)]
 
 
 def changes(cfg: RunConfig, tier: str) -> str:
@@ -176,9 +93,9 @@ def section(entry: Listed) -> str:
     seeds = ", ".join(f"{t} {plan[0]}" + (
         f" (looks at {', '.join(map(str, plan))} while open)" if len(plan) > 1 else "")
         for t in TIERS for plan in [verdict.plan(t, d.seeds)])
-    variants = [v for v in entry.variants if v]
+    variants = d.variants[1:]
     lines = [f"### `{d.id}`", "", f"{d.text()} ({d.source})", "",
-             f"- test: `claims/{entry.file}::{entry.test}`; seeds: {seeds}"
+             f"- seeds: {seeds}"
              + (f"; variants: {', '.join(f'`{v}`' for v in variants)}" if variants else "")]
     exp = d.experiment
     if exp is None:
@@ -194,8 +111,6 @@ def section(entry: Listed) -> str:
                "on the first arm minus the second, paired by seed" if len(exp.arms) == 2 else
                "on the arm's value")
         lines.append(f"- decides: `{d.rule}`, {how}")
-    lines.append("- negative control: " + (", ".join(f"`{c}`" for c in entry.controls)
-                                            or "none"))
     return "\n".join(lines)
 
 
@@ -226,16 +141,16 @@ def presets_text(names: list[str]) -> str:
     return "\n".join(blocks)
 
 
-def page(folder: Path = CLAIMS) -> str:
-    """docs/claims.md: the claims of each claim file, as declared, then the presets they train
-    with every setting resolved."""
+def page() -> str:
+    """docs/claims.md: the claims of each declarations module, as declared, then the presets
+    they train with every setting resolved."""
     blocks = [HEAD]
-    by_file: dict[str, list[Listed]] = {}
-    found = entries(folder)
+    by_module: dict[str, list[Listed]] = {}
+    found = entries()
     for entry in found:
-        by_file.setdefault(entry.file, []).append(entry)
-    for file, of_file in by_file.items():
-        blocks.append(f"## `claims/{file}`")
-        blocks += [section(e) for e in of_file]
+        by_module.setdefault(entry.module, []).append(entry)
+    for module, of_module in by_module.items():
+        blocks.append(f"## `normsys.declarations.{module}`")
+        blocks += [section(e) for e in of_module]
     blocks.append(presets_text(families(found)))
     return "\n\n".join(blocks) + "\n"

@@ -4,9 +4,9 @@ statistic is defined for any kind, each with that claim's own experiment, seeds 
 A statistic is one claim made norm-generic: ``kappa_6(layernorm) >= 0.8`` becomes
 ``kappa_6(N) >= 0.8`` for every kind N, on the runs the claim trains, with N in place of its norm.
 Paired rules keep their reference (LayerNorm, or no norm). Each statistic is declared once, in
-its claim file (a module-level ``Statistic``, which the claim's own test decides through); the
-scorecard's columns are the ones those files declare. Every cell is a verdict with its interval,
-so a new layer's row reads like the built-in ones:
+its source's module of normsys.declarations (a module-level ``Statistic``, which the claim's test
+decides through); the scorecard's columns are the ones declared there. Every cell is a verdict
+with its interval, so a new layer's row reads like the built-in ones:
 
     python -m normsys scorecard mynorm.py:MyNorm       # its row beside the built-in kinds
     python -m normsys scorecard --builtin              # the built-in kinds alone
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from multiprocessing import get_context
 from pathlib import Path
 
-from normsys.catalog import declared
+from normsys import declarations
 from normsys.claims.cache import code_digest, lookup
 from normsys.claims.declaration import Statistic
 from normsys.claims.progress import Progress, label
@@ -51,8 +51,8 @@ Columns = Sequence[Statistic] | None  # the statistics a scorecard judges by (No
 
 
 def columns(statistics: Columns) -> Sequence[Statistic]:
-    """The statistics asked for, or every norm-generic claim the claim files declare."""
-    return declared() if statistics is None else statistics
+    """The statistics asked for, or every norm-generic claim declared (normsys.declarations)."""
+    return declarations.statistics() if statistics is None else statistics
 
 
 # ----------------------------------------------------------------------------- what it trains
@@ -534,7 +534,7 @@ def provenance(tier: str, specs: list[tuple[str, str]],
             "torch": torch.__version__, "normsys": __version__,
             "environments": [json.loads(e) for e in sorted(environments)],
             "user_norms": {name: spec for spec, name in specs},
-            "claims": {s.name: s.claim for s in declared()}}
+            "claims": {s.name: s.claim for s in declarations.statistics()}}
 
 # ----------------------------------------------------------------------------- the outputs
 

@@ -78,19 +78,19 @@ def fresh_memo_per_mutant():
     """mutmut forks each mutant's test run from a process that has already run the tests: the runs
     it fetched, the data it loaded and checked, the code digest and the t quantiles it computed
     would answer for the mutant's code (a mutant of the training loop would pass on its parent's
-    records, one of a task on its parent's data; the claim files it imported, their markers made
-    by the parent's code). Clear them there (only under mutmut: elsewhere they are what keeps one
-    process from training a run or reading a file twice)."""
+    records, one of a task on its parent's data; the declarations and claim files it imported,
+    their markers made by the parent's code). Clear them there (only under mutmut: elsewhere they
+    are what keeps one process from training a run or reading a file twice)."""
     if "MUTANT_UNDER_TEST" in os.environ:
-        from normsys import catalog
+        from normsys import declarations
         from normsys.claims import cache, verdict
         from normsys.training import data
 
         data._VERIFIED.clear()
         for memo in (data._checksums, data._mnist, data.bert_tokenizer, cache.code_digest,
-                     verdict.t_quantile, catalog.collected, catalog.declared):
+                     verdict.t_quantile, declarations.declared):
             memo.cache_clear()
-        for name in [m for m in sys.modules if m.startswith("claims.")]:
+        for name in [m for m in sys.modules if m.startswith(("claims.", "normsys.declarations."))]:
             del sys.modules[name]
     yield
 

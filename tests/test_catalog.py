@@ -11,18 +11,19 @@ from normsys.__main__ import main
 from normsys.training.config import preset
 
 
-def test_the_page_is_what_the_claim_files_declare():
+def test_the_page_is_what_the_declarations_declare():
     assert catalog.PAGE.read_text() == catalog.page(), "run python -m normsys catalog"
 
 
-def test_every_claim_is_on_the_page_once_with_its_test():
+def test_every_claim_is_on_the_page_once_under_its_module():
     found = catalog.entries()
     ids = [e.declared.id for e in found]
     assert len(ids) == len(set(ids)) > 20
     page = catalog.PAGE.read_text()
     for e in found:
         assert page.count(f"### `{e.declared.id}`") == 1
-        assert f"- test: `claims/{e.file}::{e.test}`" in page
+        module = page.split(f"### `{e.declared.id}`")[0].rsplit("\n## ", 1)[1]
+        assert module.startswith(f"`normsys.declarations.{e.module}`\n"), e.declared.id
 
 
 def section_of(cid: str) -> str:
@@ -31,23 +32,20 @@ def section_of(cid: str) -> str:
 
 def test_the_template_claim_reads_as_its_declaration():
     text = section_of("tc-residual-preserves-gradients")
-    assert "- test: `claims/test_transformer_components.py::test_residual_preserves_gradients`; " \
-           "seeds: cpu 5, paper 5 (looks at 5, 8, 13, 21 while open)\n" in text
+    assert "- seeds: cpu 5, paper 5 (looks at 5, 8, 13, 21 while open)\n" in text
     assert "  - `residual`: `tanh_mlp` with model.residual=True\n  - `plain`: `tanh_mlp`\n" in text
     assert "- reads: `log10_grad_ratio`: log10(||grad W_1|| / ||grad W_10||)" in text
-    assert "- decides: `log10 ratio(residual) - log10 ratio(plain) > 1`, on the first arm minus " \
-           "the second, paired by seed" in text
-    assert text.endswith("- negative control: "
-                         "`test_control_gradient_rule_is_refuted_where_neither_arm_has_residuals`")
+    assert text.endswith("- decides: `log10 ratio(residual) - log10 ratio(plain) > 1`, on the "
+                         "first arm minus the second, paired by seed")
 
 
-def test_variants_that_train_otherwise_are_shown_and_parametrized_controls_are_found():
+def test_variants_that_train_otherwise_are_shown():
     text = section_of("dm-none-collapses-with-depth")
     assert "variants: `-nonpad`, `-masked`" in text
     assert "- variant `-masked` trains:\n  - `none`: `encoder` with model.norm='none', " \
            "model.pad_mask=True" in text
     assert "variant `-nonpad` trains" not in text  # the same runs, read without the padding
-    assert "`test_control_rank_rules_flip_on_a_rank_collapsing_encoder`" in text  # a param's mark
+    assert "variants: `-masked`" in section_of("dm-none-memorizes")  # its own, not its arm's
     combined = section_of("ld-layernorm-speeds-convergence")
     assert "on `steps_ratio`: LayerNorm's steps to 90% over the plain MLP's" in combined
     assert "trains nothing: its test computes" in section_of("dong-skips-prevent-rank-collapse")
@@ -90,15 +88,23 @@ def test_the_page_closes_with_every_trained_preset_resolved_per_tier():
     assert "`train.seed`" not in presets  # each arm's seed is its own
 
 
-def test_reading_the_claims_says_nothing_of_pytest_even_inside_an_xdist_worker():
-    """The catalog collects the claim files with pytest in its own process: what pytest and its
-    plugins would say there (a benchmark plugin's warning about xdist, say) stays unsaid."""
+def test_the_page_and_the_scorecards_columns_come_from_the_package_alone(tmp_path):
+    """The catalog and the scorecard read the claims as data (normsys.declarations): no claim
+    test file, no pytest, from any folder. (Their page is checked here from outside the
+    checkout, as it is from an installed package.)"""
     import os
     import subprocess
     import sys
 
-    done = subprocess.run([sys.executable, "-m", "normsys", "catalog", "--check"],
-                          capture_output=True, text=True, cwd=catalog.CLAIMS.parent,
-                          env={**os.environ, "PYTEST_XDIST_WORKER": "gw0"})
-    assert done.returncode == 0 and done.stderr == "", done.stderr[-2000:]
-    assert done.stdout.strip().endswith("docs/claims.md: up to date")
+    code = ("import sys\nfrom normsys import catalog, scorecard\ncatalog.page()\n"
+            "columns = [s.name for s in scorecard.columns(None)]\n"
+            "held = sorted(m for m in sys.modules if m == 'claims' or m.startswith(('claims.', "
+            "'pytest', '_pytest')))\n"
+            "print(len(columns), held)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=tmp_path, env={**os.environ, "PYTHONSAFEPATH": "1"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["8", "[]"]
+    checked = subprocess.run([sys.executable, "-m", "normsys", "catalog", "--check", "--out",
+                              str(catalog.PAGE)], capture_output=True, text=True, cwd=tmp_path)
+    assert checked.returncode == 0 and checked.stdout.strip().endswith("claims.md: up to date")

@@ -6,11 +6,12 @@ from __future__ import annotations
 import importlib
 import inspect
 import math
-from types import SimpleNamespace
+from pathlib import Path
+from types import ModuleType, SimpleNamespace
 
 import pytest
 
-from normsys import catalog
+from normsys import catalog, declarations
 from normsys.claims.declaration import (
     Arm,
     Declaration,
@@ -22,6 +23,8 @@ from normsys.claims.declaration import (
 )
 from normsys.claims.verdict import Rule
 from normsys.training.config import preset
+
+CLAIMS = Path(__file__).parents[1] / "claims"  # the claim test files
 
 
 def record(value):
@@ -234,7 +237,7 @@ def test_a_statistic_declares_its_arms_in_the_order_its_pairing_subtracts(pairin
 def test_every_claim_that_trains_declares_its_experiment():
     """A claim test that takes the ``run`` or ``runs`` fixture trains (or fetches) runs: what it
     trains and reads is its declaration's experiment, which decides it."""
-    modules = [importlib.import_module(f"claims.{p.stem}") for p in catalog.CLAIMS.glob("test_*.py")]
+    modules = [importlib.import_module(f"claims.{p.stem}") for p in CLAIMS.glob("test_*.py")]
     tests = {name: mark.kwargs["declared"] for module in modules
              for name, test in vars(module).items() if name.startswith("test_")
              for mark in getattr(test, "pytestmark", []) if mark.name == "claim"
@@ -326,7 +329,7 @@ def test_a_claim_without_an_experiment_plans_what_it_fetched_last(monkeypatch):
         ["last run of c-x-nonpad [cpu]"]
 
 
-LEDGERS = catalog.CLAIMS / "ledger"
+LEDGERS = CLAIMS / "ledger"
 
 
 def test_a_declared_claims_plan_is_every_run_its_record_says_it_fetched():
@@ -340,7 +343,7 @@ def test_a_declared_claims_plan_is_every_run_its_record_says_it_fetched():
     checked = []
     for entry in catalog.entries():
         experiment = entry.declared.experiment
-        for variant in entry.variants if experiment is not None else ():
+        for variant in entry.declared.variants if experiment is not None else ():
             cid = entry.declared.id + variant
             for was in recorded[cid].entries.values() if cid in recorded else ():
                 if not was.settings_fingerprint:
@@ -436,3 +439,60 @@ def test_an_overridden_experiment_sets_the_settings_in_every_arm_and_trains_no_e
     assert exp.configs([4], "cpu")["LN"][0][0].model.norm == "layernorm"  # the claim's own stay
     with pytest.raises(KeyError, match="unknown config key 'model.nrom'"):
         exp.overridden({"model.nrom": "none"}).configs([0], "cpu")
+
+
+def test_a_claims_variants_start_with_itself_and_its_slow_ones_are_among_them():
+    made = Declaration("c-v", Rule("v", ">", 0), "t", "{rule}", experiment=Experiment(
+        {"a": Arm("encoder", variants={"": {}, "-masked": {"model.pad_mask": True}})}, metric("v")),
+        variants=("", "-masked"), slow=("-masked",))
+    assert made.variants == ("", "-masked")
+    for variants in (("-masked",), ("", "masked"), ("", "-masked", "-masked")):
+        with pytest.raises(ValueError, match=r'claim c-v: variants=.*: the claim itself \(""\) '
+                                             r"first, then distinct id suffixes starting with '-'"):
+            Declaration("c-v", Rule("v", ">", 0), "t", "{rule}", variants=variants)
+    with pytest.raises(ValueError, match=r"claim c-v: slow=\('-long',\) names \['-long'\], which "
+                                         r"are not among its variants \('',\)"):
+        Declaration("c-v", Rule("v", ">", 0), "t", "{rule}", slow=("-long",))
+    with pytest.raises(ValueError, match=r"claim c-v: its arm 'a' at the cpu tier, variant "
+                                         r"'-long': arm of preset 'encoder': no variant '-long'"):
+        Declaration("c-v", Rule("v", ">", 0), "t", "{rule}", variants=("", "-long"),
+                    experiment=Experiment({"a": Arm("encoder", variants={"": {}})}, metric("v")))
+
+
+def test_a_statistic_gives_the_claims_it_declares_its_variants():
+    stat = Statistic("s", "c-s", Rule("v", ">", 0), Arm("encoder", variants={"": {}, "-x": {}}),
+                     metric("v"), variants=("", "-x"), slow=("-x",))
+    assert (stat.declaration.variants, stat.declaration.slow) == (("", "-x"), ("-x",))
+    assert stat.declare("l2", "c-l2", "{rule}").variants == ("", "-x")
+
+
+def module(name: str, **values) -> ModuleType:
+    made = ModuleType(f"normsys.declarations.{name}")
+    made.__dict__.update(values)
+    return made
+
+
+def test_the_declarations_are_found_module_by_module_in_order_and_each_once():
+    one = Declaration("c-one", Rule("v", ">", 0), "t", "{rule}")
+    two = Declaration("c-two", Rule("v", ">", 0), "t", "{rule}")
+    stat = Statistic("s", "c-s", Rule("v", ">", 0), Arm("mlp"), metric("v"))
+    found = declarations.found_in([module("a", TWO=two, helper=len, ONE=one), module("b", S=stat)])
+    assert found == (("a", two), ("a", one), ("b", stat))
+    with pytest.raises(ValueError, match="claim c-one is named in a and again in b: declare each "
+                                         "claim once, in the module of its source"):
+        declarations.found_in([module("a", ONE=one), module("b", ONE=one)])
+    with pytest.raises(ValueError, match="claim c-s is named in a and again in b"):
+        declarations.found_in([module("a", S=stat), module("b", S=replace_claim(one, "c-s"))])
+
+
+def replace_claim(declared: Declaration, cid: str) -> Declaration:
+    from dataclasses import replace
+    return replace(declared, id=cid)
+
+
+def test_the_package_declares_every_claim_once_with_the_scorecards_columns_among_them():
+    found = declarations.claims()
+    ids = [d.id for d in found]
+    assert len(ids) == len(set(ids)) > 30
+    assert {s.claim for s in declarations.statistics()} <= set(ids)
+    assert [m for m, _ in declarations.declared()] == sorted(m for m, _ in declarations.declared())

@@ -1,9 +1,10 @@
 """The library's modules import downwards only, by folder: the training package (everything a
-run's record depends on) imports nothing of the rest; the claims machinery uses it; the scorecard
-and the command line use both; the claim files (claims/) stand above them all, and no module of
-the library imports one. Nothing imports in a cycle, not even through an import inside a
-function, and each module imports on its own in a fresh interpreter. The modules are the
-package's files and their folders say where each stands: no list of modules to keep."""
+run's record depends on) imports nothing of the rest; the claims machinery uses it; the claims'
+declarations use both; the scorecard and the command line use them all; the claim files
+(claims/) stand above them all, and no module of the library imports one. Nothing imports in a
+cycle, not even through an import inside a function, and each module imports on its own in a
+fresh interpreter. The modules are the package's files and their folders say where each stands:
+no list of modules to keep."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ import pytest
 from normsys.claims.cache import TRAINING, imported_modules, module_file
 
 PACKAGE = Path(__file__).resolve().parents[1] / "normsys"
-FOLDERS = (TRAINING, "claims", "")  # bottom to top: a module imports from its folder or one below
+FOLDERS = (TRAINING, "claims", "declarations", "")  # bottom to top: a module imports from its
+# folder or one below
 MODULES = sorted(".".join(p.relative_to(PACKAGE).with_suffix("").parts)
                  for p in PACKAGE.rglob("*.py") if p.name != "__init__.py")
 
@@ -140,17 +142,19 @@ def test_no_claim_file_defines_a_helper_another_claim_file_defines():
     assert not twice
 
 
-def test_what_only_one_claim_file_uses_sits_in_that_file():
-    """normsys.claims.experiments holds what two or more claim files run or read: a reading, a
-    rule or an experiment of one claim file sits in that file, beside the claim it decides."""
-    claims = PACKAGE.parent / "claims"
+def test_what_only_one_source_uses_sits_in_its_own_modules():
+    """normsys.claims.experiments holds what two or more sources run or read (a source: its
+    declarations module and its claim file): a reading, a rule or an experiment of one source
+    sits in its declarations module, beside the claim it decides."""
     shared = ast.parse((PACKAGE / "claims" / "experiments.py").read_text())
     defined = [node.targets[0].id if isinstance(node, ast.Assign) else node.name
                for node in shared.body if isinstance(node, ast.FunctionDef | ast.Assign)]
-    users = {name: [] for name in defined}
-    for path in sorted(claims.glob("test_*.py")):
+    users = {name: set() for name in defined}
+    sources = [*(PACKAGE / "declarations").glob("[!_]*.py"),
+               *(PACKAGE.parent / "claims").glob("test_*.py")]
+    for path in sources:
         names = {n.id for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.Name)}
         for name in users:
             if name in names:
-                users[name].append(path.name)
-    assert {name: files for name, files in users.items() if len(files) < 2} == {}
+                users[name].add(path.stem.removeprefix("test_"))
+    assert {name: sorted(of) for name, of in users.items() if len(of) < 2} == {}

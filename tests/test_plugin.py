@@ -8,13 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from normsys import catalog
 from normsys.claims import ledger
 from normsys.claims.cache import code_digest
 from normsys.claims.declaration import Declaration
 from normsys.claims.verdict import decide
 from normsys.training import provenance
 from normsys.training.provenance import numeric_environment
+
+CLAIM_FILES = Path(__file__).parents[1] / "claims"  # the claim test files
 
 pytest_plugins = ["pytester"]
 
@@ -531,27 +532,55 @@ def test_variant_tiers_mark_the_paper_tier_gpu_and_slow_variants_slow():
     assert [m.name for m in params["cpu-x"].marks] == ["slow"] and not params["cpu"].marks
 
 
-def test_claims_start_longest_first_by_their_recorded_run_times():
+class ClaimItems:
+    """A plugin that keeps, in the order a session runs them, each claim test's claim id, tier and
+    the declaration its marker carries."""
+
+    def __init__(self):
+        self.items = []
+
+    def pytest_collection_finish(self, session) -> None:
+        from normsys.claims.items import claim_id, claim_marker, claim_tier
+
+        for item in session.items:
+            if (marker := claim_marker(item)) is not None:
+                self.items.append((claim_id(item, marker), claim_tier(item),
+                                   marker.kwargs["declared"]))
+
+
+@pytest.fixture(scope="module")
+def claim_items():
+    """The claims a session of the claim files collects (collected once, nothing run)."""
+    kept = ClaimItems()
+    assert pytest.main([str(CLAIM_FILES), "--collect-only", "-q", "-p", "no:cacheprovider",
+                        "-p", "no:xdist", "--rootdir", str(CLAIM_FILES.parent)], plugins=[kept]) == 0
+    return kept.items
+
+
+def test_claims_start_longest_first_by_their_recorded_run_times(claim_items):
     """Under xdist the workers split the long groups of runs early: claims are collected longest
     first by the training time claims/run-times-cpu.json records (claims/conftest.py)."""
-    import subprocess
-    import sys
-    from pathlib import Path
-
     from normsys.claims import runtimes
 
-    root = Path(__file__).resolve().parents[1]
-    function = {e.declared.id: e.test for e in catalog.entries()}
     recorded = runtimes.read("cpu")["claims"]
-    plain = sorted((c for c in recorded if c in function), key=lambda c: -recorded[c]["seconds"])
-    out = subprocess.run([sys.executable, "-m", "pytest", "claims", "--collect-only", "-q",
-                          "-p", "no:cacheprovider"], cwd=root, capture_output=True, text=True)
-    ids = [line.split("::")[1] for line in out.stdout.splitlines()
-           if "::" in line and line.endswith("[cpu]")]  # the CPU tier's, as its session runs them
-    in_order = sorted(plain, key=lambda c: ids.index(f"{function[c]}[cpu]"))
+    in_order = [cid for cid, tier, _ in claim_items if tier == "cpu" and cid in recorded]
     seconds = [recorded[c]["seconds"] for c in in_order]
-    assert seconds == sorted(seconds, reverse=True) and ids[0] == f"{function[plain[0]]}[cpu]"
-    assert recorded[plain[0]]["seconds"] > 10 * recorded[plain[-1]]["seconds"]
+    assert len(in_order) > 30 and seconds == sorted(seconds, reverse=True)
+    assert seconds[0] > 10 * seconds[-1]
+
+
+def test_every_declared_claim_runs_once_at_each_variant_and_tier_with_its_declaration(claim_items):
+    """Each claim the package declares (normsys.declarations), at each of its variants and both
+    tiers, is one test of the claim files: its own, or test_declared's. The marker of that test
+    carries the very declaration the package holds (equal, for a Statistic's, which makes it
+    anew), so the catalog, the scorecard and the claims run read one claim."""
+    from normsys import declarations
+
+    declared = {d.id: d for d in declarations.claims()}
+    run = [(cid, tier) for cid, tier, _ in claim_items]
+    assert sorted(run) == sorted((d.id + v, t) for d in declared.values() for v in d.variants
+                                 for t in ("cpu", "paper"))
+    assert all(made == declared[made.id] for _, _, made in claim_items)
 
 
 def test_a_partial_run_merges_into_the_report_which_opens_with_its_provenance(run_claims):
@@ -954,32 +983,6 @@ def test_a_new_claim_recorded_on_a_cpu_no_record_knows_lands_and_others_still_pa
     rows = {r["id"]: r for r in json.loads((switch.path / "rep" / "claims.json").read_text())[
         "claims"]}
     assert rows["c-more"]["ledger"] == "same" and rows["c-switch"]["ledger"] == "across"
-
-
-def test_the_catalog_reads_the_declarations_pytest_collects_in_a_session_that_runs_claims(
-        pytester):
-    """A session that runs the claims and reads their declarations (the scorecard, the catalog)
-    holds one module of each claim file, claims.test_...: the catalog's collection, inside it,
-    finds the very declarations the session's tests carry, and leaves its run counter be."""
-    pytester.makepyfile(one_module_each="""
-        import os
-
-        from normsys import catalog
-        from normsys.claims.session import COUNTER_ENV
-
-        def pytest_collection_modifyitems(items):
-            counter = os.environ.get(COUNTER_ENV)
-            found = {c.declared.id: c.declared for c in catalog.collected() if c.declared}
-            marked = [i.get_closest_marker("claim") for i in items]
-            same = all(found[m.args[0]] is m.kwargs["declared"] for m in marked if m)
-            print("claim modules:", sorted({i.module.__name__ for i in items}),
-                  "the catalog's:", same, os.environ.get(COUNTER_ENV) == counter)
-    """)
-    pytester.syspathinsert()
-    result = pytester.runpytest_inprocess(str(catalog.CLAIMS), "--collect-only", "-q",
-                                          "-p", "no:cacheprovider", "-p", "one_module_each")
-    names = sorted(f"claims.{path.stem}" for path in catalog.CLAIMS.glob("test_*.py"))
-    result.stdout.fnmatch_lines([f"claim modules: {names} the catalog's: True True"])
 
 
 def test_a_refutation_recorded_here_is_a_strict_xfail_whatever_the_reference_says(switch,

@@ -19,7 +19,7 @@ import pytest
 import torch
 from torch import nn
 
-from normsys import catalog, scorecard
+from normsys import declarations, scorecard
 from normsys.__main__ import main
 from normsys.claims import usernorm
 from normsys.claims.cache import run_key
@@ -30,7 +30,8 @@ from normsys.claims.workers import RUN_THREADS
 from normsys.training import norms
 
 # the claim files as modules (claims/ is a package: pytest imports claims/test_x.py so)
-CLAIM_MODULES = sorted(f"claims.{p.stem}" for p in catalog.CLAIMS.glob("test_*.py"))
+CLAIM_MODULES = sorted(f"claims.{p.stem}" for p in
+                       (Path(__file__).parents[1] / "claims").glob("test_*.py"))
 
 
 USER_NORMS = textwrap.dedent('''
@@ -225,7 +226,7 @@ def test_each_statistic_is_its_claims_recorded_rule():
     """The rule of each scorecard column, written for the claim's own norm, is the statistic and
     rule the CPU tier's ledger recorded for that claim, on as many seeds."""
     recs = claim_records(scorecard.Path(__file__).parents[1] / "claims" / "ledger")
-    for stat in catalog.declared():
+    for stat in declarations.statistics():
         entry = recs[stat.claim].entries[recs[stat.claim].reference["cpu"]]
         rule = entry.rule.split(": ", 1)[1] if entry.rule.startswith("all of") else entry.rule
         assert str(stat.rule_of(stat.claim_norm)) == f"{entry.statistic} {rule}", stat.name
@@ -233,9 +234,10 @@ def test_each_statistic_is_its_claims_recorded_rule():
 
 
 def test_every_claim_test_is_marked_by_its_one_declaration():
-    """Each claim test of the claim files is marked by a Declaration (its own, or a norm-generic
-    Statistic's): the marker's statement is the declaration's with its rule written in, no two
-    tests are one claim, and every scorecard column is one of them."""
+    """Each claim test of the claim files is marked by a declaration of normsys.declarations (its
+    own, or a norm-generic Statistic's): the marker's statement is the declaration's with its
+    rule written in, and no two tests are one claim."""
+    declared = {d.id: d for d in declarations.claims()}
     tests = {}
     for module in map(importlib.import_module, CLAIM_MODULES):
         for name, test in vars(module).items():
@@ -245,11 +247,10 @@ def test_every_claim_test_is_marked_by_its_one_declaration():
                     tests[mark.args[0]] = (name, mark)
     for cid, (name, mark) in tests.items():
         made = mark.kwargs.get("declared")
-        assert isinstance(made, Declaration), f"{name}: not declared"
+        assert isinstance(made, Declaration) and made == declared[cid], f"{name}: not declared"
         assert "{rule}" in made.statement and made.id == cid
         assert mark.kwargs["statement"] == made.text() and "{" not in made.text()
-    assert len(tests) > 20 and {e.declared.id for e in catalog.entries()} == set(tests)
-    assert {s.claim for s in catalog.declared()} <= set(tests)
+    assert len(tests) > 15 and set(tests) < set(declared)
 
 
 def test_layernorm_and_identity_under_other_names_land_on_their_rows(user_file, data_env,
@@ -263,7 +264,7 @@ def test_layernorm_and_identity_under_other_names_land_on_their_rows(user_file, 
     table = scorecard.cells(plan, records)
     check_paired_statistics_by_hand(plan, records, table)
     for mine, builtin in ((wrap, "layernorm"), (same, "none")):
-        for stat in catalog.declared():
+        for stat in declarations.statistics():
             a, b = table[mine][stat.name], table[builtin][stat.name]
             assert a.verdict == b.verdict, (mine, stat.name)
             assert a.mean == pytest.approx(b.mean, abs=1e-9), (mine, stat.name)
@@ -307,7 +308,7 @@ def check_paired_statistics_by_hand(plan, records, table):
         ("init_robustness", "layernorm"): [x - ln for ln, x in pairs(
             "init_robustness", "layernorm", "none", init_scale_spread)],
     }
-    assert {s.name for s in catalog.declared() if s.versus} == {k for k, _ in by_hand}
+    assert {s.name for s in declarations.statistics() if s.versus} == {k for k, _ in by_hand}
     for (stat, norm), values in by_hand.items():
         assert table[norm][stat].values == pytest.approx(values, abs=1e-12), stat
         assert any(v != 0 for v in values), stat  # the two sides differ: the order is tested
@@ -324,7 +325,7 @@ def test_worker_processes_register_the_users_norm_again(user_file, monkeypatch):
     spec, and give what the same runs give in this process."""
     spec = f"{user_file}:LNWrap"
     wrap = usernorm.load(spec, "wrap")
-    stats = [s for s in catalog.declared() if s.name == "grad_ratio_vs_none"]
+    stats = [s for s in declarations.statistics() if s.name == "grad_ratio_vs_none"]
     plan = scorecard.plan([wrap], statistics=stats)
     in_workers = scorecard.fetch(plan, [(spec, wrap)], workers=2, runs=Runs())
     assert {c.model.norm for c in in_workers} == {wrap, "none"}
@@ -541,15 +542,15 @@ def test_a_registered_kinds_description_is_the_first_line_of_its_docstring(check
 
 
 def test_each_statistic_takes_its_claims_seeds_per_tier():
-    cpu = {s.name: len(s.seeds("cpu")) for s in catalog.declared()}
+    cpu = {s.name: len(s.seeds("cpu")) for s in declarations.statistics()}
     assert cpu.pop("grad_ratio_vs_none") == 5  # an at-init claim: 5 seeds on the CPU too
     assert set(cpu.values()) == {3}
-    for stat in catalog.declared():
+    for stat in declarations.statistics():
         assert stat.seeds("paper") == [0, 1, 2, 3, 4], stat.name
 
 
 def test_the_plan_holds_each_cells_configs_per_seed_at_its_tier():
-    stat = catalog.declared()[0]  # kappa_6: one encoder per seed
+    stat = declarations.statistics()[0]  # kappa_6: one encoder per seed
     plan = scorecard.plan(["rmsnorm"], "paper", statistics=(stat,), shrink=tiny)
     assert plan.tier == "paper" and plan.norms == ["rmsnorm"]
     seeds = plan.cells[stat.name, "rmsnorm"]
@@ -838,7 +839,7 @@ def test_the_committed_builtin_scorecard_is_stale_when_its_code_runs_rules_or_ce
         f"{body['provenance']['code']})")
     assert scorecard.stale("paper", tmp_path) == "there is no scorecard-builtin-paper.json"
     paper = scorecard.plan(list(scorecard.BUILTIN_ROWS), "paper")
-    stats = {s.name: s for s in catalog.declared()}
+    stats = {s.name: s for s in declarations.statistics()}
     norms_of = {norm: {stat: {"runs": [[c.fingerprint() for c in cs] for cs in seeds],
                               "rule": str(stats[stat].rule_of(norm))}
                        for (stat, n), seeds in paper.cells.items() if n == norm}
@@ -942,52 +943,15 @@ def test_a_reference_needs_a_known_pairing():
                                 versus=versus, pairing=pairing)
 
 
-def test_each_declaration_is_its_claims_marker_in_its_claim_file():
-    """A declared statistic is found in the claim files (in file order), and the claim test
-    that carries its id takes its marker from it (its seeds too)."""
-    found = catalog.declared()
-    assert {s.name for s in found[:3]} == {"kappa_6", "min_rho", "test_acc_vs_ln"}  # file order
+def test_each_statistic_is_declared_in_order_and_marks_its_claim_with_its_seeds():
+    """The declared statistics come in the declarations' order, and the marker each makes for
+    its claim carries the claim's own seeds."""
+    found = declarations.statistics()
+    assert [s.name for s in found[:3]] == ["kappa_6", "min_rho", "test_acc_vs_ln"]  # module order
     for stat in found:
-        module = next(m for m in map(importlib.import_module, CLAIM_MODULES)
-                      if any(v is stat for v in vars(m).values()))
-        marks = [m for f in vars(module).values() if callable(f)
-                 for m in getattr(f, "pytestmark", []) if m.name == "claim"
-                 and m.args[0] == stat.claim]
-        assert len(marks) == 1, stat.name
-        assert marks[0].kwargs.get("seeds") == stat.own_seeds, stat.name
+        assert stat.mark.kwargs.get("seeds") == stat.own_seeds, stat.name
+        assert stat.mark.kwargs["statistic"] is stat and stat.mark.args == (stat.claim,)
     assert {s.own_seeds for s in found} == {None, 5}
-
-
-def test_no_claim_files_is_said(tmp_path):
-    with pytest.raises(ValueError, match=f"no claim files \\(test_\\*.py\\) in {tmp_path}: the "
-                                         f"claims and the scorecard's statistics are declared "
-                                         f"there"):
-        catalog.declared(tmp_path)
-
-
-def test_claim_files_are_collected_by_pytest_and_each_claim_marker_is_read(tmp_path):
-    """The claim files are what pytest collects in the folder (collected once however often
-    they are read); their claim tests are found by their markers, a test without marks is passed
-    over, and a file pytest cannot collect is said with pytest's own words."""
-    (tmp_path / "test_scratch_claims.py").write_text(
-        "import pytest\n"
-        "from normsys.claims.declaration import Declaration\n"
-        "from normsys.claims.verdict import Rule\n"
-        "ONE = Declaration('c-one', Rule('v', '>', 0), source='t', statement='{rule}')\n"
-        "@ONE.mark\ndef test_one(claim): pass\n"
-        "@pytest.mark.control('c-one')\ndef test_unmarked(): pass\n")
-    found = catalog.collected(tmp_path)
-    assert found is catalog.collected(tmp_path)
-    assert [(c.file, c.test, c.declared.id if c.declared else None, c.controls) for c in found] \
-        == [("test_scratch_claims.py", "test_one", "c-one", ()),
-            ("test_scratch_claims.py", "test_unmarked", None, ("c-one",))]
-    (entry,) = catalog.entries(tmp_path)
-    assert (entry.test, entry.variants, entry.controls) == ("test_one", [""], ["test_unmarked"])
-    (tmp_path / "broken").mkdir()
-    (tmp_path / "broken" / "test_broken.py").write_text("import nothing_of_that_name\n")
-    with pytest.raises(ValueError, match="(?s)pytest could not collect the claim files in .*"
-                                         "nothing_of_that_name"):
-        catalog.collected(tmp_path / "broken")
 
 
 def test_a_statistic_with_parts_must_hold_for_each():
@@ -1298,7 +1262,7 @@ def test_a_value_beyond_every_builtin_kinds_is_flagged_out_of_range_not_green(tm
     table = scorecard.cells(plan, records, PARTS, reach={"level": (0.0, 0.5)})
     assert "out_of_range" not in table["layernorm"]["level"].evidence  # a built-in row: never
     assert "out_of_range" not in scorecard.cells(plan, records, PARTS)["mine"]["level"].evidence
-    assert set(scorecard.builtin_reach("cpu")) == {s.name for s in catalog.declared()}
+    assert set(scorecard.builtin_reach("cpu")) == {s.name for s in declarations.statistics()}
 
 
 def test_the_files_are_written_into_a_new_nested_folder_and_over_old_ones(tmp_path):
@@ -1338,7 +1302,7 @@ def test_a_run_that_fails_later_loses_no_column_already_judged(monkeypatch, tmp_
     later = Statistic("later", "c-later", Rule("loss", ">", 0.5),
                       SMALL.changed({"train.steps": 7}),
                       metric("final_loss"))
-    monkeypatch.setattr(scorecard, "declared", lambda: (first, later))
+    monkeypatch.setattr(scorecard.declarations, "statistics", lambda: (first, later))
     monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path / "cache"))
     run = Runs.run
 
@@ -1670,7 +1634,7 @@ def test_a_users_norm_that_fails_in_training_is_one_line_and_the_other_runs_go_o
     (tmp_path / "mine.py").write_text(FAILING_NORMS)
     level = Statistic("level", "c-level", Rule("loss", ">", 0.0),
                       SMALL.changed({"train.steps": 30}), metric("final_loss"))
-    monkeypatch.setattr(scorecard, "declared", lambda: (level,))
+    monkeypatch.setattr(scorecard.declarations, "statistics", lambda: (level,))
     monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path / "cache"))
     specs = [f"{tmp_path / 'mine.py'}:{c}" for c in ("Late", "Exits", "Fine")]
     assert main(["scorecard", *specs, "--against", "none", "--workers", workers,
@@ -1697,7 +1661,7 @@ def test_a_folder_that_stops_taking_files_stops_no_run_and_is_one_line_at_the_en
     printed, and one line says what failed and how to write it without training again; exit 1."""
     level = Statistic("level", "c-level", Rule("loss", ">", 0.0),
                       SMALL.changed({"train.steps": 5}), metric("final_loss"))
-    monkeypatch.setattr(scorecard, "declared", lambda: (level,))
+    monkeypatch.setattr(scorecard.declarations, "statistics", lambda: (level,))
     monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path / "cache"))
 
     def full(*args, **kwargs):

@@ -189,7 +189,9 @@ class Declaration:
     writes from the experiment's arms, or a statistic in full); ``statement`` says it in words,
     with ``{rule}`` where its rule goes; ``seeds``: the claim's own seed count at every tier, where
     it differs from the tier's; ``experiment``: what it trains and reads (none where its test
-    computes the values)."""
+    computes the values); ``variants``: the claim itself ("") and the variants it also runs at
+    (each an id suffix, ``-masked``, that its arms know); ``slow``: those of them that take more
+    than a few seconds on a CPU (marked slow at the CPU tier)."""
 
     id: str
     given: Rule
@@ -197,11 +199,20 @@ class Declaration:
     statement: str
     seeds: int | None = None
     experiment: Experiment | None = None
+    variants: tuple[str, ...] = ("",)
+    slow: tuple[str, ...] = ()
 
     def __post_init__(self):
         if not isinstance(self.given, Rule):
             raise TypeError(f"claim {self.id}: its rule must be a verdict.Rule, got "
                             f"{type(self.given).__name__} {self.given!r}")
+        if self.variants[:1] != ("",) or len(set(self.variants)) != len(self.variants) or \
+                not all(v.startswith("-") for v in self.variants[1:]):
+            raise ValueError(f"claim {self.id}: variants={self.variants!r}: the claim itself "
+                             f"(\"\") first, then distinct id suffixes starting with '-'")
+        if unknown := sorted(set(self.slow) - set(self.variants)):
+            raise ValueError(f"claim {self.id}: slow={self.slow!r} names {unknown}, which are not "
+                             f"among its variants {self.variants!r}")
         exp = self.experiment
         if exp is not None:
             self._check(exp)
@@ -237,7 +248,8 @@ class Declaration:
             raise TypeError(f"claim {self.id}: its reads must be callable as reads(records, "
                             f"variant) ({err})") from None
         for name, arm in {**exp.arms, **exp.evidence}.items():
-            for tier, variant in itertools.product(SEEDS, arm.variants or [""]):
+            variants = dict.fromkeys([*(arm.variants or [""]), *self.variants])
+            for tier, variant in itertools.product(SEEDS, variants):
                 try:
                     arm(0, tier, variant)
                 except (KeyError, ValueError) as err:
@@ -338,7 +350,7 @@ PAIRINGS: dict[str, Callable[[float, float], float]] = {
 
 @dataclass(frozen=True)
 class Statistic:
-    """A norm-generic claim, declared once in its claim file: the runs of one seed (``arm``,
+    """A norm-generic claim, declared once in normsys.declarations: the runs of one seed (``arm``,
     with norm kind N as its ``model.norm``), the per-seed value read from them
     (``value(records, variant)``), and the claim's rule for any norm kind N (``rule_of``: a
     ``rule`` on the value's name, ``kappa_6``, reads ``kappa_6(N)``). With ``versus``, the rule
@@ -347,7 +359,7 @@ class Statistic:
     for the claim's own kind (``declaration``, whose ``mark`` marks the test and whose ``check``
     decides it; ``statement`` has ``{rule}`` where the rule goes), it declares the claims it
     makes of other kinds (``declare``), and the scorecard makes a column of it
-    (normsys.catalog.declared) and judges any kind by it (``verdict``)."""
+    (normsys.declarations.statistics) and judges any kind by it (``verdict``)."""
 
     name: str
     claim: str  # the claim id
@@ -359,6 +371,8 @@ class Statistic:
     versus_arm: str = ""  # the reference's arm as the rule names it, where not by its kind
     claim_norm: str = "layernorm"  # the kind the claim itself is about
     own_seeds: int | None = None  # the claim's own seed count at every tier, if any
+    variants: tuple[str, ...] = ("",)  # the claim's, as Declaration.variants
+    slow: tuple[str, ...] = ()  # the claim's variants slow on a CPU, as Declaration.slow
     words: str = ""  # the column's name in words, for the figure
     excludes: frozenset[str] = frozenset()  # built-in kinds the experiment does not take
     source: str = ""
@@ -412,7 +426,7 @@ class Statistic:
         if norm == self.versus:
             raise ValueError(f"statistic {self.name}: {norm} against itself is no claim")
         return Declaration(claim, self.rule, source or self.source, statement,
-                           self.own_seeds, self.experiment(norm))
+                           self.own_seeds, self.experiment(norm), self.variants, self.slow)
 
     def verdict(self, norm: str, values: Callable[[str], list]) -> Verdict:
         """The verdict for ``norm`` (any kind, the reference too) from each kind's per-seed
@@ -429,5 +443,10 @@ class Statistic:
     @property
     def mark(self):
         """The claim's pytest marker (Declaration.mark), which carries this statistic to the
-        scorecard (normsys.catalog.declared)."""
+        scorecard (normsys.declarations.statistics)."""
         return self.declaration.mark.with_args(statistic=self)
+
+
+def declaration_of(claim: Declaration | Statistic) -> Declaration:
+    """A claim's declaration: itself, or the one a Statistic makes of its own norm kind."""
+    return claim.declaration if isinstance(claim, Statistic) else claim

@@ -1,0 +1,60 @@
+"""The claims, declared: one module per source (a paper or notebook), each holding its claims'
+``Declaration``s and norm-generic ``Statistic``s, with the arms they train and the readings they
+decide on. Everything that speaks of the claims reads them here: the claim tests under
+``claims/`` (which add evidence, figures and negative controls), the catalog page
+(normsys.catalog) and the scorecard (normsys.scorecard), from a checkout or an installed package
+alike.
+
+    from normsys import declarations
+    declarations.claims()       # every claim, module by module, in the order they are declared
+    declarations.statistics()   # the norm-generic ones: the scorecard's columns
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import pkgutil
+from collections.abc import Iterable
+from types import ModuleType
+
+from normsys.claims.declaration import Declaration, Statistic, declaration_of
+
+Declared = Declaration | Statistic
+
+
+@functools.cache
+def declared() -> tuple[tuple[str, Declared], ...]:
+    """Every claim as (module name, its Declaration or Statistic): the modules of this package by
+    name, each module's claims in the order it declares them (found_in)."""
+    return found_in(importlib.import_module(f"{__name__}.{info.name}")
+                    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name))
+
+
+def found_in(modules: Iterable[ModuleType]) -> tuple[tuple[str, Declared], ...]:
+    """The module-level Declarations and Statistics of ``modules``, as (the module's last name,
+    the claim), in order. Each claim is named in one module: one id found twice (a second
+    declaration, or another module importing it) is an error."""
+    found: dict[str, tuple[str, Declared]] = {}
+    for module in modules:
+        name = module.__name__.rpartition(".")[2]
+        for value in vars(module).values():
+            if not isinstance(value, Declaration | Statistic):
+                continue
+            cid = declaration_of(value).id
+            if cid in found:
+                raise ValueError(f"claim {cid} is named in {found[cid][0]} and again in {name}: "
+                                 f"declare each claim once, in the module of its source (another "
+                                 f"module imports its readings and arms, not the claim)")
+            found[cid] = (name, value)
+    return tuple(found.values())
+
+
+def claims() -> tuple[Declaration, ...]:
+    """Every claim's declaration (a Statistic's: the claim it makes of its own norm kind)."""
+    return tuple(declaration_of(d) for _, d in declared())
+
+
+def statistics() -> tuple[Statistic, ...]:
+    """Every norm-generic claim, in the order they are declared: the scorecard's columns."""
+    return tuple(d for _, d in declared() if isinstance(d, Statistic))
