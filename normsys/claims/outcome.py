@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from normsys import __version__
+from normsys.claims.items import claim_id, claim_tier
 from normsys.claims.verdict import (
     INCONCLUSIVE,
     REFUTED,
@@ -234,3 +235,20 @@ class Claim:
 def jsonable(obj):
     """``obj`` as JSON gives it back (numbers that are not floats, e.g. numpy's, as floats)."""
     return json.loads(json.dumps(obj, default=float))
+
+
+def unfinished(item: pytest.Item, report: pytest.TestReport, call) -> Verdict | None:
+    """The report of a claim that ended without a verdict (its test failed before deciding, or
+    was skipped): a Verdict that says so, with the error; None for any other report."""
+    marker = item.get_closest_marker("claim")
+    if marker is None or any(k == PROPERTY for k, _ in report.user_properties):
+        return None
+    if not (report.failed or (report.skipped and report.when == "call")):
+        return None
+    return Verdict(
+        verdict="error" if report.failed else "not run", id=claim_id(item, marker),
+        tier=claim_tier(item), statement=marker.kwargs.get("statement", ""),
+        source=marker.kwargs.get("source", ""),
+        reason=str(call.excinfo.value)[:500] if call.excinfo else "",
+        seconds=call.duration, nodeid=item.nodeid, measured=time.strftime("%Y-%m-%d %H:%M"),
+        commit=git_commit())

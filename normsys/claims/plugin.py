@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
@@ -42,32 +41,24 @@ from normsys.claims.items import (
     claim_marker,
     claim_tier,
     claim_variant,
-    collects_every_claim,
     control_ids,
-    control_index,
-    planned_configs,
-    recorded_entry,
 )
-from normsys.claims.outcome import PROPERTY, Claim, ClaimRefuted
-from normsys.claims.progress import Progress
+from normsys.claims.outcome import PROPERTY, Claim, unfinished
 from normsys.claims.report import write_check
 from normsys.claims.session import (
     COUNTER_ENV,
     DEFAULT_REPORT_DIR,
     FETCHED,
     SESSION,
-    STALE_OUTPUT,
     ClaimsSession,
     check_options,
     check_report_folder,
     cluster_of,
     data_errors,
     max_seeds_policy,
-    offline_without_hub,
     owns_counter,
     seed_policy,
 )
-from normsys.training.provenance import git_commit
 
 # ----------------------------------------------------------------------------- hooks
 
@@ -174,47 +165,8 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
 
 @pytest.hookimpl(tryfirst=True)  # before -k and -m deselect: this sees every claim collected
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Check every claim marker, let ``-k`` match claim ids (each id is a keyword of its test
-    and of its negative controls), find records of claims no longer defined, and with
-    --claims-list print the claims and run none."""
-    catalog, controls, claim_items = {}, {}, {}
-    for item in items:
-        for cid in control_ids(item):
-            item.extra_keyword_matches.add(cid)
-            controls.setdefault(cid, []).append(item)
-        if (marker := claim_marker(item)) is not None:
-            cid = claim_id(item, marker)
-            item.extra_keyword_matches.add(cid)
-            claim_items.setdefault(cid, []).append(item)
-            catalog[cid, claim_tier(item)] = (marker.kwargs.get("statement", ""),
-                                              marker.kwargs.get("source", ""))
-    if catalog:
-        offline_without_hub()
-    session = config.stash[SESSION]
-    ledgers = session.ledgers
-    if catalog and not (config.option.claims_list or config.option.collectonly
-                        or hasattr(config, "workerinput")):  # claims will run: a report is due
-        check_report_folder(Path(config.option.claims_report), create=True)
-    if catalog and collects_every_claim(config):
-        ledgers.stale = ledger.stale(ledgers.folder, {cid for cid, _ in catalog})
-        if hasattr(config, "workeroutput"):
-            config.workeroutput[STALE_OUTPUT] = ledgers.stale
-    for item in items:  # a refutation the record holds: strict xfail that only ClaimRefuted meets
-        if (marker := claim_marker(item)) is None or config.option.claims_list or ledgers.update \
-                or config.option.collectonly:
-            continue
-        try:
-            entry = recorded_entry(item, marker, ledgers)
-        except ledger.LedgerError as err:
-            raise pytest.UsageError(str(err)) from None
-        if entry is not None and entry.verdict == verdict.REFUTED:
-            item.add_marker(pytest.mark.xfail(strict=True, raises=ClaimRefuted,
-                                              reason=f"ledger: {entry.line()}"))
-    if catalog and not config.option.claims_list:  # a claims session: say what training does
-        counter = os.environ.get(COUNTER_ENV)
-        session.runs.progress = Progress(session.terminal, Path(counter) if counter else None)
-    session.controls = controls  # --claims-list names them, once -k has selected
-    session.claim_items = claim_items  # whatever -k selects: what a control's claims train
+    """Every claim and control collected, before -k and -m deselect (ClaimsSession.collected)."""
+    config.stash[SESSION].collected(items)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -264,26 +216,9 @@ def claim_runs(request: pytest.FixtureRequest):
 
 @pytest.fixture(autouse=True)
 def control_runs(request: pytest.FixtureRequest):
-    """A negative control reads a case its claims do not: one whose every run is among the runs
-    its claims train (their first looks, both tiers) is only the claims' own values read again,
-    which cannot come out otherwise than the claims do, and fails."""
-    ids = control_ids(request.node)
-    if not ids:
+    """A negative control's runs, which must not be only its claims' (ClaimsSession.controlled)."""
+    with request.config.stash[SESSION].controlled(request.node):
         yield
-        return
-    session = request.config.stash[SESSION]
-    with session.runs.recording() as fetched:
-        yield
-    session.runs.write_index(control_index(request.node), "cpu", fetched, empty=True)
-    if not fetched:
-        return
-    theirs = {c for cid in ids for item in session.claim_items.get(cid, [])
-              for c in planned_configs(item)}
-    if set(fetched) <= theirs:
-        pytest.fail(f"{request.node.nodeid}: a control of {', '.join(ids)} reads only runs its "
-                    f"claim reads ({len(set(fetched))}): it cannot come out otherwise than the "
-                    f"claim; give it a case where the effect is absent (other seeds, a setting "
-                    f"without the effect)", pytrace=False)
 
 
 def _guarded(request: pytest.FixtureRequest, fetch: Callable) -> Callable:
@@ -333,19 +268,7 @@ def claim(request: pytest.FixtureRequest, claim_runs) -> Claim:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call):
-    outcome = yield
-    report = outcome.get_result()
-    marker = item.get_closest_marker("claim")
-    if marker is None or any(k == PROPERTY for k, _ in report.user_properties):
-        return
-    if report.failed or (report.skipped and report.when == "call"):
-        result = verdict.Verdict(
-            verdict="error" if report.failed else "not run", id=claim_id(item, marker),
-            tier=claim_tier(item), statement=marker.kwargs.get("statement", ""),
-            source=marker.kwargs.get("source", ""),
-            reason=str(call.excinfo.value)[:500] if call.excinfo else "",
-            seconds=call.duration, nodeid=item.nodeid, measured=time.strftime("%Y-%m-%d %H:%M"),
-            commit=git_commit())
+    """A claim that ended without a verdict (an error, a skip) is reported as one (unfinished)."""
+    report = (yield).get_result()
+    if (result := unfinished(item, report, call)) is not None:
         report.user_properties.append((PROPERTY, json.dumps(asdict(result))))
-
-

@@ -22,13 +22,17 @@ from normsys.claims.items import (
     claim_looks,
     claim_marker,
     claim_tier,
+    collects_every_claim,
+    control_ids,
     control_index,
     control_names,
     planned_configs,
     planned_looks,
+    recorded_entry,
     selected,
 )
-from normsys.claims.outcome import PROPERTY
+from normsys.claims.outcome import PROPERTY, ClaimRefuted
+from normsys.claims.progress import Progress
 from normsys.claims.report import merged, verdict_table, write_check, write_reports
 from normsys.claims.runtimes import control_work, expected_wall
 from normsys.training.config import MAX_SEED
@@ -215,6 +219,69 @@ class ClaimsSession:
         self.results: dict[str, verdict.Verdict] = {}
         self.written: list[str] = []  # what was written, for the terminal summary
         self.started = time.monotonic()
+
+    def collected(self, items: list[pytest.Item]) -> None:
+        """Every item collected, before -k and -m deselect: check each claim marker, let ``-k``
+        match claim ids (each id is a keyword of its test and of its negative controls), find
+        records of claims no longer defined, and mark a refutation the record holds a strict
+        xfail that only ClaimRefuted meets."""
+        config, ledgers = self.config, self.ledgers
+        catalog, controls, claim_items = {}, {}, {}
+        for item in items:
+            for cid in control_ids(item):
+                item.extra_keyword_matches.add(cid)
+                controls.setdefault(cid, []).append(item)
+            if (marker := claim_marker(item)) is not None:
+                cid = claim_id(item, marker)
+                item.extra_keyword_matches.add(cid)
+                claim_items.setdefault(cid, []).append(item)
+                catalog[cid, claim_tier(item)] = (marker.kwargs.get("statement", ""),
+                                                  marker.kwargs.get("source", ""))
+        if catalog:
+            offline_without_hub()
+        if catalog and not (config.option.claims_list or config.option.collectonly
+                            or hasattr(config, "workerinput")):  # claims will run: a report is due
+            check_report_folder(Path(config.option.claims_report), create=True)
+        if catalog and collects_every_claim(config):
+            ledgers.stale = ledger.stale(ledgers.folder, {cid for cid, _ in catalog})
+            if hasattr(config, "workeroutput"):
+                config.workeroutput[STALE_OUTPUT] = ledgers.stale
+        for item in items:
+            if (marker := claim_marker(item)) is None or config.option.claims_list or \
+                    ledgers.update or config.option.collectonly:
+                continue
+            try:
+                entry = recorded_entry(item, marker, ledgers)
+            except ledger.LedgerError as err:
+                raise pytest.UsageError(str(err)) from None
+            if entry is not None and entry.verdict == verdict.REFUTED:
+                item.add_marker(pytest.mark.xfail(strict=True, raises=ClaimRefuted,
+                                                  reason=f"ledger: {entry.line()}"))
+        if catalog and not config.option.claims_list:  # a claims session: say what training does
+            counter = os.environ.get(COUNTER_ENV)
+            self.runs.progress = Progress(self.terminal, Path(counter) if counter else None)
+        self.controls = controls  # --claims-list names them, once -k has selected
+        self.claim_items = claim_items  # whatever -k selects: what a control's claims train
+
+    @contextmanager
+    def controlled(self, node: pytest.Item) -> Iterator[None]:
+        """A negative control reads a case its claims do not: one whose every run is among the
+        runs its claims train (their first looks, both tiers) is only the claims' own values
+        read again, which cannot come out otherwise than the claims do, and fails."""
+        ids = control_ids(node)
+        if not ids:
+            yield
+            return
+        with self.runs.recording() as fetched:
+            yield
+        self.runs.write_index(control_index(node), "cpu", fetched, empty=True)
+        theirs = {c for cid in ids for item in self.claim_items.get(cid, [])
+                  for c in planned_configs(item)}
+        if fetched and set(fetched) <= theirs:
+            pytest.fail(f"{node.nodeid}: a control of {', '.join(ids)} reads only runs its "
+                        f"claim reads ({len(set(fetched))}): it cannot come out otherwise than "
+                        f"the claim; give it a case where the effect is absent (other seeds, a "
+                        f"setting without the effect)", pytrace=False)
 
     def plan(self, items: list[pytest.Item]) -> None:
         """Plan every run the selected claims train (planned_looks: their first looks, and the
