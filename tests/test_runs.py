@@ -439,10 +439,11 @@ def test_a_plan_submits_the_longest_runs_first_and_none_the_cache_holds(cache, m
     assert trainer.calls == [("submit", [SEEDS[2]]), ("submit", [SEEDS[1]])]
     assert runs.Runs().plan([SEEDS]) == 0  # no trainer: nothing to hand
     assert runs.Runs(trainer=Elsewhere()).plan([SEEDS[:1]]) == 0  # another session: cached
-    seconds = {SEEDS[1].fingerprint(): 0.5}  # a run never timed counts nothing: it goes last
+    seconds = {SEEDS[1].fingerprint(): 0.5}  # a configuration never timed on any seed counts
+    untimed = SMALL.override(**{"model.d": 16})  # nothing: it goes last
     later = Elsewhere()
-    runs.Runs(trainer=later).plan([SEEDS[2:] + SEEDS[1:2]])
-    assert later.calls == [("submit", [SEEDS[1]]), ("submit", [SEEDS[2]])]
+    runs.Runs(trainer=later).plan([[untimed, SEEDS[1]]])
+    assert later.calls == [("submit", [SEEDS[1]]), ("submit", [untimed])]
 
 
 def test_a_run_kept_on_its_data_is_not_submitted_again(cache, data_env, session):
@@ -508,12 +509,30 @@ def test_a_plan_trains_here_longest_first_and_nothing_the_cache_holds(cache, mon
                         [train_with_state(c) for c in cfgs])
     assert runs.group_seconds(SEEDS) == 50.0  # seeds stacked: as long as the longest
     session = runs.Runs()
-    assert session.plan([SEEDS]) == 0 and session.planned == [[SEEDS[2]], [SEEDS[1]], [SEEDS[0]]]
+    assert session.plan([SEEDS]) == 0 and session.planned == [[SEEDS[2]], [SEEDS[0]], [SEEDS[1]]]
     shares = {SEEDS[2].fingerprint(): 50.0, SEEDS[1].fingerprint(): 5.0}
     assert session.planned_work(1) == (shares, 55.0) and session.planned_work(2) == (shares, 50.0)
     assert session.train_planned() == 2 and trained == [[SEEDS[2]], [SEEDS[1]]]
     assert session.planned == [] and session.train_planned() == 0
     assert [r.run_config for r in runs.Runs().runs(SEEDS)] == SEEDS and len(trained) == 2
+
+
+def test_runs_on_seeds_never_timed_are_priced_as_their_configurations_timed_seeds(cache,
+                                                                                  monkeypatch):
+    """A replication on fresh seeds (--claims-seed-offset) trains configurations the run times
+    record on other seeds: its plan is priced and ordered by those, not left at 0 (which would
+    count the time left down from nothing and train in collection order)."""
+    fresh = [SMALL.override(**{"train.seed": 7}), SMALL.override(**{"model.d": 16,
+                                                                     "train.seed": 8})]
+    seconds = {SEEDS[1].fingerprint(): 5.0,
+               SMALL.override(**{"model.d": 16, "train.seed": 2}).fingerprint(): 50.0}
+    monkeypatch.setattr(runs, "run_seconds", lambda c: (seconds[c.fingerprint()], "box")
+                        if c.fingerprint() in seconds else None)
+    assert [runs.group_seconds([c]) for c in fresh] == [5.0, 50.0]
+    session = runs.Runs()
+    assert session.plan([fresh]) == 0 and session.planned == [[fresh[1]], [fresh[0]]]
+    assert session.planned_work(1) == ({fresh[1].fingerprint(): 50.0,
+                                        fresh[0].fingerprint(): 5.0}, 55.0)
 
 
 def test_a_planned_run_another_process_trains_is_left_to_it(cache, monkeypatch):

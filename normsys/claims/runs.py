@@ -476,8 +476,10 @@ def planned(claim: str, tier: str) -> list[RunConfig]:
 
 
 def expected_seconds(cfg: RunConfig) -> float:
-    """What a run of ``cfg`` took as the tier's run times record (0 where unknown)."""
-    recorded = run_seconds(cfg)
+    """What a run of ``cfg`` takes as the tier's run times record it, or a run of its
+    configuration on another seed (similar_seconds: a replication on fresh seeds is priced too);
+    0 where none was timed."""
+    recorded = similar_seconds(cfg)
     return 0.0 if recorded is None else recorded[0]
 
 
