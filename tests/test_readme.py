@@ -28,15 +28,15 @@ def code_lines(markdown: str) -> list[str]:
     return lines
 
 
-def test_the_adding_a_claim_examples_are_lines_of_the_claim_files():
+def test_the_adding_a_claim_examples_are_lines_of_the_declarations_and_claim_files():
     shown = code_lines(section((ROOT / "README.md").read_text(), "Adding a claim"))
     # the template claim with its test, and a declared norm-generic one
     assert {"RESIDUAL_PRESERVES = Declaration(", "def test_residual_preserves_gradients(claim, runs, "
             "tier):", "DECORRELATION = Statistic("} <= set(shown)
-    in_files = {line.rstrip() for path in (ROOT / "claims").glob("test_*.py")
-                for line in path.read_text().splitlines()}
+    files = [*(ROOT / "claims").glob("test_*.py"), *(ROOT / "normsys" / "declarations").glob("*.py")]
+    in_files = {line.rstrip() for path in files for line in path.read_text().splitlines()}
     missing = [line for line in shown if line not in in_files]
-    assert not missing, f"README's example lines that no claim file has: {missing}"
+    assert not missing, f"README's example lines that no source file has: {missing}"
 
 
 def test_a_changed_line_is_found():
@@ -44,10 +44,16 @@ def test_a_changed_line_is_found():
     assert shown == ["x = 1", "y = 2"]
 
 
-def test_the_claims_table_names_every_claim_file():
+def test_the_claims_table_names_every_declarations_module_and_claim_file():
+    """Each row a source: its declarations module and its claim file; the generic claim file
+    (test_declared.py) is named in the text above the table."""
     table = section((ROOT / "README.md").read_text(), "The claims")
-    named = set(re.findall(r"^\| `(claims/test_\w+\.py)` \|", table, flags=re.M))
+    rows = re.findall(r"^\| `(\w+)` \| `(claims/test_\w+\.py)` \|", table, flags=re.M)
+    assert {m for m, _ in rows} == {p.stem for p in (ROOT / "normsys" / "declarations")
+                                    .glob("*.py") if p.stem != "__init__"}
+    named = {f for _, f in rows} | {"claims/test_declared.py"}
     assert named == {f"claims/{p.name}" for p in (ROOT / "claims").glob("test_*.py")}
+    assert "`claims/test_declared.py`" in table
 
 
 def test_the_map_names_every_module_of_the_package():
