@@ -1,6 +1,6 @@
 """What each reader of a run record reads: which layer, which rows, which metric, which parameters
-(the shared experiments, normsys.claims.experiments; the readers and rules of one claim file, in
-that file; normsys.training.record). Each record below gives every layer and
+(the shared experiments, normsys.claims.experiments; the readers and rules of one source, in its
+module of normsys.declarations; normsys.training.record). Each record below gives every layer and
 every row set a value of its own, so that reading another one changes the answer; and each
 experiment's config holds the settings its claims were fixed with.
 """
@@ -19,10 +19,10 @@ from normsys.training.config import preset
 from normsys.training.record import TEST_ACC, RunRecord, probe_of
 
 
-# each claim file's module, asked for where a test needs it (under mutation testing each mutant's
-# process imports the claim files anew)
+# each source's declarations module, asked for where a test needs it (under mutation testing each
+# mutant's process imports them anew)
 def dm():
-    return importlib.import_module("claims.test_dual_mechanism")
+    return importlib.import_module("normsys.declarations.dual_mechanism")
 
 
 def char_gpt(seed: int, tier: str = "cpu", **settings):
@@ -32,11 +32,17 @@ def char_gpt(seed: int, tier: str = "cpu", **settings):
 
 
 def lit():
+    return importlib.import_module("normsys.declarations.literature")
+
+
+def dong():
+    """The claim file that computes Dong's stacks (its claims train nothing: their values are
+    its test's)."""
     return importlib.import_module("claims.test_literature")
 
 
 def dd():
-    return importlib.import_module("claims.test_layernorm_deep_dive")
+    return importlib.import_module("normsys.declarations.layernorm_deep_dive")
 
 
 def layer(erank: float, rho: float, nonpad_erank: float, nonpad_rho: float, **extra) -> dict:
@@ -141,7 +147,7 @@ def test_each_experiment_holds_its_claims_settings():
 
 def test_the_config_makers_the_negative_controls_call_without_a_tier_make_cpu_tier_runs():
     """The controls train the claims' own configs at the CPU tier, shrunk where they say so."""
-    fa = importlib.import_module("claims.test_fa_protocol")
+    fa = importlib.import_module("normsys.declarations.fa_protocol")
     assert fa.fa_mlp("dfa", 3) == preset("resmlp", "cpu", **{
         "train.method": "dfa", "train.seed": 3, "train.frozen_blocks": False, "train.epochs": 2})
     long = fa.fa_mlp("fa", 1, "paper", frozen=True, epochs=10)
@@ -152,7 +158,7 @@ def test_the_config_makers_the_negative_controls_call_without_a_tier_make_cpu_ti
     (lm,) = dd().TBLOCK_LM.changed({"model.norm": "rmsnorm"})(4, "cpu")
     assert (lm.model.family, lm.model.norm, lm.train.seed, lm.train.device, lm.train.steps) == \
         ("char_gpt", "rmsnorm", 4, "cpu", 500)
-    tc = importlib.import_module("claims.test_transformer_components")
+    tc = importlib.import_module("normsys.declarations.transformer_components")
     assert tc.ffn_stack(False, "none")(5, "cpu") == [preset("ffn_stack", **{
         "model.residual": False, "model.norm": "none", "train.seed": 5})]
     assert tc.ffn_stack(True, "layernorm")(0, "paper") == [
@@ -297,8 +303,8 @@ def test_xiongs_readers_take_each_runs_depth_from_its_config():
 
 def test_dongs_reader_is_the_residual_at_depth_over_the_input():
     residuals = [2.0, 1.0, 0.5, 0.25, 0.1, 0.05, 0.01, 7.0]
-    assert lit().depth_ratio(residuals) == pytest.approx(0.005)
-    assert lit().depth_ratio(residuals, depth=3) == pytest.approx(0.125)
+    assert dong().depth_ratio(residuals) == pytest.approx(0.005)
+    assert dong().depth_ratio(residuals, depth=3) == pytest.approx(0.125)
 
 
 def test_the_deep_dives_readers_and_the_ffn_stacks_margins():
@@ -309,7 +315,7 @@ def test_the_deep_dives_readers_and_the_ffn_stacks_margins():
     # the window of batches 36 ... 85 is the first with at most 5 misses of 50: 90% at step 85
     assert dd().steps_to_90([run]) == 85
     assert dd().steps_ratio(30.0, 60.0) == 0.5
-    tc = importlib.import_module("claims.test_transformer_components")
+    tc = importlib.import_module("normsys.declarations.transformer_components")
     assert tc.loss_margins(1.0, 1.5, 2.0, 0.75) == {
         "loss(residual only) - loss(residual+LN)": 0.5, "loss(LN only) - loss(residual+LN)": 1.0,
         "loss(neither) - loss(residual+LN)": -0.25}
@@ -326,7 +332,7 @@ def test_xiongs_encoders_train_the_norm_they_are_given():
 
 
 def lj():
-    return importlib.import_module("claims.test_ln_jacobian")
+    return importlib.import_module("normsys.declarations.ln_jacobian")
 
 
 def test_the_jacobian_claims_read_each_layernorm_of_the_trained_net_through_its_own_backward(
@@ -371,7 +377,7 @@ def test_the_fa_protocol_measures_a_trained_nets_weights_by_backprop_after_the_e
     from normsys.claims.runs import Runs
     from normsys.training.record import trained_model
 
-    fa_file = importlib.import_module("claims.test_fa_protocol")
+    fa_file = importlib.import_module("normsys.declarations.fa_protocol")
     monkeypatch.setenv("NORMSYS_CACHE", "off")
     cfg = fa_file.fa_mlp("fa", 0).override(**{"data.n_train": 256, "data.n_test": 128,
                                                "train.snapshots": (1,)})
@@ -383,9 +389,10 @@ def test_the_fa_protocol_measures_a_trained_nets_weights_by_backprop_after_the_e
     assert after_one == mnist_report(trained_model(record, learning_rule=False, epoch=1))
     assert after_one["stability"] != report["stability"]
     assert fa_file.stability_of([record]) == report["stability"]
-    assert fa_file.stabilities([(record, report), (record, after_one)]) == [
+    evidence = importlib.import_module("claims.test_fa_protocol")  # the claim file's own helpers
+    assert evidence.stabilities([(record, report), (record, after_one)]) == [
         report["stability"], after_one["stability"]]
-    assert fa_file.trained_accuracies([(record, report)]) == [record.metrics["test_acc"]]
+    assert evidence.trained_accuracies([(record, report)]) == [record.metrics["test_acc"]]
     assert fa_file.trained_by("dfa", frozen=True)(3, "cpu", "-long") == [
         fa_file.fa_mlp("dfa", 3, "cpu", True, 10)]
 
@@ -402,9 +409,9 @@ def test_dongs_attention_stack_is_the_claims_setting_each_layer_added_to_its_inp
     with torch.no_grad():
         pure, skip = layer(x), x + layer(x)
     res = [rank_collapse_residual(h) for h in (x, pure, skip)]
-    assert lit().attention_stack_residuals(3, depth=1) == res[:2]
-    assert lit().attention_stack_residuals(3, depth=1, skips=True) == [res[0], res[2]]
-    six = lit().attention_stack_residuals(3)
-    assert six == lit().attention_stack_residuals(3, depth=6, skips=False, d=64, tokens=32,
+    assert dong().attention_stack_residuals(3, depth=1) == res[:2]
+    assert dong().attention_stack_residuals(3, depth=1, skips=True) == [res[0], res[2]]
+    six = dong().attention_stack_residuals(3)
+    assert six == dong().attention_stack_residuals(3, depth=6, skips=False, d=64, tokens=32,
                                                   batch=8, heads=1)
     assert len(six) == 7 and six[:2] == res[:2]

@@ -283,8 +283,8 @@ def check_paired_statistics_by_hand(plan, records, table):
     from normsys.claims.experiments import weight_grad_profile
     from normsys.training import diagnostics as dg
 
-    deep_dive = importlib.import_module("claims.test_layernorm_deep_dive")
-    init_scale_spread, unit_correlation = deep_dive.init_scale_spread, deep_dive.unit_correlation
+    from normsys.declarations.layernorm_deep_dive import init_scale_spread, unit_correlation
+    from normsys.declarations.mean_field import input_over_output
     from normsys.training.record import TEST_ACC, VAL_LOSS
 
     def per_seed(stat, norm, read):
@@ -307,6 +307,8 @@ def check_paired_statistics_by_hand(plan, records, table):
             "decorrelation", "layernorm", "none", corr)],
         ("init_robustness", "layernorm"): [x - ln for ln, x in pairs(
             "init_robustness", "layernorm", "none", init_scale_spread)],
+        ("grad_explosion_vs_ln", "none"): [x - ln for ln, x in pairs(
+            "grad_explosion_vs_ln", "layernorm", "none", input_over_output)],
     }
     assert {s.name for s in declarations.statistics() if s.versus} == {k for k, _ in by_hand}
     for (stat, norm), values in by_hand.items():

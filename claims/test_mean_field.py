@@ -1,0 +1,57 @@
+"""Mean field theory of BatchNorm (Yang et al. 2019): the claims' evidence (each hidden layer's
+gradient norm at initialization, BatchNorm's and LayerNorm's, drawn beside the comparison of the
+two) and negative controls. The claims, the deep MLP and its reading are declared in
+normsys.declarations.mean_field; BatchNorm's explosion alone is decided in test_declared.py.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from normsys.claims import figures
+from normsys.claims.params import tiers_of
+from normsys.claims.testing import alike_on_disjoint_seeds, unread_seeds
+from normsys.claims.verdict import REFUTED
+from normsys.declarations.mean_field import EXPLODES, EXPLOSION_VS_LN, hidden_grad_profile
+
+
+@pytest.mark.parametrize("tier", tiers_of(EXPLOSION_VS_LN.declaration))
+@EXPLOSION_VS_LN.mark
+def test_the_explosion_is_batchnorms(claim, runs, tier):
+    declared = EXPLOSION_VS_LN.declaration
+    by_norm = {arm: [hidden_grad_profile(rs[0]) for rs in seeds]
+               for arm, seeds in declared.records(runs, claim.seeds, tier).items()}
+    claim.record(**{f"grad_profile_{arm}": rows for arm, rows in by_norm.items()})
+    claim.figure("grad-profile", lambda fig: figures.profiles(
+        fig, {f"{arm}, no skips": rows for arm, rows in by_norm.items()},
+        title=f"Deep ReLU MLP at init, {len(by_norm['batchnorm'][0])} hidden layers"))
+    claim.check(runs)
+
+
+# ----------------------------------------------------------------------------- negative controls
+
+
+@pytest.mark.control(EXPLODES.claim)
+def test_control_explosion_rule_is_refuted_on_a_shallow_batchnorm_mlp(runs):
+    """The claim's own MLP, reading and rule at depth 2 (BatchNorm, ReLU, default init), on seeds
+    the claim does not read: two layers leave no depth to grow over, so the rule must come out
+    refuted. A ratio read the wrong way round, or from other layers than the first and the
+    last hidden one, would show here."""
+    declared = EXPLODES.declaration
+    shallow = declared.experiment.overridden({"model.layers": 2})
+    values = shallow.values(runs, unread_seeds(declared), "cpu")
+    assert declared.verdict(values).verdict == REFUTED
+
+
+@pytest.mark.control(EXPLOSION_VS_LN.claim)
+def test_control_explosion_comparison_is_refuted_where_both_mlps_take_layernorm(runs):
+    """The claim's own MLPs, reading and rule with LayerNorm in both arms, on seeds it does not
+    read: nothing is left between the arms, so the rule must come out refuted. Then the A/A
+    case, the first arm on those seeds and the second on the claim's own
+    (alike_on_disjoint_seeds): values with their seed spread, which must not come out
+    supported."""
+    declared = EXPLOSION_VS_LN.declaration
+    same = declared.experiment.overridden({"model.norm": "layernorm"})
+    values = same.values(runs, unread_seeds(declared), "cpu")
+    assert declared.verdict(values).verdict == REFUTED
+    alike_on_disjoint_seeds(declared, same, runs)

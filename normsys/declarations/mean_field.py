@@ -1,0 +1,60 @@
+"""Yang, Pennington, Rao, Sohl-Dickstein and Schoenholz, ICLR 2019, "A Mean Field Theory of Batch
+Normalization": at initialization, a deep fully connected network with BatchNorm and no skip
+connections has gradients that grow exponentially toward the input (per layer about
+pi / (pi - 1) for ReLU), whatever the weights' scale; LayerNorm in its place does not.
+
+MLP of 32 hidden layers of width 256 (Linear -> norm -> ReLU, PyTorch's default init, no skips),
+gradients at initialization on the first batch of 64 MNIST training rows (cross-entropy to the
+labels, BatchNorm with that batch's statistics); ratio = ||dL/dW_1|| / ||dL/dW_32||, W_l the l-th
+hidden layer's weight. The paper tier takes the same network: the measurement is one batch at
+initialization, seconds on a CPU.
+"""
+
+from __future__ import annotations
+
+import math
+
+from normsys.claims.declaration import Arm, Statistic
+from normsys.claims.verdict import Rule
+from normsys.training import diagnostics as dg
+from normsys.training.config import RunConfig
+from normsys.training.record import RunRecord
+
+SOURCE = "Yang et al. 2019 (mean field theory of BatchNorm)"
+DEPTH = 32
+
+# The deep MLP at initialization: the mlp preset (width 256, ReLU, batch 64 on MNIST) 32 hidden
+# layers deep, trained for no epochs (its gradients on the first batch are what a run records).
+DEEP_MLP = Arm("mlp", {"model.layers": DEPTH, "model.act": "relu", "train.epochs": 0})
+
+
+def hidden_grad_profile(record: RunRecord) -> list[float]:
+    """||dL/dW_l|| of the MLP's hidden layers at initialization, l = 1 ... its config's layers."""
+    layers = RunConfig.from_dict(record.config).model.layers
+    return dg.layer_grad_norms(record.init_grad_norms,
+                               [[f"layers.{i}.0.weight"] for i in range(layers)])
+
+
+def input_over_output(records: list[RunRecord], variant: str = "") -> float:
+    """log10(||dL/dW_1|| / ||dL/dW_L||): > 0 where gradients grow toward the input; NaN where
+    either gradient underflowed to 0 in float32 (no ratio to read: DyT's first layer at depth
+    32, say)."""
+    profile = hidden_grad_profile(records[0])
+    if not (profile[0] > 0 and profile[-1] > 0):
+        return math.nan
+    return dg.log10_ratio(profile)
+
+
+# Both norm-generic: each is a scorecard column, a user's norm in BatchNorm's place.
+EXPLODES = Statistic(
+    "grad_explosion", "yang-batchnorm-gradients-explode-with-depth", Rule("log10 ratio", ">", 2.0),
+    DEEP_MLP, input_over_output, claim_norm="batchnorm", words="gradient explosion at depth 32",
+    source=SOURCE,
+    statement="At initialization, a {model.layers}-layer ReLU MLP with BatchNorm and no skips has "
+              "gradients that grow toward the input (ratio = ||dL/dW_1|| / ||dL/dW_32||): {rule}.")
+EXPLOSION_VS_LN = Statistic(
+    "grad_explosion_vs_ln", "yang-explosion-is-batchnorms", Rule("log10 ratio", ">", 1.0),
+    DEEP_MLP, input_over_output, versus="layernorm", pairing="own - versus",
+    claim_norm="batchnorm", words="gradient explosion vs LayerNorm", source=SOURCE,
+    statement="The explosion is BatchNorm's: the same MLP with LayerNorm in its place, paired by "
+              "seed: {rule}.")
