@@ -532,6 +532,36 @@ def test_variant_tiers_mark_the_paper_tier_gpu_and_slow_variants_slow():
     assert [m.name for m in params["cpu-x"].marks] == ["slow"] and not params["cpu"].marks
 
 
+def test_a_declared_claims_parameters_are_its_variants_marked_as_its_declaration_says():
+    """tiers_of and variant_tiers_of read the declaration's variants and slow ones; the generic
+    test's parameters (declared_params) carry each claim's marker besides, a Statistic's with the
+    statistic, and ids that hold the claim id."""
+    from normsys.claims.declaration import Arm, Experiment, Statistic, metric
+    from normsys.claims.params import declared_params, tiers_of, variant_tiers_of
+    from normsys.claims.verdict import Rule
+
+    arm = Arm("encoder", variants={"": {}, "-masked": {"model.pad_mask": True}})
+    varied = Declaration("c-v", Rule("v", ">", 0), "t", "{rule}",
+                         experiment=Experiment({"a": arm}, metric("v")),
+                         variants=("", "-masked"), slow=("-masked",))
+    slow = Declaration("c-s", Rule("v", ">", 0), "t", "{rule}", slow=("",))
+    assert [m.name for m in tiers_of(slow)[0].marks] == ["slow"]
+    assert [[m.name for m in p.marks] for p in variant_tiers_of(varied)] == \
+        [[], ["gpu"], ["slow"], ["gpu"]]
+    with pytest.raises(ValueError, match="claim c-v has variants \\('-masked',\\): parametrize"):
+        tiers_of(varied)
+    stat = Statistic("s", "c-stat", Rule("v", ">", 0), Arm("mlp"), metric("v"))
+    params = declared_params([varied, stat])
+    assert [p.id for p in params] == ["c-v-cpu", "c-v-paper", "c-v-cpu-masked", "c-v-paper-masked",
+                                      "c-stat-cpu", "c-stat-paper"]
+    claim_marks = [next(m for m in p.marks if m.name == "claim") for p in params]
+    assert [m.args[0] for m in claim_marks] == ["c-v"] * 4 + ["c-stat"] * 2
+    assert claim_marks[-1].kwargs["statistic"] is stat
+    assert [p.values[0].id for p in params] == [m.args[0] for m in claim_marks]
+    assert [str(p.values[1]) for p in params[:4]] == ["", "", "-masked", "-masked"]
+    assert [m.name for m in params[2].marks if m.name != "claim"] == ["slow"]
+
+
 class ClaimItems:
     """A plugin that keeps, in the order a session runs them, each claim test's claim id, tier and
     the declaration its marker carries."""
