@@ -486,6 +486,7 @@ class Judgement:
 
     status: str   # same | across | moved | changed | new | unrecorded | updated
     message: str  # one line for the test's outcome and the verdict table
+    across: str = ""  # where a run without an entry of its own fails its bound: why, in short
 
     @property
     def fails(self) -> bool:
@@ -603,15 +604,19 @@ def judge(record: Record, fresh: Verdict) -> Judgement:
         return Judgement("changed", "; ".join([head, now, f"the per-seed values moved by "
                                                f"{num(shift)} on average over {n} seeds, beyond "
                                                f"this claim's bound across environments "
-                                               f"({num(bound)})", update]))
+                                               f"({num(bound)})", update]), "beyond its bound")
     if {ref.verdict, fresh.verdict} == {SUPPORTED, REFUTED}:
-        return Judgement("changed", "; ".join([head, now, "a decisive flip", update]))
+        return Judgement("changed", "; ".join([head, now, "a decisive flip", update]),
+                         "a decisive flip")
     within = f"moved {num(shift)} on average, within its bound ({num(bound)})"
     if ref.verdict != INCONCLUSIVE and fresh.verdict == INCONCLUSIVE and bound > reach(ref):
         return Judgement("changed", "; ".join([
             head, now, f"{within}, but that bound is wider than the reference's distance to the "
             f"threshold ({num(reach(ref))}): a bug that moves its verdict would pass as rounding "
-            f"here, so only an entry of this environment, after review, can hold it", update]))
+            f"here, so only an entry of this environment, after review, can hold it", update]),
+            "a decisive verdict moved to inconclusive within a bound wider than its distance to "
+            "the threshold: kernels move this claim across its threshold, so each kind's own "
+            "entry holds it")
     if ref.verdict != fresh.verdict:
         return Judgement(MOVED, f"{head}; {now}: {within}")
     return Judgement("across", f"{head}; {within}")

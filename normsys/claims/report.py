@@ -593,18 +593,12 @@ def left_out(recs: dict[str, Record], tier: str, code: str) -> tuple[int, list[s
                 rest.reference[tier] = current[0].key
                 folds += 1
                 if (j := judge(rest, replace(e, code=code))).fails:
-                    why = next((w for k, w in ALARMS if k in j.message), j.message)
                     alarms.append(f"`{cid}` without {env} ({e.verdict}, against "
-                                  f"{current[0].verdict} on {current[0].environment}): {why}")
+                                  f"{current[0].verdict} on {current[0].environment}): "
+                                  f"{j.across or j.message}")
     return folds, alarms
 
 
-# what an alarm of a fold says, by the words of its judgement
-ALARMS = (("wider than the reference's distance", "a decisive verdict moved to inconclusive "
-           "within a bound wider than its distance to the threshold: kernels move this claim "
-           "across its threshold, so each kind's own entry holds it"),
-          ("beyond this claim's bound", "beyond its bound"),
-          ("a decisive flip", "a decisive flip"))
 LEFT_OUT = """**Leave one environment out**, over the entries in force: each judged as a run of its
 environment against its record without that environment's entries, as CI on a kind without
 entries would judge it. {folds} folds, {n} alarm(s){alarms}"""
