@@ -816,7 +816,7 @@ def test_the_detection_table_lists_each_claim_with_a_reference_and_says_where_on
             "c-1": record(entry((0.5, 0.6, 0.7), "> 0.1"), claim="c-1"),
             "c-2": record(entry((0.5, 0.6, 0.7), "> 0.1"),
                           entry((0.5, 0.61, 0.7), "> 0.1", device=INTEL), claim="c-2")}
-    header, rows = report.detection_table(recs, "cpu")
+    header, rows = report.detection_table(report.detections(recs, "cpu"))
     assert [r[0] for r in rows] == ["c-1", "c-2"]
     assert rows[0][1] == "0.1 (2), seeds' own: one environment"
     assert rows[1][1] == f"{verdict.num(ledger.noise(recs['c-2'], 'cpu').sd)} (3)"
@@ -829,14 +829,19 @@ def test_the_page_names_the_claims_blind_off_their_recorded_kinds():
                           entry((0.5, 0.6000001, 0.7), "> 0.1", device=INTEL), claim="c-1"),
             "c-2": record(entry((0.5, 0.6, 0.7), "> 0.1"),
                           entry((0.6, 0.5, 0.75), "> 0.1", device=INTEL), claim="c-2")}
-    _, rows = report.detection_table(recs, "cpu")
+    found = report.detections(recs, "cpu")
+    _, rows = report.detection_table(found)
     assert float(rows[0][-1]) < 1 <= float(rows[1][-1])
-    line = report.blind_line(rows)
+    assert [d.blind for d in found] == [False, True]
+    line = report.blind_line(found)
     assert line.startswith("**Blind off their recorded kinds: 1 of 2 claims**")
     assert "`c-2`" in line and "`c-1`" not in line
-    assert "0 of 1 claims**" in report.blind_line(rows[:1]) and ": none." in report.blind_line(rows[:1])
-    flat = [["c-3", "0 (9)", "1e-12", "1e-12", "-"], ["c-4", "nan (0)", "inf", "inf", "-"]]
+    alone = report.blind_line(found[:1])
+    assert "0 of 1 claims**" in alone and ": none." in alone
+    flat = [report.Detection("c-3", 0.0, 9, True, 1e-12, 1e-12, 0.0),  # intervals of no width
+            report.Detection("c-4", math.nan, 0, False, math.inf, math.inf, 0.0)]
     assert "1 of 2 claims**" in report.blind_line(flat) and "`c-4`" in report.blind_line(flat)
+    assert report.detection_table(flat)[1][0][-1] == "-"
 
 
 def test_scaled_puts_every_threshold_at_zero_with_the_claimed_side_right():

@@ -281,10 +281,9 @@ def check_paired_statistics_by_hand(plan, records, table):
     """Each paired statistic, recomputed from the runs as its claim writes it (which side is
     subtracted from which)."""
     from normsys.claims.experiments import weight_grad_profile
-    from normsys.training import diagnostics as dg
-
     from normsys.declarations.layernorm_deep_dive import init_scale_spread, unit_correlation
     from normsys.declarations.mean_field import input_over_output
+    from normsys.training import diagnostics as dg
     from normsys.training.record import TEST_ACC, VAL_LOSS
 
     def per_seed(stat, norm, read):

@@ -18,7 +18,7 @@ import math
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, fields, replace
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -380,24 +380,58 @@ def false_alarm_resampled(recs: dict[str, Record], tier: str, reps: int = 20_000
     return alarm_rate(recs, tier, shifts, reps, seed)
 
 
-def detection_table(recs: dict[str, Record], tier: str) -> tuple[list[str], list[list[str]]]:
-    """Per claim of ``tier``: its noise across environments, its bound at the reference's seeds
-    and the smallest shift of the mean CI on another environment detects 95% of the time, also in
-    the reference's half-intervals."""
-    header = ["claim", "spread across environments (df)", "bound on the mean difference",
-              "detected shift (95%)", "in half-intervals"]
-    rows = []
+@dataclass(frozen=True)
+class Detection:
+    """What CI on another environment detects of one claim: its noise across environments
+    (spread, df, whether measured across them), its bound at the reference's seeds, the shift of
+    the mean it detects 95% of the time, and the reference's half-interval."""
+
+    claim: str
+    sd: float
+    df: int
+    measured: bool
+    bound: float
+    shift: float
+    half: float
+
+    @property
+    def in_halves(self) -> float:
+        """The detected shift in half-intervals of the reference (NaN for an interval of no
+        width)."""
+        return self.shift / self.half if self.half > 0 and math.isfinite(self.half) else math.nan
+
+    @property
+    def blind(self) -> bool:
+        """Kernels move its values as much as a seed would: the detected shift is a half interval
+        or more (an interval of no width: blind only where no shift is detected)."""
+        if math.isnan(self.in_halves):
+            return not math.isfinite(self.shift)
+        return not self.in_halves < 1
+
+
+def detections(recs: dict[str, Record], tier: str) -> list[Detection]:
+    """Per claim of ``tier`` with a reference, what CI on another environment detects of it."""
+    out = []
     for cid, r in sorted(recs.items()):
         ref = r.entries.get(r.reference.get(tier, ""))
         if ref is None:
             continue
         nz, n = noise(r, tier), len(ref.seeds)
-        shift = nz.detectable(n)
-        half = (ref.high - ref.low) / 2
-        spread = f"{num(nz.sd)} ({nz.df})" if nz.measured else \
-            f"{num(nz.sd)} ({nz.df}), seeds' own: one environment"
-        rows.append([cid, spread, num(nz.bound(n)), num(shift),
-                     num(shift / half) if half > 0 and math.isfinite(half) else "-"])
+        out.append(Detection(cid, nz.sd, nz.df, nz.measured, nz.bound(n), nz.detectable(n),
+                             (ref.high - ref.low) / 2))
+    return out
+
+
+def detection_table(found: list[Detection]) -> tuple[list[str], list[list[str]]]:
+    """The detections as a table: per claim its noise across environments, its bound at the
+    reference's seeds and the smallest shift of the mean CI on another environment detects 95%
+    of the time, also in the reference's half-intervals."""
+    header = ["claim", "spread across environments (df)", "bound on the mean difference",
+              "detected shift (95%)", "in half-intervals"]
+    rows = [[d.claim, f"{num(d.sd)} ({d.df})" + ("" if d.measured else
+                                                  ", seeds' own: one environment"),
+             num(d.bound), num(d.shift), "-" if math.isnan(d.in_halves) else num(d.in_halves)]
+            for d in found]
     return header, rows
 
 
@@ -618,16 +652,10 @@ For these, the bit-for-bit comparison on a kind with entries of its own is the c
 without them records them (`docs/reading-verdicts.md`, Recording a machine kind)."""
 
 
-def blind_line(rows: list[list[str]]) -> str:
-    """The claims of a detection table whose 95%-detected shift is at least a half interval of
-    their reference (or, for an interval of no width, not finite)."""
-    def blind(row: list[str]) -> bool:
-        if row[-1] == "-":  # an interval of no width: blind only where no shift is detected
-            return not math.isfinite(float(row[-2]))
-        return not float(row[-1]) < 1
-
-    ids = [row[0] for row in rows if blind(row)]
-    return BLIND.format(n=len(ids), total=len(rows), ids=", ".join(f"`{i}`" for i in ids) or "none")
+def blind_line(found: list[Detection]) -> str:
+    """The claims blind off their recorded kinds (Detection.blind), named."""
+    ids = [d.claim for d in found if d.blind]
+    return BLIND.format(n=len(ids), total=len(found), ids=", ".join(f"`{i}`" for i in ids) or "none")
 
 
 def docs(folder: Path, picture: Path | None = None, code: str | None = None) -> str:
@@ -643,10 +671,11 @@ def docs(folder: Path, picture: Path | None = None, code: str | None = None) -> 
     blocks = [DOCS_HEAD.format(level=100 * LEVEL, first=100 * (1 - 2 * FIRST_ALPHA)),
               replication_section(recs, tiers, code), skew_section(recs, tiers, code)]
     if "cpu" in tiers:
-        header, rows = detection_table(recs, "cpu")
+        found = detections(recs, "cpu")
         blocks += [DETECTION_HEAD.format(alpha=ALPHA_ACROSS, normal=false_alarm(recs, "cpu"),
                                          resampled=false_alarm_resampled(recs, "cpu")),
-                   as_markdown(header, rows), blind_line(rows), left_out_line(recs, "cpu", code)]
+                   as_markdown(*detection_table(found)), blind_line(found),
+                   left_out_line(recs, "cpu", code)]
     for tier in tiers:
         cols = columns(recs, tier)
         for other in cols[1:]:
