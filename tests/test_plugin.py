@@ -238,6 +238,32 @@ def test_a_claim_decided_under_other_rules_or_settings_fails_naming_the_change(
     run_under("--claims-strict").assert_outcomes(passed=1)  # as recorded: the same
 
 
+def test_a_replication_leaves_the_index_of_the_runs_the_tier_decides_on(pytester, monkeypatch,
+                                                                         tmp_path):
+    """A claim's index in the cache (what run-times and --claims-list read) keeps the runs of its
+    tier's own plan: a run on other seeds (--claims-seed-offset) or more (--claims-seeds) does
+    not overwrite it. (In subprocesses: training imports parts of torch that cannot be imported
+    twice.)"""
+    monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path / "cache"))
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_under=DECIDED_UNDER)
+    (pytester.path / "settings.json").write_text(json.dumps(UNDER))
+    index = tmp_path / "cache" / "claims" / "c-under-cpu.json"
+
+    def run_under(*args):
+        return pytester.runpytest_subprocess("--claims-report", "rep", "-p", "no:cacheprovider",
+                                             *args)
+
+    run_under()
+    own = index.read_text()
+    run_under("--claims-seed-offset", "3")
+    run_under("--claims-seeds", "4")
+    assert index.read_text() == own
+    index.unlink()
+    run_under()
+    assert index.read_text() == own
+
+
 CONTROLLED = '''
 import pytest
 from normsys.claims.declaration import Arm, Declaration, Experiment, metric

@@ -44,6 +44,15 @@ def claim_variant(item: pytest.Item) -> str:
     return "".join(v for v in params if isinstance(v, Variant))
 
 
+def own_plan(config: pytest.Config) -> bool:
+    """Whether the session decides each claim on its tier's own seeds and looks (no
+    --claims-seeds, --claims-seed-offset or --claims-max-seeds): the runs a claim fetches then are
+    the ones its index in the cache keeps for the run times and --claims-list."""
+    opt = config.option
+    return opt.claims_seeds is None and opt.claims_seed_offset == 0 and \
+        opt.claims_max_seeds is None
+
+
 def claim_looks(item: pytest.Item, marker: pytest.Mark) -> tuple[int, ...]:
     """The seed counts the claim decides at (normsys.claims.verdict.plan) with the session's
     --claims-seeds and --claims-max-seeds."""
