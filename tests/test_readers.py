@@ -415,3 +415,19 @@ def test_dongs_attention_stack_is_the_claims_setting_each_layer_added_to_its_inp
     assert six == dong().attention_stack_residuals(3, depth=6, skips=False, d=64, tokens=32,
                                                   batch=8, heads=1)
     assert len(six) == 7 and six[:2] == res[:2]
+
+
+def test_the_deep_mlps_reading_is_the_first_hidden_linear_over_the_last_and_nan_for_a_zero():
+    """Yang's ratio reads each hidden layer's Linear weight (not its norm's gain, not the head)
+    of the config's depth, first over last; a gradient that underflowed to 0 gives no ratio."""
+    mf = importlib.import_module("normsys.declarations.mean_field")
+    (cfg,) = mf.DEEP_MLP.changed({"model.layers": 3})(0, "cpu")
+    grads = {"layers.0.0.weight": 100.0, "layers.1.0.weight": 10.0, "layers.2.0.weight": 1.0,
+             "layers.0.1.weight": 7.0, "layers.2.1.weight": 9.0, "head.weight": 1e6}
+    run = record(grads=grads, config=cfg)
+    assert mf.hidden_grad_profile(run) == [100.0, 10.0, 1.0]
+    assert mf.input_over_output([run]) == pytest.approx(2.0)
+    assert (cfg.model.family, cfg.model.act, cfg.train.epochs) == ("mlp", "relu", 0)
+    assert mf.DEEP_MLP(0, "cpu")[0].model.layers == 32
+    assert math.isnan(mf.input_over_output([record(grads={**grads, "layers.0.0.weight": 0.0},
+                                                   config=cfg)]))

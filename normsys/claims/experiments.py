@@ -23,11 +23,12 @@ from normsys.training.record import RunRecord
 TANH_MLP = Arm("tanh_mlp")
 
 
-def weight_grad_profile(record: RunRecord) -> list[float]:
-    """||dL/dW_l|| for l = 1 ... L of the tanh MLP at initialization, L its config's layers."""
+def weight_grad_profile(record: RunRecord, weight: str = "layers.{}.weight") -> list[float]:
+    """||dL/dW_l|| for l = 1 ... L at initialization, L its config's layers, W_l the parameter
+    ``weight`` names for layer l (the tanh MLP's; the deep-dive MLP's is ``layers.{}.0.weight``)."""
     layers = RunConfig.from_dict(record.config).model.layers
     return dg.layer_grad_norms(record.init_grad_norms,
-                               [[f"layers.{i}.weight"] for i in range(layers)])
+                               [[weight.format(i)] for i in range(layers)])
 
 
 def log10_grad_ratio(records: list[RunRecord], variant: str = "") -> float:

@@ -15,9 +15,9 @@ from __future__ import annotations
 import math
 
 from normsys.claims.declaration import Arm, Statistic
+from normsys.claims.experiments import weight_grad_profile
 from normsys.claims.verdict import Rule
 from normsys.training import diagnostics as dg
-from normsys.training.config import RunConfig
 from normsys.training.record import RunRecord
 
 SOURCE = "Yang et al. 2019 (mean field theory of BatchNorm)"
@@ -29,10 +29,8 @@ DEEP_MLP = Arm("mlp", {"model.layers": DEPTH, "model.act": "relu", "train.epochs
 
 
 def hidden_grad_profile(record: RunRecord) -> list[float]:
-    """||dL/dW_l|| of the MLP's hidden layers at initialization, l = 1 ... its config's layers."""
-    layers = RunConfig.from_dict(record.config).model.layers
-    return dg.layer_grad_norms(record.init_grad_norms,
-                               [[f"layers.{i}.0.weight"] for i in range(layers)])
+    """||dL/dW_l|| of the MLP's hidden layers (each Linear -> norm -> ReLU) at initialization."""
+    return weight_grad_profile(record, "layers.{}.0.weight")
 
 
 def input_over_output(records: list[RunRecord], variant: str = "") -> float:
