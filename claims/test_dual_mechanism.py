@@ -145,8 +145,8 @@ def probes_at_init(task_of, variant: str, collapse: bool) -> list[dict]:
     """Per control seed, the probes (train.probe) of a small LayerNorm encoder at init."""
     out, task = [], None
     for seed in RANK_CONTROL_SEEDS:
-        (cfg,) = ENCODER.changed({**CONTROL_ENCODER, "model.norm": "layernorm"})(seed, "cpu",
-                                                                                  variant)
+        (cfg,) = ENCODER.changed({**CONTROL_ENCODER, "model.norm": "layernorm"})(
+            seed, variant=variant)
         task = task or task_of(cfg)  # the same rows for every seed
         out.append(at_init(cfg, task, rank_collapsing if collapse else None).probes)
     return out
@@ -192,7 +192,7 @@ def test_control_rank_rules_read_their_own_encoders_given_another_norm(runs, dec
     another run, the padding rows counted for -nonpad) would give the collapsed l2 encoder a rank
     it does not have, here in the claim's own encoder, as no record can show."""
     given = declared.experiment.overridden({"model.norm": norm})
-    values = given.values(runs, unread_seeds(declared, seeds), "cpu", variant)
+    values = given.values(runs, unread_seeds(declared, seeds), variant=variant)
     assert declared.verdict(values).verdict == expected, declared.verdict(values).reason
 
 
@@ -231,7 +231,7 @@ def test_control_paired_encoder_rules_are_refuted_where_both_arms_take_layernorm
     (alike_on_disjoint_seeds): values with their seed spread, which must not come out
     supported."""
     same = declared.experiment.overridden({"model.norm": "layernorm"})
-    values = same.values(runs, unread_seeds(declared), "cpu", variant)
+    values = same.values(runs, unread_seeds(declared), variant=variant)
     assert declared.verdict(values).verdict == REFUTED
     alike_on_disjoint_seeds(declared, same, runs, variant)
 
@@ -242,5 +242,5 @@ def test_control_scaled_l2_match_is_refuted_where_layernorm_is_left_untrained(ru
     arm left at its initialization (AT_INIT: near chance on four classes): the two
     accuracies lie far apart, so a rule that they match within 0.02 must come out refuted."""
     declared = TEST_ACC_VS_LN.declaration
-    values = left_untrained(declared, "layernorm").values(runs, unread_seeds(declared), "cpu")
+    values = left_untrained(declared, "layernorm").values(runs, unread_seeds(declared))
     assert declared.verdict(values).verdict == REFUTED

@@ -151,7 +151,7 @@ def test_control_fa_rules_are_refuted_where_the_effect_is_absent(runs, declared,
     on the claim's own (alike_on_disjoint_seeds): values with their seed spread, which must not
     come out supported."""
     absent = declared.experiment.overridden(settings)
-    values = absent.values(runs, unread_seeds(declared), "cpu", variant)
+    values = absent.values(runs, unread_seeds(declared), variant=variant)
     assert declared.verdict(values).verdict == REFUTED
     if len(absent.arms) > 1:
         alike_on_disjoint_seeds(declared, absent, runs, variant)

@@ -171,7 +171,7 @@ def test_control_validation_loss_rules_flip_between_a_trained_and_an_untrained_l
     LSTM at its initialization. (Swapped, the paired differences change sign and the rule is
     refuted by arithmetic alone: no assertion of that could fail on its own.)"""
     (cfg,) = LSTM.changed({"model.norm": "layernorm", "model.d": 32, "train.steps": 60,
-                           "train.batch_size": 8, "train.eval_batches": 2})(0, "cpu")
+                           "train.batch_size": 8, "train.eval_batches": 2})(0)
     trained, untrained = ([r.metrics[VAL_LOSS] for r in side]
                           for side in trained_and_untrained(run, cfg))
     for declared in (HELPS_LSTM, BEATS_BN_LSTM, BEATS_BN_TRANSFORMER):
@@ -196,7 +196,7 @@ def test_control_norm_rules_are_refuted_where_both_arms_take_the_same_norm(runs,
     out refuted. An arm given an edge the norm does not earn (trained longer, on more rows, read
     at another point, another depth) would show here, as no record can."""
     same = declared.experiment.overridden({"model.norm": norm})
-    values = same.values(runs, unread_seeds(declared), "cpu")
+    values = same.values(runs, unread_seeds(declared))
     assert declared.verdict(values).verdict == REFUTED
 
 

@@ -154,7 +154,7 @@ def test_control_growth_rule_is_refuted_on_pre_ln_encoders(runs):
     out refuted. (Not the other way round for the flatness claim: at the CPU tier's depths the
     post-LN profile is flat as well, its own growth claim refuted.)"""
     pre = POSTLN_GROWS.experiment.overridden({"model.placement": "pre"})
-    ratios = pre.values(runs, unread_seeds(POSTLN_GROWS), "cpu")
+    ratios = pre.values(runs, unread_seeds(POSTLN_GROWS))
     assert POSTLN_GROWS.verdict(ratios).verdict == REFUTED
 
 
@@ -203,5 +203,5 @@ def test_control_equivalence_rules_are_refuted_where_layernorm_is_left_untrained
     left at its initialization (AT_INIT): the two validation losses lie far apart, so
     a rule that they match within 2% must come out refuted. A relative gap read at the wrong
     point, or either arm's loss read from the other, would show here as no record can."""
-    values = left_untrained(declared, "LN").values(runs, unread_seeds(declared), "cpu")
+    values = left_untrained(declared, "LN").values(runs, unread_seeds(declared))
     assert declared.verdict(values).verdict == REFUTED

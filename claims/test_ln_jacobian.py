@@ -60,7 +60,7 @@ def tiny_gpt(seed: int, scale_invariant_after_ln: bool = False):
     LayerNorm followed by a scale-invariant map (scaled_l2), so the gradient it receives has no
     radial component and the center-and-scale surrogate is exact (cosine 1)."""
     (cfg,) = CHAR_GPT.changed({"model.d": 32, "model.layers": 2, "model.seq_len": 32,
-                               "train.batch_size": 8})(seed, "cpu")
+                               "train.batch_size": 8})(seed)
     model = prepare_model(cfg)
     if scale_invariant_after_ln:
         for name, module in list(model.named_modules()):
@@ -107,7 +107,7 @@ def test_control_analytic_rule_is_refuted_on_its_own_models_without_the_radial_t
         return max(ln_vjp_errors(captures_of(records[0]), radial=False))
 
     dropped = replace(ANALYTIC_MATCHES.experiment, reads=without_radial)
-    values = dropped.values(runs, unread_seeds(ANALYTIC_MATCHES), "cpu")
+    values = dropped.values(runs, unread_seeds(ANALYTIC_MATCHES))
     assert ANALYTIC_MATCHES.verdict(values).verdict == REFUTED
 
 
@@ -123,6 +123,6 @@ def test_control_surrogate_rule_is_refuted_where_both_arms_take_softmax(runs):
     (alike_on_disjoint_seeds): values with their seed spread, which must not come out
     supported."""
     same = COSTS_MORE_WITH_SOFTMAX.experiment.overridden({"model.attention": "softmax"})
-    values = same.values(runs, unread_seeds(COSTS_MORE_WITH_SOFTMAX), "cpu")
+    values = same.values(runs, unread_seeds(COSTS_MORE_WITH_SOFTMAX))
     assert COSTS_MORE_WITH_SOFTMAX.verdict(values).verdict == REFUTED
     alike_on_disjoint_seeds(COSTS_MORE_WITH_SOFTMAX, same, runs)

@@ -39,7 +39,7 @@ def test_control_explosion_rule_is_refuted_on_a_shallow_batchnorm_mlp(runs):
     last hidden one, would show here."""
     declared = EXPLODES.declaration
     shallow = declared.experiment.overridden({"model.layers": 2})
-    values = shallow.values(runs, unread_seeds(declared), "cpu")
+    values = shallow.values(runs, unread_seeds(declared))
     assert declared.verdict(values).verdict == REFUTED
 
 
@@ -52,6 +52,6 @@ def test_control_explosion_comparison_is_refuted_where_both_mlps_take_layernorm(
     supported."""
     declared = EXPLOSION_VS_LN.declaration
     same = declared.experiment.overridden({"model.norm": "layernorm"})
-    values = same.values(runs, unread_seeds(declared), "cpu")
+    values = same.values(runs, unread_seeds(declared))
     assert declared.verdict(values).verdict == REFUTED
     alike_on_disjoint_seeds(declared, same, runs)

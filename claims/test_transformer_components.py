@@ -57,7 +57,7 @@ def test_control_gradient_rule_is_refuted_where_neither_arm_has_residuals(runs):
     the second on the claim's own (alike_on_disjoint_seeds): values with their seed spread,
     which must not come out supported."""
     neither = RESIDUAL_PRESERVES.experiment.overridden({"model.residual": False})
-    ratios = neither.values(runs, unread_seeds(RESIDUAL_PRESERVES), "cpu")
+    ratios = neither.values(runs, unread_seeds(RESIDUAL_PRESERVES))
     assert RESIDUAL_PRESERVES.verdict(ratios).verdict == REFUTED
     alike_on_disjoint_seeds(RESIDUAL_PRESERVES, neither, runs)
 
@@ -71,7 +71,7 @@ def test_control_lowest_loss_rule_is_refuted_where_every_stack_is_residual_with_
     seeds and the others on the claim's own (alike_on_disjoint_seeds): values with their seed
     spread, which must not come out supported."""
     same = LOWEST_LOSS.experiment.overridden({"model.residual": True, "model.norm": "layernorm"})
-    margins = same.values(runs, unread_seeds(LOWEST_LOSS), "cpu")
+    margins = same.values(runs, unread_seeds(LOWEST_LOSS))
     assert LOWEST_LOSS.verdict(margins).verdict == REFUTED
     alike_on_disjoint_seeds(LOWEST_LOSS, same, runs)
 
@@ -81,7 +81,7 @@ def test_control_lowest_loss_rule_flips_between_a_trained_and_an_untrained_refer
     """The all-of rule on final losses of FFN stacks, where the reference is trained and every
     other configuration left at its initialization (learning rate 0), and the other way round."""
     trained, untrained = ([r.metrics[FINAL_LOSS] for r in side] for side in
-                          trained_and_untrained(run, ffn_stack(True, "layernorm")(0, "cpu")[0]))
+                          trained_and_untrained(run, ffn_stack(True, "layernorm")(0)[0]))
     lowest = {name: (trained if name == "residual+LN" else untrained) for name in FFN_CONFIGS}
     highest = {name: (untrained if name == "residual+LN" else trained) for name in FFN_CONFIGS}
     assert LOWEST_LOSS.verdict(lowest).verdict == SUPPORTED

@@ -45,6 +45,7 @@ from normsys.training.models import FAMILIES, Attention, build_model
 from normsys.training.norms import NORMS
 from normsys.training.store import atomic_write_text, cache_root
 from normsys.training.tasks import Classify, LanguageModel
+from normsys.training.tiers import DEFAULT, TIERS
 from normsys.training.train import train
 
 CHECKOUT = Path(__file__).parents[1]  # the checkout this package lies in: its records and pages
@@ -79,7 +80,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     tr.add_argument("--norm", help="norm kind, e.g. layernorm, l2, none")
     tr.add_argument("--seed", type=int)
     tr.add_argument("--method", choices=["bp", "fa", "dfa"])
-    tr.add_argument("--tier", choices=["cpu", "paper"], help="data tier (AG News pool)")
+    tr.add_argument("--tier", choices=list(TIERS), help="data tier (AG News pool)")
     tr.add_argument("--set", action="append", default=[], metavar="SECTION.FIELD=VALUE",
                     help="override any config field, e.g. --set train.epochs=2")
     tr.add_argument("--json", type=Path, help="write the run record as JSON to this path")
@@ -93,7 +94,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                                           "agreement line")
     cmp.add_argument("columns", nargs="*", metavar="COLUMN",
                      help="columns as the table heads them (default: every one of the tier)")
-    cmp.add_argument("--tier", default="cpu", choices=("cpu", "paper"))
+    cmp.add_argument("--tier", default=DEFAULT, choices=list(TIERS))
     cmp.add_argument("--ledger", type=Path, default=LEDGER)
     cmp.add_argument("--markdown", action="store_true", help="the table as Markdown")
     tb = sub.add_parser("tables", help="write docs/verdicts.md and its figure from every "
@@ -109,7 +110,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                     help="write nothing; exit 1 if the page is not what the declarations make")
     rt = sub.add_parser("run-times", help="write claims/run-times-<tier>.json from a run cache's "
                                           "claim indexes: each claim's runs and training time")
-    rt.add_argument("--tier", choices=["cpu", "paper"], default="cpu")
+    rt.add_argument("--tier", choices=list(TIERS), default=DEFAULT)
     rt.add_argument("--cache", type=Path, default=None,
                     help="the run cache folder (default: $NORMSYS_CACHE or ~/.cache/normsys)")
     sc = sub.add_parser("scorecard", help="a norm kind judged by every norm-generic claim, "
@@ -122,7 +123,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                     help="the row name of each norm given (default: its class name in lower case)")
     sc.add_argument("--against", default=",".join(scorecard.BUILTIN_ROWS),
                     help="the built-in rows, comma-separated (default: all)")
-    sc.add_argument("--tier", choices=["cpu", "paper"], default="cpu")
+    sc.add_argument("--tier", choices=list(TIERS), default=DEFAULT)
     sc.add_argument("--out", type=Path, default=Path("scorecard"),
                     help="folder for scorecard.json, .md and .png (with --builtin: "
                          "scorecard-builtin-<tier>.*; default: scorecard/)")
@@ -165,11 +166,11 @@ def score(args: argparse.Namespace) -> str:
         return f"{scorecard.builtin_json(args.tier)}: up to date"
     if args.name and len(args.name) != len(args.norms):
         raise UsageError(f"scorecard: {len(args.name)} --name for {len(args.norms)} norms")
-    if args.tier == "paper" and not torch.cuda.is_available() and not args.allow_cpu_paper \
+    if TIERS[args.tier].gpu and not torch.cuda.is_available() and not args.allow_cpu_paper \
             and not args.ray:
-        raise UsageError("scorecard --tier paper: no CUDA device here, and the paper tier on the "
-                         "CPU takes hours (and the full data); add --allow-cpu-paper to run it "
-                         "anyway")
+        raise UsageError(f"scorecard --tier {args.tier}: no CUDA device here, and the {args.tier} "
+                         f"tier on the CPU takes hours (and the full data); add --allow-cpu-paper "
+                         f"to run it anyway")
     if args.workers is not None and args.workers < 1:
         raise UsageError(f"--workers {args.workers}: give 1 or more training processes")
     if args.workers is not None and args.workers > (cores := os.cpu_count() or 1):
@@ -191,7 +192,7 @@ def score(args: argparse.Namespace) -> str:
     if not args.dry_run and (why := write_check(args.out)):  # the norms fit: before training
         raise UsageError(f"--out {args.out}: cannot be created or written ({why}); give a folder "
                          f"that can")
-    cuda = torch.cuda.is_available() and args.tier == "paper"
+    cuda = torch.cuda.is_available() and TIERS[args.tier].gpu
     # the runs as they will train: on --threads each in worker processes on the CPU
     threads = None if cuda else args.threads
     if names:  # the built-in rows as the committed built-in scorecard holds them, if it can
@@ -269,9 +270,10 @@ def on_cluster(args: argparse.Namespace, plan: scorecard.Plan, specs: list[tuple
     except ClusterError as err:
         raise UsageError(f"--ray: {err}") from None
     try:
-        if args.tier == "paper" and not cluster.cuda and not args.allow_cpu_paper:
-            raise UsageError(f"scorecard --tier paper --ray {args.ray}: the cluster has no GPU; "
-                             f"add --allow-cpu-paper to train the paper tier on its CPUs")
+        if TIERS[args.tier].gpu and not cluster.cuda and not args.allow_cpu_paper:
+            raise UsageError(f"scorecard --tier {args.tier} --ray {args.ray}: the cluster has no "
+                             f"GPU; add --allow-cpu-paper to train the {args.tier} tier on its "
+                             f"CPUs")
         print(f"scorecard: {said}", file=sys.stderr, flush=True)  # before any training
         runs = Runs(Progress(os.dup(2)), trainer=cluster)
         runs.plan([plan.configs])
@@ -370,10 +372,10 @@ def resolve(args: argparse.Namespace) -> RunConfig:
     if t.device == "cuda" and not torch.cuda.is_available():
         raise UsageError("train.device=cuda but no CUDA device is available here; use "
                          "train.device=cpu or auto")
-    if cfg.data.tier == "paper" and not torch.cuda.is_available() and not args.allow_cpu_paper:
-        raise UsageError("data.tier=paper: no CUDA device here, and a paper-tier run on the CPU "
-                         "takes hours (and the full data); add --allow-cpu-paper to train it "
-                         "anyway, or use the cpu tier")
+    if TIERS[cfg.data.tier].gpu and not torch.cuda.is_available() and not args.allow_cpu_paper:
+        raise UsageError(f"data.tier={cfg.data.tier}: no CUDA device here, and a {cfg.data.tier}-"
+                         f"tier run on the CPU takes hours (and the full data); add "
+                         f"--allow-cpu-paper to train it anyway, or use the {DEFAULT} tier")
     with torch.device("meta"):  # the model's structure, checked without memory or random draws
         model = build_model(cfg.model)
     names = dict(model.named_modules())

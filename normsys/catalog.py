@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from normsys import declarations
-from normsys.claims import verdict
+from normsys.claims import declaration
 from normsys.claims.declaration import Declaration
 from normsys.training.config import RunConfig, preset
+from normsys.training.tiers import DEFAULT, TIERS
 
 PAGE = Path(__file__).parents[1] / "docs" / "claims.md"
-TIERS = tuple(verdict.SEEDS)
 
 HEAD = """# The claims, as declared
 
@@ -72,7 +72,7 @@ def arms_text(arms: Mapping, variant: str) -> list[str]:
                           for arm, make in arms.items()):
         texts = {t: "; ".join(runs) for t, runs in per_tier.items()}
         if len(set(texts.values())) == 1:
-            lines.append(f"  - `{arm}`: {texts[TIERS[0]]}")
+            lines.append(f"  - `{arm}`: {texts[DEFAULT]}")
         else:
             lines.append(f"  - `{arm}`: " + " / ".join(f"{t}: {x}" for t, x in texts.items()))
     return lines
@@ -83,7 +83,7 @@ def arms_block(arms: Mapping, variants: list[str], head: str, per_variant: str) 
     it) with its own."""
     lines = [head, *arms_text(arms, "")]
     for v in variants:
-        if any(make(0, TIERS[0], v) != make(0, TIERS[0], "") for make in arms.values()):
+        if any(make(0, DEFAULT, v) != make(0, DEFAULT, "") for make in arms.values()):
             lines += [per_variant.format(v), *arms_text(arms, v)]
     return lines
 
@@ -92,7 +92,7 @@ def section(entry: Listed) -> str:
     d = entry.declared
     seeds = ", ".join(f"{t} {plan[0]}" + (
         f" (looks at {', '.join(map(str, plan))} while open)" if len(plan) > 1 else "")
-        for t in TIERS for plan in [verdict.plan(t, d.seeds)])
+        for t in TIERS for plan in [declaration.plan(t, d.seeds)])
     variants = d.variants[1:]
     lines = [f"### `{d.id}`", "", f"{d.text()} ({d.source})", "",
              f"- seeds: {seeds}"
@@ -135,7 +135,7 @@ def presets_text(names: list[str]) -> str:
     for name in names:
         tiers = {t: preset(name, t).flat() for t in TIERS}
         rows = [f"| `{key}` | " + " | ".join(f"`{tiers[t][key]!r}`" for t in TIERS) + " |"
-                for key in tiers[TIERS[0]] if key != "train.seed"]
+                for key in tiers[DEFAULT] if key != "train.seed"]
         blocks += ["", f"### `{name}`", "", "| setting | " + " | ".join(TIERS) + " |",
                    "|---|" + "---|" * len(TIERS), *rows]
     return "\n".join(blocks)

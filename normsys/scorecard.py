@@ -35,12 +35,13 @@ from normsys.claims.progress import Progress, label
 from normsys.claims.runs import Runs, meta_inputs
 from normsys.claims.runtimes import run_seconds
 from normsys.claims.usernorm import absolute, load
-from normsys.claims.verdict import INCONCLUSIVE, LEVEL, REFUTED, SUPPORTED, Rule, Verdict
+from normsys.claims.verdict import INCONCLUSIVE, LEVEL, REFUTED, SUPPORTED, Rule, Verdict, described
 from normsys.claims.workers import RUN_THREADS
 from normsys.training.config import RunConfig
 from normsys.training.norms import BUILTIN, NORMS
-from normsys.training.provenance import described, device_name, git_commit, numeric_of
+from normsys.training.provenance import device_name, git_commit, numeric_of
 from normsys.training.record import RunRecord
+from normsys.training.tiers import DEFAULT
 from normsys.training.train import run_environment
 
 BUILTIN_ROWS = tuple(kind for kind in NORMS if kind in BUILTIN)  # the registry's, in its order
@@ -76,7 +77,7 @@ class Plan:
                                   for cs in seeds for c in cs))
 
 
-def plan(norms: list[str], tier: str = "cpu", statistics: Columns = None,
+def plan(norms: list[str], tier: str = DEFAULT, statistics: Columns = None,
          shrink: Callable[[RunConfig], RunConfig] | None = None) -> Plan:
     """The runs behind each cell, reference rows included (``shrink``: a smaller config for each,
     as the tests use)."""
@@ -575,7 +576,7 @@ def as_text(table: dict, statistics: Columns = None) -> str:
 
 
 def legend(statistics: Columns = None) -> str:
-    rows = [f"  {s.name}: {s.rule_of('N')}  (claim {s.claim}, {len(s.seeds('cpu'))} seeds at the "
+    rows = [f"  {s.name}: {s.rule_of('N')}  (claim {s.claim}, {len(s.seeds(DEFAULT))} seeds at the "
             f"CPU tier)"
             for s in columns(statistics)]
     return (f"mean over seeds [{100 * LEVEL:.4g}% t-interval, where shown]; + supported, "

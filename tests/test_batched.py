@@ -48,8 +48,16 @@ def close(a, b, rel=2e-4, abs_=1e-6):
     ("vit", {**MNIST_TINY, "train.method": "dfa"}),
     ("char_gpt", {"train.steps": 3, "model.d": 32, "train.batch_size": 4,
                   "train.eval_batches": 2, "train.method": "fa"}),
+    # the block options: qk-norm, Peri-LN, depth-scaled norms, a re-centred stream
+    ("char_gpt", {"train.steps": 3, "model.d": 32, "train.batch_size": 4, "train.eval_batches": 2,
+                  "model.qk_norm": "layernorm", "model.placement": "peri",
+                  "model.depth_scaled": True, "model.recenter": True}),
+    # SGD with momentum and decay, the angular update of a weight before a BatchNorm logged
+    ("mlp", {**MNIST_TINY, "model.norm": "batchnorm", "train.optimizer": "sgd", "train.lr": 0.5,
+             "train.momentum": 0.9, "train.weight_decay": 1e-3,
+             "train.angular": ("layers.0.0.weight",)}),
 ], ids=lambda v: v if isinstance(v, str) else "-".join(
-    [*(v[k] for k in ("model.norm", "train.method") if k in v),
+    [*(v[k] for k in ("model.norm", "train.method", "model.qk_norm", "train.optimizer") if k in v),
      *(["frozen"] if v.get("train.frozen_blocks") else [])]) or "defaults")
 def test_batched_seeds_match_separate_runs(name, changes, data_env, no_cache):
     # two seeds for the ViT's DFA, three elsewhere: stacked feedback for any count of seeds
@@ -70,6 +78,10 @@ def test_batched_seeds_match_separate_runs(name, changes, data_env, no_cache):
             assert abs(rec_b.metrics[key] - value) <= 1e-3 * max(1.0, abs(value)), key
         for layer, probe in rec_s.probes.items():
             assert abs(rec_b.probes[layer]["erank"] - probe["erank"]) <= 1e-2
+        for name in cfg.train.angular:
+            angular = f"angular_update.{name}"
+            assert len(rec_s.curves[angular]) == rec_s.steps
+            assert close(rec_b.curves[angular], rec_s.curves[angular], rel=1e-3)
 
 
 @pytest.mark.parametrize("kind", sorted(BUILTIN))

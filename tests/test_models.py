@@ -233,3 +233,87 @@ def test_a_model_without_weights_says_why_it_has_none(tmp_path):
         record.state_path = path
         with pytest.raises(FileNotFoundError, match=f"^run {cfg.fingerprint()}{why}"):
             trained_model(record)
+
+
+# ----------------------------------------------------------------------------- newer block options
+
+
+def test_the_block_options_are_off_by_default_and_keep_every_preset_fingerprint():
+    """qk_norm, depth_scaled, recenter, the peri placement, SGD's momentum and the angular log
+    are left out of a fingerprint at their defaults: every earlier record keeps its key; a model
+    built with them off draws and computes what it did before they existed."""
+    from normsys.training.config import PRESETS
+
+    assert PRESETS["char_gpt"].fingerprint() == "fd45d421919f19f5"
+    assert PRESETS["encoder"].fingerprint() == "590ed7dbaafeb791"
+    model, x = tiny("char_gpt", placement="pre")
+    block = model.blocks[0]
+    assert (block.ln_1o, block.scale, block.recenter, block.attn.q_norm) == (None, None, False, None)
+
+
+def test_recentred_pre_ln_gpt_is_the_same_function_with_rmsnorm():
+    """Jiang et al. 2023: with the embedding and every sublayer's output re-centred, the stream
+    has zero mean, so LayerNorm (its bias zero) and RMSNorm of the same eps and gains agree to
+    float64 rounding; without the re-centring they do not."""
+    from normsys.training.norms import build_norm
+
+    def pair(recenter: bool):
+        ln, x = tiny("char_gpt", placement="pre", recenter=recenter)
+        rms, _ = tiny("char_gpt", norm="rmsnorm", placement="pre", recenter=recenter)
+        for _name, module in list(rms.named_modules()):  # LayerNorm's eps in every RMSNorm
+            for child, norm in list(module.named_children()):
+                if type(norm).__name__ == "RMSNorm":
+                    setattr(module, child, build_norm("rmsnorm", norm.weight.shape[0], eps=1e-5))
+        rms.load_state_dict(ln.state_dict(), strict=False)
+        ln, rms = ln.double(), rms.double()
+        with torch.no_grad():
+            a, b = ln(x), rms(x)
+        return ((a - b).abs().max() / a.abs().max()).item()
+
+    assert pair(True) < 1e-12 and pair(False) > 1e-3
+
+
+def test_peri_placement_norms_each_sublayer_output_and_depth_scaling_divides_by_sqrt_depth():
+    model, x = tiny("char_gpt", placement="peri")
+    assert model.blocks[0].ln_1o is not None and not isinstance(model.ln_f, torch.nn.Identity)
+    model(x).sum().backward()
+    assert model.blocks[0].ln_2o.weight.grad is not None
+    scaled, _ = tiny("char_gpt", placement="pre", depth_scaled=True)
+    assert [b.scale for b in scaled.blocks] == [1.0, pytest.approx(2 ** -0.5)]
+    h = torch.randn(3, 6, 8)
+    blk = scaled.blocks[1]
+    torch.testing.assert_close(blk.normed(blk.ln_1, h), blk.ln_1(h) * 2 ** -0.5)
+
+
+@pytest.mark.parametrize("norm", ["layernorm", "rmsnorm", "l2"])
+def test_qk_norm_normalizes_each_heads_queries_and_keys(norm):
+    """The attention's scores come from normed queries and keys: with l2, each |q.k| / sqrt(hs)
+    is at most 1 / sqrt(hs) (gains at their initial 1)."""
+    model, x = tiny("char_gpt", placement="pre", qk_norm=norm)
+    attn = model.blocks[0].attn
+    assert attn.q_norm is not None and attn.q_norm is not attn.k_norm
+    seen = {}
+    attn.q_norm.register_forward_hook(lambda _m, _i, o: seen.setdefault("q", o))
+    model(x)
+    assert seen["q"].shape[-1] == 8 // 2  # over the head's dimension
+    if norm == "l2":
+        assert seen["q"].norm(dim=-1).sub(1).abs().max() < 1e-5
+
+
+def test_the_block_options_say_where_they_apply():
+    from normsys.training.config import preset
+
+    for changes, match in (({"model.qk_norm": "layernorm"}, "attention families"),
+                           ({"model.placement": "peri"}, "attention families"),
+                           ({"model.qk_norm": "nope"}, "nope"),
+                           ({"model.recenter": True}, "recenter is for family char_gpt")):
+        with pytest.raises((ValueError, KeyError), match=match):
+            preset("mlp", **changes)
+    with pytest.raises(ValueError, match="placement pre or peri"):
+        preset("char_gpt", **{"model.placement": "post", "model.depth_scaled": True})
+    with pytest.raises(ValueError, match="momentum is SGD's"):
+        preset("mlp", **{"train.momentum": 0.9})
+    with pytest.raises(ValueError, match=r"momentum must be in \[0, 1\)"):
+        preset("mlp", **{"train.optimizer": "sgd", "train.momentum": 1.0})
+    with pytest.raises(ValueError, match="beta2 is Adam's"):
+        preset("mlp", **{"train.optimizer": "sgd", "train.beta2": 0.95})

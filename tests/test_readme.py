@@ -92,19 +92,21 @@ def stated_settings(text: str) -> dict:
 
 def test_the_seeds_and_paper_settings_it_states_are_the_codes():
     """README and its guide say how many seeds each tier takes and the encoder's paper settings in
-    prose; those facts live in normsys.claims.verdict.SEEDS and the encoder preset, and the prose
-    follows them."""
-    from normsys.claims.verdict import MAX_SEEDS, SEEDS, looks, t_quantile
+    prose; those facts live in the tier registry (normsys.training.tiers) and the encoder preset,
+    and the prose follows them."""
+    from normsys.claims.verdict import looks, t_quantile
     from normsys.training.config import preset
+    from normsys.training.tiers import TIERS
 
-    paper = preset("encoder", "paper")
+    cpu, paper_tier = TIERS.values()
+    paper = preset("encoder", paper_tier.name)
     assert stated_settings(prose()) == {
-        "cpu seeds": NUMBERS[SEEDS["cpu"]], "t*": f"{t_quantile(SEEDS['cpu'] - 1):.2f}",
+        "cpu seeds": NUMBERS[cpu.seeds], "t*": f"{t_quantile(cpu.seeds - 1):.2f}",
         "encoder": (paper.model.d, paper.model.seq_len, paper.train.lr, paper.train.batch_size,
                     paper.train.epochs),
-        "paper seeds": {str(SEEDS["paper"])}, "paper most": {str(MAX_SEEDS["paper"])},
-        "paper looks": [str(n) for n in looks(SEEDS["paper"], MAX_SEEDS["paper"])],
-        "cpu looks": str(looks(SEEDS["cpu"], MAX_SEEDS["cpu"])[-1])}
+        "paper seeds": {str(paper_tier.seeds)}, "paper most": {str(paper_tier.max_seeds)},
+        "paper looks": [str(n) for n in looks(paper_tier.seeds, paper_tier.max_seeds)],
+        "cpu looks": str(looks(cpu.seeds, cpu.max_seeds)[-1])}
 
 
 def test_a_changed_seed_count_is_found():

@@ -663,7 +663,7 @@ def test_a_plans_cost_groups_its_runs_as_they_train_and_says_where_they_were_tim
     assert session.cost(SEEDS) == (
         "3 runs (1 cached; the others ~10.0 min of training as recorded on H100 and cpu)", 600.0)
     assert session.cost(SEEDS[:1]) == ("1 runs (1 cached)", 0)
-    last = SMALL.override(**{"train.seed": max(runs.verdict.MAX_SEEDS.values()) - 1})
+    last = SMALL.override(**{"train.seed": max(t.max_seeds for t in runs.TIERS.values()) - 1})
     times = {last.fingerprint(): (12.0, "cpu")}  # the last seed any tier takes
     assert runs.similar_seconds(SEEDS[1]) == (12.0, "cpu")
     times = {}

@@ -387,11 +387,16 @@ def test_the_seeds_that_would_decide_decide_four_times_in_five_where_mean_and_sp
 def test_a_tier_plans_its_looks_from_its_own_seeds_or_the_options():
     """The first look: --claims-seeds, else the claim's own seeds, else the tier's; the last:
     --claims-max-seeds, else the tier's most (the CPU tier: none past the first)."""
-    from normsys.claims.verdict import MAX_SEEDS, SEEDS, first_look, plan
+    from normsys.claims.declaration import plan
+    from normsys.training.tiers import TIERS, tier
 
-    assert (SEEDS, MAX_SEEDS) == ({"cpu": 3, "paper": 5}, {"cpu": 0, "paper": 21})
-    assert first_look("cpu") == 3 and first_look("paper") == 5 and first_look("cpu", 5) == 5
-    assert first_look("paper", 0) == 0  # an own count is the claim's, whatever it is
+    assert {t.name: (t.seeds, t.max_seeds) for t in TIERS.values()} == {"cpu": (3, 0),
+                                                                        "paper": (5, 21)}
+    cpu, paper = tier("cpu"), tier("paper")
+    assert cpu.first_look() == 3 and paper.first_look() == 5 and cpu.first_look(5) == 5
+    assert paper.first_look(0) == 0  # an own count is the claim's, whatever it is
+    with pytest.raises(KeyError, match="unknown tier 'gpu'; valid tiers: cpu, paper"):
+        tier("gpu")
     assert plan("cpu") == (3,) and plan("cpu", 5) == (5,)
     assert plan("paper") == (5, 8, 13, 21) and plan("paper", 3) == (3, 5, 8, 13, 21)
     assert plan("cpu", first=5) == (5,) and plan("cpu", most=8) == (3, 5, 8)

@@ -613,3 +613,39 @@ def test_cli_refuses_a_model_that_cannot_take_its_data_before_training(sets, say
         err = capsys.readouterr().err
         assert err.startswith(f"error: {says}: ") and err.count("\n") == 1, err
     assert main(["train", "--model", model, "--set", "train.steps=1", "--dry-run"]) == 0
+
+
+def test_the_angular_update_is_the_angle_each_step_turns_a_weight(data_env, no_cache):
+    """train.angular logs, per step, the angle between a weight before and after the update:
+    read back from the record it is the angle between the weights a one-step run starts and ends
+    with; a name the model lacks is refused with the model's names."""
+    import math
+
+    from normsys.training.models import prepare_model
+    from normsys.training.train import angles
+
+    cfg = preset("mlp", **{"model.norm": "batchnorm", "model.d": 16, "data.n_train": 64,
+                           "data.n_test": 32, "train.batch_size": 64, "train.optimizer": "sgd",
+                           "train.lr": 0.5, "train.momentum": 0.9, "train.weight_decay": 1e-3,
+                           "train.angular": ("layers.0.0.weight",)})
+    rec, state = train_with_state(cfg)
+    start = prepare_model(cfg).layers[0][0].weight
+    (turn,) = rec.curves["angular_update.layers.0.0.weight"]
+    a, b = start.double().flatten(), state["layers.0.0.weight"].double().flatten()
+    expected = math.acos((a @ b / (a.norm() * b.norm())).clamp(-1, 1).item())
+    assert turn > 0 and abs(turn - expected) <= 1e-6 * expected
+    assert angles(a, 3 * a).item() < 1e-14 and abs(angles(a, -a).item() - math.pi) < 1e-12
+    with pytest.raises(KeyError, match="no parameter named .'nope'.*layers.0.0.weight"):
+        train_with_state(cfg.override(**{"train.angular": ("nope",)}))
+
+
+def test_the_optimizer_takes_its_configured_betas_momentum_and_decay():
+    from normsys.training.train import make_optimizer
+
+    params = [torch.nn.Parameter(torch.ones(3))]
+    adamw = make_optimizer(preset("char_gpt", **{"train.beta2": 0.95}), params, torch.device("cpu"))
+    assert isinstance(adamw, torch.optim.AdamW) and adamw.defaults["betas"] == (0.9, 0.95)
+    sgd = make_optimizer(preset("mlp", **{"train.optimizer": "sgd", "train.momentum": 0.9,
+                                          "train.weight_decay": 1e-3}), params, torch.device("cpu"))
+    assert isinstance(sgd, torch.optim.SGD)
+    assert (sgd.defaults["momentum"], sgd.defaults["weight_decay"]) == (0.9, 1e-3)

@@ -35,9 +35,10 @@ from filelock import FileLock, Timeout
 
 from normsys import __version__
 from normsys.claims.progress import SILENT, Progress, label
+from normsys.claims.verdict import described
 from normsys.training.config import RunConfig
 from normsys.training.norms import NORMS
-from normsys.training.provenance import code_text, described, numeric_of
+from normsys.training.provenance import code_text, numeric_of
 from normsys.training.record import RunRecord
 from normsys.training.store import atomic_save, atomic_write_text, cache_root, file_sha256
 from normsys.training.train import run_environment

@@ -33,8 +33,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from normsys.claims.verdict import LEVEL, SEEDS, Rule, Verdict, decide, first_look
+from normsys.claims.verdict import LEVEL, Rule, Verdict, decide, looks
 from normsys.training.config import RunConfig, preset
+from normsys.training.tiers import DEFAULT, TIERS
+from normsys.training.tiers import tier as tier_of
 
 Fetch = Callable[[list], list]  # configs -> their records, in order (the claims' `runs` fixture)
 
@@ -64,7 +66,7 @@ class Arm:
         return hash((self.preset, repr(sorted(self.settings.items())), repr(self.each),
                      repr(sorted(self.variants.items()))))
 
-    def __call__(self, seed: int, tier: str, variant: str = "") -> list[RunConfig]:
+    def __call__(self, seed: int, tier: str = DEFAULT, variant: str = "") -> list[RunConfig]:
         if self.variants and variant not in self.variants:
             raise ValueError(f"arm of preset {self.preset!r}: no variant {variant!r}; its "
                              f"variants: {', '.join(map(repr, self.variants))}")
@@ -165,7 +167,7 @@ class Experiment:
         return {arm: [[next(fetched) for _ in cs] for cs in per_seed]
                 for arm, per_seed in per_arm.items()}
 
-    def values(self, fetch: Fetch, seeds: Sequence[int], tier: str,
+    def values(self, fetch: Fetch, seeds: Sequence[int], tier: str = DEFAULT,
                variant: str = "") -> dict[str, list]:
         """Per arm, each seed's value as ``reads`` reads it."""
         return {arm: [self.read(records, variant) for records in per_seed]
@@ -223,7 +225,7 @@ class Declaration:
                                  f"alone (letters, digits, _ and spaces), and the sides are "
                                  f"written from the arms it pairs, first minus second")
         try:  # one statement for every tier: the settings it quotes are the same at each
-            texts = {tier: self.text(tier) for tier in SEEDS}
+            texts = {tier: self.text(tier) for tier in TIERS}
         except (KeyError, AttributeError, IndexError, ValueError) as err:
             raise ValueError(f"claim {self.id}: its statement {self.statement!r} names "
                              f"{err}, which is neither {{rule}} nor a setting of its first "
@@ -249,7 +251,7 @@ class Declaration:
                             f"variant) ({err})") from None
         for name, arm in {**exp.arms, **exp.evidence}.items():
             variants = dict.fromkeys([*(arm.variants or [""]), *self.variants])
-            for tier, variant in itertools.product(SEEDS, variants):
+            for tier, variant in itertools.product(TIERS, variants):
                 try:
                     arm(0, tier, variant)
                 except (KeyError, ValueError) as err:
@@ -257,7 +259,7 @@ class Declaration:
                                      + (f", variant {variant!r}" if variant else "") + ": "
                                      f"{err.args[0] if err.args else err}") from None
 
-    def text(self, tier: str = next(iter(SEEDS))) -> str:
+    def text(self, tier: str = DEFAULT) -> str:
         """The statement with the rule and the settings it quotes written in: ``{rule}``, and
         ``{train.steps:,}``, ``{model.layers}``... from the config of the first arm's first run
         at ``tier`` (its seed aside)."""
@@ -397,7 +399,7 @@ class Statistic:
         return named(self.rule, self.pairing or "own", norm, self.versus_arm or self.versus)
 
     def seeds(self, tier: str) -> list[int]:
-        return list(range(first_look(tier, self.own_seeds)))
+        return list(range(tier_of(tier).first_look(self.own_seeds)))
 
     def applies(self, norm: str) -> bool:
         return norm not in self.excludes
@@ -445,6 +447,15 @@ class Statistic:
         """The claim's pytest marker (Declaration.mark), which carries this statistic to the
         scorecard (normsys.declarations.statistics)."""
         return self.declaration.mark.with_args(statistic=self)
+
+
+def plan(tier: str, own: int | None = None, first: int | None = None,
+         most: int | None = None) -> tuple[int, ...]:
+    """The looks of a claim at ``tier``: ``first`` seeds (--claims-seeds) or its first look (its
+    own count ``own``, else the tier's), then, while open, up to ``most`` (--claims-max-seeds) or
+    the tier's most (normsys.training.tiers)."""
+    at = tier_of(tier)
+    return looks(first or at.first_look(own), most or at.max_seeds)
 
 
 def declaration_of(claim: Declaration | Statistic) -> Declaration:

@@ -9,8 +9,10 @@ import re
 import pytest
 
 from normsys.claims import ledger, verdict
+from normsys.claims.declaration import plan
 from normsys.claims.params import Variant
-from normsys.training.provenance import described, numeric_environment
+from normsys.training.provenance import numeric_environment
+from normsys.training.tiers import DEFAULT
 
 MARKER_KWARGS = ("statement", "source", "seeds", "declared", "statistic")  # what
 # @pytest.mark.claim(id, ...) accepts; ``declared`` is the claim's Declaration
@@ -35,7 +37,7 @@ def claim_id(item: pytest.Item, marker: pytest.Mark) -> str:
 
 
 def claim_tier(item: pytest.Item) -> str:
-    return item.callspec.params.get("tier", "cpu") if hasattr(item, "callspec") else "cpu"
+    return item.callspec.params.get("tier", DEFAULT) if hasattr(item, "callspec") else DEFAULT
 
 
 def claim_variant(item: pytest.Item) -> str:
@@ -54,10 +56,10 @@ def own_plan(config: pytest.Config) -> bool:
 
 
 def claim_looks(item: pytest.Item, marker: pytest.Mark) -> tuple[int, ...]:
-    """The seed counts the claim decides at (normsys.claims.verdict.plan) with the session's
+    """The seed counts the claim decides at (normsys.claims.declaration.plan) with the session's
     --claims-seeds and --claims-max-seeds."""
     opt = item.config.option
-    return verdict.plan(claim_tier(item), marker.kwargs.get("seeds"), opt.claims_seeds,
+    return plan(claim_tier(item), marker.kwargs.get("seeds"), opt.claims_seeds,
                         opt.claims_max_seeds)
 
 
@@ -109,7 +111,7 @@ def recorded_entry(item: pytest.Item, marker: pytest.Mark, ledgers: ledger.Ledge
     offset = item.config.option.claims_seed_offset
     configs = planned_configs(item)  # where its runs train: a GPU's autocast is theirs
     env = run_environment(configs[0]) if configs else numeric_environment()
-    here = verdict.key(tier, described(env), verdict.seed_plan(offset, plan))
+    here = verdict.key(tier, verdict.described(env), verdict.seed_plan(offset, plan))
     return ledgers.recorded(claim_id(item, marker), tier, here, code_digest(), offset)
 
 

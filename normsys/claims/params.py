@@ -14,27 +14,29 @@ from collections.abc import Iterable, Sequence
 import pytest
 
 from normsys.claims.declaration import declaration_of
+from normsys.training.tiers import TIERS, Tier
 
 
 class Variant(str):
     """A parameter value that names a variant of a claim: its text is the claim id's suffix."""
 
 
-def tiers(cpu: Sequence = (), paper: Sequence = ()) -> list:
-    """The two tiers as parametrize values; ``paper`` is marked gpu. Extra marks per tier."""
-    return [pytest.param("cpu", marks=list(cpu), id="cpu"),
-            pytest.param("paper", marks=[pytest.mark.gpu, *paper], id="paper")]
+def marks(tier: Tier, slow: bool = False) -> list:
+    """A claim item's marks at ``tier``: gpu at a tier meant for a GPU, else slow where the claim
+    says so (slow marks what CI's tier trains longest)."""
+    return [pytest.mark.gpu] if tier.gpu else [pytest.mark.slow] if slow else []
+
+
+def tiers(slow: bool = False) -> list:
+    """Every tier (normsys.training.tiers) as a parametrize value, with its ``marks``."""
+    return [pytest.param(t.name, marks=marks(t, slow), id=t.name) for t in TIERS.values()]
 
 
 def variant_tiers(variants: Sequence[str], slow: Sequence[str] = ()) -> list:
-    """Parameters for ``"variant,tier"``: every variant (a ``Variant``) at both tiers; ``slow``
-    variants are marked slow on the CPU tier."""
-    params = []
-    for v in map(Variant, variants):
-        cpu = [pytest.mark.slow] if v in slow else []
-        params += [pytest.param(v, "cpu", marks=cpu, id=f"cpu{v}"),
-                   pytest.param(v, "paper", marks=[pytest.mark.gpu], id=f"paper{v}")]
-    return params
+    """Parameters for ``"variant,tier"``: every variant (a ``Variant``) at every tier, with its
+    ``marks`` (``slow``: the variants slow where no GPU is meant)."""
+    return [pytest.param(v, t.name, marks=marks(t, v in slow), id=f"{t.name}{v}")
+            for v in map(Variant, variants) for t in TIERS.values()]
 
 
 def tiers_of(declared) -> list:
@@ -43,7 +45,7 @@ def tiers_of(declared) -> list:
     if declared.variants != ("",):
         raise ValueError(f"claim {declared.id} has variants {declared.variants[1:]}: parametrize "
                          f"\"variant,tier\" with variant_tiers_of")
-    return tiers(cpu=[pytest.mark.slow] if "" in declared.slow else [])
+    return tiers(slow="" in declared.slow)
 
 
 def variant_tiers_of(declared) -> list:
@@ -53,8 +55,8 @@ def variant_tiers_of(declared) -> list:
 
 def declared_params(claims: Iterable) -> list:
     """Parameters for ``"declared,variant,tier"``: each claim (a Declaration, or a Statistic for
-    the claim it declares) at its variants and both tiers, marked as its own test would be: its
-    claim marker, gpu at the paper tier, slow where it says so."""
+    the claim it declares) at its variants and every tier, marked as its own test would be: its
+    claim marker and its ``marks``."""
     params = []
     for claim in claims:
         declared = declaration_of(claim)

@@ -22,8 +22,9 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from normsys.training.config import PRESETS, TIERS, RunConfig, preset
-from normsys.training.provenance import described
+from normsys.claims.verdict import described
+from normsys.training.config import PRESETS, RunConfig, preset
+from normsys.training.tiers import TIERS
 
 
 class Progress:

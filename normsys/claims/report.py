@@ -46,7 +46,6 @@ from normsys.claims.verdict import (
     INTERVAL_ALPHA,
     LEVEL,
     REFUTED,
-    SEEDS,
     SKEW_TOLERATED,
     SUPPORTED,
     Verdict,
@@ -54,6 +53,7 @@ from normsys.claims.verdict import (
     num,
     seed_span,
 )
+from normsys.training.tiers import TIERS
 
 VERDICT_ORDER = (SUPPORTED, REFUTED, INCONCLUSIVE, "error", "not run")
 NONE_IN_FORCE = "unrecorded"  # a tier whose entries were all made by other code or rules
@@ -458,8 +458,9 @@ COLOURS = {SUPPORTED: "tab:green", REFUTED: "tab:red", INCONCLUSIVE: "tab:grey"}
 
 
 def recorded_tiers(recs: dict[str, Record]) -> list[str]:
-    """The tiers (in the order verdict.SEEDS declares them) of which the records hold entries."""
-    return [t for t in SEEDS if any(r.of(t) for r in recs.values())]
+    """The tiers (in the order normsys.training.tiers declares them) of which the records hold
+    entries."""
+    return [t for t in TIERS if any(r.of(t) for r in recs.values())]
 
 
 def figure(recs: dict[str, Record], path: Path):
@@ -670,12 +671,12 @@ def docs(folder: Path, picture: Path | None = None, code: str | None = None) -> 
     code = code or code_digest()
     blocks = [DOCS_HEAD.format(level=100 * LEVEL, first=100 * (1 - 2 * FIRST_ALPHA)),
               replication_section(recs, tiers, code), skew_section(recs, tiers, code)]
-    if "cpu" in tiers:
-        found = detections(recs, "cpu")
-        blocks += [DETECTION_HEAD.format(alpha=ALPHA_ACROSS, normal=false_alarm(recs, "cpu"),
-                                         resampled=false_alarm_resampled(recs, "cpu")),
+    for tier in (t for t in tiers if not TIERS[t].gpu):  # the designed reruns are CPU kinds'
+        found = detections(recs, tier)
+        blocks += [DETECTION_HEAD.format(alpha=ALPHA_ACROSS, normal=false_alarm(recs, tier),
+                                         resampled=false_alarm_resampled(recs, tier)),
                    as_markdown(*detection_table(found)), blind_line(found),
-                   left_out_line(recs, "cpu", code)]
+                   left_out_line(recs, tier, code)]
     for tier in tiers:
         cols = columns(recs, tier)
         for other in cols[1:]:

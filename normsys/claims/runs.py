@@ -39,7 +39,6 @@ import torch
 from filelock import FileLock, Timeout
 from torch import nn
 
-from normsys.claims import verdict
 from normsys.claims.cache import cached_runs, lookup, run_key, writable
 from normsys.claims.progress import SILENT, Progress, label
 from normsys.claims.runtimes import expected_wall, recorded_cost, run_seconds
@@ -50,6 +49,7 @@ from normsys.training.norms import NORMS
 from normsys.training.record import RunRecord
 from normsys.training.store import atomic_write_text, cache_root
 from normsys.training.tasks import Classify, LanguageModel, Task, make_task
+from normsys.training.tiers import TIERS
 from normsys.training.train import fit, resolve_device, run_environment
 
 
@@ -487,7 +487,7 @@ def similar_seconds(cfg: RunConfig) -> tuple[float, str] | None:
     """(seconds, device) a run of ``cfg`` took as the run times record, or a run of the same
     configuration on another seed of the most a tier takes (a seed changes what a run computes,
     not what it costs); None where none was timed."""
-    for seed in (cfg.train.seed, *range(max(verdict.MAX_SEEDS.values()))):
+    for seed in (cfg.train.seed, *range(max(t.max_seeds for t in TIERS.values()))):
         if (recorded := run_seconds(cfg.override(**{"train.seed": seed}))) is not None:
             return recorded
     return None

@@ -27,11 +27,11 @@ from pathlib import Path
 
 import torch
 
-from normsys.claims import verdict
 from normsys.claims.cache import cached_fingerprints, run_key
 from normsys.training.config import RunConfig
 from normsys.training.provenance import device_name, numeric_environment, processor
 from normsys.training.store import atomic_write_text
+from normsys.training.tiers import DEFAULT, TIERS
 
 FOLDER = Path(__file__).parents[2] / "claims"  # beside the claim files, in a checkout
 
@@ -120,7 +120,7 @@ def run_seconds(cfg: RunConfig, folder: Path | None = None) -> tuple[float, str]
     """(seconds, device) a run of ``cfg``'s config took as its tier's table records, or another
     tier's (a paper-tier claim may train a config of the CPU tier's data on a GPU), or None."""
     fingerprint = cfg.fingerprint()
-    for tier in sorted(verdict.SEEDS, key=lambda t: t != cfg.data.tier):
+    for tier in sorted(TIERS, key=lambda t: t != cfg.data.tier):
         table = read(tier, folder)
         if (seconds := table.get("runs", {}).get(fingerprint)) is not None:
             return seconds, table["device"]
@@ -182,7 +182,7 @@ def control_work(controls: list[str], claimed: set[str],
     the claims' planned runs), as the CPU tier's table holds each control's runs (``runs_in``): a
     run two controls share counted once."""
     held = cached_fingerprints(numeric_environment(torch.device("cpu")))
-    table, work, cached = read("cpu", folder), ControlWork({}), set()
+    table, work, cached = read(DEFAULT, folder), ControlWork({}), set()
     for name in controls:
         runs = runs_in(table, name)
         if runs is None:

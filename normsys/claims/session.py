@@ -38,6 +38,7 @@ from normsys.claims.runtimes import control_work, expected_wall
 from normsys.training.config import MAX_SEED
 from normsys.training.data import DataError, DataMissingError, data_root, hub_allowed
 from normsys.training.provenance import device_name, git_commit, numeric_environment
+from normsys.training.tiers import DEFAULT, TIERS
 
 SESSION = pytest.StashKey["ClaimsSession"]()  # the session's state, one object a process
 FETCHED = pytest.StashKey[list]()  # a claim item's run configs, as its test fetches them
@@ -64,11 +65,11 @@ def provenance(config: pytest.Config) -> dict:
 
 
 def seed_policy() -> str:
-    return ", ".join(f"{n} at the {tier} tier" for tier, n in verdict.SEEDS.items())
+    return ", ".join(f"{t.seeds} at the {t.name} tier" for t in TIERS.values())
 
 
 def max_seeds_policy() -> str:
-    return ", ".join(f"{n} at the {tier} tier" for tier, n in verdict.MAX_SEEDS.items())
+    return ", ".join(f"{t.max_seeds} at the {t.name} tier" for t in TIERS.values())
 
 
 def owns_counter(config: pytest.Config) -> bool:
@@ -157,7 +158,7 @@ def list_claims(config: pytest.Config, items: list[pytest.Item]) -> None:
     for (cid, tier), (statement, source) in sorted(catalog.items()):
         for item in session.controls.get(cid, []):
             if (index := control_index(item)) not in controls:
-                controls[index] = cost(index, "cpu")
+                controls[index] = cost(index, DEFAULT)
         control = ", ".join(f"{item.name} ({controls[control_index(item)][0]})"
                             for item in session.controls.get(cid, [])) or "NONE"
         try:
@@ -178,7 +179,7 @@ def list_claims(config: pytest.Config, items: list[pytest.Item]) -> None:
         if planned:
             write(f"the {tier} tier's claims in all: {session.runs.cost(planned)[0]}")
     if controls:  # each run once, however many controls read it, past the claims' own
-        cpu = configs.get("cpu", [])
+        cpu = configs.get(DEFAULT, [])
         names = control_names(items)
         work = control_work(names, {c.fingerprint() for c in cpu})
         write(f"the {len(names)} negative controls selected: {work.line()}")
@@ -274,7 +275,7 @@ class ClaimsSession:
             return
         with self.runs.recording() as fetched:
             yield
-        self.runs.write_index(control_index(node), "cpu", fetched, empty=True)
+        self.runs.write_index(control_index(node), DEFAULT, fetched, empty=True)
         theirs = {c for cid in ids for item in self.claim_items.get(cid, [])
                   for c in planned_configs(item)}
         if fetched and set(fetched) <= theirs:
@@ -465,8 +466,8 @@ def check_options(opt) -> None:
                                 f">= 2 seeds")
     if opt.claims_seed_offset < 0:
         raise pytest.UsageError(f"--claims-seed-offset {opt.claims_seed_offset}: seeds are >= 0")
-    most = max(opt.claims_seeds or 0, *verdict.SEEDS.values(),
-               opt.claims_max_seeds or max(verdict.MAX_SEEDS.values()))
+    most = max(opt.claims_seeds or 0, *(t.seeds for t in TIERS.values()),
+               opt.claims_max_seeds or max(t.max_seeds for t in TIERS.values()))
     if opt.claims_seed_offset + most > MAX_SEED:
         raise pytest.UsageError(f"--claims-seed-offset {opt.claims_seed_offset}: seeds are "
                                 f"below 2**62 (up to {most} seeds from the offset)")

@@ -11,6 +11,7 @@ from dataclasses import replace
 import torch
 
 from normsys.training.config import preset
+from normsys.training.tiers import DEFAULT, tier
 
 # (dtype, atol, rtol, reason): one row per dtype used in parity checks against torch's own ops.
 TOLERANCES: dict[torch.dtype, tuple[float, float, str]] = {
@@ -40,9 +41,7 @@ CONTROL_SEEDS = (0, 1, 2)
 def unread_seeds(declared, n: int = 3) -> range:
     """``n`` seeds past those a claim (its Declaration) reads at the CPU tier's first look: a
     control's case is then never its claim's runs read again."""
-    from normsys.claims.verdict import first_look
-
-    first = first_look("cpu", declared.seeds)
+    first = tier(DEFAULT).first_look(declared.seeds)
     return range(first, first + n)
 
 
@@ -61,8 +60,8 @@ def alike_on_disjoint_seeds(declared, alike, fetch, variant: str = ""):
     first, *others = alike.arms
     later = replace(alike, arms={first: alike.arms[first]})
     earlier = replace(alike, arms={arm: alike.arms[arm] for arm in others})
-    values = {**later.values(fetch, unread_seeds(declared), "cpu", variant),
-              **earlier.values(fetch, CONTROL_SEEDS, "cpu", variant)}
+    values = {**later.values(fetch, unread_seeds(declared), variant=variant),
+              **earlier.values(fetch, CONTROL_SEEDS, variant=variant)}
     decision = declared.verdict(values)
     assert decision.std > 0, f"{declared.id}: the A/A case's per-seed values are all alike " \
                              f"({decision.values}): the reading does not tell runs apart"

@@ -247,8 +247,6 @@ class Verdict:
     @property
     def environment(self) -> str:
         """Where the values were computed: ``cpu (AVX2, AMD), 1 thread(s), torch 2.13.0+cpu``."""
-        from normsys.training.provenance import described  # its one wording; not on the decision
-
         return described({"device": self.device, "threads": self.threads, "torch": self.torch,
                           "autocast": self.autocast})
 
@@ -276,8 +274,18 @@ class Verdict:
                f"{seed_span(self.seeds)} ({self.measured.split()[0]}, {self.commit[:7]})"
 
 
+def described(env: Mapping[str, str]) -> str:
+    """A numeric environment (``normsys.training.provenance.numeric_environment``: a record's
+    ``env``, or an entry's fields) in a few words: ``cpu (AVX512, AMD), 1 thread(s), torch
+    2.13.0``; a field it lacks (made before it was recorded) reads ``?``."""
+    device, threads, version, autocast = (str(env.get(k, "?")) for k in
+                                          ("device", "threads", "torch", "autocast"))
+    amp = f", {autocast} autocast" if autocast not in ("off", "?") else ""
+    return f"{device}, {threads} thread(s), torch {version}{amp}"
+
+
 def key(tier: str, environment: str, plan: str) -> str:
-    """An entry's key in its record: tier, numeric environment (provenance.described), seed plan
+    """An entry's key in its record: tier, numeric environment (``described``), seed plan
     (``seed_plan``)."""
     return f"{tier} | {environment} | {plan}"
 
@@ -430,25 +438,9 @@ def _all_of(verdicts: dict[str, Verdict]) -> Verdict:
 
 # ----------------------------------------------------------------------------- looks
 
-SEEDS = {"cpu": 3, "paper": 5}  # a claim's first look at each tier, unless it names its own
-# The most seeds a claim still open at its first look adds at each tier, at the looks of SCHEDULE
-# (the paper tier: 5 -> 8 -> 13 -> 21); --claims-max-seeds sets another. 0: the tier decides at
-# its first look (the CPU tier: CI trains every claim once).
-MAX_SEEDS = {"cpu": 0, "paper": 21}
-SCHEDULE = (3, 5, 8, 13, 21, 34, 55)  # seeds at which an open claim looks again
-
-
-def first_look(tier: str, own: int | None = None) -> int:
-    """How many seeds a claim first decides on at ``tier``: its own count when it names one (the
-    ``seeds=`` of its declaration), else the tier's (``SEEDS``)."""
-    return own if own is not None else SEEDS[tier]
-
-
-def plan(tier: str, own: int | None = None, first: int | None = None,
-         most: int | None = None) -> tuple[int, ...]:
-    """The looks of a claim at ``tier``: ``first`` seeds (--claims-seeds) or its first look,
-    then, while open, up to ``most`` (--claims-max-seeds) or the tier's ``MAX_SEEDS``."""
-    return looks(first or first_look(tier, own), most or MAX_SEEDS[tier])
+# Seeds at which an open claim looks again, past its first look, up to its tier's most
+# (normsys.training.tiers: the paper tier 5 -> 8 -> 13 -> 21); --claims-max-seeds sets another.
+SCHEDULE = (3, 5, 8, 13, 21, 34, 55)
 
 
 def looks(first: int, most: int) -> tuple[int, ...]:

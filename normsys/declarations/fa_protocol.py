@@ -18,6 +18,7 @@ from normsys.claims.protocol import mnist_report
 from normsys.claims.verdict import Rule
 from normsys.training.config import preset
 from normsys.training.record import TEST_ACC, trained_model
+from normsys.training.tiers import DEFAULT
 
 SOURCE = "FA evaluation protocol (pre-LN residual MLP, MNIST)"
 VARIANTS = ("", "-long")
@@ -39,7 +40,7 @@ FA_NET = Arm("resmlp", variants={v: {"train.epochs": epochs, "train.snapshots": 
                                  for v, epochs in EPOCHS.items()})
 
 
-def fa_mlp(method: str, seed: int, tier: str = "cpu", frozen: bool = False, epochs: int = 2):
+def fa_mlp(method: str, seed: int, tier: str = DEFAULT, frozen: bool = False, epochs: int = 2):
     """The protocol's net trained by ``method`` for ``epochs``; ``frozen``: its blocks fixed at
     init."""
     return preset("resmlp", tier, **{"train.method": method, "train.frozen_blocks": frozen,

@@ -17,6 +17,7 @@ from normsys.claims.verdict import Rule
 from normsys.training import diagnostics as dg
 from normsys.training.config import RunConfig
 from normsys.training.record import TEST_ACC, VAL_LOSS, RunRecord, probe_of
+from normsys.training.tiers import DEFAULT
 
 SOURCE = "LayerNorm deep-dive notebook"
 
@@ -30,7 +31,7 @@ MLP_PROBE = "layers.2"  # the MLP's last hidden layer: what its runs probe and i
 MLP = Arm("mlp", {"train.probe": (MLP_PROBE,), "train.probe_batch": 1000})
 
 
-def mlp(norm: str, seed: int, tier: str = "cpu", **settings) -> RunConfig:
+def mlp(norm: str, seed: int, tier: str = DEFAULT, **settings) -> RunConfig:
     """One seed's MLP with ``norm``, and ``settings`` changed."""
     (cfg,) = MLP.changed({"model.norm": norm, **settings})(seed, tier)
     return cfg

@@ -20,6 +20,7 @@ from normsys.claims.verdict import Rule
 from normsys.training import diagnostics as dg
 from normsys.training.config import RunConfig, preset
 from normsys.training.record import VAL_LOSS
+from normsys.training.tiers import DEFAULT
 
 DEPTHS = (6, 12)
 
@@ -29,7 +30,7 @@ DEPTHS = (6, 12)
 AT_INIT = {"train.epochs": 0, "train.probe": ()}
 
 
-def xiong(placement: str, layers: int, seed: int, tier: str = "cpu",
+def xiong(placement: str, layers: int, seed: int, tier: str = DEFAULT,
           norm: str = "layernorm") -> RunConfig:
     """The encoder at init with ``layers`` blocks and ``placement`` norms of kind ``norm``."""
     return preset("encoder", tier, **{**AT_INIT, "model.norm": norm, "model.placement": placement,

@@ -14,17 +14,21 @@ import math
 from dataclasses import dataclass, field, fields, replace
 
 from normsys.training.norms import check_kind
+from normsys.training.tiers import DEFAULT, TIERS, tier
 
 DATASETS = ("ag_news", "tinyshakespeare", "mnist", "random")
 LATER_FIELDS = {"model.init_scale": 1.0,  # fingerprinted only away from their defaults
-                "train.snapshots": ()}
+                "model.qk_norm": "none", "model.depth_scaled": False, "model.recenter": False,
+                "train.snapshots": (), "train.momentum": 0.0, "train.beta2": 0.999,
+                "train.angular": ()}
+ATTENTION_FAMILIES = ("encoder", "char_gpt", "tblock")  # of models.TransformerBlock
 
 
 @dataclass(frozen=True)
 class ModelConfig:
     family: str = "encoder"     # a model family (normsys.training.models.FAMILIES)
     norm: str = "layernorm"     # any registry kind (normsys.training.norms.NORMS)
-    placement: str = "post"     # post: N(x + f(x)); pre: x + f(N(x))
+    placement: str = "post"     # post: N(x + f(x)); pre: x + f(N(x)); peri: x + N'(f(N(x)))
     d: int = 64                 # model width
     heads: int = 4              # attention heads
     layers: int = 6             # blocks / hidden layers
@@ -40,12 +44,16 @@ class ModelConfig:
     patch: int = 7              # ViT-mini patch size
     act: str = "gelu"           # hidden activation of MLP-style families (tanh_mlp: tanh)
     init_scale: float = 1.0     # mlp: hidden layers' initial weights times this (init robustness)
+    qk_norm: str = "none"       # attention families: a norm kind on each head's queries and keys
+    depth_scaled: bool = False  # pre/peri attention families: norm outputs times 1/sqrt(block)
+    recenter: bool = False      # char_gpt, pre/peri: the embedding and each sublayer's output
+    #                             re-centred over the hidden dimension (a zero-mean stream)
 
 
 @dataclass(frozen=True)
 class DataConfig:
     name: str = "ag_news"       # one of DATASETS
-    tier: str = "cpu"           # cpu: fixed small pool; paper: full splits (or largest real pool)
+    tier: str = DEFAULT         # a tier of normsys.training.tiers: its data pool (small, or full)
     n_train: int = 0            # 0: the tier's size; > 0: take the first n (smoke tests)
     n_test: int = 0             # 0: the tier's size
     batch_shape: tuple[int, ...] = ()  # random data: shape of one input batch, e.g. (16, 32, 128)
@@ -54,9 +62,11 @@ class DataConfig:
 @dataclass(frozen=True)
 class TrainConfig:
     method: str = "bp"          # bp | fa | dfa
-    optimizer: str = "adam"     # adam | adamw
+    optimizer: str = "adam"     # adam | adamw | sgd
     lr: float = 1e-3
-    weight_decay: float = 0.0   # AdamW's decay (torch default 0.01 is not used unless set)
+    weight_decay: float = 0.0   # AdamW's decay, or SGD's L2 term (torch default 0.01 not used)
+    momentum: float = 0.0       # SGD's momentum
+    beta2: float = 0.999        # Adam's second-moment decay (its first stays 0.9)
     batch_size: int = 64
     epochs: int = 4             # passes over the training set (classification)
     steps: int = 0              # > 0: train this many steps instead of epochs (LM, random data)
@@ -74,6 +84,8 @@ class TrainConfig:
     #                              compile with CUDA graphs (mode="reduce-overhead"); off: eager
     keep_state: bool = True      # store the trained weights with the record
     snapshots: tuple[int, ...] = ()  # epochs after which the weights are kept too (progress)
+    angular: tuple[str, ...] = ()  # parameters whose angular update each step is logged (curves
+    #                                "angular_update.<name>": the angle between W before and after)
 
 
 @dataclass(frozen=True)
@@ -112,7 +124,8 @@ class RunConfig:
         return cls(ModelConfig(**d["model"]),
                    DataConfig(**{**d["data"], "batch_shape": tuple(d["data"]["batch_shape"])}),
                    TrainConfig(**{**d["train"], "probe": tuple(d["train"]["probe"]),
-                                  "snapshots": tuple(d["train"].get("snapshots", ()))}))
+                                  "snapshots": tuple(d["train"].get("snapshots", ())),
+                                  "angular": tuple(d["train"].get("angular", ()))}))
 
     def canonical(self) -> dict[str, dict]:
         """The resolved config as the fingerprint reads it: fields added after records were first
@@ -172,12 +185,12 @@ MAX_SEED = 2**62
 def validate(cfg: RunConfig) -> None:
     m, d, t = cfg.model, cfg.data, cfg.train
     check_kind(m.norm)
-    _one_of("placement", m.placement, ("pre", "post"))
+    _one_of("placement", m.placement, ("pre", "post", "peri"))
     _one_of("attention", m.attention, ("softmax", "sigmoid"))
     _one_of("data set", d.name, DATASETS)
-    _one_of("data tier", d.tier, ("cpu", "paper"))
+    _one_of("data tier", d.tier, tuple(TIERS))
     _one_of("method", t.method, ("bp", "fa", "dfa"))
-    _one_of("optimizer", t.optimizer, ("adam", "adamw"))
+    _one_of("optimizer", t.optimizer, ("adam", "adamw", "sgd"))
     _one_of("device", t.device, ("cpu", "cuda", "auto"))
     _one_of("amp", t.amp, ("auto", "off"))
     _one_of("compile", t.compile, ("auto", "on", "cudagraphs", "off"))
@@ -209,23 +222,39 @@ def validate(cfg: RunConfig) -> None:
         raise ValueError(f"model.init_scale is for family mlp, not {m.family}")
     if not m.init_scale > 0:
         raise ValueError(f"model.init_scale must be > 0, got {m.init_scale}")
+    if m.qk_norm != "none":
+        check_kind(m.qk_norm)
+    attention_only = [k for k, on in (("model.qk_norm", m.qk_norm != "none"),
+                                      ("model.depth_scaled", m.depth_scaled),
+                                      ("model.placement=peri", m.placement == "peri")) if on]
+    if attention_only and m.family not in ATTENTION_FAMILIES:
+        raise ValueError(f"{', '.join(attention_only)}: for the attention families "
+                         f"({', '.join(ATTENTION_FAMILIES)}), not {m.family}")
+    if m.recenter and m.family != "char_gpt":
+        raise ValueError(f"model.recenter is for family char_gpt, not {m.family}")
+    if (m.depth_scaled or m.recenter) and m.placement == "post":
+        raise ValueError("model.depth_scaled and model.recenter are for placement pre or peri, "
+                         "whose stream no norm follows")
+    if not 0 <= t.momentum < 1:
+        raise ValueError(f"train.momentum must be in [0, 1), got {t.momentum}")
+    if t.momentum and t.optimizer != "sgd":
+        raise ValueError(f"train.momentum is SGD's; train.optimizer is {t.optimizer}")
+    if not 0 <= t.beta2 < 1:
+        raise ValueError(f"train.beta2 must be in [0, 1), got {t.beta2}")
+    if t.beta2 != 0.999 and t.optimizer == "sgd":
+        raise ValueError("train.beta2 is Adam's; train.optimizer is sgd")
 
 
 # ----------------------------------------------------------------------------- presets
 
-ENCODER_CPU = RunConfig(  # Dual-Mechanism Exp. 4, CPU tier
-    ModelConfig("encoder", "layernorm", "post", d=64, heads=4, layers=6, seq_len=64, n_out=4),
-    DataConfig("ag_news", "cpu"),
-    TrainConfig(lr=1e-3, batch_size=64, epochs=4,
-                probe=("blocks.0", "blocks.2", "blocks.5"), probe_batch=64),
-)
-ENCODER_PAPER = ENCODER_CPU.override(**{  # the Dual-Mechanism paper's settings
-    "model.d": 128, "model.seq_len": 128, "data.tier": "paper",
-    "train.lr": 2e-4, "train.batch_size": 256, "train.epochs": 15, "train.device": "auto"})
-
+# The experiments at the first tier (tiers.DEFAULT); their own settings at another tier are that
+# tier's (tiers.Tier.presets), added below as "<name>-<tier>".
 PRESETS: dict[str, RunConfig] = {
-    "encoder": ENCODER_CPU,
-    "encoder-paper": ENCODER_PAPER,
+    "encoder": RunConfig(  # Dual-Mechanism Exp. 4
+        ModelConfig("encoder", "layernorm", "post", d=64, heads=4, layers=6, seq_len=64, n_out=4),
+        DataConfig("ag_news"),
+        TrainConfig(lr=1e-3, batch_size=64, epochs=4,
+                    probe=("blocks.0", "blocks.2", "blocks.5"), probe_batch=64)),
     "tanh_mlp": RunConfig(  # Transformer-components notebook: gradients at initialization
         ModelConfig("tanh_mlp", "none", d=64, layers=10, n_out=64, act="tanh", residual=False),
         DataConfig("random", batch_shape=(32, 64)),
@@ -261,23 +290,15 @@ PRESETS: dict[str, RunConfig] = {
                     in_dim=28, n_out=10),
         DataConfig("mnist"), TrainConfig(lr=1e-3, batch_size=64, epochs=1)),
 }
+PRESETS.update({f"{name}-{t.name}": PRESETS[name].override(**changes)
+                for t in TIERS.values() for name, changes in t.presets.items()})
 
 
-# The tiers every claim runs at, and what a tier changes in an experiment's preset. The paper
-# tier's own settings, where they differ from the CPU tier's (the encoder's), are a preset of
-# their own, "<name>-paper".
-TIERS: dict[str, dict] = {
-    "cpu": {},                          # CI-sized: minutes on a CPU, fixed with each claim's rule
-    "paper": {"train.device": "auto"},  # the original experiments' settings, on a GPU
-}
-
-
-def preset(name: str, tier: str = "cpu", **changes) -> RunConfig:
-    """The experiment ``name`` at ``tier`` with dotted-key overrides; an unknown name or tier
+def preset(name: str, at: str = DEFAULT, **changes) -> RunConfig:
+    """The experiment ``name`` at the tier ``at`` (its overrides, and its own preset
+    ``"<name>-<tier>"`` where there is one) with dotted-key overrides; an unknown name or tier
     lists the valid ones."""
     if name not in PRESETS:
         raise KeyError(f"unknown preset {name!r}; valid presets: {', '.join(PRESETS)}")
-    if tier not in TIERS:
-        raise KeyError(f"unknown tier {tier!r}; valid tiers: {', '.join(TIERS)}")
-    base = PRESETS.get(f"{name}-{tier}", PRESETS[name])
-    return base.override(**{**TIERS[tier], **changes})
+    base = PRESETS.get(f"{name}-{at}", PRESETS[name])
+    return base.override(**{**tier(at).overrides, **changes})

@@ -36,6 +36,7 @@ import torch
 from torch import Tensor
 
 from normsys.training.store import atomic_save, cache_root, file_sha256
+from normsys.training.tiers import tier as tier_of
 
 POOL_SEED = 20_240_404  # fixes the CPU-tier AG News pool; never change (claims depend on it)
 SHIPPED = Path(__file__).parents[1] / "datafiles"  # the data that ships with normsys
@@ -229,7 +230,7 @@ def ag_news_pool(tier: str) -> tuple[list[tuple[int, str]], list[tuple[int, str]
     train_idx = train_idx[torch.randperm(len(train_idx), generator=gen)]
     held_idx = held_idx[torch.randperm(len(held_idx), generator=gen)]
     cpu_train, held = [test[i] for i in train_idx], [test[i] for i in held_idx]
-    if tier == "cpu":
+    if not tier_of(tier).full_data:
         return cpu_train, held, "AG News CPU-tier pool: official test split, 6000 train / 1600 held-out"
     try:
         full = ag_news_rows("train", hub=True)

@@ -47,9 +47,13 @@ class Attention(nn.Module):
 
     softmax: F.scaled_dot_product_attention (fused where the device has it; exact semantics, no
     mask unless given). sigmoid: sigmoid(q k^T / sqrt(h) - log T) (Ramapuram et al. 2024).
+    ``qk_norm``: a norm kind applied to each head's queries and keys over the head's dimension
+    before their product (qk-layernorm, Dehghani et al. 2023), one for the queries and one for
+    the keys, shared by the heads; "none": none.
     """
 
-    def __init__(self, d: int, heads: int, causal: bool = False, kind: str = "softmax"):
+    def __init__(self, d: int, heads: int, causal: bool = False, kind: str = "softmax",
+                 qk_norm: str = "none"):
         super().__init__()
         if d % heads:
             raise ValueError(f"model.d={d} must be divisible by model.heads={heads}")
@@ -59,6 +63,9 @@ class Attention(nn.Module):
         nn.init.xavier_uniform_(self.qkv.weight)  # as nn.MultiheadAttention's in_proj
         nn.init.zeros_(self.qkv.bias)
         nn.init.zeros_(self.proj.bias)
+        self.q_norm = self.k_norm = None
+        if qk_norm != "none":
+            self.q_norm, self.k_norm = build_norm(qk_norm, d // heads), build_norm(qk_norm, d // heads)
 
     def forward(self, x: Tensor, key_padding: Tensor | None = None,
                 queries: int | None = None) -> Tensor:
@@ -67,6 +74,8 @@ class Attention(nn.Module):
         b, t, c = x.shape  # (B, T, C)
         q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2)
                    for z in self.qkv(x).split(c, dim=-1))  # (B, h, T, hs)
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
         if queries is not None:
             if self.causal:
                 raise ValueError("queries= (the first positions only) is for non-causal attention")
@@ -86,14 +95,25 @@ class Attention(nn.Module):
 
 
 class TransformerBlock(nn.Module):
-    """post: x = N1(x + MHA(x)); x = N2(x + FFN(x)).  pre: x = x + MHA(N1(x)); x = x + FFN(N2(x))."""
+    """post: x = N1(x + MHA(x)); x = N2(x + FFN(x)).  pre: x = x + MHA(N1(x)); x = x + FFN(N2(x)).
+    peri (Kim et al. 2025): a norm on each sublayer's output too, x = x + N1o(MHA(N1(x))).
 
-    def __init__(self, cfg: ModelConfig, causal: bool = False):
+    Options of the pre and peri blocks: ``depth_scaled`` (Sun et al. 2025) multiplies each input
+    norm's output by 1/sqrt(depth), the block's place from 1; ``recenter`` (Jiang et al. 2023)
+    subtracts each sublayer's output mean over the hidden dimension, so that a stream started at
+    zero mean stays there."""
+
+    def __init__(self, cfg: ModelConfig, causal: bool = False, depth: int = 1):
         super().__init__()
         self.post = cfg.placement == "post"
         self.ln_1, self.ln_2 = build_norm(cfg.norm, cfg.d), build_norm(cfg.norm, cfg.d)
-        self.attn = Attention(cfg.d, cfg.heads, causal, cfg.attention)
+        self.attn = Attention(cfg.d, cfg.heads, causal, cfg.attention, cfg.qk_norm)
         self.mlp = ffn(cfg.d, cfg.ffn_mult, cfg.act)
+        self.ln_1o = self.ln_2o = None
+        if cfg.placement == "peri":
+            self.ln_1o, self.ln_2o = build_norm(cfg.norm, cfg.d), build_norm(cfg.norm, cfg.d)
+        self.scale = 1 / math.sqrt(depth) if cfg.depth_scaled else None
+        self.recenter = cfg.recenter
 
     def forward(self, x: Tensor, key_padding: Tensor | None = None,
                 queries: int | None = None) -> Tensor:
@@ -103,8 +123,18 @@ class TransformerBlock(nn.Module):
         if self.post:
             x = self.ln_1(q + self.attn(x, key_padding, queries))
             return self.ln_2(x + self.mlp(x))
-        x = q + self.attn(self.ln_1(x), key_padding, queries)
-        return x + self.mlp(self.ln_2(x))
+        x = q + self.branch(self.attn(self.normed(self.ln_1, x), key_padding, queries), self.ln_1o)
+        return x + self.branch(self.mlp(self.normed(self.ln_2, x)), self.ln_2o)
+
+    def normed(self, norm: nn.Module, x: Tensor) -> Tensor:
+        """A sublayer's input: the norm's output, times 1/sqrt(depth) where depth-scaled."""
+        return norm(x) if self.scale is None else norm(x) * self.scale
+
+    def branch(self, y: Tensor, out_norm: nn.Module | None) -> Tensor:
+        """A sublayer's output as the stream adds it: normed (peri), re-centred (recenter)."""
+        if out_norm is not None:
+            y = out_norm(y)
+        return y - y.mean(-1, keepdim=True) if self.recenter else y
 
 
 # ----------------------------------------------------------------------------- 1. seed encoder
@@ -118,9 +148,9 @@ class Encoder(nn.Module):
         self.cfg = cfg
         self.embed = Embedding(cfg.vocab, cfg.d)
         self.pos = Embedding(cfg.seq_len, cfg.d) if cfg.pos_emb else None
-        self.blocks = nn.ModuleList(TransformerBlock(cfg) for _ in range(cfg.layers))
+        self.blocks = nn.ModuleList(TransformerBlock(cfg, depth=i) for i in range(1, cfg.layers + 1))
         # pre-norm leaves the stream unnormalized: one final norm before the head
-        self.out_norm = build_norm(cfg.norm, cfg.d) if cfg.placement == "pre" else nn.Identity()
+        self.out_norm = build_norm(cfg.norm, cfg.d) if cfg.placement != "post" else nn.Identity()
         self.head = Linear(cfg.d, cfg.n_out)
 
     def forward(self, ids: Tensor, return_hidden: bool = False):
@@ -285,12 +315,16 @@ class CharGPT(nn.Module):
         super().__init__()
         self.tok = Embedding(cfg.vocab, cfg.d)
         self.pos = Embedding(cfg.seq_len, cfg.d)
-        self.blocks = nn.ModuleList(TransformerBlock(cfg, causal=True) for _ in range(cfg.layers))
-        self.ln_f = build_norm(cfg.norm, cfg.d) if cfg.placement == "pre" else nn.Identity()
+        self.blocks = nn.ModuleList(TransformerBlock(cfg, causal=True, depth=i)
+                                    for i in range(1, cfg.layers + 1))
+        self.ln_f = build_norm(cfg.norm, cfg.d) if cfg.placement != "post" else nn.Identity()
         self.lm_head = Linear(cfg.d, cfg.vocab)
+        self.recenter = cfg.recenter
 
     def forward(self, ids: Tensor) -> Tensor:
         h = add_rows(self.tok(ids), self.pos.weight)  # (B, T, d)
+        if self.recenter:  # the stream starts at zero mean (Jiang et al. 2023)
+            h = h - h.mean(-1, keepdim=True)
         for block in self.blocks:
             h = block(h)
         return self.lm_head(self.ln_f(h))  # (B, T, vocab)
@@ -419,8 +453,8 @@ class TBlockClassifier(nn.Module):
         self.cfg = cfg
         self.embed = Linear(cfg.in_dim, cfg.d)
         self.pos = nn.Parameter(torch.randn(1, cfg.seq_len, cfg.d) * 0.02)
-        self.blocks = nn.ModuleList(TransformerBlock(cfg) for _ in range(cfg.layers))
-        self.out_norm = build_norm(cfg.norm, cfg.d) if cfg.placement == "pre" else nn.Identity()
+        self.blocks = nn.ModuleList(TransformerBlock(cfg, depth=i) for i in range(1, cfg.layers + 1))
+        self.out_norm = build_norm(cfg.norm, cfg.d) if cfg.placement != "post" else nn.Identity()
         self.head = Linear(cfg.d, cfg.n_out)
 
     def forward(self, x: Tensor) -> Tensor:

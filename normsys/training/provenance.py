@@ -148,13 +148,6 @@ def numeric_of(env: dict[str, str]) -> dict[str, str]:
     return {k: str(env.get(k, "?")) for k in NUMERIC_FIELDS}
 
 
-def described(env: dict[str, str]) -> str:
-    """A numeric environment in a few words: ``cpu (AVX512), 1 thread(s), torch 2.13.0``."""
-    e = numeric_of(env)
-    amp = f", {e['autocast']} autocast" if e["autocast"] not in ("off", "?") else ""
-    return f"{e['device']}, {e['threads']} thread(s), torch {e['torch']}{amp}"
-
-
 def processor() -> str:
     """The CPU's name where the platform says it, else its architecture (Linux leaves
     platform.processor() empty on many hosts)."""

@@ -130,8 +130,20 @@ def run_environment(cfg: RunConfig) -> dict[str, str]:
 
 def make_optimizer(cfg: RunConfig, params, device: torch.device) -> torch.optim.Optimizer:
     t = cfg.train
+    if t.optimizer == "sgd":
+        return torch.optim.SGD(params, lr=t.lr, momentum=t.momentum, weight_decay=t.weight_decay)
     opt_cls = torch.optim.AdamW if t.optimizer == "adamw" else torch.optim.Adam
-    return opt_cls(params, lr=t.lr, weight_decay=t.weight_decay, fused=device.type == "cuda")
+    return opt_cls(params, lr=t.lr, betas=(0.9, t.beta2), weight_decay=t.weight_decay,
+                   fused=device.type == "cuda")
+
+
+def angles(before: Tensor, after: Tensor, seeds: int = 1) -> Tensor:
+    """The angle between a parameter before and after a step, one run's (1,) or each seed's (S,)
+    of a seed-stacked one, in float64: 2 atan2(|a - b|, |a + b|) of the unit vectors, exact where
+    the angle is small (an arccos of the cosine is not)."""
+    a, b = (w.detach().double().reshape(seeds, -1) for w in (before, after))
+    a, b = a / a.norm(dim=1, keepdim=True), b / b.norm(dim=1, keepdim=True)
+    return 2 * torch.atan2((a - b).norm(dim=1), (a + b).norm(dim=1))
 
 
 class OneShape:
@@ -182,6 +194,12 @@ class Learner:
         self.captured = CapturedStep(self) if ctx.compile == "capture" else None
         self.log = StepLog([empty_curves() for _ in range(seeds)], ctx.read_every, task.accuracy)
         self.wanted, self.snapshots = set(cfg.train.snapshots), {}
+        named = dict(model.named_parameters())
+        if unknown := [n for n in cfg.train.angular if n not in named]:
+            raise KeyError(f"train.angular: no parameter named {unknown}; the model's: "
+                           f"{', '.join(named)}")
+        self.angular = {n: named[n] for n in cfg.train.angular}
+        self.turns: list[Tensor] = []  # per step: (parameters, S) angular updates
 
     def epoch_done(self, epoch: int) -> None:
         """Keep the weights after ``epoch`` (counting from 1) when the config asks for them."""
@@ -199,8 +217,21 @@ class Learner:
             loss, out, norms = self.gradients(x, y)
         if self.log.add(loss, norms, out, y):
             return True
+        before = [p.detach().clone() for p in self.angular.values()]
         self.opt.step()
+        if before:
+            self.turns.append(torch.stack([angles(b, p, self.seeds) for b, p in
+                                           zip(before, self.angular.values(), strict=True)]))
         return False
+
+    def close(self) -> None:
+        """Write the angular updates into each run's curves, up to its last logged step."""
+        if not self.turns:
+            return
+        turns = torch.stack(self.turns).tolist()  # (steps, parameters, S)
+        for s, curves in enumerate(self.log.curves):
+            for i, name in enumerate(self.angular):
+                curves[f"angular_update.{name}"] = [t[i][s] for t in turns][:len(curves["loss"])]
 
     def gradients(self, x: Tensor, y: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Losses, outputs and gradient norms of one batch, its gradients accumulated in .grad."""
@@ -368,6 +399,7 @@ def drive(stream, learner: Learner, bar) -> None:
         bar.update()
     bar.close()
     log.close()
+    learner.close()
     learner.epoch_done(epoch_now + 1)  # the last epoch
 
 

@@ -22,9 +22,10 @@ from pathlib import Path
 import torch
 
 from normsys.claims import runtimes
+from normsys.claims.verdict import described
 from normsys.training import steplog, train
 from normsys.training.config import RunConfig, preset
-from normsys.training.provenance import described, numeric_environment
+from normsys.training.provenance import numeric_environment
 from normsys.training.store import cache_root
 from normsys.training.tasks import make_task
 
