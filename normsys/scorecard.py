@@ -250,6 +250,40 @@ def _layer_problem(factory, shape: tuple[int, ...], dtype) -> str:
     return ""
 
 
+BATCH_SIZES = (1, 7, 64)  # the batches a row is put through, the others' rows drawn anew each
+
+
+def batch_variance(factory, d: int = 64, seed: int = 0) -> str:
+    """Whether a norm ``factory(d)`` (in training mode, float32, on this machine's kernels) gives a
+    row bit-identical outputs whatever batch it comes in: the same row first in batches of each
+    of BATCH_SIZES, the other rows drawn anew for each, as rows (B, d) and as tokens (B, 5, d).
+    '' where it does; else how far the row's output moved, and in which batches."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        module = factory(d).train()
+    for shape in ((d,), (5, d)):
+        row, outs, refused = torch.randn((1, *shape), generator=gen), {}, ""
+        for n in BATCH_SIZES:
+            try:
+                with torch.no_grad():
+                    outs[n] = module(torch.cat([row, torch.randn((n - 1, *shape),
+                                                                 generator=gen)]))[0]
+            except Exception as err:  # noqa: BLE001 - a kind that refuses a batch size says why
+                refused = refused or f"in a batch of {n}: {type(err).__name__}: {err}"
+        (first, base), *others = outs.items() or [(0, None)]
+        for n, out in others:
+            if not torch.equal(out, base):
+                return (f"a row's output moves by up to {(out - base).abs().max().item():.3g} "
+                        f"between batches of {first} and {n} "
+                        f"({'tokens' if len(shape) > 1 else 'rows'} of width {d})")
+        if refused:
+            return refused
+    return ""
+
+
 def estimate(p: Plan, runs: Runs, threads: int | None = None
              ) -> tuple[list[tuple[RunConfig, str]], dict[str, float], int]:
     """Each config with what it costs ('cached', '~N s' as the tier's run times record it or its

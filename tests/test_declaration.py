@@ -170,6 +170,9 @@ def test_a_diverged_run_or_an_undefined_value_reads_as_nan():
     assert exp.read([SimpleNamespace(metrics={"v": 0.5}, diverged=False)]) == 2.0
     assert math.isnan(exp.read([SimpleNamespace(metrics={"v": 0.0}, diverged=False)]))
     assert math.isnan(exp.read([SimpleNamespace(metrics={"v": 0.5}, diverged=True)]))
+    # unless the reading gives a diverged run a value of its own (a sweep's loss at init, say)
+    own = Experiment({"a": arm(8)}, ratio, reads_diverged=True)
+    assert own.read([SimpleNamespace(metrics={"v": 0.5}, diverged=True)]) == 2.0
 
 
 def test_a_combined_value_with_parts_is_decided_part_by_part():
@@ -213,6 +216,12 @@ def test_an_arm_is_its_preset_with_its_changes_and_by_norm_gives_each_arm_its_no
     with pytest.raises(ValueError, match="train.seed is the seed each look gives"):
         Arm("mlp", variants={"": {"train.seed": 1}})
     assert metric("v")([record(0.3)], "") == 0.3 and "metric('v')" in repr(metric("v"))
+
+    # a tier's own settings in place of the arm's there, and nowhere else
+    small = Arm("tanh_mlp", {"model.d": 32, "model.layers": 6}, at={"cpu": {"model.d": 8}})
+    assert [(c.model.d, c.model.layers) for t in ("cpu", "paper") for c in small(0, t)] == [
+        (8, 6), (32, 6)]
+    assert small != Arm("tanh_mlp", {"model.d": 32, "model.layers": 6})
 
 
 @pytest.mark.parametrize("pairing,order,combined", [

@@ -360,3 +360,18 @@ def test_fused_kernel_compiles_a_new_shape_static_only_after_a_dynamo_reset(monk
     torch._dynamo.reset()
     fn(torch.randn(2, 64))
     assert graphs == [False, True, False]
+
+
+@pytest.mark.parametrize("kind", sorted(NORMS))
+def test_a_row_is_normed_bit_for_bit_alike_in_any_batch_unless_the_kind_reads_the_batch(kind):
+    """Batch invariance: a row put through a norm in batches of 1, 7 and 64, the other rows
+    different each time, comes out bit-identical for every kind that normalizes each row alone;
+    BatchNorm in training mode, whose statistics are the batch's, does not."""
+    from normsys.scorecard import batch_variance
+
+    why = batch_variance(NORMS[kind].build)
+    if NORMS[kind].per_row:
+        assert why == ""
+    else:  # its output moves with the batch (besides refusing a batch of one)
+        assert why.startswith("a row's output moves by up to") and "between batches of 7 and 64" \
+            in why, why

@@ -46,12 +46,15 @@ class Arm:
     """An experiment's arm, as data: one seed's runs are the preset ``preset`` at the tier with
     ``settings`` changed and the seed as ``train.seed``, one run per entry of ``each`` (what a
     seed's runs differ in: the depths it trains, say); ``variants``: what each variant of the
-    claim changes besides ("" the claim itself; an arm without variants is the same in each)."""
+    claim changes besides ("" the claim itself; an arm without variants is the same in each);
+    ``at``: per tier, the settings it takes there in place of ``settings`` (a CPU tier's smaller
+    model, say)."""
 
     preset: str
     settings: Mapping[str, Any] = field(default_factory=dict)
     each: tuple[Mapping[str, Any], ...] = ({},)
     variants: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    at: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self):
         varied = {key for changes in (*self.each, *self.variants.values()) for key in changes}
@@ -64,13 +67,13 @@ class Arm:
 
     def __hash__(self) -> int:  # equal arms, whatever order their settings were given in
         return hash((self.preset, repr(sorted(self.settings.items())), repr(self.each),
-                     repr(sorted(self.variants.items()))))
+                     repr(sorted(self.variants.items())), repr(sorted(self.at.items()))))
 
     def __call__(self, seed: int, tier: str = DEFAULT, variant: str = "") -> list[RunConfig]:
         if self.variants and variant not in self.variants:
             raise ValueError(f"arm of preset {self.preset!r}: no variant {variant!r}; its "
                              f"variants: {', '.join(map(repr, self.variants))}")
-        changes = {**self.settings, **self.variants.get(variant, {})}
+        changes = {**self.settings, **self.at.get(tier, {}), **self.variants.get(variant, {})}
         return [preset(self.preset, tier, **{**changes, **run, "train.seed": seed})
                 for run in self.each]
 
@@ -116,6 +119,9 @@ class Experiment:
     # arms its test also trains, for evidence only (read, reported or drawn, never decided on):
     # the session plans their runs with the others' (``planned``), and their cost is counted
     evidence: Mapping[str, Arm] = field(default_factory=dict)
+    # whether ``reads`` is given a seed's runs where one diverged (their metrics NaN, ``diverged``
+    # set), for a reading that gives a diverged run a value of its own; else the seed reads NaN
+    reads_diverged: bool = False
 
     def __post_init__(self):
         if not self.arms:
@@ -174,10 +180,10 @@ class Experiment:
                 for arm, per_seed in self.records(fetch, seeds, tier, variant).items()}
 
     def read(self, records: list, variant: str = "") -> Any:
-        """One seed's value of one arm (``reads``): NaN where one of its runs diverged, or where
-        the value is undefined for them (a ratio over a zero gradient, say), which makes the
-        verdict inconclusive and says how many seeds gave none."""
-        if any(getattr(r, "diverged", False) for r in records):
+        """One seed's value of one arm (``reads``): NaN where one of its runs diverged (unless it
+        ``reads_diverged``), or where the value is undefined for them (a ratio over a zero
+        gradient, say), which makes the verdict inconclusive and says how many seeds gave none."""
+        if not self.reads_diverged and any(getattr(r, "diverged", False) for r in records):
             return math.nan
         try:
             return self.reads(records, variant)

@@ -1,0 +1,34 @@
+"""qk-layernorm and the attention logits (Wortsman et al. 2024): negative controls. The claims,
+their models and readings are declared in normsys.declarations.attention_logits and decided in
+test_declared.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from normsys.claims.testing import alike_on_disjoint_seeds, unread_seeds
+from normsys.claims.verdict import REFUTED
+from normsys.declarations.attention_logits import BOUNDS_LOGITS, LOWERS_SENSITIVITY
+
+
+@pytest.mark.control(BOUNDS_LOGITS.id)
+@pytest.mark.slow
+def test_control_logit_rule_is_refuted_at_a_low_learning_rate(runs):
+    """The claim's own GPTs, reading and rule at learning rate 1e-4, on seeds the claim does not
+    read: at that rate neither model's logits grow in 250 steps, so the rule must come out
+    refuted. A reading that grows with the run's length alone, or that reads the logits before
+    the qk-norm, would show here."""
+    slow = BOUNDS_LOGITS.experiment.overridden({"train.lr": 1e-4})
+    values = slow.values(runs, unread_seeds(BOUNDS_LOGITS))
+    assert BOUNDS_LOGITS.verdict(values).verdict == REFUTED, BOUNDS_LOGITS.verdict(values).reason
+
+
+@pytest.mark.control(LOWERS_SENSITIVITY.id)
+@pytest.mark.slow
+def test_control_sensitivity_rule_is_not_supported_where_both_sweeps_take_qk_norm(runs):
+    """The A/A case of the claim's own sweep (alike_on_disjoint_seeds): both arms with
+    qk-layernorm, the first on seeds the claim does not read, so what is left between them is
+    the seeds' spread; it must not come out supported. A sensitivity read from another sweep's
+    runs, or one arm's rates read twice, would show here."""
+    alike = LOWERS_SENSITIVITY.experiment.overridden({"model.qk_norm": "layernorm"})
+    alike_on_disjoint_seeds(LOWERS_SENSITIVITY, alike, runs)

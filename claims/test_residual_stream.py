@@ -1,0 +1,42 @@
+"""The Pre-LN residual stream (Jiang et al. 2023, Kim et al. 2025, Sun et al. 2025): negative
+controls. The claims, their models and readings are declared in
+normsys.declarations.residual_stream and decided in test_declared.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from normsys.claims.testing import alike_on_disjoint_seeds, unread_seeds
+from normsys.claims.verdict import REFUTED
+from normsys.declarations.residual_stream import (
+    PERI_FLATTENS,
+    PRELN_IS_PRERMS,
+    SCALING_UNDOES_IDENTITY,
+)
+
+
+@pytest.mark.control(PRELN_IS_PRERMS.id)
+def test_control_equivalence_is_refuted_without_the_recentring(runs):
+    """The claim's own char GPT, construction, reading and rule with the stream left as the model
+    makes it (no re-centring), on seeds the claim does not read: LayerNorm subtracts a mean that
+    RMSNorm keeps, so the gap must be far above the rule's and the claim refuted. A gap read
+    between a model and itself, or a twin that re-centres on its own, would show here."""
+    plain = PRELN_IS_PRERMS.experiment.overridden({"model.recenter": False})
+    values = plain.values(runs, unread_seeds(PRELN_IS_PRERMS))
+    assert PRELN_IS_PRERMS.verdict(values).verdict == REFUTED
+
+
+@pytest.mark.parametrize("declared, alike", [
+    pytest.param(PERI_FLATTENS, {"model.placement": "peri"}, id=PERI_FLATTENS.id,
+                 marks=[pytest.mark.control(PERI_FLATTENS.id), pytest.mark.slow]),
+    pytest.param(SCALING_UNDOES_IDENTITY, {"model.depth_scaled": True},
+                 id=SCALING_UNDOES_IDENTITY.id,
+                 marks=[pytest.mark.control(SCALING_UNDOES_IDENTITY.id), pytest.mark.slow])])
+def test_control_deep_gpt_rules_are_refuted_where_both_arms_are_alike(runs, declared, alike):
+    """The A/A case of the claim's own experiment (alike_on_disjoint_seeds): both arms take the
+    second arm's model, the first on seeds the claim does not read, so what is left between them
+    is the seeds' spread; far below the claim's threshold, the rule must come out refuted. A
+    reading that favours the first arm (read at another depth, or from another run) would show
+    here."""
+    decision = alike_on_disjoint_seeds(declared, declared.experiment.overridden(alike), runs)
+    assert decision.verdict == REFUTED, decision.reason

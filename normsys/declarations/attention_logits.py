@@ -1,0 +1,97 @@
+"""Dehghani et al. 2023 and Wortsman et al. 2024 ("Small-scale proxies for large-scale Transformer
+training instabilities", ICLR): at a high learning rate the largest attention logit grows during
+training without qk-layernorm and stays bounded with it, and qk-layernorm makes the final loss
+less sensitive to the learning rate.
+
+The Pre-LN char GPT (the char_gpt preset: block 64, 4 blocks, 4 heads, batch 32 on Tiny
+Shakespeare) trained by AdamW with betas (0.9, 0.95) and no weight decay, with and without a
+LayerNorm on each head's queries and keys (model.qk_norm); width 64 and the preset's 250 steps at
+the CPU tier, the preset's width 128 and 1,000 steps at the paper tier.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from normsys.claims.declaration import Arm, Declaration, Experiment
+from normsys.claims.verdict import Rule
+from normsys.declarations.ln_jacobian import fresh_lm_batch
+from normsys.training.record import INIT_LOSS, VAL_LOSS, trained_model
+from normsys.training.tiers import DEFAULT
+
+SOURCE = "Wortsman et al. 2024 (small-scale proxies, qk-layernorm)"
+HIGH_LR = 1e-2
+SWEEP = (1e-3, 1e-2, 1e-1)  # the learning rates of the sensitivity sweep
+
+
+def gpt(qk_norm: str, **settings) -> Arm:
+    """The char GPT with ``qk_norm`` ("none": without), AdamW (0.9, 0.95), no decay."""
+    return Arm("char_gpt", {"model.qk_norm": qk_norm, "train.beta2": 0.95,
+                            "train.weight_decay": 0.0, "train.steps": 1000, **settings},
+               at={DEFAULT: {"model.d": 64, "train.steps": 250}})
+
+
+def max_attention_logit(records, variant: str = "") -> float:
+    """log10 of the largest |q.k| / sqrt(d_head) over the blocks, heads and the (causal) pairs of
+    positions a validation batch attends over, of the trained model: the queries and keys as its
+    attention forms them, after its qk-norm where it has one."""
+    model = trained_model(records[0], learning_rule=False)
+    seen = {}
+    hooks = [block.attn.register_forward_pre_hook(
+        lambda _m, args, i=i: seen.__setitem__(i, args[0])) for i, block in enumerate(model.blocks)]
+    try:
+        with torch.no_grad():
+            model(fresh_lm_batch(records[0].run_config)[0])
+    finally:
+        for h in hooks:
+            h.remove()
+    top = 0.0
+    with torch.no_grad():
+        for i, block in enumerate(model.blocks):
+            attn, x = block.attn, seen[i]
+            b, t, c = x.shape
+            q, k, _ = (z.view(b, t, attn.heads, c // attn.heads).transpose(1, 2)
+                       for z in attn.qkv(x).split(c, dim=-1))
+            if attn.q_norm is not None:
+                q, k = attn.q_norm(q), attn.k_norm(k)
+            logits = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+            causal = torch.ones(t, t, dtype=torch.bool).tril()
+            top = max(top, logits.abs().masked_fill(~causal, 0).max().item())
+    return math.log10(top)
+
+
+BOUNDS_LOGITS = Declaration(
+    "wortsman-qknorm-bounds-attention-logits", Rule("log10 maxlogit", ">", 0.5), source=SOURCE,
+    statement="At learning rate {train.lr}, the largest attention logit of a Pre-LN char GPT "
+              "grows without qk-layernorm and stays bounded with it (maxlogit: the largest |q.k| "
+              "/ sqrt(d_head) over blocks and heads on a validation batch after training), paired "
+              "by seed: {rule}.",
+    experiment=Experiment({"plain": gpt("none", **{"train.lr": HIGH_LR}),
+                           "qk-norm": gpt("layernorm", **{"train.lr": HIGH_LR})},
+                          max_attention_logit),
+    slow=("",))  # six char GPTs
+
+
+def lr_sensitivity(records, variant: str = "") -> float:
+    """Wortsman et al.'s learning-rate sensitivity over the sweep's runs of one seed: the mean
+    over learning rates of min(loss(lr), loss at init) - the best loss of the sweep. The loss is
+    the validation loss; a diverged run counts as the loss at init (its training loss at step 0,
+    the same model at every rate)."""
+    init = records[0].metrics[INIT_LOSS]
+    losses = [min(init, r.metrics[VAL_LOSS]) if not r.diverged and
+              math.isfinite(r.metrics[VAL_LOSS]) else init for r in records]
+    return sum(losses) / len(losses) - min(losses)
+
+
+LOWERS_SENSITIVITY = Declaration(
+    "wortsman-qknorm-lowers-lr-sensitivity", Rule("sensitivity", ">", 0.0), source=SOURCE,
+    statement="qk-layernorm makes a Pre-LN char GPT's final loss less sensitive to the learning "
+              "rate (sensitivity over learning rates 1e-3, 1e-2 and 1e-1: the mean of min(loss, "
+              "loss at init) minus the best loss of the sweep), paired by seed: {rule}.",
+    experiment=Experiment({qk: Arm(arm.preset, arm.settings, tuple({"train.lr": lr}
+                                                                    for lr in SWEEP), at=arm.at)
+                           for qk, arm in (("plain", gpt("none")), ("qk-norm", gpt("layernorm")))},
+                          lr_sensitivity, reads_diverged=True),
+    slow=("",))  # eighteen char GPTs, six of them BOUNDS_LOGITS's
