@@ -4,11 +4,19 @@ test_declared.py."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
+import torch
 
 from normsys.claims.testing import alike_on_disjoint_seeds, unread_seeds
-from normsys.claims.verdict import REFUTED
-from normsys.declarations.attention_logits import BOUNDS_LOGITS, LOWERS_SENSITIVITY
+from normsys.claims.verdict import REFUTED, SUPPORTED
+from normsys.declarations.attention_logits import (
+    BOUNDS_LOGITS,
+    LOWERS_SENSITIVITY,
+    largest_logit,
+)
+from normsys.training.record import trained_model
 
 
 @pytest.mark.control(BOUNDS_LOGITS.id)
@@ -21,6 +29,30 @@ def test_control_logit_rule_is_refuted_at_a_low_learning_rate(runs):
     slow = BOUNDS_LOGITS.experiment.overridden({"train.lr": 1e-4})
     values = slow.values(runs, unread_seeds(BOUNDS_LOGITS))
     assert BOUNDS_LOGITS.verdict(values).verdict == REFUTED, BOUNDS_LOGITS.verdict(values).reason
+
+
+SCALE = 10.0  # the query, key and value weights times this: the logits without qk-norm times 100
+
+
+@pytest.mark.control(BOUNDS_LOGITS.id)
+@pytest.mark.slow
+def test_control_logit_rule_flips_where_the_queries_and_keys_are_scaled_up(runs):
+    """The control's low-rate GPTs (on seeds the claim does not read) with every block's query,
+    key and value weights multiplied by 10 after training: each logit of the GPT without qk-norm
+    grows a hundredfold, 2 in log10, while qk-layernorm takes the scale out of its own, so the
+    rule must now come out supported where it came out refuted. A reading taken before the
+    qk-norm, or one that does not read the model, would leave it refuted."""
+    def scaled(records, variant=""):
+        model = trained_model(records[0], learning_rule=False)
+        with torch.no_grad():
+            for block in model.blocks:
+                block.attn.qkv.weight.mul_(SCALE)
+        return largest_logit(model, records[0].run_config)
+
+    slow = BOUNDS_LOGITS.experiment.overridden({"train.lr": 1e-4})
+    values = replace(slow, reads=scaled).values(runs, unread_seeds(BOUNDS_LOGITS))
+    decision = BOUNDS_LOGITS.verdict(values)
+    assert decision.verdict == SUPPORTED, decision.reason
 
 
 @pytest.mark.control(LOWERS_SENSITIVITY.id)

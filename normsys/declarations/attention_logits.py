@@ -34,16 +34,20 @@ def gpt(qk_norm: str, **settings) -> Arm:
 
 
 def max_attention_logit(records, variant: str = "") -> float:
+    """``largest_logit`` of the run's trained model."""
+    return largest_logit(trained_model(records[0], learning_rule=False), records[0].run_config)
+
+
+def largest_logit(model, cfg) -> float:
     """log10 of the largest |q.k| / sqrt(d_head) over the blocks, heads and the (causal) pairs of
-    positions a validation batch attends over, of the trained model: the queries and keys as its
-    attention forms them, after its qk-norm where it has one."""
-    model = trained_model(records[0], learning_rule=False)
+    positions a validation batch attends over: the queries and keys as the model's attention
+    forms them, after its qk-norm where it has one."""
     seen = {}
     hooks = [block.attn.register_forward_pre_hook(
         lambda _m, args, i=i: seen.__setitem__(i, args[0])) for i, block in enumerate(model.blocks)]
     try:
         with torch.no_grad():
-            model(fresh_lm_batch(records[0].run_config)[0])
+            model(fresh_lm_batch(cfg)[0])
     finally:
         for h in hooks:
             h.remove()
