@@ -79,10 +79,11 @@ BOUNDS_LOGITS = Declaration(
 
 
 def lr_sensitivity(records, variant: str = "") -> float:
-    """Wortsman et al.'s learning-rate sensitivity over the sweep's runs of one seed: the mean
-    over learning rates of min(loss(lr), loss at init) - the best loss of the sweep. The loss is
-    the validation loss; a diverged run counts as the loss at init (its training loss at step 0,
-    the same model at every rate)."""
+    """Learning-rate sensitivity (Wortsman et al.) of one seed's sweep.
+
+    The mean over learning rates of min(loss(lr), loss at init) - the best loss of the sweep.
+    The loss is the validation loss; a diverged run counts as the loss at init (its training loss
+    at step 0, the same model at every rate)."""
     init = records[0].metrics[INIT_LOSS]
     losses = [min(init, r.metrics[VAL_LOSS]) if not r.diverged and
               math.isfinite(r.metrics[VAL_LOSS]) else init for r in records]

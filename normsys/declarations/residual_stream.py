@@ -114,16 +114,18 @@ def stream(records) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
 
 
 def variance_growth(records, variant: str = "") -> float:
-    """log10(var(last block's output) / var(first block's output)): each token's variance over
-    the hidden dimension, averaged over the batch's tokens."""
+    """log10(var(last block's output) / var(first block's output)).
+
+    Each token's variance over the hidden dimension, averaged over the batch's tokens."""
     _, outputs = stream(records)
     first, last = (h.var(-1).mean().item() for h in (outputs[0], outputs[-1]))
     return math.log10(last / first)
 
 
 def deep_block_cosine(records, variant: str = "") -> float:
-    """The mean cosine between a block's input and output (each token's, over the hidden
-    dimension), over the last quarter of the blocks."""
+    """The mean cosine of a block's input and output over the last quarter of the blocks.
+
+    Each token's cosine over the hidden dimension, averaged over the batch's tokens."""
     inputs, outputs = stream(records)
     last = range(len(inputs) - max(1, len(inputs) // 4), len(inputs))
     return sum(torch.cosine_similarity(inputs[i], outputs[i], dim=-1).mean().item()
