@@ -40,8 +40,7 @@ def rms_twin(model: nn.Module, cfg: RunConfig) -> nn.Module:
     stream (Jiang et al.'s construction): the same weights, each LayerNorm an RMSNorm of its gain
     and eps, its bias folded into the bias of the Linear it feeds (W (z + b) + c = W z + (W b +
     c)). In ``model``'s dtype."""
-    twin = build_model(cfg.override(**{"model.norm": "rmsnorm"}).model).to(
-        next(model.parameters()).dtype)
+    twin = build_model(cfg.override(**{"model.norm": "rmsnorm"}).model)
     state = {k: v.clone() for k, v in model.state_dict().items()}
     feeds = {"ln_1": "attn.qkv", "ln_2": "mlp.0"}  # each block's norms, and the Linear each feeds
     for i, block in enumerate(model.blocks):
