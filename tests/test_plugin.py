@@ -431,6 +431,27 @@ def test_results_reach_the_table_and_the_ledger_under_xdist(run_claims):
     assert len(list(records(run_claims).glob("*.json"))) == 4
 
 
+def test_a_verdict_stays_one_object_in_its_process_and_crosses_xdist_as_json(run_claims):
+    """Alone, the session gathers the very Verdict the claim decided (no JSON on the way); a
+    pytest-xdist worker sends it as JSON, made a Verdict again with the same fields."""
+    from normsys.claims.outcome import PROPERTY
+    from normsys.claims.verdict import Verdict
+
+    alone = run_claims.inline_run("--claims-report", "rep", "-p", "no:cacheprovider",
+                                  "-p", "no:xdist")
+    sent = [v for r in alone.getreports("pytest_runtest_logreport") if r.when == "call"
+            for k, v in r.user_properties if k == PROPERTY]
+    assert len(sent) == 6 and all(isinstance(v, Verdict) for v in sent)
+    decided = [v for v in sent if v.id == "c-supported"][0]
+    assert decided.values == (0.91, 0.92, 0.93) and decided.looks == ()
+    first = json.loads((run_claims.path / "rep" / "claims.json").read_text())["claims"]
+    run(run_claims, "-n", "2")
+    again = json.loads((run_claims.path / "rep" / "claims.json").read_text())["claims"]
+    moving = {"seconds", "measured"}
+    assert [{k: v for k, v in r.items() if k not in moving} for r in again] == \
+        [{k: v for k, v in r.items() if k not in moving} for r in first]
+
+
 def test_claims_list_ids_match_k_and_unknown_marker_arguments_are_errors(run_claims):
     """--claims-list prints every claim and runs none; -k selects by claim id; a misspelt marker
     argument is an error, not silently ignored."""

@@ -12,7 +12,7 @@ import hashlib
 import json
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,7 +39,8 @@ if TYPE_CHECKING:
     from normsys.training.config import RunConfig
 
 
-PROPERTY = "normsys_claim"  # the user property a claim's result travels in
+PROPERTY = "normsys_claim"  # the user property a claim's Verdict travels in (JSON only to cross
+# from an xdist worker: normsys.claims.plugin)
 
 
 class ClaimRefuted(AssertionError):
@@ -216,7 +217,7 @@ class Claim:
             replication=replicated.word if replicated else "",
             replication_note=replicated.line() if replicated else "",
             amendments=[a.line() for a in self.ledgers.said(self.id).amendments])
-        self.item.user_properties.append((PROPERTY, json.dumps(jsonable(asdict(reported)))))
+        self.item.user_properties.append((PROPERTY, reported))
         text = f"[{self.id}/{self.tier}] {statistic}: {decision.reason}"
         unrecorded = judgement.unrecorded
         if judgement.fails or (unrecorded and self.ledgers.strict):

@@ -273,4 +273,23 @@ def pytest_runtest_makereport(item: pytest.Item, call):
     """A claim that ended without a verdict (an error, a skip) is reported as one (unfinished)."""
     report = (yield).get_result()
     if (result := unfinished(item, report, call)) is not None:
-        report.user_properties.append((PROPERTY, json.dumps(asdict(result))))
+        report.user_properties.append((PROPERTY, result))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_report_to_serializable(config, report):
+    """A claim's Verdict crosses from a pytest-xdist worker (or into a report log) as JSON; within
+    one process it stays the object."""
+    data = (yield).get_result()
+    if data is not None and "user_properties" in data:
+        data["user_properties"] = [(k, json.dumps(asdict(v)) if k == PROPERTY else v)
+                                   for k, v in data["user_properties"]]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_report_from_serializable(config, data):
+    """The Verdict made again from the JSON a worker sent."""
+    report = (yield).get_result()
+    if report is not None:
+        report.user_properties = [(k, verdict.Verdict(**json.loads(v)) if k == PROPERTY else v)
+                                  for k, v in report.user_properties]

@@ -6,7 +6,6 @@ cluster, the Hub)."""
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Iterator
@@ -403,8 +402,7 @@ class ClaimsSession:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         for key, value in report.user_properties:
             if key == PROPERTY:
-                result = verdict.Verdict(**json.loads(value))
-                self.results[result.nodeid] = result
+                self.results[value.nodeid] = value
 
     @pytest.hookimpl(optionalhook=True)  # pytest-xdist: what a worker found at collection
     def pytest_testnodedown(self, node, error) -> None:
