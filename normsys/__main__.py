@@ -124,9 +124,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     sc.add_argument("--against", default=",".join(scorecard.BUILTIN_ROWS),
                     help="the built-in rows, comma-separated (default: all)")
     sc.add_argument("--tier", choices=list(TIERS), default=DEFAULT)
-    sc.add_argument("--out", type=Path, default=Path("scorecard"),
+    sc.add_argument("--out", type=Path, default=None,
                     help="folder for scorecard.json, .md and .png (with --builtin: "
-                         "scorecard-builtin-<tier>.*; default: scorecard/)")
+                         "scorecard-builtin-<tier>.*; default: scorecard/, and with --check "
+                         "the checkout's claims/gallery)")
     sc.add_argument("--workers", type=int, default=None,
                     help="training processes, >= 1 (default: one per core on the CPU, one on a "
                          "GPU); with 1 it trains here, on one thread")
@@ -143,7 +144,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                     help="list the runs it needs, cached or with their estimated cost")
     sc.add_argument("--check", action="store_true",
                     help="with --builtin: train nothing, write nothing; exit 1 if the committed "
-                         "built-in scorecard of --tier (claims/gallery) is not what --builtin "
+                         "built-in scorecard of --tier (in --out) is not what --builtin "
                          "makes of this checkout (its training code, runs and rules)")
     return parser.parse_args(argv)
 
@@ -160,10 +161,13 @@ def score(args: argparse.Namespace) -> str:
         if not args.builtin:
             raise UsageError("scorecard --check: checks the committed built-in scorecard; add "
                              "--builtin (and --tier)")
-        if why := scorecard.stale(args.tier):
+        folder = args.out or scorecard.GALLERY
+        if why := scorecard.stale(args.tier, folder):
             raise StaleError(f"{why}: run python -m normsys scorecard --builtin --tier "
-                             f"{args.tier} --out claims/gallery, and commit what it writes")
-        return f"{scorecard.builtin_json(args.tier)}: up to date"
+                             f"{args.tier} --out {args.out or 'claims/gallery'}, and commit what "
+                             f"it writes")
+        return f"{scorecard.builtin_json(args.tier, folder)}: up to date"
+    args.out = args.out or Path("scorecard")
     if args.name and len(args.name) != len(args.norms):
         raise UsageError(f"scorecard: {len(args.name)} --name for {len(args.norms)} norms")
     if TIERS[args.tier].gpu and not torch.cuda.is_available() and not args.allow_cpu_paper \

@@ -1326,10 +1326,16 @@ def test_a_run_that_fails_later_loses_no_column_already_judged(monkeypatch, tmp_
 
 def test_check_says_whether_the_committed_builtin_scorecard_is_up_to_date(monkeypatch, capsys):
     """`scorecard --builtin --check`: exit 0 and "up to date", or exit 1 with why and the command
-    that makes it again; without --builtin, a usage error."""
-    monkeypatch.setattr(scorecard, "stale", lambda tier: "" if tier == "cpu" else "no such file")
+    that makes it again; --out names the folder it checks (the checkout's gallery unless told);
+    without --builtin, a usage error."""
+    seen = []
+    monkeypatch.setattr(scorecard, "stale", lambda tier, folder: seen.append(folder) or (
+        "" if tier == "cpu" else "no such file"))
     assert main(["scorecard", "--builtin", "--check"]) == 0
     assert capsys.readouterr().out.endswith("scorecard-builtin-cpu.json: up to date\n")
+    assert main(["scorecard", "--builtin", "--check", "--out", "elsewhere"]) == 0
+    assert capsys.readouterr().out == "elsewhere/scorecard-builtin-cpu.json: up to date\n"
+    assert seen == [scorecard.GALLERY, Path("elsewhere")]
     assert main(["scorecard", "--builtin", "--check", "--tier", "paper"]) == 1
     assert capsys.readouterr().err == (
         "stale: no such file: run python -m normsys scorecard --builtin --tier paper --out "
