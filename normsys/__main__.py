@@ -149,25 +149,23 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def score(args: argparse.Namespace) -> str:
-    """The scorecard of the norms given (or of the built-in kinds): checked, planned, trained,
-    judged and written, or with --dry-run what it would train."""
-    if args.norms and args.builtin:
-        raise UsageError(f"scorecard: --builtin scores the built-in kinds alone; drop it to score "
-                         f"{', '.join(args.norms)} beside them")
-    if not args.norms and not args.builtin:
-        raise UsageError("scorecard: give a norm (e.g. mynorm.py:MyNorm) or --builtin")
-    if args.check:
-        if not args.builtin:
-            raise UsageError("scorecard --check: checks the committed built-in scorecard; add "
-                             "--builtin (and --tier)")
-        folder = args.out or scorecard.GALLERY
-        if why := scorecard.stale(args.tier, folder):
-            raise StaleError(f"{why}: run python -m normsys scorecard --builtin --tier "
-                             f"{args.tier} --out {args.out or 'claims/gallery'}, and commit what "
-                             f"it writes")
-        return f"{scorecard.builtin_json(args.tier, folder)}: up to date"
-    args.out = args.out or Path("scorecard")
+def check_builtin(args: argparse.Namespace) -> str:
+    """scorecard --builtin --check: whether the committed built-in scorecard in --out (the
+    checkout's gallery unless told) is what --builtin makes of this code; StaleError where not."""
+    if not args.builtin:
+        raise UsageError("scorecard --check: checks the committed built-in scorecard; add "
+                         "--builtin (and --tier)")
+    folder = args.out or scorecard.GALLERY
+    if why := scorecard.stale(args.tier, folder):
+        raise StaleError(f"{why}: run python -m normsys scorecard --builtin --tier "
+                         f"{args.tier} --out {args.out or 'claims/gallery'}, and commit what "
+                         f"it writes")
+    return f"{scorecard.builtin_json(args.tier, folder)}: up to date"
+
+
+def check_score_args(args: argparse.Namespace) -> None:
+    """The scorecard's options checked before anything loads or trains (UsageError: what was
+    wrong and what is accepted)."""
     if args.name and len(args.name) != len(args.norms):
         raise UsageError(f"scorecard: {len(args.name)} --name for {len(args.norms)} norms")
     if TIERS[args.tier].gpu and not torch.cuda.is_available() and not args.allow_cpu_paper \
@@ -187,6 +185,20 @@ def score(args: argparse.Namespace) -> str:
         raise UsageError(f"--threads {args.threads}: give 1 or more torch threads")
     if args.out.exists() and not args.out.is_dir():
         raise UsageError(f"--out {args.out}: is a file; give a folder")
+
+
+def score(args: argparse.Namespace) -> str:
+    """The scorecard of the norms given (or of the built-in kinds): checked, planned, trained,
+    judged and written, or with --dry-run what it would train."""
+    if args.norms and args.builtin:
+        raise UsageError(f"scorecard: --builtin scores the built-in kinds alone; drop it to score "
+                         f"{', '.join(args.norms)} beside them")
+    if not args.norms and not args.builtin:
+        raise UsageError("scorecard: give a norm (e.g. mynorm.py:MyNorm) or --builtin")
+    if args.check:
+        return check_builtin(args)
+    args.out = args.out or Path("scorecard")
+    check_score_args(args)
     specs = list(zip(args.norms, args.name or [""] * len(args.norms), strict=True))
     names = [usernorm.load(spec, name) for spec, name in specs]
     specs = [(spec, name) for (spec, _), name in zip(specs, names, strict=True)]
