@@ -232,7 +232,7 @@ def score(args: argparse.Namespace) -> str:
         failure loses no finished judgement. A folder that stops taking files (a full disk)
         stops no training: the last failure to write is said at the end."""
         ready = scorecard.complete(plan, records)
-        table = scorecard.cells(plan, records, ready, reach)
+        table = scorecard.cells(plan, records, ready, reach, scorecard.PROPERTIES)
         prov = {**scorecard.provenance(args.tier, specs, list(records.values())), "read": read}
         written[:] = ready
         try:

@@ -12,7 +12,9 @@ with its interval, so a new layer's row reads like the built-in ones:
     python -m normsys scorecard --builtin              # the built-in kinds alone
 
 Runs come from the run cache (normsys.claims.runs), so built-in rows a claims session trained cost
-nothing; the others train in worker processes, one per core on the CPU.
+nothing; the others train in worker processes, one per core on the CPU. After the statistics, a
+``Property`` column asks the layer itself something exact that needs no training (``PROPERTIES``:
+batch invariance), holding or failing for every row.
 """
 
 from __future__ import annotations
@@ -137,9 +139,9 @@ def stale(tier: str, folder: Path | None = None) -> str:
     """Why the committed built-in scorecard of ``tier`` is not what ``scorecard --builtin`` would
     make of this checkout: other training code (a user's scorecard would then train every
     built-in row again), other runs behind a cell, another rule, cells no longer (or not yet)
-    made, or a cell that its committed readings decide otherwise (another interval level); ''
-    where it is. The numeric environment is not judged here: it decides only where the
-    committed cells can be read (``committed``)."""
+    made, or a cell that its committed readings decide otherwise (another interval level), or
+    a property cell that the layer does not give now; '' where it is. The numeric environment
+    is not judged here: it decides only where the committed cells can be read (``committed``)."""
     path = builtin_json(tier, folder)
     if not path.is_file():
         return f"there is no {path.name}"
@@ -173,6 +175,13 @@ def stale(tier: str, folder: Path | None = None) -> str:
         return f"{path.name}: {len(decided)} cells decided otherwise by this code from their " \
                f"readings (the interval's level, the rule's decision), e.g. {decided[0][1]} on " \
                f"{decided[0][0]}"
+    # a property's cells checked again on the layers themselves (seconds)
+    moved = [(prop.name, norm) for prop in PROPERTIES for norm in BUILTIN_ROWS
+             if json.dumps(body["norms"].get(norm, {}).get(prop.name))
+             != json.dumps(again[norm][prop.name])]  # as JSON text: NaN equals NaN
+    if moved:
+        return f"{path.name}: {len(moved)} property cells not what the layers give now, e.g. " \
+               f"{moved[0][1]} on {moved[0][0]}"
     return ""
 
 
@@ -282,6 +291,36 @@ def batch_variance(factory, d: int = 64, seed: int = 0) -> str:
         if refused:
             return refused
     return ""
+
+
+@dataclass(frozen=True)
+class Property:
+    """A column of what a norm layer is, checked on the layer itself without training: ``check``
+    (its factory -> '' where the property holds, else how it fails) decides the cell exactly,
+    supported or refuted, on this machine's kernels."""
+
+    name: str
+    words: str
+    rule: str  # what holding it means, as the column's rule
+    check: Callable[[Callable], str]
+
+
+PROPERTIES = (Property("batch_invariance", "a row alike in any batch",
+                       f"a row's output bit-identical in batches of "
+                       f"{', '.join(map(str, BATCH_SIZES))}", batch_variance),)
+
+
+def properties(table: dict) -> list[Property]:
+    """The property columns ``table`` holds (what ``cells`` made)."""
+    return [p for p in PROPERTIES if any(p.name in row for row in table.values())]
+
+
+def property_cell(prop: Property, norm: str, tier: str) -> Verdict:
+    """``prop`` of the kind ``norm`` (the registry's layer): supported where it holds, refuted
+    with how it fails where not."""
+    why = prop.check(NORMS[norm].build)
+    return Verdict(verdict=REFUTED if why else SUPPORTED, rule=prop.rule, reason=why or prop.rule,
+                   tier=tier, statistic=prop.name, evidence={"property": why or "holds"})
 
 
 def estimate(p: Plan, runs: Runs, threads: int | None = None
@@ -433,14 +472,16 @@ WAIT_FOREVER = 30 * 24 * 3600.0  # seconds
 
 
 def cells(p: Plan, records: dict[RunConfig, RunRecord], statistics: Columns = None,
-          reach: dict[str, tuple[float, float]] | None = None) -> dict[str, dict[str, Verdict]]:
+          reach: dict[str, tuple[float, float]] | None = None,
+          props: Sequence[Property] | None = None) -> dict[str, dict[str, Verdict]]:
     """{norm: {statistic: its Verdict}}, decided as the statistic's claim decides, with the
     seeds whose runs diverged, the kind's own per-seed readings (``reads``: what a later
     scorecard pairs with) and the runs they came from as its evidence; ``n/a`` where the
     experiment does not take the kind. A kind that is not built in whose mean lies outside
     ``reach[statistic]`` (what the built-in kinds reach, ``builtin_reach``) is ``out of range``
     (the rule's verdict kept as ``rule_verdict``): a value no working norm gives is a finding to
-    look at, not a verdict to trust."""
+    look at, not a verdict to trust. Then each of ``props``, checked on every row's layer (None:
+    every property with every statistic, none with statistics chosen)."""
     judged = {s.name for s in columns(statistics)}
     made = {key: seeds for key, seeds in p.cells.items()
             if key not in p.known and key[0] in judged}
@@ -475,12 +516,15 @@ def cells(p: Plan, records: dict[RunConfig, RunRecord], statistics: Columns = No
                 evidence.update(out_of_range=list(span), rule_verdict=d.verdict)
                 d = replace(d, verdict=OUT_OF_RANGE)
             row[stat.name] = replace(d, evidence=evidence, **named)
+        row.update({prop.name: property_cell(prop, norm, p.tier) for prop in (
+            (PROPERTIES if statistics is None else ()) if props is None else props)})
     return table
 
 
 def as_json(table: dict[str, dict[str, Verdict]], statistics: Columns = None) -> dict:
     """The table as the scorecard's JSON keeps it: {norm: {statistic: cell}}."""
     rules = {s.name: s.rule_of for s in columns(statistics)}
+    rules.update({prop.name: lambda norm, rule=prop.rule: rule for prop in properties(table)})
     return {norm: {name: cell_json(cell, rules[name](norm)) for name, cell in row.items()}
             for norm, row in table.items()}
 
@@ -498,7 +542,7 @@ def of_json(norms: dict) -> dict[str, dict[str, Verdict]]:
 
 
 # a cell's evidence, beside its verdict and interval
-EVIDENCE = ("diverged", "failed", "reads", "runs", "out_of_range", "rule_verdict")
+EVIDENCE = ("diverged", "failed", "reads", "runs", "out_of_range", "rule_verdict", "property")
 
 
 def cell_json(cell: Verdict, rule: Rule) -> dict:
@@ -579,6 +623,8 @@ MARK = {SUPPORTED: "+", REFUTED: "x", INCONCLUSIVE: "?", NA: ""}
 def cell_text(cell: Verdict) -> str:
     if cell.verdict == NA:
         return NA
+    if "property" in cell.evidence:
+        return f"{'holds' if cell.verdict == SUPPORTED else 'fails'} {MARK[cell.verdict]}"
     if failed := cell.evidence.get("failed"):
         return f"failed ({len(failed)} of {len(cell.values)} seeds)"
     if diverged := cell.evidence.get("diverged"):
@@ -592,13 +638,19 @@ def interval_text(cell: Verdict, sep: str = " ") -> str:
     """The cell's text and, for a value over seeds, its interval (at LEVEL, as its claim decides
     one look): ``0.806 ? [0.79, 0.82]``."""
     text = cell_text(cell)
-    if cell.verdict != NA and not cell.evidence.get("diverged") and not cell.evidence.get("failed"):
+    if cell.verdict != NA and not {"diverged", "failed", "property"} & {
+            k for k, v in cell.evidence.items() if v}:
         text = f"{text}{sep}[{cell.low:.3g}, {cell.high:.3g}]"
     return text
 
 
+def column_names(table: dict, statistics: Columns) -> list[str]:
+    """The columns in order: the statistics', then the properties' the table holds."""
+    return [s.name for s in columns(statistics)] + [p.name for p in properties(table)]
+
+
 def as_text(table: dict, statistics: Columns = None) -> str:
-    names = [s.name for s in columns(statistics)]
+    names = column_names(table, statistics)
     width = max(len(n) for n in table) + 2
     cols = [max(len(n), 10, *(len(cell_text(row[n])) for row in table.values())) + 2
             for n in names]  # the widest cell: "1.55 out of range" never runs into the next
@@ -606,13 +658,15 @@ def as_text(table: dict, statistics: Columns = None) -> str:
     for norm, row in table.items():
         lines.append(norm.ljust(width) + "".join(cell_text(row[n]).ljust(c)
                                                  for n, c in zip(names, cols, strict=True)))
-    return "\n".join(lines + ["", legend(statistics)])
+    return "\n".join(lines + ["", legend(statistics, properties(table))])
 
 
-def legend(statistics: Columns = None) -> str:
+def legend(statistics: Columns = None, props: Sequence[Property] = ()) -> str:
     rows = [f"  {s.name}: {s.rule_of('N')}  (claim {s.claim}, {len(s.seeds(DEFAULT))} seeds at the "
             f"CPU tier)"
             for s in columns(statistics)]
+    rows += [f"  {p.name}: {p.rule}  (the layer itself, in training mode, on this machine's kernels: "
+             f"holds or fails exactly)" for p in props]
     return (f"mean over seeds [{100 * LEVEL:.4g}% t-interval, where shown]; + supported, "
             "x refuted, ? inconclusive (the interval against the claim's rule, N = the row's "
             "norm):\n"
@@ -620,13 +674,16 @@ def legend(statistics: Columns = None) -> str:
 
 
 def as_markdown(table: dict, statistics: Columns = None) -> str:
-    names = [s.name for s in columns(statistics)]
-    lines = ["| norm | " + " | ".join(f"{s.name} ({s.words})" if s.words else s.name
-                                      for s in columns(statistics)) + " |",
+    names = column_names(table, statistics)
+    lines = ["| norm | " + " | ".join([f"{s.name} ({s.words})" if s.words else s.name
+                                       for s in columns(statistics)]
+                                      + [f"{p.name} ({p.words})" for p in properties(table)])
+             + " |",
              "|---" * (len(names) + 1) + "|"]
     lines += [f"| {norm} | " + " | ".join(interval_text(row[n]) for n in names) + " |"
               for norm, row in table.items()]
-    return "\n".join(lines) + "\n\n" + legend(statistics).replace("\n  ", "\n- ") + "\n"
+    return "\n".join(lines) + "\n\n" + legend(statistics, properties(table)).replace("\n  ", "\n- ") \
+        + "\n"
 
 
 COLOURS = {"reference": "#ececec", NA: "#f7f7f7", REFUTED: "#e8a0a0",
@@ -651,8 +708,9 @@ def draw(fig, table: dict, statistics: Columns = None, subjects: set[str] | None
 
     subjects = set(table) if subjects is None else subjects
     norms = [n for n in table if n in subjects] + [n for n in table if n not in subjects]
-    statistics = columns(statistics)
-    names, shades = [s.name for s in statistics], list(COLOURS)
+    names, shades = column_names(table, statistics), list(COLOURS)
+    ticks = [f"{st.words}\n{textwrap.fill(str(st.rule_of('N')), 24)}" for st in columns(statistics)]
+    ticks += [f"{p.words}\n{textwrap.fill(p.rule, 24)}" for p in properties(table)]
     grid = [[shades.index(shade(table[n][s], n in subjects)) for s in names] for n in norms]
     ax = fig.subplots()
     fig.set_size_inches(1.9 * len(names) + 2, 0.62 * len(norms) + 2.4)
@@ -661,8 +719,7 @@ def draw(fig, table: dict, statistics: Columns = None, subjects: set[str] | None
     for i, n in enumerate(norms):
         for j, s in enumerate(names):
             ax.text(j, i, interval_text(table[n][s], "\n"), ha="center", va="center", fontsize=7)
-    ax.set_xticks(range(len(names)), [f"{st.words}\n{textwrap.fill(str(st.rule_of('N')), 24)}"
-                                      for st in statistics], rotation=0, fontsize=7)
+    ax.set_xticks(range(len(names)), ticks, rotation=0, fontsize=7)
     ax.xaxis.tick_top()
     ax.set_yticks(range(len(norms)), [n if n in subjects else f"{n} (reference)" for n in norms])
     legend = ", ".join(f"{name}" for name in ("green supported", "red refuted",

@@ -1015,6 +1015,38 @@ def test_the_table_in_text_and_markdown_and_the_legend():
     assert scorecard.cell_text(Verdict(verdict="inconclusive", mean=1234.5)) == "1.23e+03 ?"
 
 
+class BatchCentred(nn.Module):
+    """A norm that reads the batch: each feature less its mean over the batch's rows, then
+    LayerNorm's scaling (a per-row norm with one line of batch statistics added)."""
+
+    def forward(self, x):
+        x = x - x.mean(dim=0, keepdim=True)
+        return x / x.pow(2).mean(-1, keepdim=True).add(1e-5).sqrt()
+
+
+def test_the_batch_invariance_column_fails_a_norm_that_reads_the_batch(tmp_path):
+    """Every row of a full scorecard gets the property cells, decided on the layer itself with
+    no run: LayerNorm's row holds, a norm that reads its batch fails, with by how much; the
+    column is shown as it is in the text, the page and the JSON read back."""
+    from normsys.training import norms
+
+    norms.register("centred", lambda d: BatchCentred())
+    plan = scorecard.plan(["centred", "layernorm"], statistics=[])
+    table = scorecard.cells(plan, {}, [], props=scorecard.PROPERTIES)
+    held, failed = table["layernorm"]["batch_invariance"], table["centred"]["batch_invariance"]
+    assert (held.verdict, failed.verdict) == ("supported", "refuted")
+    assert failed.reason.startswith("a row's output moves by up to") and held.values == ()
+    text = scorecard.as_text(table, [])
+    assert text.splitlines()[1].startswith("centred    fails x") and "holds +" in text
+    assert "batch_invariance: a row's output bit-identical in batches of 1, 7, 64" in text
+    md = scorecard.as_markdown(table, [])
+    assert md.startswith("| norm | batch_invariance (a row alike in any batch) |\n|---|---|\n"
+                         "| centred | fails x |\n| layernorm | holds + |\n")
+    again = scorecard.of_json(scorecard.as_json(table, []))
+    assert scorecard.as_text(again, []) == text
+    assert scorecard.cells(plan, {}, []) == {"centred": {}, "layernorm": {}}  # chosen: none
+
+
 def test_the_written_files_and_the_figure(tmp_path):
     _, table = judged()
     prov = {"tier": "cpu", "device": "cpu", "commit": "0123456789abcdef"}
@@ -1318,7 +1350,8 @@ def test_a_run_that_fails_later_loses_no_column_already_judged(monkeypatch, tmp_
     assert capsys.readouterr().err.endswith("error: a later run failed\n")
     # --builtin writes the files under the names the gallery holds them by
     saved = json.loads((tmp_path / "out" / "scorecard-builtin-cpu.json").read_text())
-    assert list(saved["norms"]["layernorm"]) == ["level"]  # judged, kept; "later" never was
+    # judged, kept; "later" never was (the layer's own properties need no run)
+    assert list(saved["norms"]["layernorm"]) == ["level", "batch_invariance"]
     assert saved["norms"]["layernorm"]["level"]["verdict"] in ("supported", "refuted",
                                                                "inconclusive")
     assert "| layernorm |" in (tmp_path / "out" / "scorecard-builtin-cpu.md").read_text()
@@ -1354,7 +1387,7 @@ def test_one_worker_trains_here_on_one_thread(monkeypatch, tmp_path):
         return {}
 
     monkeypatch.setattr(scorecard, "fetch", fetch)
-    monkeypatch.setattr(scorecard, "cells", lambda plan, records, ready, reach: {})
+    monkeypatch.setattr(scorecard, "cells", lambda plan, records, ready, reach, props: {})
     monkeypatch.setattr(scorecard, "write", lambda out, table, prov, ready, subjects, name: [])
     monkeypatch.setattr(scorecard, "as_text", lambda table: "")
     threads = torch.get_num_threads()
