@@ -11,12 +11,10 @@ import torch
 
 from normsys.claims.testing import alike_on_disjoint_seeds, unread_seeds
 from normsys.claims.verdict import REFUTED, SUPPORTED
-from normsys.declarations.attention_logits import (
-    BOUNDS_LOGITS,
-    LOWERS_SENSITIVITY,
-    largest_logit,
-)
+from normsys.declarations.attention_logits import QK_LOGIT_BOUND, QK_LR_SENSITIVITY, largest_logit
 from normsys.training.record import trained_model
+
+BOUNDS_LOGITS, LOWERS_SENSITIVITY = QK_LOGIT_BOUND.declaration, QK_LR_SENSITIVITY.declaration
 
 
 @pytest.mark.control(BOUNDS_LOGITS.id)

@@ -185,11 +185,18 @@ def stale(tier: str, folder: Path | None = None) -> str:
     return ""
 
 
+def layernorm_twin(cfg: RunConfig) -> RunConfig:
+    """``cfg`` with LayerNorm in every norm's place (the model's, and its queries' and keys'
+    where it has one)."""
+    qk = {"model.qk_norm": "layernorm"} if cfg.model.qk_norm != "none" else {}
+    return cfg.override(**{"model.norm": "layernorm", **qk})
+
+
 def norm_inputs(cfg: RunConfig, runs: Runs) -> list[tuple[int, ...]]:
     """The shapes the norms of ``cfg``'s model take, read from the model itself: two examples of
     its data through it with LayerNorm in the norms' places, on the meta device (shapes only, no
     memory), each shape with a batch of 4."""
-    probe = cfg.override(**{"model.norm": "layernorm"})
+    probe = layernorm_twin(cfg)
     x, _ = runs.task_of(probe).probe_batch(probe)
     layernorm = type(NORMS["layernorm"].build(4))
     return list(dict.fromkeys((4, *shape[1:]) for _, shape in meta_inputs(probe, x, layernorm)))
@@ -338,7 +345,7 @@ def estimate(p: Plan, runs: Runs, threads: int | None = None
         if lookup(cfg, digest, environment) is not None:
             rows.append((cfg, "cached"))
             continue
-        twin_cfg = cfg.override(**{"model.norm": "layernorm"})
+        twin_cfg = layernorm_twin(cfg)
         recorded = run_seconds(cfg) or run_seconds(twin_cfg)
         twin = None if recorded else lookup(twin_cfg, digest, environment)
         if recorded is not None:

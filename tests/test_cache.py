@@ -694,6 +694,12 @@ def test_the_key_is_the_fingerprint_data_code_norm_and_version_in_that_form():
         source = cache.NORMS["halved-ln-key"].source
         assert source and run_key(mine) == \
             f"{mine.fingerprint()}-c{code}-n{source}-e{env}-v{__version__}"
+        # a kind on the queries and keys keys the run by its source too, once where it is both
+        qk = preset("char_gpt", **{"model.qk_norm": "halved-ln-key"})
+        qk_env = cache.environment_digest(run_environment(qk))
+        assert run_key(qk).endswith(f"-c{code}-n{source}-e{qk_env}-v{__version__}")
+        both = qk.override(**{"model.norm": "halved-ln-key"})
+        assert f"-n{source}-e" in run_key(both) and run_key(both).count("-n") == 1
     finally:
         del cache.NORMS["halved-ln-key"]
 

@@ -243,6 +243,26 @@ def test_a_statistic_declares_its_arms_in_the_order_its_pairing_subtracts(pairin
         {a.norm for a in itself.arms.values()} == {"none"}
 
 
+def test_a_statistic_puts_each_kind_in_the_setting_it_names_and_its_claim_names_its_own_arm():
+    """field="model.qk_norm": each kind N goes on the queries and keys, the model's own norm as
+    the arm has it; the claim's own kind keeps the arm name its rule was written with, every
+    other kind's arm is named by its kind; the verdict reads each arm's values by that setting."""
+    gpt = Arm("char_gpt", {"model.norm": "rmsnorm", "model.d": 32})
+    stat = Statistic("qk", "c-qk", Rule("v", ">", 0.0), gpt, metric("v"), versus="none",
+                     pairing="versus - own", versus_arm="plain", claim_arm="qk-norm",
+                     field="model.qk_norm", reads_diverged=True)
+    exp = stat.declaration.experiment
+    assert list(exp.arms) == ["plain", "qk-norm"] and exp.reads_diverged
+    assert [(a.value_of("model.qk_norm"), a.norm) for a in exp.arms.values()] == [
+        ("none", "rmsnorm"), ("layernorm", "rmsnorm")]
+    assert [c.model.qk_norm for a in exp.arms.values() for c in a(0)] == ["none", "layernorm"]
+    assert list(stat.experiment("l2").arms) == ["plain", "l2"]
+    assert str(stat.rule_of("N")) == "v(plain) - v(N) > 0"
+    values = {"none": [1.0, 1.1, 1.2], "l2": [0.2, 0.3, 0.25]}
+    assert stat.verdict("l2", values.__getitem__).values == pytest.approx((0.8, 0.8, 0.95))
+    assert Arm("char_gpt").value_of("model.qk_norm") == "none"  # the preset's
+
+
 def test_every_claim_that_trains_declares_its_experiment():
     """A claim test that takes the ``run`` or ``runs`` fixture trains (or fetches) runs: what it
     trains and reads is its declaration's experiment, which decides it."""

@@ -179,11 +179,13 @@ def user_file(tmp_path, monkeypatch):
     ("Poisoned", "{spec}: gives non-finite outputs"),
     ("LayerNorm", "'layernorm' is a built-in kind"),
     ("Missing", "has no attribute 'Missing'"),
-    ("Float64", "float64: on the encoder family's (4, 64, 64) float32 input: returns torch.float64 "
+    # the char GPT's first: the qk-norm columns come first (declarations by module name)
+    ("Float64", "float64: on the char_gpt family's (4, 64, 64) float32 input: returns torch.float64 "
                 "for a torch.float32 input; the next layer takes torch.float32"),
-    ("ThreeD", "threed: on the tanh_mlp family's (4, 64) float32 input: its forward pass failed: "
-               "ValueError: not enough values to unpack"),
-    ("Constant", "constant: on the encoder family's (4, 64, 64) float32 input: passes no finite, "
+    # each head's queries and keys: (batch, heads, positions, d / heads)
+    ("ThreeD", "threed: on the char_gpt family's (4, 4, 64, 16) float32 input: its forward pass "
+               "failed: ValueError: too many values to unpack"),
+    ("Constant", "constant: on the char_gpt family's (4, 64, 64) float32 input: passes no finite, "
                  "non-zero gradient to its input (its output does not depend on it)"),
     ("TupleIn2D", "tuplein2d: on the tanh_mlp family's (4, 64) float32 input: maps it to tuple; a "
                   "norm must keep the shape (..., d)"),
@@ -191,10 +193,10 @@ def user_file(tmp_path, monkeypatch):
                    "(4, 63); a norm must keep the shape (..., d)"),
     ("NaNIn2D", "nanin2d: on the tanh_mlp family's (4, 64) float32 input: gives non-finite outputs "
                 "(NaN or inf)"),
-    ("DetachedInBF16", "detachedinbf16: on the encoder family's (4, 64, 64) bfloat16 input: passes "
+    ("DetachedInBF16", "detachedinbf16: on the char_gpt family's (4, 64, 64) bfloat16 input: passes "
                        "no finite, non-zero gradient to its input (its output does not depend on "
                        "it)"),
-    ("ComplexInBF16", "complexinbf16: on the encoder family's (4, 64, 64) bfloat16 input: its output "
+    ("ComplexInBF16", "complexinbf16: on the char_gpt family's (4, 64, 64) bfloat16 input: its output "
                       "does not feed the next layer: RuntimeError: "),
 ])
 def test_a_bad_norm_exits_2_naming_the_problem_before_anything_trains(user_file, tmp_path,
@@ -281,6 +283,7 @@ def check_paired_statistics_by_hand(plan, records, table):
     """Each paired statistic, recomputed from the runs as its claim writes it (which side is
     subtracted from which)."""
     from normsys.claims.experiments import weight_grad_profile
+    from normsys.declarations.attention_logits import lr_sensitivity, max_attention_logit
     from normsys.declarations.layernorm_deep_dive import init_scale_spread, unit_correlation
     from normsys.declarations.mean_field import input_over_output
     from normsys.training import diagnostics as dg
@@ -308,6 +311,11 @@ def check_paired_statistics_by_hand(plan, records, table):
             "init_robustness", "layernorm", "none", init_scale_spread)],
         ("grad_explosion_vs_ln", "none"): [x - ln for ln, x in pairs(
             "grad_explosion_vs_ln", "layernorm", "none", input_over_output)],
+        # the qk-norm's: the model without one (the none row) less the model with N on q and k
+        ("qk_logit_bound", "layernorm"): [plain - x for x, plain in pairs(
+            "qk_logit_bound", "layernorm", "none", max_attention_logit)],
+        ("qk_lr_sensitivity", "layernorm"): [plain - x for x, plain in pairs(
+            "qk_lr_sensitivity", "layernorm", "none", lr_sensitivity)],
     }
     assert {s.name for s in declarations.statistics() if s.versus} == {k for k, _ in by_hand}
     for (stat, norm), values in by_hand.items():
@@ -948,7 +956,8 @@ def test_each_statistic_is_declared_in_order_and_marks_its_claim_with_its_seeds(
     """The declared statistics come in the declarations' order, and the marker each makes for
     its claim carries the claim's own seeds."""
     found = declarations.statistics()
-    assert [s.name for s in found[:3]] == ["kappa_6", "min_rho", "test_acc_vs_ln"]  # module order
+    assert [s.name for s in found[:4]] == ["qk_logit_bound", "qk_lr_sensitivity", "kappa_6",
+                                           "min_rho"]  # module order: attention_logits first
     for stat in found:
         assert stat.mark.kwargs.get("seeds") == stat.own_seeds, stat.name
         assert stat.mark.kwargs["statistic"] is stat and stat.mark.args == (stat.claim,)

@@ -116,12 +116,13 @@ def environment_digest(environment: dict[str, str]) -> str:
 
 def run_key(config: RunConfig, data: str = "", environment: dict[str, str] | None = None) -> str:
     """The cache key: config fingerprint, data digest (when the run reads data), code digest
-    (with a registered norm kind's source digest, normsys.training.norms.register), the digest of
+    (with each registered norm kind's source digest, normsys.training.norms.register: the
+    model's norm and its queries' and keys'), the digest of
     the numeric environment the run trains in (``environment``; None: here, run_environment),
     version."""
     data_part = f"-{data[:16]}" if data else ""
-    kind = NORMS.get(config.model.norm)
-    norm_part = f"-n{kind.source}" if kind is not None and kind.source else ""
+    kinds = (NORMS.get(k) for k in dict.fromkeys((config.model.norm, config.model.qk_norm)))
+    norm_part = "".join(f"-n{kind.source}" for kind in kinds if kind is not None and kind.source)
     env = run_environment(config) if environment is None else environment
     return f"{config.fingerprint()}{data_part}-c{code_digest()}{norm_part}" \
            f"-e{environment_digest(env)}-v{__version__}"

@@ -85,7 +85,15 @@ class Arm:
     @property
     def norm(self) -> str:
         """The norm kind the arm trains (its ``model.norm``)."""
-        return self.settings.get("model.norm") or preset(self.preset).model.norm
+        return self.value_of("model.norm")
+
+    def value_of(self, name: str) -> Any:
+        """The value of the setting ``name`` (``model.qk_norm``) in the arm's runs: its own, or
+        its preset's."""
+        if name in self.settings:
+            return self.settings[name]
+        section, _, key = name.partition(".")
+        return getattr(getattr(preset(self.preset), section), key)
 
 
 def by_norm(arm: Arm, *norms: str) -> dict[str, Arm]:
@@ -359,7 +367,8 @@ PAIRINGS: dict[str, Callable[[float, float], float]] = {
 @dataclass(frozen=True)
 class Statistic:
     """A norm-generic claim, declared once in normsys.declarations: the runs of one seed (``arm``,
-    with norm kind N as its ``model.norm``), the per-seed value read from them
+    with norm kind N as its ``model.norm``, or as the setting ``field`` names: ``model.qk_norm``
+    for a claim about the norm on queries and keys), the per-seed value read from them
     (``value(records, variant)``), and the claim's rule for any norm kind N (``rule_of``: a
     ``rule`` on the value's name, ``kappa_6``, reads ``kappa_6(N)``). With ``versus``, the rule
     is on the per-seed pairing of N's value with the reference's (``pairing``, one of PAIRINGS),
@@ -385,6 +394,9 @@ class Statistic:
     excludes: frozenset[str] = frozenset()  # built-in kinds the experiment does not take
     source: str = ""
     statement: str = ""
+    field: str = "model.norm"  # the setting each kind N is put in
+    claim_arm: str = ""  # the claim's own kind's arm as the claim's rule names it, where not by kind
+    reads_diverged: bool = False  # as Experiment.reads_diverged
 
     def __post_init__(self):
         if bool(self.versus) != bool(self.pairing) or (self.pairing and
@@ -402,7 +414,13 @@ class Statistic:
         """The claim's rule for ``norm``, its statistic's sides named: ``kappa_6(norm)``, or the
         pairing with the reference, ``corr(none) - corr(norm)``; a statistic given in full is
         the same for every kind."""
-        return named(self.rule, self.pairing or "own", norm, self.versus_arm or self.versus)
+        return named(self.rule, self.pairing or "own", self.arm_name(norm),
+                     self.versus_arm or self.versus)
+
+    def arm_name(self, norm: str) -> str:
+        """The name of ``norm``'s arm: its kind, or for the claim's own kind the claim's name
+        for it (``claim_arm``)."""
+        return self.claim_arm if norm == self.claim_norm and self.claim_arm else norm
 
     def seeds(self, tier: str) -> list[int]:
         return list(range(tier_of(tier).first_look(self.own_seeds)))
@@ -412,22 +430,23 @@ class Statistic:
 
     def arm_of(self, norm: str) -> Arm:
         """The statistic's runs of ``norm``."""
-        return self.arm.changed({"model.norm": norm})
+        return self.arm.changed({self.field: norm})
 
     def experiment(self, norm: str) -> Experiment:
         """The claim's experiment with ``norm`` in place of its own kind: its arms in the order
         the pairing subtracts them. The reference kind itself (the scorecard's reference row) is
         paired with itself, its arms apart by name."""
-        own = self.arm_of(norm)
+        own, name = self.arm_of(norm), self.arm_name(norm)
+        read = {"reads_diverged": self.reads_diverged}
         if not self.versus:
-            return Experiment({norm: own}, self.value)
+            return Experiment({name: own}, self.value, **read)
         versus = (self.versus_arm or self.versus) if norm != self.versus else \
             f"{norm} (reference)"
         reference = self.arm_of(self.versus)
         if self.pairing == "versus - own":
-            return Experiment({versus: reference, norm: own}, self.value)
+            return Experiment({versus: reference, name: own}, self.value, **read)
         combine = None if self.pairing == "own - versus" else PAIRINGS[self.pairing]
-        return Experiment({norm: own, versus: reference}, self.value, combine)
+        return Experiment({name: own, versus: reference}, self.value, combine, **read)
 
     def declare(self, norm: str, claim: str, statement: str, source: str = "") -> Declaration:
         """Another claim this statistic makes: its rule and experiment for ``norm``."""
@@ -440,8 +459,8 @@ class Statistic:
         """The verdict for ``norm`` (any kind, the reference too) from each kind's per-seed
         values (``values(kind)``), decided as the claim decides."""
         exp = self.experiment(norm)
-        return decide(self.rule_of(norm), {name: values(arm.norm) for name, arm in exp.arms.items()},
-                      combine=exp.combine)
+        return decide(self.rule_of(norm), {name: values(arm.value_of(self.field))
+                                           for name, arm in exp.arms.items()}, combine=exp.combine)
 
     @property
     def declaration(self) -> Declaration:
