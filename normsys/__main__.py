@@ -313,9 +313,13 @@ def run_times(args: argparse.Namespace) -> str:
     cache = args.cache or cache_root()
     if cache is None:
         raise UsageError("run-times: NORMSYS_CACHE is off; give --cache DIR")
-    table = runtimes.measure(cache, args.tier)
+    controls = runtimes.controls_defined()
+    table = runtimes.measure(cache, args.tier, controls)
     path = runtimes.write(table)
-    return f"wrote {path}: {len(table['claims'])} claims"
+    _, gone = runtimes.indexes_of(cache, args.tier, controls)
+    return f"wrote {path}: {len(table['claims'])} claims" + "".join(
+        f"\nleft out {p}: a control's index whose test the claim files no longer define"
+        for p in gone)
 
 
 def written(args: argparse.Namespace, text: str) -> str:

@@ -288,14 +288,14 @@ def test_the_committed_run_times_name_only_claims_the_cpu_ledger_holds_and_contr
     from normsys.claims.items import control_index
 
     held = {cid for cid, r in ledger.records(runtimes.FOLDER / "ledger").items() if r.of("cpu")}
-    tests = {control_index(SimpleNamespace(path=path, name=name))
-             for path in runtimes.FOLDER.glob("test_*.py")
-             for name in re.findall(r"^def (test_control\w*)\(", path.read_text(), re.M)}
+    tests = runtimes.controls_defined()
+    assert {control_index(SimpleNamespace(path=path, name=name))  # as the plugin indexes them
+            for path in runtimes.FOLDER.glob("test_*.py")
+            for name in re.findall(r"^def (test_control\w*)\(", path.read_text(), re.M)} == set(tests)
     rows = set(runtimes.read("cpu")["claims"])
     controls = {row for row in rows if row.startswith("control-")}
     assert rows - controls <= held
-    assert {row for row in controls if row not in tests
-            and not any(row.startswith(f"{name}_") for name in tests)} == set()
+    assert {row for row in controls if runtimes.undefined(row, tests)} == set()
 
 
 def test_the_run_times_command_writes_the_table_or_says_what_is_missing(
@@ -303,7 +303,7 @@ def test_the_run_times_command_writes_the_table_or_says_what_is_missing(
     from normsys.__main__ import main
     from normsys.claims import runtimes
 
-    monkeypatch.setattr(runtimes, "FOLDER", tmp_path / "claims")
+    monkeypatch.setattr(runtimes, "FOLDER", tmp_path / "checkout")  # the table and claim files
     assert main(["run-times", "--cache", str(cache)]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"error: {cache}: no claim indexes of the cpu tier") and err.count("\n") == 1
@@ -311,8 +311,18 @@ def test_the_run_times_command_writes_the_table_or_says_what_is_missing(
         session.run(SEEDS[0])
     session.write_index("c-a", "cpu", fetched)
     assert main(["run-times"]) == 0  # the cache named by NORMSYS_CACHE
-    assert capsys.readouterr().out == f"wrote {tmp_path / 'claims' / 'run-times-cpu.json'}: 1 claims\n"
+    assert capsys.readouterr().out == f"wrote {tmp_path / 'checkout' / 'run-times-cpu.json'}: 1 claims\n"
     assert runtimes.read("cpu")["claims"]["c-a"]["runs"] == 1
+    # a control's index is kept while its test is defined (parametrized too), left out after
+    (tmp_path / "checkout" / "test_x.py").write_text("def test_control_kept(runs):\n    pass\n")
+    for name in ("control-test_x.test_control_kept_p1", "control-test_x.test_control_renamed"):
+        session.write_index(name, "cpu", fetched)
+    assert main(["run-times"]) == 0
+    gone = cache / "claims" / "control-test_x.test_control_renamed-cpu.json"
+    assert capsys.readouterr().out.endswith(
+        f"2 claims\nleft out {gone}: a control's index whose test the claim files no longer "
+        f"define\n")
+    assert set(runtimes.read("cpu")["claims"]) == {"c-a", "control-test_x.test_control_kept_p1"}
     monkeypatch.setenv("NORMSYS_CACHE", "off")
     assert main(["run-times"]) == 2
     assert capsys.readouterr().err == "error: run-times: NORMSYS_CACHE is off; give --cache DIR\n"

@@ -40,14 +40,39 @@ def table_path(tier: str, folder: Path | None = None) -> Path:
     return (folder or FOLDER) / f"run-times-{tier}.json"
 
 
-def measure(cache: Path, tier: str) -> dict:
-    """The tier's table from the claim indexes in the cache folder ``cache``: per claim id, its
-    runs, their seconds and the seconds of the runs no other claim reads. Runs never timed
-    (read from a cache that did not time them) count nothing and are counted apart."""
+def controls_defined(folder: Path | None = None) -> list[str]:
+    """The index names (``control-<claim file>.<test>``) of the negative controls the claim
+    files in ``folder`` define; a parametrized one's indexes start with its name and ``_``."""
+    return sorted(f"control-{path.stem}.{name}" for path in (folder or FOLDER).glob("test_*.py")
+                  for name in re.findall(r"^def (test_control\w*)\(", path.read_text(), re.M))
+
+
+def undefined(index: str, controls: list[str]) -> bool:
+    """Whether ``index`` is a control's that none of ``controls`` (controls_defined) is."""
+    return index.startswith("control-") and not any(
+        index == c or index.startswith(f"{c}_") for c in controls)
+
+
+def indexes_of(cache: Path, tier: str, controls: list[str] | None = None
+               ) -> tuple[list[Path], list[Path]]:
+    """The claim indexes of ``tier`` in the cache folder ``cache``, and those left out: with
+    ``controls`` (controls_defined), a control's index that none of them is (a test since
+    renamed or removed, whose index the cache keeps)."""
     indexes = sorted((cache / "claims").glob(f"*-{tier}.json"))
     if not indexes:
         raise ValueError(f"{cache}: no claim indexes of the {tier} tier (claims/*-{tier}.json); "
                          f"run the claims with NORMSYS_CACHE={cache} first")
+    gone = [p for p in indexes if controls is not None
+            and undefined(p.name.removesuffix(f"-{tier}.json"), controls)]
+    return [p for p in indexes if p not in gone], gone
+
+
+def measure(cache: Path, tier: str, controls: list[str] | None = None) -> dict:
+    """The tier's table from the claim indexes in the cache folder ``cache`` (``indexes_of``):
+    per claim id, its runs, their seconds and the seconds of the runs no other claim reads.
+    Runs never timed (read from a cache that did not time them) count nothing and are counted
+    apart."""
+    indexes, _ = indexes_of(cache, tier, controls)
     runs: dict[str, dict[str, float | None]] = {}
     fingerprints: dict[str, set[str]] = {}
     by_config: dict[str, float] = {}
