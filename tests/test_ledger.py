@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import pickle
 import re
 import subprocess
+import sys
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
@@ -474,6 +477,13 @@ def test_a_training_edit_that_changes_no_number_unrecords_nothing():
     assert ledger.noise(both, "cpu").measured and ledger.noise(both, "cpu").df == 3
     alone = ledger.recorded(record(old_here, there), entry((0.90, 0.92, 0.95), "> 0.5", code="new"))
     assert not ledger.noise(alone, "cpu").measured  # the seeds' own spread stands in
+    # a second environment's entry stamped with the code in force leaves the reference where
+    # that code already recorded it
+    ref = ledger.recorded(record(old_here, there), entry((0.90, 0.92, 0.94), "> 0.5", code="new"))
+    restamped = ledger.recorded(ref, entry((0.90, 0.92, 0.9400001), "> 0.5", device=INTEL,
+                                           code="new"))
+    assert restamped.entries[there.key].code == "new old"
+    assert restamped.reference == ref.reference == {"cpu": old_here.key}
 
 
 def test_another_environment_decided_under_other_settings_fails_against_the_reference():
@@ -1358,3 +1368,20 @@ def test_leaving_one_environment_out_judges_each_entry_in_force_against_the_othe
     assert any(a.startswith(f"`c-2` without {emulated}") for a in alarms)
     line = report.left_out_line({"c-1": close}, "cpu", "c0de")
     assert "3 folds, 0 alarm(s)." in line
+
+
+def test_the_differences_across_environments_come_in_an_order_of_their_own():
+    """The simulations draw from each claim's differences in the order ``differences`` gives
+    them: an all-of claim's seeds are keyed with their part's name, so an order taken from a set
+    would follow the process's string hashing and the page would change from run to run."""
+    seeds = [0, 1, 2]
+    parts = {f"{n} blocks": [0.3 + n / 100 + s / 10 for s in seeds] for n in (6, 12, 24)}
+    there = {p: [v + 1e-7 * (i + 1) for i, v in enumerate(vs)] for p, vs in parts.items()}
+    r = record(entry((0.36, 0.46, 0.56), "all of 3 (Holm): > 0.1", parts=parts),
+               entry((0.36, 0.46, 0.56), "all of 3 (Holm): > 0.1", parts=there, device=INTEL))
+    code = ("import pickle, sys; from normsys.claims import report; "
+            "print(report.differences(pickle.loads(sys.stdin.buffer.read()), 'cpu'))")
+    runs = [subprocess.run([sys.executable, "-c", code], input=pickle.dumps(r), capture_output=True,
+                           env={**os.environ, "PYTHONHASHSEED": str(h)}) for h in (1, 2, 3)]
+    assert all(run.returncode == 0 for run in runs), runs[0].stderr
+    assert len({run.stdout for run in runs}) == 1 and len(eval(runs[0].stdout)) == 9

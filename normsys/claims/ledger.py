@@ -315,6 +315,7 @@ def recorded(record: Record, fresh: Verdict, amend: str = "") -> Record:
                           f"({fresh.seed_plan}) would spend a fresh error budget on values already "
                           f"seen. Replicate on fresh seeds instead (--claims-seed-offset {after}), "
                           f"an entry judged on its own")
+    code = fresh.code  # the digest of the training code that computed it
     own = record.entries.get(fresh.key)
     if own is not None and own.full_rule == fresh.full_rule and not differing(own, fresh):
         # the same values from this code: the entry keeps the codes that computed them before
@@ -331,7 +332,7 @@ def recorded(record: Record, fresh: Verdict, amend: str = "") -> Record:
     after = Record(record.claim, {**record.entries, fresh.key: fresh}, dict(record.reference),
                    registered, amendments)
     old = record.entries.get(after.reference.get(fresh.tier, ""))
-    if fresh.seeds[:1] == (0,) and (old is None or not after.made_by(old, fresh.code) or
+    if fresh.seeds[:1] == (0,) and (old is None or not after.made_by(old, code) or
                                    old.full_rule != fresh.full_rule or old.key == fresh.key):
         after.reference[fresh.tier] = fresh.key
     return after

@@ -300,7 +300,10 @@ def differences(record: Record, tier: str) -> list[float]:
     for i, a in enumerate(keys):
         for b in keys[i + 1:]:
             if a[1] == b[1]:
-                out += [by_env[b][s] - by_env[a][s] for s in by_env[a].keys() & by_env[b].keys()
+                # in a fixed order: a seed's key of an all-of rule holds its part's name, and a
+                # set of those iterates in the order of the process's string hashing
+                out += [by_env[b][s] - by_env[a][s]
+                        for s in sorted(by_env[a].keys() & by_env[b].keys(), key=repr)
                         if math.isfinite(by_env[b][s] - by_env[a][s])]
     return out
 
