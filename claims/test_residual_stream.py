@@ -8,11 +8,11 @@ import pytest
 
 from normsys.claims.testing import alike_on_disjoint_seeds, unread_seeds
 from normsys.claims.verdict import REFUTED
-from normsys.declarations.residual_stream import (
-    PERI_FLATTENS,
-    PRELN_IS_PRERMS,
-    SCALING_UNDOES_IDENTITY,
-)
+from normsys.declarations import residual_stream
+from normsys.declarations.residual_stream import PRELN_IS_PRERMS
+
+PERI_FLATTENS = residual_stream.PERI_FLATTENS.declaration
+SCALING_UNDOES_IDENTITY = residual_stream.SCALING_UNDOES_IDENTITY.declaration
 
 
 @pytest.mark.control(PRELN_IS_PRERMS.id)

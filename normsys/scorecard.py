@@ -90,7 +90,7 @@ def plan(norms: list[str], tier: str = DEFAULT, statistics: Columns = None,
             needed = list(dict.fromkeys([*needed, stat.versus]))
         for norm in needed:
             cells[stat.name, norm] = [[shrink(c) if shrink else c
-                                       for c in stat.arm_of(norm)(seed, tier)]
+                                       for c in stat.runs_of(norm)(seed, tier)]
                                       for seed in stat.seeds(tier)]
     return Plan(tier, norms, cells)
 
@@ -604,7 +604,7 @@ def stat_value(name: str, records: list[RunRecord], statistics: Columns = None):
     """The statistic's value on one seed's records, read as its claim reads it
     (declaration.Experiment.read: NaN where a run diverged or the value is undefined)."""
     stat = next(s for s in columns(statistics) if s.name == name)
-    return stat.experiment(stat.claim_norm).read(records)
+    return stat.value_of(records)
 
 
 def provenance(tier: str, specs: list[tuple[str, str]],

@@ -244,13 +244,13 @@ def test_a_statistic_declares_its_arms_in_the_order_its_pairing_subtracts(pairin
 
 
 def test_a_statistic_puts_each_kind_in_the_setting_it_names_and_its_claim_names_its_own_arm():
-    """field="model.qk_norm": each kind N goes on the queries and keys, the model's own norm as
+    """setting="model.qk_norm": each kind N goes on the queries and keys, the model's own norm as
     the arm has it; the claim's own kind keeps the arm name its rule was written with, every
     other kind's arm is named by its kind; the verdict reads each arm's values by that setting."""
     gpt = Arm("char_gpt", {"model.norm": "rmsnorm", "model.d": 32})
     stat = Statistic("qk", "c-qk", Rule("v", ">", 0.0), gpt, metric("v"), versus="none",
                      pairing="versus - own", versus_arm="plain", claim_arm="qk-norm",
-                     field="model.qk_norm", reads_diverged=True)
+                     setting="model.qk_norm", reads_diverged=True)
     exp = stat.declaration.experiment
     assert list(exp.arms) == ["plain", "qk-norm"] and exp.reads_diverged
     assert [(a.value_of("model.qk_norm"), a.norm) for a in exp.arms.values()] == [
@@ -261,6 +261,32 @@ def test_a_statistic_puts_each_kind_in_the_setting_it_names_and_its_claim_names_
     values = {"none": [1.0, 1.1, 1.2], "l2": [0.2, 0.3, 0.25]}
     assert stat.verdict("l2", values.__getitem__).values == pytest.approx((0.8, 0.8, 0.95))
     assert Arm("char_gpt").value_of("model.qk_norm") == "none"  # the preset's
+
+
+def test_a_paired_statistic_pairs_each_kind_with_itself_under_other_settings():
+    """paired: N's cell is N's arm less the same arm of N with the paired settings, seed by seed;
+    the claim's own arms keep their names, a kind's runs are both arms', and its value is the
+    difference of the two readings; a paired arm needs its name and no reference kind."""
+    gpt = Arm("char_gpt", {"model.d": 32})
+    stat = Statistic("flat", "c-flat", Rule("v", ">", 0.5), gpt, metric("v"), claim_arm="pre",
+                     paired={"model.placement": "peri"}, paired_arm="peri")
+    exp = stat.declaration.experiment
+    assert list(exp.arms) == ["pre", "peri"] and exp.combine is None  # pre - peri
+    assert [c.model.placement for c in exp.arms["peri"](0)] == ["peri"]
+    assert [(c.model.norm, c.model.placement) for c in stat.runs_of("rmsnorm")(0)] == [
+        ("rmsnorm", "pre"), ("rmsnorm", "peri")]
+    assert str(stat.rule_of("N")) == "v(N) - v(peri) > 0.5"
+
+    class Run:
+        def __init__(self, v):
+            self.metrics, self.diverged = {"v": v}, False
+
+    assert stat.value_of([Run(2.0), Run(0.5)]) == 1.5
+    assert stat.verdict("rmsnorm", {"rmsnorm": [1.5, 1.6, 1.7]}.__getitem__).verdict == "supported"
+    for bad in ({"paired_arm": ""}, {"versus": "none", "pairing": "own - versus"}):
+        with pytest.raises(ValueError, match="a paired arm"):
+            Statistic("flat", "c-flat", Rule("v", ">", 0.5), gpt, metric("v"),
+                      **{"paired": {"model.placement": "peri"}, "paired_arm": "peri", **bad})
 
 
 def test_every_claim_that_trains_declares_its_experiment():

@@ -318,6 +318,16 @@ def check_paired_statistics_by_hand(plan, records, table):
             "qk_lr_sensitivity", "layernorm", "none", lr_sensitivity)],
     }
     assert {s.name for s in declarations.statistics() if s.versus} == {k for k, _ in by_hand}
+    # a kind paired with itself: its first run (Pre-LN) less its second (Peri-LN, depth-scaled)
+    from normsys.declarations.residual_stream import deep_block_cosine, variance_growth
+    paired = {("periln_flat_stream", "layernorm"): per_seed(
+                  "periln_flat_stream", "layernorm",
+                  lambda rs: variance_growth(rs[:1]) - variance_growth(rs[1:])),
+              ("depth_scaled_blocks", "layernorm"): per_seed(
+                  "depth_scaled_blocks", "layernorm",
+                  lambda rs: deep_block_cosine(rs[:1]) - deep_block_cosine(rs[1:]))}
+    assert {s.name for s in declarations.statistics() if s.paired} == {k for k, _ in paired}
+    by_hand |= paired
     for (stat, norm), values in by_hand.items():
         assert table[norm][stat].values == pytest.approx(values, abs=1e-12), stat
         assert any(v != 0 for v in values), stat  # the two sides differ: the order is tested

@@ -367,7 +367,7 @@ PAIRINGS: dict[str, Callable[[float, float], float]] = {
 @dataclass(frozen=True)
 class Statistic:
     """A norm-generic claim, declared once in normsys.declarations: the runs of one seed (``arm``,
-    with norm kind N as its ``model.norm``, or as the setting ``field`` names: ``model.qk_norm``
+    with norm kind N as its ``model.norm``, or as the setting ``setting`` names: ``model.qk_norm``
     for a claim about the norm on queries and keys), the per-seed value read from them
     (``value(records, variant)``), and the claim's rule for any norm kind N (``rule_of``: a
     ``rule`` on the value's name, ``kappa_6``, reads ``kappa_6(N)``). With ``versus``, the rule
@@ -394,9 +394,13 @@ class Statistic:
     excludes: frozenset[str] = frozenset()  # built-in kinds the experiment does not take
     source: str = ""
     statement: str = ""
-    field: str = "model.norm"  # the setting each kind N is put in
+    setting: str = "model.norm"  # the setting each kind N is put in
     claim_arm: str = ""  # the claim's own kind's arm as the claim's rule names it, where not by kind
     reads_diverged: bool = False  # as Experiment.reads_diverged
+    # a second arm of the same kind N, the arm with these settings changed, named ``paired_arm``:
+    # N's value is its arm's less this arm's, seed by seed (Pre-LN less Peri-LN, both with N)
+    paired: Mapping[str, Any] = field(default_factory=dict)
+    paired_arm: str = ""
 
     def __post_init__(self):
         if bool(self.versus) != bool(self.pairing) or (self.pairing and
@@ -404,6 +408,11 @@ class Statistic:
             raise ValueError(f"statistic {self.name}: a reference (versus={self.versus!r}) needs "
                              f"a pairing, one of {', '.join(map(repr, PAIRINGS))}; got "
                              f"pairing={self.pairing!r}")
+        if bool(self.paired) != bool(self.paired_arm) or (self.paired and (
+                self.versus or self.arm.each != ({},))):
+            raise ValueError(f"statistic {self.name}: a paired arm (paired={dict(self.paired)!r}) "
+                             f"needs its name (paired_arm), one run per seed in the arm, and no "
+                             f"reference kind (versus)")
         if self.versus and not VALUE_NAME.fullmatch(self.rule.statistic):
             raise ValueError(f"statistic {self.name}: its rule's statistic "
                              f"{self.rule.statistic!r} pairs each kind with {self.versus}: give "
@@ -414,6 +423,8 @@ class Statistic:
         """The claim's rule for ``norm``, its statistic's sides named: ``kappa_6(norm)``, or the
         pairing with the reference, ``corr(none) - corr(norm)``; a statistic given in full is
         the same for every kind."""
+        if self.paired:
+            return named(self.rule, "own - versus", self.arm_name(norm), self.paired_arm)
         return named(self.rule, self.pairing or "own", self.arm_name(norm),
                      self.versus_arm or self.versus)
 
@@ -430,7 +441,21 @@ class Statistic:
 
     def arm_of(self, norm: str) -> Arm:
         """The statistic's runs of ``norm``."""
-        return self.arm.changed({self.field: norm})
+        return self.arm.changed({self.setting: norm})
+
+    def runs_of(self, norm: str) -> Arm:
+        """Every run one seed of ``norm``'s cell takes: its arm's, then, for a paired statistic,
+        the paired arm's (one run each)."""
+        own = self.arm_of(norm)
+        return replace(own, each=({}, dict(self.paired))) if self.paired else own
+
+    def value_of(self, records: list, variant: str = "") -> Any:
+        """One seed's value of ``norm``'s cell from its runs (``runs_of``), read as the claim
+        reads them: for a paired statistic, its arm's value less the paired arm's."""
+        exp = self.experiment(self.claim_norm)
+        if not self.paired:
+            return exp.read(records, variant)
+        return exp.read(records[:1], variant) - exp.read(records[1:], variant)
 
     def experiment(self, norm: str) -> Experiment:
         """The claim's experiment with ``norm`` in place of its own kind: its arms in the order
@@ -438,6 +463,9 @@ class Statistic:
         paired with itself, its arms apart by name."""
         own, name = self.arm_of(norm), self.arm_name(norm)
         read = {"reads_diverged": self.reads_diverged}
+        if self.paired:
+            return Experiment({name: own, self.paired_arm: own.changed(self.paired)}, self.value,
+                              **read)
         if not self.versus:
             return Experiment({name: own}, self.value, **read)
         versus = (self.versus_arm or self.versus) if norm != self.versus else \
@@ -458,8 +486,10 @@ class Statistic:
     def verdict(self, norm: str, values: Callable[[str], list]) -> Verdict:
         """The verdict for ``norm`` (any kind, the reference too) from each kind's per-seed
         values (``values(kind)``), decided as the claim decides."""
+        if self.paired:  # each kind's values are its own pairs' already
+            return decide(self.rule_of(norm), values(norm))
         exp = self.experiment(norm)
-        return decide(self.rule_of(norm), {name: values(arm.value_of(self.field))
+        return decide(self.rule_of(norm), {name: values(arm.value_of(self.setting))
                                            for name, arm in exp.arms.items()}, combine=exp.combine)
 
     @property

@@ -75,7 +75,7 @@ NOT_CAUSAL = frozenset({"batchnorm"})
 QK_LOGIT_BOUND = Statistic(
     "qk_logit_bound", "wortsman-qknorm-bounds-attention-logits", Rule("log10 maxlogit", ">", 0.5),
     gpt("layernorm", **{"train.lr": HIGH_LR}), max_attention_logit, versus="none",
-    pairing="versus - own", versus_arm="plain", claim_arm="qk-norm", field="model.qk_norm",
+    pairing="versus - own", versus_arm="plain", claim_arm="qk-norm", setting="model.qk_norm",
     words="attention logits bounded by the qk-norm", excludes=NOT_CAUSAL, source=SOURCE,
     statement="At learning rate {train.lr}, the largest attention logit of a Pre-LN char GPT "
               "grows without qk-layernorm and stays bounded with it (maxlogit: the largest |q.k| "
@@ -101,7 +101,7 @@ QK_LR_SENSITIVITY = Statistic(
     Arm("char_gpt", gpt("layernorm").settings, tuple({"train.lr": lr} for lr in SWEEP),
         at=gpt("layernorm").at),
     lr_sensitivity, versus="none", pairing="versus - own", versus_arm="plain", claim_arm="qk-norm",
-    field="model.qk_norm", reads_diverged=True, words="learning-rate sensitivity lowered by the "
+    setting="model.qk_norm", reads_diverged=True, words="learning-rate sensitivity lowered by the "
     "qk-norm", excludes=NOT_CAUSAL, source=SOURCE,
     statement="qk-layernorm makes a Pre-LN char GPT's final loss less sensitive to the learning "
               "rate (sensitivity over learning rates 1e-3, 1e-2 and 1e-1: the mean of min(loss, "
