@@ -399,7 +399,7 @@ class Statistic:
     reads_diverged: bool = False  # as Experiment.reads_diverged
     # a second arm of the same kind N, the arm with these settings changed, named ``paired_arm``:
     # N's value is its arm's less this arm's, seed by seed (Pre-LN less Peri-LN, both with N)
-    paired: Mapping[str, Any] = field(default_factory=dict)
+    paired: Mapping[str, Any] = field(default_factory=dict, hash=False)
     paired_arm: str = ""
 
     def __post_init__(self):
