@@ -716,8 +716,9 @@ def draw(fig, table: dict, statistics: Columns = None, subjects: set[str] | None
     subjects = set(table) if subjects is None else subjects
     norms = [n for n in table if n in subjects] + [n for n in table if n not in subjects]
     names, shades = column_names(table, statistics), list(COLOURS)
-    ticks = [f"{st.words}\n{textwrap.fill(str(st.rule_of('N')), 24)}" for st in columns(statistics)]
-    ticks += [f"{p.words}\n{textwrap.fill(p.rule, 24)}" for p in properties(table)]
+    ticks = [f"{textwrap.fill(st.words, 24)}\n{textwrap.fill(str(st.rule_of('N')), 24)}"
+             for st in columns(statistics)]
+    ticks += [f"{textwrap.fill(p.words, 24)}\n{textwrap.fill(p.rule, 24)}" for p in properties(table)]
     grid = [[shades.index(shade(table[n][s], n in subjects)) for s in names] for n in norms]
     ax = fig.subplots()
     fig.set_size_inches(1.9 * len(names) + 2, 0.62 * len(norms) + 2.4)

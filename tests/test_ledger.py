@@ -1379,9 +1379,9 @@ def test_the_differences_across_environments_come_in_an_order_of_their_own():
     there = {p: [v + 1e-7 * (i + 1) for i, v in enumerate(vs)] for p, vs in parts.items()}
     r = record(entry((0.36, 0.46, 0.56), "all of 3 (Holm): > 0.1", parts=parts),
                entry((0.36, 0.46, 0.56), "all of 3 (Holm): > 0.1", parts=there, device=INTEL))
-    code = ("import pickle, sys; from normsys.claims import report; "
-            "print(report.differences(pickle.loads(sys.stdin.buffer.read()), 'cpu'))")
+    code = ("import json, pickle, sys; from normsys.claims import report; "
+            "print(json.dumps(report.differences(pickle.loads(sys.stdin.buffer.read()), 'cpu')))")
     runs = [subprocess.run([sys.executable, "-c", code], input=pickle.dumps(r), capture_output=True,
                            env={**os.environ, "PYTHONHASHSEED": str(h)}) for h in (1, 2, 3)]
     assert all(run.returncode == 0 for run in runs), runs[0].stderr
-    assert len({run.stdout for run in runs}) == 1 and len(eval(runs[0].stdout)) == 9
+    assert len({run.stdout for run in runs}) == 1 and len(json.loads(runs[0].stdout)) == 9

@@ -17,6 +17,7 @@ import math
 import torch
 
 from normsys.claims.declaration import Arm, Statistic
+from normsys.claims.experiments import SEQUENCES
 from normsys.claims.verdict import Rule
 from normsys.declarations.ln_jacobian import fresh_lm_batch
 from normsys.training.record import INIT_LOSS, VAL_LOSS, trained_model
@@ -68,15 +69,14 @@ def largest_logit(model, cfg) -> float:
 
 
 # Each is norm-generic: the scorecard puts each kind N on the queries and keys (model.qk_norm) of
-# the claim's models, paired by seed with the same models without a qk-norm. BatchNorm is left
-# out: a norm over the batch on a causal model's keys reads later positions.
-NOT_CAUSAL = frozenset({"batchnorm"})
+# the claim's models, paired by seed with the same models without a qk-norm; kinds that read the
+# batch are left out (SEQUENCES: on a causal model's keys they read later positions).
 
 QK_LOGIT_BOUND = Statistic(
     "qk_logit_bound", "wortsman-qknorm-bounds-attention-logits", Rule("log10 maxlogit", ">", 0.5),
     gpt("layernorm", **{"train.lr": HIGH_LR}), max_attention_logit, versus="none",
     pairing="versus - own", versus_arm="plain", claim_arm="qk-norm", setting="model.qk_norm",
-    words="attention logits bounded by the qk-norm", excludes=NOT_CAUSAL, source=SOURCE,
+    words="attention logits bounded by the qk-norm", excludes=SEQUENCES, source=SOURCE,
     statement="At learning rate {train.lr}, the largest attention logit of a Pre-LN char GPT "
               "grows without qk-layernorm and stays bounded with it (maxlogit: the largest |q.k| "
               "/ sqrt(d_head) over blocks and heads on a validation batch after training), paired "
@@ -102,7 +102,7 @@ QK_LR_SENSITIVITY = Statistic(
         at=gpt("layernorm").at),
     lr_sensitivity, versus="none", pairing="versus - own", versus_arm="plain", claim_arm="qk-norm",
     setting="model.qk_norm", reads_diverged=True, words="learning-rate sensitivity lowered by the "
-    "qk-norm", excludes=NOT_CAUSAL, source=SOURCE,
+    "qk-norm", excludes=SEQUENCES, source=SOURCE,
     statement="qk-layernorm makes a Pre-LN char GPT's final loss less sensitive to the learning "
               "rate (sensitivity over learning rates 1e-3, 1e-2 and 1e-1: the mean of min(loss, "
               "loss at init) minus the best loss of the sweep), paired by seed: {rule}.",

@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from normsys.claims.declaration import Arm, Declaration, Experiment, Statistic
-from normsys.claims.experiments import CHAR_GPT
+from normsys.claims.experiments import CHAR_GPT, SEQUENCES
 from normsys.claims.verdict import Rule
 from normsys.declarations.ln_jacobian import fresh_lm_batch
 from normsys.training.config import RunConfig
@@ -135,12 +135,12 @@ PRE_LN = deep_gpt()
 
 # Both norm-generic: the scorecard puts each kind N in the 8-block GPT's norms and pairs its
 # Pre-LN model with the same model of N under Peri-LN, or with N's outputs depth-scaled.
-# BatchNorm is left out: a norm over the batch in a causal model reads later positions.
+# Kinds that read the batch are left out (SEQUENCES: in a causal model they read later positions).
 PERI_FLATTENS = Statistic(
     "periln_flat_stream", "kim-preln-hidden-state-grows-periln-flat",
     Rule("log10 var growth", ">", 0.5), PRE_LN, variance_growth, claim_arm="pre",
     paired={"model.placement": "peri"}, paired_arm="peri", words="stream variance flatter "
-    "under Peri-LN", excludes=frozenset({"batchnorm"}), source=KIM,
+    "under Peri-LN", excludes=SEQUENCES, source=KIM,
     statement="After training, the residual stream's variance grows with depth under Pre-LN and "
               "stays flatter under Peri-LN (a norm on each sublayer's input and output) in a "
               "char GPT of {model.layers} blocks (growth = var(last block) / var(first block)), "
@@ -151,7 +151,7 @@ SCALING_UNDOES_IDENTITY = Statistic(
     "depth_scaled_blocks", "sun-preln-deep-blocks-near-identity", Rule("cos", ">", 0.0),
     PRE_LN, deep_block_cosine, claim_arm="pre", paired={"model.depth_scaled": True},
     paired_arm="scaled", words="deep blocks less identity-like, depth-scaled",
-    excludes=frozenset({"batchnorm"}), source=SUN,
+    excludes=SEQUENCES, source=SUN,
     statement="In a trained Pre-LN char GPT of {model.layers} blocks the deep blocks barely change "
               "their input, and scaling each norm's output by 1/sqrt(depth) undoes it (cos: the "
               "mean cosine of a block's input and output over the last quarter of the blocks), "
