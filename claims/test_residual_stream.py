@@ -9,8 +9,8 @@ import pytest
 from normsys.claims.testing import alike_on_disjoint_seeds, unread_seeds
 from normsys.claims.verdict import REFUTED
 from normsys.declarations import residual_stream
-from normsys.declarations.residual_stream import PRELN_IS_PRERMS
 
+PRELN_IS_PRERMS = residual_stream.CENTRED_LN_FUNCTION.declaration
 PERI_FLATTENS = residual_stream.PERI_FLATTENS.declaration
 SCALING_UNDOES_IDENTITY = residual_stream.SCALING_UNDOES_IDENTITY.declaration
 

@@ -251,12 +251,12 @@ def score(args: argparse.Namespace) -> str:
         if len(scorecard.complete(plan, records)) > len(written):
             publish(records)
 
+    if not cuda:  # the readings (and any run trained here) on the claims' thread count
+        torch.set_num_threads(args.threads)
     if args.ray:
         records = on_cluster(args, plan, specs, said, done)
     else:
         print(f"scorecard: {said}", file=sys.stderr, flush=True)  # before any training
-        if workers == 1 and not cuda:
-            torch.set_num_threads(args.threads)  # as each worker process trains
         with tempfile.TemporaryDirectory() as tmp:  # the tally the worker processes share
             runs = Runs(Progress(os.dup(2), Path(tmp) / "tally"))
             runs.progress.expect(seconds, workers)  # each trained run: k of N, time left

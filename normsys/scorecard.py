@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from multiprocessing import get_context
 from pathlib import Path
+from typing import Any
 
 from normsys import declarations
 from normsys.claims.cache import code_digest, lookup
@@ -414,7 +415,12 @@ def trained(runs: Runs, cfg: RunConfig) -> RunRecord | str:
     try:
         return runs.run(cfg)
     except (Exception, SystemExit) as err:  # noqa: BLE001 - the user's code failed: say how
-        return f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}".rstrip()
+        return raised(err)
+
+
+def raised(err: BaseException) -> str:
+    """What a user's code raised, in one line."""
+    return f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}".rstrip()
 
 
 def fetch(p: Plan, specs: list[tuple[str, str]], workers: int, runs: Runs,
@@ -492,15 +498,25 @@ def cells(p: Plan, records: dict[RunConfig, RunRecord], statistics: Columns = No
     judged = {s.name for s in columns(statistics)}
     made = {key: seeds for key, seeds in p.cells.items()
             if key not in p.known and key[0] in judged}
-    per_seed = {key: [math.nan if any(c in p.failed for c in cs) else
-                      stat_value(key[0], [records[c] for c in cs], statistics) for cs in seeds]
-                for key, seeds in made.items()}
+    # per seed that failed, what its first failed run raised, or a user's kind in the reading
+    failed: dict[tuple[str, str], list[str]] = {key: [] for key in made}
+
+    def read(key: tuple[str, str], cs: list[RunConfig]) -> Any:
+        if why := next((p.failed[c] for c in cs if c in p.failed), None):
+            failed[key].append(why)
+            return math.nan
+        try:
+            return stat_value(*key, [records[c] for c in cs], statistics)
+        except Exception as err:  # a user's kind that fails where it is read: that cell says how
+            if key[1] in BUILTIN:
+                raise
+            failed[key].append(f"its reading failed: {raised(err)}")
+            return math.nan
+
+    per_seed = {key: [read(key, cs) for cs in seeds] for key, seeds in made.items()}
     per_seed.update({key: cell["reads"] for key, cell in p.known.items() if key[0] in judged})
     diverged = {key: sum(any(c not in p.failed and records[c].diverged for c in cs)
                          for cs in seeds) for key, seeds in made.items()}
-    failed = {key: [why for cs in seeds  # per seed that failed, what its first failed run raised
-                    if (why := next((p.failed[c] for c in cs if c in p.failed), None))]
-              for key, seeds in made.items()}
     diverged.update({key: cell["diverged"] for key, cell in p.known.items() if key[0] in judged})
     table: dict[str, dict[str, Verdict]] = {}
     for norm in p.norms:
@@ -600,11 +616,11 @@ def builtin_reach(tier: str, folder: Path | None = None) -> dict[str, tuple[floa
     return spans
 
 
-def stat_value(name: str, records: list[RunRecord], statistics: Columns = None):
+def stat_value(name: str, norm: str, records: list[RunRecord], statistics: Columns = None):
     """The statistic's value on one seed's records, read as its claim reads it
     (declaration.Experiment.read: NaN where a run diverged or the value is undefined)."""
     stat = next(s for s in columns(statistics) if s.name == name)
-    return stat.value_of(records)
+    return stat.value_of(norm, records)
 
 
 def provenance(tier: str, specs: list[tuple[str, str]],

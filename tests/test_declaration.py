@@ -281,12 +281,44 @@ def test_a_paired_statistic_pairs_each_kind_with_itself_under_other_settings():
         def __init__(self, v):
             self.metrics, self.diverged = {"v": v}, False
 
-    assert stat.value_of([Run(2.0), Run(0.5)]) == 1.5
+    assert stat.value_of("rmsnorm", [Run(2.0), Run(0.5)]) == 1.5
     assert stat.verdict("rmsnorm", {"rmsnorm": [1.5, 1.6, 1.7]}.__getitem__).verdict == "supported"
     for bad in ({"paired_arm": ""}, {"versus": "none", "pairing": "own - versus"}):
         with pytest.raises(ValueError, match="a paired arm"):
             Statistic("flat", "c-flat", Rule("v", ">", 0.5), gpt, metric("v"),
                       **{"paired": {"model.placement": "peri"}, "paired_arm": "peri", **bad})
+
+
+def test_a_kind_that_enters_the_reading_alone_reads_the_claims_own_runs():
+    """setting=None: every kind's runs are the arm's own (one run of a seed serves every kind's
+    cell), the kind is handed to the reading (norm=N), and the rule names it; a reference kind or
+    a paired arm is refused."""
+    gpt = Arm("char_gpt", {"model.d": 32})
+
+    def gap(records, variant="", norm="rmsnorm"):
+        return {"rmsnorm": -14.0, "none": -1.0}[norm] + records[0].metrics["v"]
+
+    stat = Statistic("gap", "c-gap", Rule("log10 gap", "<", -9.0), gpt, gap, setting=None,
+                     claim_norm="rmsnorm")
+    assert stat.runs_of("none")(0) == stat.runs_of("rmsnorm")(0) == gpt(0)
+    assert [c.model.norm for c in stat.runs_of("none")(0)] == ["layernorm"]  # the arm's own
+    assert str(stat.rule_of("none")) == "log10 gap(none) < -9"
+    exp = stat.declaration.experiment
+    assert list(exp.arms) == ["rmsnorm"] and exp.reads.__qualname__ == (
+        "test_a_kind_that_enters_the_reading_alone_reads_the_claims_own_runs.<locals>.gap"
+        "(norm='rmsnorm')")
+
+    class Run:
+        metrics, diverged = {"v": 0.5}, False
+
+    assert (stat.value_of("rmsnorm", [Run()]), stat.value_of("none", [Run()])) == (-13.5, -0.5)
+    assert stat.verdict("none", {"none": [-0.5, -0.4, -0.6]}.__getitem__).verdict == "refuted"
+    assert stat.verdict("rmsnorm", {"rmsnorm": [-13.5, -13.4, -13.6]}.__getitem__).verdict == \
+        "supported"
+    for bad in ({"versus": "none", "pairing": "own - versus"},
+                {"paired": {"model.placement": "peri"}, "paired_arm": "peri"}):
+        with pytest.raises(ValueError, match="enters the reading alone"):
+            Statistic("gap", "c-gap", Rule("log10 gap", "<", -9.0), gpt, gap, setting=None, **bad)
 
 
 def test_every_claim_that_trains_declares_its_experiment():

@@ -273,6 +273,34 @@ def test_recentred_pre_ln_gpt_is_the_same_function_with_rmsnorm():
     assert pair(True) < 1e-12 and pair(False) > 1e-3
 
 
+def test_the_twin_puts_a_kind_in_layernorms_place_with_its_gain_and_its_bias_folded():
+    """The reading of Jiang et al.'s claim for any kind N (residual_stream.twin): each LayerNorm
+    of the re-centred model becomes N followed by its gain, its bias folded into the next Linear,
+    so that LayerNorm and RMSNorm give the model's own function to float64 rounding, and a kind
+    that is not LayerNorm on a zero-mean stream does not: L2 is LayerNorm / sqrt(d), scaled L2
+    lacks the eps. The gains and biases are moved off their initial values, so that a twin that
+    dropped either shows; the model itself is left as it was."""
+    from normsys.declarations.residual_stream import twin
+
+    ln, x = tiny("char_gpt", placement="pre", recenter=True)
+    norms = [m for m in ln.modules() if type(m).__name__ == "LayerNorm"]
+    with torch.no_grad():
+        for m in norms:
+            m.weight.uniform_(0.5, 1.5)
+            m.bias.normal_()
+    ln = ln.double().eval()
+    before = {k: v.clone() for k, v in ln.state_dict().items()}
+
+    def gap(norm: str) -> float:
+        with torch.no_grad():
+            a, b = ln(x), twin(ln, norm)(x)
+        return ((a - b).abs().max() / a.abs().max()).item()
+
+    assert gap("layernorm") < 1e-12 and gap("rmsnorm") < 1e-12
+    assert gap("l2") > 1e-2 and 1e-9 < gap("scaled_l2") < 1e-3
+    assert all(torch.equal(v, ln.state_dict()[k]) for k, v in before.items())
+
+
 def test_peri_placement_norms_each_sublayer_output_and_depth_scaling_divides_by_sqrt_depth():
     model, x = tiny("char_gpt", placement="peri")
     assert model.blocks[0].ln_1o is not None and not isinstance(model.ln_f, torch.nn.Identity)

@@ -882,8 +882,8 @@ def test_a_diverged_seed_is_nan_and_leaves_its_cell_inconclusive_and_said():
 def test_a_statistic_undefined_on_a_run_is_nan_not_a_crash():
     zero = Statistic("ratio", "c", PARTS[0].rule, PARTS[0].arm,
                                lambda rs, v: 1 / rs[0].metrics["v"])
-    assert math.isnan(scorecard.stat_value("ratio", [made(small_cfg("none", 0), 0.0)], (zero,)))
-    assert scorecard.stat_value("ratio", [made(small_cfg("none", 0), 0.5)], (zero,)) == 2.0
+    assert math.isnan(scorecard.stat_value("ratio", "none", [made(small_cfg("none", 0), 0.0)], (zero,)))
+    assert scorecard.stat_value("ratio", "none", [made(small_cfg("none", 0), 0.5)], (zero,)) == 2.0
 
 
 def checked(declared, fetch, variant: str = ""):
@@ -1041,6 +1041,32 @@ class BatchCentred(nn.Module):
     def forward(self, x):
         x = x - x.mean(dim=0, keepdim=True)
         return x / x.pow(2).mean(-1, keepdim=True).add(1e-5).sqrt()
+
+
+def test_a_kind_read_on_the_claims_own_runs_shares_them_and_its_failing_reading_fails_its_cell():
+    """A statistic whose kind enters the reading alone (setting=None): every row's cells read the
+    same runs (one a seed), each row's value is the reading with its kind; a user's kind that
+    fails in the reading fails its own cell, saying how, and no other; a built-in kind's failure
+    is the library's and raises."""
+    def reading(records, variant="", norm=""):
+        if norm == "mine":
+            raise RuntimeError("no float64 kernel")
+        return records[0].metrics["v"] + {"layernorm": 0.0, "none": -1.0}[norm]
+
+    stat = Statistic("read", "c-read", Rule("v", ">", 0.5), SMALL, reading, setting=None)
+    plan = scorecard.plan(["mine", "layernorm", "none"], statistics=(stat,))
+    assert len(plan.configs) == 3 and {c.model.norm for c in plan.configs} == {"layernorm"}
+    records = {c: made(c, 0.9 + c.train.seed / 100) for c in plan.configs}
+    table = scorecard.cells(plan, records, (stat,))
+    assert table["layernorm"]["read"].values == (0.9, 0.91, 0.92)
+    assert table["none"]["read"].values == pytest.approx((-0.1, -0.09, -0.08))
+    assert (table["layernorm"]["read"].verdict, table["none"]["read"].verdict) == (
+        "supported", "refuted")
+    assert table["mine"]["read"].evidence["failed"] == [
+        "its reading failed: RuntimeError: no float64 kernel"] * 3
+    assert table["mine"]["read"].verdict != "supported"
+    with pytest.raises(KeyError, match="rmsnorm"):
+        scorecard.cells(scorecard.plan(["rmsnorm"], statistics=(stat,)), records, (stat,))
 
 
 def test_the_batch_invariance_column_fails_a_norm_that_reads_the_batch(tmp_path):
@@ -1256,8 +1282,8 @@ def test_a_statistic_the_kind_does_not_take_leaves_the_rest_of_its_row_judged():
     rs = [made(small_cfg("none", 0), 0.7)]
     halve = Statistic("half", "c-h", PARTS[0].rule, PARTS[0].arm,
                                 lambda rs, v: rs[0].metrics["v"] / {"": 2}[v])
-    assert scorecard.stat_value("half", rs, (PARTS[0], halve)) == 0.35
-    assert scorecard.stat_value("level", rs, (PARTS[0], halve)) == 0.7
+    assert scorecard.stat_value("half", "none", rs, (PARTS[0], halve)) == 0.35
+    assert scorecard.stat_value("level", "none", rs, (PARTS[0], halve)) == 0.7
 
 
 def test_absolute_splits_the_spec_at_its_last_colon(tmp_path, monkeypatch):

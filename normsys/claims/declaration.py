@@ -111,6 +111,16 @@ def metric(name: str) -> Callable[[list, str], float]:
     return reads
 
 
+def reading_with(value: Callable[..., Any], norm: str) -> Callable[[list, str], Any]:
+    """An experiment's ``reads`` that puts the norm kind ``norm`` into the reading
+    ``value(records, variant, norm=...)`` (a kind tried on a trained model's weights)."""
+    def reads(records: list, variant: str = "") -> Any:
+        return value(records, variant, norm=norm)
+    reads.__qualname__ = f"{value.__qualname__}(norm={norm!r})"
+    reads.__doc__ = value.__doc__
+    return reads
+
+
 @dataclass(frozen=True)
 class Experiment:
     """What a claim trains and what it reads of the runs.
@@ -368,8 +378,10 @@ PAIRINGS: dict[str, Callable[[float, float], float]] = {
 class Statistic:
     """A norm-generic claim, declared once in normsys.declarations: the runs of one seed (``arm``,
     with norm kind N as its ``model.norm``, or as the setting ``setting`` names: ``model.qk_norm``
-    for a claim about the norm on queries and keys), the per-seed value read from them
-    (``value(records, variant)``), and the claim's rule for any norm kind N (``rule_of``: a
+    for a claim about the norm on queries and keys; with ``setting`` None, N enters the reading
+    alone and every kind's cell reads the arm's own runs), the per-seed value read from them
+    (``value(records, variant)``, or ``value(records, variant, norm=N)`` where N enters the
+    reading alone), and the claim's rule for any norm kind N (``rule_of``: a
     ``rule`` on the value's name, ``kappa_6``, reads ``kappa_6(N)``). With ``versus``, the rule
     is on the per-seed pairing of N's value with the reference's (``pairing``, one of PAIRINGS),
     its sides written by their names: ``corr(none) - corr(N)``. It is the claim's declaration
@@ -394,7 +406,7 @@ class Statistic:
     excludes: frozenset[str] = frozenset()  # built-in kinds the experiment does not take
     source: str = ""
     statement: str = ""
-    setting: str = "model.norm"  # the setting each kind N is put in
+    setting: str | None = "model.norm"  # the setting each kind N is put in (None: the reading)
     claim_arm: str = ""  # the claim's own kind's arm as the claim's rule names it, where not by kind
     reads_diverged: bool = False  # as Experiment.reads_diverged
     # a second arm of the same kind N, the arm with these settings changed, named ``paired_arm``:
@@ -413,6 +425,10 @@ class Statistic:
             raise ValueError(f"statistic {self.name}: a paired arm (paired={dict(self.paired)!r}) "
                              f"needs its name (paired_arm), one run per seed in the arm, and no "
                              f"reference kind (versus)")
+        if self.setting is None and (self.versus or self.paired):
+            raise ValueError(f"statistic {self.name}: a kind that enters the reading alone "
+                             f"(setting=None) reads one arm's runs: give no reference kind "
+                             f"(versus) and no paired arm")
         if self.versus and not VALUE_NAME.fullmatch(self.rule.statistic):
             raise ValueError(f"statistic {self.name}: its rule's statistic "
                              f"{self.rule.statistic!r} pairs each kind with {self.versus}: give "
@@ -440,8 +456,9 @@ class Statistic:
         return norm not in self.excludes
 
     def arm_of(self, norm: str) -> Arm:
-        """The statistic's runs of ``norm``."""
-        return self.arm.changed({self.setting: norm})
+        """The statistic's runs of ``norm``: the arm's own where the kind enters the reading
+        alone."""
+        return self.arm if self.setting is None else self.arm.changed({self.setting: norm})
 
     def runs_of(self, norm: str) -> Arm:
         """Every run one seed of ``norm``'s cell takes: its arm's, then, for a paired statistic,
@@ -449,10 +466,10 @@ class Statistic:
         own = self.arm_of(norm)
         return replace(own, each=({}, dict(self.paired))) if self.paired else own
 
-    def value_of(self, records: list, variant: str = "") -> Any:
+    def value_of(self, norm: str, records: list, variant: str = "") -> Any:
         """One seed's value of ``norm``'s cell from its runs (``runs_of``), read as the claim
         reads them: for a paired statistic, its arm's value less the paired arm's."""
-        exp = self.experiment(self.claim_norm)
+        exp = self.experiment(norm)
         if not self.paired:
             return exp.read(records, variant)
         return exp.read(records[:1], variant) - exp.read(records[1:], variant)
@@ -466,6 +483,8 @@ class Statistic:
         if self.paired:
             return Experiment({name: own, self.paired_arm: own.changed(self.paired)}, self.value,
                               **read)
+        if self.setting is None:
+            return Experiment({name: own}, reading_with(self.value, norm), **read)
         if not self.versus:
             return Experiment({name: own}, self.value, **read)
         versus = (self.versus_arm or self.versus) if norm != self.versus else \
@@ -489,8 +508,9 @@ class Statistic:
         if self.paired:  # each kind's values are its own pairs' already
             return decide(self.rule_of(norm), values(norm))
         exp = self.experiment(norm)
-        return decide(self.rule_of(norm), {name: values(arm.value_of(self.setting))
-                                           for name, arm in exp.arms.items()}, combine=exp.combine)
+        return decide(self.rule_of(norm), {
+            name: values(norm if self.setting is None else arm.value_of(self.setting))
+            for name, arm in exp.arms.items()}, combine=exp.combine)
 
     @property
     def declaration(self) -> Declaration:
