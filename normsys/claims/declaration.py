@@ -25,6 +25,7 @@ its test computes the values it decides on.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import itertools
 import math
@@ -111,6 +112,7 @@ def metric(name: str) -> Callable[[list, str], float]:
     return reads
 
 
+@functools.cache  # one reader per (value, kind): declarations made anew stay equal
 def reading_with(value: Callable[..., Any], norm: str) -> Callable[[list, str], Any]:
     """An experiment's ``reads`` that puts the norm kind ``norm`` into the reading
     ``value(records, variant, norm=...)`` (a kind tried on a trained model's weights)."""
