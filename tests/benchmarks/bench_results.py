@@ -430,6 +430,9 @@ def on_more_gpus(log: str) -> str:
 PLANNED = re.compile(r"normsys: planned: (\d+) runs, (\d+) of them not cached: ~([0-9.]+) min "
                      r"of training on (\d+) process")
 TAKEN = re.compile(r"planned runs are taken .* the claims start, (\d+) s into the session")
+# the planned line's last part, where the session's negative controls train their own runs too
+IN_ALL = re.compile(r"then the negative controls: (\d+) runs besides the claims' .*; in all "
+                    r"~([0-9.]+) min on \d+ process")
 
 
 def predicted(log: str) -> str:
@@ -440,9 +443,13 @@ def predicted(log: str) -> str:
     if not plan or not taken:
         return ""
     runs, todo, minutes, places = plan.groups()
+    controls = IN_ALL.search(plan.string, plan.start())
+    with_controls = (f", and ~{float(controls[2]) * 60:.0f} s with its negative controls' "
+                     f"{controls[1]} runs of their own" if controls else "")
     return (f". When it started, it predicted ~{float(minutes) * 60:.0f} s of training for its "
-            f"plan ({runs} runs, {todo} not cached, on {places} processes); its last process had "
-            f"trained its share {max(taken)} s into the session (the first {min(taken)} s)")
+            f"plan ({runs} runs, {todo} not cached, on {places} processes){with_controls}; its "
+            f"last process had trained its share {max(taken)} s into the session (the first "
+            f"{min(taken)} s)")
 
 
 def bound_by(tasks: list[float], slots: int) -> str:

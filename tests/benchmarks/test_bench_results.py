@@ -304,6 +304,14 @@ def test_a_planned_sessions_prediction_is_set_beside_when_its_plan_was_trained()
         "cached, on 8 processes); its last process had trained its share 210 s into the session "
         "(the first 199 s)")
     assert bench_results.predicted(log.splitlines()[0]) == ""  # stopped before its plan was done
+    controls = log.replace("as their run times record them\n", "as their run times record them; "
+                           "then the negative controls: 167 runs besides the claims' (6 cached; "
+                           "the others ~54.5 min of training as recorded); in all ~7.0 min on 8 "
+                           "process(es)\n", 1)
+    assert bench_results.predicted(controls) == (
+        ". When it started, it predicted ~204 s of training for its plan (240 runs, 230 not "
+        "cached, on 8 processes), and ~420 s with its negative controls' 167 runs of their own; "
+        "its last process had trained its share 210 s into the session (the first 199 s)")
     assert bench_results.predicted("\n".join(log.splitlines()[1:])) == ""  # planned nothing
 
 
