@@ -85,7 +85,7 @@ def relative_gap(model: nn.Module, cfg: RunConfig, norm: str) -> float:
     return math.log10(max(gap, torch.finfo(torch.float64).eps))
 
 
-def ln_gaps(records, variant: str = "", norm: str = "rmsnorm") -> dict[str, float]:
+def ln_gaps(records, variant: str, norm: str) -> dict[str, float]:
     """The gap to LayerNorm of the kind ``norm`` in its place, at initialization and trained.
 
     Each is ``relative_gap`` of a model and its ``twin``: the run's model initialized, then trained."""
