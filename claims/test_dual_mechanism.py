@@ -12,6 +12,7 @@ import torch
 
 from normsys.claims.params import Variant, tiers_of, variant_tiers_of
 from normsys.claims.testing import (
+    CONTROL_SEEDS,
     SMALL_CLASSIFIER,
     alike_on_disjoint_seeds,
     left_untrained,
@@ -170,13 +171,14 @@ def test_control_rank_rules_flip_on_a_rank_collapsing_encoder(task_of, variant):
     assert isotropic.verdict([min_rho(p, rows=rows) for p in collapsed]).verdict == REFUTED
 
 
-# The rank rules through their own encoders, reading and rule, on seeds they do not read, with the
-# arm's norm set to one whose rank the CPU tier's records show far from the thresholds: the l2
-# encoder's representation collapses with depth (kappa_6 0.08-0.15), LayerNorm's keeps its rank
-# and isotropy, the unnormalized encoder keeps its rank (kappa_6 0.84-0.89 over five seeds). The
-# rule must come out as the encoder given it says, whichever way the claim itself came out. The
-# l2 claim, refuted on its own encoders, comes out supported given the unnormalized one: five
-# seeds, since its margin over 0.8 is a few seed deviations (three would leave it inconclusive).
+# The rank rules through their own encoders, reading and rule, with the arm's norm set to one whose
+# rank the CPU tier's records show far from the thresholds: the l2 encoder's representation
+# collapses with depth (kappa_6 0.08-0.15), LayerNorm's keeps its rank and isotropy, the
+# unnormalized encoder keeps its rank (kappa_6 0.84-0.89). The rule must come out as the encoder
+# given it says, whichever way the claim itself came out. Every encoder given is one another rank
+# claim trains, read on that claim's seeds (CONTROL_SEEDS), so none trains twice. The l2 claim,
+# refuted on its own encoders, comes out supported given the unnormalized one: on five seeds,
+# since its margin over 0.8 is a few seed deviations (three would leave it inconclusive).
 RANK_CASES = ((NONE_COLLAPSES, "l2", SUPPORTED, 3), (NONE_COLLAPSES, "layernorm", REFUTED, 3),
               (KAPPA_6.declaration, "l2", REFUTED, 3), (MIN_RHO.declaration, "layernorm", SUPPORTED, 3),
               (L2_PREVENTS, "none", SUPPORTED, 5))
@@ -190,9 +192,9 @@ def test_control_rank_rules_read_their_own_encoders_given_another_norm(runs, dec
                                                                        expected, seeds, variant):
     """A rank reading that missed the collapse (kappa_6 read from block 1 twice, the probes of
     another run, the padding rows counted for -nonpad) would give the collapsed l2 encoder a rank
-    it does not have, here in the claim's own encoder, as no record can show."""
+    it does not have, here in the claim's own encoder; a record only holds what was read."""
     given = declared.experiment.overridden({"model.norm": norm})
-    values = given.values(runs, unread_seeds(declared, seeds), variant=variant)
+    values = given.values(runs, range(seeds), variant=variant)
     assert declared.verdict(values).verdict == expected, declared.verdict(values).reason
 
 
@@ -238,9 +240,10 @@ def test_control_paired_encoder_rules_are_refuted_where_both_arms_take_layernorm
 
 @pytest.mark.control(TEST_ACC_VS_LN.claim)
 def test_control_scaled_l2_match_is_refuted_where_layernorm_is_left_untrained(runs):
-    """The claim's own encoders, reading and rule on seeds it does not read, with its LayerNorm
-    arm left at its initialization (AT_INIT: near chance on four classes): the two
-    accuracies lie far apart, so a rule that they match within 0.02 must come out refuted."""
+    """The claim's own encoders, reading and rule, with its LayerNorm arm left at its
+    initialization (AT_INIT: near chance on four classes), the scaled_l2 arm the claim's own runs
+    (CONTROL_SEEDS): the two accuracies lie far apart, so a rule that they match within 0.02
+    must come out refuted."""
     declared = TEST_ACC_VS_LN.declaration
-    values = left_untrained(declared, "layernorm").values(runs, unread_seeds(declared))
+    values = left_untrained(declared, "layernorm").values(runs, CONTROL_SEEDS)
     assert declared.verdict(values).verdict == REFUTED

@@ -13,7 +13,7 @@ import torch
 
 from normsys.claims import figures
 from normsys.claims.params import tiers_of
-from normsys.claims.testing import left_untrained, unread_seeds
+from normsys.claims.testing import CONTROL_SEEDS, left_untrained, unread_seeds
 from normsys.claims.verdict import REFUTED, SUPPORTED
 from normsys.declarations.literature import (
     DEPTHS,
@@ -199,9 +199,10 @@ def test_control_dong_rules_flip_between_pure_attention_and_skips():
     pytest.param(d, marks=pytest.mark.control(d.id), id=d.id)
     for d in (VAL_LOSS_VS_LN.declaration, DYT_MATCHES)])
 def test_control_equivalence_rules_are_refuted_where_layernorm_is_left_untrained(runs, declared):
-    """The claim's own arms, reading and rule, on seeds the claim does not read, with its LN arm
-    left at its initialization (AT_INIT): the two validation losses lie far apart, so
-    a rule that they match within 2% must come out refuted. A relative gap read at the wrong
-    point, or either arm's loss read from the other, would show here as no record can."""
-    values = left_untrained(declared, "LN").values(runs, unread_seeds(declared))
+    """The claim's own arms, reading and rule, with its LN arm left at its initialization
+    (AT_INIT) and its other arm the claim's own runs (CONTROL_SEEDS): the two validation losses
+    lie far apart, so a rule that they match within 2% must come out refuted. A relative gap read
+    at the wrong point, or either arm's loss read from the other, would show here as no record
+    can."""
+    values = left_untrained(declared, "LN").values(runs, CONTROL_SEEDS)
     assert declared.verdict(values).verdict == REFUTED

@@ -277,7 +277,7 @@ def ffn(norm):
 LOSS = Declaration("c-controlled", Rule("loss", "<", -10.0), source="t",
                    statement="{rule}", experiment=Experiment(
                        {"LN": ffn("layernorm"), "none": ffn("none")},
-                       metric("final_loss")))
+                       metric("final_loss"), evidence={"RMS": ffn("rmsnorm")}))
 
 @LOSS.mark
 def test_claim(claim, runs):
@@ -292,18 +292,25 @@ def test_control_on_its_claims_runs_swapped(runs):
 def test_control_where_the_arms_differ_in_nothing(runs):
     same = LOSS.experiment.overridden({"model.norm": "none"})
     assert LOSS.verdict(same.values(runs, unread_seeds(LOSS), "cpu")).verdict == REFUTED
+
+@pytest.mark.control("c-controlled")
+def test_control_on_its_claims_evidence_runs(runs):
+    same = LOSS.experiment.overridden({"model.norm": "rmsnorm"})
+    assert LOSS.verdict(same.values(runs, range(3), "cpu")).verdict == REFUTED
 '''
 
 
 def test_a_control_that_reads_only_its_claims_runs_fails(pytester, monkeypatch, tmp_path):
     """A control deciding its claim's own runs in another order can only fail when the claim
     does: it fails, naming why; one that makes the arms differ in nothing, on seeds the claim
-    does not read, passes (its runs are its own: the overridden arm, seeds 3-5)."""
+    does not read, passes (its runs are its own: the overridden arm, seeds 3-5), and so does one
+    on the claim's own seeds that reads its evidence arm, trained to be drawn, never decided
+    on."""
     monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path / "cache"))
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_controlled=CONTROLLED)
     result = pytester.runpytest_subprocess("--claims-report", "rep", "-p", "no:cacheprovider")
-    result.assert_outcomes(passed=2, xfailed=1, errors=1)
+    result.assert_outcomes(passed=3, xfailed=1, errors=1)
     out = result.stdout.str()
     assert "test_control_on_its_claims_runs_swapped: a control of c-controlled reads only runs " \
            "its claim reads (6)" in out

@@ -179,9 +179,11 @@ class Experiment:
         return {arm: [list(make(seed, tier, variant)) for seed in seeds]
                 for arm, make in self.arms.items()}
 
-    def planned(self, seeds: Sequence[int], tier: str, variant: str = "") -> list:
-        """Every run the claim trains on ``seeds``: its arms', then its evidence arms'."""
-        return [c for make in (*self.arms.values(), *self.evidence.values())
+    def planned(self, seeds: Sequence[int], tier: str, variant: str = "",
+                evidence: bool = True) -> list:
+        """Every run the claim trains on ``seeds``: its arms', then (``evidence``) its evidence
+        arms'."""
+        return [c for make in (*self.arms.values(), *(self.evidence.values() if evidence else ()))
                 for seed in seeds for c in make(seed, tier, variant)]
 
     def records(self, fetch: Fetch, seeds: Sequence[int], tier: str,

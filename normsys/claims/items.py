@@ -63,9 +63,10 @@ def claim_looks(item: pytest.Item, marker: pytest.Mark) -> tuple[int, ...]:
                         opt.claims_max_seeds)
 
 
-def planned_looks(item: pytest.Item, ledgers=None) -> list[list]:
+def planned_looks(item: pytest.Item, ledgers=None, evidence: bool = True) -> list[list]:
     """The runs a claim trains, known before it runs, look by look (each look's new seeds): those
-    of its declared experiment, evidence arms included, at its first look, and at each later
+    of its declared experiment, evidence arms included (unless not ``evidence``: then the runs it
+    decides on alone), at its first look, and at each later
     look up to the one its entries in ``ledgers`` (a session's ledger.Ledgers) show it took in
     this environment (verdict.expected); for a claim that declares none, those it fetched the
     last time it ran with this cache (normsys.claims.runs.planned), as one look; [] where
@@ -82,13 +83,13 @@ def planned_looks(item: pytest.Item, ledgers=None) -> list[list]:
         if ledgers is not None else []
     looks = claim_looks(item, marker)
     taken = [n for n in looks if n <= verdict.expected(looks, before)]
-    return [experiment.planned(range(offset + a, offset + b), tier, claim_variant(item))
+    return [experiment.planned(range(offset + a, offset + b), tier, claim_variant(item), evidence)
             for a, b in zip([0, *taken], taken, strict=False)]
 
 
-def planned_configs(item: pytest.Item, ledgers=None) -> list:
+def planned_configs(item: pytest.Item, ledgers=None, evidence: bool = True) -> list:
     """Every run of ``planned_looks``, look after look."""
-    return [c for look in planned_looks(item, ledgers) for c in look]
+    return [c for look in planned_looks(item, ledgers, evidence) for c in look]
 
 
 def collects_every_claim(config: pytest.Config) -> bool:

@@ -266,8 +266,11 @@ class ClaimsSession:
     @contextmanager
     def controlled(self, node: pytest.Item) -> Iterator[None]:
         """A negative control reads a case its claims do not: one whose every run is among the
-        runs its claims train (their first looks, both tiers) is only the claims' own values
-        read again, which cannot come out otherwise than the claims do, and fails."""
+        runs its claims decide on (their first looks, both tiers) is only the claims' own values
+        read again, which cannot come out otherwise than the claims do, and fails. A claim's
+        evidence arms are not among them: it trains them to draw or report, never to decide, so
+        a control that reads them (another claim's arm, trained once for both) decides values
+        its claim does not."""
         ids = control_ids(node)
         if not ids:
             yield
@@ -276,7 +279,7 @@ class ClaimsSession:
             yield
         self.runs.write_index(control_index(node), DEFAULT, fetched, empty=True)
         theirs = {c for cid in ids for item in self.claim_items.get(cid, [])
-                  for c in planned_configs(item)}
+                  for c in planned_configs(item, evidence=False)}
         if fetched and set(fetched) <= theirs:
             pytest.fail(f"{node.nodeid}: a control of {', '.join(ids)} reads only runs its "
                         f"claim reads ({len(set(fetched))}): it cannot come out otherwise than "

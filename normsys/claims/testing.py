@@ -35,12 +35,19 @@ def tolerance(dtype: torch.dtype) -> dict[str, float]:
     return {"atol": atol, "rtol": rtol}
 
 
+# The seeds every claim of the CPU tier reads first. A control's case whose configuration a claim
+# trains already (one arm of its claim's experiment left as it is, or the experiment given the norm
+# of another claim's arm) reads it on these, so its runs train once for both: what lets the case
+# fail is the verdict its design fixes (an untrained arm cannot match a trained one, an l2
+# encoder's rank collapses), not which seeds it reads. Cases on a configuration of their own take
+# ``unread_seeds``, and so does the A/A case, whose arms must differ in their seeds.
 CONTROL_SEEDS = (0, 1, 2)
 
 
 def unread_seeds(declared, n: int = 3) -> range:
-    """``n`` seeds past those a claim (its Declaration) reads at the CPU tier's first look: a
-    control's case is then never its claim's runs read again."""
+    """``n`` seeds past those a claim (its Declaration) reads at the CPU tier's first look, for a
+    control's case on a configuration no claim trains: its runs are then never a claim's runs read
+    again (nor, were the claim to look further, read by it)."""
     first = tier(DEFAULT).first_look(declared.seeds)
     return range(first, first + n)
 
