@@ -46,8 +46,8 @@ CONTROL_SEEDS = (0, 1, 2)
 
 def unread_seeds(declared, n: int = 3) -> range:
     """``n`` seeds past those a claim (its Declaration) reads at the CPU tier's first look, for a
-    control's case on a configuration no claim trains: its runs are then never a claim's runs read
-    again (nor, were the claim to look further, read by it)."""
+    control's case on a configuration no claim trains, or the A/A case's first arm: its runs are
+    then never the claim's first look read again."""
     first = tier(DEFAULT).first_look(declared.seeds)
     return range(first, first + n)
 
