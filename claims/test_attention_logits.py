@@ -33,6 +33,7 @@ SCALE = 10.0  # the query, key and value weights times this: the logits without 
 
 
 @pytest.mark.control(BOUNDS_LOGITS.id)
+@pytest.mark.positive(BOUNDS_LOGITS.id)
 @pytest.mark.slow
 def test_control_logit_rule_flips_where_the_queries_and_keys_are_scaled_up(runs):
     """The control's low-rate GPTs (on seeds the claim does not read) with every block's query,

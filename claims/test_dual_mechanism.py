@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from normsys.claims.params import Variant, tiers_of, variant_tiers_of
+from normsys.claims.params import Variant, tiers_of, variant_tiers_of, variants_at
 from normsys.claims.testing import (
     CONTROL_SEEDS,
     SMALL_CLASSIFIER,
@@ -154,7 +154,8 @@ def probes_at_init(task_of, variant: str, collapse: bool) -> list[dict]:
 
 
 @pytest.mark.parametrize("variant", [pytest.param(
-    Variant(v), marks=pytest.mark.control(*(f"{c.id}{v}" for c in RANK_CLAIMS)),
+    Variant(v), marks=[pytest.mark.control(*(f"{c.id}{v}" for c in RANK_CLAIMS)),
+                       pytest.mark.positive(*(f"{c.id}{v}" for c in RANK_CLAIMS))],
     id=v or "base") for v in NONE_COLLAPSES.variants])
 def test_control_rank_rules_flip_on_a_rank_collapsing_encoder(task_of, variant):
     rows = rows_of(variant)
@@ -187,7 +188,7 @@ RANK_CASES = ((NONE_COLLAPSES, "l2", SUPPORTED, 3), (NONE_COLLAPSES, "layernorm"
 @pytest.mark.parametrize("declared, norm, expected, seeds, variant", [
     pytest.param(d, norm, expected, n, Variant(v), id=f"{d.id}{v}-{norm}",
                  marks=[pytest.mark.control(f"{d.id}{v}")] + ([pytest.mark.slow] if v in d.slow else []))
-    for d, norm, expected, n in RANK_CASES for v in d.variants])
+    for d, norm, expected, n in RANK_CASES for v in variants_at(d)])
 def test_control_rank_rules_read_their_own_encoders_given_another_norm(runs, declared, norm,
                                                                        expected, seeds, variant):
     """A rank reading that missed the collapse (kappa_6 read from block 1 twice, the probes of
@@ -222,7 +223,7 @@ PAIRED_ENCODERS = (LN_EXPRESSION, NONE_MEMORIZES, SCALE_NOT_AFFINE)
 @pytest.mark.parametrize("declared, variant", [
     pytest.param(d, Variant(v), id=f"{d.id}{v}", marks=[pytest.mark.control(f"{d.id}{v}")]
                  + ([pytest.mark.slow] if v in d.slow else []))
-    for d in PAIRED_ENCODERS for v in d.variants])
+    for d in PAIRED_ENCODERS for v in variants_at(d)])
 def test_control_paired_encoder_rules_are_refuted_where_both_arms_take_layernorm(runs, declared,
                                                                                  variant):
     """The claim's own encoders (its variant's), reading and rule with LayerNorm in both arms, on

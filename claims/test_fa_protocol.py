@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from normsys.claims.params import variant_tiers_of
+from normsys.claims.params import variant_tiers_of, variants_at
 from normsys.claims.protocol import BP_RANGE, DFA_RANGE, mnist_report
 from normsys.claims.testing import (
     AT_INIT,
@@ -141,7 +141,7 @@ ABSENT = [(SEPARATES, {"train.method": "bp"}),
 
 @pytest.mark.parametrize("declared,settings,variant", [
     pytest.param(d, settings, v, id=f"{d.id}{v}", marks=pytest.mark.control(f"{d.id}{v}"))
-    for d, settings in ABSENT for v in d.variants])
+    for d, settings in ABSENT for v in variants_at(d)])
 def test_control_fa_rules_are_refuted_where_the_effect_is_absent(runs, declared, settings,
                                                                  variant):
     """The claim's own nets (its variant's), protocol and rule on seeds it does not read, with its
@@ -180,6 +180,7 @@ def constructed_net(seed: int, shared: bool):
 
 
 @pytest.mark.control(*(f"{c.id}{v}" for c in (BP_UNSTABLE, DFA_STABLE, SEPARATES) for v in c.variants))
+@pytest.mark.positive(BP_UNSTABLE.id, DFA_STABLE.id, SEPARATES.id)
 def test_control_stability_rules_flip_between_shared_and_independent_directions(data_env):
     """Direction stability through the protocol's own measurement (autograd through the net, 8
     disjoint test batches of 128) on nets built with shared or independent gradient directions."""

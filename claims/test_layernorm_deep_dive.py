@@ -17,6 +17,7 @@ from normsys.claims.testing import (
     CONTROL_SEEDS,
     SMALL_CLASSIFIER,
     alike_on_disjoint_seeds,
+    left_untrained,
     small_classifier_accuracies,
     trained_and_untrained,
     unread_seeds,
@@ -127,6 +128,7 @@ def correlation_at_init(task_of, seed: int, shared: bool) -> float:
 
 
 @pytest.mark.control(DECORRELATION.claim)
+@pytest.mark.positive(DECORRELATION.claim)
 def test_control_correlation_rule_flips_with_a_shared_component(task_of):
     shared = [correlation_at_init(task_of, s, True) for s in CONTROL_SEEDS]
     plain = [correlation_at_init(task_of, s, False) for s in CONTROL_SEEDS]
@@ -135,6 +137,7 @@ def test_control_correlation_rule_flips_with_a_shared_component(task_of):
 
 
 @pytest.mark.control(SPEEDS_CONVERGENCE.id)
+@pytest.mark.positive(SPEEDS_CONVERGENCE.id)
 def test_control_convergence_rule_flips_between_a_fast_and_a_slow_learning_rate(run, data_env):
     """Steps to 90% running accuracy (the claim's measurement) of the MLP at learning rates 1e-3
     and 2e-4, both ways round (5 seeds: the slower run's step count varies)."""
@@ -149,6 +152,7 @@ def test_control_convergence_rule_flips_between_a_fast_and_a_slow_learning_rate(
 
 
 @pytest.mark.control(SMALL_BATCH.id, BN_WINS_CNN.id, IMPROVES_ACCURACY.id, INIT_ROBUSTNESS.claim)
+@pytest.mark.positive(SMALL_BATCH.id, IMPROVES_ACCURACY.id, INIT_ROBUSTNESS.claim)  # the MLP's
 def test_control_accuracy_rules_flip_between_a_trained_and_an_untrained_model(data_env, run):
     """Test-accuracy differences of the small classifier trained and left at init; for the
     robustness rule, spreads over three runs of which one did not train, against three trained
@@ -166,6 +170,7 @@ def test_control_accuracy_rules_flip_between_a_trained_and_an_untrained_model(da
 
 
 @pytest.mark.control(HELPS_LSTM.id, BEATS_BN_LSTM.id, BEATS_BN_TRANSFORMER.id)
+@pytest.mark.positive(HELPS_LSTM.id, BEATS_BN_LSTM.id)  # the LSTM's
 def test_control_validation_loss_rules_flip_between_a_trained_and_an_untrained_lm(data_env, run):
     """Validation loss (the claims' measurement) of a small LSTM trained 60 steps and of the same
     LSTM at its initialization. (Swapped, the paired differences change sign and the rule is
@@ -177,6 +182,17 @@ def test_control_validation_loss_rules_flip_between_a_trained_and_an_untrained_l
     for declared in (HELPS_LSTM, BEATS_BN_LSTM, BEATS_BN_TRANSFORMER):
         first, second = declared.experiment.arms
         assert declared.verdict({first: untrained, second: trained}).verdict == SUPPORTED
+
+
+@pytest.mark.positive(BEATS_BN_TRANSFORMER.id)
+def test_positive_transformer_rule_holds_where_the_batchnorm_block_is_left_untrained(runs):
+    """The claim's own blocks, reading and rule on its own seeds, with the BatchNorm block left at
+    its initialization (learning rate 0 for one step): the trained LayerNorm block's validation
+    loss lies far below, so the rule must come out supported. A reading that cannot tell the two
+    blocks' losses apart, or pairs them the wrong way round, would leave it otherwise."""
+    values = left_untrained(BEATS_BN_TRANSFORMER, "BN").values(runs, CONTROL_SEEDS)
+    decision = BEATS_BN_TRANSFORMER.verdict(values)
+    assert decision.verdict == SUPPORTED, decision.reason
 
 
 # Claims whose arms differ in the norm alone, and the norm both arms take in their control

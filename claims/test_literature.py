@@ -159,6 +159,7 @@ def test_control_growth_rule_is_refuted_on_pre_ln_encoders(runs):
 
 
 @pytest.mark.control(POSTLN_GROWS.id, PRELN_FLATNESS.claim)
+@pytest.mark.positive(POSTLN_GROWS.id)
 def test_control_xiong_rules_flip_on_a_profile_made_to_grow(task_of):
     """Pre-LN encoders at init, and the same with the first block's FFN shrunk so that gradients
     grow toward the output: the growth rule is supported on the grown profile and refuted on the
@@ -181,6 +182,7 @@ def test_control_xiong_rules_flip_on_a_profile_made_to_grow(task_of):
 
 
 @pytest.mark.control(PURE_COLLAPSES.id, SKIPS_PREVENT.id)
+@pytest.mark.positive(PURE_COLLAPSES.id, SKIPS_PREVENT.id)
 def test_control_dong_rules_flip_between_pure_attention_and_skips():
     """Each claim's own stacks, measurement and rule on seeds the claims do not read, where its
     effect is absent: the collapse rule on stacks with skips, the rank-kept rule on pure

@@ -82,6 +82,7 @@ def test_control_formula_without_its_radial_term_misses(data_env):
 
 
 @pytest.mark.control(COSTS_MORE_WITH_SOFTMAX.id)
+@pytest.mark.positive(COSTS_MORE_WITH_SOFTMAX.id)
 def test_control_surrogate_rule_flips_where_the_radial_term_vanishes(data_env):
     """cos_cs through the claim's own decomposition, on nets where it is exactly 1 (a
     scale-invariant map after every LayerNorm) against plain nets. (Swapped, the paired

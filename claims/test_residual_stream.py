@@ -1,14 +1,17 @@
 """The Pre-LN residual stream (Jiang et al. 2023, Kim et al. 2025, Sun et al. 2025): negative
-controls. The claims, their models and readings are declared in
+and positive controls. The claims, their models and readings are declared in
 normsys.declarations.residual_stream and decided in test_declared.py."""
 
 from __future__ import annotations
 
 import pytest
+import torch
 
-from normsys.claims.testing import alike_on_disjoint_seeds, unread_seeds
-from normsys.claims.verdict import REFUTED
+from normsys.claims.testing import CONTROL_SEEDS, alike_on_disjoint_seeds, unread_seeds
+from normsys.claims.verdict import REFUTED, SUPPORTED
 from normsys.declarations import residual_stream
+from normsys.declarations.residual_stream import change, deep_cosine, growth
+from normsys.training.tiers import DEFAULT
 
 PRELN_IS_PRERMS = residual_stream.CENTRED_LN_FUNCTION.declaration
 PERI_FLATTENS = residual_stream.PERI_FLATTENS.declaration
@@ -45,3 +48,53 @@ def test_control_deep_gpt_rules_are_not_supported_where_both_arms_are_alike(runs
     says, would show here."""
     decision = alike_on_disjoint_seeds(declared, declared.experiment.overridden(alike), runs)
     assert expected is None or decision.verdict == expected, decision.reason
+
+
+# ----------------------------------------------------------------------------- positive controls
+# The papers' effects appear in long training of 0.1-7B-parameter models, so at the CPU tier the
+# two claims guard their numbers (role regression). What their reading and rule do where the
+# effect is present: the claim's own runs (CONTROL_SEEDS), its reading and rule, the Pre-LN arm's
+# trained model made to show the effect before it is read, the other arm as it is.
+
+STREAM_GROWS = 2 ** 0.5  # each block's sublayer outputs scaled by this once more than the last's
+
+
+def grown(model: torch.nn.Module) -> None:
+    """The stream made to grow with depth: block b's sublayer outputs (attention's and the MLP's
+    output projections) scaled by STREAM_GROWS ** b, the stream's variance about doubled a block,
+    as Kim et al. find a Pre-LN model's grows at scale."""
+    with torch.no_grad():
+        for b, block in enumerate(model.blocks):
+            for out in (block.attn.proj, block.mlp[2]):
+                out.weight.mul_(STREAM_GROWS ** b)
+                out.bias.mul_(STREAM_GROWS ** b)
+
+
+def deep_identities(model: torch.nn.Module) -> None:
+    """The deep blocks made identities: the last quarter's sublayer outputs zeroed, the curse of
+    depth Sun et al. find in deep Pre-LN models taken to its end."""
+    blocks = list(model.blocks)
+    with torch.no_grad():
+        for block in blocks[len(blocks) - max(1, len(blocks) // 4):]:
+            for out in (block.attn.proj, block.mlp[2]):
+                out.weight.zero_()
+                out.bias.zero_()
+
+
+POSITIVE_CASES = ((PERI_FLATTENS, growth, grown), (SCALING_UNDOES_IDENTITY, deep_cosine,
+                                                    deep_identities))
+
+
+@pytest.mark.parametrize("declared, measure, made", [
+    pytest.param(d, measure, made, id=d.id, marks=[pytest.mark.positive(d.id), pytest.mark.slow])
+    for d, measure, made in POSITIVE_CASES])
+def test_positive_deep_gpt_rules_are_supported_where_the_preln_model_shows_the_effect(
+        runs, declared, measure, made):
+    """A reading or rule that could not come out supported at this tier (one the untrained
+    models decide, or blind to the stream) fails here: with the effect put into the trained
+    Pre-LN models, the claim must come out supported."""
+    (first, records), (second, others) = declared.records(runs, CONTROL_SEEDS, DEFAULT).items()
+    values = {first: [change(measure, rs, made) for rs in records],
+              second: [change(measure, rs) for rs in others]}
+    decision = declared.verdict(values)
+    assert decision.verdict == SUPPORTED, decision.reason

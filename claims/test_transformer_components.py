@@ -77,6 +77,7 @@ def test_control_lowest_loss_rule_is_refuted_where_every_stack_is_residual_with_
 
 
 @pytest.mark.control(LOWEST_LOSS.id)
+@pytest.mark.positive(LOWEST_LOSS.id)
 def test_control_lowest_loss_rule_flips_between_a_trained_and_an_untrained_reference(run):
     """The all-of rule on final losses of FFN stacks, where the reference is trained and every
     other configuration left at its initialization (learning rate 0), and the other way round."""

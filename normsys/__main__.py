@@ -39,7 +39,7 @@ from normsys.claims.progress import Progress, label
 from normsys.claims.report import write_check
 from normsys.claims.runs import Runs, meta_inputs
 from normsys.claims.workers import RUN_THREADS, share_the_machine
-from normsys.training.config import PRESETS, RunConfig, preset
+from normsys.training.config import EXPERIMENTS, PRESETS, RunConfig, preset
 from normsys.training.data import DataError
 from normsys.training.models import FAMILIES, Attention, build_model
 from normsys.training.norms import NORMS
@@ -76,11 +76,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     sub.add_parser("list", help="presets, norm kinds and config fields with their defaults")
     tr = sub.add_parser("train", help="train one run and print its summary")
     tr.add_argument("--model", default="encoder", choices=sorted(PRESETS),
-                    help="preset with the original experiment's settings (default: encoder)")
+                    help="the experiment (default: encoder) at the tier --tier names, "
+                         "the CPU tier's sizes unless told")
     tr.add_argument("--norm", help="norm kind, e.g. layernorm, l2, none")
     tr.add_argument("--seed", type=int)
     tr.add_argument("--method", choices=["bp", "fa", "dfa"])
-    tr.add_argument("--tier", choices=list(TIERS), help="data tier (AG News pool)")
+    tr.add_argument("--tier", choices=list(TIERS),
+                    help=f"the tier whose settings and data it takes (default: {DEFAULT})")
     tr.add_argument("--set", action="append", default=[], metavar="SECTION.FIELD=VALUE",
                     help="override any config field, e.g. --set train.epochs=2")
     tr.add_argument("--json", type=Path, help="write the run record as JSON to this path")
@@ -382,7 +384,7 @@ def overrides(args: argparse.Namespace) -> dict[str, str]:
 
 def resolve(args: argparse.Namespace) -> RunConfig:
     """The run's config, checked before any work starts."""
-    cfg = preset(args.model, **overrides(args))
+    cfg = preset(args.model, args.tier or DEFAULT, **overrides(args))
     t = cfg.train
     if cfg.data.name != "random" and not t.steps and not t.epochs:
         raise UsageError("train.epochs=0 and train.steps=0: the run would train no steps; use "
@@ -419,8 +421,9 @@ def check_writable_file(path: Path, option: str) -> None:
 
 def listing() -> str:
     lines = ["presets:"]
-    lines += [f"  {name:<14} {cfg.model.family} on {cfg.data.name} ({cfg.data.tier} tier)"
-              for name, cfg in PRESETS.items()]
+    lines += [f"  {name:<14} {cfg.model.family} on {cfg.data.name} ("
+              + (f"its settings at the {name.rpartition('-')[2]} tier)" if name not in EXPERIMENTS
+                 else "its settings)") for name, cfg in PRESETS.items()]
     lines += ["norm kinds:"] + [f"  {kind:<14} {k.description}" for kind, k in NORMS.items()]
     lines += ["model families:"] + [f"  {name:<14} {cls.__doc__.splitlines()[0]}"
                                     for name, cls in FAMILIES.items()]

@@ -94,9 +94,12 @@ def section(entry: Listed) -> str:
         f" (looks at {', '.join(map(str, plan))} while open)" if len(plan) > 1 else "")
         for t in TIERS for plan in [declaration.plan(t, d.seeds)])
     variants = d.variants[1:]
+    at = [t for t in TIERS if TIERS[t].variants]
     lines = [f"### `{d.id}`", "", f"{d.text()} ({d.source})", "",
              f"- seeds: {seeds}"
-             + (f"; variants: {', '.join(f'`{v}`' for v in variants)}" if variants else "")]
+             + (f"; variants: {', '.join(f'`{v}`' for v in variants)} (at the "
+                f"{', '.join(at)} tier)" if variants else ""),
+             f"- role at the {DEFAULT} tier: **{d.role}** ({declaration.ROLES[d.role]})"]
     exp = d.experiment
     if exp is None:
         lines.append("- trains nothing: its test computes the values it decides on")

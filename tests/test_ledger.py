@@ -817,16 +817,24 @@ def test_the_replication_table_marks_a_tier_without_entries_or_without_a_referen
             "c-2": record(entry(seeds=[3, 4, 5]), claim="c-2"),  # no reference: later seeds
             "c-3": record(entry(tier="paper", device="NVIDIA H200"), claim="c-3")}
     recs["c-4"] = record(entry(code="old"), claim="c-4")  # entries of other training code only
-    table = report.replication_section(recs, ["cpu", "paper"], "c0de").split("\n")
-    assert "| `c-1` | supported (cpu (AVX2, AMD), seeds 0+) | unreplicated (1 independent " \
+    roles = {"c-1": "test", "c-2": "regression"}
+    table = report.replication_section(recs, ["cpu", "paper"], "c0de", roles).split("\n")
+    assert "| `c-1` | test | supported (cpu (AVX2, AMD), seeds 0+) | unreplicated (1 independent " \
            "seed set, 1 numeric environment) | - |  |" in table
-    assert "| `c-2` | - () | unreplicated (1 independent seed set, 1 numeric environment): " \
-           "supported in cpu (AVX2, AMD), seeds 3+ | - |  |" in table
-    assert "| `c-3` | - |  | supported (NVIDIA H200, seeds 0+) | unreplicated (1 independent " \
+    assert "| `c-2` | regression | - () | unreplicated (1 independent seed set, 1 numeric " \
+           "environment): supported in cpu (AVX2, AMD), seeds 3+ | - |  |" in table
+    assert "| `c-3` |  | - |  | supported (NVIDIA H200, seeds 0+) | unreplicated (1 independent " \
            "seed set, 1 numeric environment) |" in table
-    assert "| `c-4` | - | unrecorded: no entry under this training code and the rule in force " \
+    assert "| `c-4` |  | - | unrecorded: no entry under this training code and the rule in force " \
            "(1 older) | - |  |" in table
     assert "cpu: 1 unrecorded, 2 unreplicated; paper: 1 unreplicated" in table
+    # an identity is listed with its role and left out of the counts
+    table = report.replication_section(recs, ["cpu", "paper"], "c0de",
+                                       {**roles, "c-1": "identity"}).split("\n")
+    assert "| `c-1` | identity | supported (cpu (AVX2, AMD), seeds 0+) | unreplicated (1 " \
+           "independent seed set, 1 numeric environment) | - |  |" in table
+    assert "cpu: 1 unrecorded, 1 unreplicated; paper: 1 unreplicated (the 1 identities left " \
+           "out: c-1)" in table
 
 
 def test_the_detection_table_lists_each_claim_with_a_reference_and_says_where_one_environment_spreads():
@@ -1286,6 +1294,10 @@ def test_the_multiplicity_line_counts_the_claims_in_force_and_their_chance_decis
         "decisive, on one side or the other (2 x 2 x 2.5%)")
     assert report.multiplicity(recs, "paper", "c0de") == \
         "paper: no claim decided under the rule in force"
+    assert report.multiplicity(recs, "cpu", "c0de", frozenset({"c-2"})) == (
+        "cpu: 1 claims decided under the rule in force (the 1 identities left out), 1 of them "
+        "decisive in every entry; were every claim's effect exactly on its threshold, at most "
+        "about 0.05 would still come out decisive, on one side or the other (1 x 2 x 2.5%)")
 
 
 def all_of_entry(parts: dict, device=AVX2, **changes) -> verdict.Verdict:

@@ -1,6 +1,9 @@
 """Every claim has a negative control: a test next to it in claims/ (``@pytest.mark.control(id)``)
 that runs the claim's own measurement and rule on a case where the effect is absent or reversed
-and shows the rule coming out the other way. A rule that cannot fail is a defect."""
+and shows the rule coming out the other way. A rule that cannot fail is a defect. A claim whose
+CPU verdict is a test of its source (role ``test``) shows it can come out supported there: it is,
+or a positive control of it (``@pytest.mark.positive(id)``) is. And no claim about training is
+decided by what its statistic reads of the untrained model."""
 
 from __future__ import annotations
 
@@ -14,14 +17,67 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_every_claim_has_a_negative_control():
+@pytest.fixture(scope="module")
+def cpu_listing() -> list[str]:
+    """The CPU tier's lines of --claims-list: one a claim."""
     listed = subprocess.run([sys.executable, "-m", "pytest", "claims", "--claims-list", "-q",
                              "-p", "no:cacheprovider"], cwd=ROOT, capture_output=True, text=True)
     assert listed.returncode == 0, listed.stdout[-2000:] + listed.stderr[-2000:]
     claims = [line for line in listed.stdout.splitlines() if "  [cpu]  " in line]
     assert len(claims) >= 40, listed.stdout[-2000:]
-    uncontrolled = [line.split()[0] for line in claims if "  control: NONE  cost: " in line]
+    return claims
+
+
+def test_every_claim_has_a_negative_control(cpu_listing):
+    uncontrolled = [line.split()[0] for line in cpu_listing if "  control: NONE  " in line]
     assert not uncontrolled, f"claims without a negative control: {uncontrolled}"
+
+
+def test_every_cpu_verdict_says_its_role_and_a_test_can_come_out_supported(cpu_listing):
+    """Each CPU claim names its role; one whose role is test is supported at the CPU tier (its
+    record's reference entry, under the rule in force) or has a positive control."""
+    from normsys.claims import ledger
+    from normsys.claims.declaration import ROLES
+    from normsys.claims.verdict import SUPPORTED
+
+    roles = {line.split()[0]: line.split("  role: ")[1].split()[0] for line in cpu_listing
+             if "  role: " in line}
+    assert set(roles) == {line.split()[0] for line in cpu_listing}
+    assert set(roles.values()) <= set(ROLES)
+    unshown = []
+    for cid in (c for c, role in roles.items() if role == "test"):
+        record = ledger.read(ledger.path_of(ROOT / "claims" / "ledger", cid))
+        ref = record.entries.get(record.reference.get("cpu", ""))
+        supported = ref is not None and ref.verdict == SUPPORTED and ref.full_rule == record.rule
+        positive = any(line.split()[0] == cid and "  positive: " in line for line in cpu_listing)
+        if not (supported or positive):
+            unshown.append(cid)
+    assert not unshown, f"role test, but neither supported at the CPU tier nor with a positive " \
+                        f"control: {unshown}"
+
+
+@pytest.mark.parametrize("name", ["PERI_FLATTENS", "SCALING_UNDOES_IDENTITY"])
+def test_a_deep_gpt_claim_reads_nothing_of_its_own_at_initialization(name, monkeypatch):
+    """Kim's and Sun's claims are about what training does to the stream. Read on the untrained
+    models (each run's model at its initialization in place of the trained one), their statistic
+    must carry nothing: every seed reads exactly 0, whatever the placement. Read as levels, the
+    untrained Peri-LN stream already lay 0.52-0.61 below Pre-LN's in log10 variance growth, and
+    the depth-scaled blocks 0.011 above in cosine, each deciding its claim before any step."""
+    from normsys.declarations import residual_stream
+    from normsys.training.models import prepare_model
+    from normsys.training.tiers import DEFAULT
+
+    class Untrained:  # a run's record, its model at initialization
+        def __init__(self, cfg):
+            self.run_config = cfg
+
+    monkeypatch.setattr(residual_stream, "trained_model",
+                        lambda record, learning_rule=True: prepare_model(record.run_config).eval())
+    declared = getattr(residual_stream, name).declaration
+    exp = declared.experiment
+    values = {arm: [exp.read([Untrained(cfg) for cfg in cfgs]) for cfgs in per_seed]
+              for arm, per_seed in exp.configs(range(3), DEFAULT).items()}
+    assert all(v == 0.0 for per_seed in values.values() for v in per_seed), values
 
 
 def test_steps_to_accuracy_counts_the_window():

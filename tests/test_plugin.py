@@ -787,7 +787,9 @@ def test_claims_list_shows_what_each_claim_costs(tmp_path):
         return next(line for line in out.splitlines()
                     if line.startswith("tc-residual-preserves-gradients  [cpu]"))
 
-    recorded = "min of training as recorded on cpu (x86_64, 2 cores))"
+    from normsys.claims import runtimes
+
+    recorded = f"min of training as recorded on {runtimes.read('cpu')['device']})"
     assert listed().endswith(f" cost: 10 runs (0 cached; the others ~0.0 {recorded}")
     # its control reads three of the claim's runs and three of its own: those are its price
     controls = "the 1 negative controls selected: 3 runs besides the claims' ("

@@ -774,3 +774,21 @@ def test_a_stacked_groups_seconds_are_shared_by_its_seeds(cache, monkeypatch):
     session.planned = [SEEDS]  # as plan() groups them on CUDA
     shares, wall = session.planned_work(2)
     assert shares == {c.fingerprint(): pytest.approx(32.0 / 3) for c in SEEDS} and wall == 32.0
+
+
+def test_the_cpu_tier_with_its_controls_fits_its_budget():
+    """The committed run times of the CPU tier (every run of its claims and negative controls,
+    once) take at most the tier's budget cold on two processes of a 2-core AMD AVX2 machine (a
+    table measured on a faster kind scaled to it): CI's tier, sized so that a cold run lands.
+    A new claim or a larger preset that breaks it needs a smaller setting, not a longer CI."""
+    from normsys.claims import runtimes
+    from normsys.training.tiers import DEFAULT, TIERS
+
+    table = runtimes.read(DEFAULT)
+    wall = runtimes.budget_wall(table)
+    assert wall is not None, f"run times measured on {table['device']!r}: a kind " \
+                             f"runtimes.TO_BUDGET_KIND does not scale to the budget's"
+    assert wall <= TIERS[DEFAULT].budget_minutes, f"~{wall:.1f} min cold on 2 processes"
+    three = {**table, "runs": {"a": 60.0, "b": 60.0, "c": 60.0}}  # two minutes on two processes
+    scale = runtimes.TO_BUDGET_KIND[table["device"].rpartition(", ")[0]]
+    assert runtimes.budget_wall(three) == pytest.approx(2 * scale)

@@ -41,6 +41,17 @@ from normsys.training.tiers import tier as tier_of
 
 Fetch = Callable[[list], list]  # configs -> their records, in order (the claims' `runs` fixture)
 
+# What a claim's verdict at the CPU tier is worth, declared with the claim (``role``): the paper
+# tier runs the original experiments, the CPU tier CI's smaller ones (normsys.training.tiers).
+ROLES = {
+    "test": "the CPU setting shows the effect where its source says it is (the claim is "
+            "supported there, or a positive control on its own path is)",
+    "regression": "the effect needs the source's scale: the CPU verdict guards the numbers, "
+                  "the paper tier tests the claim",
+    "identity": "a mathematical identity checked in floating point: no sample, so left out of "
+                "the replication and multiplicity counts",
+}
+
 
 @dataclass(frozen=True)
 class Arm:
@@ -221,7 +232,8 @@ class Declaration:
     it differs from the tier's; ``experiment``: what it trains and reads (none where its test
     computes the values); ``variants``: the claim itself ("") and the variants it also runs at
     (each an id suffix, ``-masked``, that its arms know); ``slow``: those of them that take more
-    than a few seconds on a CPU (marked slow at the CPU tier)."""
+    than a few seconds on a CPU (marked slow at the CPU tier); ``role``: what its CPU verdict is
+    worth (one of ROLES)."""
 
     id: str
     given: Rule
@@ -231,8 +243,12 @@ class Declaration:
     experiment: Experiment | None = None
     variants: tuple[str, ...] = ("",)
     slow: tuple[str, ...] = ()
+    role: str = "regression"
 
     def __post_init__(self):
+        if self.role not in ROLES:
+            raise ValueError(f"claim {self.id}: role {self.role!r}; a claim's role is one of "
+                             f"{', '.join(ROLES)}")
         if not isinstance(self.given, Rule):
             raise TypeError(f"claim {self.id}: its rule must be a verdict.Rule, got "
                             f"{type(self.given).__name__} {self.given!r}")
@@ -406,6 +422,7 @@ class Statistic:
     own_seeds: int | None = None  # the claim's own seed count at every tier, if any
     variants: tuple[str, ...] = ("",)  # the claim's, as Declaration.variants
     slow: tuple[str, ...] = ()  # the claim's variants slow on a CPU, as Declaration.slow
+    role: str = "regression"  # the claim's, as Declaration.role
     words: str = ""  # the column's name in words, for the figure
     excludes: frozenset[str] = frozenset()  # built-in kinds the experiment does not take
     source: str = ""
@@ -499,12 +516,15 @@ class Statistic:
         combine = None if self.pairing == "own - versus" else PAIRINGS[self.pairing]
         return Experiment({name: own, versus: reference}, self.value, combine, **read)
 
-    def declare(self, norm: str, claim: str, statement: str, source: str = "") -> Declaration:
-        """Another claim this statistic makes: its rule and experiment for ``norm``."""
+    def declare(self, norm: str, claim: str, statement: str, source: str = "",
+                role: str = "") -> Declaration:
+        """Another claim this statistic makes: its rule and experiment for ``norm`` (its role the
+        statistic's, unless given)."""
         if norm == self.versus:
             raise ValueError(f"statistic {self.name}: {norm} against itself is no claim")
         return Declaration(claim, self.rule, source or self.source, statement,
-                           self.own_seeds, self.experiment(norm), self.variants, self.slow)
+                           self.own_seeds, self.experiment(norm), self.variants, self.slow,
+                           role or self.role)
 
     def verdict(self, norm: str, values: Callable[[str], list]) -> Verdict:
         """The verdict for ``norm`` (any kind, the reference too) from each kind's per-seed

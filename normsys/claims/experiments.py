@@ -40,8 +40,8 @@ def log10_grad_ratio(records: list[RunRecord], variant: str = "") -> float:
 
 
 # The LayerNorm-Jacobian analysis's char GPT (char_gpt preset: block 64, 4 layers, 4 heads, d=128,
-# pre-norm LayerNorm, softmax attention, AdamW 1e-3, batch 32, 250 steps of backprop) on Tiny
-# Shakespeare.
+# pre-norm LayerNorm, softmax attention, AdamW 1e-3, batch 32, 250 steps of backprop; at the CPU
+# tier d=64, batch 16, block 32) on Tiny Shakespeare.
 CHAR_GPT = Arm("char_gpt")
 
 

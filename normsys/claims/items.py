@@ -136,6 +136,13 @@ def control_names(items: list[pytest.Item]) -> list[str]:
             if control_ids(i) and not i.get_closest_marker("skip")]
 
 
+def positive_ids(item: pytest.Item) -> list[str]:
+    """The claim ids a positive control (``@pytest.mark.positive(id, ...)``) stands for: their
+    own runs, reading and rule where the effect is present by construction, which must come out
+    supported (what shows a claim's CPU setting can show its effect)."""
+    return [cid for mark in item.iter_markers("positive") for cid in mark.args]
+
+
 def control_ids(item: pytest.Item) -> list[str]:
     """The claim ids a negative control (``@pytest.mark.control(id, ...)``) stands for; a
     parametrized control may name ids per parameter (a mark on each pytest.param)."""

@@ -209,7 +209,8 @@ class Claim:
             autocast=env["autocast"], data=data_digest(), code=code_digest(), settings=settings,
             settings_fingerprint=fingerprint, statement=self.statement, source=self.source,
             seconds=time.perf_counter() - self.start, evidence=jsonable(self.evidence),
-            figures=self.figures, nodeid=self.item.nodeid)
+            figures=self.figures, nodeid=self.item.nodeid,
+            role=getattr(self.declared, "role", ""))
         judgement = self.ledgers.judge(self.id, fresh)
         replicated = self.ledgers.replication(self.id, self.tier, fresh.code)
         reported = replace(

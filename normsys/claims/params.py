@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 import pytest
 
 from normsys.claims.declaration import declaration_of
-from normsys.training.tiers import TIERS, Tier
+from normsys.training.tiers import DEFAULT, TIERS, Tier
 
 
 class Variant(str):
@@ -33,10 +33,17 @@ def tiers(slow: bool = False) -> list:
 
 
 def variant_tiers(variants: Sequence[str], slow: Sequence[str] = ()) -> list:
-    """Parameters for ``"variant,tier"``: every variant (a ``Variant``) at every tier, with its
-    ``marks`` (``slow``: the variants slow where no GPU is meant)."""
+    """Parameters for ``"variant,tier"``: the claim itself at every tier and each other variant (a
+    ``Variant``) at the tiers that run variants (``Tier.variants``), with its ``marks``
+    (``slow``: the variants slow where no GPU is meant)."""
     return [pytest.param(v, t.name, marks=marks(t, v in slow), id=f"{t.name}{v}")
-            for v in map(Variant, variants) for t in TIERS.values()]
+            for v in map(Variant, variants) for t in TIERS.values() if t.variants or not v]
+
+
+def variants_at(declared, tier: str = DEFAULT) -> tuple[str, ...]:
+    """The variants of a declared claim that run at ``tier`` (Tier.variants): a negative control
+    that trains a variant's own experiment trains it where the variant runs."""
+    return declared.variants if TIERS[tier].variants else declared.variants[:1]
 
 
 def tiers_of(declared) -> list:

@@ -43,6 +43,7 @@ from normsys.claims.items import (
     claim_variant,
     control_ids,
     own_plan,
+    positive_ids,
 )
 from normsys.claims.outcome import PROPERTY, Claim, unfinished
 from normsys.claims.report import write_check
@@ -109,13 +110,15 @@ MARKERS = (
     "claim(id, statement, source, seeds=None): an executable claim about normalization",
     "control(*claim_ids): a negative control of these claims: their own measurement and rule "
     "on a case where the effect is absent or reversed, coming out the other way",
-    f"{OWN_RUNS}: set on a negative control that trains its claims' own experiment (the runs "
-    "fixture): minutes of training, as a claim takes",
+    "positive(*claim_ids): a positive control of these claims: their own runs, reading and rule "
+    "on a case where the effect is present by construction, coming out supported",
+    f"{OWN_RUNS}: set on a control that trains its claims' own experiment (the runs fixture): "
+    "minutes of training, as a claim takes",
 )
 
 
 def pytest_itemcollected(item: pytest.Item) -> None:
-    if control_ids(item) and "runs" in getattr(item, "fixturenames", ()):
+    if (control_ids(item) or positive_ids(item)) and "runs" in getattr(item, "fixturenames", ()):
         item.add_marker(OWN_RUNS)
 
 

@@ -53,11 +53,11 @@ from normsys.claims.verdict import (
     num,
     seed_span,
 )
-from normsys.training.tiers import TIERS
+from normsys.training.tiers import DEFAULT, TIERS
 
 VERDICT_ORDER = (SUPPORTED, REFUTED, INCONCLUSIVE, "error", "not run")
 NONE_IN_FORCE = "unrecorded"  # a tier whose entries were all made by other code or rules
-HEADER = ["claim", "tier", "verdict", "statistic", "mean", "CI", "rule", "seeds", "time",
+HEADER = ["claim", "tier", "role", "verdict", "statistic", "mean", "CI", "rule", "seeds", "time",
           "ledger", "replication"]  # CI: at the level of the look that decided (Verdict.confidence)
 
 
@@ -88,8 +88,15 @@ def _num(x: float) -> str:
     return f"{x:.4g}"
 
 
+def role_at(role: str, tier: str) -> str:
+    """A claim's role (declaration.ROLES) beside a verdict of ``tier``: what a CPU verdict is
+    worth; a tier of the original experiments tests the claim itself ("")."""
+    return role if tier == DEFAULT else ""
+
+
 def rows(results) -> list[list[str]]:
-    return [[r.id, r.tier, r.verdict.upper() if r.verdict == REFUTED else r.verdict,
+    return [[r.id, r.tier, role_at(getattr(r, "role", ""), r.tier),
+             r.verdict.upper() if r.verdict == REFUTED else r.verdict,
              r.statistic, _num(r.mean), f"[{_num(r.low)}, {_num(r.high)}]", r.rule,
              str(len(r.seeds)), f"{r.seconds:.0f}s", ledger_cell(r),
              getattr(r, "replication", "")] for r in results]
@@ -356,18 +363,21 @@ def skew_table(recs: dict[str, Record]) -> tuple[list[str], list[list[str]], flo
     return ["claim", "skewness", "at least (bootstrap, 95%)"], rows, median
 
 
-def multiplicity(recs: dict[str, Record], tier: str, code: str) -> str:
+def multiplicity(recs: dict[str, Record], tier: str, code: str,
+                 identities: frozenset[str] = frozenset()) -> str:
     """How many wrong-side verdicts the tier's claims in force would give if every effect sat on
-    its threshold: each claim at most ALPHA_PER_SIDE a side."""
-    decided = [replication(r, tier, code) for r in recs.values()]
+    its threshold: each claim at most ALPHA_PER_SIDE a side. ``identities``: claims that check a
+    mathematical identity (role identity), left out: rounding, not a sample, decides them."""
+    decided = [replication(r, tier, code) for cid, r in recs.items() if cid not in identities]
     decided = [d for d in decided if d is not None]
     if not decided:
         return f"{tier}: no claim decided under the rule in force"
     decisive = sum(d.verdict != INCONCLUSIVE for d in decided)
     expected = len(decided) * 2 * ALPHA_PER_SIDE
-    return f"{tier}: {len(decided)} claims decided under the rule in force, {decisive} of them " \
-           f"decisive in every entry; were every claim's effect exactly on its threshold, at " \
-           f"most about {expected:.2g} would still come out decisive, on one side or the other " \
+    left = f" (the {len(identities)} identities left out)" if identities else ""
+    return f"{tier}: {len(decided)} claims decided under the rule in force{left}, {decisive} of " \
+           f"them decisive in every entry; were every claim's effect exactly on its threshold, " \
+           f"at most about {expected:.2g} would still come out decisive, on one side or the other " \
            f"({len(decided)} x 2 x {100 * ALPHA_PER_SIDE:g}%)"
 
 
@@ -575,30 +585,43 @@ credibly larger (the lower 5% bound of a bootstrap of its pooled values beyond {
 more often than {alpha} on the side its skew points away from:"""
 
 
-def skew_section(recs: dict[str, Record], tiers: Sequence[str], code: str) -> str:
+def skew_section(recs: dict[str, Record], tiers: Sequence[str], code: str,
+                 roles: dict[str, str] | None = None) -> str:
     header, rows, median = skew_table(recs)
-    lines = "\n".join(f"- {multiplicity(recs, tier, code)}" for tier in tiers)
+    lines = "\n".join(f"- {multiplicity(recs, tier, code, identities_in(recs, roles))}"
+                      for tier in tiers)
     head = SKEW_HEAD.format(alpha=f"{100 * ALPHA_PER_SIDE:g}%", lines=lines,
                             interval=f"{100 * INTERVAL_ALPHA:g}%", tolerated=SKEW_TOLERATED,
                             median=median)
     return "\n\n".join([head, as_markdown(header, rows) if rows else "none."])
 
 
-def replication_section(recs: dict[str, Record], tiers: Sequence[str], code: str) -> str:
-    header = ["claim"] + [x for t in tiers for x in (t, f"{t}: replication")]
+def identities_in(recs: dict[str, Record], roles: dict[str, str] | None) -> frozenset[str]:
+    """The claims of ``recs`` whose role (``roles``: claim id -> role) is identity."""
+    return frozenset(cid for cid in recs if (roles or {}).get(cid) == "identity")
+
+
+def replication_section(recs: dict[str, Record], tiers: Sequence[str], code: str,
+                        roles: dict[str, str] | None = None) -> str:
+    """Each claim's verdict and its replication at each tier, the CPU verdict with the claim's
+    role (``roles``: claim id -> role); the counts leave the identities out."""
+    roles = roles or {}
+    header = ["claim", "role"] + [x for t in tiers for x in (t, f"{t}: replication")]
     rows, counts = [], {t: {} for t in tiers}
+    identities = identities_in(recs, roles)
     for cid, r in sorted(recs.items()):
-        row = [cid]
+        row = [cid, roles.get(cid, "")]
         for tier in tiers:
             rep, ref = replication(r, tier, code), r.entries.get(r.reference.get(tier, ""))
+            counted = counts[tier] if cid not in identities else {}
             if rep is None:
                 older = len(r.of(tier))
                 if older:
-                    counts[tier][NONE_IN_FORCE] = counts[tier].get(NONE_IN_FORCE, 0) + 1
+                    counted[NONE_IN_FORCE] = counted.get(NONE_IN_FORCE, 0) + 1
                 row += ["-", f"{NONE_IN_FORCE}: no entry under this training code and the rule in "
                              f"force ({older} older)" if older else ""]
                 continue
-            counts[tier][rep.word] = counts[tier].get(rep.word, 0) + 1
+            counted[rep.word] = counted.get(rep.word, 0) + 1
             first = label(ref) if ref else ""
             differ = [f"{v} in {k}" for k, v in rep.verdicts.items()
                       if ref is None or v != ref.verdict]
@@ -607,11 +630,21 @@ def replication_section(recs: dict[str, Record], tiers: Sequence[str], code: str
             row += [f"{verdict.upper() if verdict == REFUTED else verdict} ({first})",
                     f"{word} ({rep.counts})"
                     + (f": {', '.join(differ)}" if differ else "")]
-        row[1] += "".join(f"<br>*{a.line()}*" for a in r.amendments)  # beside the verdict
+        row[2] += "".join(f"<br>*{a.line()}*" for a in r.amendments)  # beside the verdict
         rows.append(row)
     summary = "; ".join(f"{t}: " + ", ".join(f"{n} {w}" for w, n in sorted(counts[t].items()))
                         for t in tiers)
-    return "\n\n".join([REPLICATION_HEAD, summary, as_markdown(header, rows)])
+    if identities:
+        summary += f" (the {len(identities)} identities left out: {', '.join(sorted(identities))})"
+    return "\n\n".join([REPLICATION_HEAD, roles_line(), summary, as_markdown(header, rows)])
+
+
+def roles_line() -> str:
+    """What each role says of a claim's CPU verdict (declaration.ROLES), in a sentence each."""
+    from normsys.claims.declaration import ROLES
+
+    return "A claim's role says what its CPU verdict is worth: " + "; ".join(
+        f"**{role}**, {words}" for role, words in ROLES.items()) + "."
 
 
 def left_out(recs: dict[str, Record], tier: str, code: str) -> tuple[int, list[str]]:
@@ -656,8 +689,10 @@ For these, the bit-for-bit comparison on a kind with entries of its own is the c
 without them records them (`docs/reading-verdicts.md`, Recording a machine kind)."""
 
 
-def blind_line(found: list[Detection]) -> str:
-    """The claims blind off their recorded kinds (Detection.blind), named."""
+def blind_line(found: list[Detection], identities: frozenset[str] = frozenset()) -> str:
+    """The claims blind off their recorded kinds (Detection.blind), named; ``identities`` left
+    out (their values are rounding: a kind moves them as much as a seed would by design)."""
+    found = [d for d in found if d.claim not in identities]
     ids = [d.claim for d in found if d.blind]
     return BLIND.format(n=len(ids), total=len(found), ids=", ".join(f"`{i}`" for i in ids) or "none")
 
@@ -666,19 +701,24 @@ def docs(folder: Path, picture: Path | None = None, code: str | None = None) -> 
     """docs/verdicts.md from the records in ``folder``: the figure (drawn to ``picture`` when
     given), each claim's replication and amendments over its entries in force (made by the
     training code ``code``, None: this checkout's), what CI on another CPU detects, then every
-    tier's columns side by side."""
+    tier's columns side by side; each CPU verdict beside its claim's role (declarations.roles)."""
+    from normsys.declarations import roles as declared_roles  # every claim module: a page's work
+
     recs = records(folder)
     if picture is not None:
         figure(recs, picture)
     tiers = recorded_tiers(recs)
     code = code or code_digest()
+    roles = declared_roles()
     blocks = [DOCS_HEAD.format(level=100 * LEVEL, first=100 * (1 - 2 * FIRST_ALPHA)),
-              replication_section(recs, tiers, code), skew_section(recs, tiers, code)]
+              replication_section(recs, tiers, code, roles),
+              skew_section(recs, tiers, code, roles)]
     for tier in (t for t in tiers if not TIERS[t].gpu):  # the designed reruns are CPU kinds'
         found = detections(recs, tier)
         blocks += [DETECTION_HEAD.format(alpha=ALPHA_ACROSS, normal=false_alarm(recs, tier),
                                          resampled=false_alarm_resampled(recs, tier)),
-                   as_markdown(*detection_table(found)), blind_line(found),
+                   as_markdown(*detection_table(found)),
+                   blind_line(found, identities_in(recs, roles)),
                    left_out_line(recs, tier, code)]
     for tier in tiers:
         cols = columns(recs, tier)

@@ -29,7 +29,7 @@ import torch
 
 from normsys.claims.cache import cached_fingerprints, run_key
 from normsys.training.config import RunConfig
-from normsys.training.provenance import device_name, numeric_environment, processor
+from normsys.training.provenance import cpu_kind, device_name, numeric_environment
 from normsys.training.store import atomic_write_text
 from normsys.training.tiers import DEFAULT, TIERS
 
@@ -98,10 +98,28 @@ def measure(cache: Path, tier: str, controls: list[str] | None = None) -> dict:
                          "untimed": sum(s is None for s in keys.values()),
                          "fingerprints": sorted(fingerprints[claim])}
     device = device_name()
-    if device == "cpu":
-        device = f"cpu ({processor()}, {os.cpu_count()} cores)"
+    if device == "cpu":  # the kind that sets a run's speed: its kernels and vendor, and cores
+        device = f"{cpu_kind()}, {os.cpu_count()} cores"
     return {"tier": tier, "device": device, "claims": claims,
             "runs": dict(sorted(by_config.items()))}
+
+
+# A tier's budget is set on two processes of a 2-core AMD AVX2 machine (tiers.Tier.budget_minutes),
+# the slowest kind CI meets; a table measured on another kind is scaled to it by how much faster
+# that kind trains the same runs (AMD Zen 5 AVX-512: 2.1-2.3x on three char-LSTM runs).
+TO_BUDGET_KIND = {"cpu (AVX2, AMD)": 1.0, "cpu (AVX512, AMD)": 2.3}
+BUDGET_PROCESSES = 2
+
+
+def budget_wall(table: dict) -> float | None:
+    """The minutes the table's runs (every run of its claims and controls, once) take cold on
+    the budget's machine, longest first on its two processes; None for a table measured on a
+    kind TO_BUDGET_KIND does not know."""
+    kind = table["device"].rpartition(", ")[0]
+    if kind not in TO_BUDGET_KIND:
+        return None
+    seconds = [s * TO_BUDGET_KIND[kind] for s in table.get("runs", {}).values()]
+    return expected_wall(seconds, BUDGET_PROCESSES) / 60
 
 
 def write(table: dict, folder: Path | None = None) -> Path:

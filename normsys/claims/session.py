@@ -27,12 +27,13 @@ from normsys.claims.items import (
     control_names,
     planned_configs,
     planned_looks,
+    positive_ids,
     recorded_entry,
     selected,
 )
 from normsys.claims.outcome import PROPERTY, ClaimRefuted
 from normsys.claims.progress import Progress
-from normsys.claims.report import merged, verdict_table, write_check, write_reports
+from normsys.claims.report import merged, role_at, verdict_table, write_check, write_reports
 from normsys.claims.runtimes import control_work, expected_wall
 from normsys.training.config import MAX_SEED
 from normsys.training.data import DataError, DataMissingError, data_root, hub_allowed
@@ -171,7 +172,12 @@ def list_claims(config: pytest.Config, items: list[pytest.Item]) -> None:
         if not planned:
             unplanned.append(todo)
         configs.setdefault(tier, []).extend(planned)
-        write(f"{cid}  [{tier}]  {statement}  ({source})  control: {control}  cost: {text}")
+        declared = claim_marker(item_of[cid, tier]).kwargs.get("declared")
+        role = role_at(getattr(declared, "role", ""), tier)
+        positive = ", ".join(item.name for item in session.positives.get(cid, []))
+        write(f"{cid}  [{tier}]  " + (f"role: {role}  " if role else "")
+              + f"{statement}  ({source})  control: {control}  "
+              + (f"positive: {positive}  " if positive else "") + f"cost: {text}")
     write(f"{len({cid for cid, _ in catalog})} claims, {len(catalog)} claim-tier pairs" + (
         f"; {len(unplanned)} without declared runs, {total_line(unplanned)}" if unplanned else ""))
     for tier, planned in sorted(configs.items()):  # each run once, however many claims read it
@@ -184,9 +190,12 @@ def list_claims(config: pytest.Config, items: list[pytest.Item]) -> None:
         write(f"the {len(names)} negative controls selected: {work.line()}")
         tasks = [*session.runs.missing_seconds(cpu), *work.todo.values()]
         places = os.cpu_count() or 1
+        budget = TIERS[DEFAULT].budget_minutes
         write(f"the cpu tier with its controls: ~{sum(tasks) / 60:.1f} min of training; "
               f"~{expected_wall(tasks, places) / 60:.1f} min on {places} process(es) "
-              f"(-n {places}), longest first")
+              f"(-n {places}), longest first" + (
+                  f"; its budget: {budget:g} min on 2 processes of a 2-core AMD AVX2 machine"
+                  if budget else ""))
     items.clear()
 
 
@@ -215,6 +224,7 @@ class ClaimsSession:
         self.config, self.ledgers, self.runs = config, ledgers, runs
         self.cluster, self.terminal = cluster, terminal
         self.controls: dict[str, list[pytest.Item]] = {}
+        self.positives: dict[str, list[pytest.Item]] = {}  # each claim id's positive controls
         self.claim_items: dict[str, list[pytest.Item]] = {}
         self.results: dict[str, verdict.Verdict] = {}
         self.written: list[str] = []  # what was written, for the terminal summary
@@ -231,6 +241,9 @@ class ClaimsSession:
             for cid in control_ids(item):
                 item.extra_keyword_matches.add(cid)
                 controls.setdefault(cid, []).append(item)
+            for cid in positive_ids(item):
+                item.extra_keyword_matches.add(cid)
+                self.positives.setdefault(cid, []).append(item)
             if (marker := claim_marker(item)) is not None:
                 cid = claim_id(item, marker)
                 item.extra_keyword_matches.add(cid)

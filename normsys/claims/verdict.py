@@ -208,6 +208,7 @@ class Verdict:
     evidence: dict = field(default_factory=dict)
     figures: tuple[str, ...] = ()
     nodeid: str = ""
+    role: str = ""  # what the claim's verdict at the CPU tier is worth (declaration.ROLES)
     ledger: str = ""  # same | across | moved | changed | new | unrecorded | updated
     ledger_note: str = ""  # the record's line for this claim, or what to do
     replication: str = ""  # Replication.word

@@ -8,6 +8,7 @@ alike.
     from normsys import declarations
     declarations.claims()       # every claim, module by module, in the order they are declared
     declarations.statistics()   # the norm-generic ones: the scorecard's columns
+    declarations.roles()        # each claim id's role: what its CPU verdict is worth
 """
 
 from __future__ import annotations
@@ -53,6 +54,12 @@ def found_in(modules: Iterable[ModuleType]) -> tuple[tuple[str, Declared], ...]:
 def claims() -> tuple[Declaration, ...]:
     """Every claim's declaration (a Statistic's: the claim it makes of its own norm kind)."""
     return tuple(declaration_of(d) for _, d in declared())
+
+
+def roles() -> dict[str, str]:
+    """Every claim id (each variant's too) -> its role (normsys.claims.declaration.ROLES): what
+    its verdict at the CPU tier is worth."""
+    return {f"{d.id}{v}": d.role for d in claims() for v in d.variants}
 
 
 def statistics() -> tuple[Statistic, ...]:

@@ -5,9 +5,9 @@ less sensitive to the learning rate.
 
 The Pre-LN char GPT (the char_gpt preset: block 64, 4 blocks, 4 heads, batch 32 on Tiny
 Shakespeare) trained by AdamW with betas (0.9, 0.95) and no weight decay, with and without a
-LayerNorm on each head's queries and keys (model.qk_norm); width 64 and the preset's 250 steps at
-the CPU tier, the preset's width 128 and 1,000 steps at the paper tier. Both claims are
-norm-generic: scorecard columns with each kind as the qk-norm.
+LayerNorm on each head's queries and keys (model.qk_norm); the preset's 250 steps at the CPU tier
+(its width 64, batch 16, block 32), the preset's width 128 and 1,000 steps at the paper tier.
+Both claims are norm-generic: scorecard columns with each kind as the qk-norm.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def gpt(qk_norm: str, **settings) -> Arm:
     """The char GPT with ``qk_norm`` ("none": without), AdamW (0.9, 0.95), no decay."""
     return Arm("char_gpt", {"model.qk_norm": qk_norm, "train.beta2": 0.95,
                             "train.weight_decay": 0.0, "train.steps": 1000, **settings},
-               at={DEFAULT: {"model.d": 64, "train.steps": 250}})
+               at={DEFAULT: {"train.steps": 250}})
 
 
 def max_attention_logit(records, variant: str = "") -> float:
@@ -81,7 +81,7 @@ QK_LOGIT_BOUND = Statistic(
               "grows without qk-layernorm and stays bounded with it (maxlogit: the largest |q.k| "
               "/ sqrt(d_head) over blocks and heads on a validation batch after training), paired "
               "by seed: {rule}.",
-    slow=("",))  # six char GPTs
+    slow=("",), role="test")  # six char GPTs
 
 
 def lr_sensitivity(records, variant: str = "") -> float:
@@ -106,4 +106,4 @@ QK_LR_SENSITIVITY = Statistic(
     statement="qk-layernorm makes a Pre-LN char GPT's final loss less sensitive to the learning "
               "rate (sensitivity over learning rates 1e-3, 1e-2 and 1e-1: the mean of min(loss, "
               "loss at init) minus the best loss of the sweep), paired by seed: {rule}.",
-    slow=("",))  # eighteen char GPTs, six of them QK_LOGIT_BOUND's
+    slow=("",), role="test")  # eighteen char GPTs, six of them QK_LOGIT_BOUND's

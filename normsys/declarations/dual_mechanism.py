@@ -2,13 +2,13 @@
 
 Seed encoder (token embedding without positions, post-norm blocks, no padding mask, classifier on
 [CLS]) trained on AG News with norm in {layernorm, l2, none}. CPU tier: 6,000 train / 1,600 held-out
-rows of the official test split, 64 tokens, d=64, 4 heads, 6 blocks, Adam 1e-3, batch 64, 4 epochs.
+rows of the official test split, 32 tokens, d=64, 4 heads, 6 blocks, Adam 1e-3, batch 64, 2 epochs.
 Effective rank at blocks 1, 3, 6 on one fixed training batch of 64 sequences (rows = batch*tokens);
 kappa_6 = erank(block 6) / erank(block 1); rho_l = erank(block l) / d. The nine runs are shared.
 
-Variants (measurement robustness): ``-nonpad`` measures ranks without the padding positions (same
-runs, so only the rank claims have it); ``-masked`` trains with a padding mask in attention (nine
-more runs).
+Variants (measurement robustness, at the paper tier): ``-nonpad`` measures ranks without the
+padding positions (same runs, so only the rank claims have it); ``-masked`` trains with a padding
+mask in attention (nine more runs).
 Ours: the scale confound. l2 rows have norm 1, LayerNorm rows ~sqrt(d); scaled_l2 (sqrt(d) x/||x||)
 and l2_affine (l2 + per-feature gain and bias) separate scale from the affine 'expression' part.
 """
@@ -33,7 +33,7 @@ def generalization_gap(record) -> float:
 VARIANTS = ("", "-nonpad", "-masked")
 RUN_VARIANTS = ("", "-masked")  # the accuracy claims: -nonpad would repeat the same numbers
 CHANGES = {"": {}, "-nonpad": {}, "-masked": {"model.pad_mask": True}}
-SLOW = ("-masked",)  # nine more encoder runs (~10 min of one core): outside CI's budget
+SLOW = ("-masked",)  # nine more encoder runs
 # where the paper tier was measured: 5 seeds each, the offline FALLBACK pool (8,000 train rows)
 
 
@@ -86,20 +86,21 @@ def gap_of(records, variant: str = "") -> float:
 KAPPA_6 = Statistic(
     "kappa_6", "dm-layernorm-prevents-collapse", Rule("kappa_6", ">=", 0.8), ENCODER, kappa_6,
     excludes=SEQUENCES, words="rank kept at depth", source=SOURCE, variants=VARIANTS, slow=SLOW,
-    statement="LayerNorm keeps representations from collapsing with depth: {rule}.")
+    statement="LayerNorm keeps representations from collapsing with depth: {rule}.",
+    role="regression")
 MIN_RHO = Statistic(
     "min_rho", "dm-l2-isotropic", Rule("min_l rho_l", ">=", 0.5), ENCODER, min_rho_of,
     claim_norm="l2", excludes=SEQUENCES, words="isotropy of every block", source=SOURCE,
     variants=VARIANTS, slow=SLOW,
     statement="L2-normalized representations stay isotropic: min over blocks 1, 3, 6 of "
-              "erank/d: {rule}.")
+              "erank/d: {rule}.", role="regression")
 TEST_ACC_VS_LN = Statistic(
     "test_acc_vs_ln", "dm-scaled-l2-matches-layernorm",
     Rule("test_acc", "within", (-0.02, 0.02)), ENCODER,
     metric(TEST_ACC), versus="layernorm", pairing="versus - own",
     claim_norm="scaled_l2", excludes=SEQUENCES, words="accuracy as LayerNorm's",
     source="ours (scale confound)",
-    statement="At LayerNorm's output scale, L2 matches LayerNorm: {rule}.")
+    statement="At LayerNorm's output scale, L2 matches LayerNorm: {rule}.", role="regression")
 
 
 NONE_COLLAPSES = Declaration(
@@ -108,7 +109,7 @@ NONE_COLLAPSES = Declaration(
     # Figure 4 draws the other kinds beside it: their runs are planned (and costed) with its own
     experiment=Experiment(by_norm(ENCODER, "none"), kappa_6,
                           evidence=by_norm(ENCODER, *(n for n in NORMS if n != "none"))),
-    variants=VARIANTS, slow=SLOW)
+    variants=VARIANTS, slow=SLOW, role="regression")
 
 
 L2_PREVENTS = KAPPA_6.declare(
@@ -121,7 +122,7 @@ LN_EXPRESSION = Declaration(
     source=SOURCE, statement="LayerNorm's affine 'expression' part buys accuracy over plain L2: "
                              "{rule}, paired by seed.",
     experiment=Experiment(by_norm(ENCODER, "layernorm", "l2"), metric(TEST_ACC)),
-    variants=RUN_VARIANTS, slow=SLOW)
+    variants=RUN_VARIANTS, slow=SLOW, role="regression")
 
 
 NONE_MEMORIZES = Declaration(
@@ -129,7 +130,7 @@ NONE_MEMORIZES = Declaration(
     statement="Without normalization the encoder memorizes (gap = train - test accuracy): "
               "{rule}, paired by seed.",
     experiment=Experiment(by_norm(ENCODER, "none", "layernorm"), gap_of),
-    variants=RUN_VARIANTS, slow=SLOW)
+    variants=RUN_VARIANTS, slow=SLOW, role="regression")
 
 
 SCALE_NOT_AFFINE = Declaration(
@@ -138,4 +139,5 @@ SCALE_NOT_AFFINE = Declaration(
     statement="The l2 model's deficit is a matter of scale, not of missing affine parameters: "
               "{rule}, paired.",
     experiment=Experiment(by_norm(ENCODER, "scaled_l2", "l2_affine"), metric(TEST_ACC),
-                          evidence=by_norm(ENCODER, *NORMS)))  # drawn beside them
+                          evidence=by_norm(ENCODER, *NORMS)),
+                          role="regression")  # drawn beside them

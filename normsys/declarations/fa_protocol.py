@@ -1,14 +1,16 @@
 """FA evaluation protocol: gradient-direction stability separates DFA from backprop.
 
 Pre-LN residual MLP on MNIST (784 -> 256, 4 blocks LN -> Linear(256, 512) -> GELU ->
-Linear(512, 256)), Adam 1e-3, batch 128, 2 epochs, trained with bp, fa and dfa, plus the
+Linear(512, 256); at the CPU tier width 128 on the first 20,000 training images), Adam 1e-3,
+batch 128, 2 epochs, trained with bp, fa and dfa, plus the
 frozen-blocks baselines (blocks fixed at init; embed, out_ln and head trained by backprop, or by
 DFA's own signals). Stability at the middle hidden state h_2 over 8 disjoint test batches of 128:
 the mean pairwise cosine of the batch-mean backprop gradients dL/dh_2, taken by autograd through
 each net's true weights whatever rule trained it (reference: BP 0.05-0.18, DFA 0.5-0.99).
 
 Stability depends on how far training got (a net still carrying a population-gradient direction
-is more stable), so the stability claims also run ``-long``: the same rules after 10 epochs.
+is more stable), so the stability claims also run ``-long`` at the paper tier: the same rules
+after 10 epochs.
 """
 
 from __future__ import annotations
@@ -72,14 +74,16 @@ BP_UNSTABLE = Declaration(
     source=SOURCE,
     statement="In a BP-trained net, batch-mean gradient directions at the middle layer are batch-"
               "specific: {rule}.",
-    experiment=Experiment({"bp": trained_by("bp")}, stability_of), variants=VARIANTS)
+    experiment=Experiment({"bp": trained_by("bp")}, stability_of), variants=VARIANTS,
+    role="regression")
 
 
 DFA_STABLE = Declaration(
     "fa-dfa-direction-stable", Rule("stability", ">=", 0.5),
     source=SOURCE,
     statement="In a DFA-trained net, gradient directions are stable across batches: {rule}.",
-    experiment=Experiment({"dfa": trained_by("dfa")}, stability_of), variants=VARIANTS)
+    experiment=Experiment({"dfa": trained_by("dfa")}, stability_of), variants=VARIANTS,
+    role="regression")
 
 
 SEPARATES = Declaration(
@@ -88,7 +92,7 @@ SEPARATES = Declaration(
     statement="Stability separates DFA from BP: {rule}, paired by seed (FA reported too).",
     experiment=Experiment({"dfa": trained_by("dfa"), "bp": trained_by("bp")}, stability_of,
                           evidence={"fa": trained_by("fa")}),
-    variants=VARIANTS)
+    variants=VARIANTS, role="regression")
 
 
 DFA_BEATS_FROZEN = Declaration(
@@ -97,7 +101,7 @@ DFA_BEATS_FROZEN = Declaration(
     statement="DFA trains the blocks usefully: {rule} (blocks frozen at init, the rest trained by "
               "backprop), paired by seed.",
     experiment=Experiment({"dfa": trained_by("dfa"), "frozen": trained_by("bp", frozen=True)},
-                          metric(TEST_ACC)))
+                          metric(TEST_ACC)), role="regression")
 
 
 DFA_BEATS_FROZEN_DFA = Declaration(
@@ -106,7 +110,7 @@ DFA_BEATS_FROZEN_DFA = Declaration(
     statement="DFA trains the blocks usefully, against a baseline whose embedding also learns from "
               "DFA's signals: {rule}, paired.",
     experiment=Experiment({"dfa": trained_by("dfa"), "frozen, dfa": trained_by("dfa", frozen=True)},
-                          metric(TEST_ACC)))
+                          metric(TEST_ACC)), role="regression")
 
 
 BP_BEATS_FROZEN = Declaration(
@@ -114,4 +118,4 @@ BP_BEATS_FROZEN = Declaration(
     source=SOURCE,
     statement="BP trains the blocks usefully: {rule}, paired by seed.",
     experiment=Experiment({"bp": trained_by("bp"), "frozen": trained_by("bp", frozen=True)},
-                          metric(TEST_ACC)))
+                          metric(TEST_ACC)), role="regression")

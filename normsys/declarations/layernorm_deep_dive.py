@@ -2,11 +2,13 @@
 
 MLP: 3 hidden layers of 256 (Linear -> norm -> ReLU), Adam 1e-3, batch 64, 1 epoch; its last hidden
 layer is probed on 1,000 fixed training images. CNN: 3 x conv3x3 -> norm -> ReLU -> maxpool, batch
-128, 1 epoch; LayerNorm there normalizes each sample's whole (C, H, W) map (Ba et al. 2016).
+128, 1 epoch (at the CPU tier 16 channels and the first 20,000 training images); LayerNorm there
+normalizes each sample's whole (C, H, W) map (Ba et al. 2016).
 Char LSTM: 1 layer, hidden 256, 1,000 steps on Tiny Shakespeare (BatchNorm: statistics per time
-step). Transformer block: one pre-norm block as a character LM on Tiny Shakespeare (d=64, 4 heads,
-context 64, batch 32, Adam 1e-3, 500 steps). Tanh MLP: as in the residual claim. Models with
-BatchNorm are evaluated in eval mode (running statistics).
+step); at the CPU tier hidden 128, 300 steps. Transformer block: one pre-norm block as a
+character LM on Tiny Shakespeare (d=64, 4 heads, context 64, batch 32, Adam 1e-3, 500 steps).
+Tanh MLP: as in the residual claim. Models with BatchNorm are evaluated in eval mode (running
+statistics).
 """
 
 from __future__ import annotations
@@ -52,10 +54,12 @@ def init_scale_spread(records: list[RunRecord], variant: str = "") -> float:
     return accuracy_spread([r.metrics[TEST_ACC] for r in records])
 
 
-# The CNN (cnn preset: 3 x conv3x3 (32, 64, 64) -> norm -> ReLU -> maxpool, batch 128).
+# The CNN (cnn preset: 3 x conv3x3 (32, 64, 64) -> norm -> ReLU -> maxpool, batch 128; at the CPU
+# tier (16, 32, 32) on 20,000 images).
 CNN = Arm("cnn")
-# The char LSTM (lstm preset: 1 layer, hidden 256, 1,000 steps); norm layernorm is the
-# layer-normalized LSTM of Ba et al. 2016, none the plain LSTM (same cell code).
+# The char LSTM (lstm preset: 1 layer, hidden 256, 1,000 steps; at the CPU tier hidden 128, 300
+# steps); norm layernorm is the layer-normalized LSTM of Ba et al. 2016, none the plain LSTM (same
+# cell code).
 LSTM = Arm("lstm")
 # One pre-norm Transformer block as a character LM: d=64, 4 heads, context 64, batch 32, Adam 1e-3,
 # 500 steps; its norm in both of the block's norm places and the final norm.
@@ -89,13 +93,13 @@ GRAD_RATIO_VS_NONE = Statistic(
     source=SOURCE,
     statement="LayerNorm after each layer of a {model.layers}-layer tanh MLP (no residuals) "
               "prevents vanishing gradients at init (ratio = ||grad W_1|| / ||grad W_10||): "
-              "{rule}, paired.")
+              "{rule}, paired.", role="test")
 DECORRELATION = Statistic(
     "decorrelation", "ld-layernorm-decorrelates", Rule("corr", ">", 0.0),
     MLP, correlation,
     versus="none", pairing="versus - own", words="decorrelation vs no norm", source=SOURCE,
     statement="LayerNorm decorrelates hidden units (corr: mean |off-diagonal correlation| of the "
-              "last hidden layer): {rule}, paired.")
+              "last hidden layer): {rule}, paired.", role="test")
 INIT_ROBUSTNESS = Statistic(
     "init_robustness", "ld-layernorm-robust-to-init-scale", Rule("spread", ">", 0.02),
     Arm("mlp", MLP.settings, each=tuple({"model.init_scale": k} for k in INIT_SCALES)),
@@ -103,7 +107,8 @@ INIT_ROBUSTNESS = Statistic(
     versus="none", pairing="versus - own", words="init-scale robustness vs no norm",
     source=SOURCE,
     statement="LayerNorm makes the MLP robust to its weight initialization (spread: max - min test "
-              "accuracy with the hidden weights scaled by 0.5, 1, 2 at init): {rule}, paired.")
+              "accuracy with the hidden weights scaled by 0.5, 1, 2 at init): {rule}, paired.",
+              role="test")
 
 
 SPEEDS_CONVERGENCE = Declaration(
@@ -112,7 +117,7 @@ SPEEDS_CONVERGENCE = Declaration(
     statement="LayerNorm speeds up convergence (steps: to 90% accuracy on a running window of 50 "
               "training batches): {rule}.",
     experiment=Experiment(by_norm(MLP, "layernorm", "none"), steps_to_90,
-                          combine=steps_ratio))
+                          combine=steps_ratio), role="test")
 
 
 SMALL_BATCH = Declaration(
@@ -121,7 +126,7 @@ SMALL_BATCH = Declaration(
     statement="With batch size {train.batch_size}, LayerNorm beats BatchNorm (eval mode, running "
               "statistics) after {train.steps:,} steps: {rule}, paired.",
     experiment=Experiment(by_norm(MLP.changed({"train.batch_size": 4, "train.steps": 2000}),
-                                  "layernorm", "batchnorm"), metric(TEST_ACC)))
+                                  "layernorm", "batchnorm"), metric(TEST_ACC)), role="test")
 
 
 BN_WINS_CNN = Declaration(
@@ -130,26 +135,28 @@ BN_WINS_CNN = Declaration(
     statement="In a CNN with batch {train.batch_size}, BatchNorm beats LayerNorm after "
               "{train.epochs} epoch: {rule}, paired.",
     experiment=Experiment(by_norm(CNN, "batchnorm", "layernorm"), metric(TEST_ACC)),
-    slow=("",))  # six 1-epoch CNN runs, ~5 min on 2 cores
+    slow=("",), role="regression")  # six CNN runs
 
 
 HELPS_LSTM = Declaration(
     "ld-layernorm-helps-lstm", Rule("val_loss", ">", 0.0),
     source=SOURCE,
-    statement="Layer normalization helps an LSTM after {train.steps:,} steps: {rule}, paired.",
+    statement="Layer normalization helps a character LSTM (validation loss once trained): {rule}, "
+              "paired.",
     experiment=Experiment({"plain": LSTM.changed({"model.norm": "none"}),
                            "LN-LSTM": LSTM.changed({"model.norm": "layernorm"})}, metric(VAL_LOSS)),
-    slow=("",))  # six 1,000-step LSTM runs, ~2 min each on one core
+    slow=("",), role="test")  # six LSTM runs
 
 
 BEATS_BN_LSTM = Declaration(
     "ld-layernorm-beats-batchnorm-lstm", Rule("val_loss", ">", 0.0),
     source=SOURCE,
-    statement="In an LSTM, LayerNorm beats BatchNorm (statistics per time step) after "
-              "{train.steps:,} steps: {rule}, paired.",
+    statement="In a character LSTM, LayerNorm beats BatchNorm (statistics per time step; "
+              "validation loss once trained): {rule}, paired.",
     experiment=Experiment({"BN-LSTM": LSTM.changed({"model.norm": "batchnorm"}),
                            "LN-LSTM": LSTM.changed({"model.norm": "layernorm"})}, metric(VAL_LOSS)),
-    slow=("",))  # three more 1,000-step LSTM runs (and the LayerNorm three of the claim above)
+    slow=("",),
+    role="test")  # three more LSTM runs (and the LayerNorm three of the claim above)
 
 
 BEATS_BN_TRANSFORMER = Declaration(
@@ -158,7 +165,8 @@ BEATS_BN_TRANSFORMER = Declaration(
     statement="In a pre-norm Transformer block (a character LM), LayerNorm beats BatchNorm in both "
               "norm places after {train.steps} steps: {rule}, paired.",
     experiment=Experiment({"BN": TBLOCK_LM.changed({"model.norm": "batchnorm"}),
-                           "LN": TBLOCK_LM.changed({"model.norm": "layernorm"})}, metric(VAL_LOSS)))
+                           "LN": TBLOCK_LM.changed({"model.norm": "layernorm"})}, metric(VAL_LOSS)),
+                           role="test")
 
 
 IMPROVES_ACCURACY = Declaration(
@@ -166,4 +174,4 @@ IMPROVES_ACCURACY = Declaration(
     source=SOURCE,
     statement="LayerNorm improves the MLP's final accuracy after {train.epochs} epoch: {rule}, "
               "paired.",
-    experiment=Experiment(by_norm(MLP, "layernorm", "none"), metric(TEST_ACC)))
+    experiment=Experiment(by_norm(MLP, "layernorm", "none"), metric(TEST_ACC)), role="test")

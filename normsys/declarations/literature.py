@@ -80,14 +80,14 @@ PRELN_FLATNESS = Statistic(
     xiong_encoders("pre"), log2_depth_ratios,
     excludes=SEQUENCES, words="flat pre-norm gradients", source="Xiong et al. 2020",
     statement="At init, pre-LN encoders (6 and 12 blocks) have flat FFN gradients (ratio = last / "
-              "first block's): {rule} at both depths.")
+              "first block's): {rule} at both depths.", role="test")
 VAL_LOSS_VS_LN = Statistic(
     "val_loss_vs_ln", "rmsnorm-matches-layernorm", Rule("val", "within", (-0.02, 0.02)),
     CHAR_GPT.changed({"train.steps": 500}), metric(VAL_LOSS),
     versus="layernorm", pairing="(own - versus) / versus", versus_arm="LN",
     claim_norm="rmsnorm",
     excludes=SEQUENCES, words="LM loss as LayerNorm's", source="Zhang & Sennrich 2019",
-    statement="RMSNorm matches LayerNorm on a pre-norm char GPT: {rule}.")
+    statement="RMSNorm matches LayerNorm on a pre-norm char GPT: {rule}.", role="test")
 
 
 POSTLN_GROWS = Declaration(
@@ -95,23 +95,23 @@ POSTLN_GROWS = Declaration(
     source="Xiong et al. 2020",
     statement="At init, post-LN encoders (6 and 12 blocks) have larger FFN gradients in the last "
               "block than in the first: {rule} at both depths.",
-    experiment=Experiment({"post-LN": xiong_encoders("post")}, depth_ratios))
+    experiment=Experiment({"post-LN": xiong_encoders("post")}, depth_ratios), role="test")
 
 
 PURE_COLLAPSES = Declaration(
     "dong-pure-attention-rank-collapse", Rule("res(depth 6) / res(depth 0)", "<", 1e-3),
     source="Dong et al. 2021",
     statement="A stack of random self-attention layers without skips or MLPs collapses to rank 1 "
-              "(res: relative residual of the best rank-1 fit): {rule}.")
+              "(res: relative residual of the best rank-1 fit): {rule}.", role="test")
 
 
 SKIPS_PREVENT = Declaration(
     "dong-skips-prevent-rank-collapse", Rule("res(depth 6) / res(depth 0)", ">", 0.1),
     source="Dong et al. 2021",
-    statement="With skip connections the same stack keeps its rank: {rule}.")
+    statement="With skip connections the same stack keeps its rank: {rule}.", role="test")
 
 
 DYT_MATCHES = replace(VAL_LOSS_VS_LN.declare(
     "dyt", "dyt-matches-layernorm", source="Zhu et al. 2025",
     statement="Dynamic tanh matches LayerNorm on a pre-norm char GPT: {rule}."),
-    slow=("",))  # three 500-step DyT char GPTs (~100 s on 2 cores)
+    slow=("",))  # three DyT char GPTs

@@ -1,5 +1,5 @@
 """LayerNorm-Jacobian analysis on a char GPT (block 64, 4 layers, 4 heads, d=128, pre-LN) trained
-250 steps on Tiny Shakespeare with batch 32.
+250 steps on Tiny Shakespeare with batch 32 (at the CPU tier d=64, batch 16, block 32).
 
 At every LayerNorm, on a fresh validation batch, we capture the input x, the gain and the dL/dout
 that the model's own backward pass delivers, and compare the analytic input gradient
@@ -55,7 +55,7 @@ ANALYTIC_MATCHES = Declaration(
     source=SOURCE,
     statement="The analytic LayerNorm input gradient equals autograd's at every LayerNorm of a "
               "trained model (fp32): {rule}.",
-    experiment=Experiment({"bp": gpt("softmax", "bp")}, max_vjp_error))
+    experiment=Experiment({"bp": gpt("softmax", "bp")}, max_vjp_error), role="identity")
 
 
 COSTS_MORE_WITH_SOFTMAX = Declaration(
@@ -65,4 +65,5 @@ COSTS_MORE_WITH_SOFTMAX = Declaration(
               "LayerNorm gradient with sigmoid than with softmax attention: {rule}, paired by seed.",
     experiment=Experiment({att: gpt(att, "fa") for att in ("sigmoid", "softmax")},
                           cos_center_scale),
-    slow=("",))  # six 250-step FA char GPTs (~290 s of compute, ~2.5 min on 2 cores)
+    slow=("",),
+    role="regression")  # six 250-step FA char GPTs (~290 s of compute, ~2.5 min on 2 cores)

@@ -49,10 +49,11 @@ EXPLODES = Statistic(
     DEEP_MLP, input_over_output, claim_norm="batchnorm", words="gradient explosion at depth 32",
     source=SOURCE,
     statement="At initialization, a {model.layers}-layer ReLU MLP with BatchNorm and no skips has "
-              "gradients that grow toward the input (ratio = ||dL/dW_1|| / ||dL/dW_32||): {rule}.")
+              "gradients that grow toward the input (ratio = ||dL/dW_1|| / ||dL/dW_32||): {rule}.",
+              role="test")
 EXPLOSION_VS_LN = Statistic(
     "grad_explosion_vs_ln", "yang-explosion-is-batchnorms", Rule("log10 ratio", ">", 1.0),
     DEEP_MLP, input_over_output, versus="layernorm", pairing="own - versus",
     claim_norm="batchnorm", words="gradient explosion vs LayerNorm", source=SOURCE,
     statement="The explosion is BatchNorm's: the same MLP with LayerNorm in its place, paired by "
-              "seed: {rule}.")
+              "seed: {rule}.", role="test")

@@ -29,7 +29,7 @@ RESIDUAL_PRESERVES = Declaration(
     statement="Residual connections preserve gradients (ratio = ||grad W_1|| / ||grad W_10||): "
               "{rule}, paired by seed.",
     experiment=Experiment({"residual": TANH_MLP.changed({"model.residual": True}),
-                           "plain": TANH_MLP}, reads=log10_grad_ratio))
+                           "plain": TANH_MLP}, reads=log10_grad_ratio), role="test")
 
 
 FFN_CONFIGS = {"residual+LN": (True, "layernorm"), "residual only": (True, "none"),
@@ -48,4 +48,4 @@ LOWEST_LOSS = Declaration(
     statement="In the FFN stack, residual+LN ends with lower loss than each of residual only, LN only"
               " and neither: {rule} for all three, paired by seed.",
     experiment=Experiment({name: ffn_stack(res, norm) for name, (res, norm) in FFN_CONFIGS.items()},
-                          reads=metric(FINAL_LOSS), combine=loss_margins))
+                          reads=metric(FINAL_LOSS), combine=loss_margins), role="test")

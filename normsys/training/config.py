@@ -2,7 +2,8 @@
 
 A ``RunConfig`` has three sections (``model``, ``data``, ``train``). Override any field with dotted
 keys: ``cfg.override(**{"model.norm": "rmsnorm", "train.seed": 3})``; unknown keys are an error.
-``PRESETS`` holds the settings of the original experiments, CPU tier and paper tier.
+``PRESETS`` holds the settings of the original experiments; a tier's own sizes of them are its
+``Tier.presets`` (normsys.training.tiers), and ``preset(name, tier)`` gives the experiment at a tier.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ class ModelConfig:
 class DataConfig:
     name: str = "ag_news"       # one of DATASETS
     tier: str = DEFAULT         # a tier of normsys.training.tiers: its data pool (small, or full)
-    n_train: int = 0            # 0: the tier's size; > 0: take the first n (smoke tests)
+    n_train: int = 0            # 0: the tier's size; > 0: take the first n (a smaller pool)
     n_test: int = 0             # 0: the tier's size
     batch_shape: tuple[int, ...] = ()  # random data: shape of one input batch, e.g. (16, 32, 128)
 
@@ -247,8 +248,8 @@ def validate(cfg: RunConfig) -> None:
 
 # ----------------------------------------------------------------------------- presets
 
-# The experiments at the first tier (tiers.DEFAULT); their own settings at another tier are that
-# tier's (tiers.Tier.presets), added below as "<name>-<tier>".
+# The original experiments' settings (what the paper tier runs); a tier's own settings of one are
+# that tier's (tiers.Tier.presets: the CPU tier's smaller models), added below as "<name>-<tier>".
 PRESETS: dict[str, RunConfig] = {
     "encoder": RunConfig(  # Dual-Mechanism Exp. 4
         ModelConfig("encoder", "layernorm", "post", d=64, heads=4, layers=6, seq_len=64, n_out=4),
@@ -290,6 +291,7 @@ PRESETS: dict[str, RunConfig] = {
                     in_dim=28, n_out=10),
         DataConfig("mnist"), TrainConfig(lr=1e-3, batch_size=64, epochs=1)),
 }
+EXPERIMENTS = tuple(PRESETS)  # the original experiments' names; PRESETS adds each tier's own below
 PRESETS.update({f"{name}-{t.name}": PRESETS[name].override(**changes)
                 for t in TIERS.values() for name, changes in t.presets.items()})
 

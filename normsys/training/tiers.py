@@ -1,5 +1,12 @@
-"""The tiers a claim runs at, each declared once: its name, what it sets in every experiment, the
-data it trains on, the seeds a claim decides on there, and whether it is meant for a GPU.
+"""The tiers a claim runs at, each declared once: its name, what it sets in every experiment, its
+own sizes of the experiments, the data it trains on, the seeds a claim decides on there, whether a
+claim's variants run there, whether it is meant for a GPU, and the time it is sized to.
+
+The paper tier runs the original experiments (config.PRESETS). The CPU tier is CI's: every claim
+with its negative controls trains cold within ``budget_minutes`` on two processes of a 2-core AMD
+AVX2 machine, the slowest kind CI meets, so its experiments are smaller (``presets``), each sized
+by its cost and by what its claims must show, and each claim says what its verdict there is worth
+(its role, normsys.claims.declaration.ROLES).
 
 Every other module reads this table (the configs, the data pools, the claims' looks and marks,
 the command line's choices, the pages), so a third tier is one entry here.
@@ -16,7 +23,8 @@ class Tier:
     about: str                 # what the tier is for, in a few words
     overrides: dict = field(default_factory=dict)  # dotted-key settings it gives every preset
     presets: dict = field(default_factory=dict)  # a preset's own settings here, where they differ
-    #                            from the first tier's: preset "<name>-<tier>" (config.PRESETS)
+    #                            from the original experiment's: preset "<name>-<tier>"
+    #                            (config.PRESETS)
     seeds: int = 3             # a claim's first look: the seeds it decides on, unless it names its own
     max_seeds: int = 0         # the most seeds a claim still open adds, at the looks of
     #                            verdict.SCHEDULE (0: decided at its first look)
@@ -24,6 +32,10 @@ class Tier:
     #                            with normsys (normsys/datafiles)
     gpu: bool = False          # meant for a GPU: its claims carry the gpu mark, and a run of it on
     #                            a CPU is refused unless asked for (--allow-cpu-paper)
+    variants: bool = True      # a claim's variants (Declaration.variants: -masked, -long) run here
+    budget_minutes: float = 0  # the tier with its negative controls, cold, on two processes of
+    #                            a 2-core AMD AVX2 machine, at most (0: not sized;
+    #                            normsys.claims.runtimes prices it)
 
     def first_look(self, own: int | None = None) -> int:
         """How many seeds a claim first decides on here: its own count when it names one (the
@@ -31,8 +43,26 @@ class Tier:
         return own if own is not None else self.seeds
 
 
+# The CPU tier's own sizes, each chosen for what its family's claims must show before any claim was
+# run under it (a claim's arm may change them again: depth for a depth claim, more steps):
+CPU_PRESETS = {
+    # Dual-Mechanism encoder: 6 blocks kept (blocks 1, 3, 6 probed); half the tokens and epochs
+    # (each step's FFN matmuls over batch x tokens dominate): its accuracies still part the norms
+    "encoder": {"model.seq_len": 32, "train.epochs": 2},
+    # char GPT: 4 blocks and 250 steps kept (a trained model, the depth the Jacobian and logit
+    # claims read); width 64, batch 16 and a context of 32, a tenth of the matmuls
+    "char_gpt": {"model.d": 64, "train.batch_size": 16, "model.seq_len": 32},
+    # char LSTM: half the width, 300 steps (the LayerNorm LSTM's lower loss shows by then)
+    "lstm": {"model.d": 128, "train.steps": 300},
+    # FA residual MLP: width 128 on the first 20,000 training images, its epochs kept
+    "resmlp": {"model.d": 128, "data.n_train": 20_000},
+    # deep-dive CNN: 16 channels on the first 20,000 training images, one epoch at batch 128
+    "cnn": {"model.d": 16, "data.n_train": 20_000},
+}
+
 TIERS: dict[str, Tier] = {t.name: t for t in (
-    Tier("cpu", "CI-sized: minutes on a CPU, fixed with each claim's rule"),
+    Tier("cpu", "CI-sized: the tier with its controls cold in 30 minutes on 2 cores",
+         presets=CPU_PRESETS, variants=False, budget_minutes=30),
     Tier("paper", "the original experiments' settings, on a GPU", {"train.device": "auto"},
          presets={"encoder": {  # the Dual-Mechanism paper's settings
              "model.d": 128, "model.seq_len": 128, "data.tier": "paper", "train.lr": 2e-4,
