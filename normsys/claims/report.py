@@ -602,16 +602,22 @@ def identities_in(recs: dict[str, Record], roles: dict[str, str] | None) -> froz
 
 
 def replication_section(recs: dict[str, Record], tiers: Sequence[str], code: str,
-                        roles: dict[str, str] | None = None) -> str:
+                        roles: dict[str, str] | None = None,
+                        runs_at: dict[str, tuple[str, ...]] | None = None) -> str:
     """Each claim's verdict and its replication at each tier, the CPU verdict with the claim's
-    role (``roles``: claim id -> role); the counts leave the identities out."""
-    roles = roles or {}
+    role (``roles``: claim id -> role); the counts leave the identities out, and a claim at a
+    tier it no longer runs at (``runs_at``: claim id -> its tiers), whose entries there are
+    history."""
+    roles, runs_at = roles or {}, runs_at or {}
     header = ["claim", "role"] + [x for t in tiers for x in (t, f"{t}: replication")]
     rows, counts = [], {t: {} for t in tiers}
     identities = identities_in(recs, roles)
     for cid, r in sorted(recs.items()):
         row = [cid, roles.get(cid, "")]
         for tier in tiers:
+            if cid in runs_at and tier not in runs_at[cid]:
+                row += ["-", f"not run at this tier ({len(r.of(tier))} older entries kept)"]
+                continue
             rep, ref = replication(r, tier, code), r.entries.get(r.reference.get(tier, ""))
             counted = counts[tier] if cid not in identities else {}
             if rep is None:
@@ -702,24 +708,26 @@ def docs(folder: Path, picture: Path | None = None, code: str | None = None) -> 
     given), each claim's replication and amendments over its entries in force (made by the
     training code ``code``, None: this checkout's), what CI on another CPU detects, then every
     tier's columns side by side; each CPU verdict beside its claim's role (declarations.roles)."""
-    from normsys.declarations import roles as declared_roles  # every claim module: a page's work
+    from normsys import declarations  # every claim module: a page's work
 
     recs = records(folder)
     if picture is not None:
         figure(recs, picture)
     tiers = recorded_tiers(recs)
     code = code or code_digest()
-    roles = declared_roles()
+    roles, runs_at = declarations.roles(), declarations.tiers_run()
     blocks = [DOCS_HEAD.format(level=100 * LEVEL, first=100 * (1 - 2 * FIRST_ALPHA)),
-              replication_section(recs, tiers, code, roles),
+              replication_section(recs, tiers, code, roles, runs_at),
               skew_section(recs, tiers, code, roles)]
     for tier in (t for t in tiers if not TIERS[t].gpu):  # the designed reruns are CPU kinds'
-        found = detections(recs, tier)
-        blocks += [DETECTION_HEAD.format(alpha=ALPHA_ACROSS, normal=false_alarm(recs, tier),
-                                         resampled=false_alarm_resampled(recs, tier)),
+        # what CI meets there: the claims that run at the tier (a variant's older entries aside)
+        here = {cid: r for cid, r in recs.items() if tier in runs_at.get(cid, (tier,))}
+        found = detections(here, tier)
+        blocks += [DETECTION_HEAD.format(alpha=ALPHA_ACROSS, normal=false_alarm(here, tier),
+                                         resampled=false_alarm_resampled(here, tier)),
                    as_markdown(*detection_table(found)),
-                   blind_line(found, identities_in(recs, roles)),
-                   left_out_line(recs, tier, code)]
+                   blind_line(found, identities_in(here, roles)),
+                   left_out_line(here, tier, code)]
     for tier in tiers:
         cols = columns(recs, tier)
         for other in cols[1:]:

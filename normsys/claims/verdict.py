@@ -42,7 +42,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from statistics import NormalDist
 from typing import Any
 
@@ -406,7 +406,7 @@ def _decide(rule: Rule, values: Sequence[float], confidence: float, family: int 
         claim += f"; refuted only at the {100 * wide:.4g}% level, its family's {family} " \
                  f"comparisons sharing the error (Holm): [{rlow:.4g}, {rhigh:.4g}]"
     out = Verdict(verdict=verdict, mean=mean, std=std, low=low, high=high, margin=margin, **known)
-    return Verdict(**{**out.to_dict(), "reason": f"{out.interval}; claim: {claim}"})
+    return replace(out, reason=f"{out.interval}; claim: {claim}")
 
 
 def half_width(std: float, n: int, confidence: float) -> float:

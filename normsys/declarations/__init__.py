@@ -56,6 +56,15 @@ def claims() -> tuple[Declaration, ...]:
     return tuple(declaration_of(d) for _, d in declared())
 
 
+def tiers_run() -> dict[str, tuple[str, ...]]:
+    """Every claim id (each variant's too) -> the tiers it runs at: every tier for the claim
+    itself, the tiers that run variants (Tier.variants) for a variant."""
+    from normsys.training.tiers import TIERS
+
+    return {f"{d.id}{v}": tuple(t.name for t in TIERS.values() if t.variants or not v)
+            for d in claims() for v in d.variants}
+
+
 def roles() -> dict[str, str]:
     """Every claim id (each variant's too) -> its role (normsys.claims.declaration.ROLES): what
     its verdict at the CPU tier is worth."""
