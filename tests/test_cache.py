@@ -876,12 +876,15 @@ def test_a_label_names_what_differs_from_the_familys_preset_at_its_tier_four_at_
     assert progress.label(preset("lstm", "paper", **{"model.d": 16})).startswith(
         "lstm/layernorm/bp/s0 d=16 (paper tier, ")
     assert progress.label(preset("lstm", "paper", **{"train.device": "cpu"})).startswith(
-        "lstm/layernorm/bp/s0 (cpu tier, ")
-    assert progress.nearest(preset("lstm", "paper", **{"train.device": "cpu", "model.d": 8}))[0] == "cpu"
+        "lstm/layernorm/bp/s0 device=cpu (paper tier, ")  # the CPU tier's LSTM is smaller
+    # the MLP, the same at both tiers but for the device
+    assert progress.label(preset("mlp", "paper", **{"train.device": "cpu"})).startswith(
+        "mlp/layernorm/bp/s0 (cpu tier, ")
+    assert progress.nearest(preset("mlp", "paper", **{"train.device": "cpu", "model.d": 8}))[0] == "cpu"
     # as near to both presets: the data's tier
     both = {"train.device": "cuda", "data.tier": "paper"}
-    assert progress.nearest(preset("lstm", **both))[0] == "paper"
-    assert progress.nearest(preset("lstm", **{**both, "data.tier": "cpu"}))[0] == "cpu"
+    assert progress.nearest(preset("mlp", **both))[0] == "paper"
+    assert progress.nearest(preset("mlp", **{**both, "data.tier": "cpu"}))[0] == "cpu"
 
 
 def test_a_label_of_a_family_without_a_preset_names_its_datas_tier_and_no_differences(monkeypatch):

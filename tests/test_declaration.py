@@ -422,18 +422,23 @@ LEDGERS = CLAIMS / "ledger"
 def test_a_declared_claims_plan_is_every_run_its_record_says_it_fetched():
     """What a session plans and costs for a claim (its experiment's arms and evidence arms) is
     the set of runs its test fetched when its verdict was recorded, figures' runs included: a
-    run fetched outside the plan would train unplanned and uncounted. Checked against every
-    entry that records its runs' fingerprint (entries imported from reports do not)."""
+    run fetched outside the plan would train unplanned and uncounted. Checked against each
+    tier's reference entry that records its runs' fingerprint (entries imported from reports do
+    not), at the tiers the claim runs at (older entries hold the settings they were made under:
+    history)."""
+    from normsys import declarations
     from normsys.claims import ledger, outcome
 
-    recorded = ledger.records(LEDGERS)
+    recorded, runs_at = ledger.records(LEDGERS), declarations.tiers_run()
     checked = []
     for entry in catalog.entries():
         experiment = entry.declared.experiment
         for variant in entry.declared.variants if experiment is not None else ():
             cid = entry.declared.id + variant
-            for was in recorded[cid].entries.values() if cid in recorded else ():
-                if not was.settings_fingerprint:
+            record = recorded.get(cid, ledger.Record(cid))
+            for tier, key in record.reference.items():
+                was = record.entries[key]
+                if not was.settings_fingerprint or tier not in runs_at[cid]:
                     continue
                 planned = experiment.planned(was.seeds, was.tier, variant)
                 settings, fingerprint = outcome.run_settings(planned)
@@ -499,7 +504,7 @@ def test_a_statement_quotes_its_settings_from_its_config_and_the_same_at_every_t
                            experiment=same)
     assert declared.text() == declared.text("paper") == "after 2,000 steps: v(a) > 0"
     with pytest.raises(ValueError, match=r"claim c-x: its statement quotes settings that differ by "
-                                         r"tier: cpu: after 4 epochs: v\(a\) > 0; paper: after 15"):
+                                         r"tier: cpu: after 2 epochs: v\(a\) > 0; paper: after 15"):
         Declaration("c-x", Rule("v", ">", 0), "t", "after {train.epochs} epochs: {rule}",
                     experiment=Experiment({"a": Arm("encoder")}, metric("v")))
     with pytest.raises(ValueError, match=r"claim c-x: its statement .* names 'nope', which is "

@@ -115,7 +115,7 @@ MISTAKES = [
     (["train", "--model", "mlp", "--set", "data.n_test=20000", "--dry-run"],
      "data.n_test=20000: the mnist data has 10,000 test rows"),
     (["train", "--model", "char_gpt", "--set", "model.seq_len=100000", "--set", "train.steps=1"],
-     "its attention scores alone would take 19,073 GiB to train (batch 32 x 4 heads x 100,000^2 "
+     "its attention scores alone would take 9,537 GiB to train (batch 16 x 4 heads x 100,000^2 "
      "positions x 4 bytes x 4 attentions), more than half of"),
     (["train", "--model", "char_gpt", "--set", "model.seq_len=10000000", "--dry-run"],
      "model.seq_len=10000000: the tinyshakespeare validation text has 111,540 characters"),

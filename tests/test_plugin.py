@@ -116,7 +116,7 @@ def test_outcomes_table_and_json_without_a_ledger(run_claims):
     assert by_id[("c-tiers", "paper")]["seeds"] == [0, 1, 2, 3, 4]
     assert {c["ledger"] for c in data["claims"] if c["verdict"] != "error"} == {"new"}
     md = (run_claims.path / "rep" / "claims.md").read_text()
-    assert "| c-supported | cpu | supported |" in md
+    assert "| c-supported | cpu |  | supported |" in md  # no declaration, so no role
 
 
 def test_update_writes_the_ledger_and_the_next_run_holds_to_it(run_claims):
@@ -553,7 +553,8 @@ def test_a_declared_claim_is_decided_by_its_rule_and_by_no_other(run_claims):
     experiment is decided through it; deciding on values its test read aside fails."""
     run_claims.makepyfile(test_declared=DECLARED)
     listed = run_claims.runpytest("test_declared.py", "--claims-list", "-p", "no:cacheprovider")
-    assert "c-declared  [cpu]  kappa stays big: kappa >= 0.8.  (test)" in listed.stdout.str()
+    assert "c-declared  [cpu]  role: regression  kappa stays big: kappa >= 0.8.  (test)" in \
+        listed.stdout.str()
     done = run(run_claims, "test_declared.py")
     done.assert_outcomes(passed=3, failed=3)
     out = done.stdout.str()
@@ -580,10 +581,10 @@ def test_a_declared_claim_is_decided_by_its_rule_and_by_no_other(run_claims):
 def test_variant_tiers_mark_the_paper_tier_gpu_and_slow_variants_slow():
     from normsys.claims.params import variant_tiers
 
-    params = {p.id: p for p in variant_tiers(("", "-x"), slow=("-x",))}
-    assert set(params) == {"cpu", "paper", "cpu-x", "paper-x"}
+    params = {p.id: p for p in variant_tiers(("", "-x"), slow=("", "-x"))}
+    assert set(params) == {"cpu", "paper", "paper-x"}  # the CPU tier runs no variants
     assert all([m.name for m in params[i].marks] == ["gpu"] for i in ("paper", "paper-x"))
-    assert [m.name for m in params["cpu-x"].marks] == ["slow"] and not params["cpu"].marks
+    assert [m.name for m in params["cpu"].marks] == ["slow"]
 
 
 def test_a_declared_claims_parameters_are_its_variants_marked_as_its_declaration_says():
@@ -601,19 +602,19 @@ def test_a_declared_claims_parameters_are_its_variants_marked_as_its_declaration
     slow = Declaration("c-s", Rule("v", ">", 0), "t", "{rule}", slow=("",))
     assert [m.name for m in tiers_of(slow)[0].marks] == ["slow"]
     assert [[m.name for m in p.marks] for p in variant_tiers_of(varied)] == \
-        [[], ["gpu"], ["slow"], ["gpu"]]
+        [[], ["gpu"], ["gpu"]]  # -masked at the paper tier alone
     with pytest.raises(ValueError, match="claim c-v has variants \\('-masked',\\): parametrize"):
         tiers_of(varied)
     stat = Statistic("s", "c-stat", Rule("v", ">", 0), Arm("mlp"), metric("v"))
     params = declared_params([varied, stat])
-    assert [p.id for p in params] == ["c-v-cpu", "c-v-paper", "c-v-cpu-masked", "c-v-paper-masked",
+    assert [p.id for p in params] == ["c-v-cpu", "c-v-paper", "c-v-paper-masked",
                                       "c-stat-cpu", "c-stat-paper"]
     claim_marks = [next(m for m in p.marks if m.name == "claim") for p in params]
-    assert [m.args[0] for m in claim_marks] == ["c-v"] * 4 + ["c-stat"] * 2
+    assert [m.args[0] for m in claim_marks] == ["c-v"] * 3 + ["c-stat"] * 2
     assert claim_marks[-1].kwargs["statistic"] is stat
     assert [p.values[0].id for p in params] == [m.args[0] for m in claim_marks]
-    assert [str(p.values[1]) for p in params[:4]] == ["", "", "-masked", "-masked"]
-    assert [m.name for m in params[2].marks if m.name != "claim"] == ["slow"]
+    assert [str(p.values[1]) for p in params[:3]] == ["", "", "-masked"]
+    assert [m.name for m in params[2].marks if m.name != "claim"] == ["gpu"]
 
 
 class ClaimItems:
@@ -662,8 +663,10 @@ def test_every_declared_claim_runs_once_at_each_variant_and_tier_with_its_declar
 
     declared = {d.id: d for d in declarations.claims()}
     run = [(cid, tier) for cid, tier, _ in claim_items]
-    assert sorted(run) == sorted((d.id + v, t) for d in declared.values() for v in d.variants
-                                 for t in ("cpu", "paper"))
+    assert sorted(run) == sorted((cid, t) for cid, tiers in declarations.tiers_run().items()
+                                 for t in tiers)
+    assert ("dm-l2-isotropic-masked", "paper") in run  # a variant: at the paper tier alone
+    assert ("dm-l2-isotropic-masked", "cpu") not in run
     assert all(made == declared[made.id] for _, _, made in claim_items)
 
 

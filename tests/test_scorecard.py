@@ -180,12 +180,12 @@ def user_file(tmp_path, monkeypatch):
     ("LayerNorm", "'layernorm' is a built-in kind"),
     ("Missing", "has no attribute 'Missing'"),
     # the char GPT's first: the qk-norm columns come first (declarations by module name)
-    ("Float64", "float64: on the char_gpt family's (4, 64, 64) float32 input: returns torch.float64 "
+    ("Float64", "float64: on the char_gpt family's (4, 32, 64) float32 input: returns torch.float64 "
                 "for a torch.float32 input; the next layer takes torch.float32"),
     # each head's queries and keys: (batch, heads, positions, d / heads)
-    ("ThreeD", "threed: on the char_gpt family's (4, 4, 64, 16) float32 input: its forward pass "
+    ("ThreeD", "threed: on the char_gpt family's (4, 4, 32, 16) float32 input: its forward pass "
                "failed: ValueError: too many values to unpack"),
-    ("Constant", "constant: on the char_gpt family's (4, 64, 64) float32 input: passes no finite, "
+    ("Constant", "constant: on the char_gpt family's (4, 32, 64) float32 input: passes no finite, "
                  "non-zero gradient to its input (its output does not depend on it)"),
     ("TupleIn2D", "tuplein2d: on the tanh_mlp family's (4, 64) float32 input: maps it to tuple; a "
                   "norm must keep the shape (..., d)"),
@@ -193,10 +193,10 @@ def user_file(tmp_path, monkeypatch):
                    "(4, 63); a norm must keep the shape (..., d)"),
     ("NaNIn2D", "nanin2d: on the tanh_mlp family's (4, 64) float32 input: gives non-finite outputs "
                 "(NaN or inf)"),
-    ("DetachedInBF16", "detachedinbf16: on the char_gpt family's (4, 64, 64) bfloat16 input: passes "
+    ("DetachedInBF16", "detachedinbf16: on the char_gpt family's (4, 32, 64) bfloat16 input: passes "
                        "no finite, non-zero gradient to its input (its output does not depend on "
                        "it)"),
-    ("ComplexInBF16", "complexinbf16: on the char_gpt family's (4, 64, 64) bfloat16 input: its output "
+    ("ComplexInBF16", "complexinbf16: on the char_gpt family's (4, 32, 64) bfloat16 input: its output "
                       "does not feed the next layer: RuntimeError: "),
 ])
 def test_a_bad_norm_exits_2_naming_the_problem_before_anything_trains(user_file, tmp_path,

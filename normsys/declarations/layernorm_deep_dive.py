@@ -99,7 +99,8 @@ DECORRELATION = Statistic(
     MLP, correlation,
     versus="none", pairing="versus - own", words="decorrelation vs no norm", source=SOURCE,
     statement="LayerNorm decorrelates hidden units (corr: mean |off-diagonal correlation| of the "
-              "last hidden layer): {rule}, paired.", role="test")
+              "last hidden layer): {rule}, paired.",
+    role="test")
 INIT_ROBUSTNESS = Statistic(
     "init_robustness", "ld-layernorm-robust-to-init-scale", Rule("spread", ">", 0.02),
     Arm("mlp", MLP.settings, each=tuple({"model.init_scale": k} for k in INIT_SCALES)),

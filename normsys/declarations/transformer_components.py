@@ -29,7 +29,8 @@ RESIDUAL_PRESERVES = Declaration(
     statement="Residual connections preserve gradients (ratio = ||grad W_1|| / ||grad W_10||): "
               "{rule}, paired by seed.",
     experiment=Experiment({"residual": TANH_MLP.changed({"model.residual": True}),
-                           "plain": TANH_MLP}, reads=log10_grad_ratio), role="test")
+                           "plain": TANH_MLP}, reads=log10_grad_ratio),
+    role="test")
 
 
 FFN_CONFIGS = {"residual+LN": (True, "layernorm"), "residual only": (True, "none"),
