@@ -728,10 +728,15 @@ def docs(folder: Path, picture: Path | None = None, code: str | None = None) -> 
                    as_markdown(*detection_table(found)),
                    blind_line(found, identities_in(here, roles)),
                    left_out_line(here, tier, code)]
-    for tier in tiers:
-        cols = columns(recs, tier)
+    for tier in tiers:  # side by side: the entries in force (older ones are history)
+        current = {cid: replace(r, entries={e.key: e for e in r.in_force(tier, code)})
+                   for cid, r in recs.items()}
+        cols = columns(current, tier)
+        if len(cols) < 2:
+            blocks.append(f"## The {tier} tier side by side\n\n{len(cols)} column of entries "
+                          f"made by this training code: nothing to set beside it.")
         for other in cols[1:]:
-            header, rows, agreement = compare(recs, tier, [cols[0], other])
+            header, rows, agreement = compare(current, tier, [cols[0], other])
             blocks += [f"## The {tier} tier: {other} beside {cols[0]}", agreement,
                        as_markdown(header, rows)]
     return "\n\n".join(blocks) + "\n"
