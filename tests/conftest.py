@@ -14,6 +14,15 @@ settings.load_profile("normsys")
 
 
 @pytest.fixture
+def pytester(pytester, monkeypatch):
+    """pytest's own, without bytecode caches: a test that rewrites a module and runs it again
+    within one second, at the same size (a rule's 0.5 made 0.6), would otherwise be run from the
+    stale cache, whose check reads only the file's size and whole-second mtime."""
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    return pytester
+
+
+@pytest.fixture
 def ctrl_c():
     """``press(argv, env, cwd=None)``: run a command as from a terminal (its own process group,
     SIGINT at its default: a runner such as pytest-xdist may ignore it, and a child inherits

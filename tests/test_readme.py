@@ -135,16 +135,26 @@ def test_the_interval_levels_it_states_are_the_codes():
     assert stated_levels(changed)["level"] == "95"
 
 
-def test_the_scorecard_time_it_states_is_the_committed_logs():
-    """README's wall time of its `MyNorm` scorecard is the one the committed log of that command
-    ends on (the log is what the command printed, from an empty run cache on 2 cores)."""
-    stated = re.search(r"the `MyNorm` above took (\d+) s of wall time\s+"
-                       r"\(`(claims/gallery/[\w.-]+\.log)`", (ROOT / "README.md").read_text())
-    assert stated is not None, "README no longer states the MyNorm scorecard's time and its log"
-    log = (ROOT / stated[2]).read_text()
-    assert log.rstrip().endswith(f"rc=0 after {stated[1]} s")
+def test_the_scorecard_log_it_names_is_of_the_committed_kind():
+    """The log README names for its `MyNorm` scorecard is that command's whole output, from an
+    empty run cache, made where the committed built-in scorecard was: its runs trained on that
+    CPU kind, the built-in cells read, not trained, and its wall time on its last line."""
+    import json
+
+    named = re.search(r"\(`(claims/gallery/scorecard-mynorm-[\w.-]+\.log)` is\s+what the "
+                      r"command\s+printed for the `MyNorm` above", (ROOT / "README.md").read_text())
+    assert named is not None, "README no longer names the log of its MyNorm scorecard"
+    log = (ROOT / named[1]).read_text()
     assert log.startswith("# python -m normsys scorecard mynorm.py:MyNorm ") and \
-        "\nscorecard: " in log and "\nwritten: " in log
+        "NORMSYS_CACHE empty" in log.splitlines()[0] and "\nwritten: " in log
+    assert re.search(r"\nrc=0 after \d+ s$", log.rstrip()), log[-300:]
+    first = re.search(r"\nscorecard: (\d+) runs, 0 cached; .*read from the committed built-in "
+                      r"scorecard", log)
+    assert first is not None, "the log's scorecard trained built-in rows, or read some from a cache"
+    prov = json.loads((ROOT / "claims" / "gallery" / "scorecard-builtin-cpu.json").read_text())
+    kinds = {e["device"] for e in prov["provenance"]["environments"]}
+    trained = re.findall(r"\): trained in \d+ s \((.+?), 1 thread", log)
+    assert len(trained) == int(first[1]) and set(trained) == kinds, (set(trained), kinds)
 
 
 def test_the_environment_it_says_the_committed_results_need_is_theirs():
