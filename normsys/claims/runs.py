@@ -83,6 +83,7 @@ class Runs:
         self.recordings: list[list[RunConfig]] = []  # the open recordings (innermost last)
         self.planned: list[list[RunConfig]] = []  # groups train_planned has still to train
         self.board: Board | None = None  # the runs wanted now by the session's workers
+        self.held: set[RunConfig] = set()  # runs the cache was seen to hold (a price asks again)
 
     def task_of(self, cfg: RunConfig) -> Task:
         """The data of ``cfg`` (tasks.make_task), loaded once for each data setting, checked
@@ -169,8 +170,9 @@ class Runs:
     def _missing(self, group: list[RunConfig]) -> list[RunConfig]:
         """The runs of ``group`` that neither this session nor the run cache holds."""
         digest = self.digest_of(group[0])
-        return [c for c in group if c not in self.records and
-                lookup(c, digest, self.environment) is None]
+        self.held.update(c for c in group if c not in self.records and c not in self.held and
+                         lookup(c, digest, self.environment) is not None)
+        return [c for c in group if c not in self.records and c not in self.held]
 
     def plan(self, looks: list[list[RunConfig]]) -> int:
         """Plan the runs of ``looks`` (what the selected claims need, look by look:

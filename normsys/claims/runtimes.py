@@ -130,20 +130,31 @@ def write(table: dict, folder: Path | None = None) -> Path:
 
 def read(tier: str, folder: Path | None = None) -> dict:
     """The tier's table, or an empty one where none is committed (an installed package) or the
-    file cannot be read as one (said once: prices are then estimates without it)."""
+    file cannot be read as one (said once: prices are then estimates without it). Parsed once for
+    each state of the file, its nested rows shared between callers: read them, never change them."""
     path = table_path(tier, folder)
     empty = {"tier": tier, "device": "", "claims": {}}
-    if not path.is_file():
+    try:
+        stat = path.stat()
+    except OSError:
         return empty
     try:
-        table = json.loads(path.read_text())
-        if not (isinstance(table, dict) and isinstance(table.get("claims"), dict)
-                and isinstance(table.get("runs", {}), dict)):
-            raise ValueError("not a table of claims and runs")
+        table = parsed(str(path), stat.st_mtime_ns, stat.st_size)
     except (OSError, ValueError) as err:  # JSONDecodeError is a ValueError
         damaged(str(path), f"{type(err).__name__}: {err}")
         return empty
     return {**empty, **table}
+
+
+@functools.lru_cache(maxsize=8)
+def parsed(path: str, mtime_ns: int, size: int) -> dict:
+    """The table at ``path`` parsed once for each state of the file (its mtime and size): a
+    listing prices thousands of runs against it."""
+    table = json.loads(Path(path).read_text())
+    if not (isinstance(table, dict) and isinstance(table.get("claims"), dict)
+            and isinstance(table.get("runs", {}), dict)):
+        raise ValueError("not a table of claims and runs")
+    return table
 
 
 @functools.cache
