@@ -104,8 +104,16 @@ def code_digest(package: Path = NORMSYS) -> str:
     left out (provenance.code_text), so a comment edited retrains nothing."""
     digest = hashlib.sha256()
     for name in training_path(package):
-        digest.update(name.encode() + b"\0" + code_text(module_file(name, package)))
+        path = module_file(name, package)
+        digest.update(name.encode() + b"\0" + text_of(path, path.read_bytes()))
     return digest.hexdigest()[:12]
+
+
+@functools.lru_cache(maxsize=256)
+def text_of(path: Path, source: bytes) -> bytes:
+    """``code_text`` of the module at ``path``, once for each source it has held: a digest of a
+    package with one module edited tokenizes that module alone."""
+    return code_text(path)
 
 
 def environment_digest(environment: dict[str, str]) -> str:
