@@ -135,12 +135,18 @@ def test_the_interval_levels_it_states_are_the_codes():
     assert stated_levels(changed)["level"] == "95"
 
 
+def scorecard_environments() -> list[dict]:
+    """The numeric environments the committed built-in CPU scorecard was made in."""
+    import json
+
+    path = ROOT / "claims" / "gallery" / "scorecard-builtin-cpu.json"
+    return json.loads(path.read_text())["provenance"]["environments"]
+
+
 def test_the_scorecard_log_it_names_is_of_the_committed_kind():
     """The log README names for its `MyNorm` scorecard is that command's whole output, from an
     empty run cache, made where the committed built-in scorecard was: its runs trained on that
     CPU kind, the built-in cells read, not trained, and its wall time on its last line."""
-    import json
-
     named = re.search(r"\(`(claims/gallery/scorecard-mynorm-[\w.-]+\.log)` is\s+what the "
                       r"command\s+printed for the `MyNorm` above", (ROOT / "README.md").read_text())
     assert named is not None, "README no longer names the log of its MyNorm scorecard"
@@ -151,8 +157,7 @@ def test_the_scorecard_log_it_names_is_of_the_committed_kind():
     first = re.search(r"\nscorecard: (\d+) runs, 0 cached; .*read from the committed built-in "
                       r"scorecard", log)
     assert first is not None, "the log's scorecard trained built-in rows, or read some from a cache"
-    prov = json.loads((ROOT / "claims" / "gallery" / "scorecard-builtin-cpu.json").read_text())
-    kinds = {e["device"] for e in prov["provenance"]["environments"]}
+    kinds = {e["device"] for e in scorecard_environments()}
     trained = re.findall(r"\): trained in \d+ s \((.+?), 1 thread", log)
     assert len(trained) == int(first[1]) and set(trained) == kinds, (set(trained), kinds)
 
@@ -160,13 +165,10 @@ def test_the_scorecard_log_it_names_is_of_the_committed_kind():
 def test_the_environment_it_says_the_committed_results_need_is_theirs():
     """The torch version README's set-up names is CI's pin and the committed results' own, and
     the CPU kind it names is the committed built-in scorecard's."""
-    import json
-
     readme = (ROOT / "README.md").read_text()
     setup = readme[:readme.index("The CPU tier's data ships with the project")]
     pinned = re.search(r"torch==(\S+)", (ROOT / ".ci" / "run").read_text())[1]
-    prov = json.loads((ROOT / "claims" / "gallery" / "scorecard-builtin-cpu.json").read_text())
-    environments = prov["provenance"]["environments"]
+    environments = scorecard_environments()
     assert {e["torch"].split("+")[0] for e in environments} == {pinned}
     assert {e["threads"] for e in environments} == {"1"}
     assert f"made with torch {pinned}" in setup and f"`pip install torch=={pinned}`" in setup

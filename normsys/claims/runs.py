@@ -169,10 +169,15 @@ class Runs:
 
     def _missing(self, group: list[RunConfig]) -> list[RunConfig]:
         """The runs of ``group`` that neither this session nor the run cache holds."""
-        digest = self.digest_of(group[0])
-        self.held.update(c for c in group if c not in self.records and c not in self.held and
-                         lookup(c, digest, self.environment) is not None)
-        return [c for c in group if c not in self.records and c not in self.held]
+        digest, missing = self.digest_of(group[0]), []
+        for c in group:
+            if c in self.records or c in self.held:
+                continue
+            if lookup(c, digest, self.environment) is None:
+                missing.append(c)
+            else:
+                self.held.add(c)
+        return missing
 
     def plan(self, looks: list[list[RunConfig]]) -> int:
         """Plan the runs of ``looks`` (what the selected claims need, look by look:

@@ -134,11 +134,10 @@ def read(tier: str, folder: Path | None = None) -> dict:
     each state of the file, its nested rows shared between callers: read them, never change them."""
     path = table_path(tier, folder)
     empty = {"tier": tier, "device": "", "claims": {}}
-    try:
-        stat = path.stat()
-    except OSError:
+    if not path.is_file():
         return empty
     try:
+        stat = path.stat()
         table = parsed(str(path), stat.st_mtime_ns, stat.st_size)
     except (OSError, ValueError) as err:  # JSONDecodeError is a ValueError
         damaged(str(path), f"{type(err).__name__}: {err}")
