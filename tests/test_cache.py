@@ -365,7 +365,7 @@ def all_modules(package: Path) -> list[str]:
 def test_the_training_package_holds_everything_the_entry_points_import():
     """Every normsys module a fresh interpreter holds after importing the entry points, and every
     one their sources import (inside functions too), is in the training package: nothing outside
-    it can change a record."""
+    it can change a record. The key is those modules, less the ones keyed by value."""
     import subprocess
     import sys
 
@@ -377,17 +377,109 @@ def test_the_training_package_holds_everything_the_entry_points_import():
                                f"if m == 'normsys' or m.startswith('normsys.')))"],
         capture_output=True, text=True, check=True).stdout.split()
     loaded = {m.partition(".")[2] for m in shown}
-    path = set(cache.training_path())
-    assert loaded <= path, sorted(loaded - path)
     imported = set(cache.imported_closure(cache.ENTRY_POINTS))
-    assert imported <= path, f"the training path imports {sorted(imported - path)} from outside " \
-                             f"normsys.{cache.TRAINING}: move it in, or stop importing it"
+    assert loaded <= imported, sorted(loaded - imported)
+    package = {m for m in all_modules(cache.NORMSYS) if m.split(".")[0] == cache.TRAINING}
+    assert imported <= package | {""}, f"the training path imports {sorted(imported - package)} " \
+                                       f"from outside normsys.{cache.TRAINING}: move it in, or " \
+                                       f"stop importing it"
+    path = set(cache.training_path())
+    assert path == imported - set(cache.KEYED_BY_VALUE)
+    assert set(cache.KEYED_BY_VALUE) <= imported  # a module no run imports needs no exception
     # the learning rule's gradients and the probes, the step log: measured into every record
     assert {f"{cache.TRAINING}.{m}" for m in ("measure", "steplog", "train", "batched", "models",
                                               "tasks")} | {""} <= path
     assert not {"report", "plugin", "verdict", "runs", "cache", "scorecard"} & path
 
 
+def tiny(name: str) -> list:
+    """The experiment ``name`` at the CPU tier cut to a few steps on a few rows, and the arms
+    whose code differs from its own: another learning rule, stacked seeds."""
+    from normsys.training.config import preset
+
+    small = {"train.steps": 2, "train.epochs": 1, "train.eval_batches": 1,
+             "train.eval_train_rows": 8, "train.batch_size": 8, "train.probe_batch": 8}
+    cfg = preset(name, **small)
+    if cfg.data.name in ("mnist", "ag_news"):
+        cfg = cfg.override(**{"data.n_train": 32, "data.n_test": 16})
+    arms = [[cfg], [cfg, cfg.override(**{"train.seed": 1})]]
+    if name == "resmlp":
+        arms += [[cfg.override(**{"train.method": m})] for m in ("fa", "dfa")]
+    return arms
+
+
+def test_a_run_executes_only_code_the_key_holds():
+    """What reaches a run, traced: every normsys function that executes while a run of each
+    experiment trains (one seed, stacked seeds, each learning rule), given its config and data,
+    lies in a module of the key, and none of a module keyed by value executes."""
+    import sys
+
+    from normsys.claims import cache
+    from normsys.training.batched import check_batchable, train_seeds
+    from normsys.training.config import EXPERIMENTS
+    from normsys.training.tasks import make_task
+    from normsys.training.train import fit
+
+    ran: set[str] = set()
+    root = str(cache.NORMSYS)
+
+    def seen(frame, event, arg):
+        if event == "call" and frame.f_code.co_filename.startswith(root):
+            ran.add(frame.f_code.co_filename)
+
+    for name in EXPERIMENTS:
+        for cfgs in tiny(name):
+            task = make_task(cfgs[0])  # the data: its digest keys the run
+            if len(cfgs) > 1:
+                try:
+                    check_batchable(cfgs)
+                except ValueError:  # convolutions: their seeds train one by one
+                    continue
+            sys.setprofile(seen)
+            try:
+                train_seeds(cfgs, task) if len(cfgs) > 1 else fit(cfgs, task)
+            finally:
+                sys.setprofile(None)
+    modules = {str(cache.module_file(m)): m for m in cache.imported_closure(cache.ENTRY_POINTS)}
+    executed = {modules.get(f, f) for f in ran}
+    assert executed <= set(cache.training_path()), sorted(executed - set(cache.training_path()))
+    assert not executed & set(cache.KEYED_BY_VALUE)
+    assert {f"{cache.TRAINING}.{m}" for m in ("train", "batched", "models", "norms", "tasks",
+                                              "measure", "feedback", "stacked", "steplog")} \
+        <= executed
+
+
+def test_a_tier_setting_reaches_a_run_through_its_fingerprint_and_data(tmp_path):
+    """The tier table is keyed by value: a changed CPU-tier size moves the fingerprint of the
+    configs it reaches and leaves the code digest alone; a tier's data pool moves the rows the
+    data digest is taken of."""
+    import subprocess
+    import sys
+
+    from normsys.claims import cache
+
+    copy = package_copy(tmp_path)
+    tiers = copy / cache.TRAINING / "tiers.py"
+    ask = ("from normsys.claims.cache import code_digest; "
+           "from normsys.training.config import preset; "
+           "from normsys.training.data import ag_news_pool; "
+           "print(code_digest(), preset('lstm').fingerprint(), preset('cnn').fingerprint(), "
+           "len(ag_news_pool('cpu')[0]))")
+
+    def shown() -> list[str]:
+        env = {**os.environ, "PYTHONPATH": str(copy.parent), "HF_HUB_OFFLINE": "1",
+               "NORMSYS_DATA": str(cache.NORMSYS / "datafiles")}
+        return subprocess.run([sys.executable, "-c", ask], env=env, capture_output=True,
+                              text=True, check=True, cwd=tmp_path).stdout.split()
+
+    before = shown()
+    source = tiers.read_text()
+    tiers.write_text(source.replace('"lstm": {"model.d": 128', '"lstm": {"model.d": 96'))
+    code, lstm, cnn, rows = shown()
+    assert code == before[0] and lstm != before[1] and cnn == before[2]
+    tiers.write_text(source.replace('variants=False, budget_minutes=30',
+                                    'variants=False, budget_minutes=30, full_data=True'))
+    assert shown()[3] != before[3]  # the paper tier's pool: every row there is
 def test_an_import_from_outside_the_training_package_is_found(tmp_path):
     from normsys.claims import cache
 
@@ -395,21 +487,24 @@ def test_an_import_from_outside_the_training_package_is_found(tmp_path):
     train = copy / cache.TRAINING / "train.py"
     later = "\n\ndef later():\n    from normsys.claims.report import docs\n"
     train.write_text(train.read_text() + later)
-    outside = set(cache.imported_closure(cache.ENTRY_POINTS, copy)) - set(cache.training_path(copy))
+    closure = set(cache.imported_closure(cache.ENTRY_POINTS, copy))
+    outside = {m for m in closure if m.split(".")[0] != cache.TRAINING}
     assert {"claims.report", "claims.verdict"} <= outside  # and what it imports
+    assert {"claims.report", "claims.verdict"} <= set(cache.training_path(copy))  # and keyed
 
 
-def test_the_key_follows_every_module_of_the_training_package_and_nothing_else(tmp_path):
-    """A statement added to any module of the training package (or to the normsys __init__ its
-    import runs) changes the code digest (every cached run retrains); the same edit of any other
-    module does not, and neither does a comment or a docstring edited anywhere."""
+def test_the_key_follows_every_module_a_run_imports_and_nothing_else(tmp_path):
+    """A statement added to any module a run imports (or to the normsys __init__ its import runs),
+    bar the ones keyed by value, changes the code digest (every cached run retrains); the same edit
+    of any other module does not, and neither does a comment or a docstring edited anywhere."""
     from normsys.claims import cache
 
     copy = package_copy(tmp_path)
     before = cache.code_digest.__wrapped__(copy)
     assert before == cache.code_digest()  # a copy of the same code keys the same runs
     inside = set(cache.training_path(copy))
-    assert {m for m in all_modules(copy) if m.split(".")[0] == cache.TRAINING} | {""} == inside
+    assert inside == set(cache.imported_closure(cache.ENTRY_POINTS, copy)) - \
+        set(cache.KEYED_BY_VALUE)
     for module in all_modules(copy):
         source = cache.module_file(module, copy)
         original = source.read_bytes()
@@ -422,7 +517,10 @@ def test_the_key_follows_every_module_of_the_training_package_and_nothing_else(t
             assert (cache.code_digest.__wrapped__(copy) != before) == (module in inside), module
         finally:
             source.write_bytes(original)
-    (copy / cache.TRAINING / "new.py").write_text("X = 1\n")  # a module added to the package
+    (copy / cache.TRAINING / "new.py").write_text("X = 1\n")  # a module no run imports
+    assert cache.code_digest.__wrapped__(copy) == before
+    train = copy / cache.TRAINING / "train.py"
+    train.write_text(train.read_text() + "\nfrom normsys.training import new\n")  # now one does
     assert cache.code_digest.__wrapped__(copy) != before
     assert f"-c{cache.code_digest()}-" in run_key(CFG)
 

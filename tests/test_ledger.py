@@ -244,7 +244,7 @@ def test_intervals_at_another_alpha_are_another_rule_and_old_entries_keep_their_
     amended = ledger.recorded(r, new, amend="skew")
     assert [(a.old, a.new) for a in amended.amendments] == [
         ("kappa > 0.77", "kappa > 0.77 (1.75% a side)")]
-    assert amended.current("cpu", "c0de", 0) == [new]
+    assert amended.current("cpu", 0) == [new]
     assert verdict.Verdict.of_entry(old.entry) == old and "alpha" in old.entry
     legacy = {k: v for k, v in old.entry.items() if k != "alpha"}
     assert verdict.Verdict.of_entry(legacy) == old  # an entry without alpha is a 95% one
@@ -438,51 +438,85 @@ def test_across_a_decisive_flip_fails_and_a_move_to_inconclusive_within_the_boun
     assert flipped.fails and "a decisive flip" in flipped.message
 
 
-def test_a_stale_entry_here_is_judged_as_another_environment_and_all_stale_is_unrecorded():
-    """After the training code changed the numbers: the environment that recorded them again is
-    the reference; this environment's older entry counts for nothing until it is recorded
-    again, and nobody waits on it."""
+def test_an_entry_stands_for_its_environment_until_a_run_there_gives_other_values():
+    """Values decide, code is provenance: after a training edit that moved the numbers, this
+    environment's entry fails exactly where it is (whatever code made it), and an environment
+    without one is judged across against the reference, whatever code made that; only the
+    environment that records again moves on."""
     old_here = entry((0.90, 0.92, 0.94), "> 0.5", code="old")
-    new_there = entry((0.91, 0.93, 0.95), "> 0.5", device=INTEL, code="new")
-    r = record(old_here, new_there)
-    assert r.reference["cpu"] == new_there.key  # the reference moved to the current code's
-    judged = ledger.judge(r, entry((0.911, 0.929, 0.951), "> 0.5", code="new"))
-    assert judged.status in ("across", ledger.MOVED) and "other training code" in judged.message
-    nobody = ledger.judge(record(old_here), entry((0.9, 0.92, 0.941), "> 0.5", code="new"))
-    assert nobody.status == "unrecorded" and "made by this training code" in nobody.message
-    assert "holds other values" in nobody.message
+    old_there = entry((0.905, 0.915, 0.945), "> 0.5", device=INTEL, code="old")
+    r = record(old_here, old_there)
+    moved_here = ledger.judge(r, entry((0.911, 0.929, 0.951), "> 0.5", code="new"))
+    assert moved_here.status == "changed" and "per-seed values differ at 3 seed(s)" in \
+        moved_here.message
+    elsewhere = ledger.judge(r, entry((0.901, 0.921, 0.94), "> 0.5", device="cpu (DEFAULT, AMD)",
+                                      code="new"))
+    assert elsewhere.status in ("across", ledger.MOVED) and not elsewhere.fails
+    assert elsewhere.message.startswith(f"reference ({old_here.environment})")
+    assert ledger.judge(r, entry((0.905, 0.915, 0.945), "> 0.5", device=INTEL,
+                                 code="new")).status == "same"
+    # recorded here after review: this entry alone moves; the other stands, its code as it was
+    again = ledger.recorded(r, entry((0.911, 0.929, 0.951), "> 0.5", code="new"))
+    assert again.entries[old_here.key].code == "new" and again.entries[old_there.key].code == "old"
+    assert again.reference == {"cpu": old_here.key}
+    assert ledger.judge(again, entry((0.911, 0.929, 0.951), "> 0.5", code="new")).status == "same"
+    assert len(again.in_force("cpu")) == 2  # both stand for the claim
 
 
 def test_a_training_edit_that_changes_no_number_unrecords_nothing():
     """This environment's entry made by other training code is compared value for value: the
     same values are `same` (and say that recording stamps the code in force); one value off, a
-    rounding's worth, is not; the stamp puts the entry in force for this code."""
+    rounding's worth, fails. The stamp is provenance: the entry stands for the claim, and pairs
+    with other environments' entries for the noise, by whatever code."""
     old_here = entry((0.90, 0.92, 0.94), "> 0.5", code="old")
     same = ledger.judge(record(old_here), entry((0.90, 0.92, 0.94), "> 0.5", code="new"))
     assert same.status == "same" and not same.fails and "--claims-update stamps" in same.message
     off = ledger.judge(record(old_here), entry((0.90, 0.92, 0.94 + 1e-12), "> 0.5", code="new"))
-    assert off.status == "unrecorded"
-    assert record(old_here).in_force("cpu", "new") == []
+    assert off.fails and "per-seed values differ at 1 seed(s)" in off.message
+    assert record(old_here).in_force("cpu") == [old_here]
     stamped = ledger.recorded(record(old_here), entry((0.90, 0.92, 0.94), "> 0.5", code="new"))
-    assert [e.code for e in stamped.in_force("cpu", "new")] == ["new old"]
-    assert stamped.in_force("cpu", "old") == stamped.in_force("cpu", "new")
+    assert [e.code for e in stamped.in_force("cpu")] == ["new old"]
     assert ledger.judge(stamped, entry((0.90, 0.92, 0.94), "> 0.5", code="new")).status == "same"
     # other values are no stamp: the entry is this code's alone
     moved = ledger.recorded(record(old_here), entry((0.90, 0.92, 0.95), "> 0.5", code="new"))
-    assert [e.code for e in moved.in_force("cpu", "new")] == ["new"]
-    # the older code's other environments still pair with the stamped entry for the noise
+    assert [e.code for e in moved.in_force("cpu")] == ["new"]
+    # entries of one experiment pair for the noise whatever code made them
     there = entry((0.90, 0.92, 0.9400001), "> 0.5", device=INTEL, code="old")
-    both = ledger.recorded(record(old_here, there), entry((0.90, 0.92, 0.94), "> 0.5", code="new"))
-    assert ledger.noise(both, "cpu").measured and ledger.noise(both, "cpu").df == 3
     alone = ledger.recorded(record(old_here, there), entry((0.90, 0.92, 0.95), "> 0.5", code="new"))
-    assert not ledger.noise(alone, "cpu").measured  # the seeds' own spread stands in
-    # a second environment's entry stamped with the code in force leaves the reference where
-    # that code already recorded it
+    assert ledger.noise(alone, "cpu").measured and ledger.noise(alone, "cpu").df == 3
+    # a second environment's entry stamped leaves the reference where it was
     ref = ledger.recorded(record(old_here, there), entry((0.90, 0.92, 0.94), "> 0.5", code="new"))
     restamped = ledger.recorded(ref, entry((0.90, 0.92, 0.9400001), "> 0.5", device=INTEL,
                                            code="new"))
     assert restamped.entries[there.key].code == "new old"
     assert restamped.reference == ref.reference == {"cpu": old_here.key}
+
+
+def test_an_entry_of_other_run_settings_is_history_once_the_new_ones_are_recorded():
+    """A tier resized and recorded on one environment: another environment's entry of the old
+    settings is no longer what its runs measure, so it is judged across against the entries of
+    the settings in force (saying so), not failed on settings its machine never reran; and the
+    noise pairs only entries of one experiment. Before any environment records the new settings,
+    they fail everywhere as unreviewed."""
+    longer, _ = outcome.run_settings([SMALL.override(**{"train.steps": 12})])
+    old_here = entry((0.90, 0.92, 0.94), "> 0.5")
+    old_there = entry((0.905, 0.915, 0.945), "> 0.5", device=INTEL)
+    unreviewed = ledger.judge(record(old_here, old_there),
+                              entry((0.95, 0.96, 0.97), "> 0.5", device=INTEL, settings=longer,
+                                    settings_fingerprint="f" * 16))
+    assert unreviewed.fails and "settings: train.steps 3 -> 12" in unreviewed.message
+    assert unreviewed.message.startswith(f"record ({old_there.environment})")
+    resized = ledger.recorded(record(old_here, old_there),
+                              entry((0.95, 0.96, 0.97), "> 0.5", settings=longer,
+                                    settings_fingerprint="f" * 16))
+    assert resized.reference == {"cpu": old_here.key}
+    assert [e.device for e in resized.in_force("cpu")] == [AVX2]  # the reference's settings
+    there = ledger.judge(resized, entry((0.951, 0.961, 0.969), "> 0.5", device=INTEL,
+                                        settings=longer, settings_fingerprint="f" * 16))
+    assert there.status in ("across", ledger.MOVED) and not there.fails
+    assert "this environment's entry is of other run settings: train.steps 12 -> 3" in \
+        there.message or "train.steps 3 -> 12" in there.message
+    assert not ledger.noise(resized, "cpu").measured  # one environment of the settings in force
 
 
 def test_another_environment_decided_under_other_settings_fails_against_the_reference():
@@ -553,17 +587,17 @@ def test_the_false_alarm_rate_of_a_whole_cpu_tier_run_on_a_new_cpu_is_at_most_on
     assert report.false_alarm_resampled(recs, "cpu") <= 0.01
 
 
-def test_differences_pair_each_two_environments_of_one_training_code_once_on_shared_seeds():
+def test_differences_pair_each_two_environments_of_one_experiment_once_on_shared_seeds():
     held = [entry((0.5, 0.6, 0.7), "> 0.1"),
             entry((0.5, 0.65, math.nan), "> 0.1", device=INTEL),
             # another plan over the same seeds (laid_out)
             entry((0.52, 0.6, 0.7, 0.8), "> 0.1", device="cpu (DEFAULT, Intel)", plan=[4]),
-            entry((0.9, 0.9, 0.9), "> 0.1", device="cpu (AVX2, Intel)", code="other"),
+            entry((0.9, 0.9, 0.9), "> 0.1", device="cpu (AVX2, Intel)", settings={"x": "1"}),
             entry((0.4, 0.4, 0.4), "> 0.1", tier="paper", device="NVIDIA H200")]
     r = laid_out(*held)
     # AVX2 AMD -> AVX512 Intel (seeds 0-1: seed 2 is NaN there), AVX2 AMD -> DEFAULT Intel
     # (seeds 0-2), AVX512 Intel -> DEFAULT Intel (seeds 0-1), in the environments' order; the
-    # other training code's and the other tier's entries add none
+    # other run settings' and the other tier's entries add none
     assert report.differences(r, "cpu") == pytest.approx([0.0, 0.05, 0.02, 0.0, 0.0, 0.02, -0.05])
 
 
@@ -635,14 +669,9 @@ def test_a_one_line_bug_on_another_cpu_fails_whenever_beyond_the_claims_bound():
 
 
 def test_the_verdict_page_is_what_the_committed_records_make():
-    """The page as the committed records make it for the training code their newest entry was
-    made by: what it reads of the records, whatever code runs the test (mutation testing runs
-    the training modules rewritten, whose digest is another). That the records are this
-    checkout's code's is --claims-strict's to say, and that the page is is tables --check's."""
-    newest = max((e for r in report.records(COMMITTED).values() for e in r.entries.values()
-                  if e.code), key=lambda e: e.measured)
-    code = newest.code.split()[0]
-    assert (ROOT / "docs" / "verdicts.md").read_text() == report.docs(COMMITTED, code=code), \
+    """The page is the committed records' alone: whatever code runs the test (mutation testing
+    runs the training modules rewritten), it reads the same."""
+    assert (ROOT / "docs" / "verdicts.md").read_text() == report.docs(COMMITTED), \
         "docs/verdicts.md is stale: run python -m normsys tables"
 
 
@@ -671,11 +700,8 @@ def test_a_session_writes_each_claims_record_and_deletes_those_of_gone_claims(tm
     assert len(r.entries) == 2 and r.reference == {"cpu": entry().key}
 
 
-def replication(r: ledger.Record, tier: str) -> ledger.Replication | None:
-    return ledger.replication(r, tier, "c0de")  # the code the test entries are made by
-
-
 def test_replication_counts_independent_seed_sets_and_environments_with_numbers_of_their_own():
+    replication = ledger.replication
     one = replication(record(entry()), "cpu")
     assert one.word == ledger.UNREPLICATED and (one.environments, one.seed_sets) == (1, 1)
     # another CPU kind giving the same values bit for bit: the same numbers, one environment
@@ -699,18 +725,23 @@ def test_replication_counts_independent_seed_sets_and_environments_with_numbers_
     assert replication(record(entry()), "paper") is None
 
 
-def test_replication_counts_only_the_entries_of_the_code_and_rule_in_force():
-    """An entry of earlier training code or of a rule since amended says what was measured then:
-    it neither replicates nor makes fragile the verdict that stands now."""
+def test_replication_counts_only_the_entries_of_the_rule_and_settings_in_force():
+    """An entry of a rule since amended, or of other run settings than the reference's, says
+    what was measured then: it neither replicates nor makes fragile the verdict that stands now.
+    The code that made an entry is provenance: it counts whatever code made it."""
+    replication = ledger.replication
     now = entry()
-    stale_code = entry((0.93, 0.92, 0.94), seeds=[3, 4, 5], code="old")
-    assert replication(record(now, stale_code), "cpu").word == ledger.UNREPLICATED
-    assert replication(record(stale_code), "cpu") is None
+    other_code = entry((0.93, 0.92, 0.94), seeds=[3, 4, 5], code="old")
+    assert replication(record(now, other_code), "cpu").word == ledger.REPLICATED
+    longer, _ = outcome.run_settings([SMALL.override(**{"train.steps": 12})])
+    other_settings = entry((0.93, 0.92, 0.94), seeds=[3, 4, 5], settings=longer)
+    assert replication(record(now, other_settings), "cpu").word == ledger.UNREPLICATED
     old_rule = entry((0.92, 0.7, 0.9), device=INTEL, alpha=verdict.FIRST_ALPHA)
     r = ledger.recorded(record(old_rule), now, amend="the level")
     assert replication(r, "cpu").verdicts == {"cpu (AVX2, AMD), seeds 0+": "supported"}
     both = ledger.recorded(r, entry((0.93, 0.92, 0.94), seeds=[3, 4, 5]))
     assert replication(both, "cpu").word == ledger.REPLICATED
+    assert replication(record(old_rule), "cpu").word == ledger.OPEN
 
 
 @pytest.mark.parametrize("sets,independent", [
@@ -800,40 +831,72 @@ def test_tables_write_the_page_and_its_figure_and_check_it(tmp_path, capsys):
 def test_the_page_shows_an_amendment_beside_its_verdict(tmp_path):
     r = ledger.recorded(record(entry()), entry(rule=">= 0.81", device=INTEL), amend="why not")
     ledger.write(tmp_path / "c-1.json", r)
-    page = report.docs(tmp_path, code="c0de")
-    assert f"| `c-1` |  | supported (cpu (AVX512, Intel), seeds 0+)<br>*amended " \
+    page = report.docs(tmp_path)
+    assert f"| `c-1` |  | supported (cpu (AVX512, Intel), seeds 0+; 96.5%, code c0de)<br>*amended " \
            f"{r.amendments[0].date}: kappa >= 0.8 (1.75% a side) -> kappa >= 0.81 (1.75% a " \
            f"side) (why not)* |" in page
     twice = ledger.recorded(r, entry(rule=">= 0.82", device="cpu (DEFAULT, Intel)"),
                              amend="and again")
     first, second = (f"<br>*{a.line()}*" for a in twice.amendments)
     ledger.write(tmp_path / "c-1.json", twice)
-    assert first + second + " |" in report.docs(tmp_path, code="c0de")
+    assert first + second + " |" in report.docs(tmp_path)
 
 
 def test_the_replication_table_marks_a_tier_without_entries_or_without_a_reference():
     recs = {"c-1": record(entry(), claim="c-1"),  # cpu only
             "c-2": record(entry(seeds=[3, 4, 5]), claim="c-2"),  # no reference: later seeds
             "c-3": record(entry(tier="paper", device="NVIDIA H200"), claim="c-3")}
-    recs["c-4"] = record(entry(code="old"), claim="c-4")  # entries of other training code only
+    recs["c-4"] = record(entry(code="old"), claim="c-4")  # made by other training code
     roles = {"c-1": "test", "c-2": "regression"}
-    table = report.replication_section(recs, ["cpu", "paper"], "c0de", roles).split("\n")
-    assert "| `c-1` | test | supported (cpu (AVX2, AMD), seeds 0+) | unreplicated (1 independent " \
-           "seed set, 1 numeric environment) | - |  |" in table
-    assert "| `c-2` | regression | - () | unreplicated (1 independent seed set, 1 numeric " \
-           "environment): supported in cpu (AVX2, AMD), seeds 3+ | - |  |" in table
-    assert "| `c-3` |  | - |  | supported (NVIDIA H200, seeds 0+) | unreplicated (1 independent " \
-           "seed set, 1 numeric environment) |" in table
-    assert "| `c-4` |  | - | unrecorded: no entry under this training code and the rule in force " \
-           "(1 older) | - |  |" in table
+    table = report.replication_section(recs, ["cpu", "paper"], roles).split("\n")
+    assert "| `c-1` | test | supported (cpu (AVX2, AMD), seeds 0+; 96.5%, code c0de) | " \
+           "unreplicated (1 independent seed set, 1 numeric environment) | - |  |" in table
+    assert "| `c-2` | regression | - | unrecorded: no entry on the claim's own seeds (1 on " \
+           "others) | - |  |" in table
+    assert "| `c-3` |  | - |  | supported (NVIDIA H200, seeds 0+; 96.5%, code c0de) | " \
+           "unreplicated (1 independent seed set, 1 numeric environment) |" in table
+    assert "| `c-4` |  | supported (cpu (AVX2, AMD), seeds 0+; 96.5%, code old) | unreplicated " \
+           "(1 independent seed set, 1 numeric environment) | - |  |" in table
     assert "cpu: 1 unrecorded, 2 unreplicated; paper: 1 unreplicated" in table
     # an identity is listed with its role and left out of the counts
-    table = report.replication_section(recs, ["cpu", "paper"], "c0de",
+    table = report.replication_section(recs, ["cpu", "paper"],
                                        {**roles, "c-1": "identity"}).split("\n")
-    assert "| `c-1` | identity | supported (cpu (AVX2, AMD), seeds 0+) | unreplicated (1 " \
-           "independent seed set, 1 numeric environment) | - |  |" in table
+    assert "| `c-1` | identity | supported (cpu (AVX2, AMD), seeds 0+; 96.5%, code c0de) | " \
+           "unreplicated (1 independent seed set, 1 numeric environment) | - |  |" in table
     assert "cpu: 1 unrecorded, 1 unreplicated; paper: 1 unreplicated (the 1 identities left " \
            "out: c-1)" in table
+
+
+def test_a_reference_of_an_earlier_rule_shows_its_verdict_and_what_the_rule_in_force_makes_of_it():
+    """Every entry of a tier decided before an amendment: the reference's verdict stands on the
+    page with its level and code, and the cell says what the rule in force decides of its values
+    at the look they stopped at, the same or otherwise."""
+    values = (0.85, 0.9, 0.95)  # 95% [0.776, 1.024], 96.5% [0.754, 1.046]
+    kept = entry(values, "> 0.7", tier="paper", device="NVIDIA H200", alpha=verdict.FIRST_ALPHA)
+    moved = entry(values, "> 0.77", tier="paper", device="NVIDIA H200", alpha=verdict.FIRST_ALPHA)
+    amend = entry(device=INTEL)  # the amendment, recorded at the CPU tier
+    recs = {cid: ledger.recorded(record(e, claim=cid), replace(amend, rule=e.rule), amend="level")
+            for cid, e in (("c-1", kept), ("c-2", moved))}
+    table = report.replication_section(recs, ["cpu", "paper"]).split("\n")
+    row = next(line for line in table if line.startswith("| `c-1`"))
+    assert "| supported (NVIDIA H200, seeds 0+; 95%, code c0de) | earlier rule: the rule in " \
+           "force decides these values supported too, at 3 seeds (96.5%) |" in row
+    row = next(line for line in table if line.startswith("| `c-2`"))
+    assert "| supported (NVIDIA H200, seeds 0+; 95%, code c0de) | earlier rule: **the rule in " \
+           "force decides these values inconclusive**, at 3 seeds (96.5%) |" in row
+    assert "paper: 2 earlier rule" in "\n".join(table)
+
+
+def test_no_recorded_paper_entry_reads_unrecorded_on_the_verdict_page():
+    page = (ROOT / "docs" / "verdicts.md").read_text()
+    recs = report.records(COMMITTED)
+    with_paper = [cid for cid, r in recs.items() if r.reference.get("paper")]
+    assert len(with_paper) >= 40
+    table = page.split("## Replication")[1].split("\n## ")[0]  # the first table on the page
+    for cid in with_paper:
+        row = next(line for line in table.split("\n") if line.startswith(f"| `{cid}` |"))
+        paper = row.split(" | ")[4:6]
+        assert paper[0] != "-" and "unrecorded" not in " ".join(paper), cid
 
 
 def test_the_detection_table_lists_each_claim_with_a_reference_and_says_where_one_environment_spreads():
@@ -993,21 +1056,16 @@ def test_under_the_same_plan_the_look_a_claim_decided_at_is_no_change():
     assert ledger.changes(entry(values[:3], "> 0.99"), later) == ["seeds: recorded 0-2, now 0-4"]
 
 
-def test_entries_of_unknown_code_stand_until_an_entry_of_known_code_is_recorded():
-    """Moved entries carry no digest: they are compared as this code's until one environment
-    records the code as it is; from then on they are stale, judged as other environments, so
-    no machine kind is held to numbers only it could refresh."""
+def test_entries_of_unknown_code_stand_as_any_other():
+    """Moved entries carry no digest: their values are compared like any entry's, and recording
+    the same values again stamps the code in force on them."""
     old_a, old_b = entry(code=""), entry((0.93, 0.9, 0.94), device=INTEL, code="")
     r = record(old_a, old_b)
     assert ledger.judge(r, entry(code="now")).status == "same"
     assert ledger.judge(r, entry((0.93, 0.9, 0.94), device=INTEL, code="now")).status == "same"
     r = ledger.recorded(r, entry(code="now"))  # recorded again here, the same values
-    assert r.reference["cpu"] == entry().key and r.made_by(r.entries[entry().key], "now")
-    assert not r.made_by(r.entries[old_b.key], "now")
-    elsewhere = ledger.judge(r, entry((0.9301, 0.9, 0.94), device=INTEL, code="now"))
-    assert elsewhere.status in ("across", ledger.MOVED) and "other training code" in \
-        elsewhere.message
-
+    assert r.reference["cpu"] == entry().key and r.entries[entry().key].code == "now"
+    assert ledger.judge(r, entry((0.9301, 0.9, 0.94), device=INTEL, code="now")).fails
 
 def test_an_entry_read_takes_its_seed_count_and_the_level_of_its_look_from_itself(tmp_path):
     e = entry((0.5, 0.6, 0.7, 0.65, 0.55), ">= 0.55", plan=[3, 5])
@@ -1130,11 +1188,10 @@ def test_the_entry_a_measurement_is_compared_with_is_its_own_else_the_current_re
     ledger.write(tmp_path / "c-1.json", record(there))
     ledgers = ledger.Ledgers(tmp_path)
     here = entry().key
-    assert ledgers.recorded("c-1", "cpu", here, "c0de", 0) == there
-    assert ledgers.recorded("c-1", "cpu", there.key, "c0de", 0) == there  # its own
-    assert ledgers.recorded("c-1", "cpu", here, "n3w", 0) is None  # made by other code
-    assert ledgers.recorded("c-1", "cpu", here, "c0de", 3) is None  # on other seeds
-    assert ledgers.recorded("c-1", "paper", here, "c0de", 0) is None
+    assert ledgers.recorded("c-1", "cpu", here, 0) == there
+    assert ledgers.recorded("c-1", "cpu", there.key, 0) == there  # its own
+    assert ledgers.recorded("c-1", "cpu", here, 3) is None  # on other seeds
+    assert ledgers.recorded("c-1", "paper", here, 0) is None
 
 
 def test_an_unreadable_record_says_nothing_of_its_claim(tmp_path):
@@ -1285,15 +1342,18 @@ def test_a_claim_whose_values_are_credibly_too_skewed_is_flagged_and_others_are_
 
 
 def test_the_multiplicity_line_counts_the_claims_in_force_and_their_chance_decisions():
-    recs = {"c-1": record(entry()), "c-2": record(entry((0.5, 0.9, 0.7))),
-            "c-3": record(entry(code="old"))}
-    assert report.multiplicity(recs, "cpu", "c0de") == (
+    before = entry(alpha=verdict.FIRST_ALPHA)  # decided under a rule since amended
+    amended = ledger.Amendment("2026-11-28", before.full_rule, entry().full_rule, "the level")
+    recs = {"c-1": record(entry(code="old")), "c-2": record(entry((0.5, 0.9, 0.7))),
+            "c-3": ledger.Record("c-3", {before.key: before}, {"cpu": before.key},
+                                 before.full_rule, [amended])}
+    assert report.multiplicity(recs, "cpu") == (
         "cpu: 2 claims decided under the rule in force, 1 of them decisive in every entry; were "
         "every claim's effect exactly on its threshold, at most about 0.1 would still come out "
         "decisive, on one side or the other (2 x 2 x 2.5%)")
-    assert report.multiplicity(recs, "paper", "c0de") == \
+    assert report.multiplicity(recs, "paper") == \
         "paper: no claim decided under the rule in force"
-    assert report.multiplicity(recs, "cpu", "c0de", frozenset({"c-2"})) == (
+    assert report.multiplicity(recs, "cpu", frozenset({"c-2"})) == (
         "cpu: 1 claims decided under the rule in force (the 1 identities left out), 1 of them "
         "decisive in every entry; were every claim's effect exactly on its threshold, at most "
         "about 0.05 would still come out decisive, on one side or the other (1 x 2 x 2.5%)")
@@ -1358,26 +1418,28 @@ def test_an_all_of_entry_without_its_parts_pairs_only_with_the_part_it_matches()
     assert apart.values == tuple(six)  # decided on the other comparison
     assert not ledger.noise(laid_out(old, apart), "cpu").measured  # nothing paired: own spread
     plain = replace(old, rule="> 2")  # a rule of one comparison pairs by seed, as always
-    assert ledger.values_by_environment([plain])[(plain.environment, "c0de")] == \
+    assert ledger.values_by_environment([plain])[(plain.environment,
+                                                  ledger.experiment(plain))] == \
         dict(enumerate(plain.values))
 
 
 def test_leaving_one_environment_out_judges_each_entry_in_force_against_the_others():
     """Three kernel sets a rounding apart: every fold passes. One environment far off: its fold,
-    and the folds judged against it, raise alarms beyond the bound. Entries of other code, and a
-    claim one environment records, make no fold."""
+    and the folds judged against it, raise alarms beyond the bound. Entries of other run
+    settings than the reference's, and a claim one environment records, make no fold."""
     emulated = "cpu (AVX2 emulated on AVX512, AMD)"
     close = record(entry((0.92, 0.91, 0.93)), entry((0.92, 0.91, 0.9300001), device=INTEL),
                    entry((0.9200002, 0.91, 0.93), device=emulated), claim="c-1")
     far = record(entry((0.92, 0.91, 0.93)), entry((0.92, 0.9100001, 0.93), device=INTEL),
                  entry((0.99, 0.98, 0.995), device=emulated), claim="c-2")
     alone = record(entry(), claim="c-3")
-    older = record(entry(), entry(device=INTEL, code="old"), claim="c-4")
-    assert report.left_out({"c-1": close, "c-3": alone, "c-4": older}, "cpu", "c0de") == (3, [])
-    folds, alarms = report.left_out({"c-2": far}, "cpu", "c0de")
+    longer, _ = outcome.run_settings([SMALL.override(**{"train.steps": 12})])
+    older = laid_out(entry(), entry(device=INTEL, settings=longer))
+    assert report.left_out({"c-1": close, "c-3": alone, "c-4": older}, "cpu") == (3, [])
+    folds, alarms = report.left_out({"c-2": far}, "cpu")
     assert folds == 3 and alarms and all("beyond its bound" in a for a in alarms)
     assert any(a.startswith(f"`c-2` without {emulated}") for a in alarms)
-    line = report.left_out_line({"c-1": close}, "cpu", "c0de")
+    line = report.left_out_line({"c-1": close}, "cpu")
     assert "3 folds, 0 alarm(s)." in line
 
 

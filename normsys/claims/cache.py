@@ -3,11 +3,12 @@
 Key: the config's fingerprint, a digest of the data the run reads (normsys.training.data: file
 checksums or the rows themselves), a digest of the code a run's result depends on, a digest of the
 numeric environment it trains in (``numeric_environment``: the device and its CPU kernels or GPU,
-torch threads, torch version, autocast dtype) and the normsys version. That code is one package,
-``normsys.training`` (with the ``normsys`` __init__ its import runs), hashed whole: an edit of any
-of its modules retrains every run, and an edit of the report, the plugin, the ledger or a claim
-file retrains nothing. The package holds everything its entry points import
-(``imported_closure`` reads their imports; the tests check it). A record is kept under the
+torch threads, torch version, autocast dtype) and the normsys version. That code is what a run's
+entry points import (``training_path``: their imports read from the sources, transitively, all
+inside ``normsys.training``), less the modules that reach a run only as values the key holds
+already (``KEYED_BY_VALUE``): an edit of one of those modules retrains every run, and an edit of
+the tier table, the report, the plugin, the ledger or a claim file retrains nothing (a tier's
+changed setting re-keys the runs it reaches through their fingerprint). A record is kept under the
 environment it was made in (its own ``env``), so one made elsewhere (a Ray node of other kernels,
 a process at another thread count) is never served to a session whose runs train otherwise.
 Location: normsys.training.store (``$NORMSYS_CACHE``, ``off`` disables it). Writes are atomic; an
@@ -49,6 +50,11 @@ Environment = Callable[[RunConfig], dict[str, str]]  # where a config's run trai
 NORMSYS = Path(__file__).parents[1]  # the normsys package
 TRAINING = "training"  # the package that trains a run: everything a record depends on
 ENTRY_POINTS = ("training.train", "training.batched")  # one run, or stacked seeds (fit)
+# Modules the entry points import that reach a run only as values the key already holds: the tier
+# table gives a run its settings (config fields: the fingerprint) and its data pool (the rows: the
+# data digest), and none of its code runs while a run trains (tests/test_cache.py traces a run of
+# every experiment to check it)
+KEYED_BY_VALUE = ("training.tiers",)
 
 
 def module_file(module: str, package: Path = NORMSYS) -> Path | None:
@@ -91,11 +97,10 @@ def imported_closure(modules: tuple[str, ...], package: Path = NORMSYS) -> tuple
 
 
 def training_path(package: Path = NORMSYS) -> tuple[str, ...]:
-    """The modules whose source keys the cache: every module of the training package and the
-    normsys __init__ that importing it runs (sorted; "" is that __init__)."""
-    folder = package / TRAINING
-    return ("", *sorted(".".join((TRAINING, *p.relative_to(folder).with_suffix("").parts))
-                        .removesuffix(".__init__") for p in folder.rglob("*.py")))
+    """The modules whose source keys the cache: the entry points and every module of the package
+    they import (``imported_closure``; "" is the normsys __init__ importing them runs), less
+    ``KEYED_BY_VALUE`` (sorted)."""
+    return tuple(m for m in imported_closure(ENTRY_POINTS, package) if m not in KEYED_BY_VALUE)
 
 
 @functools.cache

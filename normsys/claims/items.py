@@ -105,15 +105,14 @@ def collects_every_claim(config: pytest.Config) -> bool:
 def recorded_entry(item: pytest.Item, marker: pytest.Mark, ledgers: ledger.Ledgers):
     """The entry of its record a claim's measurement here will be compared with (its own in this
     environment and seed plan, else its reference), None where it has none."""
-    from normsys.claims.cache import code_digest  # torch: when a session judges claims
-    from normsys.training.train import run_environment
+    from normsys.training.train import run_environment  # torch: when a session judges claims
 
     tier, plan = claim_tier(item), claim_looks(item, marker)
     offset = item.config.option.claims_seed_offset
     configs = planned_configs(item)  # where its runs train: a GPU's autocast is theirs
     env = run_environment(configs[0]) if configs else numeric_environment()
     here = verdict.key(tier, verdict.described(env), verdict.seed_plan(offset, plan))
-    return ledgers.recorded(claim_id(item, marker), tier, here, code_digest(), offset)
+    return ledgers.recorded(claim_id(item, marker), tier, here, offset)
 
 
 def selected(items: list[pytest.Item]) -> dict[tuple[str, str], tuple[str, str]]:

@@ -22,20 +22,24 @@ entry, and so is a rule that is neither the registered one nor an amendment's.
 
 How a fresh measurement is judged (``judge``):
 
-- **this environment and seed plan recorded, under the rule in force**: its per-seed values are
-  compared bit for bit, with its verdict, statistic, rule, seeds and run settings; any difference
-  fails the claim, naming the largest change and the command that records it after review. The
-  values decide, not the code that made the entry: a training edit that changes no number passes
-  (``--claims-update`` then stamps the entry with the code in force), one that changes a number
-  fails here until the change is reviewed and recorded.
-- **no such entry** (another CPU): against the tier's reference on the same seeds, made by the
-  training code in force, the mean of the per-seed differences within the claim's own bound
-  (``Noise``: from its cross-environment differences on the same seeds, the kernel and vendor
-  entries, at ALPHA_ACROSS a claim); a decisive flip fails.
-- **no current entry on these seeds** (every entry made by other training code, or under another
-  rule): unrecorded, as is a claim with no record; both fail under ``--claims-strict``. The
-  machine that changed a number records it: nobody waits on a record only another machine kind
-  can refresh.
+The values decide, not the code that made them: an entry stands for what its numeric environment
+gives under its run settings until a run there gives other per-seed values. The digests of the
+training code that made it (``code``) are its provenance, never a reason to set it aside.
+
+- **this environment and seed plan recorded, under the rule in force and the same run
+  settings**: its per-seed values are compared bit for bit, with its verdict, statistic, rule,
+  seeds and run settings; any difference fails the claim, naming the largest change and the
+  command that records it after review. A training edit that changes no number passes
+  everywhere (``--claims-update`` then stamps the entry with the code in force); one that
+  changes a number fails exactly where an entry of that environment exists, until the change
+  is reviewed and recorded there.
+- **no such entry** (another CPU): against the tier's reference on the same seeds and run
+  settings (``Record.current``), the mean of the per-seed differences within the claim's own
+  bound (``Noise``: from its cross-environment differences on the same seeds, the kernel and
+  vendor entries, at ALPHA_ACROSS a claim); a decisive flip fails.
+- **no entry on these seeds under the rule in force and these run settings** (the rule was
+  amended, or a setting changed, since): unrecorded, as is a claim with no record; both fail
+  under ``--claims-strict``.
 
 ``replication`` says how a claim's verdicts replicate across its entries, counting independent
 seed sets and numeric environments (replicated, reproduced, unreplicated, open, fragile,
@@ -57,6 +61,7 @@ import numpy as np
 
 from normsys import __version__
 from normsys.claims.verdict import (
+    FIRST_ALPHA,
     INCONCLUSIVE,
     OPTIONAL,
     RECORDED,
@@ -122,6 +127,20 @@ def same_number(a: float, b: float) -> bool:
     return a == b or (math.isnan(a) and math.isnan(b))
 
 
+def experiment(e: Verdict) -> str:
+    """What an entry's values are values of: its statistic over runs of its settings (every config
+    field but the seed). Two entries of one experiment differ only where their environments, or
+    the code that made them, round otherwise; an entry of another is another measurement."""
+    return json.dumps([e.statistic, e.settings], sort_keys=True)
+
+
+def same_experiment(a: Verdict, b: Verdict) -> bool:
+    """Whether two entries measure one ``experiment`` (an entry recorded before run settings
+    were kept is taken to be of any settings)."""
+    return a.statistic == b.statistic and (not a.settings or not b.settings or
+                                           a.settings == b.settings)
+
+
 def follows(entry: Verdict) -> str:
     """"" if the entry's verdict, mean and interval are what its rule decides on its per-seed
     values at the level of the look it took; else what differs. (An all-of rule records the
@@ -151,6 +170,24 @@ def follows(entry: Verdict) -> str:
             differ.append(f"its values decide at the look of {early[0]} seeds, yet it took "
                           f"{len(entry.seeds)}")
     return "; ".join(differ)
+
+
+def under_rule(rule: str, e: Verdict) -> Verdict | None:
+    """The entry's per-seed values decided by ``rule`` (a record's rule text, ``Record.rule``)
+    at the look they stopped at: their seed count, at that look's level under the rule's own
+    per-side alpha and the entry's plan; None where the rule is of another statistic (the values
+    measure something else)."""
+    if not rule.startswith(f"{e.statistic} ") or not e.values:
+        return None
+    body, alpha = rule[len(e.statistic) + 1:], FIRST_ALPHA
+    if m := re.fullmatch(r"(.*) \(([0-9.e+-]+)% a side\)", body):
+        body, alpha = m[1], float(m[2]) / 100
+    plan = e.plan or (len(e.values),)
+    if len(e.values) not in plan:
+        return None
+    level = levels(plan, alpha)[plan.index(len(e.values))]
+    values = by_seed(e.parts) if e.parts else e.values
+    return decide(parse_rule(body), values, level, family=family(body))
 
 
 # ----------------------------------------------------------------------------- a claim's record
@@ -188,21 +225,18 @@ class Record:
     def of(self, tier: str) -> list[Verdict]:
         return [e for _, e in sorted(self.entries.items()) if e.tier == tier]
 
-    def made_by(self, e: Verdict, code: str) -> bool:
-        """Whether the entry's values are the training code ``code``'s: one of its digests, or, for
-        an entry recorded before digests were kept, while no entry of its tier carries one (once
-        one does, the code has been recorded as it is and the older entries are stale)."""
-        return code in e.code.split() or (not e.code and not any(x.code for x in self.of(e.tier)))
+    def in_force(self, tier: str, like: Verdict | None = None) -> list[Verdict]:
+        """The entries of ``tier`` under the rule in force, of the experiment of ``like`` (None:
+        of the tier's reference): what can stand for the claim now, on whatever seeds, by
+        whatever training code."""
+        like = like or self.entries.get(self.reference.get(tier, ""))
+        return [e for e in self.of(tier) if e.full_rule == self.rule
+                and (like is None or same_experiment(e, like))]
 
-    def in_force(self, tier: str, code: str) -> list[Verdict]:
-        """The entries of ``tier`` made by the training code ``code`` (``made_by``) under the
-        rule in force: what can stand for the claim now, on whatever seeds."""
-        return [e for e in self.of(tier) if self.made_by(e, code) and e.full_rule == self.rule]
-
-    def current(self, tier: str, code: str, first_seed: int) -> list[Verdict]:
+    def current(self, tier: str, first_seed: int, like: Verdict | None = None) -> list[Verdict]:
         """The entries in force (``in_force``) on the seeds from ``first_seed``, the tier's
         reference first."""
-        out = [e for e in self.in_force(tier, code) if e.seeds[:1] == (first_seed,)]
+        out = [e for e in self.in_force(tier, like) if e.seeds[:1] == (first_seed,)]
         return sorted(out, key=lambda e: (e.key != self.reference.get(tier), e.measured))
 
 
@@ -299,12 +333,12 @@ def records(folder: Path) -> dict[str, Record]:
 def recorded(record: Record, fresh: Verdict, amend: str = "") -> Record:
     """``record`` with ``fresh`` as its entry of that key; a claim's first entry registers its
     rule, a rule other than the one in force needs ``amend`` (the reason), which amends it. The
-    tier's reference moves to ``fresh`` where it has none made by this training code on the
-    claims' own seeds. An entry that ``fresh`` gives again value for value keeps the codes that
-    made it, ``fresh``'s added. One error budget per seed set: a plan of looks other than the one the
-    tier's seeds were already decided on, in this numeric environment or, under the rule it is
-    decided by, in any other, is refused (their values were seen; another plan over them would
-    spend a second budget)."""
+    tier's reference moves to ``fresh`` (on the claim's own seeds) where it has none under that
+    rule and of its experiment, or the reference is this environment's. An entry that ``fresh``
+    gives again value for value keeps the codes that made it, ``fresh``'s added. One error
+    budget per seed set: a plan of looks other than the one the tier's seeds were already decided
+    on, in this numeric environment or, under the rule it is decided by, in any other, is refused
+    (their values were seen; another plan over them would spend a second budget)."""
     seen = [e for e in record.entries.values() if e.plan != fresh.plan
             and (e.tier, e.seeds[:1]) == (fresh.tier, fresh.seeds[:1])
             and (e.environment == fresh.environment or e.full_rule == fresh.full_rule)]
@@ -315,7 +349,6 @@ def recorded(record: Record, fresh: Verdict, amend: str = "") -> Record:
                           f"({fresh.seed_plan}) would spend a fresh error budget on values already "
                           f"seen. Replicate on fresh seeds instead (--claims-seed-offset {after}), "
                           f"an entry judged on its own")
-    code = fresh.code  # the digest of the training code that computed it
     own = record.entries.get(fresh.key)
     if own is not None and own.full_rule == fresh.full_rule and not differing(own, fresh):
         # the same values from this code: the entry keeps the codes that computed them before
@@ -332,8 +365,8 @@ def recorded(record: Record, fresh: Verdict, amend: str = "") -> Record:
     after = Record(record.claim, {**record.entries, fresh.key: fresh}, dict(record.reference),
                    registered, amendments)
     old = record.entries.get(after.reference.get(fresh.tier, ""))
-    if fresh.seeds[:1] == (0,) and (old is None or not after.made_by(old, code) or
-                                   old.full_rule != fresh.full_rule or old.key == fresh.key):
+    if fresh.seeds[:1] == (0,) and (old is None or old.full_rule != fresh.full_rule or
+                                   not same_experiment(old, fresh) or old.key == fresh.key):
         after.reference[fresh.tier] = fresh.key
     return after
 
@@ -389,7 +422,7 @@ class Noise:
 # An all-of entry recorded before entries kept their parts holds its deciding comparison's values
 # alone: it is taken to be the part whose values it matches within this fraction, seed for seed
 # (kernels round those a few parts in 1e7 apart; two comparisons lie far further apart), of an
-# entry of the same training code that keeps its parts, or of another such entry; and else it
+# entry of the same experiment that keeps its parts, or of another such entry; and else it
 # pairs with none.
 SAME_PART = 1e-4
 
@@ -403,40 +436,38 @@ def matches(a: Mapping[int, float], b: Mapping[int, float]) -> bool:
 
 
 def values_by_environment(entries: Iterable[Verdict]) -> dict[tuple[str, str], dict]:
-    """Per (environment, training code) the values its entries hold, by seed, or for an all-of
+    """Per (environment, ``experiment``) the values its entries hold, by seed, or for an all-of
     rule by (seed, part): each comparison paired only with itself across environments,
     whichever one decided (an entry without its parts: the part it matches, SAME_PART)."""
     out: dict[tuple[str, str], dict] = {}
-    known: list[tuple[str, str, dict[int, float]]] = []  # (code, part, values by seed)
+    known: list[tuple[str, str, dict[int, float]]] = []  # (experiment, part, values by seed)
     entries = sorted(entries, key=lambda e: not e.parts)  # those that name their parts first
     for i, e in enumerate(entries):
-        own = dict(zip(e.seeds, e.values, strict=True))
+        own, of = dict(zip(e.seeds, e.values, strict=True)), experiment(e)
         if e.parts:
             by_part = {part: dict(zip(e.seeds, values, strict=True))
                        for part, values in e.parts.items()}
-            known += [(c, part, v) for part, v in by_part.items() for c in e.code.split()]
+            known += [(of, part, v) for part, v in by_part.items()]
             values = {(s, part): x for part, v in by_part.items() for s, x in v.items()}
         elif re.match(ALL_OF, e.rule):
-            part = next((part for code, part, v in known
-                         if code in e.code.split() and matches(own, v)),
+            part = next((part for x, part, v in known if x == of and matches(own, v)),
                         f"deciding comparison {i}")
-            known += [(c, part, own) for c in e.code.split()]
+            known.append((of, part, own))
             values = {(s, part): x for s, x in own.items()}
         else:
             values = own
-        for code in e.code.split() or [""]:  # values of several codes pair under each
-            out.setdefault((e.environment, code), {}).update(values)
+        out.setdefault((e.environment, of), {}).update(values)
     return out
 
 
 def noise(record: Record, tier: str) -> Noise:
     """The claim's noise across environments at ``tier``, from its entries: every seed that two
-    or more environments measured with the same training code adds its values' spread."""
+    or more environments measured in the same experiment adds its values' spread."""
     entries = record.of(tier)
     by_env = values_by_environment(entries)
     squares, df = 0.0, 0
-    for code in {c for _, c in by_env}:
-        envs = [v for (_, c), v in by_env.items() if c == code]
+    for of in {x for _, x in by_env}:
+        envs = [v for (_, x), v in by_env.items() if x == of]
         for s in set().union(*envs):
             vals = [v[s] for v in envs if s in v and math.isfinite(v[s])]
             if len(vals) > 1:
@@ -504,10 +535,8 @@ class Judgement:
 
 UPDATE = "review, then record it: pytest claims -k {cid} --claims-update"
 # A training-code edit that changes no number unrecords nothing: an entry of this environment made
-# by other code is compared value for value; the same values pass, and recording them stamps the
-# entry with the code in force beside the codes that made it: it then counts for replication under
-# this code (Record.in_force), and its values still pair with other environments' entries of the
-# older code for the noise across environments
+# by other code is compared value for value, and the same values pass; recording them stamps the
+# entry with the code in force beside the codes that made it, as provenance
 RESTAMP = "--claims-update stamps the entry with it"
 UNRECORDED = ("new", "unrecorded")  # reported; --claims-strict fails them
 MOVED = "moved"  # a verdict that moved between decisive and inconclusive within the bound
@@ -576,25 +605,35 @@ def judge(record: Record, fresh: Verdict) -> Judgement:
                                     f"{record.rule!r}: a changed rule is an amendment, recorded "
                                     f"with --claims-update --claims-amend \"<why>\"")
     own = record.entries.get(fresh.key)
-    if own is not None and own.full_rule == fresh.full_rule:
-        differ = differing(own, fresh)
+    if own is not None and own.full_rule == fresh.full_rule and \
+            same_experiment(own, fresh):  # the values decide, not the code that made them
         head = f"record ({own.environment}): {own.line()}"
-        if record.made_by(own, fresh.code):
-            if differ:
-                return Judgement("changed", "; ".join([head, now, *differ, update]))
+        if differ := differing(own, fresh):
+            return Judgement("changed", "; ".join([head, now, *differ, update]))
+        if fresh.code in own.code.split():
             return Judgement("same", f"{head}; the same per-seed values")
-        if not differ:  # the values decide, not the code that made them
-            return Judgement("same", f"{head}; the same per-seed values from this training code "
-                                     f"({fresh.code}), though made by other code "
-                                     f"({own.code or 'before digests were kept'}): {RESTAMP}")
-    candidates = record.current(fresh.tier, fresh.code, fresh.seeds[0])
-    stale = "" if own is None else " (this environment's entry was made by other training code " \
-        "and holds other values)" if own.full_rule == fresh.full_rule else \
-        " (this environment's entry was decided under an earlier rule)"
-    if not candidates:
+        return Judgement("same", f"{head}; the same per-seed values from this training code "
+                                 f"({fresh.code}), though made by other code "
+                                 f"({own.code or 'before digests were kept'}): {RESTAMP}")
+    candidates = record.current(fresh.tier, fresh.seeds[0], fresh)
+    if not candidates:  # no entry of these run settings: were the settings changed unreviewed?
+        ref = record.entries.get(record.reference.get(fresh.tier, ""))
+        base = next((e for e in (own, ref, *record.of(fresh.tier)) if e is not None
+                     and e.full_rule == record.rule and e.seeds[:1] == fresh.seeds[:1]), None)
+        if base is not None:
+            head = f"{'record' if base is own else 'reference'} ({base.environment}): " \
+                   f"{base.line()}"
+            differ = changes(base, fresh) or \
+                [f"settings: {', '.join(setting_changes(base.settings, fresh.settings))}"]
+            return Judgement("changed", "; ".join([head, now, *differ, update]))
+        stale = "" if own is None else " (this environment's entry was decided under an " \
+            "earlier rule)"
         return Judgement("unrecorded", f"no entry of the {fresh.tier} tier on seeds "
-                                       f"{fresh.seeds[0]}+ made by this training code under the "
-                                       f"rule in force{stale}; {update}")
+                                       f"{fresh.seeds[0]}+ under the rule in force{stale}; "
+                                       f"{update}")
+    stale = "" if own is None or own.full_rule != fresh.full_rule else \
+        f" (this environment's entry is of other run settings: " \
+        f"{', '.join(setting_changes(own.settings, fresh.settings))}; the reference's are these)"
     ref = candidates[0]
     head = f"reference ({ref.environment}): {ref.line()}{stale}"
     if differ := changes(ref, fresh):
@@ -641,8 +680,7 @@ class Ledgers:
             self.read[cid] = read(path_of(self.folder, cid))
         return self.read[cid]
 
-    def recorded(self, cid: str, tier: str, key_now: str, code: str, first_seed: int) \
-            -> Verdict | None:
+    def recorded(self, cid: str, tier: str, key_now: str, first_seed: int) -> Verdict | None:
         """The entry this session's measurement will be compared with: its own (``key_now``)
         under the rule in force, by whatever training code (values decide), else the reference
         it is judged against."""
@@ -650,7 +688,7 @@ class Ledgers:
         own = record.entries.get(key_now)
         if own is not None and own.full_rule == record.rule:
             return own
-        current = record.current(tier, code, first_seed)
+        current = record.current(tier, first_seed)
         return current[0] if current else None
 
     def history(self, cid: str, tier: str, environment: dict[str, str], first_seed: int) \
@@ -682,8 +720,8 @@ class Ledgers:
         except LedgerError:
             return Record(cid)
 
-    def replication(self, cid: str, tier: str, code: str) -> Replication | None:
-        return replication(self.said(cid), tier, code)
+    def replication(self, cid: str, tier: str) -> Replication | None:
+        return replication(self.said(cid), tier)
 
     def write(self, results: Sequence) -> list[str]:
         """Put this session's measurements (claim results: ``id``, ``entry``) into their
@@ -811,12 +849,11 @@ def label(e: Verdict) -> str:
     return f"{e.device}, seeds {e.seeds[0] if e.seeds else 0}+{most}"
 
 
-def replication(record: Record, tier: str, code: str) -> Replication | None:
-    """How the claim's entries of ``tier`` in force (made by the training code ``code`` under
-    the rule in force: ``Record.in_force``) replicate; None where it has none. Entries of
-    earlier code or rules stay in the record as what was measured then, and count for nothing
-    here."""
-    entries = record.in_force(tier, code)
+def replication(record: Record, tier: str) -> Replication | None:
+    """How the claim's entries of ``tier`` in force (under the rule in force, of its reference's
+    experiment: ``Record.in_force``) replicate; None where it has none. Entries of earlier rules
+    or settings stay in the record as what was measured then, and count for nothing here."""
+    entries = record.in_force(tier)
     if not entries:
         return None
     ref = record.entries.get(record.reference.get(tier, ""))

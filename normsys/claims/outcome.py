@@ -212,7 +212,7 @@ class Claim:
             figures=self.figures, nodeid=self.item.nodeid,
             role=getattr(self.declared, "role", ""))
         judgement = self.ledgers.judge(self.id, fresh)
-        replicated = self.ledgers.replication(self.id, self.tier, fresh.code)
+        replicated = self.ledgers.replication(self.id, self.tier)
         reported = replace(
             fresh, ledger=judgement.status, ledger_note=judgement.message,
             replication=replicated.word if replicated else "",

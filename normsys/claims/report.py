@@ -23,7 +23,6 @@ from pathlib import Path
 
 import numpy as np
 
-from normsys.claims.cache import code_digest
 from normsys.claims.ledger import (
     ALPHA_ACROSS,
     CONTRADICTED,
@@ -37,6 +36,7 @@ from normsys.claims.ledger import (
     parse_rule,
     records,
     replication,
+    under_rule,
     values_by_environment,
 )
 from normsys.claims.verdict import (
@@ -56,7 +56,8 @@ from normsys.claims.verdict import (
 from normsys.training.tiers import DEFAULT, TIERS
 
 VERDICT_ORDER = (SUPPORTED, REFUTED, INCONCLUSIVE, "error", "not run")
-NONE_IN_FORCE = "unrecorded"  # a tier whose entries were all made by other code or rules
+NONE_IN_FORCE = "unrecorded"  # a tier whose entries are all on other seeds than the claim's own
+EARLIER = "earlier rule"  # a tier whose entries were all decided under an earlier rule
 HEADER = ["claim", "tier", "role", "verdict", "statistic", "mean", "CI", "rule", "seeds", "time",
           "ledger", "replication"]  # CI: at the level of the look that decided (Verdict.confidence)
 
@@ -300,7 +301,7 @@ def alarm_rate(recs: dict[str, Record], tier: str, shifts, reps: int, seed: int)
 
 def differences(record: Record, tier: str) -> list[float]:
     """Every per-seed difference between two environments' values of the claim on one seed, made
-    by the same training code (each pair of environments once)."""
+    in the same experiment (each pair of environments once)."""
     by_env = values_by_environment(record.of(tier))
     keys = sorted(by_env)
     out = []
@@ -363,15 +364,17 @@ def skew_table(recs: dict[str, Record]) -> tuple[list[str], list[list[str]], flo
     return ["claim", "skewness", "at least (bootstrap, 95%)"], rows, median
 
 
-def multiplicity(recs: dict[str, Record], tier: str, code: str,
+def multiplicity(recs: dict[str, Record], tier: str,
                  identities: frozenset[str] = frozenset()) -> str:
     """How many wrong-side verdicts the tier's claims in force would give if every effect sat on
     its threshold: each claim at most ALPHA_PER_SIDE a side. ``identities``: claims that check a
     mathematical identity (role identity), left out: rounding, not a sample, decides them."""
-    decided = [replication(r, tier, code) for cid, r in recs.items() if cid not in identities]
+    decided = [replication(r, tier) for cid, r in recs.items() if cid not in identities]
     decided = [d for d in decided if d is not None]
     if not decided:
-        return f"{tier}: no claim decided under the rule in force"
+        earlier = sum(bool(r.of(tier)) for cid, r in recs.items() if cid not in identities)
+        return f"{tier}: no claim decided under the rule in force" + \
+            (f" ({earlier} under an earlier rule alone)" if earlier else "")
     decisive = sum(d.verdict != INCONCLUSIVE for d in decided)
     expected = len(decided) * 2 * ALPHA_PER_SIDE
     left = f" (the {len(identities)} identities left out)" if identities else ""
@@ -541,9 +544,12 @@ refuted, grey inconclusive; one mark per column (numeric environment and seed pl
 
 REPLICATION_HEAD = """## Replication: every claim at a glance
 
-Each tier's verdict is its reference entry's; beside it, how that verdict replicates across the
-claim's entries of the tier in force (made by this training code under the rule in force;
-*unrecorded* where the tier has only older entries), and how many independent samples those are
+Each tier's verdict is its reference entry's, with the level of the look it decided at and the
+training code that made it; beside it, how that verdict replicates across the claim's entries of
+the tier in force (under the rule in force and the reference's run settings, by whatever
+training code: the values decide, the code is provenance; where every entry was decided under an
+*earlier rule*, what the rule in force decides of the reference's values at the look they stopped
+at), and how many independent samples those are
 (seed sets that share no seed; numeric environments that gave numbers of their own, not
 another's bit for bit):
 **replicated** (one decisive verdict in every entry, on more than one independent seed set),
@@ -558,7 +564,7 @@ amendment of a claim's rule stands under its verdict."""
 DETECTION_HEAD = """## What CI on another CPU detects
 
 A CPU-tier run on a numeric environment with no entry of its own (another CPU's kernels or vendor,
-or this environment's entry made by other training code and holding other values) is held to the
+or this environment's entry of other run settings) is held to the
 reference by the mean of its per-seed differences, within a bound from the claim's own spread
 across the environments its entries record on the same seeds (a two-sided false-alarm rate of
 {alpha:g} a claim; where one environment records the claim, the seeds' own spread stands in).
@@ -585,10 +591,15 @@ credibly larger (the lower 5% bound of a bootstrap of its pooled values beyond {
 more often than {alpha} on the side its skew points away from:"""
 
 
-def skew_section(recs: dict[str, Record], tiers: Sequence[str], code: str,
-                 roles: dict[str, str] | None = None) -> str:
+def skew_section(recs: dict[str, Record], tiers: Sequence[str],
+                 roles: dict[str, str] | None = None,
+                 runs_at: dict[str, tuple[str, ...]] | None = None) -> str:
+    """The skew table, and each tier's multiplicity line over the claims that run at it
+    (``runs_at``: claim id -> its tiers; a claim's entries at another are history)."""
     header, rows, median = skew_table(recs)
-    lines = "\n".join(f"- {multiplicity(recs, tier, code, identities_in(recs, roles))}"
+    at = lambda tier: {cid: r for cid, r in recs.items()  # noqa: E731
+                       if tier in (runs_at or {}).get(cid, (tier,))}
+    lines = "\n".join(f"- {multiplicity(at(tier), tier, identities_in(recs, roles))}"
                       for tier in tiers)
     head = SKEW_HEAD.format(alpha=f"{100 * ALPHA_PER_SIDE:g}%", lines=lines,
                             interval=f"{100 * INTERVAL_ALPHA:g}%", tolerated=SKEW_TOLERATED,
@@ -601,7 +612,7 @@ def identities_in(recs: dict[str, Record], roles: dict[str, str] | None) -> froz
     return frozenset(cid for cid in recs if (roles or {}).get(cid) == "identity")
 
 
-def replication_section(recs: dict[str, Record], tiers: Sequence[str], code: str,
+def replication_section(recs: dict[str, Record], tiers: Sequence[str],
                         roles: dict[str, str] | None = None,
                         runs_at: dict[str, tuple[str, ...]] | None = None) -> str:
     """Each claim's verdict and its replication at each tier, the CPU verdict with the claim's
@@ -618,24 +629,26 @@ def replication_section(recs: dict[str, Record], tiers: Sequence[str], code: str
             if cid in runs_at and tier not in runs_at[cid]:
                 row += ["-", f"not run at this tier ({len(r.of(tier))} older entries kept)"]
                 continue
-            rep, ref = replication(r, tier, code), r.entries.get(r.reference.get(tier, ""))
+            rep, ref = replication(r, tier), r.entries.get(r.reference.get(tier, ""))
             counted = counts[tier] if cid not in identities else {}
-            if rep is None:
+            if ref is None:
                 older = len(r.of(tier))
                 if older:
                     counted[NONE_IN_FORCE] = counted.get(NONE_IN_FORCE, 0) + 1
-                row += ["-", f"{NONE_IN_FORCE}: no entry under this training code and the rule in "
-                             f"force ({older} older)" if older else ""]
+                row += ["-", f"{NONE_IN_FORCE}: no entry on the claim's own seeds ({older} on "
+                             f"others)" if older else ""]
+                continue
+            verdict = ref.verdict.upper() if ref.verdict == REFUTED else ref.verdict
+            made = f"code {ref.code.split()[0][:8]}" if ref.code else "code before digests"
+            row.append(f"{verdict} ({label(ref)}; {percent(ref.confidence)}, {made})")
+            if rep is None:  # every entry decided under an earlier rule, or other settings
+                counted[EARLIER] = counted.get(EARLIER, 0) + 1
+                row.append(f"{EARLIER}: {now_cell(r, ref)}")
                 continue
             counted[rep.word] = counted.get(rep.word, 0) + 1
-            first = label(ref) if ref else ""
-            differ = [f"{v} in {k}" for k, v in rep.verdicts.items()
-                      if ref is None or v != ref.verdict]
-            verdict = ref.verdict if ref else "-"
+            differ = [f"{v} in {k}" for k, v in rep.verdicts.items() if v != ref.verdict]
             word = f"**{rep.word}**" if rep.word in (FRAGILE, CONTRADICTED) else rep.word
-            row += [f"{verdict.upper() if verdict == REFUTED else verdict} ({first})",
-                    f"{word} ({rep.counts})"
-                    + (f": {', '.join(differ)}" if differ else "")]
+            row.append(f"{word} ({rep.counts})" + (f": {', '.join(differ)}" if differ else ""))
         row[2] += "".join(f"<br>*{a.line()}*" for a in r.amendments)  # beside the verdict
         rows.append(row)
     summary = "; ".join(f"{t}: " + ", ".join(f"{n} {w}" for w, n in sorted(counts[t].items()))
@@ -643,6 +656,31 @@ def replication_section(recs: dict[str, Record], tiers: Sequence[str], code: str
     if identities:
         summary += f" (the {len(identities)} identities left out: {', '.join(sorted(identities))})"
     return "\n\n".join([REPLICATION_HEAD, roles_line(), summary, as_markdown(header, rows)])
+
+
+def now_cell(r: Record, ref: Verdict) -> str:
+    """What the rule in force makes of a reference decided under an earlier one: its values
+    decided again at the look they stopped at (``under_rule``)."""
+    now = under_rule(r.rule, ref)
+    if ref.full_rule == r.rule:
+        return "its entries in force are of other run settings than the reference"
+    if now is None:
+        return f"decided by `{ref.full_rule}`; the rule in force, `{r.rule}`, measures " \
+               f"another statistic"
+    n = len(ref.values)
+    at = f"at {n} seeds ({percent(now.confidence)})"
+    if now.verdict == ref.verdict:
+        return f"the rule in force decides these values {now.verdict} too, {at}"
+    later = [k for k in ref.plan if k > n]
+    again = f", where its plan looks again at {later[0]}" if later and \
+        now.verdict == INCONCLUSIVE else ""
+    return f"**the rule in force decides these values {now.verdict}**, {at}{again}"
+
+
+def percent(level: float) -> str:
+    """A confidence level in as few digits as tell it from 100%: 96.5%, 99.94%, 99.998%."""
+    return next((f"{x}%" for d in range(3, 9) if (x := f"{100 * level:.{d}g}") != "100"),
+                f"{100 * level:g}%")
 
 
 def roles_line() -> str:
@@ -653,23 +691,23 @@ def roles_line() -> str:
         f"**{role}**, {words}" for role, words in ROLES.items()) + "."
 
 
-def left_out(recs: dict[str, Record], tier: str, code: str) -> tuple[int, list[str]]:
-    """Leave one environment out: each entry in force (made by the training code ``code`` under
-    the rule in force) judged as a fresh run of its environment against its record without that
-    environment's entries, as CI on a kind without entries would judge it; the folds, and the
-    alarms (judgements that fail), each ``claim without environment: why``."""
+def left_out(recs: dict[str, Record], tier: str) -> tuple[int, list[str]]:
+    """Leave one environment out: each entry in force (``Record.in_force``) judged as a fresh run
+    of its environment against its record without that environment's entries, as CI on a kind
+    without entries would judge it; the folds, and the alarms (judgements that fail), each
+    ``claim without environment: why``."""
     folds, alarms = 0, []
     for cid, r in sorted(recs.items()):
-        entries = r.in_force(tier, code)
+        entries = r.in_force(tier)
         for env in sorted({e.environment for e in entries}):
             kept = {k: e for k, e in r.entries.items() if e.environment != env}
             rest = Record(cid, kept, {}, r.registered, r.amendments)
             for e in (e for e in entries if e.environment == env):
-                if not (current := rest.current(tier, code, e.seeds[0])):
+                if not (current := rest.current(tier, e.seeds[0], e)):
                     continue  # no other environment on these seeds: nothing to judge against
                 rest.reference[tier] = current[0].key
                 folds += 1
-                if (j := judge(rest, replace(e, code=code))).fails:
+                if (j := judge(rest, e)).fails:
                     alarms.append(f"`{cid}` without {env} ({e.verdict}, against "
                                   f"{current[0].verdict} on {current[0].environment}): "
                                   f"{j.across or j.message}")
@@ -681,8 +719,8 @@ environment against its record without that environment's entries, as CI on a ki
 entries would judge it. {folds} folds, {n} alarm(s){alarms}"""
 
 
-def left_out_line(recs: dict[str, Record], tier: str, code: str) -> str:
-    folds, alarms = left_out(recs, tier, code)
+def left_out_line(recs: dict[str, Record], tier: str) -> str:
+    folds, alarms = left_out(recs, tier)
     return LEFT_OUT.format(folds=folds, n=len(alarms),
                            alarms=(":\n\n" + "\n".join(f"- {a}" for a in alarms)) if alarms
                            else ".")
@@ -703,22 +741,21 @@ def blind_line(found: list[Detection], identities: frozenset[str] = frozenset())
     return BLIND.format(n=len(ids), total=len(found), ids=", ".join(f"`{i}`" for i in ids) or "none")
 
 
-def docs(folder: Path, picture: Path | None = None, code: str | None = None) -> str:
+def docs(folder: Path, picture: Path | None = None) -> str:
     """docs/verdicts.md from the records in ``folder``: the figure (drawn to ``picture`` when
-    given), each claim's replication and amendments over its entries in force (made by the
-    training code ``code``, None: this checkout's), what CI on another CPU detects, then every
-    tier's columns side by side; each CPU verdict beside its claim's role (declarations.roles)."""
+    given), each claim's replication and amendments over its entries in force
+    (``Record.in_force``), what CI on another CPU detects, then every tier's columns side by
+    side; each CPU verdict beside its claim's role (declarations.roles)."""
     from normsys import declarations  # every claim module: a page's work
 
     recs = records(folder)
     if picture is not None:
         figure(recs, picture)
     tiers = recorded_tiers(recs)
-    code = code or code_digest()
     roles, runs_at = declarations.roles(), declarations.tiers_run()
     blocks = [DOCS_HEAD.format(level=100 * LEVEL, first=100 * (1 - 2 * FIRST_ALPHA)),
-              replication_section(recs, tiers, code, roles, runs_at),
-              skew_section(recs, tiers, code, roles)]
+              replication_section(recs, tiers, roles, runs_at),
+              skew_section(recs, tiers, roles, runs_at)]
     for tier in (t for t in tiers if not TIERS[t].gpu):  # the designed reruns are CPU kinds'
         # what CI meets there: the claims that run at the tier (a variant's older entries aside)
         here = {cid: r for cid, r in recs.items() if tier in runs_at.get(cid, (tier,))}
@@ -727,14 +764,14 @@ def docs(folder: Path, picture: Path | None = None, code: str | None = None) -> 
                                          resampled=false_alarm_resampled(here, tier)),
                    as_markdown(*detection_table(found)),
                    blind_line(found, identities_in(here, roles)),
-                   left_out_line(here, tier, code)]
+                   left_out_line(here, tier)]
     for tier in tiers:  # side by side: the entries in force (older ones are history)
-        current = {cid: replace(r, entries={e.key: e for e in r.in_force(tier, code)})
+        current = {cid: replace(r, entries={e.key: e for e in r.in_force(tier)})
                    for cid, r in recs.items()}
         cols = columns(current, tier)
         if len(cols) < 2:
             blocks.append(f"## The {tier} tier side by side\n\n{len(cols)} column of entries "
-                          f"made by this training code: nothing to set beside it.")
+                          f"in force: nothing to set beside it.")
         for other in cols[1:]:
             header, rows, agreement = compare(current, tier, [cols[0], other])
             blocks += [f"## The {tier} tier: {other} beside {cols[0]}", agreement,
