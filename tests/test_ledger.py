@@ -1458,3 +1458,43 @@ def test_the_differences_across_environments_come_in_an_order_of_their_own():
                            env={**os.environ, "PYTHONHASHSEED": str(h)}) for h in (1, 2, 3)]
     assert all(run.returncode == 0 for run in runs), runs[0].stderr
     assert len({run.stdout for run in runs}) == 1 and len(json.loads(runs[0].stdout)) == 9
+
+
+# ----------------------------------------------------------------------------- the committed records
+
+
+def in_force_entries() -> list[tuple[ledger.Record, verdict.Verdict]]:
+    """Every committed entry a fresh run of its environment and seed plan is compared with: of a
+    tier, under the rule in force, of the experiment a run now would measure (the reference's)."""
+    recs = report.records(COMMITTED)
+    return [(r, e) for r in recs.values() for tier in ("cpu", "paper") for e in r.in_force(tier)]
+
+
+def test_a_training_edit_that_changes_no_number_passes_every_claim_on_every_recorded_kind():
+    """``_PROBE = 1`` in a training module: a new code digest, the same per-seed values. Every
+    claim's every entry in force is then `same`, on every kind it was recorded on: nothing is
+    unrecorded, nothing fails, and nobody re-records."""
+    found = in_force_entries()
+    assert len({r.claim for r, _ in found}) >= 40
+    for r, e in found:
+        judged = ledger.judge(r, replace(e, code="0b5e55ed0000"))
+        assert judged.status == "same" and not judged.fails, (r.claim, e.key, judged.message)
+
+
+def test_a_training_edit_that_moves_a_number_fails_exactly_where_an_entry_of_that_kind_holds_it():
+    """A one-line numeric change: every claim whose entry of this kind it moves (its values off in
+    the last place) fails here, naming the value; a kind without an entry of its own is judged
+    across the reference within the claim's bound, never unrecorded."""
+    for r, e in in_force_entries():
+        moved = tuple(np.nextafter(v, np.inf) if i == 0 else v for i, v in enumerate(e.values))
+        nudged = replace(e, code="0b5e55ed0000", values=moved,
+                         parts={k: [moved[i] if list(v) == list(e.values) else x
+                                    for i, x in enumerate(v)] for k, v in e.parts.items()})
+        judged = ledger.judge(r, nudged)
+        assert judged.fails and "per-seed values differ at 1 seed(s)" in judged.message, \
+            (r.claim, e.key, judged.message)
+    for r in report.records(COMMITTED).values():
+        if (ref := r.entries.get(r.reference.get("cpu", ""))) is None or ref not in r.in_force("cpu"):
+            continue
+        elsewhere = replace(ref, device="cpu (AVX512, Intel)", code="0b5e55ed0000")
+        assert ledger.judge(r, elsewhere).status in ("across", ledger.MOVED), r.claim
