@@ -37,9 +37,12 @@ training code that made it (``code``) are its provenance, never a reason to set 
   settings (``Record.current``), the mean of the per-seed differences within the claim's own
   bound (``Noise``: from its cross-environment differences on the same seeds, the kernel and
   vendor entries, at ALPHA_ACROSS a claim); a decisive flip fails.
-- **no entry on these seeds under the rule in force and these run settings** (the rule was
-  amended, or a setting changed, since): unrecorded, as is a claim with no record; both fail
-  under ``--claims-strict``.
+- **run settings no entry holds** (on these seeds, under the rule in force): a setting changed
+  unreviewed; fails against this environment's entry, else the reference, naming it. Once one
+  environment records the new settings, another's entry of the old ones is history, and that
+  environment is judged across against the new.
+- **no entry on these seeds under the rule in force** (the rule was amended since, or other
+  seeds): unrecorded, as is a claim with no record; both fail under ``--claims-strict``.
 
 ``replication`` says how a claim's verdicts replicate across its entries, counting independent
 seed sets and numeric environments (replicated, reproduced, unreplicated, open, fragile,
