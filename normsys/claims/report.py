@@ -569,8 +569,9 @@ reference by the mean of its per-seed differences, within a bound from the claim
 across the environments its entries record on the same seeds (a two-sided false-alarm rate of
 {alpha:g} a claim; where one environment records the claim, the seeds' own spread stands in).
 Below, per claim, the smallest shift of its mean that such a run detects 95% of the time,
-simulated; in the last column in half
-95% intervals of the reference. The whole CPU tier's false-alarm rate on a new environment,
+simulated; in the last column in
+half-widths of the reference's interval (at the level of the look it decided at: {level:.4g}% for
+one look). The whole CPU tier's false-alarm rate on a new environment,
 simulated from the records: {normal:.3%} with the differences normal and each claim's spread as
 uncertain as its degrees of freedom leave it, {resampled:.3%} with the differences resampled from
 those recorded."""
@@ -760,7 +761,8 @@ def docs(folder: Path, picture: Path | None = None) -> str:
         # what CI meets there: the claims that run at the tier (a variant's older entries aside)
         here = {cid: r for cid, r in recs.items() if tier in runs_at.get(cid, (tier,))}
         found = detections(here, tier)
-        blocks += [DETECTION_HEAD.format(alpha=ALPHA_ACROSS, normal=false_alarm(here, tier),
+        blocks += [DETECTION_HEAD.format(alpha=ALPHA_ACROSS, level=100 * LEVEL,
+                                         normal=false_alarm(here, tier),
                                          resampled=false_alarm_resampled(here, tier)),
                    as_markdown(*detection_table(found)),
                    blind_line(found, identities_in(here, roles)),
