@@ -7,6 +7,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from normsys.training import provenance
 
 
@@ -65,6 +67,33 @@ def test_a_kernel_set_chosen_below_the_machines_own_is_keyed_as_emulated_on_it(m
     monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")
     monkeypatch.setattr(provenance, "native_kernels", lambda: "AVX2")
     assert provenance.cpu_kind() == f"cpu (AVX2, {vendor})"
+
+
+@pytest.mark.parametrize("var,name", [("ONEDNN_MAX_CPU_ISA", "oneDNN"),
+                                      ("DNNL_MAX_CPU_ISA", "oneDNN"),
+                                      ("MKL_ENABLE_INSTRUCTIONS", "MKL"), ("MKL_CBWR", "MKL CBWR")])
+def test_a_kernel_librarys_own_cap_is_part_of_the_machine_kind(monkeypatch, var, name):
+    """oneDNN and MKL choose their code paths themselves: a cap on one (oneDNN's moves matmuls'
+    and convolutions' numbers even with ATen's kernels capped alike) keys the kind, the run cache
+    and the entries apart from the machine's own."""
+    from normsys.claims.cache import environment_digest
+
+    vendor = provenance.cpu_vendor()
+    for v in provenance.LIBRARY_CAPS:
+        monkeypatch.delenv(v, raising=False)
+    monkeypatch.delenv("ATEN_CPU_CAPABILITY", raising=False)
+    monkeypatch.setattr(provenance.torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
+    plain = provenance.numeric_environment(provenance.torch.device("cpu"))
+    assert plain["device"] == f"cpu (AVX2, {vendor})"
+    monkeypatch.setenv(var, "sse41")
+    capped = provenance.numeric_environment(provenance.torch.device("cpu"))
+    assert capped["device"] == f"cpu (AVX2, {name} SSE41, {vendor})"
+    assert environment_digest(capped) != environment_digest(plain)
+    monkeypatch.setattr(provenance, "native_kernels", lambda: "AVX512")
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")
+    assert provenance.cpu_kind() == f"cpu (AVX2 emulated on AVX512, {name} SSE41, {vendor})"
+    monkeypatch.setenv(var, " ")  # set to nothing: no cap
+    assert provenance.cpu_kind() == f"cpu (AVX2 emulated on AVX512, {vendor})"
 
 
 def test_the_machines_own_kernels_are_asked_of_a_fresh_interpreter(monkeypatch):

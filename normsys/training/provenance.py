@@ -86,11 +86,29 @@ def device_name(device: torch.device | None = None) -> str:
 def cpu_kernels() -> str:
     """The instruction set torch's CPU kernels dispatch to on this machine (AVX512, AVX2, DEFAULT,
     ...), with the machine's own where ``ATEN_CPU_CAPABILITY`` chose a lower one: ``AVX2 emulated
-    on AVX512``. An emulated set is not the kind it names (MKL and oneDNN keep their own dispatch:
-    AVX2 emulated on an AVX-512 AMD rounds otherwise than an AVX2 AMD), so it is keyed apart."""
+    on AVX512``, and the kernel libraries' own caps (``library_caps``). An emulated set is not the
+    kind it names (oneDNN keeps its own dispatch unless capped too: AVX2 emulated on an AVX-512
+    AMD rounds otherwise than an AVX2 AMD), so it is keyed apart."""
     dispatched = torch.backends.cpu.get_cpu_capability()
     native = native_kernels() if os.environ.get("ATEN_CPU_CAPABILITY") else dispatched
-    return dispatched if native == dispatched else f"{dispatched} emulated on {native}"
+    return (dispatched if native == dispatched else f"{dispatched} emulated on {native}") + \
+        library_caps()
+
+
+# The variables with which a kernel library torch calls chooses its own code path, apart from
+# ATen's ATEN_CPU_CAPABILITY: each set one keys the numbers made under it. Measured on an AMD
+# Zen 3 (AVX2) with torch 2.13: ONEDNN_MAX_CPU_ISA=SSE41 moves a char GPT's, a CNN's and a
+# residual MLP's losses (matmuls and convolutions), with ATen's kernels capped or not;
+# MKL_ENABLE_INSTRUCTIONS (SSE4_2, AVX) moved none there (MKL on Intel honours it)
+LIBRARY_CAPS = {"ONEDNN_MAX_CPU_ISA": "oneDNN", "DNNL_MAX_CPU_ISA": "oneDNN",
+                "MKL_ENABLE_INSTRUCTIONS": "MKL", "MKL_CBWR": "MKL CBWR"}
+
+
+def library_caps() -> str:
+    """The kernel libraries' own caps this process was started with (``LIBRARY_CAPS``), as they
+    read in a machine kind: ``, oneDNN SSE41``; "" where none is set."""
+    return "".join(f", {name} {os.environ[var].strip().upper()}"
+                   for var, name in LIBRARY_CAPS.items() if os.environ.get(var, "").strip())
 
 
 @functools.cache
