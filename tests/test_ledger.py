@@ -1341,22 +1341,35 @@ def test_a_claim_whose_values_are_credibly_too_skewed_is_flagged_and_others_are_
     assert median == pytest.approx(lean, abs=1e-9)  # the middle of 0, lean and own
 
 
-def test_the_multiplicity_line_counts_the_claims_in_force_and_their_chance_decisions():
+def test_the_multiplicity_line_counts_questions_and_what_chance_gives_at_the_threshold():
     before = entry(alpha=verdict.FIRST_ALPHA)  # decided under a rule since amended
     amended = ledger.Amendment("2026-11-28", before.full_rule, entry().full_rule, "the level")
     recs = {"c-1": record(entry(code="old")), "c-2": record(entry((0.5, 0.9, 0.7))),
             "c-3": ledger.Record("c-3", {before.key: before}, {"cpu": before.key},
-                                 before.full_rule, [amended])}
-    assert report.multiplicity(recs, "cpu") == (
-        "cpu: 2 claims decided under the rule in force, 1 of them decisive in every entry; were "
-        "every claim's effect exactly on its threshold, at most about 0.1 would still come out "
-        "decisive, on one side or the other (2 x 2 x 2.5%)")
+                                 before.full_rule, [amended]),
+            "c-4": record(entry(), entry((0.93, 0.92, 0.94), seeds=[3, 4, 5])),
+            "c-4-masked": record(entry())}  # a variant: the question c-4 asks
+    questions = {cid: cid.removesuffix("-masked") for cid in recs}
+    assert report.multiplicity(recs, "cpu", questions=questions) == (
+        "cpu: 3 questions decided under the rule in force (variants with their base), 2 decisive "
+        "in every entry, 1 of them replicated. Were every effect exactly on its threshold, the "
+        "reference entries would still give about 0.15 wrong-side decisive verdicts (3 x 2 x "
+        "2.5%; 95% of the time 0 to 1), and the replicated ones about 0.0013 (each 2 x 2.5% to "
+        "the power of its independent seed sets)")
     assert report.multiplicity(recs, "paper") == \
         "paper: no claim decided under the rule in force"
-    assert report.multiplicity(recs, "cpu", frozenset({"c-2"})) == (
-        "cpu: 1 claims decided under the rule in force (the 1 identities left out), 1 of them "
-        "decisive in every entry; were every claim's effect exactly on its threshold, at most "
-        "about 0.05 would still come out decisive, on one side or the other (1 x 2 x 2.5%)")
+    assert report.multiplicity(recs, "cpu", frozenset({"c-2"}), questions).startswith(
+        "cpu: 2 questions decided under the rule in force (variants with their base, the 1 "
+        "identities left out), 2 decisive in every entry, 1 of them replicated")
+    assert report.multiplicity({"c-3": recs["c-3"]}, "cpu") == \
+        "cpu: no claim decided under the rule in force (1 under an earlier rule alone)"
+
+
+@pytest.mark.parametrize("n,p", [(1, 0.05), (3, 0.05), (40, 0.05), (100, 0.05), (20, 0.5)])
+def test_the_binomial_range_holds_the_central_95_percent(n, p):
+    lo, hi = report.binomial_range(n, p)
+    draws = np.random.default_rng(0).binomial(n, p, 400_000)
+    assert (lo, hi) == tuple(int(q) for q in np.quantile(draws, [0.025, 0.975], method="inverted_cdf"))
 
 
 def all_of_entry(parts: dict, device=AVX2, **changes) -> verdict.Verdict:

@@ -27,9 +27,11 @@ from normsys.claims.ledger import (
     ALPHA_ACROSS,
     CONTRADICTED,
     FRAGILE,
+    REPLICATED,
     LedgerError,
     Noise,
     Record,
+    Replication,
     judge,
     label,
     noise,
@@ -364,24 +366,48 @@ def skew_table(recs: dict[str, Record]) -> tuple[list[str], list[list[str]], flo
     return ["claim", "skewness", "at least (bootstrap, 95%)"], rows, median
 
 
-def multiplicity(recs: dict[str, Record], tier: str,
-                 identities: frozenset[str] = frozenset()) -> str:
-    """How many wrong-side verdicts the tier's claims in force would give if every effect sat on
-    its threshold: each claim at most ALPHA_PER_SIDE a side. ``identities``: claims that check a
-    mathematical identity (role identity), left out: rounding, not a sample, decides them."""
-    decided = [replication(r, tier) for cid, r in recs.items() if cid not in identities]
-    decided = [d for d in decided if d is not None]
-    if not decided:
+def binomial_range(n: int, p: float, mass: float = 0.95) -> tuple[int, int]:
+    """The central ``mass`` range of a Binomial(n, p) count: the smallest k whose CDF reaches
+    (1 - mass) / 2, and the smallest whose CDF reaches (1 + mass) / 2."""
+    cdf, found = 0.0, []
+    for k in range(n + 1):
+        cdf += math.comb(n, k) * p ** k * (1 - p) ** (n - k)
+        found += [k] * sum(cdf >= q - 1e-12 for q in ((1 - mass) / 2, (1 + mass) / 2)[len(found):])
+        if len(found) == 2:
+            break
+    return found[0], found[-1] if len(found) == 2 else n
+
+
+def multiplicity(recs: dict[str, Record], tier: str, identities: frozenset[str] = frozenset(),
+                 questions: dict[str, str] | None = None) -> str:
+    """What chance alone would decide among the tier's claims in force were every effect exactly
+    on its threshold, where each reference entry errs on a side with at most ALPHA_PER_SIDE: how
+    many wrong-side decisive verdicts the reference entries would give (expected, and its 95%
+    range), and how many of the replicated ones (a replication on k independent seed sets must
+    err k times on one side: 2 x ALPHA_PER_SIDE^k). Counted over distinct questions
+    (``questions``: claim id -> the question it asks, a variant its base's), ``identities`` (role
+    identity: rounding, not a sample, decides them) left out."""
+    asked: dict[str, Replication] = {}
+    for cid, r in sorted(recs.items(), key=lambda kv: len(kv[0])):  # a base before its variants
+        if cid not in identities and (rep := replication(r, tier)) is not None:
+            asked.setdefault((questions or {}).get(cid, cid), rep)
+    if not asked:
         earlier = sum(bool(r.of(tier)) for cid, r in recs.items() if cid not in identities)
         return f"{tier}: no claim decided under the rule in force" + \
             (f" ({earlier} under an earlier rule alone)" if earlier else "")
-    decisive = sum(d.verdict != INCONCLUSIVE for d in decided)
-    expected = len(decided) * 2 * ALPHA_PER_SIDE
-    left = f" (the {len(identities)} identities left out)" if identities else ""
-    return f"{tier}: {len(decided)} claims decided under the rule in force{left}, {decisive} of " \
-           f"them decisive in every entry; were every claim's effect exactly on its threshold, " \
-           f"at most about {expected:.2g} would still come out decisive, on one side or the other " \
-           f"({len(decided)} x 2 x {100 * ALPHA_PER_SIDE:g}%)"
+    n, each = len(asked), 2 * ALPHA_PER_SIDE
+    decisive = [d for d in asked.values() if d.verdict != INCONCLUSIVE]
+    replicated = [d for d in decisive if d.word == REPLICATED]
+    lo, hi = binomial_range(n, each)
+    by_chance = math.fsum(2 * ALPHA_PER_SIDE ** d.seed_sets for d in replicated)
+    left = f", the {len(identities)} identities left out" if identities else ""
+    return f"{tier}: {n} questions decided under the rule in force (variants with their " \
+           f"base{left}), {len(decisive)} decisive in every entry, {len(replicated)} of them " \
+           f"replicated. Were every effect exactly on its threshold, the reference entries " \
+           f"would still give about {n * each:.2g} wrong-side decisive verdicts ({n} x 2 x " \
+           f"{100 * ALPHA_PER_SIDE:g}%; 95% of the time {lo} to {hi}), and the replicated ones " \
+           f"about {by_chance:.2g} (each 2 x {100 * ALPHA_PER_SIDE:g}% to the power of its " \
+           f"independent seed sets)"
 
 
 def false_alarm_resampled(recs: dict[str, Record], tier: str, reps: int = 20_000,
@@ -600,12 +626,19 @@ def skew_section(recs: dict[str, Record], tiers: Sequence[str],
     header, rows, median = skew_table(recs)
     at = lambda tier: {cid: r for cid, r in recs.items()  # noqa: E731
                        if tier in (runs_at or {}).get(cid, (tier,))}
-    lines = "\n".join(f"- {multiplicity(at(tier), tier, identities_in(recs, roles))}"
+    lines = "\n".join(f"- {multiplicity(at(tier), tier, identities_in(recs, roles), questions())}"
                       for tier in tiers)
     head = SKEW_HEAD.format(alpha=f"{100 * ALPHA_PER_SIDE:g}%", lines=lines,
                             interval=f"{100 * INTERVAL_ALPHA:g}%", tolerated=SKEW_TOLERATED,
                             median=median)
     return "\n\n".join([head, as_markdown(header, rows) if rows else "none."])
+
+
+def questions() -> dict[str, str]:
+    """Every claim id (each variant's too) -> the question it asks: a variant asks its base's."""
+    from normsys import declarations  # every claim module: a page's work
+
+    return declarations.questions()
 
 
 def identities_in(recs: dict[str, Record], roles: dict[str, str] | None) -> frozenset[str]:

@@ -65,6 +65,12 @@ def tiers_run() -> dict[str, tuple[str, ...]]:
             for d in claims() for v in d.variants}
 
 
+def questions() -> dict[str, str]:
+    """Every claim id (each variant's too) -> its base claim's: the question a variant asks
+    again under another protocol."""
+    return {f"{d.id}{v}": d.id for d in claims() for v in d.variants}
+
+
 def roles() -> dict[str, str]:
     """Every claim id (each variant's too) -> its role (normsys.claims.declaration.ROLES): what
     its verdict at the CPU tier is worth."""
