@@ -675,7 +675,7 @@ def replication_section(recs: dict[str, Record], tiers: Sequence[str],
             verdict = ref.verdict.upper() if ref.verdict == REFUTED else ref.verdict
             made = f"code {ref.code.split()[0][:8]}" if ref.code else "code before digests"
             row.append(f"{verdict} ({label(ref)}; {percent(ref.confidence)}, {made})")
-            if rep is None:  # every entry decided under an earlier rule, or other settings
+            if rep is None:  # the reference is in force where any entry is: an earlier rule
                 counted[EARLIER] = counted.get(EARLIER, 0) + 1
                 row.append(f"{EARLIER}: {now_cell(r, ref)}")
                 continue
@@ -696,8 +696,6 @@ def now_cell(r: Record, ref: Verdict) -> str:
     """What the rule in force makes of a reference decided under an earlier one: its values
     decided again at the look they stopped at (``under_rule``)."""
     now = under_rule(r.rule, ref)
-    if ref.full_rule == r.rule:
-        return "its entries in force are of other run settings than the reference"
     if now is None:
         return f"decided by `{ref.full_rule}`; the rule in force, `{r.rule}`, measures " \
                f"another statistic"
