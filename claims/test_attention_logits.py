@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from normsys.claims.testing import alike_on_disjoint_seeds, unread_seeds
+from normsys.claims.testing import unread_seeds
 from normsys.claims.verdict import REFUTED, SUPPORTED
 from normsys.declarations.attention_logits import QK_LOGIT_BOUND, QK_LR_SENSITIVITY, largest_logit
 from normsys.training.record import trained_model
@@ -52,14 +52,3 @@ def test_control_logit_rule_flips_where_the_queries_and_keys_are_scaled_up(runs)
     values = replace(slow, reads=scaled).values(runs, unread_seeds(BOUNDS_LOGITS))
     decision = BOUNDS_LOGITS.verdict(values)
     assert decision.verdict == SUPPORTED, decision.reason
-
-
-@pytest.mark.control(LOWERS_SENSITIVITY.id)
-@pytest.mark.slow
-def test_control_sensitivity_rule_is_not_supported_where_both_sweeps_take_qk_norm(runs):
-    """The A/A case of the claim's own sweep (alike_on_disjoint_seeds): both arms with
-    qk-layernorm, the first on seeds the claim does not read, so what is left between them is
-    the seeds' spread; it must not come out supported. A sensitivity read from another sweep's
-    runs, or one arm's rates read twice, would show here."""
-    alike = LOWERS_SENSITIVITY.experiment.overridden({"model.qk_norm": "layernorm"})
-    alike_on_disjoint_seeds(LOWERS_SENSITIVITY, alike, runs)

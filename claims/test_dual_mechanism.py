@@ -14,7 +14,6 @@ from normsys.claims.params import Variant, tiers_of, variant_tiers_of, variants_
 from normsys.claims.testing import (
     CONTROL_SEEDS,
     SMALL_CLASSIFIER,
-    alike_on_disjoint_seeds,
     left_untrained,
     small_classifier_accuracies,
     trained_and_untrained,
@@ -216,7 +215,7 @@ def test_control_accuracy_rules_flip_between_a_trained_and_an_untrained_model(da
     assert NONE_MEMORIZES.verdict({"none": gaps[0], "layernorm": gaps[1]}).verdict == SUPPORTED
 
 
-# the paired encoder claims whose arms differ in their norm alone, and the norm both take here
+# the paired encoder claims whose arms differ in their norm alone (both take LayerNorm when alike)
 PAIRED_ENCODERS = (LN_EXPRESSION, NONE_MEMORIZES, SCALE_NOT_AFFINE)
 
 
@@ -229,14 +228,11 @@ def test_control_paired_encoder_rules_are_refuted_where_both_arms_take_layernorm
     """The claim's own encoders (its variant's), reading and rule with LayerNorm in both arms, on
     seeds the claim does not read: nothing is left between the arms, so a rule that one beats
     the other must come out refuted. An arm given an edge its norm does not earn (trained
-    longer, on other rows, read at another point) would show here, as no record can. Then the
-    A/A case, the first arm on those seeds and the second on the claim's own
-    (alike_on_disjoint_seeds): values with their seed spread, which must not come out
-    supported."""
-    same = declared.experiment.overridden({"model.norm": "layernorm"})
+    longer, on other rows, read at another point) would show here, as no record can; its A/A
+    case, the arms on other seeds, is claims/test_aa_family.py's."""
+    same = declared.experiment.overridden(declared.alike)
     values = same.values(runs, unread_seeds(declared), variant=variant)
     assert declared.verdict(values).verdict == REFUTED
-    alike_on_disjoint_seeds(declared, same, runs, variant)
 
 
 @pytest.mark.control(TEST_ACC_VS_LN.claim)

@@ -10,13 +10,14 @@ import numpy as np
 import pytest
 import torch
 
+from normsys import declarations
 from normsys.claims import figures
+from normsys.claims.declaration import declaration_of
 from normsys.claims.experiments import weight_grad_profile
 from normsys.claims.params import tiers_of
 from normsys.claims.testing import (
     CONTROL_SEEDS,
     SMALL_CLASSIFIER,
-    alike_on_disjoint_seeds,
     left_untrained,
     small_classifier_accuracies,
     trained_and_untrained,
@@ -44,7 +45,6 @@ from normsys.declarations.layernorm_deep_dive import (
 )
 from normsys.training import diagnostics as dg
 from normsys.training.measure import at_init
-from normsys.training.provenance import cpu_kind
 from normsys.training.record import TEST_ACC, VAL_LOSS, probe_of, trained_model
 
 
@@ -195,55 +195,20 @@ def test_positive_transformer_rule_holds_where_the_batchnorm_block_is_left_untra
     assert decision.verdict == SUPPORTED, decision.reason
 
 
-# Claims whose arms differ in the norm alone, and the norm both arms take in their control
-SAME_NORM = [(GRAD_RATIO_VS_NONE.declaration, "none"), (IMPROVES_ACCURACY, "none"),
-             (SPEEDS_CONVERGENCE, "none"), (DECORRELATION.declaration, "none"),
-             (INIT_ROBUSTNESS.declaration, "none"), (SMALL_BATCH, "layernorm"),
-             (BEATS_BN_TRANSFORMER, "layernorm"), (BN_WINS_CNN, "layernorm"),
-             (HELPS_LSTM, "layernorm"), (BEATS_BN_LSTM, "layernorm")]
+# the claims whose arms differ in the norm alone (one norm in both when alike: Declaration.alike)
+SAME_NORM = [declaration_of(c) for module, c in declarations.declared()
+             if module == "layernorm_deep_dive" and declaration_of(c).alike]
 
 
-@pytest.mark.parametrize("declared,norm", [
-    pytest.param(d, norm, id=d.id, marks=[pytest.mark.control(d.id)]
-                 + ([pytest.mark.slow] if "" in d.slow else [])) for d, norm in SAME_NORM])
-def test_control_norm_rules_are_refuted_where_both_arms_take_the_same_norm(runs, declared, norm):
+@pytest.mark.parametrize("declared", [
+    pytest.param(d, id=d.id, marks=[pytest.mark.control(d.id)]
+                 + ([pytest.mark.slow] if "" in d.slow else [])) for d in SAME_NORM])
+def test_control_norm_rules_are_refuted_where_both_arms_take_the_same_norm(runs, declared):
     """The claim's own arms, reading and rule with one norm in both arms, on seeds the claim does
     not read: nothing is left between the arms, so a rule that one norm beats the other must come
     out refuted. An arm given an edge the norm does not earn (trained longer, on more rows, read
-    at another point, another depth) would show here, as no record can."""
-    same = declared.experiment.overridden({"model.norm": norm})
+    at another point, another depth) would show here, as no record can; its A/A case, the arms
+    on other seeds, is claims/test_aa_family.py's."""
+    same = declared.experiment.overridden(declared.alike)
     values = same.values(runs, unread_seeds(declared))
     assert declared.verdict(values).verdict == REFUTED
-
-
-# A/A cases that came out supported where they were measured, by claim and the CPU kind that
-# measured them: at 1.75% a side each of the two dozen A/A cases can, by chance alone. Kept as
-# measured, strict on that kind; on another kind the case is decided as the others are.
-AA_SUPPORTED = {
-    (IMPROVES_ACCURACY.id, "cpu (AVX512, AMD)"):
-        "the unnormalized MLP's test accuracy on seeds 3-5 lies above seeds 0-2 at every pair "
-        "(0.0051, 0.0038, 0.0041: mean 0.0043, 96.5% CI [0.0023, 0.0064]), about the claim's own "
-        "effect (0.0050); under AVX2 kernels the same case is inconclusive",
-}
-HERE = cpu_kind()
-
-
-def aa_marks(declared) -> list:
-    """The A/A case's marks: its control's, and a strict xfail where this kind measured it
-    supported (AA_SUPPORTED)."""
-    marks = [pytest.mark.control(declared.id)] + \
-        ([pytest.mark.slow] if "" in declared.slow else [])
-    if (why := AA_SUPPORTED.get((declared.id, HERE))) is not None:
-        marks.append(pytest.mark.xfail(strict=True, raises=AssertionError,
-                                       reason=f"A/A case supported on {HERE}: {why}"))
-    return marks
-
-
-@pytest.mark.parametrize("declared,norm", [pytest.param(d, norm, id=d.id, marks=aa_marks(d))
-                                           for d, norm in SAME_NORM])
-def test_control_norm_rules_are_not_supported_between_one_norm_on_two_seed_sets(runs, declared,
-                                                                              norm):
-    """The A/A case of the same experiment (alike_on_disjoint_seeds): one norm in both arms, the
-    first on seeds the claim does not read and the second on its own, so the values have their
-    seed spread and no effect; they must not come out supported, and must differ."""
-    alike_on_disjoint_seeds(declared, declared.experiment.overridden({"model.norm": norm}), runs)

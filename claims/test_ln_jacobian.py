@@ -13,7 +13,7 @@ from torch import nn
 from normsys.claims.experiments import CHAR_GPT
 from normsys.claims.params import tiers_of
 from normsys.claims.protocol import layernorm_gradients, ln_decomposition_summary, ln_vjp_errors
-from normsys.claims.testing import CONTROL_SEEDS, alike_on_disjoint_seeds, unread_seeds
+from normsys.claims.testing import CONTROL_SEEDS, unread_seeds
 from normsys.claims.verdict import REFUTED, SUPPORTED
 from normsys.declarations.ln_jacobian import (
     ANALYTIC_MATCHES,
@@ -119,11 +119,8 @@ def test_control_surrogate_rule_is_refuted_where_both_arms_take_softmax(runs):
     """The claim's own FA char GPTs, captures, reading and rule on seeds it does not read, with
     softmax attention in both arms: nothing is left between them, so a rule that one arm's
     surrogate is the closer must come out refuted. An arm read from another model than its own
-    (another seed, the other arm's captures) would show here, as no record can. Then the A/A
-    case, the first arm on those seeds and the second on the claim's own
-    (alike_on_disjoint_seeds): values with their seed spread, which must not come out
-    supported."""
-    same = COSTS_MORE_WITH_SOFTMAX.experiment.overridden({"model.attention": "softmax"})
+    (another seed, the other arm's captures) would show here, as no record can; its A/A case,
+    the arms on other seeds, is claims/test_aa_family.py's."""
+    same = COSTS_MORE_WITH_SOFTMAX.experiment.overridden(COSTS_MORE_WITH_SOFTMAX.alike)
     values = same.values(runs, unread_seeds(COSTS_MORE_WITH_SOFTMAX))
     assert COSTS_MORE_WITH_SOFTMAX.verdict(values).verdict == REFUTED
-    alike_on_disjoint_seeds(COSTS_MORE_WITH_SOFTMAX, same, runs)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from normsys.claims.testing import CONTROL_SEEDS, alike_on_disjoint_seeds, unread_seeds
+from normsys.claims.testing import CONTROL_SEEDS, on_seed_sets, unread_seeds
 from normsys.claims.verdict import REFUTED, SUPPORTED
 from normsys.declarations import residual_stream
 from normsys.declarations.residual_stream import change, deep_cosine, growth
@@ -29,25 +29,19 @@ def test_control_equivalence_is_refuted_without_the_recentring(runs):
     assert PRELN_IS_PRERMS.verdict(values).verdict == REFUTED
 
 
-# Each claim's A/A case, and what it must come out as besides not supported: refuted, where the
-# threshold lies far above the seeds' spread (0.5 in log10 variance); at a threshold of 0 an A/A
-# case lies on it, so not supported is all it can be held to.
-DEEP_GPT_CASES = ((PERI_FLATTENS, {"model.placement": "peri"}, REFUTED),
-                  (SCALING_UNDOES_IDENTITY, {"model.depth_scaled": True}, None))
-
-
-@pytest.mark.parametrize("declared, alike, expected", [
-    pytest.param(d, alike, expected, id=d.id, marks=[pytest.mark.control(d.id), pytest.mark.slow])
-    for d, alike, expected in DEEP_GPT_CASES])
-def test_control_deep_gpt_rules_are_not_supported_where_both_arms_are_alike(runs, declared, alike,
-                                                                            expected):
-    """The A/A case of the claim's own experiment (alike_on_disjoint_seeds): both arms take the
-    second arm's model, the first on seeds the claim does not read, so what is left between them
-    is the seeds' spread: it must not come out supported. A reading that favours the first arm
-    (read at another depth, or from another run), or an arm trained otherwise than its model
-    says, would show here."""
-    decision = alike_on_disjoint_seeds(declared, declared.experiment.overridden(alike), runs)
-    assert expected is None or decision.verdict == expected, decision.reason
+@pytest.mark.control(PERI_FLATTENS.id)
+@pytest.mark.slow
+def test_control_growth_rule_is_refuted_where_both_arms_are_peri_ln(runs):
+    """The claim's own experiment with Peri-LN in both arms, the first on seeds the claim does not
+    read and the second on its own (its A/A case's values, claims/test_aa_family.py): what is
+    left between them is the seeds' spread, far below the rule's 0.5 in log10 variance growth,
+    so the claim must come out refuted. A reading that favours the first arm (read at another
+    depth, or from another run) would show here. (Sun's rule, at 0, is one that seed spread
+    straddles: its A/A case is all it is held to.)"""
+    same = PERI_FLATTENS.experiment.overridden(PERI_FLATTENS.alike)
+    values = on_seed_sets(same, runs, unread_seeds(PERI_FLATTENS), CONTROL_SEEDS)
+    decision = PERI_FLATTENS.verdict(values)
+    assert decision.verdict == REFUTED, decision.reason
 
 
 # ----------------------------------------------------------------------------- positive controls

@@ -10,7 +10,7 @@ import pytest
 from normsys.claims import figures
 from normsys.claims.experiments import weight_grad_profile
 from normsys.claims.params import tiers_of
-from normsys.claims.testing import alike_on_disjoint_seeds, trained_and_untrained, unread_seeds
+from normsys.claims.testing import trained_and_untrained, unread_seeds
 from normsys.claims.verdict import REFUTED, SUPPORTED
 from normsys.declarations.transformer_components import (
     FFN_CONFIGS,
@@ -53,13 +53,11 @@ def test_control_gradient_rule_is_refuted_where_neither_arm_has_residuals(runs):
     """The claim's own arms, reading and rule with the residual connections taken out of both, on
     seeds the claim does not read: nothing is left between the arms, so the rule must come out
     refuted. An arm given an edge the residuals do not earn (another depth, init or batch, a
-    profile read elsewhere) would show here. Then the A/A case, the first arm on those seeds and
-    the second on the claim's own (alike_on_disjoint_seeds): values with their seed spread,
-    which must not come out supported."""
-    neither = RESIDUAL_PRESERVES.experiment.overridden({"model.residual": False})
+    profile read elsewhere) would show here. Its A/A case, the arms on other seeds, is
+    claims/test_aa_family.py's."""
+    neither = RESIDUAL_PRESERVES.experiment.overridden(RESIDUAL_PRESERVES.alike)
     ratios = neither.values(runs, unread_seeds(RESIDUAL_PRESERVES))
     assert RESIDUAL_PRESERVES.verdict(ratios).verdict == REFUTED
-    alike_on_disjoint_seeds(RESIDUAL_PRESERVES, neither, runs)
 
 
 @pytest.mark.control(LOWEST_LOSS.id)
@@ -67,13 +65,11 @@ def test_control_lowest_loss_rule_is_refuted_where_every_stack_is_residual_with_
     """The claim's own four stacks, reading and all-of rule with residuals and LayerNorm in every
     one, on seeds the claim does not read: no stack can end lower than another, so the rule
     must come out refuted. A stack given an edge its configuration does not earn (trained
-    longer, on other batches) would show here. Then the A/A case, the reference stack on those
-    seeds and the others on the claim's own (alike_on_disjoint_seeds): values with their seed
-    spread, which must not come out supported."""
-    same = LOWEST_LOSS.experiment.overridden({"model.residual": True, "model.norm": "layernorm"})
+    longer, on other batches) would show here. Its A/A case, the stacks on other seeds, is
+    claims/test_aa_family.py's."""
+    same = LOWEST_LOSS.experiment.overridden(LOWEST_LOSS.alike)
     margins = same.values(runs, unread_seeds(LOWEST_LOSS))
     assert LOWEST_LOSS.verdict(margins).verdict == REFUTED
-    alike_on_disjoint_seeds(LOWEST_LOSS, same, runs)
 
 
 @pytest.mark.control(LOWEST_LOSS.id)

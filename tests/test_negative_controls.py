@@ -119,9 +119,8 @@ def test_a_control_catches_an_arm_given_an_edge_no_record_can_show(edge, monkeyp
     fetch = Runs().runs
     with pytest.raises(AssertionError):
         if hasattr(claims, "SAME_NORM"):  # the deep dive's control takes the declaration
-            norm = {d.id: n for d, n in claims.SAME_NORM}[declared.id]
             claims.test_control_norm_rules_are_refuted_where_both_arms_take_the_same_norm(
-                fetch, bugged, norm)
+                fetch, bugged)
         else:
             monkeypatch.setattr(claims, name, bugged)
             claims.test_control_gradient_rule_is_refuted_where_neither_arm_has_residuals(fetch)
@@ -144,24 +143,26 @@ def test_the_controls_that_train_their_claims_experiments_are_marked_own_runs():
 def test_the_a_a_case_fails_a_reading_that_cannot_tell_runs_apart():
     """Identical arms decide exact zeros whatever the reading: a reading that gives every run the
     same value passes the identical-arms check, and only the A/A case, two samples of the
-    absent case with their seed spread, fails it. An arm given an edge that reaches the claim's
-    side fails the A/A case too."""
+    absent case with their seed spread, fails it. An arm given an edge fails the A/A case too,
+    on either side, read again on fresh seeds."""
     from dataclasses import replace
 
     from claims.test_transformer_components import RESIDUAL_PRESERVES
+    from normsys import declarations
     from normsys.claims.runs import Runs
     from normsys.claims.testing import alike_on_disjoint_seeds, arm_changed, unread_seeds
     from normsys.claims.verdict import REFUTED
 
-    fetch = Runs().runs
-    neither = RESIDUAL_PRESERVES.experiment.overridden({"model.residual": False})
-    assert alike_on_disjoint_seeds(RESIDUAL_PRESERVES, neither, fetch).std > 0
+    fetch, family = Runs().runs, declarations.aa_family()
+    neither = RESIDUAL_PRESERVES.experiment.overridden(RESIDUAL_PRESERVES.alike)
+    assert alike_on_disjoint_seeds(RESIDUAL_PRESERVES, neither, fetch, family)[""].std > 0
     blind = replace(neither, reads=lambda records, variant="": 0.5)
     same = blind.values(fetch, unread_seeds(RESIDUAL_PRESERVES), "cpu")
     assert RESIDUAL_PRESERVES.verdict(same).verdict == REFUTED  # the identical arms' check passes
     with pytest.raises(AssertionError, match="the reading does not tell runs apart"):
-        alike_on_disjoint_seeds(RESIDUAL_PRESERVES, blind, fetch)
-    deeper = arm_changed(replace(RESIDUAL_PRESERVES, experiment=neither), "plain",
-                         {"model.layers": 30})
-    with pytest.raises(AssertionError, match="supported with no effect between its arms"):
-        alike_on_disjoint_seeds(RESIDUAL_PRESERVES, deeper, fetch)
+        alike_on_disjoint_seeds(RESIDUAL_PRESERVES, blind, fetch, family)
+    for arm in neither.arms:  # the first arm deeper (its side), then the second (the other)
+        deeper = arm_changed(replace(RESIDUAL_PRESERVES, experiment=neither), arm,
+                             {"model.layers": 30})
+        with pytest.raises(AssertionError, match="lie apart .* twice"):
+            alike_on_disjoint_seeds(RESIDUAL_PRESERVES, deeper, fetch, family)

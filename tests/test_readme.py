@@ -45,15 +45,16 @@ def test_a_changed_line_is_found():
 
 
 def test_the_claims_table_names_every_declarations_module_and_claim_file():
-    """Each row a source: its declarations module and its claim file; the generic claim file
-    (test_declared.py) is named in the text above the table."""
+    """Each row a source: its declarations module and its claim file; the generic claim files
+    (test_declared.py, test_aa_family.py) are named in the text above the table."""
     table = section((ROOT / "README.md").read_text(), "The claims")
     rows = re.findall(r"^\| `(\w+)` \| `(claims/test_\w+\.py)` \|", table, flags=re.M)
     assert {m for m, _ in rows} == {p.stem for p in (ROOT / "normsys" / "declarations")
                                     .glob("*.py") if p.stem != "__init__"}
-    named = {f for _, f in rows} | {"claims/test_declared.py"}
+    generic = {"claims/test_declared.py", "claims/test_aa_family.py"}
+    named = {f for _, f in rows} | generic
     assert named == {f"claims/{p.name}" for p in (ROOT / "claims").glob("test_*.py")}
-    assert "`claims/test_declared.py`" in table
+    assert all(f"`{f}`" in table for f in generic)
 
 
 def test_the_map_names_every_module_of_the_package():

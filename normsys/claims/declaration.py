@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from normsys.claims.verdict import LEVEL, Rule, Verdict, decide, looks
+from normsys.claims.verdict import LEVEL, Rule, Verdict, decide, looks, per_seed
 from normsys.training.config import RunConfig, preset
 from normsys.training.tiers import DEFAULT, TIERS
 from normsys.training.tiers import tier as tier_of
@@ -185,6 +185,20 @@ class Experiment:
         return replace(self, arms={name: arm.changed(settings) for name, arm in self.arms.items()},
                        evidence={})
 
+    @property
+    def alike_value(self) -> float | dict[str, float]:
+        """What its rule's vector reads for one seed where every arm reads the same value: 0 for
+        a difference, 1 for a ratio, one such value per part for a combine that gives parts. The
+        value an A/A case's values scatter around (normsys.claims.verdict.apart)."""
+        if len(self.arms) < 2:
+            raise ValueError(f"an experiment of one arm ({', '.join(self.arms)}) has no arms to "
+                             f"make alike")
+        at = [per_seed({arm: [x] for arm in self.arms}, self.combine)[0] for x in (1.0, 2.0)]
+        if at[0] != at[1]:
+            raise ValueError(f"its combine reads {at[0]} for arms that all read 1 and {at[1]} "
+                             f"for arms that all read 2: alike arms give it no one value")
+        return at[0]
+
     def configs(self, seeds: Sequence[int], tier: str, variant: str = "") -> dict[str, list]:
         """Per arm, each seed's configs."""
         return {arm: [list(make(seed, tier, variant)) for seed in seeds]
@@ -233,7 +247,9 @@ class Declaration:
     computes the values); ``variants``: the claim itself ("") and the variants it also runs at
     (each an id suffix, ``-masked``, that its arms know); ``slow``: those of them that take more
     than a few seconds on a CPU (marked slow at the CPU tier); ``role``: what its CPU verdict is
-    worth (one of ROLES)."""
+    worth (one of ROLES); ``alike``: the settings that make its arms alike (``Experiment.
+    overridden``: one norm in both), for its negative controls and its A/A case, one of the A/A
+    family (normsys.declarations.aa_cases)."""
 
     id: str
     given: Rule
@@ -244,6 +260,7 @@ class Declaration:
     variants: tuple[str, ...] = ("",)
     slow: tuple[str, ...] = ()
     role: str = "regression"
+    alike: Mapping[str, Any] = field(default_factory=dict, hash=False)
 
     def __post_init__(self):
         if self.role not in ROLES:
@@ -268,6 +285,16 @@ class Declaration:
                                  f"{self.given.statistic!r} pairs two arms: give the value's name "
                                  f"alone (letters, digits, _ and spaces), and the sides are "
                                  f"written from the arms it pairs, first minus second")
+        if self.alike:
+            if exp is None or len(exp.arms) < 2:
+                raise ValueError(f"claim {self.id}: alike={dict(self.alike)!r} makes the arms of "
+                                 f"its experiment alike, and it declares "
+                                 f"{'none' if exp is None else 'one arm'}")
+            try:
+                _ = exp.alike_value
+            except ValueError as err:
+                raise ValueError(f"claim {self.id}: {err}") from None
+            self._check(exp.overridden(self.alike))
         try:  # one statement for every tier: the settings it quotes are the same at each
             texts = {tier: self.text(tier) for tier in TIERS}
         except (KeyError, AttributeError, IndexError, ValueError) as err:
@@ -434,6 +461,8 @@ class Statistic:
     # N's value is its arm's less this arm's, seed by seed (Pre-LN less Peri-LN, both with N)
     paired: Mapping[str, Any] = field(default_factory=dict, hash=False)
     paired_arm: str = ""
+    alike: Mapping[str, Any] = field(default_factory=dict, hash=False)  # the claim's, as
+    # Declaration.alike
 
     def __post_init__(self):
         if bool(self.versus) != bool(self.pairing) or (self.pairing and
@@ -539,7 +568,8 @@ class Statistic:
     @property
     def declaration(self) -> Declaration:
         """The claim itself: its rule and experiment for the kind it is about."""
-        return self.declare(self.claim_norm, self.claim, self.statement)
+        return replace(self.declare(self.claim_norm, self.claim, self.statement),
+                       alike=self.alike)
 
     @property
     def mark(self):

@@ -10,6 +10,7 @@ from dataclasses import replace
 
 import torch
 
+from normsys.claims.verdict import INCONCLUSIVE, apart
 from normsys.training.config import preset
 from normsys.training.tiers import DEFAULT, tier
 
@@ -52,29 +53,52 @@ def unread_seeds(declared, n: int = 3) -> range:
     return range(first, first + n)
 
 
-def alike_on_disjoint_seeds(declared, alike, fetch, variant: str = ""):
-    """A claim's A/A case: ``alike``, its experiment with the arms made alike
-    (``Experiment.overridden``), its first arm on the seeds past the claim's (``unread_seeds``)
-    and every other arm on the claim's own first seeds, paired by position; decided by the
-    claim's reading and rule. The arms then differ in their seeds alone, so the rule sees
-    values with their seed spread and no effect: it must not come out on the claim's side, and
-    the values must differ (a reading that cannot tell two runs apart decides exact zeros). An arm
-    given an edge the claim does not name (trained longer, read elsewhere) shows here too. Each
-    side's runs are ones the claim or its controls train already, where the arms differ in
-    what ``alike`` sets alone."""
-    from normsys.claims.verdict import SUPPORTED
+def on_seed_sets(experiment, fetch, first_seeds, other_seeds, variant: str = "") -> dict:
+    """Per arm of ``experiment``, each seed's value: its first arm's on ``first_seeds``, every
+    other arm's on ``other_seeds``, paired by position (an A/A case's values)."""
+    first, *others = experiment.arms
+    values = {**replace(experiment, arms={first: experiment.arms[first]}).values(
+                  fetch, first_seeds, variant=variant),
+              **replace(experiment, arms={arm: experiment.arms[arm] for arm in others}).values(
+                  fetch, other_seeds, variant=variant)}
+    return {arm: values[arm] for arm in experiment.arms}
 
-    first, *others = alike.arms
-    later = replace(alike, arms={first: alike.arms[first]})
-    earlier = replace(alike, arms={arm: alike.arms[arm] for arm in others})
-    values = {**later.values(fetch, unread_seeds(declared), variant=variant),
-              **earlier.values(fetch, CONTROL_SEEDS, variant=variant)}
-    decision = declared.verdict(values)
-    assert decision.std > 0, f"{declared.id}: the A/A case's per-seed values are all alike " \
-                             f"({decision.values}): the reading does not tell runs apart"
-    assert decision.verdict != SUPPORTED, f"{declared.id}: supported with no effect between " \
-                                          f"its arms: {decision.reason}"
-    return decision
+
+def alike_on_disjoint_seeds(declared, alike, fetch, family: int, variant: str = ""):
+    """A claim's A/A case, one of a family of ``family`` comparisons decided together (normsys.
+    declarations.aa_family): ``alike``, its experiment with the arms made alike (``Experiment.
+    overridden``), its first arm on the seeds past the claim's (``unread_seeds``) and every other
+    arm on the claim's own first seeds, paired by position. The arms then differ in their seeds
+    alone: the values must differ (a reading that cannot tell two runs apart decides exact
+    zeros, whatever the arms), and they must not lie apart from the value alike arms give
+    (``Experiment.alike_value``), in either direction, at the family's level (verdict.apart).
+    An arm given an edge the claim does not name (trained longer, read elsewhere) shows here.
+    Each side's runs are ones the claim or its controls train already. Where the arms lie apart,
+    the case is read once more on seeds neither side has read (the first arm's three past
+    those, the others' three past that), and fails only if they lie apart again. The
+    comparisons' verdicts, of the second reading where there was one."""
+    def read(first_seeds, other_seeds) -> dict:
+        values = on_seed_sets(alike, fetch, first_seeds, other_seeds, variant)
+        comparisons = apart(values, alike.alike_value, family, alike.combine)
+        for name, decision in comparisons.items():
+            assert decision.std > 0, f"{declared.id}: the A/A case's per-seed values " \
+                f"{name and f'of {name} '}are all alike or undefined ({decision.values}): " \
+                f"the reading does not tell runs apart"
+        return comparisons
+
+    def lying_apart(comparisons: dict) -> str:
+        return "; ".join(f"{name or 'values'} {d.interval}" for name, d in comparisons.items()
+                         if d.verdict != INCONCLUSIVE)
+
+    first_read = read(unread_seeds(declared), CONTROL_SEEDS)
+    if not (found := lying_apart(first_read)):
+        return first_read
+    fresh = unread_seeds(declared, 9)
+    again = lying_apart(second_read := read(fresh[3:6], fresh[6:9]))
+    assert not again, f"{declared.id}: its arms, alike but for their seeds, lie apart from " \
+                      f"{alike.alike_value} at the A/A family's level, twice: {found}; on fresh " \
+                      f"seeds {again}"
+    return second_read
 
 
 def arm_changed(declared, arm: str, settings: dict):

@@ -437,6 +437,36 @@ def _all_of(verdicts: dict[str, Verdict]) -> Verdict:
                       "parts": {n: list(v.values) for n, v in verdicts.items()}})
 
 
+# ----------------------------------------------------------------------------- the A/A family
+
+
+def family_confidence(family: int) -> float:
+    """The two-sided level of each of ``family`` comparisons that together may err
+    ALPHA_PER_SIDE a side (Bonferroni: ALPHA_PER_SIDE / family a side each)."""
+    if family < 1:
+        raise ValueError(f"a family holds at least one comparison, got {family}")
+    return 1 - 2 * ALPHA_PER_SIDE / family
+
+
+def apart(values: Sequence | Mapping[str, Sequence], alike: float | Mapping[str, float],
+          family: int, combine: Callable[..., Any] | None = None) -> dict[str, Verdict]:
+    """An A/A case's test, its comparisons among ``family`` decided together: per-seed values
+    of arms alike but for their seeds, made one vector as ``decide`` makes it, held against
+    ``alike``, the value alike arms give (0 for a difference, 1 for a ratio; one per part), in
+    both directions, at ``family_confidence(family)``. Each comparison's verdict on ``> alike``:
+    supported, its interval wholly above; refuted, wholly below; inconclusive, the interval
+    holds ``alike``. The arms are apart where any comparison is decisive."""
+    vector = per_seed(values, combine)
+    parts = by_part(vector) or {"": vector}
+    nulls = dict(alike) if isinstance(alike, Mapping) else {"": alike}
+    if set(nulls) != set(parts):
+        raise ValueError(f"the values' parts {sorted(parts)} are not the alike value's "
+                         f"{sorted(nulls)}")
+    level = family_confidence(family)
+    return {name: _decide(Rule(name or "value", ">", nulls[name]), v, level)
+            for name, v in parts.items()}
+
+
 # ----------------------------------------------------------------------------- looks
 
 # Seeds at which an open claim looks again, past its first look, up to its tier's most

@@ -9,6 +9,7 @@ alike.
     declarations.claims()       # every claim, module by module, in the order they are declared
     declarations.statistics()   # the norm-generic ones: the scorecard's columns
     declarations.roles()        # each claim id's role: what its CPU verdict is worth
+    declarations.aa_cases()     # the A/A family: each claim whose arms can be made alike
 """
 
 from __future__ import annotations
@@ -80,3 +81,18 @@ def roles() -> dict[str, str]:
 def statistics() -> tuple[Statistic, ...]:
     """Every norm-generic claim, in the order they are declared: the scorecard's columns."""
     return tuple(d for _, d in declared() if isinstance(d, Statistic))
+
+
+def aa_cases() -> tuple[tuple[Declaration, str], ...]:
+    """The A/A family: (claim, variant) for every claim that declares how its arms are made
+    alike (Declaration.alike), at each variant its controls run at (the first tier's)."""
+    from normsys.claims.params import variants_at
+
+    return tuple((d, v) for d in claims() if d.alike for v in variants_at(d))
+
+
+def aa_family() -> int:
+    """How many comparisons the A/A cases decide together, fixed before any is seen: one per
+    case, one per part where its reading gives parts (Experiment.alike_value)."""
+    return sum(len(v) if isinstance(v := d.experiment.alike_value, dict) else 1
+               for d, _ in aa_cases())

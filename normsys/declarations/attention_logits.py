@@ -106,4 +106,5 @@ QK_LR_SENSITIVITY = Statistic(
     statement="qk-layernorm makes a Pre-LN char GPT's final loss less sensitive to the learning "
               "rate (sensitivity over learning rates 1e-3, 1e-2 and 1e-1: the mean of min(loss, "
               "loss at init) minus the best loss of the sweep), paired by seed: {rule}.",
-    slow=("",), role="test")  # eighteen char GPTs, six of them QK_LOGIT_BOUND's
+    slow=("",), alike={"model.qk_norm": "layernorm"},
+    role="test")  # eighteen char GPTs, six of them QK_LOGIT_BOUND's

@@ -122,7 +122,8 @@ LN_EXPRESSION = Declaration(
     source=SOURCE, statement="LayerNorm's affine 'expression' part buys accuracy over plain L2: "
                              "{rule}, paired by seed.",
     experiment=Experiment(by_norm(ENCODER, "layernorm", "l2"), metric(TEST_ACC)),
-    variants=RUN_VARIANTS, slow=SLOW, role="regression")
+    variants=RUN_VARIANTS, slow=SLOW, alike={"model.norm": "layernorm"},
+    role="regression")
 
 
 NONE_MEMORIZES = Declaration(
@@ -130,7 +131,8 @@ NONE_MEMORIZES = Declaration(
     statement="Without normalization the encoder memorizes (gap = train - test accuracy): "
               "{rule}, paired by seed.",
     experiment=Experiment(by_norm(ENCODER, "none", "layernorm"), gap_of),
-    variants=RUN_VARIANTS, slow=SLOW, role="regression")
+    variants=RUN_VARIANTS, slow=SLOW, alike={"model.norm": "layernorm"},
+    role="regression")
 
 
 SCALE_NOT_AFFINE = Declaration(
@@ -140,4 +142,4 @@ SCALE_NOT_AFFINE = Declaration(
               "{rule}, paired.",
     experiment=Experiment(by_norm(ENCODER, "scaled_l2", "l2_affine"), metric(TEST_ACC),
                           evidence=by_norm(ENCODER, *NORMS)),
-                          role="regression")  # drawn beside them
+                          alike={"model.norm": "layernorm"}, role="regression")  # drawn beside them

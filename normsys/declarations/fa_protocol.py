@@ -92,7 +92,8 @@ SEPARATES = Declaration(
     statement="Stability separates DFA from BP: {rule}, paired by seed (FA reported too).",
     experiment=Experiment({"dfa": trained_by("dfa"), "bp": trained_by("bp")}, stability_of,
                           evidence={"fa": trained_by("fa")}),
-    variants=VARIANTS, role="regression")
+    variants=VARIANTS, alike={"train.method": "bp"},
+    role="regression")
 
 
 DFA_BEATS_FROZEN = Declaration(
@@ -101,7 +102,8 @@ DFA_BEATS_FROZEN = Declaration(
     statement="DFA trains the blocks usefully: {rule} (blocks frozen at init, the rest trained by "
               "backprop), paired by seed.",
     experiment=Experiment({"dfa": trained_by("dfa"), "frozen": trained_by("bp", frozen=True)},
-                          metric(TEST_ACC)), role="regression")
+                          metric(TEST_ACC)), alike={"train.method": "bp", "train.frozen_blocks": True},
+                          role="regression")
 
 
 DFA_BEATS_FROZEN_DFA = Declaration(
@@ -110,7 +112,8 @@ DFA_BEATS_FROZEN_DFA = Declaration(
     statement="DFA trains the blocks usefully, against a baseline whose embedding also learns from "
               "DFA's signals: {rule}, paired.",
     experiment=Experiment({"dfa": trained_by("dfa"), "frozen, dfa": trained_by("dfa", frozen=True)},
-                          metric(TEST_ACC)), role="regression")
+                          metric(TEST_ACC)), alike={"train.frozen_blocks": True},
+                          role="regression")
 
 
 BP_BEATS_FROZEN = Declaration(
@@ -118,4 +121,5 @@ BP_BEATS_FROZEN = Declaration(
     source=SOURCE,
     statement="BP trains the blocks usefully: {rule}, paired by seed.",
     experiment=Experiment({"bp": trained_by("bp"), "frozen": trained_by("bp", frozen=True)},
-                          metric(TEST_ACC)), role="regression")
+                          metric(TEST_ACC)), alike={"train.frozen_blocks": True},
+                          role="regression")

@@ -93,13 +93,15 @@ GRAD_RATIO_VS_NONE = Statistic(
     source=SOURCE,
     statement="LayerNorm after each layer of a {model.layers}-layer tanh MLP (no residuals) "
               "prevents vanishing gradients at init (ratio = ||grad W_1|| / ||grad W_10||): "
-              "{rule}, paired.", role="test")
+              "{rule}, paired.", alike={"model.norm": "none"},
+              role="test")
 DECORRELATION = Statistic(
     "decorrelation", "ld-layernorm-decorrelates", Rule("corr", ">", 0.0),
     MLP, correlation,
     versus="none", pairing="versus - own", words="decorrelation vs no norm", source=SOURCE,
     statement="LayerNorm decorrelates hidden units (corr: mean |off-diagonal correlation| of the "
               "last hidden layer): {rule}, paired.",
+    alike={"model.norm": "none"},
     role="test")
 INIT_ROBUSTNESS = Statistic(
     "init_robustness", "ld-layernorm-robust-to-init-scale", Rule("spread", ">", 0.02),
@@ -109,7 +111,7 @@ INIT_ROBUSTNESS = Statistic(
     source=SOURCE,
     statement="LayerNorm makes the MLP robust to its weight initialization (spread: max - min test "
               "accuracy with the hidden weights scaled by 0.5, 1, 2 at init): {rule}, paired.",
-              role="test")
+              alike={"model.norm": "none"}, role="test")
 
 
 SPEEDS_CONVERGENCE = Declaration(
@@ -118,7 +120,8 @@ SPEEDS_CONVERGENCE = Declaration(
     statement="LayerNorm speeds up convergence (steps: to 90% accuracy on a running window of 50 "
               "training batches): {rule}.",
     experiment=Experiment(by_norm(MLP, "layernorm", "none"), steps_to_90,
-                          combine=steps_ratio), role="test")
+                          combine=steps_ratio), alike={"model.norm": "none"},
+                          role="test")
 
 
 SMALL_BATCH = Declaration(
@@ -127,7 +130,8 @@ SMALL_BATCH = Declaration(
     statement="With batch size {train.batch_size}, LayerNorm beats BatchNorm (eval mode, running "
               "statistics) after {train.steps:,} steps: {rule}, paired.",
     experiment=Experiment(by_norm(MLP.changed({"train.batch_size": 4, "train.steps": 2000}),
-                                  "layernorm", "batchnorm"), metric(TEST_ACC)), role="test")
+                                  "layernorm", "batchnorm"), metric(TEST_ACC)),
+    alike={"model.norm": "layernorm"}, role="test")
 
 
 BN_WINS_CNN = Declaration(
@@ -136,7 +140,8 @@ BN_WINS_CNN = Declaration(
     statement="In a CNN with batch {train.batch_size}, BatchNorm beats LayerNorm after "
               "{train.epochs} epoch: {rule}, paired.",
     experiment=Experiment(by_norm(CNN, "batchnorm", "layernorm"), metric(TEST_ACC)),
-    slow=("",), role="regression")  # six CNN runs
+    slow=("",), alike={"model.norm": "layernorm"},
+    role="regression")  # six CNN runs
 
 
 HELPS_LSTM = Declaration(
@@ -146,7 +151,8 @@ HELPS_LSTM = Declaration(
               "paired.",
     experiment=Experiment({"plain": LSTM.changed({"model.norm": "none"}),
                            "LN-LSTM": LSTM.changed({"model.norm": "layernorm"})}, metric(VAL_LOSS)),
-    slow=("",), role="test")  # six LSTM runs
+    slow=("",), alike={"model.norm": "layernorm"},
+    role="test")  # six LSTM runs
 
 
 BEATS_BN_LSTM = Declaration(
@@ -156,7 +162,7 @@ BEATS_BN_LSTM = Declaration(
               "validation loss once trained): {rule}, paired.",
     experiment=Experiment({"BN-LSTM": LSTM.changed({"model.norm": "batchnorm"}),
                            "LN-LSTM": LSTM.changed({"model.norm": "layernorm"})}, metric(VAL_LOSS)),
-    slow=("",),
+    slow=("",), alike={"model.norm": "layernorm"},
     role="test")  # three more LSTM runs (and the LayerNorm three of the claim above)
 
 
@@ -167,7 +173,7 @@ BEATS_BN_TRANSFORMER = Declaration(
               "norm places after {train.steps} steps: {rule}, paired.",
     experiment=Experiment({"BN": TBLOCK_LM.changed({"model.norm": "batchnorm"}),
                            "LN": TBLOCK_LM.changed({"model.norm": "layernorm"})}, metric(VAL_LOSS)),
-                           role="test")
+                           alike={"model.norm": "layernorm"}, role="test")
 
 
 IMPROVES_ACCURACY = Declaration(
@@ -175,4 +181,5 @@ IMPROVES_ACCURACY = Declaration(
     source=SOURCE,
     statement="LayerNorm improves the MLP's final accuracy after {train.epochs} epoch: {rule}, "
               "paired.",
-    experiment=Experiment(by_norm(MLP, "layernorm", "none"), metric(TEST_ACC)), role="test")
+    experiment=Experiment(by_norm(MLP, "layernorm", "none"), metric(TEST_ACC)),
+    alike={"model.norm": "none"}, role="test")

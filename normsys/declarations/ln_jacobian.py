@@ -66,4 +66,5 @@ COSTS_MORE_WITH_SOFTMAX = Declaration(
     experiment=Experiment({att: gpt(att, "fa") for att in ("sigmoid", "softmax")},
                           cos_center_scale),
     slow=("",),
+    alike={"model.attention": "softmax"},
     role="regression")  # six 250-step FA char GPTs (~290 s of compute, ~2.5 min on 2 cores)

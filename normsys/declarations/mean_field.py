@@ -56,4 +56,5 @@ EXPLOSION_VS_LN = Statistic(
     DEEP_MLP, input_over_output, versus="layernorm", pairing="own - versus",
     claim_norm="batchnorm", words="gradient explosion vs LayerNorm", source=SOURCE,
     statement="The explosion is BatchNorm's: the same MLP with LayerNorm in its place, paired by "
-              "seed: {rule}.", role="test")
+              "seed: {rule}.", alike={"model.norm": "layernorm"},
+              role="test")

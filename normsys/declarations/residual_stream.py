@@ -196,7 +196,8 @@ PERI_FLATTENS = Statistic(
               "char GPT of {model.layers} blocks (growth change: log10 of var(last block) / "
               "var(first block) trained, less the same at initialization), paired by seed: "
               "{rule}.",
-    slow=("",), role="regression")  # six 8-block char GPTs
+    slow=("",), alike={"model.placement": "peri"},
+    role="regression")  # six 8-block char GPTs
 
 SCALING_UNDOES_IDENTITY = Statistic(
     "depth_scaled_blocks", "sun-preln-deep-blocks-near-identity",
@@ -208,4 +209,5 @@ SCALING_UNDOES_IDENTITY = Statistic(
               "closer to the identity than scaling each norm's output by 1/sqrt(depth) does (cos "
               "change: the mean cosine of a block's input and output over the last quarter of "
               "the blocks trained, less the same at initialization), paired by seed: {rule}.",
-    slow=("",), role="regression")
+    slow=("",), alike={"model.depth_scaled": True},
+    role="regression")

@@ -30,6 +30,7 @@ RESIDUAL_PRESERVES = Declaration(
               "{rule}, paired by seed.",
     experiment=Experiment({"residual": TANH_MLP.changed({"model.residual": True}),
                            "plain": TANH_MLP}, reads=log10_grad_ratio),
+    alike={"model.residual": False},
     role="test")
 
 
@@ -49,4 +50,5 @@ LOWEST_LOSS = Declaration(
     statement="In the FFN stack, residual+LN ends with lower loss than each of residual only, LN only"
               " and neither: {rule} for all three, paired by seed.",
     experiment=Experiment({name: ffn_stack(res, norm) for name, (res, norm) in FFN_CONFIGS.items()},
-                          reads=metric(FINAL_LOSS), combine=loss_margins), role="test")
+                          reads=metric(FINAL_LOSS), combine=loss_margins),
+    alike={"model.residual": True, "model.norm": "layernorm"}, role="test")
