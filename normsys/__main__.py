@@ -105,6 +105,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     tb.add_argument("--out", type=Path, default=CHECKOUT / "docs" / "verdicts.md")
     tb.add_argument("--check", action="store_true",
                     help="write nothing; exit 1 if the page is not what the ledgers make")
+    am = sub.add_parser("amend-reason", help="correct the reason a claim's rule in force was "
+                                             "given, in every record whose reason says TEXT: "
+                                             "an amendment that keeps the rule")
+    am.add_argument("--of", required=True, metavar="TEXT",
+                    help="words of the reason it corrects, as the records say them")
+    am.add_argument("--reason", required=True, help="the corrected reason")
+    am.add_argument("--ledger", type=Path, default=LEDGER)
     ct = sub.add_parser("catalog", help="write docs/claims.md: every claim as declared (what it "
                                         "trains, reads and decides)")
     ct.add_argument("--out", type=Path, default=catalog.PAGE)
@@ -362,6 +369,26 @@ def tables(args: argparse.Namespace) -> str:
     return written(args, page)
 
 
+def amend_reason(args: argparse.Namespace) -> str:
+    """Each record whose rule in force was given a reason saying ``--of``, its reason corrected
+    (ledger.reason_corrected) and written."""
+    paths = sorted(args.ledger.glob("*.json"))
+    if not paths:
+        raise UsageError(f"--ledger {args.ledger}: no claim records there")
+    corrected = []
+    try:
+        for path in paths:
+            if (after := ledger.reason_corrected(ledger.read(path), args.of, args.reason)):
+                ledger.write(path, after)
+                corrected.append(after.claim)
+    except ledger.LedgerError as err:
+        raise UsageError(str(err)) from None
+    if not corrected:
+        raise UsageError(f"no record's rule in force was given a reason that says {args.of!r}")
+    return f"corrected the reason of {len(corrected)} of {len(paths)} records: " + \
+        ", ".join(corrected)
+
+
 def claims_page(args: argparse.Namespace) -> str:
     """docs/claims.md from the claims' declarations (or, --check, whether it is)."""
     page_out(args)
@@ -507,9 +534,9 @@ def command(argv: list[str] | None = None) -> int:
         if args.command == "list":
             print(listing())
             return 0
-        if args.command in ("catalog", "compare", "run-times", "scorecard",
+        if args.command in ("amend-reason", "catalog", "compare", "run-times", "scorecard",
                             "tables"):
-            print({"catalog": claims_page, "compare": compare,
+            print({"amend-reason": amend_reason, "catalog": claims_page, "compare": compare,
                    "run-times": run_times, "scorecard": score,
                    "tables": tables}[args.command](args))
             return 0

@@ -834,12 +834,13 @@ def test_the_page_shows_an_amendment_beside_its_verdict(tmp_path):
     page = report.docs(tmp_path)
     assert f"| `c-1` |  | supported (cpu (AVX512, Intel), seeds 0+; 96.5%, code c0de)<br>*amended " \
            f"{r.amendments[0].date}: kappa >= 0.8 (1.75% a side) -> kappa >= 0.81 (1.75% a " \
-           f"side) (why not)* |" in page
+           f"side) (reason 1)* |" in page and "- *reason 1* (1 claim): why not" in page
     twice = ledger.recorded(r, entry(rule=">= 0.82", device="cpu (DEFAULT, Intel)"),
                              amend="and again")
-    first, second = (f"<br>*{a.line()}*" for a in twice.amendments)
+    first, second = (f"<br>*{a.line(f'reason {i}')}*" for i, a in enumerate(twice.amendments, 1))
     ledger.write(tmp_path / "c-1.json", twice)
-    assert first + second + " |" in report.docs(tmp_path)
+    page = report.docs(tmp_path)
+    assert first + second + " |" in page and "- *reason 2* (1 claim): and again" in page
 
 
 def test_the_replication_table_marks_a_tier_without_entries_or_without_a_reference():
@@ -1318,27 +1319,59 @@ def test_across_a_move_to_inconclusive_fails_where_the_bound_is_wider_than_the_r
     assert ledger.judge(back, entry((0.1, 0.9, 0.52), "> 0.45", device=AVX2)).status == "across"
 
 
-def test_a_claim_whose_values_are_credibly_too_skewed_is_flagged_and_others_are_not():
-    """Entries whose per-seed values each hold one far outlier above the rest pool to a strong
-    right skew, whose bootstrap bound lies past what the intervals tolerate; symmetric values
-    are not flagged; too few values are not judged."""
-    skewed = [entry(tuple(v + k / 1e3 for v in (0.5, 0.5001, 0.5002, 0.5003, 0.9)), "> 0.1",
-                    seeds=list(range(k, k + 5))) for k in range(0, 30, 5)]
-    flat = [entry(tuple(v + k / 1e3 for v in (0.5, 0.6, 0.7, 0.55, 0.65)), "> 0.1",
-                  seeds=list(range(k, k + 5))) for k in range(0, 30, 5)]
-    leaning = [entry(tuple(v + k / 1e3 for v in (0.5, 0.55, 0.6, 0.65, 0.8)), "> 0.1",
-                     seeds=list(range(k, k + 5))) for k in range(0, 30, 5)]
-    recs = {"c-1": laid_out(*skewed), "c-2": laid_out(*flat),
-            "c-3": record(entry((0.5, 0.6, 0.7), "> 0.1")), "c-4": laid_out(*leaning)}
-    own, low = report.skew_bounds(recs["c-1"])
-    assert own > 1 and low > verdict.SKEW_TOLERATED
-    assert report.skew_bounds(recs["c-2"])[0] == pytest.approx(0, abs=1e-9)
-    assert report.skew_bounds(recs["c-3"]) is None  # 3 values: its shape is not estimated
-    lean, bound = report.skew_bounds(recs["c-4"])  # skewed, but not credibly beyond
-    assert lean > verdict.SKEW_TOLERATED and 0 < bound < verdict.SKEW_TOLERATED
-    header, rows, median = report.skew_table(recs)
-    assert [row[0] for row in rows] == ["`c-1`"] and rows[0][1] == f"{own:+.2f}"
-    assert median == pytest.approx(lean, abs=1e-9)  # the middle of 0, lean and own
+def test_a_configurations_values_are_raw_one_per_seed_over_its_entries():
+    """A seed's value is read once (another environment's value of it is the same draw again),
+    fresh seeds join their configuration, each part of an all-of rule is a configuration of its
+    own, a NaN is no value, and an identity is no sample."""
+    first = entry((0.5, 0.6, 0.9))
+    again = entry((0.5000001, 0.6, 0.9), device=INTEL)  # the same seeds elsewhere
+    fresh = entry((0.7, 0.8, float("nan")), seeds=[3, 4, 5])
+    parted = replace(entry((0.1, 0.2, 0.4)), parts={"a": [0.1, 0.2, 0.4], "b": [1.0, 2.0, 4.0]})
+    recs = {"c-1": laid_out(first, again, fresh), "c-2": laid_out(parted),
+            "c-3": laid_out(entry((1.0, 2.0, 3.0)))}
+    found = report.configurations(recs, identities=frozenset({"c-3"}))
+    assert len(found) == 3 and not any(k.startswith("c-3") for k in found)
+    own = next(v for k, v in found.items() if k.startswith("c-1"))
+    assert own.tolist() == [0.5, 0.6, 0.9, 0.7, 0.8]  # not standardized, not twice, no NaN
+    assert sorted(v.tolist() for k, v in found.items() if k.startswith("c-2")) == \
+        [[0.1, 0.2, 0.4], [1.0, 2.0, 4.0]]
+
+
+def drawn(skew: float, sizes: list[int], seed: int = 5) -> list[np.ndarray]:
+    gen = np.random.default_rng(seed)
+    return [3.0 + 0.1 * report.gamma_values(gen, skew, (n,)) for n in sizes]
+
+
+SIZES = [5] * 44 + [6] * 107 + [8] * 20 + [10] * 36 + [13] * 2 + [21] * 9  # the records' own
+
+
+def test_the_skew_check_fires_on_skewed_raw_values_and_not_on_normal_ones():
+    """On configurations of the records' sizes: values of skewness 1.5 lie beyond what 0.35
+    gives, normal values do not, and each estimate lies near the truth; the check's power rises
+    with the skewness and fires at 0.75 at least half the time, so it measures. Read from each
+    configuration's values standardized three at a time, as the page once read them, the same
+    skewed values would not lie beyond: a triplet's skewness cannot pass 0.71."""
+    skewed, normal = report.skew_check(drawn(1.5, SIZES)), report.skew_check(drawn(0.0, SIZES))
+    assert skewed.fires and not normal.fires
+    assert abs(skewed.estimate - 1.5) <= 0.3 and normal.estimate <= 0.3 <= skewed.upper
+    power = list(normal.power.values())
+    assert power == sorted(power) and power[0] < 0.05 and normal.measures
+    assert abs(normal.power[verdict.SKEW_TOLERATED] - 0.05) < 0.025  # its critical value's 95%
+    assert (skewed.configurations, skewed.values) == (len(SIZES), sum(SIZES))
+    triplets = [np.concatenate([(t - t.mean()) / t.std(ddof=1) for t in np.split(x[:n], n // 3)])
+                for x in drawn(1.5, SIZES) if (n := len(x) - len(x) % 3) >= 6]
+    assert not report.skew_check(triplets).fires
+
+
+def test_the_skew_words_say_what_the_check_can_and_cannot_tell():
+    said = report.skew_words(report.skew_check(drawn(0.0, SIZES)))
+    assert "does not lie beyond it" in said and "218 configurations" in said
+    few = report.skew_check(drawn(0.0, SIZES[::2]))  # half the records: fires on 1.0, not 0.75
+    assert not few.measures and few.power[1.0] > 0.5
+    assert "The records cannot measure skew" in report.skew_words(few)
+    assert "lies beyond it" in report.skew_words(report.skew_check(drawn(1.5, SIZES)))
+    with pytest.raises(ValueError, match="no configuration holds 5 values"):
+        report.skew_check([np.array([1.0, 2.0, 3.0])])
 
 
 def test_the_multiplicity_line_counts_questions_and_what_chance_gives_at_the_threshold():
@@ -1511,3 +1544,39 @@ def test_a_training_edit_that_moves_a_number_fails_exactly_where_an_entry_of_tha
             continue
         elsewhere = replace(ref, device="cpu (AVX512, Intel)", code="0b5e55ed0000")
         assert ledger.judge(r, elsewhere).status in ("across", ledger.MOVED), r.claim
+
+
+def amended_record(claim: str, reason: str) -> ledger.Record:
+    before = entry(alpha=verdict.FIRST_ALPHA)
+    now = entry()
+    amendment = ledger.Amendment("2026-11-28", before.full_rule, now.full_rule, reason)
+    return ledger.Record(claim, {now.key: now}, {"cpu": now.key}, before.full_rule, [amendment])
+
+
+def test_a_corrected_reason_keeps_the_rule_and_is_made_once(tmp_path, capsys):
+    """amend-reason adds an amendment that keeps the rule in force where its reason says the
+    words given, and nothing where none does (said, not silent)."""
+    for claim in ("c-1", "c-2"):
+        ledger.write(tmp_path / f"{claim}.json", amended_record(claim, "skewed (median 0.31)"))
+    ledger.write(tmp_path / "c-3.json", amended_record("c-3", "another reason"))
+    args = ["amend-reason", "--of", "median 0.31", "--reason", "read again, raw",
+            "--ledger", str(tmp_path)]
+    assert main(args) == 0 and "corrected the reason of 2 of 3 records" in capsys.readouterr().out
+    for claim in ("c-1", "c-2"):
+        after = ledger.read(tmp_path / f"{claim}.json")
+        last = after.amendments[-1]
+        assert after.rule == amended_record(claim, "").rule == last.old == last.new
+        assert last.line() == f"reason corrected {last.date}: {after.rule} (read again, raw)"
+    assert len(ledger.read(tmp_path / "c-3.json").amendments) == 1
+    assert main(args) == 2 and "no record's rule in force" in capsys.readouterr().err
+    with pytest.raises(ledger.LedgerError, match="must say why"):
+        ledger.reason_corrected(amended_record("c-1", "median 0.31"), "median", " ")
+
+
+def test_the_verdict_table_tells_each_amendments_reason_once():
+    recs = {"c-1": amended_record("c-1", "a new alpha"), "c-2": amended_record("c-2", "a new alpha"),
+            "c-3": amended_record("c-3", "a statistic renamed")}
+    page = report.replication_section(recs, ["cpu"])
+    assert page.count("a new alpha") == 1 and page.count("(reason 1)") == 2
+    assert "- *reason 1* (2 claims): a new alpha" in page
+    assert "- *reason 2* (1 claim): a statistic renamed" in page

@@ -794,8 +794,9 @@ def test_claims_list_shows_what_each_claim_costs(tmp_path):
 
     recorded = f"min of training as recorded on {runtimes.read('cpu')['device']})"
     assert listed().endswith(f" cost: 10 runs (0 cached; the others ~0.0 {recorded}")
-    # its control reads three of the claim's runs and three of its own: those are its price
-    controls = "the 1 negative controls selected: 3 runs besides the claims' ("
+    # its controls, the arms made alike on seeds it does not read and its A/A case (the first arm
+    # on those seeds, the other on the claim's own), read three runs besides the claim's
+    controls = "the 2 negative controls selected: 3 runs besides the claims' ("
     with_control = ("--claims-list", "-k", "tc-residual-preserves-gradients and not paper")
     assert controls + "0 cached; the others ~0.0 min of training as recorded)" in \
         pytest_claims(*with_control).stdout

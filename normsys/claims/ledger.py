@@ -198,15 +198,33 @@ def under_rule(rule: str, e: Verdict) -> Verdict | None:
 
 @dataclass(frozen=True)
 class Amendment:
-    """A change of a claim's rule after it was registered, with why."""
+    """A change of a claim's rule after it was registered, with why; one that keeps the rule
+    (old and new alike) corrects the reason the rule in force was given (``reason_corrected``)."""
 
     date: str
     old: str
     new: str
     reason: str
 
-    def line(self) -> str:
-        return f"amended {self.date}: {self.old} -> {self.new} ({self.reason})"
+    def line(self, reason: str = "") -> str:
+        """The amendment in a line, its reason as given or as ``reason`` names it."""
+        why = reason or self.reason
+        if self.old == self.new:
+            return f"reason corrected {self.date}: {self.new} ({why})"
+        return f"amended {self.date}: {self.old} -> {self.new} ({why})"
+
+
+def reason_corrected(record: Record, of: str, reason: str) -> Record | None:
+    """``record`` with the reason its rule in force was given corrected, where that reason (the
+    last amendment's) says ``of``: an amendment that keeps the rule, dated today, with
+    ``reason``. None where its rule in force was given no such reason (a correction made
+    already is the last amendment, and says other words)."""
+    if not (record.amendments and of in record.amendments[-1].reason):
+        return None
+    if not reason.strip():
+        raise LedgerError("a corrected reason must say why: give it")
+    correction = Amendment(time.strftime("%Y-%m-%d"), record.rule, record.rule, reason)
+    return replace(record, amendments=[*record.amendments, correction])
 
 
 @dataclass
@@ -387,6 +405,9 @@ ALPHA_ACROSS = 1e-4
 ROUNDING, FLOOR = 1e-6, 1e-12
 
 
+DETECT_POWER = 0.95  # the chance at which a shift across environments counts as detected
+
+
 @dataclass(frozen=True)
 class Noise:
     """How much a claim's per-seed values move between numeric environments on the same seeds:
@@ -407,7 +428,8 @@ class Noise:
         spread = t_quantile(self.df, 1 - ALPHA_ACROSS) * self.sd * math.sqrt(2 / n)
         return max(spread, ROUNDING * self.scale, FLOOR)
 
-    def detectable(self, n: int, power: float = 0.95, reps: int = 20_000, seed: int = 0) -> float:
+    def detectable(self, n: int, power: float = DETECT_POWER, reps: int = 20_000,
+                   seed: int = 0) -> float:
         """The smallest shift of the mean that a run on another environment, n seeds, finds beyond
         its bound with probability ``power``: simulated, the per-seed differences normal with
         this spread."""

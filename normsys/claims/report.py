@@ -26,12 +26,14 @@ import numpy as np
 from normsys.claims.ledger import (
     ALPHA_ACROSS,
     CONTRADICTED,
+    DETECT_POWER,
     FRAGILE,
     REPLICATED,
     LedgerError,
     Noise,
     Record,
     Replication,
+    experiment,
     judge,
     label,
     noise,
@@ -318,18 +320,24 @@ def differences(record: Record, tier: str) -> list[float]:
     return out
 
 
-def standardized(record: Record) -> np.ndarray:
-    """The claim's per-seed values over its entries (each set of values once per tier), each
-    entry's standardized by its own mean and spread: the shape of its per-seed values, pooled
-    (entries of 3 seeds pull it toward symmetry: a lower bound on the skew)."""
-    pooled, seen = [], set()
-    for e in record.entries.values():
-        v = np.array([x for x in e.values if math.isfinite(x)])
-        if len(v) < 3 or v.std() == 0 or (key := (e.tier, tuple(v))) in seen:
+def configurations(recs: dict[str, Record], identities: frozenset[str] = frozenset()
+                   ) -> dict[str, np.ndarray]:
+    """Each configuration's raw per-seed values, one per seed: a configuration is one claim's
+    experiment at one tier (its statistic and run settings; each part of an all-of rule apart),
+    pooled over its entries, a seed's value taken once (another environment's value of the same
+    seed is the same draw again, not another sample). The identities (``identities``) are no
+    sample and are left out."""
+    pooled: dict[str, dict[int, float]] = {}
+    for cid, r in sorted(recs.items()):
+        if cid in identities:
             continue
-        seen.add(key)
-        pooled += list((v - v.mean()) / v.std(ddof=1))
-    return np.array(pooled)
+        for _, e in sorted(r.entries.items()):
+            for part, values in sorted((e.parts or {"": e.values}).items()):
+                seen = pooled.setdefault(f"{cid} | {e.tier} | {experiment(e)} | {part}", {})
+                for seed, v in zip(e.seeds, values, strict=True):
+                    if math.isfinite(v):
+                        seen.setdefault(seed, float(v))
+    return {k: np.array(list(v.values())) for k, v in pooled.items()}
 
 
 def skewness(z: np.ndarray) -> np.ndarray:
@@ -339,31 +347,74 @@ def skewness(z: np.ndarray) -> np.ndarray:
     return np.divide(m3, m2 ** 1.5, out=np.zeros_like(m3), where=m2 > 0)
 
 
-MIN_POOLED = 9  # values below which a claim's shape is not estimated
+def gamma_values(gen: np.random.Generator, skew: float, shape: tuple[int, ...]) -> np.ndarray:
+    """Standardized gamma values of skewness ``skew`` (normal at 0): the shape the protocol's
+    simulations give skewed per-seed values."""
+    if skew == 0:
+        return gen.standard_normal(shape)
+    k = 4 / skew ** 2
+    return (gen.gamma(k, 1.0, shape) - k) / math.sqrt(k)
 
 
-def skew_bounds(record: Record, reps: int = 2000, seed: int = 0) -> tuple[float, float] | None:
-    """The claim's pooled skewness and the bootstrap's lower 5% bound on its size (its values
-    resampled with replacement, ``reps`` times); None with fewer than MIN_POOLED values."""
-    z = standardized(record)
-    if len(z) < MIN_POOLED:
-        return None
-    gen = np.random.default_rng(seed)
-    boot = skewness(z[gen.integers(0, len(z), (reps, len(z)))])
-    own = float(skewness(z))
-    low = float(np.quantile(boot, 0.05)) if own >= 0 else float(-np.quantile(boot, 0.95))
-    return own, max(low, 0.0)
+SKEW_MIN_VALUES = 5  # a configuration's values below which its skewness is not read
+SKEW_POWER_AT = (0.0, SKEW_TOLERATED, 0.75, 1.0)  # the skewnesses the check's power is told at
+SKEW_GRID = tuple(round(0.1 * i, 1) for i in range(16))  # 0 to 1.5: the estimate's candidates
 
 
-def skew_table(recs: dict[str, Record]) -> tuple[list[str], list[list[str]], float]:
-    """Claims whose per-seed values are credibly more skewed than the intervals tolerate (the
-    bootstrap's lower bound on the size of their skewness beyond SKEW_TOLERATED), and the median
-    size of the claims' skewness."""
-    bounds = {cid: b for cid, r in sorted(recs.items()) if (b := skew_bounds(r)) is not None}
-    rows = [[f"`{cid}`", f"{own:+.2f}", f"{low:.2f}"] for cid, (own, low) in bounds.items()
-            if low > SKEW_TOLERATED]
-    median = float(np.median([abs(own) for own, _ in bounds.values()])) if bounds else math.nan
-    return ["claim", "skewness", "at least (bootstrap, 95%)"], rows, median
+@dataclass(frozen=True)
+class SkewCheck:
+    """What the records' raw per-seed values say of their skewness. ``observed``: the mean over
+    the configurations of their squared sample skewness; ``critical``: the 95th percentile of
+    that mean for values of skewness SKEW_TOLERATED (standardized gamma) at the configurations'
+    own sizes, past which the check ``fires``; ``power``: how often it fires at each skewness of
+    SKEW_POWER_AT; ``estimate``: the skewness of SKEW_GRID whose simulated mean lies nearest the
+    observed one, ``upper``: the smallest at which the observed mean lies in the lowest 5% (a
+    one-sided 95% bound). Each simulated ``reps`` times from ``seed``."""
+
+    configurations: int
+    values: int
+    observed: float
+    critical: float
+    fires: bool
+    power: dict[float, float]
+    estimate: float
+    upper: float
+
+    @property
+    def measures(self) -> bool:
+        """Whether the check can tell the skewness that breaks the promise: it fires on 0.75 at
+        least half the time."""
+        return self.power[0.75] >= 0.5
+
+
+def readable(samples: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """The configurations whose skewness is read: at least SKEW_MIN_VALUES values that differ."""
+    return [x for x in samples if len(x) >= SKEW_MIN_VALUES and np.ptp(x) > 0]
+
+
+def skew_check(samples: Sequence[np.ndarray], reps: int = 1000, seed: int = 0) -> SkewCheck:
+    """The skew check on configurations' raw values (``configurations``, those of at least
+    SKEW_MIN_VALUES values that differ), their sizes kept in every simulation."""
+    samples = readable(samples)
+    if not samples:
+        raise ValueError(f"no configuration holds {SKEW_MIN_VALUES} values of distinct seeds")
+    sizes = [len(x) for x in samples]
+    observed = float(np.mean([float(skewness(x)) ** 2 for x in samples]))
+
+    counts = {n: sizes.count(n) for n in sorted(set(sizes))}
+
+    def means(skew: float, at: int) -> np.ndarray:  # reps draws of the mean squared skewness
+        gen = np.random.default_rng([seed, at])
+        return sum(np.sum(skewness(gamma_values(gen, skew, (reps, k, n))) ** 2, axis=1)
+                   for n, k in counts.items()) / len(sizes)
+
+    critical = float(np.quantile(means(SKEW_TOLERATED, 0), 0.95))
+    power = {s: float(np.mean(means(s, 1 + i) > critical)) for i, s in enumerate(SKEW_POWER_AT)}
+    grid = {s: means(s, 100 + i) for i, s in enumerate(SKEW_GRID)}
+    estimate = min(grid, key=lambda s: abs(float(grid[s].mean()) - observed))
+    upper = next((s for s in SKEW_GRID if np.mean(grid[s] <= observed) <= 0.05), math.inf)
+    return SkewCheck(len(samples), sum(sizes), observed, critical, observed > critical, power,
+                     estimate, upper)
 
 
 def binomial_range(n: int, p: float, mass: float = 0.95) -> tuple[int, int]:
@@ -594,7 +645,7 @@ or this environment's entry of other run settings) is held to the
 reference by the mean of its per-seed differences, within a bound from the claim's own spread
 across the environments its entries record on the same seeds (a two-sided false-alarm rate of
 {alpha:g} a claim; where one environment records the claim, the seeds' own spread stands in).
-Below, per claim, the smallest shift of its mean that such a run detects 95% of the time,
+Below, per claim, the smallest shift of its mean that such a run detects {power:.0%} of the time,
 simulated; in the last column in
 half-widths of the reference's interval (at the level of the look it decided at: {level:.4g}% for
 one look). The whole CPU tier's false-alarm rate on a new environment,
@@ -606,32 +657,54 @@ those recorded."""
 SKEW_HEAD = """## Many claims, skewed values
 
 Each verdict is wrong on a side at most {alpha} of the time when the claim's effect sits
-exactly on its threshold (the intervals spend {interval} a side, for per-seed values as skewed as
-the records show). Over many claims some decisive verdicts are wrong by chance alone:
+exactly on its threshold (the intervals spend {interval} a side, for per-seed values up to a
+skewness of {tolerated:g}, under every plan of looks `docs/reading-verdicts.md` offers;
+`tests/test_sequential.py`).
+Over many claims some decisive verdicts are wrong by chance alone:
 
 {lines}
 
-That promise holds for per-seed values up to a skewness of {tolerated:g} (one look at 3 or 5
-seeds, the paper plan; `tests/test_sequential.py`). The median size of the claims' own skewness,
-their entries' values standardized and pooled, is {median:.2f}. A claim whose skewness is
-credibly larger (the lower 5% bound of a bootstrap of its pooled values beyond {tolerated:g}) errs
-more often than {alpha} on the side its skew points away from:"""
+{skew}"""
+
+
+def skew_words(check: SkewCheck) -> str:
+    """What the skew check found, in words: its sample, its reading, its power."""
+    power = ", ".join(f"{percent(p)} at {s:g}" for s, p in check.power.items())
+    sample = f"The records' raw per-seed values, one per seed, in {check.configurations} " \
+             f"configurations of at least {SKEW_MIN_VALUES} (each claim's experiment at a tier; " \
+             f"{check.values} values in all): their mean squared sample skewness is " \
+             f"{check.observed:.3f}, what standardized gamma values of skewness " \
+             f"{check.estimate:g} give on these sizes (at most {check.upper:g}, one-sided 95%)."
+    if not check.measures:
+        return f"{sample} The records cannot measure skew: a check of the mean beyond what " \
+               f"skewness {SKEW_TOLERATED:g} gives 95 times in 100 fires {power} (simulated on " \
+               f"these sizes)."
+    found = "lies beyond it: the records' values are more skewed than the intervals are sized " \
+            "for" if check.fires else "does not lie beyond it: the records cannot tell their " \
+            f"skewness from {SKEW_TOLERATED:g}"
+    return f"{sample} The check, that mean beyond {check.critical:.3f} (what skewness " \
+           f"{SKEW_TOLERATED:g} gives 95 times in 100 on these sizes), fires {power} (simulated " \
+           f"on these sizes); the records' mean {found}."
 
 
 def skew_section(recs: dict[str, Record], tiers: Sequence[str],
                  roles: dict[str, str] | None = None,
                  runs_at: dict[str, tuple[str, ...]] | None = None) -> str:
-    """The skew table, and each tier's multiplicity line over the claims that run at it
-    (``runs_at``: claim id -> its tiers; a claim's entries at another are history)."""
-    header, rows, median = skew_table(recs)
+    """The multiplicity line of each tier over the claims that run at it (``runs_at``: claim
+    id -> its tiers; a claim's entries at another are history), and the skew check on every
+    configuration's raw values."""
+    identities = identities_in(recs, roles)
     at = lambda tier: {cid: r for cid, r in recs.items()  # noqa: E731
                        if tier in (runs_at or {}).get(cid, (tier,))}
-    lines = "\n".join(f"- {multiplicity(at(tier), tier, identities_in(recs, roles), questions())}"
+    lines = "\n".join(f"- {multiplicity(at(tier), tier, identities, questions())}"
                       for tier in tiers)
-    head = SKEW_HEAD.format(alpha=f"{100 * ALPHA_PER_SIDE:g}%", lines=lines,
+    samples = readable(list(configurations(recs, identities).values()))
+    skew = skew_words(skew_check(samples)) if samples else \
+        f"The records cannot measure skew: no configuration holds {SKEW_MIN_VALUES} values of " \
+        f"distinct seeds."
+    return SKEW_HEAD.format(alpha=f"{100 * ALPHA_PER_SIDE:g}%", lines=lines,
                             interval=f"{100 * INTERVAL_ALPHA:g}%", tolerated=SKEW_TOLERATED,
-                            median=median)
-    return "\n\n".join([head, as_markdown(header, rows) if rows else "none."])
+                            skew=skew)
 
 
 def questions() -> dict[str, str]:
@@ -656,6 +729,7 @@ def replication_section(recs: dict[str, Record], tiers: Sequence[str],
     roles, runs_at = roles or {}, runs_at or {}
     header = ["claim", "role"] + [x for t in tiers for x in (t, f"{t}: replication")]
     rows, counts = [], {t: {} for t in tiers}
+    reasons: dict[str, list] = {}  # an amendment's reason -> [its name, the claims it amends]
     identities = identities_in(recs, roles)
     for cid, r in sorted(recs.items()):
         row = [cid, roles.get(cid, "")]
@@ -683,13 +757,19 @@ def replication_section(recs: dict[str, Record], tiers: Sequence[str],
             differ = [f"{v} in {k}" for k, v in rep.verdicts.items() if v != ref.verdict]
             word = f"**{rep.word}**" if rep.word in (FRAGILE, CONTRADICTED) else rep.word
             row.append(f"{word} ({rep.counts})" + (f": {', '.join(differ)}" if differ else ""))
-        row[2] += "".join(f"<br>*{a.line()}*" for a in r.amendments)  # beside the verdict
+        for a in r.amendments:  # beside the verdict, each reason told once below the table
+            named = reasons.setdefault(a.reason, [f"reason {len(reasons) + 1}", set()])
+            named[1].add(cid)
+            row[2] += f"<br>*{a.line(named[0])}*"
         rows.append(row)
     summary = "; ".join(f"{t}: " + ", ".join(f"{n} {w}" for w, n in sorted(counts[t].items()))
                         for t in tiers)
     if identities:
         summary += f" (the {len(identities)} identities left out: {', '.join(sorted(identities))})"
-    return "\n\n".join([REPLICATION_HEAD, roles_line(), summary, as_markdown(header, rows)])
+    told = "\n".join(f"- *{name}* ({len(cids)} claim{'s' * (len(cids) > 1)}): {reason}"
+                     for reason, (name, cids) in reasons.items())
+    return "\n\n".join([REPLICATION_HEAD, roles_line(), summary, as_markdown(header, rows),
+                        *([f"The amendments' reasons:\n\n{told}"] if reasons else [])])
 
 
 def now_cell(r: Record, ref: Verdict) -> str:
@@ -760,7 +840,8 @@ def left_out_line(recs: dict[str, Record], tier: str) -> str:
 
 BLIND = """**Blind off their recorded kinds: {n} of {total} claims**, whose detected shift is a half
 interval or more (rounding across kernels moves their values as much as another seed would, so a
-shift the size of the reference's own uncertainty passes unseen more than 5% of the time): {ids}.
+shift the size of the reference's own uncertainty passes unseen more than {missed:.0%} of the
+time): {ids}.
 For these, the bit-for-bit comparison on a kind with entries of its own is the check; a kind
 without them records them (`docs/reading-verdicts.md`, Recording a machine kind)."""
 
@@ -770,7 +851,8 @@ def blind_line(found: list[Detection], identities: frozenset[str] = frozenset())
     out (their values are rounding: a kind moves them as much as a seed would by design)."""
     found = [d for d in found if d.claim not in identities]
     ids = [d.claim for d in found if d.blind]
-    return BLIND.format(n=len(ids), total=len(found), ids=", ".join(f"`{i}`" for i in ids) or "none")
+    return BLIND.format(n=len(ids), total=len(found), missed=1 - DETECT_POWER,
+                        ids=", ".join(f"`{i}`" for i in ids) or "none")
 
 
 def docs(folder: Path, picture: Path | None = None) -> str:
@@ -792,7 +874,7 @@ def docs(folder: Path, picture: Path | None = None) -> str:
         # what CI meets there: the claims that run at the tier (a variant's older entries aside)
         here = {cid: r for cid, r in recs.items() if tier in runs_at.get(cid, (tier,))}
         found = detections(here, tier)
-        blocks += [DETECTION_HEAD.format(alpha=ALPHA_ACROSS, level=100 * LEVEL,
+        blocks += [DETECTION_HEAD.format(alpha=ALPHA_ACROSS, level=100 * LEVEL, power=DETECT_POWER,
                                          normal=false_alarm(here, tier),
                                          resampled=false_alarm_resampled(here, tier)),
                    as_markdown(*detection_table(found)),
