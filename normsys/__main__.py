@@ -32,7 +32,7 @@ from pathlib import Path
 
 import torch
 
-from normsys import catalog, scorecard
+from normsys import catalog, declarations, scorecard
 from normsys.claims import ledger, report, runtimes, usernorm
 from normsys.claims.cache import check_folder
 from normsys.claims.progress import Progress, label
@@ -122,6 +122,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     rt.add_argument("--tier", choices=list(TIERS), default=DEFAULT)
     rt.add_argument("--cache", type=Path, default=None,
                     help="the run cache folder (default: $NORMSYS_CACHE or ~/.cache/normsys)")
+    rt.add_argument("--replace", action="store_true",
+                    help="write the cache's claims alone (default: merge them into the committed "
+                         "table, whose other claims and controls are kept while they exist)")
     sc = sub.add_parser("scorecard", help="a norm kind judged by every norm-generic claim, "
                                           "beside the built-in kinds")
     sc.add_argument("norms", nargs="*", metavar="MODULE:CLASS",
@@ -323,10 +326,24 @@ def run_times(args: argparse.Namespace) -> str:
     if cache is None:
         raise UsageError("run-times: NORMSYS_CACHE is off; give --cache DIR")
     controls = runtimes.controls_defined()
-    table = runtimes.measure(cache, args.tier, controls)
+    measured = runtimes.measure(cache, args.tier, controls)
+    declared = {cid for cid, tiers in declarations.tiers_run().items() if args.tier in tiers}
+
+    def kept(row: str) -> bool:  # a claim still declared at the tier, a control still defined
+        return not runtimes.undefined(row, controls) if row.startswith("control-") else \
+            row in declared
+
+    try:
+        table = measured if args.replace else \
+            runtimes.merged(runtimes.read(args.tier), measured, kept)
+    except ValueError as err:
+        raise UsageError(f"run-times: {err}") from None
     path = runtimes.write(table)
     _, gone = runtimes.indexes_of(cache, args.tier, controls)
-    return f"wrote {path}: {len(table['claims'])} claims" + "".join(
+    held = len(table["claims"]) - len(measured["claims"])
+    return f"wrote {path}: {len(table['claims'])} claims" + \
+        (f" ({len(measured['claims'])} measured in the cache, {held} kept from the table)"
+         if held else "") + "".join(
         f"\nleft out {p}: a control's index whose test the claim files no longer define"
         for p in gone)
 

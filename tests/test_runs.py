@@ -298,6 +298,31 @@ def test_the_committed_run_times_name_only_claims_the_cpu_ledger_holds_and_contr
     assert {row for row in controls if runtimes.undefined(row, tests)} == set()
 
 
+def test_run_times_merge_a_caches_claims_into_the_committed_table():
+    """A cache holding a few claims' indexes updates their rows, not the table: the other rows
+    stay while kept (a claim declared, a control defined), the runs no row reads go, each row's
+    own seconds are counted again; a cache of another machine kind is refused."""
+    from normsys.claims import runtimes
+
+    row = lambda *fs: {"runs": len(fs), "seconds": 0, "own_seconds": 0,  # noqa: E731
+                       "untimed": 0, "fingerprints": list(fs)}
+    committed = {"tier": "cpu", "device": "cpu (AVX2, AMD), 2 cores",
+                 "claims": {"a": row("f1", "f2"), "b": row("f1", "f2", "f3"),
+                            "control-old": row("f4")},
+                 "runs": {"f1": 1.0, "f2": 2.0, "f3": 3.0, "f4": 4.0}}
+    measured = {**committed, "claims": {"a": row("f1", "f5")}, "runs": {"f1": 1.5, "f5": 5.0}}
+    table = runtimes.merged(committed, measured, kept=lambda name: name != "control-old")
+    assert set(table["claims"]) == {"a", "b"}
+    assert table["runs"] == {"f1": 1.5, "f2": 2.0, "f3": 3.0, "f5": 5.0}
+    assert (table["claims"]["a"]["seconds"], table["claims"]["a"]["own_seconds"]) == (6.5, 5.0)
+    assert (table["claims"]["b"]["seconds"], table["claims"]["b"]["own_seconds"]) == (6.5, 5.0)
+    elsewhere = {**measured, "device": "cpu (AVX512, AMD), 2 cores"}
+    with pytest.raises(ValueError, match="a table holds one machine's times"):
+        runtimes.merged(committed, elsewhere, kept=lambda name: True)
+    fresh = runtimes.merged({"claims": {}}, measured, kept=lambda name: True)  # no table yet
+    assert set(fresh["claims"]) == {"a"} and fresh["runs"] == measured["runs"]
+
+
 def test_the_run_times_command_writes_the_table_or_says_what_is_missing(
         cache, session, monkeypatch, tmp_path, capsys):
     from normsys.__main__ import main

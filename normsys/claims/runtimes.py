@@ -2,7 +2,8 @@
 <tier>.json``) made from a run cache's claim indexes (normsys.claims.runs: each claim's runs with their
 training times), so that the cost of a claim is known before its runs are in anyone's cache.
 
-    python -m normsys run-times [--tier cpu] [--cache DIR]     write the tier's table
+    python -m normsys run-times [--tier cpu] [--cache DIR]     merge a cache's claims into it
+    python -m normsys run-times --replace                        the cache's claims alone
 
 Per claim (and per negative control, ``control-<claim file>.<test name>``): its runs, the
 seconds they took, the seconds of its *own* runs (those no other claim of the tier reads) and the
@@ -22,6 +23,8 @@ import json
 import os
 import re
 import sys
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -102,6 +105,31 @@ def measure(cache: Path, tier: str, controls: list[str] | None = None) -> dict:
         device = f"{cpu_kind()}, {os.cpu_count()} cores"
     return {"tier": tier, "device": device, "claims": claims,
             "runs": dict(sorted(by_config.items()))}
+
+
+def merged(committed: dict, measured: dict, kept: Callable[[str], bool]) -> dict:
+    """The committed table with what a cache measured merged in: the measured rows in place of
+    their committed ones, every other committed row that ``kept`` keeps (a claim still declared,
+    a control still defined), each run's seconds the cache's where it timed it; each row's
+    seconds and own seconds (those of runs no other row reads) counted again over the merged
+    runs. A cache that holds a few claims' indexes then updates those rows, not the table.
+    One table is one machine's: a cache measured on another kind is refused."""
+    if committed.get("device") and committed["device"] != measured["device"]:
+        raise ValueError(f"the committed table was measured on {committed['device']}, this "
+                         f"cache's runs on {measured['device']}: a table holds one machine's "
+                         f"times (--replace writes this cache's alone)")
+    rows = {name: dict(row) for name, row in committed.get("claims", {}).items()
+            if name not in measured["claims"] and kept(name)}
+    rows.update({name: dict(row) for name, row in measured["claims"].items()})
+    seconds = {**committed.get("runs", {}), **measured["runs"]}
+    readers = Counter(f for row in rows.values() for f in row["fingerprints"])
+    for row in rows.values():
+        row["seconds"] = round(sum(seconds.get(f, 0.0) for f in row["fingerprints"]), 1)
+        row["own_seconds"] = round(sum(seconds.get(f, 0.0) for f in row["fingerprints"]
+                                       if readers[f] == 1), 1)
+    read = set(readers)
+    return {**measured, "claims": dict(sorted(rows.items())),
+            "runs": {f: s for f, s in sorted(seconds.items()) if f in read}}
 
 
 # A tier's budget is set on two processes of a 2-core AMD AVX2 machine (tiers.Tier.budget_minutes),
