@@ -1129,3 +1129,30 @@ def test_a_write_check_leaves_nothing_behind(tmp_path):
     assert write_check(tmp_path / "a" / "b") == "" and list(tmp_path.iterdir()) == []
     (tmp_path / "f").write_text("")
     assert write_check(tmp_path / "f" / "rep") != "" and [p.name for p in tmp_path.iterdir()] == ["f"]
+
+
+def test_claims_id_selects_a_claim_exactly_where_k_selects_every_id_it_begins():
+    """-k matches substrings, so -k dm-l2-isotropic also selects its -masked and -nonpad
+    variants; --claims-id selects the claim and its controls alone, and an id no claim has is
+    said, not an empty run."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+
+    def collected(*args) -> tuple[int, set[str], str]:
+        done = subprocess.run([sys.executable, "-m", "pytest", "claims", "--collect-only", "-q",
+                               "-p", "no:cacheprovider", *args], cwd=root, capture_output=True,
+                              text=True)
+        return done.returncode, {line for line in done.stdout.splitlines() if "::" in line}, \
+            done.stdout + done.stderr
+
+    _, by_k, _ = collected("-k", "dm-l2-isotropic")
+    rc, exact, _ = collected("--claims-id", "dm-l2-isotropic")
+    assert rc == 0 and exact and exact <= by_k
+    assert any("masked" in n or "nonpad" in n for n in by_k)
+    assert not any("masked" in n or "nonpad" in n for n in exact)
+    assert any("test_control" in n for n in exact)  # its controls come with it
+    rc, _, said = collected("--claims-id", "dm-l2-iso")
+    assert rc != 0 and "--claims-id dm-l2-iso: no claim collected has that id" in said

@@ -146,3 +146,10 @@ def control_ids(item: pytest.Item) -> list[str]:
     """The claim ids a negative control (``@pytest.mark.control(id, ...)``) stands for; a
     parametrized control may name ids per parameter (a mark on each pytest.param)."""
     return [cid for mark in item.iter_markers("control") for cid in mark.args]
+
+
+def ids_of(item: pytest.Item) -> set[str]:
+    """The claim ids an item stands for: its claim's (a variant's with its suffix), or those its
+    negative or positive control names."""
+    marker = claim_marker(item)
+    return {*([claim_id(item, marker)] if marker else []), *control_ids(item), *positive_ids(item)}

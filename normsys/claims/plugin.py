@@ -42,6 +42,7 @@ from normsys.claims.items import (
     claim_tier,
     claim_variant,
     control_ids,
+    ids_of,
     own_plan,
     positive_ids,
 )
@@ -75,6 +76,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help=f"folder for the JSON and Markdown report (default {DEFAULT_REPORT_DIR}/)")
     group.addoption("--claims-skip-missing-data", action="store_true",
                     help="skip a claim whose data set is missing instead of failing it")
+    group.addoption("--claims-id", action="append", default=[], metavar="ID",
+                    help="select the claim ID exactly (a variant's id with its suffix), with its "
+                         "negative and positive controls; repeat for more. -k matches "
+                         "substrings: -k ID also selects every claim whose id starts with ID")
     group.addoption("--claims-list", action="store_true",
                     help="list the selected claims (id, tier, statement, source) and run nothing")
     group.addoption("--claims-max-seeds", type=int, default=None,
@@ -169,8 +174,17 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
 
 @pytest.hookimpl(tryfirst=True)  # before -k and -m deselect: this sees every claim collected
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Every claim and control collected, before -k and -m deselect (ClaimsSession.collected)."""
+    """Every claim and control collected, before -k and -m deselect (ClaimsSession.collected);
+    then ``--claims-id`` keeps the items of exactly those claims."""
     config.stash[SESSION].collected(items)
+    if not (wanted := set(config.option.claims_id)):
+        return
+    if unknown := sorted(wanted - {cid for item in items for cid in ids_of(item)}):
+        raise pytest.UsageError(f"--claims-id {', '.join(unknown)}: no claim collected has that "
+                                f"id (`pytest claims --claims-list` lists every claim's)")
+    kept = [item for item in items if ids_of(item) & wanted]
+    config.hook.pytest_deselected(items=[item for item in items if not ids_of(item) & wanted])
+    items[:] = kept
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
