@@ -1580,3 +1580,18 @@ def test_the_verdict_table_tells_each_amendments_reason_once():
     assert page.count("a new alpha") == 1 and page.count("(reason 1)") == 2
     assert "- *reason 1* (2 claims): a new alpha" in page
     assert "- *reason 2* (1 claim): a statistic renamed" in page
+
+
+def test_the_page_counts_each_tiers_verdicts_from_the_reference_entries():
+    recs = {"c-1": record(entry(), claim="c-1"),  # supported
+            "c-2": record(entry((0.5, 0.52, 0.51)), claim="c-2"),  # refuted
+            "c-3": record(entry((0.1, 0.9, 0.85)), claim="c-3"),  # inconclusive
+            "c-4": amended_record("c-4", "a new alpha"),  # supported, its rule amended since
+            "c-5": record(entry(seeds=[3, 4, 5]), claim="c-5"),  # no reference: later seeds
+            "c-6": record(entry(), claim="c-6")}  # a claim that no longer runs at the tier
+    recs["c-4"] = replace(recs["c-4"], amendments=[
+        *recs["c-4"].amendments, ledger.Amendment("2026-12-01", recs["c-4"].rule,
+                                                  "kappa >= 0.9 (1.75% a side)", "stricter")])
+    said = report.verdict_counts(recs, ["cpu"], {"c-6": ("paper",)})
+    assert said.endswith("- cpu: 5 claims, 2 supported, 1 refuted, 1 inconclusive (1 of them "
+                         "under an earlier rule); 1 without an entry on the claim's own seeds")

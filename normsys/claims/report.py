@@ -855,6 +855,27 @@ def blind_line(found: list[Detection], identities: frozenset[str] = frozenset())
                         ids=", ".join(f"`{i}`" for i in ids) or "none")
 
 
+def verdict_counts(recs: dict[str, Record], tiers: Sequence[str],
+                   runs_at: dict[str, tuple[str, ...]] | None = None) -> str:
+    """Each tier's verdicts, its claims' reference entries counted (the claims that run at it,
+    ``runs_at``: claim id -> its tiers): how many of each verdict, how many of those were
+    decided under an earlier rule, and how many claims have no reference entry."""
+    lines = []
+    for tier in tiers:
+        here = [r for cid, r in sorted(recs.items()) if tier in (runs_at or {}).get(cid, (tier,))]
+        refs = [(r, r.entries.get(r.reference.get(tier, ""))) for r in here]
+        counted = {v: sum(e is not None and e.verdict == v for _, e in refs)
+                   for v in (SUPPORTED, REFUTED, INCONCLUSIVE)}
+        earlier = sum(e is not None and e.full_rule != r.rule for r, e in refs)
+        missing = sum(e is None for _, e in refs)
+        lines.append(f"- {tier}: {len(here)} claims, " +
+                     ", ".join(f"{n} {v}" for v, n in counted.items()) +
+                     (f" ({earlier} of them under an earlier rule)" if earlier else "") +
+                     (f"; {missing} without an entry on the claim's own seeds" if missing else ""))
+    return "**The verdicts**, each claim's reference entry at each tier it runs at:\n\n" + \
+        "\n".join(lines)
+
+
 def docs(folder: Path, picture: Path | None = None) -> str:
     """docs/verdicts.md from the records in ``folder``: the figure (drawn to ``picture`` when
     given), each claim's replication and amendments over its entries in force
@@ -868,6 +889,7 @@ def docs(folder: Path, picture: Path | None = None) -> str:
     tiers = recorded_tiers(recs)
     roles, runs_at = declarations.roles(), declarations.tiers_run()
     blocks = [DOCS_HEAD.format(level=100 * LEVEL, first=100 * (1 - 2 * FIRST_ALPHA)),
+              verdict_counts(recs, tiers, runs_at),
               replication_section(recs, tiers, roles, runs_at),
               skew_section(recs, tiers, roles, runs_at)]
     for tier in (t for t in tiers if not TIERS[t].gpu):  # the designed reruns are CPU kinds'
