@@ -1595,3 +1595,11 @@ def test_the_page_counts_each_tiers_verdicts_from_the_reference_entries():
     said = report.verdict_counts(recs, ["cpu"], {"c-6": ("paper",)})
     assert said.endswith("- cpu: 5 claims, 2 supported, 1 refuted, 1 inconclusive (1 of them "
                          "under an earlier rule); 1 without an entry on the claim's own seeds")
+
+
+def test_the_side_by_side_tables_show_the_claims_whose_verdicts_differ():
+    rows = [["c-1", "supported", "", "", "supported", "", ""],
+            ["c-2", "supported", "", "", "inconclusive", "", ""],
+            ["c-3", "REFUTED", "", "", "-", "", ""],  # in one column only
+            ["c-4", "REFUTED", "", "", "supported", "", "", "REFUTED", "", ""]]
+    assert [row[0] for row in report.disagreeing(rows)] == ["c-2", "c-4"]

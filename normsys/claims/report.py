@@ -273,6 +273,11 @@ def compare(recs: dict[str, Record], tier: str, wanted: Sequence[str] = ()) \
     return header, rows, line
 
 
+def disagreeing(rows: list[list[str]]) -> list[list[str]]:
+    """The rows of ``compare`` whose columns hold other verdicts, each column's entry present."""
+    return [row for row in rows if "-" not in row[1::3] and len(set(row[1::3])) > 1]
+
+
 def false_alarm(recs: dict[str, Record], tier: str, reps: int = 20_000, seed: int = 0) -> float:
     """The chance that a clean run of every claim of ``tier`` on an environment none of them
     records fails somewhere, simulated: each claim's spread across environments drawn from what
@@ -911,6 +916,10 @@ def docs(folder: Path, picture: Path | None = None) -> str:
                           f"in force: nothing to set beside it.")
         for other in cols[1:]:
             header, rows, agreement = compare(current, tier, [cols[0], other])
-            blocks += [f"## The {tier} tier: {other} beside {cols[0]}", agreement,
-                       as_markdown(header, rows)]
+            differ = disagreeing(rows)
+            blocks += [f"## The {tier} tier: {other} beside {cols[0]}",
+                       f"{agreement}. " + ("The claims whose verdicts differ "
+                                           "(`python -m normsys compare` sets every one beside):"
+                                           if differ else "No claim in both has other verdicts.")]
+            blocks += [as_markdown(header, differ)] if differ else []
     return "\n\n".join(blocks) + "\n"
