@@ -128,7 +128,7 @@ def test_no_function_takes_more_than_six_parameters():
 
 def test_no_claim_file_defines_a_helper_another_claim_file_defines():
     """An experiment or helper two claim files need is defined once (normsys.claims.experiments,
-    normsys.claims.testing, claims/conftest.py)."""
+    normsys.claims.testing, the plugin's fixtures)."""
     claims = PACKAGE.parent / "claims"
     seen: dict[str, str] = {}
     twice = []

@@ -644,7 +644,7 @@ def claim_items():
 
 def test_claims_start_longest_first_by_their_recorded_run_times(claim_items):
     """Under xdist the workers split the long groups of runs early: claims are collected longest
-    first by the training time claims/run-times-cpu.json records (claims/conftest.py)."""
+    first by the training time claims/run-times-cpu.json records (normsys.claims.plugin)."""
     from normsys.claims import runtimes
 
     recorded = runtimes.read("cpu")["claims"]
@@ -1156,3 +1156,26 @@ def test_claims_id_selects_a_claim_exactly_where_k_selects_every_id_it_begins():
     assert any("test_control" in n for n in exact)  # its controls come with it
     rc, _, said = collected("--claims-id", "dm-l2-iso")
     assert rc != 0 and "--claims-id dm-l2-iso: no claim collected has that id" in said
+
+
+def test_an_installed_normsys_is_a_pytest_plugin_in_any_folder(tmp_path):
+    """Registered by its pytest11 entry point, the plugin needs no conftest: a claim file copied
+    into a folder of its own lists, with its controls, as in the checkout."""
+    import shutil
+    import subprocess
+    import sys
+    from importlib.metadata import entry_points
+    from pathlib import Path
+
+    assert [ep.value for ep in entry_points(group="pytest11")
+            if ep.name == "normsys.claims.plugin"] == ["normsys.claims.plugin"]
+    claims = Path(__file__).resolve().parents[1] / "claims"
+    shutil.copy(claims / "test_transformer_components.py", tmp_path)
+    env = {**__import__("os").environ, "NORMSYS_CACHE": str(tmp_path / "cache")}
+    done = subprocess.run([sys.executable, "-m", "pytest", "--claims-list", "-p",
+                           "no:cacheprovider"], cwd=tmp_path, env=env, capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "tc-residual-preserves-gradients  [cpu]" in done.stdout
+    assert "control: test_control_gradient_rule_is_refuted_where_neither_arm_has_residuals" \
+        in done.stdout

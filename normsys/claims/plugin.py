@@ -17,6 +17,11 @@ through, its ``Ledgers``, its Ray cluster; no module keeps a session's state. A 
 parametrized with a ``Variant`` (e.g. Variant("-nonpad"), see ``variant_tiers``) gets that suffix
 on its id. ``pytest claims --claims-list`` lists every claim; ``-k`` matches ids.
 
+Installed, normsys registers this plugin with pytest by its ``pytest11`` entry point: any folder
+of claim files is a claims suite. It owns the collection: first (``tryfirst``) every claim and
+control is checked and ``--claims-id`` selects, then (after ``-k`` and ``-m``, one wrapper
+hook) the claims start longest first and a ``gpu`` item skips where no CUDA device is.
+
 Before the first claim starts, the session plans the runs of every selected claim's first look
 (or of the later look its record's entries in this environment show it took) and each process
 trains its share of them, longest first (``ClaimsSession.pytest_runtestloop``,
@@ -34,7 +39,7 @@ from pathlib import Path
 
 import pytest
 
-from normsys.claims import ledger, verdict, workers
+from normsys.claims import ledger, runtimes, verdict, workers
 from normsys.claims.items import (
     claim_id,
     claim_looks,
@@ -56,6 +61,7 @@ from normsys.claims.session import (
     ClaimsSession,
     check_options,
     check_report_folder,
+    cluster_has_gpus,
     cluster_of,
     data_errors,
     max_seeds_policy,
@@ -119,6 +125,8 @@ MARKERS = (
     "on a case where the effect is present by construction, coming out supported",
     f"{OWN_RUNS}: set on a control that trains its claims' own experiment (the runs fixture): "
     "minutes of training, as a claim takes",
+    "gpu: needs a CUDA GPU (paper tier and GPU benchmarks); skipped without one",
+    "slow: takes more than a few seconds on CPU",
 )
 
 
@@ -172,19 +180,44 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     return workers.auto_workers()
 
 
-@pytest.hookimpl(tryfirst=True)  # before -k and -m deselect: this sees every claim collected
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Every claim and control collected, before -k and -m deselect (ClaimsSession.collected);
-    then ``--claims-id`` keeps the items of exactly those claims."""
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]):
+    """The collection, owned: first every claim and control collected is checked, before -k
+    and -m deselect (ClaimsSession.collected), and ``--claims-id`` keeps the items of exactly
+    those claims; then, once every other hook has selected, ``ordered_and_skipped``."""
     config.stash[SESSION].collected(items)
-    if not (wanted := set(config.option.claims_id)):
+    if wanted := set(config.option.claims_id):
+        if unknown := sorted(wanted - {cid for item in items for cid in ids_of(item)}):
+            raise pytest.UsageError(f"--claims-id {', '.join(unknown)}: no claim collected has "
+                                    f"that id (`pytest claims --claims-list` lists every claim's)")
+        config.hook.pytest_deselected(items=[i for i in items if not ids_of(i) & wanted])
+        items[:] = [item for item in items if ids_of(item) & wanted]
+    yield
+    ordered_and_skipped(config, items)
+
+
+def ordered_and_skipped(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """What is selected, in its order: claims start longest first (the training of the runs
+    each reads, as the tier's recorded run times say: normsys.claims.runtimes), so that under
+    pytest-xdist the workers split the long groups of runs early and the short claims, whose
+    runs are mostly trained by then, fill in at the end; the rest keep their order. A ``gpu``
+    item skips without a CUDA device, unless it is a claim whose runs train on a Ray cluster
+    with GPUs (--claims-ray): here it only reads the records."""
+    def seconds(item: pytest.Item) -> float:
+        marker = claim_marker(item)
+        return runtimes.seconds(claim_id(item, marker), claim_tier(item)) if marker else 0
+
+    items.sort(key=seconds, reverse=True)  # stable: the rest keep their order
+    import torch
+
+    if torch.cuda.is_available():
         return
-    if unknown := sorted(wanted - {cid for item in items for cid in ids_of(item)}):
-        raise pytest.UsageError(f"--claims-id {', '.join(unknown)}: no claim collected has that "
-                                f"id (`pytest claims --claims-list` lists every claim's)")
-    kept = [item for item in items if ids_of(item) & wanted]
-    config.hook.pytest_deselected(items=[item for item in items if not ids_of(item) & wanted])
-    items[:] = kept
+    skip = pytest.mark.skip(reason="gpu marker: no CUDA device on this machine "
+                                   "(run on a GPU host with -m gpu)")
+    remote = cluster_has_gpus(config)
+    for item in items:
+        if "gpu" in item.keywords and not (remote and claim_marker(item) is not None):
+            item.add_marker(skip)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -250,6 +283,13 @@ def _guarded(request: pytest.FixtureRequest, fetch: Callable) -> Callable:
             return fetch(arg)
 
     return guarded
+
+
+@pytest.fixture
+def variant():
+    """The claim variant ("" for the claim itself); a claim parametrized over variants
+    (normsys.claims.params.variant_tiers) overrides it with its parameter."""
+    return ""
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ fingerprints of its runs, by which a plan counts a run that claims and controls 
 run config (by
 fingerprint), the seconds it took, for the cost of a run before it is cached (``train --dry-run``,
 the scorecard's dry run, a control's runs before its test runs). The claims start longest
-first (claims/conftest.py): under pytest-xdist the workers split the long groups of runs early,
+first (normsys.claims.plugin): under pytest-xdist the workers split the long groups of runs early,
 and the short claims, whose runs are mostly trained by then, fill in at the end.
 """
 
