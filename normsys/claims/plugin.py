@@ -19,8 +19,8 @@ on its id. ``pytest claims --claims-list`` lists every claim; ``-k`` matches ids
 
 Installed, normsys registers this plugin with pytest by its ``pytest11`` entry point: any folder
 of claim files is a claims suite. It owns the collection: first (``tryfirst``) every claim and
-control is checked and ``--claims-id`` selects, then (after ``-k`` and ``-m``, one wrapper
-hook) the claims start longest first and a ``gpu`` item skips where no CUDA device is.
+control is checked and ``--claims-id`` selects (``tryfirst``), then, after ``-k`` and ``-m``, the
+session's ``trylast`` hook orders the claims longest first and plans or lists what is left.
 
 Before the first claim starts, the session plans the runs of every selected claim's first look
 (or of the later look its record's entries in this environment show it took) and each process
@@ -39,7 +39,7 @@ from pathlib import Path
 
 import pytest
 
-from normsys.claims import ledger, runtimes, verdict, workers
+from normsys.claims import ledger, verdict, workers
 from normsys.claims.items import (
     claim_id,
     claim_looks,
@@ -61,7 +61,6 @@ from normsys.claims.session import (
     ClaimsSession,
     check_options,
     check_report_folder,
-    cluster_has_gpus,
     cluster_of,
     data_errors,
     max_seeds_policy,
@@ -125,8 +124,6 @@ MARKERS = (
     "on a case where the effect is present by construction, coming out supported",
     f"{OWN_RUNS}: set on a control that trains its claims' own experiment (the runs fixture): "
     "minutes of training, as a claim takes",
-    "gpu: needs a CUDA GPU (paper tier and GPU benchmarks); skipped without one",
-    "slow: takes more than a few seconds on CPU",
 )
 
 
@@ -175,16 +172,16 @@ def pytest_configure(config: pytest.Config) -> None:
         train.STEP_BARS = False
 
 
-@pytest.hookimpl(optionalhook=True)
+@pytest.hookimpl(optionalhook=True, tryfirst=True)  # before xdist's own, whichever loads first
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     return workers.auto_workers()
 
 
-@pytest.hookimpl(wrapper=True, tryfirst=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]):
-    """The collection, owned: first every claim and control collected is checked, before -k
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The collection's first hook: every claim and control collected is checked, before -k
     and -m deselect (ClaimsSession.collected), and ``--claims-id`` keeps the items of exactly
-    those claims; then, once every other hook has selected, ``ordered_and_skipped``."""
+    those claims. The last is the session's (ClaimsSession.pytest_collection_modifyitems)."""
     config.stash[SESSION].collected(items)
     if wanted := set(config.option.claims_id):
         if unknown := sorted(wanted - {cid for item in items for cid in ids_of(item)}):
@@ -192,32 +189,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                                     f"that id (`pytest claims --claims-list` lists every claim's)")
         config.hook.pytest_deselected(items=[i for i in items if not ids_of(i) & wanted])
         items[:] = [item for item in items if ids_of(item) & wanted]
-    yield
-    ordered_and_skipped(config, items)
-
-
-def ordered_and_skipped(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """What is selected, in its order: claims start longest first (the training of the runs
-    each reads, as the tier's recorded run times say: normsys.claims.runtimes), so that under
-    pytest-xdist the workers split the long groups of runs early and the short claims, whose
-    runs are mostly trained by then, fill in at the end; the rest keep their order. A ``gpu``
-    item skips without a CUDA device, unless it is a claim whose runs train on a Ray cluster
-    with GPUs (--claims-ray): here it only reads the records."""
-    def seconds(item: pytest.Item) -> float:
-        marker = claim_marker(item)
-        return runtimes.seconds(claim_id(item, marker), claim_tier(item)) if marker else 0
-
-    items.sort(key=seconds, reverse=True)  # stable: the rest keep their order
-    import torch
-
-    if torch.cuda.is_available():
-        return
-    skip = pytest.mark.skip(reason="gpu marker: no CUDA device on this machine "
-                                   "(run on a GPU host with -m gpu)")
-    remote = cluster_has_gpus(config)
-    for item in items:
-        if "gpu" in item.keywords and not (remote and claim_marker(item) is not None):
-            item.add_marker(skip)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

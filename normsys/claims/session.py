@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from normsys import __version__
-from normsys.claims import ledger, verdict
+from normsys.claims import ledger, runtimes, verdict
 from normsys.claims.items import (
     claim_id,
     claim_looks,
@@ -211,6 +211,18 @@ def data_errors(skip_missing: bool = False) -> Iterator[None]:
         pytest.fail(f"{type(err).__name__}: {err}", pytrace=False)
 
 
+def longest_first(items: list[pytest.Item]) -> None:
+    """Claims start longest first (the training of the runs each reads, as the tier's recorded
+    run times say: normsys.claims.runtimes), so that under pytest-xdist the workers split the
+    long groups of runs early and the short claims, whose runs are mostly trained by then, fill
+    in at the end; the rest keep their order."""
+    def seconds(item: pytest.Item) -> float:
+        marker = claim_marker(item)
+        return runtimes.seconds(claim_id(item, marker), claim_tier(item)) if marker else 0
+
+    items.sort(key=seconds, reverse=True)  # stable: the rest keep their order
+
+
 class ClaimsSession:
     """A claims session's state, one object a process (on ``config.stash[SESSION]``): its ledger
     files (``ledger.Ledgers``), its runs (normsys.claims.runs.Runs, which the run fixtures fetch
@@ -380,7 +392,9 @@ class ClaimsSession:
 
     @pytest.hookimpl(trylast=True)  # after -k and -m deselect and the gpu skips: what runs
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
-        """--claims-max-seeds below a claim's first look would be ignored for it: an error."""
+        """What -k, -m and the GPU skip left, longest first (``longest_first``), then listed
+        (--claims-list) or planned."""
+        longest_first(items)
         opt = self.config.option
         if opt.claims_list:
             list_claims(self.config, items)
