@@ -19,8 +19,8 @@ on its id. ``pytest claims --claims-list`` lists every claim; ``-k`` matches ids
 
 Installed, normsys registers this plugin with pytest by its ``pytest11`` entry point: any folder
 of claim files is a claims suite. It owns the collection: first (``tryfirst``) every claim and
-control is checked and ``--claims-id`` selects (``tryfirst``), then, after ``-k`` and ``-m``, the
-session's ``trylast`` hook orders the claims longest first and plans or lists what is left.
+control is checked and ``--claims-id`` selects, then, after ``-k`` and ``-m``, the session's
+``trylast`` hook orders the claims longest first and plans or lists what is left.
 
 Before the first claim starts, the session plans the runs of every selected claim's first look
 (or of the later look its record's entries in this environment show it took) and each process
@@ -184,11 +184,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     those claims. The last is the session's (ClaimsSession.pytest_collection_modifyitems)."""
     config.stash[SESSION].collected(items)
     if wanted := set(config.option.claims_id):
-        if unknown := sorted(wanted - {cid for item in items for cid in ids_of(item)}):
+        ids = {item: ids_of(item) for item in items}
+        if unknown := sorted(wanted - set().union(*ids.values())):
             raise pytest.UsageError(f"--claims-id {', '.join(unknown)}: no claim collected has "
                                     f"that id (`pytest claims --claims-list` lists every claim's)")
-        config.hook.pytest_deselected(items=[i for i in items if not ids_of(i) & wanted])
-        items[:] = [item for item in items if ids_of(item) & wanted]
+        config.hook.pytest_deselected(items=[i for i in items if not ids[i] & wanted])
+        items[:] = [item for item in items if ids[item] & wanted]
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

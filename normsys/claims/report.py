@@ -362,7 +362,8 @@ def gamma_values(gen: np.random.Generator, skew: float, shape: tuple[int, ...]) 
 
 
 SKEW_MIN_VALUES = 5  # a configuration's values below which its skewness is not read
-SKEW_POWER_AT = (0.0, SKEW_TOLERATED, 0.75, 1.0)  # the skewnesses the check's power is told at
+SKEW_TO_CATCH = 0.75  # a skewness the check must fire on at least half the time to measure skew
+SKEW_POWER_AT = (0.0, SKEW_TOLERATED, SKEW_TO_CATCH, 1.0)  # the check's power is told at these
 SKEW_GRID = tuple(round(0.1 * i, 1) for i in range(16))  # 0 to 1.5: the estimate's candidates
 
 
@@ -387,9 +388,9 @@ class SkewCheck:
 
     @property
     def measures(self) -> bool:
-        """Whether the check can tell the skewness that breaks the promise: it fires on 0.75 at
-        least half the time."""
-        return self.power[0.75] >= 0.5
+        """Whether the check can tell the skewness that breaks the promise: it fires on
+        SKEW_TO_CATCH at least half the time."""
+        return self.power[SKEW_TO_CATCH] >= 0.5
 
 
 def readable(samples: Sequence[np.ndarray]) -> list[np.ndarray]:
