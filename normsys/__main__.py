@@ -5,7 +5,7 @@
     python -m normsys train ... --dry-run                    the resolved config, no training
     python -m normsys compare [--tier cpu] [COLUMN ...] [--markdown]   the claims' entries
                                                              side by side, per environment
-    python -m normsys tables [--check]                       docs/verdicts.md and its figure
+    python -m normsys tables [--check]                       docs/verdicts.md, its figure, diagnostics.md
                                                              from every claim's record
     python -m normsys catalog [--check]                      docs/claims.md: every claim as
                                                              declared (trains, reads, decides)
@@ -99,8 +99,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     cmp.add_argument("--tier", default=DEFAULT, choices=list(TIERS))
     cmp.add_argument("--ledger", type=Path, default=LEDGER)
     cmp.add_argument("--markdown", action="store_true", help="the table as Markdown")
-    tb = sub.add_parser("tables", help="write docs/verdicts.md and its figure from every "
-                                       "claim's record")
+    tb = sub.add_parser("tables", help="write docs/verdicts.md, its figure and "
+                                       "docs/diagnostics.md from every claim's record")
     tb.add_argument("--ledger", type=Path, default=LEDGER)
     tb.add_argument("--out", type=Path, default=CHECKOUT / "docs" / "verdicts.md")
     tb.add_argument("--check", action="store_true",
@@ -348,9 +348,10 @@ def run_times(args: argparse.Namespace) -> str:
         for p in gone)
 
 
-def written(args: argparse.Namespace, text: str) -> str:
-    """A generated page written to ``args.out`` (or, ``args.check``, whether it is that text)."""
-    page = args.out
+def written(args: argparse.Namespace, text: str, page: Path | None = None) -> str:
+    """A generated page written to ``page`` (``args.out`` unless given; or, ``args.check``,
+    whether it is that text)."""
+    page = page or args.out
     if args.check:
         if not page.is_file() or page.read_text() != text:
             raise StaleError(f"{page} is stale: run python -m normsys {args.command}")
@@ -373,17 +374,19 @@ def page_out(args: argparse.Namespace) -> None:
 
 
 def tables(args: argparse.Namespace) -> str:
-    """docs/verdicts.md and its figure from the claims' records (or, --check, whether the page
-    is what they make: the figure is drawn from the same records)."""
+    """docs/verdicts.md, its figure and diagnostics.md beside it from the claims' records (or,
+    --check, whether the pages are what they make: the figure is drawn from the same records)."""
     page_out(args)
     if not any(args.ledger.glob("*.json")):
         raise UsageError(f"--ledger {args.ledger}: no claim records there; give the folder of "
                          f"the records (claims/ledger/)")
     try:
-        page = report.docs(args.ledger, None if args.check else args.out.with_suffix(".png"))
+        pages = report.docs(args.ledger, None if args.check else args.out.with_suffix(".png"))
     except ledger.LedgerError as err:
         raise UsageError(str(err)) from None
-    return written(args, page)
+    named = {args.out: pages.pop("verdicts.md")} | \
+        {args.out.with_name(name): text for name, text in pages.items()}
+    return "\n".join(written(args, text, out) for out, text in named.items())
 
 
 def amend_reason(args: argparse.Namespace) -> str:

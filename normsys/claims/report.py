@@ -6,9 +6,11 @@ never erases the others. The report opens with where it was measured: normsys ve
 torch, device, seeds, data and its checksums.
 
 The verdict page (docs/verdicts.md, ``docs``: ``python -m normsys tables``) is written from every
-claim's record: the figure of every interval against its threshold, each claim's replication,
-what CI on another CPU detects, and every tier's environments side by side (``compare``, also
-``python -m normsys compare``).
+claim's record: the verdict counts, the figure of every interval against its threshold, each
+claim's rule, verdicts and replication with its amendments told once, and the entries that
+disagree (every column side by side: ``compare``, also ``python -m normsys compare``); the
+protocol's diagnostics (multiplicity, skew, what CI on another CPU detects) on a page of their own
+beside it (docs/diagnostics.md).
 """
 
 from __future__ import annotations
@@ -271,11 +273,6 @@ def compare(recs: dict[str, Record], tier: str, wanted: Sequence[str] = ()) \
     if common < len(rows):
         line += f"; {len(rows) - common} claims not in every column"
     return header, rows, line
-
-
-def disagreeing(rows: list[list[str]]) -> list[list[str]]:
-    """The rows of ``compare`` whose columns hold other verdicts, each column's entry present."""
-    return [row for row in rows if "-" not in row[1::3] and len(set(row[1::3])) > 1]
 
 
 def false_alarm(recs: dict[str, Record], tier: str, reps: int = 20_000, seed: int = 0) -> float:
@@ -614,9 +611,11 @@ Written by `python -m normsys tables` from the claim records in `claims/ledger/`
 when this page is not what the command writes from them). Each record holds a claim's entries, one
 per tier, numeric environment and seed plan; the CPU and paper tiers differ in model size, data
 and seeds, so their agreement is a comparison of settings, not a reproduction check; two GPUs,
-two CPU kernel sets or vendors, or two seed sets of one tier, are.
+two CPU kernel sets or vendors, or two seed sets of one tier, are. The protocol's diagnostics
+(multiplicity, skew, what CI on another CPU detects) are on a page of their own,
+[diagnostics.md](diagnostics.md)."""
 
-![Every claim's interval against its threshold](verdicts.png)
+FIGURE = """![Every claim's interval against its threshold](verdicts.png)
 
 Each bar is an entry's interval at the level of the look it decided at ({level:.4g}% for one look;
 {first:.4g}% for entries recorded before the intervals' skew correction), its mark the mean,
@@ -624,25 +623,6 @@ on a scale where the rule's threshold is the vertical line and the claimed side 
 distance from the threshold in units of the threshold's size (|threshold|, a band's half-width, or
 1 for a threshold of 0), linear within one unit and logarithmic beyond. Green supported, red
 refuted, grey inconclusive; one mark per column (numeric environment and seed plan)."""
-
-REPLICATION_HEAD = """## Replication: every claim at a glance
-
-Each tier's verdict is its reference entry's, with the level of the look it decided at and the
-training code that made it; beside it, how that verdict replicates across the claim's entries of
-the tier in force (under the rule in force and the reference's run settings, by whatever
-training code: the values decide, the code is provenance; where every entry was decided under an
-*earlier rule*, what the rule in force decides of the reference's values at the look they stopped
-at), and how many independent samples those are
-(seed sets that share no seed; numeric environments that gave numbers of their own, not
-another's bit for bit):
-**replicated** (one decisive verdict in every entry, on more than one independent seed set),
-*reproduced* (one decisive verdict, on one seed set, recomputed in more than one numeric
-environment: the arithmetic replicates, the sample is one), *unreplicated* (one decisive verdict
-from one sample in one environment), *open* (inconclusive in every entry), **fragile** (decisive
-in one, inconclusive in another: the entries combine by agreement, so it stays fragile at its
-tier; the paper tier's more seeds decide it there), **CONTRADICTED** (supported in one, refuted
-in another). Where entries disagree, the cell names those that differ from the reference. An
-amendment of a claim's rule stands under its verdict."""
 
 DETECTION_HEAD = """## What CI on another CPU detects
 
@@ -725,20 +705,70 @@ def identities_in(recs: dict[str, Record], roles: dict[str, str] | None) -> froz
     return frozenset(cid for cid in recs if (roles or {}).get(cid) == "identity")
 
 
-def replication_section(recs: dict[str, Record], tiers: Sequence[str],
-                        roles: dict[str, str] | None = None,
-                        runs_at: dict[str, tuple[str, ...]] | None = None) -> str:
-    """Each claim's verdict and its replication at each tier, the CPU verdict with the claim's
-    role (``roles``: claim id -> role); the counts leave the identities out, and a claim at a
-    tier it no longer runs at (``runs_at``: claim id -> its tiers), whose entries there are
-    history."""
+GLANCE_HEAD = """## Every claim
+
+Each tier's cell is its reference entry's verdict, mean and interval (at the level of the look it
+decided at; {level} for one look){where}. Beside it, how that verdict replicates across the
+claim's entries of the tier in force (under the rule in force and the reference's run settings,
+by whatever training code: the values decide, the code is provenance; where every entry was
+decided under an *earlier rule*, what the rule in force decides of the reference's values at the
+look they stopped at), with how many independent samples those are (seed sets that share no
+seed; numeric environments that gave numbers of their own, not another's bit for bit):
+**replicated** (one decisive verdict in every entry, on more than one independent seed set),
+*reproduced* (one decisive verdict on one seed set, recomputed in more than one numeric
+environment), *unreplicated* (one decisive verdict from one sample in one environment), *open*
+(inconclusive in every entry), **fragile** (decisive in one, inconclusive in another),
+**CONTRADICTED** (supported in one, refuted in another); where entries disagree, the cell names
+those that differ. The last column names the claim's amendments, each told once below."""
+
+
+def usual_reference(recs: dict[str, Record], tier: str) -> str:
+    """Where most of the tier's reference entries were made (``where``), told once on the page
+    and in a cell only where a reference was made elsewhere."""
+    seen: dict[str, int] = {}
+    for r in recs.values():
+        if (ref := r.entries.get(r.reference.get(tier, ""))) is not None:
+            seen[where(ref)] = seen.get(where(ref), 0) + 1
+    return max(sorted(seen), key=seen.get, default="")
+
+
+def where(e: Verdict) -> str:
+    """An entry's column and the training code that made it: ``cpu (AVX2, AMD), seeds 0+, code
+    21848584``."""
+    return f"{label(e)}, " + (f"code {e.code.split()[0][:8]}" if e.code else "code before digests")
+
+
+def rule_cell(rule: str) -> str:
+    """A rule as code in a Markdown table's cell, its bars escaped (``|log2(a / b)| < 1``)."""
+    return "`" + rule.replace("|", "\\|") + "`"
+
+
+def verdict_cell(e: Verdict, usual: str = "") -> str:
+    """An entry's verdict, mean and interval, with its level where it is not one look's and where
+    it was made where that is not ``usual``: ``supported 0.859 [0.7648, 0.9533]``."""
+    verdict = e.verdict.upper() if e.verdict == REFUTED else e.verdict
+    level = "" if math.isclose(e.confidence, LEVEL) else f" ({percent(e.confidence)})"
+    made = "" if where(e) == usual else f" ({where(e)})"
+    return f"{verdict} {interval(e.mean, e.low, e.high)}{level}{made}"
+
+
+def glance_section(recs: dict[str, Record], tiers: Sequence[str],
+                   roles: dict[str, str] | None = None,
+                   runs_at: dict[str, tuple[str, ...]] | None = None) -> str:
+    """One row per claim: its rule in force, its role, each tier's reference verdict with mean and
+    interval and its replication, and the amendments of its rule, each told once below the table
+    (``amendment_notes``); the replication counts leave out the identities (``roles``: claim id ->
+    role) and a claim at a tier it no longer runs at (``runs_at``: claim id -> its tiers), whose
+    entries there are history."""
     roles, runs_at = roles or {}, runs_at or {}
-    header = ["claim", "role"] + [x for t in tiers for x in (t, f"{t}: replication")]
+    usual = {t: usual_reference(recs, t) for t in tiers}
+    header = ["claim", "rule", "role"] + [x for t in tiers for x in (t, f"{t}: replication")] + \
+        ["amended"]
     rows, counts = [], {t: {} for t in tiers}
-    reasons: dict[str, list] = {}  # an amendment's reason -> [its name, the claims it amends]
+    notes: dict[str, list] = {}  # an amendment's reason -> its amendments, with their claims
     identities = identities_in(recs, roles)
     for cid, r in sorted(recs.items()):
-        row = [cid, roles.get(cid, "")]
+        row = [cid, rule_cell(r.rule), roles.get(cid, "")]
         for tier in tiers:
             if cid in runs_at and tier not in runs_at[cid]:
                 row += ["-", f"not run at this tier ({len(r.of(tier))} older entries kept)"]
@@ -752,9 +782,7 @@ def replication_section(recs: dict[str, Record], tiers: Sequence[str],
                 row += ["-", f"{NONE_IN_FORCE}: no entry on the claim's own seeds ({older} on "
                              f"others)" if older else ""]
                 continue
-            verdict = ref.verdict.upper() if ref.verdict == REFUTED else ref.verdict
-            made = f"code {ref.code.split()[0][:8]}" if ref.code else "code before digests"
-            row.append(f"{verdict} ({label(ref)}; {percent(ref.confidence)}, {made})")
+            row.append(verdict_cell(ref, usual[tier]))
             if rep is None:  # the reference is in force where any entry is: an earlier rule
                 counted[EARLIER] = counted.get(EARLIER, 0) + 1
                 row.append(f"{EARLIER}: {now_cell(r, ref)}")
@@ -763,19 +791,71 @@ def replication_section(recs: dict[str, Record], tiers: Sequence[str],
             differ = [f"{v} in {k}" for k, v in rep.verdicts.items() if v != ref.verdict]
             word = f"**{rep.word}**" if rep.word in (FRAGILE, CONTRADICTED) else rep.word
             row.append(f"{word} ({rep.counts})" + (f": {', '.join(differ)}" if differ else ""))
-        for a in r.amendments:  # beside the verdict, each reason told once below the table
-            named = reasons.setdefault(a.reason, [f"reason {len(reasons) + 1}", set()])
-            named[1].add(cid)
-            row[2] += f"<br>*{a.line(named[0])}*"
+        for a in r.amendments:
+            notes.setdefault(a.reason, []).append((cid, a))
+        row.append(", ".join(str(list(notes).index(a.reason) + 1) for a in r.amendments))
         rows.append(row)
     summary = "; ".join(f"{t}: " + ", ".join(f"{n} {w}" for w, n in sorted(counts[t].items()))
                         for t in tiers)
     if identities:
         summary += f" (the {len(identities)} identities left out: {', '.join(sorted(identities))})"
-    told = "\n".join(f"- *{name}* ({len(cids)} claim{'s' * (len(cids) > 1)}): {reason}"
-                     for reason, (name, cids) in reasons.items())
-    return "\n\n".join([REPLICATION_HEAD, roles_line(), summary, as_markdown(header, rows),
-                        *([f"The amendments' reasons:\n\n{told}"] if reasons else [])])
+    said = [f"the {t} tier's references were made on {usual[t]}" for t in tiers if usual[t]]
+    head = GLANCE_HEAD.format(level=percent(LEVEL),
+                              where=f"; {'; '.join(said)}, unless the cell names another"
+                              if said else "")
+    return "\n\n".join([head, roles_line(), f"Replication: {summary}.",
+                        as_markdown(header, rows),
+                        *([amendment_notes(notes)] if notes else [])])
+
+
+def amendment_notes(notes: dict[str, list]) -> str:
+    """Each reason an amendment was given, told once and numbered as the table's last column
+    names it: its dates, its claims, and how it changed their rules (a rule that gained the same
+    words in each claim said once; any other change, each claim's earlier rule)."""
+    lines = []
+    for i, (reason, amended) in enumerate(notes.items(), 1):
+        dates = ", ".join(sorted({a.date for _, a in amended}))
+        changed = [(cid, a) for cid, a in amended if a.old != a.new]
+        gained = {a.new[len(a.old):] if a.new.startswith(a.old) else None for _, a in changed}
+        n = len({cid for cid, _ in amended})
+        if not changed:
+            how = "the rule kept, its reason corrected"
+        elif len(gained) == 1 and None not in gained:
+            how = f"{'each' if n > 1 else 'the'} rule gained `{gained.pop()}`"
+        else:
+            how = "; ".join(f"`{cid}` was `{a.old}`" for cid, a in changed)
+        lines.append(f"{i}. {dates}, {n} claim{'s' * (n > 1)} ({how}): {reason}")
+    return "### Amendments\n\n" + "\n".join(lines)
+
+
+def disagreements_section(recs: dict[str, Record], tiers: Sequence[str]) -> str:
+    """Each tier's entries in force (older ones are history) that disagree with its most used
+    column (the references' usually): the agreement of each other column in a line, then one
+    table of the claims whose verdicts differ, with their rule."""
+    blocks = ["## Where entries disagree\n\nEach other column of a tier (numeric environment and "
+              "seed plan) against its most used one, over the claims in both "
+              "(`python -m normsys compare` sets every claim beside)."]
+    for tier in tiers:
+        current = {cid: replace(r, entries={e.key: e for e in r.in_force(tier)})
+                   for cid, r in recs.items()}
+        cols = columns(current, tier)
+        if len(cols) < 2:
+            blocks.append(f"The {tier} tier: {len(cols)} column{'s' * (len(cols) != 1)} of "
+                          f"entries in force, nothing to set beside it.")
+            continue
+        lines, rows = [], []
+        for other in cols[1:]:
+            lines.append(f"- {other}: {compare(current, tier, [cols[0], other])[2]}")
+            for cid, r in sorted(current.items()):
+                by = {label(e): e for e in r.of(tier)}
+                base, e = by.get(cols[0]), by.get(other)
+                if base is not None and e is not None and base.verdict != e.verdict:
+                    rows.append([cid, rule_cell(r.rule), verdict_cell(base, where(base)),
+                                 other, verdict_cell(e, where(e))])
+        header = ["claim", "rule", cols[0], "other column", "its verdict"]
+        blocks += [f"The {tier} tier, against {cols[0]}:\n\n" + "\n".join(lines)] + \
+            ([as_markdown(header, rows)] if rows else [])
+    return "\n\n".join(blocks)
 
 
 def now_cell(r: Record, ref: Verdict) -> str:
@@ -882,11 +962,20 @@ def verdict_counts(recs: dict[str, Record], tiers: Sequence[str],
         "\n".join(lines)
 
 
-def docs(folder: Path, picture: Path | None = None) -> str:
-    """docs/verdicts.md from the records in ``folder``: the figure (drawn to ``picture`` when
-    given), each claim's replication and amendments over its entries in force
-    (``Record.in_force``), what CI on another CPU detects, then every tier's columns side by
-    side; each CPU verdict beside its claim's role (declarations.roles)."""
+DIAGNOSTICS_HEAD = """# The protocol's diagnostics
+
+Written by `python -m normsys tables` from the claim records in `claims/ledger/`, beside the
+verdicts ([verdicts.md](verdicts.md)): how often the verdicts over many claims are wrong by chance,
+whether the records' values are more skewed than the intervals are sized for, and what CI on
+another CPU detects."""
+
+
+def docs(folder: Path, picture: Path | None = None) -> dict[str, str]:
+    """The pages written from the records in ``folder``, by file name: ``verdicts.md`` (the
+    figure, drawn to ``picture`` when given; the verdict counts; each claim's rule, verdicts,
+    replication and role over its entries in force (``Record.in_force``), its amendments told
+    once; the entries that disagree) and ``diagnostics.md`` (the protocol's: multiplicity and
+    skew, then what CI on another CPU detects)."""
     from normsys import declarations  # every claim module: a page's work
 
     recs = records(folder)
@@ -894,33 +983,20 @@ def docs(folder: Path, picture: Path | None = None) -> str:
         figure(recs, picture)
     tiers = recorded_tiers(recs)
     roles, runs_at = declarations.roles(), declarations.tiers_run()
-    blocks = [DOCS_HEAD.format(level=100 * LEVEL, first=100 * (1 - 2 * FIRST_ALPHA)),
-              verdict_counts(recs, tiers, runs_at),
-              replication_section(recs, tiers, roles, runs_at),
-              skew_section(recs, tiers, roles, runs_at)]
+    verdicts = [DOCS_HEAD, verdict_counts(recs, tiers, runs_at),
+                FIGURE.format(level=100 * LEVEL, first=100 * (1 - 2 * FIRST_ALPHA)),
+                glance_section(recs, tiers, roles, runs_at),
+                disagreements_section(recs, tiers)]
+    diagnostics = [DIAGNOSTICS_HEAD, skew_section(recs, tiers, roles, runs_at)]
     for tier in (t for t in tiers if not TIERS[t].gpu):  # the designed reruns are CPU kinds'
         # what CI meets there: the claims that run at the tier (a variant's older entries aside)
         here = {cid: r for cid, r in recs.items() if tier in runs_at.get(cid, (tier,))}
         found = detections(here, tier)
-        blocks += [DETECTION_HEAD.format(alpha=ALPHA_ACROSS, level=100 * LEVEL, power=DETECT_POWER,
-                                         normal=false_alarm(here, tier),
-                                         resampled=false_alarm_resampled(here, tier)),
-                   as_markdown(*detection_table(found)),
-                   blind_line(found, identities_in(here, roles)),
-                   left_out_line(here, tier)]
-    for tier in tiers:  # side by side: the entries in force (older ones are history)
-        current = {cid: replace(r, entries={e.key: e for e in r.in_force(tier)})
-                   for cid, r in recs.items()}
-        cols = columns(current, tier)
-        if len(cols) < 2:
-            blocks.append(f"## The {tier} tier side by side\n\n{len(cols)} column of entries "
-                          f"in force: nothing to set beside it.")
-        for other in cols[1:]:
-            header, rows, agreement = compare(current, tier, [cols[0], other])
-            differ = disagreeing(rows)
-            blocks += [f"## The {tier} tier: {other} beside {cols[0]}",
-                       f"{agreement}. " + ("The claims whose verdicts differ "
-                                           "(`python -m normsys compare` sets every one beside):"
-                                           if differ else "No claim in both has other verdicts.")]
-            blocks += [as_markdown(header, differ)] if differ else []
-    return "\n\n".join(blocks) + "\n"
+        diagnostics += [DETECTION_HEAD.format(alpha=ALPHA_ACROSS, level=100 * LEVEL,
+                                              power=DETECT_POWER, normal=false_alarm(here, tier),
+                                              resampled=false_alarm_resampled(here, tier)),
+                        as_markdown(*detection_table(found)),
+                        blind_line(found, identities_in(here, roles)),
+                        left_out_line(here, tier)]
+    return {"verdicts.md": "\n\n".join(verdicts) + "\n",
+            "diagnostics.md": "\n\n".join(diagnostics) + "\n"}
