@@ -41,7 +41,7 @@ class Record:
         self.metrics = {"v": value}
 
 BN = [0.5, 0.9, 0.1]
-NOISE = Declaration("c-inconclusive", Rule("val", ">", 0.0), source="test",
+NOISE = Declaration("c-inconclusive", Rule("val", ">", 0.0), own_test=True, source="test",
                     statement="noise", experiment=Experiment(
                         {"BN": Arm("tanh_mlp", {"model.d": 8}),
                          "LN": Arm("tanh_mlp", {"model.d": 9})}, metric("v")))
@@ -274,7 +274,7 @@ def ffn(norm):
     return Arm("ffn_stack", {"train.steps": 3, "model.d": 16, "model.norm": norm,
                              "data.batch_shape": (4, 5, 16)})
 
-LOSS = Declaration("c-controlled", Rule("loss", "<", -10.0), source="t",
+LOSS = Declaration("c-controlled", Rule("loss", "<", -10.0), own_test=True, source="t",
                    statement="{rule}", experiment=Experiment(
                        {"LN": ffn("layernorm"), "none": ffn("none")},
                        metric("final_loss"), evidence={"RMS": ffn("rmsnorm")}))
@@ -499,13 +499,14 @@ import pytest
 from normsys.claims.declaration import Arm, Declaration, Experiment, metric
 from normsys.claims.verdict import Rule
 
-BIG = Declaration("c-declared", Rule("kappa", ">=", 0.8), source="test",
+BIG = Declaration("c-declared", Rule("kappa", ">=", 0.8), own_test=True, source="test",
                   statement="kappa stays big: {rule}.")
-PAIRED = Declaration("c-declared-paired", Rule("val", ">", 0.1), source="test",
+PAIRED = Declaration("c-declared-paired", Rule("val", ">", 0.1), own_test=True, source="test",
                      statement="a beats b: {rule}, paired.", seeds=4, experiment=Experiment(
                          {"a": Arm("tanh_mlp", {"model.d": 8}),
                           "b": Arm("tanh_mlp", {"model.d": 9})}, metric("v")))
-OTHER = Declaration("c-declared-other", Rule("kappa", ">=", 0.8), source="test", statement="{rule}")
+OTHER = Declaration("c-declared-other", Rule("kappa", ">=", 0.8), own_test=True, source="test",
+                    statement="{rule}")
 
 @BIG.mark
 def test_by_the_declared_rule(claim):
@@ -531,9 +532,9 @@ def fetch(configs):  # a's value of a seed 1 + seed / 100, b's 0.5
     return [Record(1.0 + 0.01 * c.train.seed if c.model.d == 8 else 0.5) for c in configs]
 
 ARMS = {"a": Arm("tanh_mlp", {"model.d": 8}), "b": Arm("tanh_mlp", {"model.d": 9})}
-TRAINED = Declaration("c-trained", Rule("v", ">", 0.1), source="test",
+TRAINED = Declaration("c-trained", Rule("v", ">", 0.1), own_test=True, source="test",
                       statement="a beats b: {rule}.", experiment=Experiment(ARMS, metric("v")))
-READ_ASIDE = Declaration("c-read-aside", Rule("v", ">", 0.1), source="test",
+READ_ASIDE = Declaration("c-read-aside", Rule("v", ">", 0.1), own_test=True, source="test",
                          statement="{rule}", experiment=Experiment(ARMS, metric("v")))
 
 @TRAINED.mark
@@ -1179,3 +1180,34 @@ def test_an_installed_normsys_is_a_pytest_plugin_in_any_folder(tmp_path):
     assert "tc-residual-preserves-gradients  [cpu]" in done.stdout
     assert "control: test_control_gradient_rule_is_refuted_where_neither_arm_has_residuals" \
         in done.stdout
+
+
+TWICE = '''
+from normsys.claims.declaration import Arm, Declaration, Experiment, metric
+from normsys.claims.params import declared_params
+from normsys.claims.verdict import Rule
+import pytest
+
+GENERIC = Declaration("c-generic", Rule("v", ">", 0.1), source="t", statement="{rule}",
+                      experiment=Experiment({"a": Arm("tanh_mlp")}, metric("v")))
+
+@pytest.mark.parametrize("declared,variant,tier", declared_params([GENERIC]))
+def test_declared(claim, declared, variant, tier):
+    claim.check_values([0.5, 0.5, 0.5])
+
+@GENERIC.mark
+def test_its_own(claim):
+    claim.check_values([0.5, 0.5, 0.5])
+'''
+
+
+def test_a_claim_decided_by_two_tests_is_refused_at_collection(pytester):
+    """A test marked with a claim the generic test decides too (its declaration says no test of
+    its own) would decide it twice, with two verdicts for one record: refused, naming both."""
+    pytester.makepyfile(test_twice=TWICE)
+    result = pytester.runpytest("--claims-list", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "claim c-generic at the cpu tier is decided by two tests, " \
+           "test_twice.py::test_declared[c-generic-cpu] and test_twice.py::test_its_own: a " \
+           "claim is one test (one with a test of its own declares own_test=True" in \
+           result.stderr.str()

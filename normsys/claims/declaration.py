@@ -249,7 +249,9 @@ class Declaration:
     than a few seconds on a CPU (marked slow at the CPU tier); ``role``: what its CPU verdict is
     worth (one of ROLES); ``alike``: the settings that make its arms alike (``Experiment.
     overridden``: one norm in both), for its negative controls and its A/A case, one of the A/A
-    family (normsys.declarations.aa_cases)."""
+    family (normsys.declarations.aa_cases); ``own_test``: a test of its own in its source's claim
+    file decides it (marked ``@CLAIM.mark``: for evidence, figures, or values no experiment
+    computes); every other claim is decided by claims/test_declared.py from its declaration."""
 
     id: str
     given: Rule
@@ -261,6 +263,7 @@ class Declaration:
     slow: tuple[str, ...] = ()
     role: str = "regression"
     alike: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    own_test: bool = False
 
     def __post_init__(self):
         if self.role not in ROLES:
@@ -463,6 +466,7 @@ class Statistic:
     paired_arm: str = ""
     alike: Mapping[str, Any] = field(default_factory=dict, hash=False)  # the claim's, as
     # Declaration.alike
+    own_test: bool = False  # the claim's, as Declaration.own_test
 
     def __post_init__(self):
         if bool(self.versus) != bool(self.pairing) or (self.pairing and
@@ -546,14 +550,14 @@ class Statistic:
         return Experiment({name: own, versus: reference}, self.value, combine, **read)
 
     def declare(self, norm: str, claim: str, statement: str, source: str = "",
-                role: str = "") -> Declaration:
+                role: str = "", own_test: bool = False) -> Declaration:
         """Another claim this statistic makes: its rule and experiment for ``norm`` (its role the
-        statistic's, unless given)."""
+        statistic's, unless given; ``own_test`` as Declaration's)."""
         if norm == self.versus:
             raise ValueError(f"statistic {self.name}: {norm} against itself is no claim")
         return Declaration(claim, self.rule, source or self.source, statement,
                            self.own_seeds, self.experiment(norm), self.variants, self.slow,
-                           role or self.role)
+                           role or self.role, own_test=own_test)
 
     def verdict(self, norm: str, values: Callable[[str], list]) -> Verdict:
         """The verdict for ``norm`` (any kind, the reference too) from each kind's per-seed
@@ -568,8 +572,8 @@ class Statistic:
     @property
     def declaration(self) -> Declaration:
         """The claim itself: its rule and experiment for the kind it is about."""
-        return replace(self.declare(self.claim_norm, self.claim, self.statement),
-                       alike=self.alike)
+        return replace(self.declare(self.claim_norm, self.claim, self.statement,
+                                    own_test=self.own_test), alike=self.alike)
 
     @property
     def mark(self):

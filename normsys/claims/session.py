@@ -243,10 +243,10 @@ class ClaimsSession:
         self.started = time.monotonic()
 
     def collected(self, items: list[pytest.Item]) -> None:
-        """Every item collected, before -k and -m deselect: check each claim marker, let ``-k``
-        match claim ids (each id is a keyword of its test and of its negative controls), find
-        records of claims no longer defined, and mark a refutation the record holds a strict
-        xfail that only ClaimRefuted meets."""
+        """Every item collected, before -k and -m deselect: check each claim marker (one test a
+        claim and tier), let ``-k`` match claim ids (each id is a keyword of its test and of its
+        negative controls), find records of claims no longer defined, and mark a refutation the
+        record holds a strict xfail that only ClaimRefuted meets."""
         config, ledgers = self.config, self.ledgers
         catalog, controls, claim_items = {}, {}, {}
         for item in items:
@@ -260,6 +260,13 @@ class ClaimsSession:
                 cid = claim_id(item, marker)
                 item.extra_keyword_matches.add(cid)
                 claim_items.setdefault(cid, []).append(item)
+                if (twice := [i for i in claim_items[cid][:-1]
+                              if claim_tier(i) == claim_tier(item)]):
+                    raise pytest.UsageError(
+                        f"claim {cid} at the {claim_tier(item)} tier is decided by two tests, "
+                        f"{twice[0].nodeid} and {item.nodeid}: a claim is one test (one with a "
+                        f"test of its own declares own_test=True, which claims/test_declared.py "
+                        f"leaves to that test)")
                 catalog[cid, claim_tier(item)] = (marker.kwargs.get("statement", ""),
                                                   marker.kwargs.get("source", ""))
         if catalog:

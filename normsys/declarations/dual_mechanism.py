@@ -87,13 +87,13 @@ KAPPA_6 = Statistic(
     "kappa_6", "dm-layernorm-prevents-collapse", Rule("kappa_6", ">=", 0.8), ENCODER, kappa_6,
     excludes=SEQUENCES, words="rank kept at depth", source=SOURCE, variants=VARIANTS, slow=SLOW,
     statement="LayerNorm keeps representations from collapsing with depth: {rule}.",
-    role="regression")
+    role="regression", own_test=True)
 MIN_RHO = Statistic(
     "min_rho", "dm-l2-isotropic", Rule("min_l rho_l", ">=", 0.5), ENCODER, min_rho_of,
     claim_norm="l2", excludes=SEQUENCES, words="isotropy of every block", source=SOURCE,
     variants=VARIANTS, slow=SLOW,
     statement="L2-normalized representations stay isotropic: min over blocks 1, 3, 6 of "
-              "erank/d: {rule}.", role="regression")
+              "erank/d: {rule}.", role="regression", own_test=True)
 TEST_ACC_VS_LN = Statistic(
     "test_acc_vs_ln", "dm-scaled-l2-matches-layernorm",
     Rule("test_acc", "within", (-0.02, 0.02)), ENCODER,
@@ -109,12 +109,13 @@ NONE_COLLAPSES = Declaration(
     # Figure 4 draws the other kinds beside it: their runs are planned (and costed) with its own
     experiment=Experiment(by_norm(ENCODER, "none"), kappa_6,
                           evidence=by_norm(ENCODER, *(n for n in NORMS if n != "none"))),
-    variants=VARIANTS, slow=SLOW, role="regression")
+    variants=VARIANTS, slow=SLOW, role="regression", own_test=True)
 
 
 L2_PREVENTS = KAPPA_6.declare(
     "l2", "dm-l2-prevents-collapse",
-    statement="The manual L2 norm keeps representations from collapsing with depth: {rule}.")
+    statement="The manual L2 norm keeps representations from collapsing with depth: {rule}.",
+    own_test=True)
 
 
 LN_EXPRESSION = Declaration(
@@ -142,4 +143,5 @@ SCALE_NOT_AFFINE = Declaration(
               "{rule}, paired.",
     experiment=Experiment(by_norm(ENCODER, "scaled_l2", "l2_affine"), metric(TEST_ACC),
                           evidence=by_norm(ENCODER, *NORMS)),
-                          alike={"model.norm": "layernorm"}, role="regression")  # drawn beside them
+    alike={"model.norm": "layernorm"}, role="regression",
+    own_test=True)  # the evidence is drawn beside them

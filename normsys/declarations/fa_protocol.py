@@ -75,7 +75,7 @@ BP_UNSTABLE = Declaration(
     statement="In a BP-trained net, batch-mean gradient directions at the middle layer are batch-"
               "specific: {rule}.",
     experiment=Experiment({"bp": trained_by("bp")}, stability_of), variants=VARIANTS,
-    role="regression")
+    role="regression", own_test=True)
 
 
 DFA_STABLE = Declaration(
@@ -83,7 +83,7 @@ DFA_STABLE = Declaration(
     source=SOURCE,
     statement="In a DFA-trained net, gradient directions are stable across batches: {rule}.",
     experiment=Experiment({"dfa": trained_by("dfa")}, stability_of), variants=VARIANTS,
-    role="regression")
+    role="regression", own_test=True)
 
 
 SEPARATES = Declaration(
@@ -93,7 +93,7 @@ SEPARATES = Declaration(
     experiment=Experiment({"dfa": trained_by("dfa"), "bp": trained_by("bp")}, stability_of,
                           evidence={"fa": trained_by("fa")}),
     variants=VARIANTS, alike={"train.method": "bp"},
-    role="regression")
+    role="regression", own_test=True)
 
 
 DFA_BEATS_FROZEN = Declaration(

@@ -94,7 +94,7 @@ GRAD_RATIO_VS_NONE = Statistic(
     statement="LayerNorm after each layer of a {model.layers}-layer tanh MLP (no residuals) "
               "prevents vanishing gradients at init (ratio = ||grad W_1|| / ||grad W_10||): "
               "{rule}, paired.", alike={"model.norm": "none"},
-              role="test")
+              role="test", own_test=True)
 DECORRELATION = Statistic(
     "decorrelation", "ld-layernorm-decorrelates", Rule("corr", ">", 0.0),
     MLP, correlation,
@@ -102,7 +102,7 @@ DECORRELATION = Statistic(
     statement="LayerNorm decorrelates hidden units (corr: mean |off-diagonal correlation| of the "
               "last hidden layer): {rule}, paired.",
     alike={"model.norm": "none"},
-    role="test")
+    role="test", own_test=True)
 INIT_ROBUSTNESS = Statistic(
     "init_robustness", "ld-layernorm-robust-to-init-scale", Rule("spread", ">", 0.02),
     Arm("mlp", MLP.settings, each=tuple({"model.init_scale": k} for k in INIT_SCALES)),
@@ -111,7 +111,7 @@ INIT_ROBUSTNESS = Statistic(
     source=SOURCE,
     statement="LayerNorm makes the MLP robust to its weight initialization (spread: max - min test "
               "accuracy with the hidden weights scaled by 0.5, 1, 2 at init): {rule}, paired.",
-              alike={"model.norm": "none"}, role="test")
+              alike={"model.norm": "none"}, role="test", own_test=True)
 
 
 SPEEDS_CONVERGENCE = Declaration(
@@ -121,7 +121,7 @@ SPEEDS_CONVERGENCE = Declaration(
               "training batches): {rule}.",
     experiment=Experiment(by_norm(MLP, "layernorm", "none"), steps_to_90,
                           combine=steps_ratio), alike={"model.norm": "none"},
-                          role="test")
+                          role="test", own_test=True)
 
 
 SMALL_BATCH = Declaration(

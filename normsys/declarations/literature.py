@@ -80,14 +80,14 @@ PRELN_FLATNESS = Statistic(
     xiong_encoders("pre"), log2_depth_ratios,
     excludes=SEQUENCES, words="flat pre-norm gradients", source="Xiong et al. 2020",
     statement="At init, pre-LN encoders (6 and 12 blocks) have flat FFN gradients (ratio = last / "
-              "first block's): {rule} at both depths.", role="test")
+              "first block's): {rule} at both depths.", role="test", own_test=True)
 VAL_LOSS_VS_LN = Statistic(
     "val_loss_vs_ln", "rmsnorm-matches-layernorm", Rule("val", "within", (-0.02, 0.02)),
     CHAR_GPT.changed({"train.steps": 500}), metric(VAL_LOSS),
     versus="layernorm", pairing="(own - versus) / versus", versus_arm="LN",
     claim_norm="rmsnorm",
     excludes=SEQUENCES, words="LM loss as LayerNorm's", source="Zhang & Sennrich 2019",
-    statement="RMSNorm matches LayerNorm on a pre-norm char GPT: {rule}.", role="test")
+    statement="RMSNorm matches LayerNorm on a pre-norm char GPT: {rule}.", role="test", own_test=True)
 
 
 POSTLN_GROWS = Declaration(
@@ -95,24 +95,24 @@ POSTLN_GROWS = Declaration(
     source="Xiong et al. 2020",
     statement="At init, post-LN encoders (6 and 12 blocks) have larger FFN gradients in the last "
               "block than in the first: {rule} at both depths.",
-    experiment=Experiment({"post-LN": xiong_encoders("post")}, depth_ratios), role="test")
+    experiment=Experiment({"post-LN": xiong_encoders("post")}, depth_ratios), role="test", own_test=True)
 
 
 PURE_COLLAPSES = Declaration(
     "dong-pure-attention-rank-collapse", Rule("res(depth 6) / res(depth 0)", "<", 1e-3),
     source="Dong et al. 2021",
     statement="A stack of random self-attention layers without skips or MLPs collapses to rank 1 "
-              "(res: relative residual of the best rank-1 fit): {rule}.", role="test")
+              "(res: relative residual of the best rank-1 fit): {rule}.", role="test", own_test=True)
 
 
 SKIPS_PREVENT = Declaration(
     "dong-skips-prevent-rank-collapse", Rule("res(depth 6) / res(depth 0)", ">", 0.1),
     source="Dong et al. 2021",
-    statement="With skip connections the same stack keeps its rank: {rule}.", role="test")
+    statement="With skip connections the same stack keeps its rank: {rule}.", role="test", own_test=True)
 
 
 DYT_MATCHES = replace(VAL_LOSS_VS_LN.declare(
     "dyt", "dyt-matches-layernorm", source="Zhu et al. 2025",
     statement="Dynamic tanh matches LayerNorm on a pre-norm char GPT: {rule}.",
     role="regression"),  # the source's Transformers are far larger and longer trained
-    slow=("",))  # three DyT char GPTs
+    slow=("",), own_test=True)  # three DyT char GPTs

@@ -55,7 +55,7 @@ ANALYTIC_MATCHES = Declaration(
     source=SOURCE,
     statement="The analytic LayerNorm input gradient equals autograd's at every LayerNorm of a "
               "trained model (fp32): {rule}.",
-    experiment=Experiment({"bp": gpt("softmax", "bp")}, max_vjp_error), role="identity")
+    experiment=Experiment({"bp": gpt("softmax", "bp")}, max_vjp_error), role="identity", own_test=True)
 
 
 COSTS_MORE_WITH_SOFTMAX = Declaration(
@@ -67,4 +67,5 @@ COSTS_MORE_WITH_SOFTMAX = Declaration(
                           cos_center_scale),
     slow=("",),
     alike={"model.attention": "softmax"},
-    role="regression")  # six 250-step FA char GPTs (~290 s of compute, ~2.5 min on 2 cores)
+    role="regression",  # six 250-step FA char GPTs (~290 s of compute, ~2.5 min on 2 cores)
+    own_test=True)

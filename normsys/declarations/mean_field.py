@@ -57,4 +57,4 @@ EXPLOSION_VS_LN = Statistic(
     claim_norm="batchnorm", words="gradient explosion vs LayerNorm", source=SOURCE,
     statement="The explosion is BatchNorm's: the same MLP with LayerNorm in its place, paired by "
               "seed: {rule}.", alike={"model.norm": "layernorm"},
-              role="test")
+              role="test", own_test=True)

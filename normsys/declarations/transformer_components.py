@@ -31,7 +31,7 @@ RESIDUAL_PRESERVES = Declaration(
     experiment=Experiment({"residual": TANH_MLP.changed({"model.residual": True}),
                            "plain": TANH_MLP}, reads=log10_grad_ratio),
     alike={"model.residual": False},
-    role="test")
+    role="test", own_test=True)
 
 
 FFN_CONFIGS = {"residual+LN": (True, "layernorm"), "residual only": (True, "none"),
@@ -51,4 +51,4 @@ LOWEST_LOSS = Declaration(
               " and neither: {rule} for all three, paired by seed.",
     experiment=Experiment({name: ffn_stack(res, norm) for name, (res, norm) in FFN_CONFIGS.items()},
                           reads=metric(FINAL_LOSS), combine=loss_margins),
-    alike={"model.residual": True, "model.norm": "layernorm"}, role="test")
+    alike={"model.residual": True, "model.norm": "layernorm"}, role="test", own_test=True)
