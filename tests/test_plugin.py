@@ -22,7 +22,6 @@ pytest_plugins = ["pytester"]
 CLAIMS = '''
 import pytest
 from normsys.claims.declaration import Arm, Declaration, Experiment, metric
-from normsys.claims.params import tiers
 from normsys.claims.verdict import Rule
 
 KAPPA = Rule("kappa", ">=", 0.8)
@@ -55,17 +54,11 @@ def test_inconclusive(claim):  # BN's value of a seed from BN, LN's 0.5
 def test_error(claim):
     raise KeyError("bug in the claim")
 
-@pytest.mark.parametrize("tier", tiers())
+@pytest.mark.parametrize("tier", ["cpu", "paper"])  # no gpu mark: its paper tier runs here
 @pytest.mark.claim("c-tiers", statement="tiers", source="test")
 def test_tiers(claim, tier):
     claim.check_values([1.0 + 0.001 * s for s in claim.seeds], Rule("x", ">", 0.5))
 '''
-
-# a project of its own: the plugin and nothing else (it registers the claim marker itself)
-CONFTEST = ('pytest_plugins = ["normsys.claims.plugin"]\n'
-            'def pytest_configure(config):\n'
-            '    config.addinivalue_line("markers", "gpu: g")\n')
-
 
 @pytest.fixture(autouse=True)
 def cache_of_its_own(monkeypatch, tmp_path):
@@ -88,7 +81,6 @@ def recorded(pytester, cid: str, tier: str = "cpu") -> dict:
 
 @pytest.fixture
 def run_claims(pytester):
-    pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_claims=CLAIMS)
     return pytester
 
@@ -158,7 +150,6 @@ VALUES = {"supported": [0.9, 0.91, 0.92], "refuted": [0.1, 0.11, 0.12],
 
 @pytest.fixture
 def switch(pytester):
-    pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_switch=SWITCH)
     return pytester
 
@@ -211,7 +202,6 @@ def test_a_claim_decided_under_other_rules_or_settings_fails_naming_the_change(
     settings is not the recorded verdict: each fails like a changed verdict, naming what changed.
     (In subprocesses: training imports parts of torch that cannot be imported twice.)"""
     monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path / "cache"))
-    pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_under=DECIDED_UNDER)
     (pytester.path / "settings.json").write_text(json.dumps(UNDER))
 
@@ -245,7 +235,6 @@ def test_a_replication_leaves_the_index_of_the_runs_the_tier_decides_on(pytester
     not overwrite it. (In subprocesses: training imports parts of torch that cannot be imported
     twice.)"""
     monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path / "cache"))
-    pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_under=DECIDED_UNDER)
     (pytester.path / "settings.json").write_text(json.dumps(UNDER))
     index = tmp_path / "cache" / "claims" / "c-under-cpu.json"
@@ -307,7 +296,6 @@ def test_a_control_that_reads_only_its_claims_runs_fails(pytester, monkeypatch, 
     on the claim's own seeds that reads its evidence arm, trained to be drawn, never decided
     on."""
     monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path / "cache"))
-    pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_controlled=CONTROLLED)
     result = pytester.runpytest_subprocess("--claims-report", "rep", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=3, xfailed=1, errors=1)
@@ -741,7 +729,6 @@ def test_collect_only_with_a_k_that_matches_is_not_called_a_k_that_matches_nothi
 
 
 def test_ctrl_c_before_a_result_is_not_called_a_k_that_matches_nothing(pytester):
-    pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_stop='''
 import pytest
 from normsys.claims.verdict import Rule
@@ -867,7 +854,6 @@ def test_seen():
 def test_max_seeds_adds_seeds_at_the_looks_until_a_verdict(pytester):
     """c-open is inconclusive on 3 and 5 seeds and supported on 8; c-never stays inconclusive
     through every look; the report shows each look, its seeds and its level."""
-    pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_seq=SEQUENTIAL)
     result = run(pytester, "--claims-max-seeds", "8")
     result.assert_outcomes(passed=2, skipped=1)
@@ -905,7 +891,6 @@ def test_every_branch_of_the_sequential_design_through_a_claim(pytester):
     --claims-max-seeds 8: each stops at the look where it decides, with that verdict."""
     from tests.test_sequential import BRANCHES
 
-    pytester.makeconftest(CONFTEST)
     pytester.makepyfile(tests_sequential_branches=f"BRANCHES = {BRANCHES!r}\n",
                         test_branches=BRANCH_CLAIMS)
     result = run(pytester, "--claims-max-seeds", "8")
@@ -945,7 +930,6 @@ def test_n_auto_starts_several_workers_a_gpu_and_leaves_the_cpu_to_xdist(pyteste
 
     from normsys.claims import workers
 
-    pytester.makeconftest(CONFTEST)
     config = pytester.parseconfigure()
     ask = lambda: config.hook.pytest_xdist_auto_num_workers(config=config)  # noqa: E731
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
@@ -1211,3 +1195,25 @@ def test_a_claim_decided_by_two_tests_is_refused_at_collection(pytester):
            "test_twice.py::test_declared[c-generic-cpu] and test_twice.py::test_its_own: a " \
            "claim is one test (one with a test of its own declares own_test=True" in \
            result.stderr.str()
+
+
+def test_the_plugin_skips_what_is_marked_gpu_without_cuda_wherever_it_is_installed(pytester,
+                                                                                     monkeypatch):
+    """A folder with no conftest of its own: the installed plugin registers the gpu marker and
+    skips its items, with the reason, on a machine without CUDA."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    pytester.makepyfile(test_any='''
+import pytest
+
+@pytest.mark.gpu
+def test_on_a_gpu():
+    raise AssertionError("ran without CUDA")
+
+def test_anywhere():
+    pass
+''')
+    result = pytester.runpytest("-rs", "-p", "no:cacheprovider", "--strict-markers")
+    result.assert_outcomes(passed=1, skipped=1)
+    assert "gpu marker: no CUDA device on this machine" in result.stdout.str()

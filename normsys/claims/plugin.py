@@ -20,7 +20,8 @@ on its id. ``pytest claims --claims-list`` lists every claim; ``-k`` matches ids
 Installed, normsys registers this plugin with pytest by its ``pytest11`` entry point: any folder
 of claim files is a claims suite. It owns the collection: first (``tryfirst``) every claim and
 control is checked and ``--claims-id`` selects, then, after ``-k`` and ``-m``, the session's
-``trylast`` hook orders the claims longest first and plans or lists what is left.
+``trylast`` hook skips what is marked ``gpu`` on a machine without CUDA (unless ``--claims-ray``
+trains on a cluster with GPUs), orders the claims longest first and plans or lists what is left.
 
 Before the first claim starts, the session plans the runs of every selected claim's first look
 (or of the later look its record's entries in this environment show it took) and each process
@@ -124,6 +125,8 @@ MARKERS = (
     "on a case where the effect is present by construction, coming out supported",
     f"{OWN_RUNS}: set on a control that trains its claims' own experiment (the runs fixture): "
     "minutes of training, as a claim takes",
+    "gpu: needs a CUDA GPU (paper tier and GPU benchmarks); skipped without one",
+    "slow: takes more than a few seconds on CPU",
 )
 
 

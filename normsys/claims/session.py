@@ -104,6 +104,21 @@ def cluster_has_gpus(config: pytest.Config) -> bool:
     return cluster is not None and cluster.cuda
 
 
+def gpu_skipped(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On a machine without CUDA, every item marked ``gpu`` skipped with the reason, but a GPU
+    claim whose runs train on a Ray cluster with GPUs (--claims-ray): here it only reads them."""
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="gpu marker: no CUDA device on this machine "
+                                   "(run on a GPU host with -m gpu)")
+    remote = cluster_has_gpus(config)
+    for item in items:
+        if "gpu" in item.keywords and not (remote and claim_marker(item) is not None):
+            item.add_marker(skip)
+
+
 def check_report_folder(folder: Path, create: bool = False) -> None:
     """The report is what a long run is for: a folder it cannot be written to is a usage error
     before anything trains, not a lost report after. ``create``: make it and write in it now (a
@@ -399,8 +414,9 @@ class ClaimsSession:
 
     @pytest.hookimpl(trylast=True)  # after -k and -m deselect and the gpu skips: what runs
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
-        """What -k, -m and the GPU skip left, longest first (``longest_first``), then listed
-        (--claims-list) or planned."""
+        """What -k and -m left, the GPU items skipped without CUDA (``gpu_skipped``), longest
+        first (``longest_first``), then listed (--claims-list) or planned."""
+        gpu_skipped(self.config, items)
         longest_first(items)
         opt = self.config.option
         if opt.claims_list:
