@@ -21,8 +21,9 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+from bench import CAPTURED_LINE
+
 from normsys.claims import runtimes
-from normsys.claims.bench import CAPTURED_LINE
 from normsys.claims.runtimes import expected_wall, task_seconds
 from normsys.claims.workers import WORKERS_PER_GPU
 from normsys.training.data import AG_NEWS_ROWS

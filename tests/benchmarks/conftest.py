@@ -4,10 +4,9 @@ bf16 FLOP/s (datasheet), a measured copy bandwidth and the torch / CUDA versions
 
 from __future__ import annotations
 
+import bench
 import pytest
 import torch
-
-from normsys.claims import bench
 
 
 def pytest_benchmark_update_machine_info(config, machine_info):

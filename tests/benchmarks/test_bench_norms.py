@@ -12,8 +12,8 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from bench import peaks, run_benchmark
 
-from normsys.claims.bench import peaks, run_benchmark
 from normsys.claims.testing import seeded_randn
 from normsys.training.norms import NORMS, build_norm
 

@@ -6,12 +6,11 @@ import json
 import time
 from types import SimpleNamespace
 
+import bench
 import bench_results
 import pytest
+from bench import CudaTimer, use_times
 from bench_results import main, merge, table
-
-from normsys.claims import bench
-from normsys.claims.bench import CudaTimer, use_times
 
 
 def result(device: str, benchmarks: list[dict]) -> dict:

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from bench import peaks, run_benchmark
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from normsys.claims.bench import peaks, run_benchmark
 from normsys.training.batched import train_seeds
 from normsys.training.config import preset
 from normsys.training.data import AG_NEWS_ROWS
