@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 
 from normsys.__main__ import main
-from normsys.claims import ledger, outcome, report, verdict
+from normsys.claims import across, ledger, outcome, report, verdict
+from normsys.claims.session import Ledgers
 from normsys.claims.verdict import Rule
 from normsys.training.config import preset
 
@@ -306,7 +307,7 @@ def test_a_rule_neither_registered_nor_amended_is_an_error(tmp_path):
 
 
 def test_a_fresh_run_under_a_rule_other_than_the_records_fails_naming_the_amendment():
-    judged = ledger.judge(record(entry()), entry(rule=">= 0.7"))
+    judged = across.judge(record(entry()), entry(rule=">= 0.7"))
     assert judged.fails and "but the record holds 'kappa >= 0.8 (1.75% a side)': a changed " \
                             "rule is an " \
                              "amendment, recorded with --claims-update --claims-amend" \
@@ -345,7 +346,7 @@ def test_no_records_registered_rule_was_edited_since_it_was_first_committed():
 
 
 def test_the_same_per_seed_values_here_are_the_same():
-    judged = ledger.judge(record(entry()), entry())
+    judged = across.judge(record(entry()), entry())
     assert judged.status == "same" and not judged.fails
     assert judged.message == "record (cpu (AVX2, AMD), 1 thread(s), torch 2.13.0+cpu): " \
                              "supported 0.92 [0.89, 0.95] seeds 0-2 (2026-11-23, a59fd79); " \
@@ -355,7 +356,7 @@ def test_the_same_per_seed_values_here_are_the_same():
 def test_one_value_moved_by_a_thousandth_fails_naming_the_largest_change_and_the_command():
     """A reader's value times 1.001 on the machine kind that recorded the claim."""
     r = record(entry((0.82, 0.81, 0.83)))
-    judged = ledger.judge(r, entry((0.82 * 1.001, 0.81 * 1.001, 0.83)))
+    judged = across.judge(r, entry((0.82 * 1.001, 0.81 * 1.001, 0.83)))
     assert judged.fails and judged.status == "changed"
     assert f"per-seed values differ at 2 seed(s), the largest seed 0: 0.82 -> {0.82 * 1.001!r}" \
         in judged.message
@@ -363,7 +364,7 @@ def test_one_value_moved_by_a_thousandth_fails_naming_the_largest_change_and_the
                                    "--claims-update")
     # the smallest change a float can make
     nudged = entry((math.nextafter(0.82, 1), 0.81, 0.83))
-    assert ledger.judge(r, nudged).fails
+    assert across.judge(r, nudged).fails
 
 
 def test_changed_values_are_listed_a_diverged_seed_first_then_by_the_size_of_the_change():
@@ -381,21 +382,21 @@ def test_what_a_claim_was_decided_under_is_part_of_it():
     """Another statistic is another rule; other run settings on the same key fail naming them;
     other seeds are another key, not recorded."""
     r = record(entry())
-    assert ledger.judge(r, entry(statistic="kappa_2")).fails
+    assert across.judge(r, entry(statistic="kappa_2")).fails
     longer, _ = outcome.run_settings([SMALL.override(**{"train.steps": 12})])
-    judged = ledger.judge(r, entry(settings=longer, settings_fingerprint="f" * 16))
+    judged = across.judge(r, entry(settings=longer, settings_fingerprint="f" * 16))
     assert judged.fails and "settings: train.steps 3 -> 12" in judged.message
     wider, _ = outcome.run_settings([SMALL.override(**{"train.steps": 12, "train.lr": 0.5})])
-    both = ledger.judge(r, entry(settings=wider, settings_fingerprint="f" * 16)).message
+    both = across.judge(r, entry(settings=wider, settings_fingerprint="f" * 16)).message
     assert f"settings: train.lr {SETTINGS['train.lr']} -> 0.5, train.steps 3 -> 12" in both
     assert ledger.changes(entry(), entry(statistic="kappa_2", rule="> 0.8")) == [
         "statistic: recorded kappa, now kappa_2", "rule: recorded >= 0.8, now > 0.8"]
-    assert ledger.judge(r, entry(seeds=[3, 4, 5])).status == "unrecorded"
+    assert across.judge(r, entry(seeds=[3, 4, 5])).status == "unrecorded"
 
 
 def test_a_verdict_moved_with_its_values_says_both():
     r = record(entry())
-    judged = ledger.judge(r, entry((0.92, 0.7, 0.9)))
+    judged = across.judge(r, entry((0.92, 0.7, 0.9)))
     assert judged.fails and "now: inconclusive" in judged.message
     assert "verdict recorded supported" in judged.message
 
@@ -412,29 +413,29 @@ def two_environments(shift: float = 0.0):
 
 def test_another_environment_is_held_to_the_reference_within_the_claims_own_bound():
     r = two_environments()
-    nz = ledger.noise(r, "cpu")
+    nz = across.noise(r, "cpu")
     assert nz.measured and nz.df == 3 and nz.sd == pytest.approx(math.sqrt(
         (3 * 2 * 0.0025 ** 2) / 3))
     bound = nz.bound(3)
-    assert bound == pytest.approx(verdict.t_quantile(3, 1 - ledger.ALPHA_ACROSS) * nz.sd *
+    assert bound == pytest.approx(verdict.t_quantile(3, 1 - across.ALPHA_ACROSS) * nz.sd *
                                   math.sqrt(2 / 3))
-    near = ledger.judge(r, entry((0.901, 0.921, 0.939), "> 0.5", device=AVX2))
+    near = across.judge(r, entry((0.901, 0.921, 0.939), "> 0.5", device=AVX2))
     assert near.status == "across" and not near.fails
     assert near.message.startswith("reference (cpu (AVX512, AMD), 1 thread(s), torch "
                                    "2.13.0+cpu): supported")
-    far = ledger.judge(r, entry(tuple(v + 1.2 * bound for v in (0.90, 0.92, 0.94)), "> 0.5",
+    far = across.judge(r, entry(tuple(v + 1.2 * bound for v in (0.90, 0.92, 0.94)), "> 0.5",
                                 device=AVX2))
     assert far.fails and "beyond this claim's bound across environments" in far.message
 
 
 def test_across_a_decisive_flip_fails_and_a_move_to_inconclusive_within_the_bound_passes():
     wide = record(entry((0.1, 0.9, 0.5), "> 0.45", device="cpu (AVX512, AMD)"))  # seeds' spread
-    assert not ledger.noise(wide, "cpu").measured
-    moved = ledger.judge(wide, entry((0.1, 0.9, 0.52), "> 0.45", device=AVX2))
-    assert moved.status in ("across", ledger.MOVED) and not moved.fails
+    assert not across.noise(wide, "cpu").measured
+    moved = across.judge(wide, entry((0.1, 0.9, 0.52), "> 0.45", device=AVX2))
+    assert moved.status in ("across", across.MOVED) and not moved.fails
     flip_base = record(entry((0.7, 0.72, 0.74), "> 0.45", device="cpu (AVX512, AMD)"))
-    flipped = ledger.judge(flip_base, entry((0.2, 0.21, 0.22), "> 0.45", device=AVX2))
-    assert ledger.noise(flip_base, "cpu").bound(3) > 0.5  # within the bound: the flip decides
+    flipped = across.judge(flip_base, entry((0.2, 0.21, 0.22), "> 0.45", device=AVX2))
+    assert across.noise(flip_base, "cpu").bound(3) > 0.5  # within the bound: the flip decides
     assert flipped.fails and "a decisive flip" in flipped.message
 
 
@@ -446,20 +447,20 @@ def test_an_entry_stands_for_its_environment_until_a_run_there_gives_other_value
     old_here = entry((0.90, 0.92, 0.94), "> 0.5", code="old")
     old_there = entry((0.905, 0.915, 0.945), "> 0.5", device=INTEL, code="old")
     r = record(old_here, old_there)
-    moved_here = ledger.judge(r, entry((0.911, 0.929, 0.951), "> 0.5", code="new"))
+    moved_here = across.judge(r, entry((0.911, 0.929, 0.951), "> 0.5", code="new"))
     assert moved_here.status == "changed" and "per-seed values differ at 3 seed(s)" in \
         moved_here.message
-    elsewhere = ledger.judge(r, entry((0.901, 0.921, 0.94), "> 0.5", device="cpu (DEFAULT, AMD)",
+    elsewhere = across.judge(r, entry((0.901, 0.921, 0.94), "> 0.5", device="cpu (DEFAULT, AMD)",
                                       code="new"))
-    assert elsewhere.status in ("across", ledger.MOVED) and not elsewhere.fails
+    assert elsewhere.status in ("across", across.MOVED) and not elsewhere.fails
     assert elsewhere.message.startswith(f"reference ({old_here.environment})")
-    assert ledger.judge(r, entry((0.905, 0.915, 0.945), "> 0.5", device=INTEL,
+    assert across.judge(r, entry((0.905, 0.915, 0.945), "> 0.5", device=INTEL,
                                  code="new")).status == "same"
     # recorded here after review: this entry alone moves; the other stands, its code as it was
     again = ledger.recorded(r, entry((0.911, 0.929, 0.951), "> 0.5", code="new"))
     assert again.entries[old_here.key].code == "new" and again.entries[old_there.key].code == "old"
     assert again.reference == {"cpu": old_here.key}
-    assert ledger.judge(again, entry((0.911, 0.929, 0.951), "> 0.5", code="new")).status == "same"
+    assert across.judge(again, entry((0.911, 0.929, 0.951), "> 0.5", code="new")).status == "same"
     assert len(again.in_force("cpu")) == 2  # both stand for the claim
 
 
@@ -469,21 +470,21 @@ def test_a_training_edit_that_changes_no_number_unrecords_nothing():
     rounding's worth, fails. The stamp is provenance: the entry stands for the claim, and pairs
     with other environments' entries for the noise, by whatever code."""
     old_here = entry((0.90, 0.92, 0.94), "> 0.5", code="old")
-    same = ledger.judge(record(old_here), entry((0.90, 0.92, 0.94), "> 0.5", code="new"))
+    same = across.judge(record(old_here), entry((0.90, 0.92, 0.94), "> 0.5", code="new"))
     assert same.status == "same" and not same.fails and "--claims-update stamps" in same.message
-    off = ledger.judge(record(old_here), entry((0.90, 0.92, 0.94 + 1e-12), "> 0.5", code="new"))
+    off = across.judge(record(old_here), entry((0.90, 0.92, 0.94 + 1e-12), "> 0.5", code="new"))
     assert off.fails and "per-seed values differ at 1 seed(s)" in off.message
     assert record(old_here).in_force("cpu") == [old_here]
     stamped = ledger.recorded(record(old_here), entry((0.90, 0.92, 0.94), "> 0.5", code="new"))
     assert [e.code for e in stamped.in_force("cpu")] == ["new old"]
-    assert ledger.judge(stamped, entry((0.90, 0.92, 0.94), "> 0.5", code="new")).status == "same"
+    assert across.judge(stamped, entry((0.90, 0.92, 0.94), "> 0.5", code="new")).status == "same"
     # other values are no stamp: the entry is this code's alone
     moved = ledger.recorded(record(old_here), entry((0.90, 0.92, 0.95), "> 0.5", code="new"))
     assert [e.code for e in moved.in_force("cpu")] == ["new"]
     # entries of one experiment pair for the noise whatever code made them
     there = entry((0.90, 0.92, 0.9400001), "> 0.5", device=INTEL, code="old")
     alone = ledger.recorded(record(old_here, there), entry((0.90, 0.92, 0.95), "> 0.5", code="new"))
-    assert ledger.noise(alone, "cpu").measured and ledger.noise(alone, "cpu").df == 3
+    assert across.noise(alone, "cpu").measured and across.noise(alone, "cpu").df == 3
     # a second environment's entry stamped leaves the reference where it was
     ref = ledger.recorded(record(old_here, there), entry((0.90, 0.92, 0.94), "> 0.5", code="new"))
     restamped = ledger.recorded(ref, entry((0.90, 0.92, 0.9400001), "> 0.5", device=INTEL,
@@ -501,7 +502,7 @@ def test_an_entry_of_other_run_settings_is_history_once_the_new_ones_are_recorde
     longer, _ = outcome.run_settings([SMALL.override(**{"train.steps": 12})])
     old_here = entry((0.90, 0.92, 0.94), "> 0.5")
     old_there = entry((0.905, 0.915, 0.945), "> 0.5", device=INTEL)
-    unreviewed = ledger.judge(record(old_here, old_there),
+    unreviewed = across.judge(record(old_here, old_there),
                               entry((0.95, 0.96, 0.97), "> 0.5", device=INTEL, settings=longer,
                                     settings_fingerprint="f" * 16))
     assert unreviewed.fails and "settings: train.steps 3 -> 12" in unreviewed.message
@@ -511,12 +512,12 @@ def test_an_entry_of_other_run_settings_is_history_once_the_new_ones_are_recorde
                                     settings_fingerprint="f" * 16))
     assert resized.reference == {"cpu": old_here.key}
     assert [e.device for e in resized.in_force("cpu")] == [AVX2]  # the reference's settings
-    there = ledger.judge(resized, entry((0.951, 0.961, 0.969), "> 0.5", device=INTEL,
+    there = across.judge(resized, entry((0.951, 0.961, 0.969), "> 0.5", device=INTEL,
                                         settings=longer, settings_fingerprint="f" * 16))
-    assert there.status in ("across", ledger.MOVED) and not there.fails
+    assert there.status in ("across", across.MOVED) and not there.fails
     assert "this environment's entry is of other run settings: train.steps 12 -> 3" in \
         there.message or "train.steps 3 -> 12" in there.message
-    assert not ledger.noise(resized, "cpu").measured  # one environment of the settings in force
+    assert not across.noise(resized, "cpu").measured  # one environment of the settings in force
 
 
 def test_another_environment_decided_under_other_settings_fails_against_the_reference():
@@ -524,7 +525,7 @@ def test_another_environment_decided_under_other_settings_fails_against_the_refe
     with the reference and what it measured now; no entry of its own to call stale."""
     r = record(entry())
     longer, _ = outcome.run_settings([SMALL.override(**{"train.steps": 12})])
-    judged = ledger.judge(r, entry(device=INTEL, settings=longer, settings_fingerprint="f" * 16))
+    judged = across.judge(r, entry(device=INTEL, settings=longer, settings_fingerprint="f" * 16))
     ref = entry()
     assert judged.status == "changed" and judged.fails
     assert judged.message == f"reference ({ref.environment}): {ref.line()}; now: supported " \
@@ -533,30 +534,30 @@ def test_another_environment_decided_under_other_settings_fails_against_the_refe
 
 
 def test_no_record_of_the_tier_is_new_and_other_seeds_are_unrecorded():
-    assert ledger.judge(ledger.Record("c-1"), entry()).status == "new"
-    other = ledger.judge(record(entry()), entry(seeds=[3, 4, 5], device=INTEL))
+    assert across.judge(ledger.Record("c-1"), entry()).status == "new"
+    other = across.judge(record(entry()), entry(seeds=[3, 4, 5], device=INTEL))
     assert other.status == "unrecorded" and "on seeds 3+" in other.message
 
 
 def test_a_claim_recorded_on_one_environment_is_bounded_by_its_seeds_spread():
     one = record(entry((0.5, 0.6, 0.7), "> 0.1"))
-    nz = ledger.noise(one, "cpu")
+    nz = across.noise(one, "cpu")
     assert not nz.measured and nz.df == 2 and nz.sd == pytest.approx(0.1)
     identical = record(entry((0.5, 0.6, 0.7), "> 0.1"), entry((0.5, 0.6, 0.7), "> 0.1",
                                                                device=INTEL))
-    zero = ledger.noise(identical, "cpu")
+    zero = across.noise(identical, "cpu")
     assert zero.measured and zero.sd == 0 and zero.bound(3) == pytest.approx(0.7e-6)
-    pair = ledger.noise(record(entry((0.5, 0.7), "> 0.1")), "cpu")  # two seeds: one df
+    pair = across.noise(record(entry((0.5, 0.7), "> 0.1")), "cpu")  # two seeds: one df
     assert not pair.measured and pair.df == 1 and pair.sd == pytest.approx(math.sqrt(0.02))
-    assert pair.bound(3) == pytest.approx(verdict.t_quantile(1, 1 - ledger.ALPHA_ACROSS)
+    assert pair.bound(3) == pytest.approx(verdict.t_quantile(1, 1 - across.ALPHA_ACROSS)
                                           * math.sqrt(0.02) * math.sqrt(2 / 3))
-    single = ledger.noise(record(entry((0.5,), "> 0.1")), "cpu")  # one seed: no spread at all
+    single = across.noise(record(entry((0.5,), "> 0.1")), "cpu")  # one seed: no spread at all
     assert single.df == 0 and math.isnan(single.sd) and single.bound(3) == math.inf
     assert (single.scale, single.measured) == (0.5, False)
-    diverged = ledger.noise(record(entry((math.nan,) * 3, "> 0.1")), "cpu")
+    diverged = across.noise(record(entry((math.nan,) * 3, "> 0.1")), "cpu")
     assert (diverged.df, diverged.scale, diverged.bound(3)) == (0, 0.0, math.inf)
     # entries only on later seeds set no reference: no spread stands in, nothing bounds them
-    later = ledger.noise(record(entry((0.5, 0.6, 0.7), "> 0.1", seeds=[3, 4, 5])), "cpu")
+    later = across.noise(record(entry((0.5, 0.6, 0.7), "> 0.1", seeds=[3, 4, 5])), "cpu")
     assert (later.df, later.measured, later.bound(3)) == (0, False, math.inf)
 
 
@@ -570,7 +571,7 @@ def test_the_looks_a_claim_took_here_are_its_entries_of_this_device_threads_and_
               entry(seeds=[3, 4, 5]), entry(tier="paper", plan=[3, 5])]
     r = ledger.Record("c-1", {e.key: e for e in (mine, *others)}, registered=mine.full_rule)
     ledger.write(tmp_path / "c-1.json", r)
-    ledgers = ledger.Ledgers(tmp_path)
+    ledgers = Ledgers(tmp_path)
     assert ledgers.history("c-1", "cpu", here, 0) == [mine]
     assert ledgers.history("c-1", "cpu", here, 3) == [others[3]]
     assert ledgers.history("c-1", "cpu", {**here, "threads": "2"}, 0) == [others[1]]
@@ -582,7 +583,7 @@ def test_the_looks_a_claim_took_here_are_its_entries_of_this_device_threads_and_
 
 def test_the_false_alarm_rate_of_a_whole_cpu_tier_run_on_a_new_cpu_is_at_most_one_percent():
     recs = ledger.records(COMMITTED)
-    assert len(recs) * ledger.ALPHA_ACROSS <= 0.01  # the union bound: up to 100 claims
+    assert len(recs) * across.ALPHA_ACROSS <= 0.01  # the union bound: up to 100 claims
     assert report.false_alarm(recs, "cpu") <= 0.01
     assert report.false_alarm_resampled(recs, "cpu") <= 0.01
 
@@ -606,7 +607,7 @@ def test_an_alarm_is_a_mean_difference_beyond_the_bound_of_any_claim_with_a_refe
     not the end of the loop; a shift exactly on the bound is no alarm."""
     recs = {"c-0": record(entry(tier="paper"), claim="c-0"),
             "c-1": record(entry((0.5, 0.6, 0.7), "> 0.1"), claim="c-1")}
-    bound = ledger.noise(recs["c-1"], "cpu").bound(3)
+    bound = across.noise(recs["c-1"], "cpu").bound(3)
     on_bound = lambda gen, r, nz, n: np.array([bound, -bound, 2 * bound, 0.0])  # noqa: E731
     assert report.alarm_rate(recs, "cpu", on_bound, 4, 0) == 0.25
 
@@ -619,7 +620,7 @@ def test_resampled_false_alarms_come_from_the_recorded_differences():
                  entry([0.5] * 100, "> 0.1", device=INTEL),
                  entry([0.5] * 7 + [0.6] + [0.5] * 92, "> 0.1", device="cpu (DEFAULT, Intel)"))
     assert len(report.differences(r, "cpu")) == 102
-    assert ledger.noise(r, "cpu").bound(1) < 0.1
+    assert across.noise(r, "cpu").bound(1) < 0.1
     assert report.false_alarm_resampled({"c-1": r}, "cpu") == pytest.approx(1 / 102, abs=0.003)
 
 
@@ -627,9 +628,9 @@ def test_a_claim_of_one_degree_of_freedom_across_environments_adds_its_false_ala
     """Two environments sharing one seed: a spread with one degree of freedom, drawn (heavy
     tailed) rather than left out."""
     r = record(entry((0.5,), "> 0.1"), entry((0.5001,), "> 0.1", device=INTEL))
-    assert ledger.noise(r, "cpu").df == 1
+    assert across.noise(r, "cpu").df == 1
     rate = report.false_alarm({"c-1": r}, "cpu", reps=1_000_000)  # ~100 alarms expected
-    assert 0.5 * ledger.ALPHA_ACROSS <= rate <= 1.5 * ledger.ALPHA_ACROSS
+    assert 0.5 * across.ALPHA_ACROSS <= rate <= 1.5 * across.ALPHA_ACROSS
 
 
 def test_the_stated_detectable_shift_is_detected_95_percent_of_the_time():
@@ -639,7 +640,7 @@ def test_the_stated_detectable_shift_is_detected_95_percent_of_the_time():
     gen = np.random.default_rng(1)
     for cid, r in recs.items():
         ref = r.entries[r.reference["cpu"]]
-        nz, n = ledger.noise(r, "cpu"), len(ref.seeds)
+        nz, n = across.noise(r, "cpu"), len(ref.seeds)
         shift = nz.detectable(n)
         draws = gen.normal(0, nz.sd * math.sqrt(2 / n), 20_000)
         found = np.mean(np.abs(draws + shift) > nz.bound(n))
@@ -659,8 +660,8 @@ def test_a_one_line_bug_on_another_cpu_fails_whenever_beyond_the_claims_bound():
                       parts={k: [v * 1.001 for v in vs] for k, vs in ref.parts.items()})
         shift = abs(math.fsum(b - a for a, b in zip(ref.values, values, strict=True)) /
                     len(values))
-        judged = ledger.judge(r, bug)
-        if shift > ledger.noise(r, "cpu").bound(len(values)):
+        judged = across.judge(r, bug)
+        if shift > across.noise(r, "cpu").bound(len(values)):
             assert judged.fails and "beyond this claim's bound" in judged.message, r.claim
             caught += 1
         else:
@@ -695,7 +696,7 @@ def test_a_session_writes_each_claims_record_and_deletes_those_of_gone_claims(tm
     def Result(cid, e):  # a session's result: the claim's verdict, to be recorded
         return replace(e, id=cid, ledger="updated")
 
-    ledgers = ledger.Ledgers(tmp_path, update=True)
+    ledgers = Ledgers(tmp_path, update=True)
     ledger.write(tmp_path / "c-gone.json", record(entry(), claim="c-gone"))
     ledgers.stale = ledger.stale(tmp_path, {"c-1", "c-2"})
     assert ledgers.stale == ["c-gone"]
@@ -714,27 +715,27 @@ def test_a_session_writes_each_claims_record_and_deletes_those_of_gone_claims(tm
 
 
 def test_replication_counts_independent_seed_sets_and_environments_with_numbers_of_their_own():
-    replication = ledger.replication
+    replication = across.replication
     one = replication(record(entry()), "cpu")
-    assert one.word == ledger.UNREPLICATED and (one.environments, one.seed_sets) == (1, 1)
+    assert one.word == across.UNREPLICATED and (one.environments, one.seed_sets) == (1, 1)
     # another CPU kind giving the same values bit for bit: the same numbers, one environment
     same = replication(record(entry(), entry(device=INTEL)), "cpu")
-    assert same.word == ledger.UNREPLICATED and (same.environments, same.seed_sets) == (1, 1)
+    assert same.word == across.UNREPLICATED and (same.environments, same.seed_sets) == (1, 1)
     other = replication(record(entry(), entry((0.92, 0.9101, 0.93), device=INTEL)), "cpu")
-    assert other.word == ledger.REPRODUCED and (other.environments, other.seed_sets) == (2, 1)
+    assert other.word == across.REPRODUCED and (other.environments, other.seed_sets) == (2, 1)
     fresh = replication(record(entry(), entry((0.93, 0.92, 0.94), seeds=[3, 4, 5])), "cpu")
-    assert fresh.word == ledger.REPLICATED and (fresh.environments, fresh.seed_sets) == (1, 2)
+    assert fresh.word == across.REPLICATED and (fresh.environments, fresh.seed_sets) == (1, 2)
     fragile = replication(record(entry(), entry((0.92, 0.7, 0.9), device=INTEL)), "cpu")
-    assert fragile.word == ledger.FRAGILE
+    assert fragile.word == across.FRAGILE
     assert fragile.line() == "fragile (1 independent seed set, 2 numeric environments): " \
                              "supported (cpu (AVX2, AMD), seeds 0+), inconclusive " \
                              "(cpu (AVX512, Intel), seeds 0+)"
     contra = replication(record(entry(), entry((0.1, 0.11, 0.12), seeds=[3, 4, 5])),
                                 "cpu")
-    assert contra.word == ledger.CONTRADICTED and contra.seed_sets == 2
+    assert contra.word == across.CONTRADICTED and contra.seed_sets == 2
     opened = replication(record(entry((0.92, 0.7, 0.9)), entry((0.9, 0.7, 0.92),
                                                                        seeds=[3, 4, 5])), "cpu")
-    assert opened.word == ledger.OPEN and opened.seed_sets == 2
+    assert opened.word == across.OPEN and opened.seed_sets == 2
     assert replication(record(entry()), "paper") is None
 
 
@@ -742,19 +743,19 @@ def test_replication_counts_only_the_entries_of_the_rule_and_settings_in_force()
     """An entry of a rule since amended, or of other run settings than the reference's, says
     what was measured then: it neither replicates nor makes fragile the verdict that stands now.
     The code that made an entry is provenance: it counts whatever code made it."""
-    replication = ledger.replication
+    replication = across.replication
     now = entry()
     other_code = entry((0.93, 0.92, 0.94), seeds=[3, 4, 5], code="old")
-    assert replication(record(now, other_code), "cpu").word == ledger.REPLICATED
+    assert replication(record(now, other_code), "cpu").word == across.REPLICATED
     longer, _ = outcome.run_settings([SMALL.override(**{"train.steps": 12})])
     other_settings = entry((0.93, 0.92, 0.94), seeds=[3, 4, 5], settings=longer)
-    assert replication(record(now, other_settings), "cpu").word == ledger.UNREPLICATED
+    assert replication(record(now, other_settings), "cpu").word == across.UNREPLICATED
     old_rule = entry((0.92, 0.7, 0.9), device=INTEL, alpha=verdict.FIRST_ALPHA)
     r = ledger.recorded(record(old_rule), now, amend="the level")
     assert replication(r, "cpu").verdicts == {"cpu (AVX2, AMD), seeds 0+": "supported"}
     both = ledger.recorded(r, entry((0.93, 0.92, 0.94), seeds=[3, 4, 5]))
-    assert replication(both, "cpu").word == ledger.REPLICATED
-    assert replication(record(old_rule), "cpu").word == ledger.OPEN
+    assert replication(both, "cpu").word == across.REPLICATED
+    assert replication(record(old_rule), "cpu").word == across.OPEN
 
 
 @pytest.mark.parametrize("sets,independent", [
@@ -763,7 +764,7 @@ def test_replication_counts_only_the_entries_of_the_rule_and_settings_in_force()
     ([[0, 1, 2], [2, 3, 4], [5, 6, 7]], 2), ([[0, 1], [2, 3], [4, 5], [1, 2, 3, 4]], 3),
     ([list(range(8)), [1, 2], [3, 4]], 2), ([], 0)])
 def test_independent_seed_sets_are_the_most_that_share_no_seed(sets, independent):
-    assert ledger.independent_seed_sets(sets) == independent
+    assert across.independent_seed_sets(sets) == independent
 
 
 def small_records(tmp_path):
@@ -934,7 +935,7 @@ def test_the_detection_table_lists_each_claim_with_a_reference_and_says_where_on
     header, rows = report.detection_table(report.detections(recs, "cpu"))
     assert [r[0] for r in rows] == ["c-1", "c-2"]
     assert rows[0][1] == "0.1 (2), seeds' own: one environment"
-    assert rows[1][1] == f"{verdict.num(ledger.noise(recs['c-2'], 'cpu').sd)} (3)"
+    assert rows[1][1] == f"{verdict.num(across.noise(recs['c-2'], 'cpu').sd)} (3)"
 
 
 def test_the_page_names_the_claims_blind_off_their_recorded_kinds():
@@ -1047,13 +1048,13 @@ def test_settings_that_pair_otherwise_fail_by_their_fingerprint():
         [SMALL.override(**{"model.norm": n, "train.steps": t}) for n, t in p])
     before, after = pairs(("layernorm", 3), ("rmsnorm", 4)), pairs(("layernorm", 4), ("rmsnorm", 3))
     assert before[0] == after[0] and before[1] != after[1]
-    judged = ledger.judge(record(entry(settings=before[0], settings_fingerprint=before[1])),
+    judged = across.judge(record(entry(settings=before[0], settings_fingerprint=before[1])),
                           entry(settings=after[0], settings_fingerprint=after[1]))
     assert judged.fails and (f"settings: the runs pair the same values otherwise (run configs "
                              f"recorded {before[1]}, now {after[1]})") in judged.message
     # an entry that predates recorded settings is compared on the rest
     older = record(entry(settings={}, settings_fingerprint=""))
-    assert ledger.judge(older, entry()).status == "same"
+    assert across.judge(older, entry()).status == "same"
 
 
 def test_setting_changes_list_the_first_few_and_count_the_rest():
@@ -1088,11 +1089,11 @@ def test_entries_of_unknown_code_stand_as_any_other():
     the same values again stamps the code in force on them."""
     old_a, old_b = entry(code=""), entry((0.93, 0.9, 0.94), device=INTEL, code="")
     r = record(old_a, old_b)
-    assert ledger.judge(r, entry(code="now")).status == "same"
-    assert ledger.judge(r, entry((0.93, 0.9, 0.94), device=INTEL, code="now")).status == "same"
+    assert across.judge(r, entry(code="now")).status == "same"
+    assert across.judge(r, entry((0.93, 0.9, 0.94), device=INTEL, code="now")).status == "same"
     r = ledger.recorded(r, entry(code="now"))  # recorded again here, the same values
     assert r.reference["cpu"] == entry().key and r.entries[entry().key].code == "now"
-    assert ledger.judge(r, entry((0.9301, 0.9, 0.94), device=INTEL, code="now")).fails
+    assert across.judge(r, entry((0.9301, 0.9, 0.94), device=INTEL, code="now")).fails
 
 def test_an_entry_read_takes_its_seed_count_and_the_level_of_its_look_from_itself(tmp_path):
     e = entry((0.5, 0.6, 0.7, 0.65, 0.55), ">= 0.55", plan=[3, 5])
@@ -1147,7 +1148,7 @@ def test_an_entry_lacking_fields_names_them_all_and_one_that_does_not_follow_nam
 def test_across_the_messages_name_the_shift_its_bound_and_a_flip():
     r = two_environments()
     ref = r.entries[r.reference["cpu"]]
-    bound = ledger.noise(r, "cpu").bound(3)
+    bound = across.noise(r, "cpu").bound(3)
     head = f"reference ({ref.environment}): {ref.line()}"
     update = "review, then record it: pytest claims -k c-1 --claims-update"
 
@@ -1155,19 +1156,19 @@ def test_across_the_messages_name_the_shift_its_bound_and_a_flip():
         return math.fsum(b - a for a, b in zip(ref.values, fresh.values, strict=True)) / 3
 
     near = entry((0.901, 0.921, 0.939), "> 0.5", device=AVX2)
-    assert ledger.judge(r, near).message == \
+    assert across.judge(r, near).message == \
         f"{head}; moved {verdict.num(shift_of(near))} on average, within its bound " \
         f"({verdict.num(bound)})"
     far = entry(tuple(v + 1.2 * bound for v in (0.90, 0.92, 0.94)), "> 0.5", device=AVX2)
     now = f"now: supported {verdict.interval(far.mean, far.low, far.high)}"
-    assert ledger.judge(r, far).message == \
+    assert across.judge(r, far).message == \
         f"{head}; {now}; the per-seed values moved by {verdict.num(shift_of(far))} on average " \
         f"over 3 seeds, beyond this claim's bound across environments ({verdict.num(bound)}); " \
         f"{update}"
     base = record(entry((0.7, 0.72, 0.74), "> 0.45", device="cpu (AVX512, AMD)"))
     flip = entry((0.2, 0.21, 0.22), "> 0.45", device=AVX2)
     old = base.entries[base.reference["cpu"]]
-    assert ledger.judge(base, flip).message == \
+    assert across.judge(base, flip).message == \
         f"reference ({old.environment}): {old.line()}; now: refuted " \
         f"{verdict.interval(flip.mean, flip.low, flip.high)}; a decisive flip; {update}"
 
@@ -1177,11 +1178,11 @@ def test_a_shift_exactly_on_the_bound_is_within_it(monkeypatch):
     ref = r.entries[r.reference["cpu"]]
     fresh = entry((0.91, 0.93, 0.95), "> 0.5", device=AVX2)
     shift = math.fsum(b - a for a, b in zip(ref.values, fresh.values, strict=True)) / 3
-    monkeypatch.setattr(ledger, "noise", lambda record, tier: ledger.Noise(0.0, 1, 1.0, True))
-    monkeypatch.setattr(ledger.Noise, "bound", lambda self, n: abs(shift))
-    assert ledger.judge(r, fresh).status == "across"
-    monkeypatch.setattr(ledger.Noise, "bound", lambda self, n: abs(shift) * (1 - 1e-12))
-    assert ledger.judge(r, fresh).status == "changed"
+    monkeypatch.setattr(across, "noise", lambda record, tier: across.Noise(0.0, 1, 1.0, True))
+    monkeypatch.setattr(across.Noise, "bound", lambda self, n: abs(shift))
+    assert across.judge(r, fresh).status == "across"
+    monkeypatch.setattr(across.Noise, "bound", lambda self, n: abs(shift) * (1 - 1e-12))
+    assert across.judge(r, fresh).status == "changed"
 
 
 def test_a_reference_that_took_a_later_look_is_compared_over_the_seeds_both_have():
@@ -1191,29 +1192,29 @@ def test_a_reference_that_took_a_later_look_is_compared_over_the_seeds_both_have
     assert ref.verdict == "supported" and ledger.follows(ref) == ""
     fresh = entry((0.8, 0.8001, 0.7999), "> 0.5", device=AVX2, plan=[3, 5, 8])
     assert fresh.verdict == "supported"
-    judged = ledger.judge(record(ref), fresh)
+    judged = across.judge(record(ref), fresh)
     shift = ((0.8 - 0.8) + (0.8001 - 0.9) + (0.7999 - 0.7)) / 3
     assert judged.status == "across" and f"moved {verdict.num(shift)} on average" in judged.message
 
 
 def test_a_sessions_records_judge_without_writing_amending_or_failing_unless_asked(tmp_path):
-    ledgers = ledger.Ledgers(tmp_path)
+    ledgers = Ledgers(tmp_path)
     assert (ledgers.update, ledgers.strict, ledgers.amend) == (False, False, "")
     assert ledgers.judge("c-1", entry()).status == "new"
     ledger.write(tmp_path / "c-1.json", record(entry()))
-    writing = ledger.Ledgers(tmp_path, update=True)
-    assert writing.judge("c-1", entry(device=INTEL)) == ledger.Judgement(
+    writing = Ledgers(tmp_path, update=True)
+    assert writing.judge("c-1", entry(device=INTEL)) == across.Judgement(
         "updated", f"recorded from this run in {tmp_path / 'c-1.json'}")
     changed = writing.judge("c-1", entry(rule=">= 0.7", device=INTEL))  # no reason given
     with pytest.raises(ledger.LedgerError) as err:
         ledger.recorded(writing.record("c-1"), entry(rule=">= 0.7", device=INTEL))
-    assert changed == ledger.Judgement("changed", str(err.value))
+    assert changed == across.Judgement("changed", str(err.value))
 
 
 def test_the_entry_a_measurement_is_compared_with_is_its_own_else_the_current_reference(tmp_path):
     there = entry(device=INTEL)
     ledger.write(tmp_path / "c-1.json", record(there))
-    ledgers = ledger.Ledgers(tmp_path)
+    ledgers = Ledgers(tmp_path)
     here = entry().key
     assert ledgers.recorded("c-1", "cpu", here, 0) == there
     assert ledgers.recorded("c-1", "cpu", there.key, 0) == there  # its own
@@ -1223,7 +1224,7 @@ def test_the_entry_a_measurement_is_compared_with_is_its_own_else_the_current_re
 
 def test_an_unreadable_record_says_nothing_of_its_claim(tmp_path):
     (tmp_path / "c-bad.json").write_text("{not json")
-    said = ledger.Ledgers(tmp_path).said("c-bad")
+    said = Ledgers(tmp_path).said("c-bad")
     assert said == ledger.Record("c-bad") and said.claim == "c-bad"
 
 
@@ -1244,8 +1245,8 @@ def test_resampled_false_alarms_of_a_claim_without_differences_are_drawn_normal(
     is drawn normal with its seeds' spread (sd * sqrt(2 / n)). Under a bound of 1.96 of those,
     5% of runs alarm."""
     r = record(entry((0.5, 0.6, 0.7), "> 0.1"))
-    assert report.differences(r, "cpu") == [] and not ledger.noise(r, "cpu").measured
-    monkeypatch.setattr(ledger.Noise, "bound",
+    assert report.differences(r, "cpu") == [] and not across.noise(r, "cpu").measured
+    monkeypatch.setattr(across.Noise, "bound",
                         lambda self, n: 1.959964 * self.sd * math.sqrt(2 / n))
     assert report.false_alarm_resampled({"c-1": r}, "cpu") == pytest.approx(0.05, abs=0.006)
 
@@ -1256,7 +1257,7 @@ def test_resampled_differences_each_take_a_sign_of_their_own(monkeypatch):
     r = record(entry((0.5, 0.6, 0.7), "> 0.1"),
                entry((0.6, 0.7, 0.8), "> 0.1", device=INTEL))
     assert report.differences(r, "cpu") == pytest.approx([0.1, 0.1, 0.1])
-    monkeypatch.setattr(ledger.Noise, "bound", lambda self, n: 0.05)
+    monkeypatch.setattr(across.Noise, "bound", lambda self, n: 0.05)
     assert report.false_alarm_resampled({"c-1": r}, "cpu") == pytest.approx(0.25, abs=0.01)
 
 
@@ -1296,7 +1297,7 @@ def test_reach_is_the_distance_from_the_deciding_interval_to_the_threshold(rule,
                                                                            distance):
     e = entry(values, rule)
     assert e.verdict == verdict_
-    assert ledger.reach(e) == pytest.approx(distance(e), abs=1e-12) and ledger.reach(e) >= 0
+    assert across.reach(e) == pytest.approx(distance(e), abs=1e-12) and across.reach(e) >= 0
     # moved by less than its reach either way its values keep their verdict; by more, toward
     # the threshold, they lose it
     rule_ = ledger.parse_rule(rule)
@@ -1306,18 +1307,18 @@ def test_reach_is_the_distance_from_the_deciding_interval_to_the_threshold(rule,
                 for sign in (1, -1)}
 
     if verdict_ != "inconclusive":
-        assert moved(0.9999 * ledger.reach(e)) == {verdict_}
-        assert "inconclusive" in moved(1.0001 * ledger.reach(e))
+        assert moved(0.9999 * across.reach(e)) == {verdict_}
+        assert "inconclusive" in moved(1.0001 * across.reach(e))
 
 
 def test_a_holm_refutation_reaches_only_as_far_as_its_familys_wider_interval():
     e = entry((1.00, 0.94, 0.81), "all of 2 (Holm): > 2")
     assert e.verdict == "refuted"
     plain = 2 - e.high  # the one-comparison interval reaches further than the family's
-    assert 0 < ledger.reach(e) < plain
+    assert 0 < across.reach(e) < plain
     half = verdict.t_quantile(2, 1 - (1 - e.confidence) / 2) * np.std(e.values, ddof=1) / \
         math.sqrt(3)
-    assert ledger.reach(e) == pytest.approx(2 - (e.mean + half))
+    assert across.reach(e) == pytest.approx(2 - (e.mean + half))
 
 
 def test_across_a_move_to_inconclusive_fails_where_the_bound_is_wider_than_the_reach():
@@ -1327,23 +1328,23 @@ def test_across_a_move_to_inconclusive_fails_where_the_bound_is_wider_than_the_r
     is narrower, the move is reported and passes."""
     near = record(entry((0.60, 0.62, 0.64), "> 0.5", device="cpu (AVX512, AMD)"))
     ref = near.entries[near.reference["cpu"]]
-    bound = ledger.noise(near, "cpu").bound(3)
-    assert ref.verdict == "supported" and bound > ledger.reach(ref)
+    bound = across.noise(near, "cpu").bound(3)
+    assert ref.verdict == "supported" and bound > across.reach(ref)
     bugged = entry((0.55, 0.60, 0.62), "> 0.5", device=AVX2)  # within the bound, inconclusive
     assert bugged.verdict == "inconclusive"
-    judged = ledger.judge(near, bugged)
+    judged = across.judge(near, bugged)
     assert judged.fails and judged.status == "changed"
     assert f"within its bound ({verdict.num(bound)}), but that bound is wider than the " \
-           f"reference's distance to the threshold ({verdict.num(ledger.reach(ref))})" \
+           f"reference's distance to the threshold ({verdict.num(across.reach(ref))})" \
         in judged.message and judged.message.endswith("pytest claims -k c-1 --claims-update")
     far = two_environments()  # noise 0.005 measured: a bound far inside the reach
     ref = far.entries[far.reference["cpu"]]
     spread = entry((0.50, 0.92, 1.34), "> 0.5", device=AVX2)  # the same mean, a wide interval
     assert spread.verdict == "inconclusive"
-    assert ledger.noise(far, "cpu").bound(3) < ledger.reach(ref)
-    assert ledger.judge(far, spread).status == ledger.MOVED
+    assert across.noise(far, "cpu").bound(3) < across.reach(ref)
+    assert across.judge(far, spread).status == across.MOVED
     back = record(entry((0.1, 0.9, 0.5), "> 0.45", device="cpu (AVX512, AMD)"))  # open: no reach
-    assert ledger.judge(back, entry((0.1, 0.9, 0.52), "> 0.45", device=AVX2)).status == "across"
+    assert across.judge(back, entry((0.1, 0.9, 0.52), "> 0.45", device=AVX2)).status == "across"
 
 
 def test_a_configurations_values_are_raw_one_per_seed_over_its_entries():
@@ -1466,13 +1467,13 @@ def test_an_all_of_claims_noise_pairs_each_part_with_itself_whichever_decided():
     there = {"6 blocks": six, "12 blocks": [v - 1e-7 for v in tied]}
     a, b = all_of_entry(here), all_of_entry(there, device=INTEL)
     assert a.values == tuple(six) and b.values == tuple(there["12 blocks"])  # others decided
-    nz = ledger.noise(record(a, b), "cpu")
+    nz = across.noise(record(a, b), "cpu")
     assert nz.measured and nz.df == 6 and nz.sd < 2e-7
     moved = all_of_entry({"6 blocks": six, "12 blocks": [v + 0.5 for v in tied]},
                          device="cpu (DEFAULT, Intel)")
-    n, shift = ledger.shift_of(a, moved)
+    n, shift = across.shift_of(a, moved)
     assert n == 3 and shift == pytest.approx(0.5 - 1e-7)  # the part that moved most
-    assert ledger.judge(record(a, b), moved).fails
+    assert across.judge(record(a, b), moved).fails
 
 
 def test_an_all_of_entry_without_its_parts_pairs_only_with_the_part_it_matches():
@@ -1484,14 +1485,14 @@ def test_an_all_of_entry_without_its_parts_pairs_only_with_the_part_it_matches()
     assert new.values == tuple(twelve)
     old = replace(all_of_entry({"6 blocks": six, "12 blocks": [v + 1e-7 for v in twelve]},
                                device=INTEL), parts={})
-    nz = ledger.noise(laid_out(new, old), "cpu")
+    nz = across.noise(laid_out(new, old), "cpu")
     assert nz.measured and nz.df == 3 and nz.sd == pytest.approx(math.sqrt(2) / 2 * 1e-7)
     apart = replace(all_of_entry({"6 blocks": six, "12 blocks": [v + 1 for v in twelve]},
                                  device="cpu (DEFAULT, Intel)"), parts={})
     assert apart.values == tuple(six)  # decided on the other comparison
-    assert not ledger.noise(laid_out(old, apart), "cpu").measured  # nothing paired: own spread
+    assert not across.noise(laid_out(old, apart), "cpu").measured  # nothing paired: own spread
     plain = replace(old, rule="> 2")  # a rule of one comparison pairs by seed, as always
-    assert ledger.values_by_environment([plain])[(plain.environment,
+    assert across.values_by_environment([plain])[(plain.environment,
                                                   ledger.experiment(plain))] == \
         dict(enumerate(plain.values))
 
@@ -1550,7 +1551,7 @@ def test_a_training_edit_that_changes_no_number_passes_every_claim_on_every_reco
     found = in_force_entries()
     assert len({r.claim for r, _ in found}) >= 40
     for r, e in found:
-        judged = ledger.judge(r, replace(e, code="0b5e55ed0000"))
+        judged = across.judge(r, replace(e, code="0b5e55ed0000"))
         assert judged.status == "same" and not judged.fails, (r.claim, e.key, judged.message)
 
 
@@ -1563,14 +1564,14 @@ def test_a_training_edit_that_moves_a_number_fails_exactly_where_an_entry_of_tha
         nudged = replace(e, code="0b5e55ed0000", values=moved,
                          parts={k: [moved[i] if list(v) == list(e.values) else x
                                     for i, x in enumerate(v)] for k, v in e.parts.items()})
-        judged = ledger.judge(r, nudged)
+        judged = across.judge(r, nudged)
         assert judged.fails and "per-seed values differ at 1 seed(s)" in judged.message, \
             (r.claim, e.key, judged.message)
     for r in report.records(COMMITTED).values():
         if (ref := r.entries.get(r.reference.get("cpu", ""))) is None or ref not in r.in_force("cpu"):
             continue
         elsewhere = replace(ref, device="cpu (AVX512, Intel)", code="0b5e55ed0000")
-        assert ledger.judge(r, elsewhere).status in ("across", ledger.MOVED), r.claim
+        assert across.judge(r, elsewhere).status in ("across", across.MOVED), r.claim
 
 
 def amended_record(claim: str, reason: str) -> ledger.Record:

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from normsys.claims.ledger import Replication
+from normsys.claims.across import Replication
 from normsys.claims.verdict import (
     ALPHA_PER_SIDE,
     INCONCLUSIVE,

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from normsys.claims import ledger, verdict
+from normsys.claims import verdict
 from normsys.claims.declaration import plan
 from normsys.claims.params import Variant
 from normsys.training.provenance import numeric_environment
@@ -66,9 +66,9 @@ def claim_looks(item: pytest.Item, marker: pytest.Mark) -> tuple[int, ...]:
 def planned_looks(item: pytest.Item, ledgers=None, evidence: bool = True) -> list[list]:
     """The runs a claim trains, known before it runs, look by look (each look's new seeds): those
     of its declared experiment, evidence arms included (unless not ``evidence``: then the runs it
-    decides on alone), at its first look, and at each later
-    look up to the one its entries in ``ledgers`` (a session's ledger.Ledgers) show it took in
-    this environment (verdict.expected); for a claim that declares none, those it fetched the
+    decides on alone), at its first look, and at each later look up to the one its entries in
+    ``ledgers`` (a session's Ledgers, normsys.claims.session) show it took in this environment
+    (verdict.expected); for a claim that declares none, those it fetched the
     last time it ran with this cache (normsys.claims.runs.planned), as one look; [] where
     neither is known."""
     from normsys.claims.runs import planned  # torch and the training path: when a session plans
@@ -102,7 +102,7 @@ def collects_every_claim(config: pytest.Config) -> bool:
         (config.invocation_params.dir / arg).is_dir() for arg in config.args)
 
 
-def recorded_entry(item: pytest.Item, marker: pytest.Mark, ledgers: ledger.Ledgers):
+def recorded_entry(item: pytest.Item, marker: pytest.Mark, ledgers):
     """The entry of its record a claim's measurement here will be compared with (its own in this
     environment and seed plan, else its reference), None where it has none."""
     from normsys.training.train import run_environment  # torch: when a session judges claims

@@ -1,8 +1,8 @@
 """A claim's verdict as its pytest outcome: the ``Claim`` a claim's test talks to (the plugin's
 ``claim`` fixture). At each look of its plan it decides its declared rule on the values its
 experiment reads (normsys.claims.verdict), builds the one ``Verdict`` with where it was measured,
-has the claim's record judge it (normsys.claims.ledger, ``Ledgers``) and ends the test by it:
-supported passes, refuted raises ``ClaimRefuted``, inconclusive is a skip. The same ``Verdict`` is
+has the claim's record judge it (normsys.claims.across, through the session's ``Ledgers``) and ends
+the test by it: supported passes, refuted raises ``ClaimRefuted``, inconclusive is a skip. The same ``Verdict`` is
 the record's entry, the report's row and the scorecard's cell.
 """
 

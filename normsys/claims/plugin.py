@@ -7,7 +7,7 @@ session's state (normsys.claims.session) and what it reads of an item (normsys.c
         claim.check(runs)
 
 The ``claim`` fixture is a ``normsys.claims.outcome.Claim``: it decides the claim by its declared
-rule and ends the test by the verdict, judged against the claim's record (normsys.claims.ledger,
+rule and ends the test by the verdict, judged against the claim's record (normsys.claims.across,
 ``claims/ledger/<claim id>.json``). ``--claims-update`` writes this environment's entries from the
 run (``--claims-amend`` gives the reason for a changed rule); ``--claims-strict`` fails claims
 without a current entry, and a session whose ledger folder holds records of claims no longer
@@ -40,7 +40,7 @@ from pathlib import Path
 
 import pytest
 
-from normsys.claims import ledger, verdict, workers
+from normsys.claims import verdict, workers
 from normsys.claims.items import (
     claim_id,
     claim_looks,
@@ -60,6 +60,7 @@ from normsys.claims.session import (
     FETCHED,
     SESSION,
     ClaimsSession,
+    Ledgers,
     check_options,
     check_report_folder,
     cluster_of,
@@ -148,7 +149,7 @@ def pytest_configure(config: pytest.Config) -> None:
             check_folder()
         except CacheFolderError as err:
             raise pytest.UsageError(str(err)) from None
-    ledgers = ledger.Ledgers(opt.claims_ledger or config.rootpath / "claims" / "ledger",
+    ledgers = Ledgers(opt.claims_ledger or config.rootpath / "claims" / "ledger",
                              opt.claims_update, opt.claims_strict, opt.claims_amend)
     if opt.claims_update and not hasattr(config, "workerinput") and \
             (why := write_check(ledgers.folder)):  # before any claim trains, not at the end

@@ -25,25 +25,27 @@ from pathlib import Path
 
 import numpy as np
 
-from normsys.claims.ledger import (
+from normsys.claims.across import (
     ALPHA_ACROSS,
     CONTRADICTED,
     DETECT_POWER,
     FRAGILE,
     REPLICATED,
-    LedgerError,
     Noise,
-    Record,
     Replication,
-    experiment,
     judge,
-    label,
     noise,
+    replication,
+    values_by_environment,
+)
+from normsys.claims.ledger import (
+    LedgerError,
+    Record,
+    experiment,
+    label,
     parse_rule,
     records,
-    replication,
     under_rule,
-    values_by_environment,
 )
 from normsys.claims.verdict import (
     ALPHA_PER_SIDE,

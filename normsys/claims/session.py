@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import pytest
 
 from normsys import __version__
-from normsys.claims import ledger, runtimes, verdict
+from normsys.claims import across, ledger, runtimes, verdict
 from normsys.claims.items import (
     claim_id,
     claim_looks,
@@ -96,6 +96,95 @@ def cluster_of(config: pytest.Config):
         return Cluster(opt.claims_ray, opt.claims_ray_gpus, opt.claims_ray_cpus)
     except ClusterError as err:
         raise pytest.UsageError(f"--claims-ray: {err}") from None
+
+
+class Ledgers:
+    """A session's claim records in ``folder`` (normsys.claims.ledger), each read once: they
+    judge each fresh verdict (normsys.claims.across) and, with ``update`` (--claims-update),
+    take this session's (``amend``: the reason for a rule changed since a claim was recorded)."""
+
+    def __init__(self, folder: Path, update: bool = False, strict: bool = False,
+                 amend: str = ""):
+        self.folder, self.update, self.strict, self.amend = Path(folder), update, strict, amend
+        self.read: dict[str, ledger.Record] = {}
+        # records of claims no longer defined: known only to a session that collected every claim
+        # (the plugin's ``collects_every_claim``)
+        self.stale: list[str] = []
+
+    def record(self, cid: str) -> ledger.Record:
+        if cid not in self.read:
+            self.read[cid] = ledger.read(ledger.path_of(self.folder, cid))
+        return self.read[cid]
+
+    def recorded(self, cid: str, tier: str, key_now: str, first_seed: int) \
+            -> verdict.Verdict | None:
+        """The entry this session's measurement will be compared with: its own (``key_now``)
+        under the rule in force, by whatever training code (values decide), else the reference
+        it is judged against."""
+        record = self.record(cid)
+        own = record.entries.get(key_now)
+        if own is not None and own.full_rule == record.rule:
+            return own
+        current = record.current(tier, first_seed)
+        return current[0] if current else None
+
+    def history(self, cid: str, tier: str, environment: dict[str, str], first_seed: int) \
+            -> list[verdict.Verdict]:
+        """The claim's entries of ``tier`` on this device, threads and torch
+        (provenance.numeric_environment; the autocast is its runs') on seeds from
+        ``first_seed``, whatever their plan: the looks it took here (verdict.expected)."""
+        return [e for e in self.record(cid).of(tier)
+                if (e.device, e.threads, e.torch) == (environment["device"],
+                                                      environment["threads"],
+                                                      environment["torch"])
+                and e.seeds[:1] == (first_seed,)]
+
+    def judge(self, cid: str, fresh: verdict.Verdict) -> across.Judgement:
+        if self.update:
+            try:  # a record it cannot read or amend is said, not written over
+                ledger.recorded(self.record(cid), fresh, self.amend)
+            except ledger.LedgerError as err:
+                return across.Judgement("changed", str(err))
+            return across.Judgement("updated", f"recorded from this run in "
+                                               f"{ledger.path_of(self.folder, cid)}")
+        return across.judge(self.record(cid), fresh)
+
+    def said(self, cid: str) -> ledger.Record:
+        """The claim's record for the report's words (replication, amendments); empty where it
+        cannot be read, which its judgement has already failed on."""
+        try:
+            return self.record(cid)
+        except ledger.LedgerError:
+            return ledger.Record(cid)
+
+    def replication(self, cid: str, tier: str) -> across.Replication | None:
+        return across.replication(self.said(cid), tier)
+
+    def write(self, results: Sequence) -> list[str]:
+        """Put this session's measurements (claim results: ``id``, ``entry``) into their
+        claims' records, and delete the records of claims no longer defined (``stale``); what was
+        written and deleted."""
+        written = []
+        for cid in self.stale:
+            ledger.path_of(self.folder, cid).unlink(missing_ok=True)
+            written.append(f"deleted {ledger.path_of(self.folder, cid)}: no claim {cid} is "
+                           f"defined")
+        self.stale = []
+        for r in results:
+            if r.ledger != "updated":  # a rule changed without its amendment
+                continue
+            path = ledger.path_of(self.folder, r.id)
+            fresh = verdict.Verdict.of_entry(r.entry)
+            record = ledger.recorded(ledger.read(path), fresh, self.amend)
+            self.folder.mkdir(parents=True, exist_ok=True)
+            ledger.write(path, record)
+            self.read[r.id] = record
+            written.append(f"{path} ({fresh.key})")
+        return written
+
+    def stale_lines(self) -> list[str]:
+        return [f"{ledger.path_of(self.folder, cid)}: the record of a claim no longer defined; "
+                f"review, then --claims-update deletes it" for cid in self.stale]
 
 
 def cluster_has_gpus(config: pytest.Config) -> bool:
@@ -240,13 +329,13 @@ def longest_first(items: list[pytest.Item]) -> None:
 
 class ClaimsSession:
     """A claims session's state, one object a process (on ``config.stash[SESSION]``): its ledger
-    files (``ledger.Ledgers``), its runs (normsys.claims.runs.Runs, which the run fixtures fetch
+    files (``Ledgers``), its runs (normsys.claims.runs.Runs, which the run fixtures fetch
     through), its Ray cluster (--claims-ray, else None), the terminal its progress lines go to,
     the negative controls of each claim id; and the claim results of every report (local or
     from xdist workers), which it writes to the report and the ledger when the session finishes
     and shows in the terminal summary."""
 
-    def __init__(self, config: pytest.Config, ledgers: ledger.Ledgers, runs, cluster,
+    def __init__(self, config: pytest.Config, ledgers: Ledgers, runs, cluster,
                  terminal: int):
         self.config, self.ledgers, self.runs = config, ledgers, runs
         self.cluster, self.terminal = cluster, terminal
