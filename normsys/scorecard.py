@@ -26,7 +26,7 @@ import sys
 import tempfile
 import textwrap
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
@@ -34,11 +34,13 @@ from typing import Any
 from normsys import declarations
 from normsys.claims.cache import code_digest, lookup
 from normsys.claims.declaration import Statistic
+from normsys.claims.ledger import described
 from normsys.claims.progress import Progress, label
+from normsys.claims.report import Row
 from normsys.claims.runs import Runs, meta_inputs
 from normsys.claims.runtimes import run_seconds
 from normsys.claims.usernorm import absolute, load
-from normsys.claims.verdict import INCONCLUSIVE, LEVEL, REFUTED, SUPPORTED, Rule, Verdict, described
+from normsys.claims.verdict import INCONCLUSIVE, LEVEL, REFUTED, SUPPORTED, Rule
 from normsys.claims.workers import RUN_THREADS
 from normsys.training.config import RunConfig
 from normsys.training.norms import BUILTIN, NORMS
@@ -323,11 +325,11 @@ def properties(table: dict) -> list[Property]:
     return [p for p in PROPERTIES if any(p.name in row for row in table.values())]
 
 
-def property_cell(prop: Property, norm: str, tier: str) -> Verdict:
+def property_cell(prop: Property, norm: str, tier: str) -> Row:
     """``prop`` of the kind ``norm`` (the registry's layer): supported where it holds, refuted
     with how it fails where not."""
     why = prop.check(NORMS[norm].build)
-    return Verdict(verdict=REFUTED if why else SUPPORTED, rule=prop.rule, reason=why or prop.rule,
+    return Row(verdict=REFUTED if why else SUPPORTED, rule=prop.rule, reason=why or prop.rule,
                    tier=tier, statistic=prop.name, evidence={"property": why or "holds"})
 
 
@@ -486,8 +488,8 @@ WAIT_FOREVER = 30 * 24 * 3600.0  # seconds
 
 def cells(p: Plan, records: dict[RunConfig, RunRecord], statistics: Columns = None,
           reach: dict[str, tuple[float, float]] | None = None,
-          props: Sequence[Property] | None = None) -> dict[str, dict[str, Verdict]]:
-    """{norm: {statistic: its Verdict}}, decided as the statistic's claim decides, with the
+          props: Sequence[Property] | None = None) -> dict[str, dict[str, Row]]:
+    """{norm: {statistic: its cell, a report Row}}, decided as the statistic's claim decides, with the
     seeds whose runs diverged, the kind's own per-seed readings (``reads``: what a later
     scorecard pairs with) and the runs they came from as its evidence; ``n/a`` where the
     experiment does not take the kind. A kind that is not built in whose mean lies outside
@@ -518,14 +520,14 @@ def cells(p: Plan, records: dict[RunConfig, RunRecord], statistics: Columns = No
     diverged = {key: sum(any(c not in p.failed and records[c].diverged for c in cs)
                          for cs in seeds) for key, seeds in made.items()}
     diverged.update({key: cell["diverged"] for key, cell in p.known.items() if key[0] in judged})
-    table: dict[str, dict[str, Verdict]] = {}
+    table: dict[str, dict[str, Row]] = {}
     for norm in p.norms:
         row = table.setdefault(norm, {})
         for stat in columns(statistics):
             rule = stat.rule_of(norm)
             named = {"id": stat.claim, "tier": p.tier, "statistic": rule.statistic}
             if not stat.applies(norm):
-                row[stat.name] = Verdict(verdict=NA, rule=rule.text, **named)
+                row[stat.name] = Row(verdict=NA, rule=rule.text, **named)
                 continue
             d = stat.verdict(norm, lambda kind, name=stat.name: per_seed[name, kind])
             evidence = {"diverged": diverged[stat.name, norm],
@@ -538,13 +540,13 @@ def cells(p: Plan, records: dict[RunConfig, RunRecord], statistics: Columns = No
                 # what it says (``rule_verdict``) is no verdict
                 evidence.update(out_of_range=list(span), rule_verdict=d.verdict)
                 d = replace(d, verdict=OUT_OF_RANGE)
-            row[stat.name] = replace(d, evidence=evidence, **named)
+            row[stat.name] = Row(**asdict(d), evidence=evidence, **named)
         row.update({prop.name: property_cell(prop, norm, p.tier) for prop in (
             (PROPERTIES if statistics is None else ()) if props is None else props)})
     return table
 
 
-def as_json(table: dict[str, dict[str, Verdict]], statistics: Columns = None) -> dict:
+def as_json(table: dict[str, dict[str, Row]], statistics: Columns = None) -> dict:
     """The table as the scorecard's JSON keeps it: {norm: {statistic: cell}}."""
     rules = {s.name: s.rule_of for s in columns(statistics)}
     rules.update({prop.name: lambda norm, rule=prop.rule: rule for prop in properties(table)})
@@ -552,12 +554,12 @@ def as_json(table: dict[str, dict[str, Verdict]], statistics: Columns = None) ->
             for norm, row in table.items()}
 
 
-def of_json(norms: dict) -> dict[str, dict[str, Verdict]]:
+def of_json(norms: dict) -> dict[str, dict[str, Row]]:
     """A table as ``as_json`` keeps it, read back (what a cell shows; its rule stays text)."""
-    def cell(c: dict) -> Verdict:
+    def cell(c: dict) -> Row:
         if c["verdict"] == NA:
-            return Verdict(verdict=NA)
-        return Verdict(verdict=c["verdict"], values=c["values"], mean=c["mean"], low=c["low"],
+            return Row(verdict=NA)
+        return Row(verdict=c["verdict"], values=c["values"], mean=c["mean"], low=c["low"],
                        high=c["high"], n=len(c["values"]), reason=c["reason"],
                        evidence={k: c[k] for k in EVIDENCE if k in c})
 
@@ -568,7 +570,7 @@ def of_json(norms: dict) -> dict[str, dict[str, Verdict]]:
 EVIDENCE = ("diverged", "failed", "reads", "runs", "out_of_range", "rule_verdict", "property")
 
 
-def cell_json(cell: Verdict, rule: Rule) -> dict:
+def cell_json(cell: Row, rule: Rule) -> dict:
     """A cell as the scorecard's JSON keeps it (``rule``: its statistic's rule for the row)."""
     if cell.verdict == NA:
         return {"verdict": NA, "rule": str(rule)}
@@ -643,7 +645,7 @@ def provenance(tier: str, specs: list[tuple[str, str]],
 MARK = {SUPPORTED: "+", REFUTED: "x", INCONCLUSIVE: "?", NA: ""}
 
 
-def cell_text(cell: Verdict) -> str:
+def cell_text(cell: Row) -> str:
     if cell.verdict == NA:
         return NA
     if "property" in cell.evidence:
@@ -657,7 +659,7 @@ def cell_text(cell: Verdict) -> str:
     return f"{cell.mean:.3g} {MARK[cell.verdict]}"
 
 
-def interval_text(cell: Verdict, sep: str = " ") -> str:
+def interval_text(cell: Row, sep: str = " ") -> str:
     """The cell's text and, for a value over seeds, its interval (at LEVEL, as its claim decides
     one look): ``0.806 ? [0.79, 0.82]``."""
     text = cell_text(cell)
@@ -713,7 +715,7 @@ COLOURS = {"reference": "#ececec", NA: "#f7f7f7", REFUTED: "#e8a0a0",
            INCONCLUSIVE: "#f2e3a0", SUPPORTED: "#9fd49f", OUT_OF_RANGE: "#a9c8ec"}
 
 
-def shade(cell: Verdict, subject: bool) -> str:
+def shade(cell: Row, subject: bool) -> str:
     """What a cell's colour says: its verdict for a row being judged, 'out of range' where its
     value lies beyond every built-in kind's, 'reference' for a row it is judged against."""
     if cell.verdict == NA:

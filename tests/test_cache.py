@@ -18,8 +18,8 @@ import torch
 
 from normsys.claims import cache, progress
 from normsys.claims.cache import cached_runs, run_key
+from normsys.claims.ledger import described
 from normsys.claims.progress import SILENT
-from normsys.claims.verdict import described
 from normsys.training.config import preset
 from normsys.training.provenance import code_text, cpu_vendor, numeric_environment
 from normsys.training.record import trained_model

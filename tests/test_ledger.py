@@ -11,7 +11,7 @@ import pickle
 import re
 import subprocess
 import sys
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
@@ -44,7 +44,7 @@ def entry(values=(0.92, 0.91, 0.93), rule=">= 0.8", device=AVX2, seeds=None, pla
                   commit="a59fd79c0ffee", normsys="0.2.0", torch="2.13.0+cpu", device=device,
                   threads="1", autocast="off", data="abc", code=code, settings=SETTINGS,
                   settings_fingerprint=PRINT)
-    return verdict.Verdict.of_entry({**fields, **changes})
+    return ledger.Entry.of_entry({**fields, **changes})
 
 
 def record(*entries: verdict.Verdict, claim: str = "c-1") -> ledger.Record:
@@ -246,9 +246,9 @@ def test_intervals_at_another_alpha_are_another_rule_and_old_entries_keep_their_
     assert [(a.old, a.new) for a in amended.amendments] == [
         ("kappa > 0.77", "kappa > 0.77 (1.75% a side)")]
     assert amended.current("cpu", 0) == [new]
-    assert verdict.Verdict.of_entry(old.entry) == old and "alpha" in old.entry
+    assert ledger.Entry.of_entry(old.entry) == old and "alpha" in old.entry
     legacy = {k: v for k, v in old.entry.items() if k != "alpha"}
-    assert verdict.Verdict.of_entry(legacy) == old  # an entry without alpha is a 95% one
+    assert ledger.Entry.of_entry(legacy) == old  # an entry without alpha is a 95% one
 
 
 def test_a_second_plan_of_looks_over_the_seeds_an_entry_decided_on_is_refused():
@@ -694,7 +694,7 @@ def test_the_verdict_page_stays_short_and_tells_each_amendment_once():
 
 def test_a_session_writes_each_claims_record_and_deletes_those_of_gone_claims(tmp_path):
     def Result(cid, e):  # a session's result: the claim's verdict, to be recorded
-        return replace(e, id=cid, ledger="updated")
+        return report.Row(**asdict(e), id=cid, ledger="updated")
 
     ledgers = Ledgers(tmp_path, update=True)
     ledger.write(tmp_path / "c-gone.json", record(entry(), claim="c-gone"))
@@ -1097,11 +1097,11 @@ def test_entries_of_unknown_code_stand_as_any_other():
 
 def test_an_entry_read_takes_its_seed_count_and_the_level_of_its_look_from_itself(tmp_path):
     e = entry((0.5, 0.6, 0.7, 0.65, 0.55), ">= 0.55", plan=[3, 5])
-    read = verdict.Verdict.of_entry(e.entry)
+    read = ledger.Entry.of_entry(e.entry)
     assert read.n == 5 and read.confidence == verdict.levels((3, 5))[1] and read == e
-    planless = verdict.Verdict.of_entry({**e.entry, "plan": []})  # one look: the protocol's level
+    planless = ledger.Entry.of_entry({**e.entry, "plan": []})  # one look: the protocol's level
     assert planless.confidence == verdict.LEVEL and planless.n == 5
-    off_plan = verdict.Verdict.of_entry({**e.entry, "plan": [3, 8]})  # 5 seeds: no look of it
+    off_plan = ledger.Entry.of_entry({**e.entry, "plan": [3, 8]})  # 5 seeds: no look of it
     assert math.isnan(off_plan.confidence)
     path = tmp_path / "c-1.json"
     ledger.write(path, record(e))
@@ -1439,7 +1439,7 @@ def all_of_entry(parts: dict, device=AVX2, **changes) -> verdict.Verdict:
     fields = {**entry(device=device).entry, "verdict": d.verdict, "rule": d.rule,
               "values": list(d.values), "mean": d.mean, "low": d.low, "high": d.high,
               "parts": parts, **changes}
-    return verdict.Verdict.of_entry(fields)
+    return ledger.Entry.of_entry(fields)
 
 
 def test_an_all_of_entry_keeps_every_part_and_follows_from_them(tmp_path):

@@ -6,16 +6,17 @@ from the 95% point, and the fields a decision carries into the report and the le
 from __future__ import annotations
 
 import math
+from dataclasses import fields
 
 import pytest
 import torch
 import torch.nn.functional as F
 
+from normsys.claims.ledger import RECORDED, Entry
 from normsys.claims.protocol import ln_decomposition_summary, ln_vjp_errors
 from normsys.claims.verdict import (
     INCONCLUSIVE,
     LEVEL,
-    RECORDED,
     REFUTED,
     SUPPORTED,
     Rule,
@@ -74,10 +75,12 @@ def test_decision_to_dict_names_its_fields():
     made = {k: v for k, v in d.to_dict().items() if v != Verdict(verdict="").to_dict()[k]
             and not (isinstance(v, float) and math.isnan(v))}
     assert set(made) == {"verdict", "rule", "values", "mean", "std", "n", "low", "high",
-                         "reason", "margin"}  # a decision's fields: the claim's are left blank
+                         "reason", "margin"}  # a decision's fields, no claim's
+    assert set(d.to_dict()) == {f.name for f in fields(Verdict)}  # nothing of an entry or a row
     assert d.to_dict()["verdict"] == d.verdict and d.to_dict()["rule"] == "> 0"
-    assert set(Verdict(verdict="").entry) == set(RECORDED) - {"parts"}  # an all-of rule's
-    assert set(Verdict(verdict="", parts={"a": [1.0]}).entry) == set(RECORDED)
+    assert set(Entry(verdict="").entry) == set(RECORDED) - {"parts"}  # an all-of rule's
+    assert set(Entry(verdict="", parts={"a": [1.0]}).entry) == set(RECORDED)
+    assert not {"id", "statement", "ledger", "evidence"} & {f.name for f in fields(Entry)}
 
 
 def test_decide_all_says_which_comparison_holds_how_and_keeps_each():

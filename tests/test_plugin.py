@@ -427,16 +427,16 @@ def test_results_reach_the_table_and_the_ledger_under_xdist(run_claims):
 
 
 def test_a_verdict_stays_one_object_in_its_process_and_crosses_xdist_as_json(run_claims):
-    """Alone, the session gathers the very Verdict the claim decided (no JSON on the way); a
-    pytest-xdist worker sends it as JSON, made a Verdict again with the same fields."""
+    """Alone, the session gathers the very row the claim reported (no JSON on the way); a
+    pytest-xdist worker sends it as JSON, made a Row again with the same fields."""
     from normsys.claims.outcome import PROPERTY
-    from normsys.claims.verdict import Verdict
+    from normsys.claims.report import Row
 
     alone = run_claims.inline_run("--claims-report", "rep", "-p", "no:cacheprovider",
                                   "-p", "no:xdist")
     sent = [v for r in alone.getreports("pytest_runtest_logreport") if r.when == "call"
             for k, v in r.user_properties if k == PROPERTY]
-    assert len(sent) == 6 and all(isinstance(v, Verdict) for v in sent)
+    assert len(sent) == 6 and all(isinstance(v, Row) for v in sent)
     decided = [v for v in sent if v.id == "c-supported"][0]
     assert decided.values == (0.91, 0.92, 0.93) and decided.looks == ()
     first = json.loads((run_claims.path / "rep" / "claims.json").read_text())["claims"]

@@ -673,7 +673,8 @@ def test_against_names_every_unknown_kind_and_the_built_in_ones():
 # A plan of constructed statistics over records built by hand: what judge, the table, the file
 # and the figure make of known values, without training.
 
-from normsys.claims.verdict import Rule, Verdict  # noqa: E402
+from normsys.claims.report import Row  # noqa: E402
+from normsys.claims.verdict import Rule  # noqa: E402
 from normsys.training.config import preset  # noqa: E402
 from normsys.training.record import RunRecord  # noqa: E402
 
@@ -1031,7 +1032,7 @@ def test_the_table_in_text_and_markdown_and_the_legend():
         "| norm | level | vs_none |\n|---|---|---|\n| mine | 0.25 x [0.0998, 0.4] | n/a |\n"
         "| layernorm | 0.91 + [0.88, 0.94] | 0.407 + [0.344, 0.469] |\n\nmean over seeds [")
     assert "\n- level: v(N) > 0.5  (claim c-level" in md and md.endswith("CPU tier)\n")
-    assert scorecard.cell_text(Verdict(verdict="inconclusive", mean=1234.5)) == "1.23e+03 ?"
+    assert scorecard.cell_text(Row(verdict="inconclusive", mean=1234.5)) == "1.23e+03 ?"
 
 
 class BatchCentred(nn.Module):
@@ -1549,11 +1550,11 @@ def test_estimate_looks_each_run_and_its_twin_up_on_the_runs_data(tmp_path, monk
 
 
 def test_shade_colours_a_judged_row_by_verdict_and_a_reference_row_grey():
-    na, refuted = Verdict(verdict="n/a"), Verdict(verdict="refuted")
+    na, refuted = Row(verdict="n/a"), Row(verdict="refuted")
     assert scorecard.shade(na, True) == scorecard.shade(na, False) == "n/a"
     assert scorecard.shade(refuted, False) == "reference"
     assert scorecard.shade(refuted, True) == "refuted"
-    assert scorecard.shade(Verdict(verdict="out of range", evidence={
+    assert scorecard.shade(Row(verdict="out of range", evidence={
         "rule_verdict": "supported", "out_of_range": [0, 1]}), True) == "out of range"
     assert set(scorecard.COLOURS) == {"reference", "n/a", "refuted", "inconclusive", "supported",
                                       "out of range"}

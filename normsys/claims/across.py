@@ -44,6 +44,7 @@ import numpy as np
 
 from normsys.claims.ledger import (
     ALL_OF,
+    Entry,
     Record,
     changes,
     differing,
@@ -59,7 +60,6 @@ from normsys.claims.verdict import (
     INCONCLUSIVE,
     REFUTED,
     SUPPORTED,
-    Verdict,
     family_level,
     half_width,
     interval,
@@ -135,7 +135,7 @@ def matches(a: Mapping[int, float], b: Mapping[int, float]) -> bool:
                                 for s in shared)
 
 
-def values_by_environment(entries: Iterable[Verdict]) -> dict[tuple[str, str], dict]:
+def values_by_environment(entries: Iterable[Entry]) -> dict[tuple[str, str], dict]:
     """Per (environment, ``experiment``) the values its entries hold, by seed, or for an all-of
     rule by (seed, part): each comparison paired only with itself across environments,
     whichever one decided (an entry without its parts: the part it matches, SAME_PART)."""
@@ -187,7 +187,7 @@ def noise(record: Record, tier: str) -> Noise:
                  len(own) - 1, scale, False)
 
 
-def reach(entry: Verdict) -> float:
+def reach(entry: Entry) -> float:
     """How far the mean of a decisive entry's values can move toward its threshold, their spread
     held, before its verdict stops: the distance from the interval it was decided by (for a
     refutation of an all-of rule, the family's wider one) to the threshold, or to a band's
@@ -242,7 +242,7 @@ UNRECORDED = ("new", "unrecorded")  # reported; --claims-strict fails them
 MOVED = "moved"  # a verdict that moved between decisive and inconclusive within the bound
 
 
-def shift_of(ref: Verdict, fresh: Verdict) -> tuple[int, float]:
+def shift_of(ref: Entry, fresh: Entry) -> tuple[int, float]:
     """How many seeds two measurements share (the same seeds from the first) and the mean of
     their per-seed differences: of the deciding values, or, where both keep the same parts, of
     the part that moved most (whichever comparison decided in each)."""
@@ -256,7 +256,7 @@ def shift_of(ref: Verdict, fresh: Verdict) -> tuple[int, float]:
     return n, max(means, key=lambda m: abs(m) if math.isfinite(m) else math.inf)
 
 
-def judge(record: Record, fresh: Verdict) -> Judgement:
+def judge(record: Record, fresh: Entry) -> Judgement:
     """Judge a fresh measurement (its ``code`` the training code's digest now) against the
     claim's record."""
     update = UPDATE.format(cid=record.claim)
@@ -392,16 +392,16 @@ def independent_seed_sets(seed_sets: Iterable[Sequence[int]]) -> int:
     return count
 
 
-def numeric_environments(entries: Sequence[Verdict]) -> int:
+def numeric_environments(entries: Sequence[Entry]) -> int:
     """How many of the entries' environments gave numbers of their own: an environment whose
     every entry has the per-seed values of an environment counted before, on the seeds both
     ran, bit for bit, is counted with it."""
-    by_env: dict[str, list[Verdict]] = {}
+    by_env: dict[str, list[Entry]] = {}
     for e in entries:
         by_env.setdefault(e.environment, []).append(e)
-    counted: list[list[Verdict]] = []
+    counted: list[list[Entry]] = []
 
-    def same(a: Verdict, b: Verdict) -> bool:
+    def same(a: Entry, b: Entry) -> bool:
         n = min(len(a.values), len(b.values))
         return a.seeds[:1] == b.seeds[:1] and \
             all(same_number(x, y) for x, y in zip(a.values[:n], b.values[:n], strict=True))

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from normsys.claims import verdict
+from normsys.claims import ledger, verdict
 from normsys.claims.declaration import plan
 from normsys.claims.params import Variant
 from normsys.training.provenance import numeric_environment
@@ -111,7 +111,7 @@ def recorded_entry(item: pytest.Item, marker: pytest.Mark, ledgers):
     offset = item.config.option.claims_seed_offset
     configs = planned_configs(item)  # where its runs train: a GPU's autocast is theirs
     env = run_environment(configs[0]) if configs else numeric_environment()
-    here = verdict.key(tier, verdict.described(env), verdict.seed_plan(offset, plan))
+    here = ledger.key(tier, ledger.described(env), ledger.seed_plan(offset, plan))
     return ledgers.recorded(claim_id(item, marker), tier, here, offset)
 
 

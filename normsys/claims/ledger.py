@@ -28,6 +28,7 @@ import json
 import math
 import re
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -35,17 +36,125 @@ from normsys import __version__
 from normsys.claims.verdict import (
     FIRST_ALPHA,
     INCONCLUSIVE,
-    OPTIONAL,
-    RECORDED,
     Rule,
     Verdict,
     by_seed,
     decide,
+    interval,
     levels,
     num,
     seed_span,
 )
 from normsys.training.store import atomic_write_text
+
+# ----------------------------------------------------------------------------- an entry
+
+# what a claim's record keeps of an entry (Record); those OPTIONAL may be absent (entries recorded
+# before they were kept)
+RECORDED = ("tier", "verdict", "statistic", "rule", "seeds", "values", "mean", "low", "high", "plan",
+            "alpha", "measured", "commit", "normsys", "torch", "device", "threads", "autocast",
+            "data", "code", "settings", "settings_fingerprint", "parts")
+OPTIONAL = ("alpha", "code", "settings", "settings_fingerprint", "parts")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Entry(Verdict):
+    """A decision (the Entry) as a claim's record keeps it: the claim's tier, its statistic,
+    its ``seeds`` and ``plan`` (the seed counts of its looks), where it was measured (date,
+    commit, normsys and torch versions, device, threads, autocast, the data's checksums, the
+    training code's digests ``code`` and the runs' ``settings``); ``entry`` is what the record
+    file holds of it (``RECORDED``)."""
+
+    tier: str = ""
+    statistic: str = ""
+    seeds: tuple[int, ...] = ()
+    plan: tuple[int, ...] = ()
+    measured: str = ""  # date and time
+    commit: str = ""
+    normsys: str = ""
+    torch: str = ""
+    device: str = ""  # the GPU's name, or the CPU with its kernels and vendor
+    threads: str = ""
+    autocast: str = ""
+    data: str = ""  # the data folder's checksum list, as sha256 of SHA256SUMS (or "" if none)
+    # the digests of the training code whose runs computed these values (normsys.claims.cache.
+    # code_digest), newest first, space-separated: code that gave the same values again stamps
+    # its own on the entry (``recorded``); "" in entries recorded before it was kept
+    code: str = ""
+    # the runs the claim read: each config field's value ("a | b" where runs differ; the seeds
+    # are `seeds`) and a fingerprint of the exact set of run configs
+    settings: dict = field(default_factory=dict)
+    settings_fingerprint: str = ""
+
+    TUPLES = ("values", "seeds", "plan")
+
+    @classmethod
+    def of_entry(cls, entry: dict) -> Entry:
+        """An entry of a claim's record (``RECORDED`` fields): its seeds' count and the level of
+        the look it took (``levels``) made again from its plan and alpha (an entry without one
+        was decided at FIRST_ALPHA)."""
+        n = len(entry.get("values", ()))
+        plan = tuple(entry.get("plan") or ()) or (n,)  # no plan: one look, at its seeds
+        alpha = entry.get("alpha", FIRST_ALPHA)
+        confidence = levels(plan, alpha)[plan.index(n)] if n in plan else math.nan
+        return cls(**{**{k: entry[k] for k in RECORDED if k in entry}, "alpha": alpha}, n=n,
+                   confidence=confidence)
+
+    @property
+    def entry(self) -> dict:
+        """What a claim's record keeps of it (``parts`` only for an all-of rule)."""
+        return {name: getattr(self, name) for name in RECORDED if name != "parts" or self.parts}
+
+    @property
+    def environment(self) -> str:
+        """Where the values were computed: ``cpu (AVX2, AMD), 1 thread(s), torch 2.13.0+cpu``."""
+        return described({"device": self.device, "threads": self.threads, "torch": self.torch,
+                          "autocast": self.autocast})
+
+    @property
+    def seed_plan(self) -> str:
+        """``seeds 0+, looks 3`` (``looks 5,8,13,21`` for a plan that adds seeds while open)."""
+        return seed_plan(self.seeds[0] if self.seeds else 0, self.plan)
+
+    @property
+    def key(self) -> str:
+        """Its entry's key in the claim's record: ``tier | environment | seed plan``."""
+        return key(self.tier, self.environment, self.seed_plan)
+
+    @property
+    def full_rule(self) -> str:
+        """The rule with its statistic and the per-side alpha of its intervals, as a record
+        registers and amends it (``acc > 0 (1.75% a side)``; no alpha where it is FIRST_ALPHA,
+        as entries recorded before the skew correction read)."""
+        level = "" if self.alpha == FIRST_ALPHA else f" ({100 * self.alpha:g}% a side)"
+        return f"{self.statistic} {self.rule}{level}"
+
+    def line(self) -> str:
+        """``supported 0.82 [0.8, 0.84] seeds 0-2 (2026-11-23, a59fd79)``."""
+        return f"{self.verdict} {interval(self.mean, self.low, self.high)} seeds " \
+               f"{seed_span(self.seeds)} ({self.measured.split()[0]}, {self.commit[:7]})"
+
+
+def described(env: Mapping[str, str]) -> str:
+    """A numeric environment (``normsys.training.provenance.numeric_environment``: a record's
+    ``env``, or an entry's fields) in a few words: ``cpu (AVX512, AMD), 1 thread(s), torch
+    2.13.0``; a field it lacks (made before it was recorded) reads ``?``."""
+    device, threads, version, autocast = (str(env.get(k, "?")) for k in
+                                          ("device", "threads", "torch", "autocast"))
+    amp = f", {autocast} autocast" if autocast not in ("off", "?") else ""
+    return f"{device}, {threads} thread(s), torch {version}{amp}"
+
+
+def key(tier: str, environment: str, plan: str) -> str:
+    """An entry's key in its record: tier, numeric environment (``described``), seed plan
+    (``seed_plan``)."""
+    return f"{tier} | {environment} | {plan}"
+
+
+def seed_plan(first_seed: int, looks: Sequence[int]) -> str:
+    """``seeds 0+, looks 3``: the first seed and the seed counts of the looks."""
+    return f"seeds {first_seed}+, looks {','.join(map(str, looks))}"
+
 
 # ----------------------------------------------------------------------------- the record
 
@@ -93,21 +202,21 @@ def same_number(a: float, b: float) -> bool:
     return a == b or (math.isnan(a) and math.isnan(b))
 
 
-def experiment(e: Verdict) -> str:
+def experiment(e: Entry) -> str:
     """What an entry's values are values of: its statistic over runs of its settings (every config
     field but the seed). Two entries of one experiment differ only where their environments, or
     the code that made them, round otherwise; an entry of another is another measurement."""
     return json.dumps([e.statistic, e.settings], sort_keys=True)
 
 
-def same_experiment(a: Verdict, b: Verdict) -> bool:
+def same_experiment(a: Entry, b: Entry) -> bool:
     """Whether two entries measure one ``experiment`` (an entry recorded before run settings
     were kept is taken to be of any settings)."""
     return a.statistic == b.statistic and (not a.settings or not b.settings or
                                            a.settings == b.settings)
 
 
-def follows(entry: Verdict) -> str:
+def follows(entry: Entry) -> str:
     """"" if the entry's verdict, mean and interval are what its rule decides on its per-seed
     values at the level of the look it took; else what differs. (An all-of rule records the
     comparison its verdict rests on, which reaches that verdict on its own.)"""
@@ -138,7 +247,7 @@ def follows(entry: Verdict) -> str:
     return "; ".join(differ)
 
 
-def under_rule(rule: str, e: Verdict) -> Verdict | None:
+def under_rule(rule: str, e: Entry) -> Verdict | None:
     """The entry's per-seed values decided by ``rule`` (a record's rule text, ``Record.rule``)
     at the look they stopped at: their seed count, at that look's level under the rule's own
     per-side alpha and the entry's plan; None where the rule is of another statistic (the values
@@ -196,7 +305,7 @@ class Record:
     registered with and its amendments, oldest first."""
 
     claim: str
-    entries: dict[str, Verdict] = field(default_factory=dict)
+    entries: dict[str, Entry] = field(default_factory=dict)
     reference: dict[str, str] = field(default_factory=dict)
     registered: str = ""
     amendments: list[Amendment] = field(default_factory=list)
@@ -206,10 +315,10 @@ class Record:
         """The rule in force: the last amendment's, else the registered one."""
         return self.amendments[-1].new if self.amendments else self.registered
 
-    def of(self, tier: str) -> list[Verdict]:
+    def of(self, tier: str) -> list[Entry]:
         return [e for _, e in sorted(self.entries.items()) if e.tier == tier]
 
-    def in_force(self, tier: str, like: Verdict | None = None) -> list[Verdict]:
+    def in_force(self, tier: str, like: Entry | None = None) -> list[Entry]:
         """The entries of ``tier`` under the rule in force, of the experiment of ``like`` (None:
         of the tier's reference): what can stand for the claim now, on whatever seeds, by
         whatever training code."""
@@ -217,7 +326,7 @@ class Record:
         return [e for e in self.of(tier) if e.full_rule == self.rule
                 and (like is None or same_experiment(e, like))]
 
-    def current(self, tier: str, first_seed: int, like: Verdict | None = None) -> list[Verdict]:
+    def current(self, tier: str, first_seed: int, like: Entry | None = None) -> list[Entry]:
         """The entries in force (``in_force``) on the seeds from ``first_seed``, the tier's
         reference first."""
         out = [e for e in self.in_force(tier, like) if e.seeds[:1] == (first_seed,)]
@@ -253,7 +362,7 @@ def read(path: Path) -> Record:
             if missing := sorted(required - set(e)):
                 raise LedgerError(f"record {path}: entry {k!r} lacks {', '.join(missing)}; "
                                   f"{again(path)}")
-            entries[k] = Verdict.of_entry(e)
+            entries[k] = Entry.of_entry(e)
         record = Record(claim, entries, dict(body["reference"]), body["registered"],
                         [Amendment(**a) for a in body["amendments"]])
     except LedgerError:
@@ -314,7 +423,7 @@ def records(folder: Path) -> dict[str, Record]:
     return {p.stem: read(p) for p in sorted(Path(folder).glob("*.json"))}
 
 
-def recorded(record: Record, fresh: Verdict, amend: str = "") -> Record:
+def recorded(record: Record, fresh: Entry, amend: str = "") -> Record:
     """``record`` with ``fresh`` as its entry of that key; a claim's first entry registers its
     rule, a rule other than the one in force needs ``amend`` (the reason), which amends it. The
     tier's reference moves to ``fresh`` (on the claim's own seeds) where it has none under that
@@ -355,7 +464,7 @@ def recorded(record: Record, fresh: Verdict, amend: str = "") -> Record:
     return after
 
 
-def changes(entry: Verdict, fresh: Verdict) -> list[str]:
+def changes(entry: Entry, fresh: Entry) -> list[str]:
     """What a claim was decided under that differs from its entry: statistic, rule, seeds (at the
     first look: under the same plan the look it decided at is an outcome), run settings."""
     first = entry.plan[0] if entry.plan == fresh.plan and entry.plan else None
@@ -372,7 +481,7 @@ def changes(entry: Verdict, fresh: Verdict) -> list[str]:
     return out
 
 
-def value_changes(entry: Verdict, fresh: Verdict) -> list[str]:
+def value_changes(entry: Entry, fresh: Entry) -> list[str]:
     """The per-seed values that differ between two measurements on the same seeds, largest
     change first: ``seed 2: 0.1234 -> 0.1236``."""
     pairs = [(s, a, b) for s, a, b in zip(entry.seeds, entry.values, fresh.values, strict=False)
@@ -381,7 +490,7 @@ def value_changes(entry: Verdict, fresh: Verdict) -> list[str]:
     return [f"seed {s}: {a!r} -> {b!r}" for s, a, b in pairs]
 
 
-def differing(own: Verdict, fresh: Verdict) -> list[str]:
+def differing(own: Entry, fresh: Entry) -> list[str]:
     """How a fresh measurement differs from its environment's entry: run settings, seeds, rule
     or statistic (``changes``), any per-seed value, the verdict; [] where it is that entry's."""
     differ = changes(own, fresh)
@@ -397,7 +506,7 @@ def stale(folder: Path, defined: set[str]) -> list[str]:
     return sorted({p.stem for p in Path(folder).glob("*.json")} - set(defined))
 
 
-def label(e: Verdict) -> str:
+def label(e: Entry) -> str:
     """An entry's column in a few words: its device, first seed and, for a plan of several looks,
     the most seeds it may take: ``cpu (AVX2, AMD), seeds 0+``, ``cpu (AVX512, AMD), seeds 0+ up
     to 8`` (a claim's own seed count and its runs' autocast are the claim's, not the column's)."""

@@ -1,9 +1,9 @@
 """A claim's verdict as its pytest outcome: the ``Claim`` a claim's test talks to (the plugin's
 ``claim`` fixture). At each look of its plan it decides its declared rule on the values its
-experiment reads (normsys.claims.verdict), builds the one ``Verdict`` with where it was measured,
-has the claim's record judge it (normsys.claims.across, through the session's ``Ledgers``) and ends
-the test by it: supported passes, refuted raises ``ClaimRefuted``, inconclusive is a skip. The same ``Verdict`` is
-the record's entry, the report's row and the scorecard's cell.
+experiment reads (normsys.claims.verdict), makes the decision the report's row with where it was
+measured (normsys.claims.report.Row, which is the record's entry and more), has the claim's record
+judge it (normsys.claims.across, through the session's ``Ledgers``) and ends the test by it:
+supported passes, refuted raises ``ClaimRefuted``, inconclusive is a skip.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import hashlib
 import json
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +20,7 @@ import pytest
 
 from normsys import __version__
 from normsys.claims.items import claim_id, claim_tier
+from normsys.claims.report import Row
 from normsys.claims.verdict import (
     INCONCLUSIVE,
     REFUTED,
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
     from normsys.training.config import RunConfig
 
 
-PROPERTY = "normsys_claim"  # the user property a claim's Verdict travels in (JSON only to cross
+PROPERTY = "normsys_claim"  # the user property a claim's Row travels in (JSON only to cross
 # from an xdist worker: normsys.claims.plugin)
 
 
@@ -188,6 +189,8 @@ class Claim:
         return self._conclude(decide(declared.rule, values, self.confidence), declared.rule)
 
     def _conclude(self, decision: Verdict, rule: Rule) -> Verdict:
+        """The decision as the report's row, with where it was measured, judged by the claim's
+        record; the test ended by it (a supported claim returns the decision)."""
         from normsys.claims.cache import code_digest  # torch: when a claim decides
         from normsys.training.train import run_environment
 
@@ -201,8 +204,8 @@ class Claim:
                 note = open_note(s, rule)
         settings, fingerprint = run_settings(self.fetched)
         env = run_environment(self.fetched[0]) if self.fetched else numeric_environment()
-        fresh = replace(
-            decision, id=self.id, tier=self.tier, statistic=statistic, seeds=self.seeds[: s.n],
+        fresh = Row(
+            **asdict(decision), id=self.id, tier=self.tier, statistic=statistic, seeds=self.seeds[: s.n],
             plan=self.plan, looks=jsonable(self.looks), open_note=note,
             measured=time.strftime("%Y-%m-%d %H:%M"), commit=git_commit(), normsys=__version__,
             torch=env["torch"], device=env["device"], threads=env["threads"],
@@ -239,15 +242,15 @@ def jsonable(obj):
     return json.loads(json.dumps(obj, default=float))
 
 
-def unfinished(item: pytest.Item, report: pytest.TestReport, call) -> Verdict | None:
+def unfinished(item: pytest.Item, report: pytest.TestReport, call) -> Row | None:
     """The report of a claim that ended without a verdict (its test failed before deciding, or
-    was skipped): a Verdict that says so, with the error; None for any other report."""
+    was skipped): a row that says so, with the error; None for any other report."""
     marker = item.get_closest_marker("claim")
     if marker is None or any(k == PROPERTY for k, _ in report.user_properties):
         return None
     if not (report.failed or (report.skipped and report.when == "call")):
         return None
-    return Verdict(
+    return Row(
         verdict="error" if report.failed else "not run", id=claim_id(item, marker),
         tier=claim_tier(item), statement=marker.kwargs.get("statement", ""),
         source=marker.kwargs.get("source", ""),

@@ -53,7 +53,7 @@ from normsys.claims.items import (
     positive_ids,
 )
 from normsys.claims.outcome import PROPERTY, Claim, unfinished
-from normsys.claims.report import write_check
+from normsys.claims.report import Row, write_check
 from normsys.claims.session import (
     COUNTER_ENV,
     DEFAULT_REPORT_DIR,
@@ -311,7 +311,7 @@ def pytest_runtest_makereport(item: pytest.Item, call):
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_report_to_serializable(config, report):
-    """A claim's Verdict crosses from a pytest-xdist worker (or into a report log) as JSON; within
+    """A claim's Row crosses from a pytest-xdist worker (or into a report log) as JSON; within
     one process it stays the object."""
     data = (yield).get_result()
     if data is not None and "user_properties" in data:
@@ -321,8 +321,8 @@ def pytest_report_to_serializable(config, report):
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_report_from_serializable(config, data):
-    """The Verdict made again from the JSON a worker sent."""
+    """The Row made again from the JSON a worker sent."""
     report = (yield).get_result()
     if report is not None:
-        report.user_properties = [(k, verdict.Verdict(**json.loads(v)) if k == PROPERTY else v)
+        report.user_properties = [(k, Row(**json.loads(v)) if k == PROPERTY else v)
                                   for k, v in report.user_properties]

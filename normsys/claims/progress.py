@@ -22,7 +22,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from normsys.claims.verdict import described
+from normsys.claims.ledger import described
 from normsys.training.config import PRESETS, RunConfig, preset
 from normsys.training.tiers import TIERS
 

@@ -20,7 +20,7 @@ import math
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -39,6 +39,7 @@ from normsys.claims.across import (
     values_by_environment,
 )
 from normsys.claims.ledger import (
+    Entry,
     LedgerError,
     Record,
     experiment,
@@ -56,12 +57,39 @@ from normsys.claims.verdict import (
     REFUTED,
     SKEW_TOLERATED,
     SUPPORTED,
-    Verdict,
     interval,
     num,
     seed_span,
 )
 from normsys.training.tiers import DEFAULT, TIERS
+
+
+@dataclass(frozen=True, kw_only=True)
+class Row(Entry):
+    """A claim's row in the session's report (and a scorecard's cell): its entry (a report's
+    ``verdict`` may also be ``error`` or ``not run``), the claim's ``id``, each look's line where
+    it took several (``looks``) and, open at its last, by how much (``open_note``); what its
+    test said (statement, source, seconds, evidence, figures, nodeid, the claim's role) and how
+    its record judged it (``ledger``, ``ledger_note``, ``replication``, ``amendments``)."""
+
+    id: str = ""
+    looks: tuple[dict, ...] = ()
+    open_note: str = ""  # open at its last look: by how much (``open_note``)
+    statement: str = ""
+    source: str = ""
+    seconds: float = 0.0
+    evidence: dict = field(default_factory=dict)
+    figures: tuple[str, ...] = ()
+    nodeid: str = ""
+    role: str = ""  # what the claim's verdict at the CPU tier is worth (declaration.ROLES)
+    ledger: str = ""  # same | across | moved | changed | new | unrecorded | updated
+    ledger_note: str = ""  # the record's line for this claim, or what to do
+    replication: str = ""  # Replication.word
+    replication_note: str = ""  # its verdict in each entry of the tier in its record
+    amendments: tuple[str, ...] = ()  # its rule's amendments, each a line
+
+    TUPLES = ("values", "seeds", "plan", "looks", "figures", "amendments")
+
 
 VERDICT_ORDER = (SUPPORTED, REFUTED, INCONCLUSIVE, "error", "not run")
 NONE_IN_FORCE = "unrecorded"  # a tier whose entries are all on other seeds than the claim's own
@@ -149,15 +177,15 @@ def looks_line(r) -> str:
             f"{', '.join(k['verdict'] for k in looks)}.  ")
 
 
-def merged(results, folder: Path) -> list[Verdict]:
+def merged(results, folder: Path) -> list[Row]:
     """This session's results over the rows of the report in ``folder`` (by claim and tier)."""
     path = folder / "claims.json"
     earlier = {}
     if path.is_file():
         try:
-            names = {f.name for f in fields(Verdict)}
+            names = {f.name for f in fields(Row)}
             for row in json.loads(path.read_text()).get("claims", []):
-                r = Verdict(**{k: v for k, v in row.items() if k in names})
+                r = Row(**{k: v for k, v in row.items() if k in names})
                 earlier[r.id, r.tier] = r
         except (ValueError, TypeError, AttributeError):
             earlier = {}  # an unreadable report is replaced, not merged
@@ -533,7 +561,7 @@ def detection_table(found: list[Detection]) -> tuple[list[str], list[list[str]]]
     return header, rows
 
 
-def scaled(e: Verdict) -> tuple[float, float, float]:
+def scaled(e: Entry) -> tuple[float, float, float]:
     """The entry's mean and interval on the scale where its rule's threshold is 0 and its claimed
     side is positive, in units of the threshold's size (|threshold|, or the band's half-width;
     1 where the threshold is 0): a claim is supported where the whole bar lies right of 0."""
@@ -734,7 +762,7 @@ def usual_reference(recs: dict[str, Record], tier: str) -> str:
     return max(sorted(seen), key=seen.get, default="")
 
 
-def where(e: Verdict) -> str:
+def where(e: Entry) -> str:
     """An entry's column and the training code that made it: ``cpu (AVX2, AMD), seeds 0+, code
     21848584``."""
     return f"{label(e)}, " + (f"code {e.code.split()[0][:8]}" if e.code else "code before digests")
@@ -745,7 +773,7 @@ def rule_cell(rule: str) -> str:
     return "`" + rule.replace("|", "\\|") + "`"
 
 
-def verdict_cell(e: Verdict, usual: str = "") -> str:
+def verdict_cell(e: Entry, usual: str = "") -> str:
     """An entry's verdict, mean and interval, with its level where it is not one look's and where
     it was made where that is not ``usual``: ``supported 0.859 [0.7648, 0.9533]``."""
     verdict = e.verdict.upper() if e.verdict == REFUTED else e.verdict
@@ -860,7 +888,7 @@ def disagreements_section(recs: dict[str, Record], tiers: Sequence[str]) -> str:
     return "\n\n".join(blocks)
 
 
-def now_cell(r: Record, ref: Verdict) -> str:
+def now_cell(r: Record, ref: Entry) -> str:
     """What the rule in force makes of a reference decided under an earlier one: its values
     decided again at the look they stopped at (``under_rule``)."""
     now = under_rule(r.rule, ref)

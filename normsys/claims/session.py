@@ -33,7 +33,7 @@ from normsys.claims.items import (
 )
 from normsys.claims.outcome import PROPERTY, ClaimRefuted
 from normsys.claims.progress import Progress
-from normsys.claims.report import merged, role_at, verdict_table, write_check, write_reports
+from normsys.claims.report import Row, merged, role_at, verdict_table, write_check, write_reports
 from normsys.claims.runtimes import control_work, expected_wall
 from normsys.training.config import MAX_SEED
 from normsys.training.data import DataError, DataMissingError, data_root, hub_allowed
@@ -117,7 +117,7 @@ class Ledgers:
         return self.read[cid]
 
     def recorded(self, cid: str, tier: str, key_now: str, first_seed: int) \
-            -> verdict.Verdict | None:
+            -> ledger.Entry | None:
         """The entry this session's measurement will be compared with: its own (``key_now``)
         under the rule in force, by whatever training code (values decide), else the reference
         it is judged against."""
@@ -129,7 +129,7 @@ class Ledgers:
         return current[0] if current else None
 
     def history(self, cid: str, tier: str, environment: dict[str, str], first_seed: int) \
-            -> list[verdict.Verdict]:
+            -> list[ledger.Entry]:
         """The claim's entries of ``tier`` on this device, threads and torch
         (provenance.numeric_environment; the autocast is its runs') on seeds from
         ``first_seed``, whatever their plan: the looks it took here (verdict.expected)."""
@@ -139,7 +139,7 @@ class Ledgers:
                                                       environment["torch"])
                 and e.seeds[:1] == (first_seed,)]
 
-    def judge(self, cid: str, fresh: verdict.Verdict) -> across.Judgement:
+    def judge(self, cid: str, fresh: ledger.Entry) -> across.Judgement:
         if self.update:
             try:  # a record it cannot read or amend is said, not written over
                 ledger.recorded(self.record(cid), fresh, self.amend)
@@ -174,7 +174,7 @@ class Ledgers:
             if r.ledger != "updated":  # a rule changed without its amendment
                 continue
             path = ledger.path_of(self.folder, r.id)
-            fresh = verdict.Verdict.of_entry(r.entry)
+            fresh = ledger.Entry.of_entry(r.entry)
             record = ledger.recorded(ledger.read(path), fresh, self.amend)
             self.folder.mkdir(parents=True, exist_ok=True)
             ledger.write(path, record)
@@ -342,7 +342,7 @@ class ClaimsSession:
         self.controls: dict[str, list[pytest.Item]] = {}
         self.positives: dict[str, list[pytest.Item]] = {}  # each claim id's positive controls
         self.claim_items: dict[str, list[pytest.Item]] = {}
-        self.results: dict[str, verdict.Verdict] = {}
+        self.results: dict[str, Row] = {}
         self.written: list[str] = []  # what was written, for the terminal summary
         self.started = time.monotonic()
 
@@ -552,7 +552,7 @@ class ClaimsSession:
         if stale:
             self.ledgers.stale = list(stale)
 
-    def sorted_results(self) -> list[verdict.Verdict]:
+    def sorted_results(self) -> list[Row]:
         return sorted(self.results.values(), key=lambda r: (r.tier, r.id))
 
     @pytest.hookimpl(tryfirst=True)  # before the terminal's summary, which shows what it wrote

@@ -63,7 +63,7 @@ LEVEL = 1 - 2 * INTERVAL_ALPHA  # one look's two-sided level: 96.5%
 # whether the records' values are credibly more skewed than this.
 SKEW_TOLERATED = 0.35
 # The interval alpha of entries recorded before the skew correction, which name none: the t
-# interval at 95%. Their rule text carries no level; every later entry's does (Verdict.full_rule).
+# interval at 95%. Their rule text carries no level; every later entry's does (ledger.Entry.full_rule).
 FIRST_ALPHA = 0.025
 SIDES = {">": "greater than", ">=": "at least", "<": "less than", "<=": "at most"}
 
@@ -138,29 +138,16 @@ class Rule:
                 "<": x < self.threshold, "<=": x <= self.threshold}[self.side]
 
 
-# what a claim's record keeps of a verdict (Record); those OPTIONAL may be absent (entries recorded
-# before they were kept)
-RECORDED = ("tier", "verdict", "statistic", "rule", "seeds", "values", "mean", "low", "high", "plan",
-            "alpha", "measured", "commit", "normsys", "torch", "device", "threads", "autocast",
-            "data", "code", "settings", "settings_fingerprint", "parts")
-OPTIONAL = ("alpha", "code", "settings", "settings_fingerprint", "parts")
-
-
 @dataclass(frozen=True, kw_only=True)
 class Verdict:
-    """A verdict with everything said of it, in one shape: what ``decide`` returns, a claim's
-    report row, an entry of its record (``RECORDED``: ``entry``) and a scorecard's cell.
-
-    The decision: the per-seed ``values`` the rule saw, their mean, sample std and Student-t
-    interval at ``confidence``; ``rule``: the rule as decided (``> 0.05``, ``within (-0.02,
-    0.02)``, ``all of 3 (Holm): > 0`` for several comparisons, this one the weakest); ``margin``: how far
+    """A rule's decision on per-seed values, what ``decide`` returns: the ``values`` the rule saw,
+    their mean, sample std and Student-t interval at ``confidence`` (a look of a plan whose looks
+    spend ``alpha`` a side); ``rule``: the rule as decided (``> 0.05``, ``within (-0.02, 0.02)``,
+    ``all of 3 (Holm): > 0`` for several comparisons, this one the weakest); ``margin``: how far
     the interval lies inside the claimed region (< 0: outside); ``comparisons``: with parts, each
-    part's verdict (as ``to_dict``). The claim it decides (``id``, ``tier``, ``seeds``, ``plan``:
-    the seed counts of its looks, ``alpha``: the per-side error they spend, ``looks``: each
-    look's line where there were several), where it was measured (date, commit, torch, device,
-    threads, autocast, data, the training code's digest ``code`` and the runs' ``settings``) and,
-    in a report, what its test said and how its record judged it (``ledger``, ``replication``,
-    ``amendments``)."""
+    part's verdict (as ``to_dict``), and ``parts`` their per-seed values. The record's entry
+    (normsys.claims.ledger.Entry) adds the claim and where it was measured; the report's row
+    (normsys.claims.report.Row) what its test said and how its record judged it."""
 
     verdict: str  # supported | refuted | inconclusive; a report's error | not run
     rule: str = ""
@@ -179,121 +166,21 @@ class Verdict:
     # an all-of rule's per-seed values of every comparison, by name (``values`` are the deciding
     # one's): what a record needs to hold each part to itself across environments
     parts: dict = field(default_factory=dict)
-    id: str = ""
-    tier: str = ""
-    statistic: str = ""
-    seeds: tuple[int, ...] = ()
-    plan: tuple[int, ...] = ()
-    looks: tuple[dict, ...] = ()
-    open_note: str = ""  # open at its last look: by how much (``open_note``)
-    measured: str = ""  # date and time
-    commit: str = ""
-    normsys: str = ""
-    torch: str = ""
-    device: str = ""  # the GPU's name, or the CPU with its kernels and vendor
-    threads: str = ""
-    autocast: str = ""
-    data: str = ""  # the data folder's checksum list, as sha256 of SHA256SUMS (or "" if none)
-    # the digests of the training code whose runs computed these values (normsys.claims.cache.
-    # code_digest), newest first, space-separated: code that gave the same values again stamps
-    # its own on the entry (``recorded``); "" in entries recorded before it was kept
-    code: str = ""
-    # the runs the claim read: each config field's value ("a | b" where runs differ; the seeds
-    # are `seeds`) and a fingerprint of the exact set of run configs
-    settings: dict = field(default_factory=dict)
-    settings_fingerprint: str = ""
-    statement: str = ""
-    source: str = ""
-    seconds: float = 0.0
-    evidence: dict = field(default_factory=dict)
-    figures: tuple[str, ...] = ()
-    nodeid: str = ""
-    role: str = ""  # what the claim's verdict at the CPU tier is worth (declaration.ROLES)
-    ledger: str = ""  # same | across | moved | changed | new | unrecorded | updated
-    ledger_note: str = ""  # the record's line for this claim, or what to do
-    replication: str = ""  # Replication.word
-    replication_note: str = ""  # its verdict in each entry of the tier in its record
-    amendments: tuple[str, ...] = ()  # its rule's amendments, each a line
 
     def __post_init__(self) -> None:  # sequences as tuples, whether read from JSON or made here
-        for name in ("values", "seeds", "plan", "looks", "figures", "amendments"):
+        for name in self.TUPLES:
             object.__setattr__(self, name, tuple(getattr(self, name)))
+
+    TUPLES = ("values",)  # its fields kept as tuples (a narrower type's add theirs)
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-    @classmethod
-    def of_entry(cls, entry: dict) -> Verdict:
-        """An entry of a claim's record (``RECORDED`` fields) as a Verdict: its seeds' count and
-        the level of the look it took (``levels``) made again from its plan and alpha (an entry
-        without one was decided at FIRST_ALPHA)."""
-        n = len(entry.get("values", ()))
-        plan = tuple(entry.get("plan") or ()) or (n,)  # no plan: one look, at its seeds
-        alpha = entry.get("alpha", FIRST_ALPHA)
-        confidence = levels(plan, alpha)[plan.index(n)] if n in plan else math.nan
-        return cls(**{**{k: entry[k] for k in RECORDED if k in entry}, "alpha": alpha}, n=n,
-                   confidence=confidence)
-
-    @property
-    def entry(self) -> dict:
-        """What a claim's record keeps of it (``parts`` only for an all-of rule)."""
-        return {name: getattr(self, name) for name in RECORDED if name != "parts" or self.parts}
 
     @property
     def interval(self) -> str:
         """``mean 0.82, 95% CI [0.8, 0.84], n=3``."""
         return f"mean {self.mean:.4g}, {100 * self.confidence:.4g}% CI [{self.low:.4g}, " \
                f"{self.high:.4g}], n={self.n}"
-
-    @property
-    def environment(self) -> str:
-        """Where the values were computed: ``cpu (AVX2, AMD), 1 thread(s), torch 2.13.0+cpu``."""
-        return described({"device": self.device, "threads": self.threads, "torch": self.torch,
-                          "autocast": self.autocast})
-
-    @property
-    def seed_plan(self) -> str:
-        """``seeds 0+, looks 3`` (``looks 5,8,13,21`` for a plan that adds seeds while open)."""
-        return seed_plan(self.seeds[0] if self.seeds else 0, self.plan)
-
-    @property
-    def key(self) -> str:
-        """Its entry's key in the claim's record: ``tier | environment | seed plan``."""
-        return key(self.tier, self.environment, self.seed_plan)
-
-    @property
-    def full_rule(self) -> str:
-        """The rule with its statistic and the per-side alpha of its intervals, as a record
-        registers and amends it (``acc > 0 (1.75% a side)``; no alpha where it is FIRST_ALPHA,
-        as entries recorded before the skew correction read)."""
-        level = "" if self.alpha == FIRST_ALPHA else f" ({100 * self.alpha:g}% a side)"
-        return f"{self.statistic} {self.rule}{level}"
-
-    def line(self) -> str:
-        """``supported 0.82 [0.8, 0.84] seeds 0-2 (2026-11-23, a59fd79)``."""
-        return f"{self.verdict} {interval(self.mean, self.low, self.high)} seeds " \
-               f"{seed_span(self.seeds)} ({self.measured.split()[0]}, {self.commit[:7]})"
-
-
-def described(env: Mapping[str, str]) -> str:
-    """A numeric environment (``normsys.training.provenance.numeric_environment``: a record's
-    ``env``, or an entry's fields) in a few words: ``cpu (AVX512, AMD), 1 thread(s), torch
-    2.13.0``; a field it lacks (made before it was recorded) reads ``?``."""
-    device, threads, version, autocast = (str(env.get(k, "?")) for k in
-                                          ("device", "threads", "torch", "autocast"))
-    amp = f", {autocast} autocast" if autocast not in ("off", "?") else ""
-    return f"{device}, {threads} thread(s), torch {version}{amp}"
-
-
-def key(tier: str, environment: str, plan: str) -> str:
-    """An entry's key in its record: tier, numeric environment (``described``), seed plan
-    (``seed_plan``)."""
-    return f"{tier} | {environment} | {plan}"
-
-
-def seed_plan(first_seed: int, looks: Sequence[int]) -> str:
-    """``seeds 0+, looks 3``: the first seed and the seed counts of the looks."""
-    return f"seeds {first_seed}+, looks {','.join(map(str, looks))}"
 
 
 def interval(mean: float, low: float, high: float) -> str:

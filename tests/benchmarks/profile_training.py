@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 from normsys.claims import runtimes
-from normsys.claims.verdict import described
+from normsys.claims.ledger import described
 from normsys.training import steplog, train
 from normsys.training.config import RunConfig, preset
 from normsys.training.provenance import numeric_environment
