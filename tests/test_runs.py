@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from normsys.claims import runs
+from normsys.claims import runs, runtimes
 from normsys.claims.cache import run_key
 from normsys.training.config import RunConfig, preset
 from normsys.training.train import run_environment, train_with_state
@@ -45,34 +45,34 @@ def test_a_claims_index_keeps_each_run_once_with_its_data_and_training_time(cach
     assert [r["config"]["train"]["seed"] for r in index["runs"]] == [0, 1, 2]
     assert RunConfig.from_dict(index["runs"][0]["config"]) == SEEDS[0]
     assert index["runs"][1]["seconds"] == records[1].wall_time and index["runs"][0]["data"] == ""
-    assert runs.index_path("c-x", "paper") == cache / "claims" / "c-x-paper.json"
+    assert runtimes.index_path("c-x", "paper") == cache / "claims" / "c-x-paper.json"
     session.write_index("c-none", "cpu", [])  # a claim that fetched nothing keeps no index
     assert not (cache / "claims" / "c-none-cpu.json").exists()
 
 
 def test_cost_counts_cached_runs_and_the_training_the_others_took(cache, session):
-    assert runs.cost("c-x", "cpu") == ("runs: not known until it has run once with this cache",
+    assert runtimes.cost("c-x", "cpu") == ("runs: not known until it has run once with this cache",
                                        None)
     with session.recording() as fetched:
         for c in SEEDS:
             session.run(c)
     session.write_index("c-x", "cpu", fetched)
-    assert runs.cost("c-x", "cpu") == ("3 runs (3 cached)", 0)
+    assert runtimes.cost("c-x", "cpu") == ("3 runs (3 cached)", 0)
     (cache / "runs" / f"{run_key(SEEDS[2])}.json").unlink()
     index = cache / "claims" / "c-x-cpu.json"
     body = json.loads(index.read_text())
     body["runs"][2]["seconds"] = 600.0
     body["runs"][1]["seconds"] = None  # never timed: counts nothing
     index.write_text(json.dumps(body))
-    assert runs.cost("c-x", "cpu") == \
+    assert runtimes.cost("c-x", "cpu") == \
         ("3 runs (2 cached; the others ~10.0 min of training as last timed)", 600.0)
     (cache / "runs" / f"{run_key(SEEDS[1])}.json").unlink()
     body["runs"][2]["seconds"] = 62.5  # 1.04 min; a second more for the untimed run is 1.06
     index.write_text(json.dumps(body))
-    assert runs.cost("c-x", "cpu") == \
+    assert runtimes.cost("c-x", "cpu") == \
         ("3 runs (1 cached; the others ~1.0 min of training as last timed)", 62.5)
     index.write_text("{}")
-    assert runs.cost("c-x", "cpu") == ("runs: not known (its index cannot be read)", None)
+    assert runtimes.cost("c-x", "cpu") == ("runs: not known (its index cannot be read)", None)
 
 
 def test_the_index_keys_runs_on_their_data(cache, data_env, session):
@@ -84,14 +84,14 @@ def test_the_index_keys_runs_on_their_data(cache, data_env, session):
     digest = json.loads((cache / "claims" / "c-mnist-cpu.json").read_text())["runs"][0]["data"]
     assert digest == session.task_of(cfg).digest and len(digest) == 64
     assert (cache / "runs" / f"{run_key(cfg, digest)}.json").is_file()
-    assert runs.cost("c-mnist", "cpu") == ("1 runs (1 cached)", 0) and record.metrics
+    assert runtimes.cost("c-mnist", "cpu") == ("1 runs (1 cached)", 0) and record.metrics
 
 
 def test_without_a_cache_nothing_is_indexed_or_known(monkeypatch, session):
     monkeypatch.setenv("NORMSYS_CACHE", "off")
-    assert runs.index_path("c", "cpu") is None
+    assert runtimes.index_path("c", "cpu") is None
     session.write_index("c", "cpu", SEEDS)
-    assert runs.cost("c", "cpu")[0] == "runs: not known until it has run once with this cache"
+    assert runtimes.cost("c", "cpu")[0] == "runs: not known until it has run once with this cache"
 
 
 def test_several_seeds_of_one_config_train_stacked_on_cuda_and_one_by_one_otherwise(
@@ -193,8 +193,6 @@ def test_the_controls_runs_are_priced_once_past_the_claims_and_the_cache(cache, 
     """Two controls sharing seed 0's run, one whose runs the table lacks: a run the claims plan
     (seed 1) is theirs, a run the cache holds is counted as cached, each other run once at its
     recorded seconds, and the control never timed is named."""
-    from normsys.claims import runtimes
-
     for control, cfgs in (("control-a", SEEDS[:2]), ("control-b", [SEEDS[0], SEEDS[2]])):
         with session.recording() as fetched:
             for c in cfgs:
@@ -220,8 +218,6 @@ def test_the_controls_runs_are_priced_once_past_the_claims_and_the_cache(cache, 
 def test_the_recorded_run_times_count_each_claims_runs_and_the_ones_it_alone_reads(
         cache, session, tmp_path):
     """Two claims sharing seed 0's run: each counts it, neither as its own."""
-    from normsys.claims import runtimes
-
     for claim, cfgs in (("c-a", SEEDS[:2]), ("c-b", [SEEDS[0], SEEDS[2]])):
         with session.recording() as fetched:
             for c in cfgs:
@@ -256,10 +252,8 @@ def test_the_recorded_run_times_count_each_claims_runs_and_the_ones_it_alone_rea
 
 
 def test_a_claim_without_an_index_costs_what_the_committed_run_times_say(cache, monkeypatch):
-    from normsys.claims import runtimes
-
-    monkeypatch.setattr(runs, "recorded_cost", lambda claim, tier: (f"{claim}/{tier} recorded", 7))
-    assert runs.cost("c-x", "cpu") == ("c-x/cpu recorded", 7)
+    monkeypatch.setattr(runtimes, "recorded_cost", lambda claim, tier: (f"{claim}/{tier} recorded", 7))
+    assert runtimes.cost("c-x", "cpu") == ("c-x/cpu recorded", 7)
     row = runtimes.read("cpu")["claims"]["dm-l2-prevents-collapse"]
     assert row["runs"] == 3 and row["seconds"] > 0
 
@@ -302,8 +296,6 @@ def test_run_times_merge_a_caches_claims_into_the_committed_table():
     """A cache holding a few claims' indexes updates their rows, not the table: the other rows
     stay while kept (a claim declared, a control defined), the runs no row reads go, each row's
     own seconds are counted again; a cache of another machine kind is refused."""
-    from normsys.claims import runtimes
-
     row = lambda *fs: {"runs": len(fs), "seconds": 0, "own_seconds": 0,  # noqa: E731
                        "untimed": 0, "fingerprints": list(fs)}
     committed = {"tier": "cpu", "device": "cpu (AVX2, AMD), 2 cores",
@@ -326,8 +318,6 @@ def test_run_times_merge_a_caches_claims_into_the_committed_table():
 def test_the_run_times_command_writes_the_table_or_says_what_is_missing(
         cache, session, monkeypatch, tmp_path, capsys):
     from normsys.__main__ import main
-    from normsys.claims import runtimes
-
     monkeypatch.setattr(runtimes, "FOLDER", tmp_path / "checkout")  # the table and claim files
     assert main(["run-times", "--cache", str(cache)]) == 2
     err = capsys.readouterr().err
@@ -386,8 +376,6 @@ def test_a_model_that_cannot_take_its_data_is_refused_before_training(
 
 def test_train_dry_run_states_the_recorded_training_time(capsys):
     from normsys.__main__ import main
-    from normsys.claims import runtimes
-
     assert main(["train", "--model", "encoder", "--dry-run"]) == 0
     seconds, device = runtimes.run_seconds(preset("encoder"))
     assert capsys.readouterr().err == f"training: ~{seconds:.0f} s as recorded on {device}\n"
@@ -468,7 +456,7 @@ def test_a_plan_submits_the_longest_runs_first_and_none_the_cache_holds(cache, m
     session.run(SEEDS[0])
     trainer.calls.clear()
     seconds = {SEEDS[1].fingerprint(): 5.0, SEEDS[2].fingerprint(): 50.0}
-    monkeypatch.setattr(runs, "run_seconds", lambda c: (seconds[c.fingerprint()], "box")
+    monkeypatch.setattr(runtimes, "run_seconds", lambda c: (seconds[c.fingerprint()], "box")
                         if c.fingerprint() in seconds else None)
     assert session.plan([SEEDS]) == 2
     assert trainer.calls == [("submit", [SEEDS[2]]), ("submit", [SEEDS[1]])]
@@ -537,12 +525,12 @@ def test_a_plan_trains_here_longest_first_and_nothing_the_cache_holds(cache, mon
     first as the run times record them, skipping what the cache holds."""
     runs.Runs().run(SEEDS[0])  # another session's: cached
     seconds = {SEEDS[1].fingerprint(): 5.0, SEEDS[2].fingerprint(): 50.0}
-    monkeypatch.setattr(runs, "run_seconds", lambda c: (seconds[c.fingerprint()], "box")
+    monkeypatch.setattr(runtimes, "run_seconds", lambda c: (seconds[c.fingerprint()], "box")
                         if c.fingerprint() in seconds else None)
     trained = []
     monkeypatch.setattr(runs, "fit", lambda cfgs, task: trained.append(cfgs) or
                         [train_with_state(c) for c in cfgs])
-    assert runs.group_seconds(SEEDS) == 50.0  # seeds stacked: as long as the longest
+    assert runtimes.group_seconds(SEEDS) == 50.0  # seeds stacked: as long as the longest
     session = runs.Runs()
     assert session.plan([SEEDS]) == 0 and session.planned == [[SEEDS[2]], [SEEDS[0]], [SEEDS[1]]]
     shares = {SEEDS[2].fingerprint(): 50.0, SEEDS[1].fingerprint(): 5.0}
@@ -561,9 +549,9 @@ def test_runs_on_seeds_never_timed_are_priced_as_their_configurations_timed_seed
                                                                      "train.seed": 8})]
     seconds = {SEEDS[1].fingerprint(): 5.0,
                SMALL.override(**{"model.d": 16, "train.seed": 2}).fingerprint(): 50.0}
-    monkeypatch.setattr(runs, "run_seconds", lambda c: (seconds[c.fingerprint()], "box")
+    monkeypatch.setattr(runtimes, "run_seconds", lambda c: (seconds[c.fingerprint()], "box")
                         if c.fingerprint() in seconds else None)
-    assert [runs.group_seconds([c]) for c in fresh] == [5.0, 50.0]
+    assert [runtimes.group_seconds([c]) for c in fresh] == [5.0, 50.0]
     session = runs.Runs()
     assert session.plan([fresh]) == 0 and session.planned == [[fresh[1]], [fresh[0]]]
     assert session.planned_work(1) == ({fresh[1].fingerprint(): 50.0,
@@ -680,7 +668,7 @@ def test_a_plans_cost_groups_its_runs_as_they_train_and_says_where_they_were_tim
     grouped as they train (seeds stacked on CUDA: a group costs its longest run), each timed
     by its own seed's record or another seed's of its configuration; untimed ones said."""
     times = {SEEDS[0].fingerprint(): (30.0, "cpu"), SEEDS[2].fingerprint(): (570.0, "H100")}
-    monkeypatch.setattr(runs, "run_seconds", lambda cfg: times.get(cfg.fingerprint()))
+    monkeypatch.setattr(runtimes, "run_seconds", lambda cfg: times.get(cfg.fingerprint()))
     # seed 1 takes seed 0's time; seed 0 asked twice counts once
     assert session.cost(SEEDS + SEEDS[:1]) == (
         "3 runs (0 cached; the others ~10.5 min of training as recorded on H100 and cpu)", 630.0)
@@ -698,11 +686,11 @@ def test_a_plans_cost_groups_its_runs_as_they_train_and_says_where_they_were_tim
     assert session.cost(SEEDS) == (
         "3 runs (1 cached; the others ~10.0 min of training as recorded on H100 and cpu)", 600.0)
     assert session.cost(SEEDS[:1]) == ("1 runs (1 cached)", 0)
-    last = SMALL.override(**{"train.seed": max(t.max_seeds for t in runs.TIERS.values()) - 1})
+    last = SMALL.override(**{"train.seed": max(t.max_seeds for t in runtimes.TIERS.values()) - 1})
     times = {last.fingerprint(): (12.0, "cpu")}  # the last seed any tier takes
-    assert runs.similar_seconds(SEEDS[1]) == (12.0, "cpu")
+    assert runtimes.similar_seconds(SEEDS[1]) == (12.0, "cpu")
     times = {}
-    assert runs.similar_seconds(SEEDS[1]) is None
+    assert runtimes.similar_seconds(SEEDS[1]) is None
 
 
 def test_every_worker_opens_the_sessions_board_and_the_last_two_may_both_close_it(cache):
@@ -794,7 +782,7 @@ def test_a_session_that_planned_nothing_has_no_planned_work_and_hands_nothing_on
 def test_a_stacked_groups_seconds_are_shared_by_its_seeds(cache, monkeypatch):
     """On CUDA one config's seeds train as one group, as long as its longest seed: each seed's
     share is that over the seeds, and the plan's wall is the group's."""
-    monkeypatch.setattr(runs, "run_seconds", lambda c: (30.0 + c.train.seed, "H100"))
+    monkeypatch.setattr(runtimes, "run_seconds", lambda c: (30.0 + c.train.seed, "H100"))
     session = runs.Runs()
     session.planned = [SEEDS]  # as plan() groups them on CUDA
     shares, wall = session.planned_work(2)
@@ -806,7 +794,6 @@ def test_the_cpu_tier_with_its_controls_fits_its_budget():
     once) take at most the tier's budget cold on two processes of a 2-core AMD AVX2 machine (a
     table measured on a faster kind scaled to it): CI's tier, sized so that a cold run lands.
     A new claim or a larger preset that breaks it needs a smaller setting, not a longer CI."""
-    from normsys.claims import runtimes
     from normsys.training.tiers import DEFAULT, TIERS
 
     table = runtimes.read(DEFAULT)

@@ -39,9 +39,15 @@ import torch
 from filelock import FileLock, Timeout
 from torch import nn
 
-from normsys.claims.cache import cached_runs, lookup, run_key, writable
+from normsys.claims.cache import cached_runs, lookup, writable
 from normsys.claims.progress import SILENT, Progress, label
-from normsys.claims.runtimes import expected_wall, recorded_cost, run_seconds
+from normsys.claims.runtimes import (
+    expected_wall,
+    group_seconds,
+    index_path,
+    priced,
+    similar_seconds,
+)
 from normsys.training.batched import check_batchable
 from normsys.training.config import PRESETS, ModelConfig, RunConfig
 from normsys.training.models import build_model
@@ -49,7 +55,6 @@ from normsys.training.norms import NORMS
 from normsys.training.record import RunRecord
 from normsys.training.store import atomic_write_text, cache_root
 from normsys.training.tasks import Classify, LanguageModel, Task, make_task
-from normsys.training.tiers import TIERS
 from normsys.training.train import fit, resolve_device, run_environment
 
 
@@ -216,15 +221,7 @@ class Runs:
         as they train; and those seconds (None where a run was never timed)."""
         cfgs = list(dict.fromkeys(cfgs))
         missing = [c for c in cfgs if self._lacks([c])]
-        timed = self.missing_groups(missing)
-        untimed = sum(not t for t in timed)
-        seconds = sum(max(s for s, _ in t) for t in timed if t)
-        devices = sorted({d for t in timed for _, d in t})
-        text = f"{len(cfgs)} runs ({len(cfgs) - len(missing)} cached" + (
-            f"; the others ~{seconds / 60:.1f} min of training as recorded on "
-            f"{' and '.join(devices) or '-'}" if missing else "") + (
-            f", {untimed} of them never timed" if untimed else "") + ")"
-        return text, None if untimed else seconds
+        return priced(len(cfgs), len(cfgs) - len(missing), self.missing_groups(missing))
 
     def missing_groups(self, missing: list[RunConfig]) -> list[list[tuple[float, str]]]:
         """Per group the runs ``missing`` train in (seed_groups), the (seconds, device) of each
@@ -480,55 +477,6 @@ def planned(claim: str, tier: str) -> list[RunConfig]:
         return [RunConfig.from_dict(r["config"]) for r in json.loads(path.read_text())["runs"]]
     except (AttributeError, OSError, ValueError, KeyError, TypeError):
         return []
-
-
-def expected_seconds(cfg: RunConfig) -> float:
-    """What a run of ``cfg`` takes as the tier's run times record it, or a run of its
-    configuration on another seed (similar_seconds: a replication on fresh seeds is priced too);
-    0 where none was timed."""
-    recorded = similar_seconds(cfg)
-    return 0.0 if recorded is None else recorded[0]
-
-
-def similar_seconds(cfg: RunConfig) -> tuple[float, str] | None:
-    """(seconds, device) a run of ``cfg`` took as the run times record, or a run of the same
-    configuration on another seed of the most a tier takes (a seed changes what a run computes,
-    not what it costs); None where none was timed."""
-    for seed in (cfg.train.seed, *range(max(t.max_seeds for t in TIERS.values()))):
-        if (recorded := run_seconds(cfg.override(**{"train.seed": seed}))) is not None:
-            return recorded
-    return None
-
-
-def group_seconds(group: list[RunConfig]) -> float:
-    """What a group of runs trains in as the tier's run times record: its longest run (seeds that
-    stack train together, and each records the group's time; any other group is one run)."""
-    return max(expected_seconds(c) for c in group)
-
-
-def index_path(claim: str, tier: str) -> Path | None:
-    root = cache_root()
-    return None if root is None else root / "claims" / f"{claim}-{tier}.json"
-
-
-def cost(claim: str, tier: str) -> tuple[str, float | None]:
-    """``9 runs (6 cached; the others ~4.1 min of training as last timed)``, from the claim's
-    last run, or what the committed run times record, or what is not known; and the seconds of
-    training its runs not cached take (None: not known)."""
-    path = index_path(claim, tier)
-    if path is None or not path.is_file():
-        recorded = recorded_cost(claim, tier)
-        return recorded or ("runs: not known until it has run once with this cache", None)
-    try:
-        runs_ = json.loads(path.read_text())["runs"]
-        keys = [run_key(RunConfig.from_dict(r["config"]), r["data"]) for r in runs_]
-    except (ValueError, KeyError, TypeError):
-        return "runs: not known (its index cannot be read)", None
-    cached = [(path.parent.parent / "runs" / f"{k}.json").is_file() for k in keys]
-    todo = sum(r["seconds"] or 0 for r, c in zip(runs_, cached, strict=True) if not c)
-    return (f"{len(runs_)} runs ({sum(cached)} cached"
-            + (f"; the others ~{todo / 60:.1f} min of training as last timed)"
-               if not all(cached) else ")")), todo
 
 
 def meta_inputs(cfg: RunConfig, x: torch.Tensor, kind: type[nn.Module]

@@ -1,6 +1,10 @@
-"""What each claim's training costs, recorded: a committed table per tier (``claims/run-times-
-<tier>.json``) made from a run cache's claim indexes (normsys.claims.runs: each claim's runs with their
-training times), so that the cost of a claim is known before its runs are in anyone's cache.
+"""What training costs: the one module that prices work. Each claim's training, recorded: a
+committed table per tier (``claims/run-times-<tier>.json``) made from a run cache's claim indexes
+(``index_path``: each claim's runs with their training times), so that the cost of a claim is
+known before its runs are in anyone's cache; from it, a run's price (``expected_seconds``, a
+group of stacked seeds' ``group_seconds``), a claim's (``cost``), the negative controls' runs
+besides the claims' (``control_work``) and the wall time of many on a few processes
+(``expected_wall``; the CPU tier's budget, ``budget_wall``).
 
     python -m normsys run-times [--tier cpu] [--cache DIR]     merge a cache's claims into it
     python -m normsys run-times --replace                        the cache's claims alone
@@ -33,7 +37,7 @@ import torch
 from normsys.claims.cache import cached_fingerprints, run_key
 from normsys.training.config import RunConfig
 from normsys.training.provenance import cpu_kind, device_name, numeric_environment
-from normsys.training.store import atomic_write_text
+from normsys.training.store import atomic_write_text, cache_root
 from normsys.training.tiers import DEFAULT, TIERS
 
 FOLDER = Path(__file__).parents[2] / "claims"  # beside the claim files, in a checkout
@@ -276,6 +280,86 @@ def control_work(controls: list[str], claimed: set[str],
                 work.todo[fingerprint] = seconds
     work.cached = len(cached - claimed)
     return work
+
+
+# ----------------------------------------------------------------------------- a run's price
+
+
+def expected_seconds(cfg: RunConfig) -> float:
+    """What a run of ``cfg`` takes as the tier's run times record it, or a run of its
+    configuration on another seed (similar_seconds: a replication on fresh seeds is priced too);
+    0 where none was timed."""
+    recorded = similar_seconds(cfg)
+    return 0.0 if recorded is None else recorded[0]
+
+
+def similar_seconds(cfg: RunConfig) -> tuple[float, str] | None:
+    """(seconds, device) a run of ``cfg`` took as the run times record, or a run of the same
+    configuration on another seed of the most a tier takes (a seed changes what a run computes,
+    not what it costs); None where none was timed."""
+    for seed in (cfg.train.seed, *range(max(t.max_seeds for t in TIERS.values()))):
+        if (recorded := run_seconds(cfg.override(**{"train.seed": seed}))) is not None:
+            return recorded
+    return None
+
+
+def group_seconds(group: list[RunConfig]) -> float:
+    """What a group of runs trains in as the tier's run times record: its longest run (seeds that
+    stack train together, and each records the group's time; any other group is one run)."""
+    return max(expected_seconds(c) for c in group)
+
+
+def index_path(claim: str, tier: str) -> Path | None:
+    """Where the run cache keeps the runs ``claim`` at ``tier`` fetched last, with their times
+    (normsys.claims.runs.Runs.write_index); None without a cache."""
+    root = cache_root()
+    return None if root is None else root / "claims" / f"{claim}-{tier}.json"
+
+
+def cost(claim: str, tier: str) -> tuple[str, float | None]:
+    """``9 runs (6 cached; the others ~4.1 min of training as last timed)``, from the claim's
+    last run, or what the committed run times record, or what is not known; and the seconds of
+    training its runs not cached take (None: not known)."""
+    path = index_path(claim, tier)
+    if path is None or not path.is_file():
+        recorded = recorded_cost(claim, tier)
+        return recorded or ("runs: not known until it has run once with this cache", None)
+    try:
+        runs_ = json.loads(path.read_text())["runs"]
+        keys = [run_key(RunConfig.from_dict(r["config"]), r["data"]) for r in runs_]
+    except (ValueError, KeyError, TypeError):
+        return "runs: not known (its index cannot be read)", None
+    cached = [(path.parent.parent / "runs" / f"{k}.json").is_file() for k in keys]
+    todo = sum(r["seconds"] or 0 for r, c in zip(runs_, cached, strict=True) if not c)
+    return (f"{len(runs_)} runs ({sum(cached)} cached"
+            + (f"; the others ~{todo / 60:.1f} min of training as last timed)"
+               if not all(cached) else ")")), todo
+
+
+def priced(runs: int, cached: int, timed: list[list[tuple[float, str]]]
+           ) -> tuple[str, float | None]:
+    """``10 runs (4 cached; the others ~3.2 min of training as recorded on cpu)`` and those
+    seconds (None where a run was never timed): of ``runs`` in all, ``cached`` in the cache; the
+    groups the others train in (``timed``), each with the (seconds, device) its runs were timed
+    at (empty: never timed; a group trains in its longest run's time)."""
+    untimed = sum(not t for t in timed)
+    seconds = sum(max(s for s, _ in t) for t in timed if t)
+    devices = sorted({d for t in timed for _, d in t})
+    text = f"{runs} runs ({cached} cached" + (
+        f"; the others ~{seconds / 60:.1f} min of training as recorded on "
+        f"{' and '.join(devices) or '-'}" if cached < runs else "") + (
+        f", {untimed} of them never timed" if untimed else "") + ")"
+    return text, None if untimed else seconds
+
+
+def total_line(costs: list[float | None]) -> str:
+    """What the runs not cached of several claims take (``cost``'s seconds, None: unknown)."""
+    seconds = sum(c for c in costs if c is not None)
+    untimed = sum(c is None for c in costs)
+    return f"at most ~{seconds / 60:.1f} min of training for the runs not cached (a run that " \
+           f"claims share is counted for each)" + (f"; {untimed} not timed yet" if untimed else "")
+
+
 
 
 # ----------------------------------------------------------------------------- on more devices

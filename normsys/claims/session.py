@@ -34,7 +34,7 @@ from normsys.claims.items import (
 from normsys.claims.outcome import PROPERTY, ClaimRefuted
 from normsys.claims.progress import Progress
 from normsys.claims.report import Row, merged, role_at, verdict_table, write_check, write_reports
-from normsys.claims.runtimes import control_work, expected_wall
+from normsys.claims.runtimes import control_work, cost, expected_wall, total_line
 from normsys.training.config import MAX_SEED
 from normsys.training.data import DataError, DataMissingError, data_root, hub_allowed
 from normsys.training.provenance import device_name, git_commit, numeric_environment
@@ -241,19 +241,9 @@ def offline_without_hub(timeout: float = 3.0) -> None:
         os.environ["HF_HUB_OFFLINE"] = "1"
 
 
-def total_line(costs: list[float | None]) -> str:
-    """What the runs not cached of several claims take (``runs.cost``'s seconds, None: unknown)."""
-    seconds = sum(c for c in costs if c is not None)
-    untimed = sum(c is None for c in costs)
-    return f"at most ~{seconds / 60:.1f} min of training for the runs not cached (a run that " \
-           f"claims share is counted for each)" + (f"; {untimed} not timed yet" if untimed else "")
-
-
 def list_claims(config: pytest.Config, items: list[pytest.Item]) -> None:
     """--claims-list: the claims ``items`` hold, each with its statement, source, negative
     controls and cost, and the training they would take in all."""
-    from normsys.claims.runs import cost
-
     catalog = selected(items)
     item_of = {(claim_id(i, m), claim_tier(i)): i for i in items if (m := claim_marker(i))}
     session = config.stash[SESSION]
@@ -516,9 +506,8 @@ class ClaimsSession:
         self.plan(items)
         runnable = [i for i in items if not i.get_closest_marker("skip")]
         if (claims := selected(runnable)) and os.environ.get("PYTEST_XDIST_WORKER", "gw0") == "gw0":
-            from normsys.claims.runs import cost  # said once, by the first worker or alone
-
-            # a planned session says what its plan costs when it starts training it
+            # said once, by the first worker or alone (a planned session says what its plan
+            # costs when it starts training it)
             self.runs.progress.note(f"{len(claims)} claim-tier pairs selected" + (
                 "" if self.runs.planned else
                 f"; {total_line([cost(cid, tier)[1] for cid, tier in claims])}"))
