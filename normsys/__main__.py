@@ -231,12 +231,12 @@ def score(args: argparse.Namespace) -> str:
     else:
         read = "the built-in kinds' runs trained here (--builtin reads no committed results)"
     workers = args.workers or (1 if cuda else max(1, min(os.cpu_count() or 1, len(plan.configs))))
+    check_folder()  # before the dry run's pricing reads the data, whose tokenizers it keeps
     costs, seconds, unknown = scorecard.estimate(plan, Runs(), threads)
     said = (f"{scorecard.cost_line(costs, seconds, unknown, 1 if args.ray else workers)}; "
             f"{read}")
     if args.dry_run:
         return "\n".join([said, *(f"  {label(cfg)}: {cost}" for cfg, cost in costs)])
-    check_folder()
     reach, written, unwritten = scorecard.builtin_reach(args.tier), [], []
 
     def publish(records: dict) -> tuple[dict, list[Path]]:
@@ -561,8 +561,7 @@ def command(argv: list[str] | None = None) -> int:
                    "tables": tables}[args.command](args))
             return 0
         cfg = resolve(args)
-        if not args.dry_run and not args.no_cache:
-            check_folder()
+        check_folder()  # --no-cache and --dry-run too: the data's tokenizers are kept there
         runs = Runs(Progress(os.dup(2)))
         takes_the_data(cfg, runs.task_of(cfg), args.set)  # before anything trains (or not)
         if args.dry_run:

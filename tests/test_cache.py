@@ -578,11 +578,21 @@ def test_the_cache_folder_is_checked_before_anything_trains(tmp_path, monkeypatc
                                                f"\\({afile} is not a writable folder\\)"):
         check_folder(afile / "c")
     assert check_folder(tmp_path / "new" / "cache") == "" and check_folder(tmp_path) == ""
+    assert (tmp_path / "new" / "cache").is_dir()  # made here, not when the first run is kept
+    # a folder whose permissions say yes but that cannot be made (/proc, a full disk)
+    with monkeypatch.context() as m:
+        def refused(self, *args, **kwargs):
+            raise FileNotFoundError(2, "No such file or directory", str(self))
+
+        m.setattr(cache.Path, "mkdir", refused)
+        with pytest.raises(CacheFolderError, match=f"^NORMSYS_CACHE={tmp_path / 'x'}: cannot be "
+                                                   f"created \\(No such file or directory\\)"):
+            check_folder(tmp_path / "x")
     monkeypatch.setattr(cache.os, "access", lambda path, mode: False)  # as a non-root user sees it
     assert check_folder(tmp_path) == f"the run cache {tmp_path} is read-only: its runs are " \
                                      f"served, new ones are not kept"
     with pytest.raises(CacheFolderError, match="cannot be created"):
-        check_folder(tmp_path / "new")
+        check_folder(tmp_path / "not-made-yet")
     monkeypatch.setenv("NORMSYS_CACHE", "off")
     assert check_folder() == ""
 

@@ -197,9 +197,10 @@ class CacheFolderError(ValueError):
 
 
 def check_folder(root: Path | None = None) -> str:
-    """Whether the run cache folder (``$NORMSYS_CACHE``) can be used, before anything trains:
-    raises CacheFolderError for a file, or a folder that cannot be created; '' when it can be
-    written, or a note when it is read-only (its runs are served, new ones are not kept)."""
+    """Whether the run cache folder (``$NORMSYS_CACHE``) can be used, before anything trains or
+    reads the data (whose tokenizers it keeps): raises CacheFolderError for a file, or a folder
+    that cannot be created (it is created here); '' when it can be written, or a note when it is
+    read-only (its runs are served, new ones are not kept)."""
     if root is None and (given := os.environ.get("NORMSYS_CACHE", "")) and \
             given.lower() != "off" and not Path(given).expanduser().is_absolute():
         raise CacheFolderError(f"NORMSYS_CACHE={given}: a relative path names another cache in "
@@ -216,6 +217,12 @@ def check_folder(root: Path | None = None) -> str:
     if existing != root and not (existing.is_dir() and os.access(existing, os.W_OK | os.X_OK)):
         raise CacheFolderError(f"NORMSYS_CACHE={root}: cannot be created ({existing} is not a "
                                f"writable folder); name another, or NORMSYS_CACHE=off")
+    if existing != root:  # what the permissions say is not all (/proc, a full disk): make it
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise CacheFolderError(f"NORMSYS_CACHE={root}: cannot be created ({err.strerror}); "
+                                   f"name another, or NORMSYS_CACHE=off") from None
     if existing == root and not writable(root):
         return f"the run cache {root} is read-only: its runs are served, new ones are not kept"
     return ""
