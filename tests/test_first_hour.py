@@ -9,6 +9,7 @@ none) is pinned where it is one."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -258,14 +259,26 @@ def test_a_damaged_run_times_table_costs_the_prices_in_one_line_never_the_comman
                                                                                   capsys):
     from normsys.claims import runtimes
 
-    for content in ("{not json", "[1, 2]", '{"claims": 3}'):
+    row = {"runs": 3, "seconds": 1.5, "own_seconds": 1.0, "untimed": 0, "fingerprints": ["ab"]}
+    wrong = {  # a field of the wrong kind: named, as malformed JSON is
+        '{"claims": {}, "runs": {"ab": "slow"}}': "run ab: seconds 'slow', not a number >= 0",
+        '{"claims": {}, "runs": {"ab": -1}}': "run ab: seconds -1, not a number >= 0",
+        json.dumps({"claims": {"c": {**row, "seconds": "lots"}}}):
+            "claim c: seconds 'lots', not a number >= 0",
+        json.dumps({"claims": {"c": {**row, "fingerprints": "ab"}}}):
+            "claim c: fingerprints 'ab', not a list of names",
+        json.dumps({"claims": {"c": 7}}): "claim c: 7, not a row of runs and seconds",
+        json.dumps({"claims": {}, "device": 3}): "its device is 3, not a name"}
+    for content in ("{not json", "[1, 2]", '{"claims": 3}', *wrong):
         (tmp_path / "run-times-cpu.json").write_text(content)
         runtimes.damaged.cache_clear()
         for _ in range(3):  # said once, however often it is read
             assert runtimes.read("cpu", tmp_path) == {"tier": "cpu", "device": "", "claims": {}}
         lines = capsys.readouterr().err.splitlines()
         assert len(lines) == 1 and "run-times-cpu.json cannot be read" in lines[0] and \
-            "costs are priced without it" in lines[0]
+            "costs are priced without it" in lines[0] and wrong.get(content, "") in lines[0]
+    (tmp_path / "run-times-cpu.json").write_text(json.dumps({"claims": {"c": row}}))
+    assert runtimes.read("cpu", tmp_path)["claims"] == {"c": row}  # a table of the right kinds
     runtimes.damaged.cache_clear()
 
 

@@ -180,11 +180,28 @@ def read(tier: str, folder: Path | None = None) -> dict:
 @functools.lru_cache(maxsize=8)
 def parsed(path: str, mtime_ns: int, size: int) -> dict:
     """The table at ``path`` parsed once for each state of the file (its mtime and size): a
-    listing prices thousands of runs against it."""
+    listing prices thousands of runs against it. A field of the wrong kind (a string for a
+    number) is a ValueError naming it, as malformed JSON is."""
     table = json.loads(Path(path).read_text())
     if not (isinstance(table, dict) and isinstance(table.get("claims"), dict)
             and isinstance(table.get("runs", {}), dict)):
         raise ValueError("not a table of claims and runs")
+    if not isinstance(table.get("device", ""), str):
+        raise ValueError(f"its device is {table['device']!r}, not a name")
+    number = (int, float)
+    for fingerprint, seconds in table.get("runs", {}).items():
+        if not isinstance(seconds, number) or isinstance(seconds, bool) or seconds < 0:
+            raise ValueError(f"run {fingerprint}: seconds {seconds!r}, not a number >= 0")
+    for claim, row in table["claims"].items():
+        if not isinstance(row, dict):
+            raise ValueError(f"claim {claim}: {row!r}, not a row of runs and seconds")
+        for name in ("runs", "seconds", "own_seconds", "untimed"):
+            value = row.get(name, 0)
+            if not isinstance(value, number) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"claim {claim}: {name} {value!r}, not a number >= 0")
+        prints = row.get("fingerprints", [])
+        if not (isinstance(prints, list) and all(isinstance(f, str) for f in prints)):
+            raise ValueError(f"claim {claim}: fingerprints {prints!r}, not a list of names")
     return table
 
 
