@@ -118,7 +118,7 @@ def committed(p: Plan, environment: Callable[[RunConfig], dict[str, str]],
     path = builtin_json(p.tier, folder)
     if not path.is_file():
         return {}, f"there is no {path.name} to read them from"
-    body = json.loads(path.read_text())
+    body = read_builtin(path)
     prov = body["provenance"]
     if prov.get("code") != code_digest():
         return {}, f"{path.name} was made by other training code than this"
@@ -148,7 +148,7 @@ def stale(tier: str, folder: Path | None = None) -> str:
     path = builtin_json(tier, folder)
     if not path.is_file():
         return f"there is no {path.name}"
-    body = json.loads(path.read_text())
+    body = read_builtin(path)
     if (made := body["provenance"].get("code")) != code_digest():
         return f"{path.name} was made by other training code (digest {made}, now {code_digest()})"
     p = plan(list(BUILTIN_ROWS), tier)
@@ -591,6 +591,8 @@ def builtin_name(tier: str) -> str:
 def builtin_json(tier: str, folder: Path | None = None) -> Path:
     """The built-in scorecard of ``tier`` in ``folder`` (the gallery unless told)."""
     return (folder or GALLERY) / f"{builtin_name(tier)}.json"
+
+
 ABOUT = ("normsys scorecard: norms -> statistic -> cell. A cell's `verdict` is the one to read: "
          "supported, refuted or inconclusive as its claim decides; 'out of range' where the "
          "norm's mean lies beyond every built-in kind's (no verdict: what the rule would say is "
@@ -601,6 +603,37 @@ OUT_OF_RANGE = "out of range"  # a user's value beyond every built-in kind's (bu
 NA = "n/a"  # a cell of a kind its statistic's experiment does not take
 
 
+def read_builtin(path: Path) -> dict:
+    """The committed built-in scorecard at ``path``, its shape checked: a ValueError naming the
+    file, what is wrong and how to restore it, never a traceback, where it is not JSON of
+    provenance and norms -> statistics -> cells."""
+    def wrong(why: str) -> ValueError:
+        return ValueError(f"{path}: cannot be read as the built-in scorecard ({why}); restore "
+                          f"it with git checkout -- {path}, or write it again with python -m "
+                          f"normsys scorecard --builtin")
+
+    try:
+        body = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise wrong(f"{type(err).__name__}: {err}") from None
+    if not isinstance(body, dict) or not isinstance(body.get("provenance"), dict):
+        raise wrong("no provenance")
+    if not isinstance(norms := body.get("norms"), dict):
+        raise wrong("no norms")
+    for norm, row in norms.items():
+        if not isinstance(row, dict) or not all(isinstance(c, dict) for c in row.values()):
+            raise wrong(f"the row of {norm} is no table of statistics and cells")
+        for stat, cell in row.items():
+            values = cell.get("values", [])
+            if not isinstance(values, list) or not all(
+                    isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+                raise wrong(f"{stat} of {norm}: values {values!r}, not a list of numbers")
+            for name in ("runs", "reads"):
+                if not isinstance(cell.get(name, []), list):
+                    raise wrong(f"{stat} of {norm}: {name} {cell[name]!r}, not a list")
+    return body
+
+
 def builtin_reach(tier: str, folder: Path | None = None) -> dict[str, tuple[float, float]]:
     """Per statistic, the lowest and highest per-seed value any built-in kind gave in the
     committed built-in scorecard of ``tier`` (``scorecard-builtin-<tier>.json``); {} without
@@ -609,7 +642,7 @@ def builtin_reach(tier: str, folder: Path | None = None) -> dict[str, tuple[floa
     if not path.is_file():
         return {}
     spans: dict[str, tuple[float, float]] = {}
-    for row in json.loads(path.read_text())["norms"].values():
+    for row in read_builtin(path)["norms"].values():
         for name, cell in row.items():
             values = [v for v in cell.get("values", []) if math.isfinite(v)]
             if values:

@@ -1763,3 +1763,30 @@ def test_a_folder_that_stops_taking_files_stops_no_run_and_is_one_line_at_the_en
         f"training them")
     assert "layernorm" in said.out and said.out.rstrip().endswith("written: nothing")
     assert len(list((tmp_path / "cache" / "runs").rglob("*.json"))) >= 6
+
+
+@pytest.mark.parametrize("content,why", [
+    ('{"norms": 3', "JSONDecodeError"),
+    ("[1]", "no provenance"),
+    ('{"provenance": {}}', "no norms"),
+    ('{"provenance": {}, "norms": {"layernorm": {"x": 3}}}',
+     "the row of layernorm is no table of statistics and cells"),
+    ('{"provenance": {}, "norms": {"layernorm": {"x": {"values": ["a"]}}}}',
+     "x of layernorm: values ['a'], not a list of numbers"),
+    ('{"provenance": {}, "norms": {"layernorm": {"x": {"runs": "ab"}}}}',
+     "x of layernorm: runs 'ab', not a list")])
+def test_a_damaged_builtin_scorecard_is_one_line_naming_the_file_and_what_is_wrong(
+        tmp_path, content, why):
+    """Its --check, a user's scorecard reading the built-in rows and the reach of the built-in
+    kinds all read it through read_builtin: a file of another shape is named with what is wrong
+    and how to restore it, never a traceback."""
+    path = scorecard.builtin_json("cpu", tmp_path)
+    path.write_text(content)
+    for read in (lambda: scorecard.stale("cpu", tmp_path),
+                 lambda: scorecard.builtin_reach("cpu", tmp_path)):
+        with pytest.raises(ValueError) as err:
+            read()
+        assert str(err.value).startswith(f"{path}: cannot be read as the built-in scorecard (")
+        assert why in str(err.value) and "python -m normsys scorecard --builtin" in str(err.value)
+    path.write_text('{"provenance": {}, "norms": {"layernorm": {"x": {"values": [1.0, NaN]}}}}')
+    assert scorecard.read_builtin(path)["norms"]["layernorm"]["x"]["values"][0] == 1.0
