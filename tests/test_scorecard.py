@@ -1321,7 +1321,8 @@ def test_the_figure_maps_each_verdict_to_its_colour_and_says_so(tmp_path):
 def test_a_value_beyond_every_builtin_kinds_is_flagged_out_of_range_not_green(tmp_path):
     """The range is the built-in kinds' lowest and highest per-seed value in the committed
     built-in scorecard; a user's row outside it is flagged, a built-in row never."""
-    body = {"norms": {"layernorm": {"level": {"values": [0.9, 0.95, float("nan")]},
+    body = {"provenance": {},
+            "norms": {"layernorm": {"level": {"values": [0.9, 0.95, float("nan")]},
                                     "vs_none": {"verdict": "n/a"}},
                       "none": {"level": {"values": [0.1, 0.2, 0.15]}},
                       "l2": {"level": {"values": [0.5, 0.6]}}}}  # the lowest is not the last
