@@ -623,6 +623,26 @@ def test_a_read_only_cache_serves_its_runs_without_a_lock_and_trains_the_rest_un
         in said
 
 
+def test_a_lock_that_is_no_lock_file_is_one_error_naming_it_before_anything_trains(
+        tmp_path, monkeypatch, capsys):
+    """A folder where a run's lock goes: the cache cannot say who trains the run, so the run is
+    refused with the path and what to do, never a traceback; the command says it in one line."""
+    from normsys.__main__ import main
+
+    monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path))
+    lock = tmp_path / "runs" / f"{run_key(CFG)}.lock"
+    lock.mkdir(parents=True)
+    trained = []
+    with pytest.raises(cache.CacheFolderError, match=f"^{lock}: cannot be taken as the lock of a "
+                                                     f"cache entry \\(Is a directory\\); remove it"):
+        cached_run(CFG, lambda cfgs: trained.append(cfgs))
+    assert not trained
+    assert main(["train", "--model", "ffn_stack", "--set", "train.steps=3", "--set", "model.d=16",
+                 "--set", "data.batch_shape=4,5,16"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: {lock}: cannot be taken as the lock")
+
+
 @pytest.mark.parametrize("fails", ["weights", "record"])
 def test_a_run_the_disk_cannot_take_is_said_kept_for_the_session_and_leaves_no_partial_entry(
         tmp_path, monkeypatch, fails):

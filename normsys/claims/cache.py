@@ -280,6 +280,10 @@ def cached_runs(configs: list[RunConfig], data: str, compute: Compute, wait: boo
                     progress.note(f"waiting for {label(held_by[path])}: another "
                                   f"process is training it")
                     lock.acquire()
+                except OSError as err:  # not a lock file: a folder, a file it may not write
+                    raise CacheFolderError(f"{path}.lock: cannot be taken as the lock of a cache "
+                                           f"entry ({err.strerror}); remove it (a lock is a file "
+                                           f"the cache makes), or NORMSYS_CACHE=off") from None
                 stack.callback(lock.release)
             found = {}
             for c in dict.fromkeys(configs):
