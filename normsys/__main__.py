@@ -447,6 +447,14 @@ def resolve(args: argparse.Namespace) -> RunConfig:
                          f"--allow-cpu-paper to train it anyway, or use the {DEFAULT} tier")
     with torch.device("meta"):  # the model's structure, checked without memory or random draws
         model = build_model(cfg.model)
+    parameters = sum(p.numel() for p in model.parameters())
+    memory, where = device_memory(cfg)
+    if (need := parameters * TRAINING_BYTES) > memory / 2:  # before anything allocates
+        said = f" with {' '.join(f'--set {s}' for s in args.set)}" if args.set else ""
+        raise UsageError(f"the {cfg.model.family} model{said}: its {parameters:,} parameters "
+                         f"would take {need / 2**30:,.0f} GiB to train (weights, gradients and "
+                         f"Adam's two moments, 4 bytes each), more than half of {where}'s "
+                         f"{memory / 2**30:,.0f} GiB; give smaller sizes (model.d, model.layers)")
     names = dict(model.named_modules())
     if unknown := [n for n in t.probe if n not in names]:
         top = [n for n in names if n and n.count(".") <= 1][:12]
@@ -528,6 +536,9 @@ def takes_the_data(cfg: RunConfig, task, settings: list[str]) -> None:
                          f"x {heads} heads x {t:,}^2 positions x 4 bytes x {len(lengths)} "
                          f"attentions), more than half of {where}'s {memory / 2**30:,.0f} GiB; "
                          f"give a shorter model.seq_len or a smaller train.batch_size")
+
+
+TRAINING_BYTES = 16  # per parameter in training: its weight, gradient and Adam's two moments
 
 
 def device_memory(cfg: RunConfig) -> tuple[float, str]:

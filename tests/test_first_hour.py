@@ -122,6 +122,10 @@ MISTAKES = [
      "model.seq_len=10000000: the tinyshakespeare validation text has 111,540 characters"),
     (["train", "--model", "encoder", "--set", "model.d=30", "--dry-run"],
      "model.d=30 must be divisible by model.heads=4"),
+    (["train", "--model", "mlp", "--set", "model.d=99999999"],  # before any weight is made
+     "the mlp model with --set model.d=99999999: its 20,000,079,899,999,209 parameters would take "
+     "298,024,414 GiB to train (weights, gradients and Adam's two moments, 4 bytes each), more "
+     "than half of"),
     # the scorecard: its options, and a user's norm
     (["scorecard"], "scorecard: give a norm (e.g. mynorm.py:MyNorm) or --builtin"),
     (["scorecard", "{norms}"], "expected MODULE:ATTRIBUTE or FILE.py:ATTRIBUTE"),
