@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import os
 import sys
 import tempfile
@@ -416,17 +417,43 @@ def claims_page(args: argparse.Namespace) -> str:
 
 
 def overrides(args: argparse.Namespace) -> dict[str, str]:
+    """The config fields the options and each ``--set`` change, by name: a field named twice
+    (two --set, or --set beside the option that sets it) is refused, as is a value a run cannot
+    take (nan, one beyond a float, one that rounds to 0)."""
+    options = {"model.norm": "--norm", "train.seed": "--seed", "train.method": "--method",
+               "data.tier": "--tier"}
     changes = {key: value for key, value in (("model.norm", args.norm), ("train.seed", args.seed),
                                              ("train.method", args.method),
                                              ("data.tier", args.tier)) if value is not None}
+    named = {key: f"{options[key]} {value}" for key, value in changes.items()}
     for item in args.set:
         key, sep, value = item.partition("=")
+        key, value = key.strip(), value.strip()
         if not sep:
             raise UsageError(f"--set {item}: expected SECTION.FIELD=VALUE, e.g. train.epochs=2")
-        if value.strip().lower().lstrip("+-") == "nan":
-            raise UsageError(f"--set {item}: nan is no value a run can take; give a finite number")
-        changes[key.strip()] = value.strip()
+        if key in named:
+            raise UsageError(f"--set {item} and {named[key]} both set {key}: give it once")
+        if why := unfit_number(value):
+            raise UsageError(f"--set {item}: {why}")
+        changes[key], named[key] = value, f"--set {item}"
     return changes
+
+
+def unfit_number(text: str) -> str:
+    """Why a number a --set gives is no value a run can take ('' where it is, or is no number):
+    nan, so large it reads as inf, or so small it rounds to 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        return ""  # not a number: the config's own check names what the field takes
+    if math.isnan(value):
+        return "nan is no value a run can take; give a finite number"
+    if math.isinf(value) and "inf" not in text.lower():  # inf itself: the config names it
+        return f"{text} is beyond a float (it reads as {value}); give a finite number"
+    if value == 0 and any(d in text.lower().split("e")[0] for d in "123456789"):
+        return f"{text} rounds to 0 as a float; give 0, or a number a float can hold " \
+               f"(down to ~1e-308)"
+    return ""
 
 
 def resolve(args: argparse.Namespace) -> RunConfig:
