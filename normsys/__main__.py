@@ -312,6 +312,9 @@ def on_cluster(args: argparse.Namespace, plan: scorecard.Plan, specs: list[tuple
 
 
 def compare(args: argparse.Namespace) -> str:
+    if not any(args.ledger.glob("*.json")):
+        raise UsageError(f"--ledger {args.ledger}: no claim records there; give the folder of "
+                         f"the records (claims/ledger/)")
     try:
         header, rows, agreement = report.compare(ledger.records(args.ledger), args.tier,
                                                  args.columns)
@@ -491,9 +494,14 @@ def resolve(args: argparse.Namespace) -> RunConfig:
 
 
 def check_writable_file(path: Path, option: str) -> None:
-    """A file that can be written: not a folder, in a folder that exists and can be written."""
+    """A file that can be written: not a folder, a link or a device (which writing it would
+    replace with a file), in a folder that exists and can be written."""
     if path.is_dir():
         raise UsageError(f"{option} {path}: is a folder; give a file path, e.g. {path / 'run.json'}")
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        what = "a symbolic link" if path.is_symlink() else "no regular file (a device, a pipe)"
+        raise UsageError(f"{option} {path}: is {what}, which writing the record would replace "
+                         f"with a file; give the path of a file")
     folder = path.parent
     if not folder.is_dir():
         raise UsageError(f"{option} {path}: the folder {folder} does not exist")

@@ -91,6 +91,9 @@ MISTAKES = [
     (["train", "--seed", "99999999999999999999"], "train.seed must be below 2**62"),
     (["train", "--json", "/no/such/folder/run.json"], "the folder /no/such/folder does not exist"),
     (["train", "--json", "/tmp"], "--json /tmp: is a folder"),
+    (["train", "--json", "/dev/null"], "--json /dev/null: is no regular file (a device, a pipe), "
+     "which writing the record would replace with a file"),
+    (["compare", "--ledger", "/no/such/ledger"], "--ledger /no/such/ledger: no claim records there"),
     # --set: its form, its fields, its values
     (["train", "--set", "train.steps"], "--set train.steps: expected SECTION.FIELD=VALUE"),
     (["train", "--set", "model.size=3"], "unknown config key 'model.size'"),

@@ -115,6 +115,11 @@ def test_a_record_of_another_format_name_or_short_entry_is_one_clear_line(tmp_pa
     path.write_text(json.dumps({**body, "claim": "c-2"}))
     with pytest.raises(ledger.LedgerError, match="holds claim 'c-2': a record's file is named"):
         ledger.read(path)
+    for other in ({"a": 1}, {k: v for k, v in body.items() if k != "format"}):  # no record
+        path.write_text(json.dumps(other))
+        with pytest.raises(ledger.LedgerError, match=f"^{path} is no claim record \\(a record "
+                                                      f"names its format, claim and entries\\)"):
+            ledger.read(path)
     (k, e), = body["entries"].items()
     del e["values"]
     path.write_text(json.dumps(body))

@@ -350,6 +350,9 @@ def read(path: Path) -> Record:
         body = json.loads(Path(path).read_text())
         if not isinstance(body, dict):
             raise TypeError(f"a JSON {type(body).__name__}, not an object")
+        if "format" not in body or "entries" not in body:
+            raise LedgerError(f"{path} is no claim record (a record names its format, claim and "
+                              f"entries); {again(path)}")
         if (version := body.get("format")) != FORMAT:
             raise LedgerError(f"record {path} is format {version}; this normsys ({__version__}) "
                               f"reads format {FORMAT}: use the normsys version that wrote it")
