@@ -454,11 +454,10 @@ def test_claims_list_ids_match_k_and_unknown_marker_arguments_are_errors(run_cla
     assert listed.ret == 0
     out = listed.stdout.str()
     assert "c-supported  [cpu]  big is big  (test)" in out and "c-tiers  [paper]" in out
-    assert "5 claims, 6 claim-tier pairs; 5 without declared runs, at most ~0.0 min of " \
-           "training for the runs not cached (a run that claims share is counted for each); 5 " \
-           "not timed yet" in out
-    assert "the cpu tier's claims in all: 6 runs (0 cached; the others ~0.0 min of training as " \
-           "recorded on -, 6 of them never timed)" in out
+    assert "5 claims, 6 claim-tier pairs; 5 without declared runs, none timed yet, so the " \
+           "training they take is not known until they run once" in out
+    assert "the cpu tier's claims in all: 6 runs (0 cached; the others never timed, so their " \
+           "price is not known until they run once)" in out
     assert "passed" not in out
     narrowed = run_claims.runpytest("--claims-list", "-k", "c-refuted or c-tiers", "-p",
                                     "no:cacheprovider")
@@ -710,9 +709,9 @@ def test_a_session_says_at_the_start_what_its_selected_claims_would_train(run_cl
         result = run_claims.runpytest_subprocess("--claims-report", "rep", "-p",
                                                  "no:cacheprovider", "-k", "c-tiers", *extra)
         said = [line for line in result.stderr.lines if "claim-tier pairs selected" in line]
-        assert said == ["normsys: 2 claim-tier pairs selected; at most ~0.0 min of training for "
-                        "the runs not cached (a run that claims share is counted for each); 2 not "
-                        "timed yet"], result.stderr.str()  # cpu and paper: nothing skips here
+        assert said == ["normsys: 2 claim-tier pairs selected; none timed yet, so the training "
+                        "they take is not known until they run once"], \
+            result.stderr.str()  # cpu and paper: nothing skips here
 
 
 def test_a_k_that_matches_nothing_points_to_the_claims_list(run_claims):

@@ -679,9 +679,9 @@ def test_a_plans_cost_groups_its_runs_as_they_train_and_says_where_they_were_tim
     assert session.cost([SMALL.override(**{"model.d": 16}), SEEDS[0]]) == (
         "2 runs (0 cached; the others ~0.5 min of training as recorded on cpu, 1 of them never "
         "timed)", None)
-    assert session.cost([SMALL.override(**{"model.d": 16})]) == (
-        "1 runs (0 cached; the others ~0.0 min of training as recorded on -, 1 of them never "
-        "timed)", None)
+    assert session.cost([SMALL.override(**{"model.d": 16})]) == (  # no time to price it by
+        "1 runs (0 cached; the others never timed, so their price is not known until they run "
+        "once)", None)
     session.run(SEEDS[0])
     assert session.cost(SEEDS) == (
         "3 runs (1 cached; the others ~10.0 min of training as recorded on H100 and cpu)", 600.0)

@@ -362,10 +362,14 @@ def priced(runs: int, cached: int, timed: list[list[tuple[float, str]]]
     untimed = sum(not t for t in timed)
     seconds = sum(max(s for s, _ in t) for t in timed if t)
     devices = sorted({d for t in timed for _, d in t})
-    text = f"{runs} runs ({cached} cached" + (
-        f"; the others ~{seconds / 60:.1f} min of training as recorded on "
-        f"{' and '.join(devices) or '-'}" if cached < runs else "") + (
-        f", {untimed} of them never timed" if untimed else "") + ")"
+    if cached == runs:
+        return f"{runs} runs ({cached} cached)", 0.0
+    if untimed == len(timed):  # nothing to price them by: no time, not ~0.0 min
+        return f"{runs} runs ({cached} cached; the others never timed, so their price is not " \
+               f"known until they run once)", None
+    text = f"{runs} runs ({cached} cached; the others ~{seconds / 60:.1f} min of training as " \
+           f"recorded on {' and '.join(devices)}" + (
+               f", {untimed} of them never timed" if untimed else "") + ")"
     return text, None if untimed else seconds
 
 
@@ -373,6 +377,8 @@ def total_line(costs: list[float | None]) -> str:
     """What the runs not cached of several claims take (``cost``'s seconds, None: unknown)."""
     seconds = sum(c for c in costs if c is not None)
     untimed = sum(c is None for c in costs)
+    if untimed == len(costs):
+        return "none timed yet, so the training they take is not known until they run once"
     return f"at most ~{seconds / 60:.1f} min of training for the runs not cached (a run that " \
            f"claims share is counted for each)" + (f"; {untimed} not timed yet" if untimed else "")
 
