@@ -181,6 +181,19 @@ def check_score_args(args: argparse.Namespace) -> None:
     wrong and what is accepted)."""
     if args.name and len(args.name) != len(args.norms):
         raise UsageError(f"scorecard: {len(args.name)} --name for {len(args.norms)} norms")
+    if blank := [n for n in args.name if not n.strip()]:
+        raise UsageError(f"--name {blank[0]!r}: a row's name must say something; give a word "
+                         f"(e.g. --name mynorm)")
+    if twice := sorted({n for n in args.norms if args.norms.count(n) > 1}):
+        raise UsageError(f"scorecard: {twice[0]} given twice; give each norm once")
+    if twice := sorted({n for n in args.name if args.name.count(n) > 1}):
+        raise UsageError(f"--name {twice[0]} given twice: each row needs a name of its own")
+    if args.ray:
+        try:
+            import ray  # noqa: F401  (the cluster's runs are planned before anything trains)
+        except ImportError:
+            raise UsageError(f"--ray {args.ray}: Ray is not installed here; pip install "
+                             f"'normsys[ray]', or drop --ray to train on this machine") from None
     if TIERS[args.tier].gpu and not torch.cuda.is_available() and not args.allow_cpu_paper \
             and not args.ray:
         raise UsageError(f"scorecard --tier {args.tier}: no CUDA device here, and the {args.tier} "

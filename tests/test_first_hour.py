@@ -138,6 +138,10 @@ MISTAKES = [
      "than half of"),
     # the scorecard: its options, and a user's norm
     (["scorecard"], "scorecard: give a norm (e.g. mynorm.py:MyNorm) or --builtin"),
+    (["scorecard", "{norms}:Fine", "{norms}:Fine", "--dry-run"], ":Fine given twice; give each "
+     "norm once"),
+    (["scorecard", "{norms}:Fine", "--name", " ", "--dry-run"],
+     "--name ' ': a row's name must say something"),
     (["scorecard", "{norms}"], "expected MODULE:ATTRIBUTE or FILE.py:ATTRIBUTE"),
     (["scorecard", "nofile.py:X"], "no such file nofile.py"),
     (["scorecard", "{norms}:Missing"], "has no attribute 'Missing'; it has "),
@@ -304,3 +308,12 @@ def test_a_reader_that_closes_the_pipe_ends_the_command_quietly():
     proc.stdout.close()  # the reader is gone before a line is written
     err = proc.stderr.read()
     assert proc.wait(timeout=120) == 0 and err == "", err
+
+
+def test_a_scorecard_on_ray_without_ray_installed_is_one_line_before_anything_loads(
+        monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray raises ImportError
+    assert main(["scorecard", "--builtin", "--ray", "local", "--dry-run"]) == 2
+    assert capsys.readouterr().err == "error: --ray local: Ray is not installed here; pip " \
+                                      "install 'normsys[ray]', or drop --ray to train on this " \
+                                      "machine\n"
