@@ -480,8 +480,13 @@ def test_a_training_edit_that_changes_no_number_unrecords_nothing():
     off = across.judge(record(old_here), entry((0.90, 0.92, 0.94 + 1e-12), "> 0.5", code="new"))
     assert off.fails and "per-seed values differ at 1 seed(s)" in off.message
     assert record(old_here).in_force("cpu") == [old_here]
-    stamped = ledger.recorded(record(old_here), entry((0.90, 0.92, 0.94), "> 0.5", code="new"))
+    again = entry((0.90, 0.92, 0.94), "> 0.5", code="new", measured="2026-12-02 09:00",
+                  commit="b0b0b0b")
+    stamped = ledger.recorded(record(old_here), again)
     assert [e.code for e in stamped.in_force("cpu")] == ["new old"]
+    # the entry stays as it was measured: the same values again rewrite no date or commit
+    assert stamped.entries[old_here.key] == replace(old_here, code="new old")
+    assert ledger.recorded(stamped, again) == stamped  # by the same code, nothing changes
     assert across.judge(stamped, entry((0.90, 0.92, 0.94), "> 0.5", code="new")).status == "same"
     # other values are no stamp: the entry is this code's alone
     moved = ledger.recorded(record(old_here), entry((0.90, 0.92, 0.95), "> 0.5", code="new"))

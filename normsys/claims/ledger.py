@@ -431,7 +431,7 @@ def recorded(record: Record, fresh: Entry, amend: str = "") -> Record:
     rule, a rule other than the one in force needs ``amend`` (the reason), which amends it. The
     tier's reference moves to ``fresh`` (on the claim's own seeds) where it has none under that
     rule and of its experiment, or the reference is this environment's. An entry that ``fresh``
-    gives again value for value keeps the codes that made it, ``fresh``'s added. One error
+    gives again value for value stays as it was measured, ``fresh``'s code added to its codes. One error
     budget per seed set: a plan of looks other than the one the tier's seeds were already decided
     on, in this numeric environment or, under the rule it is decided by, in any other, is refused
     (their values were seen; another plan over them would spend a second budget)."""
@@ -447,8 +447,10 @@ def recorded(record: Record, fresh: Entry, amend: str = "") -> Record:
                           f"an entry judged on its own")
     own = record.entries.get(fresh.key)
     if own is not None and own.full_rule == fresh.full_rule and not differing(own, fresh):
-        # the same values from this code: the entry keeps the codes that computed them before
-        fresh = replace(fresh, code=" ".join(dict.fromkeys(fresh.code.split() + own.code.split())))
+        # the same values again: the entry stays as it was measured (its date, commit and
+        # versions), the code that gave them again stamped on it beside the codes before; by
+        # the same code, nothing changes
+        fresh = replace(own, code=" ".join(dict.fromkeys(fresh.code.split() + own.code.split())))
     amendments = list(record.amendments)
     registered = record.registered or fresh.full_rule
     if fresh.full_rule != (record.rule or registered):
