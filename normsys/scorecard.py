@@ -233,6 +233,7 @@ def _layer_problem(factory, shape: tuple[int, ...], dtype) -> str:
     from torch import nn
 
     d = shape[-1]
+    outside = _outside()  # before the kind is made: its __init__ may change it too
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         module, before, after = factory(d), nn.Linear(d, d), nn.Linear(d, d)
@@ -266,7 +267,63 @@ def _layer_problem(factory, shape: tuple[int, ...], dtype) -> str:
         if x.grad is None or not torch.isfinite(x.grad).all() or not x.grad.abs().sum() > 0:
             return "passes no finite, non-zero gradient to its input (its output does not depend " \
                    "on it)"
-    return ""
+        return _later_problem(module, h.detach(), autocast, outside)
+
+
+def _outside() -> tuple:
+    """What a norm must leave as it found it: Python's and numpy's global random generators
+    (which a run's seed does not set), torch's thread count (the run's plan sets it) and the
+    working folder."""
+    import os
+    import random
+
+    import numpy as np
+    import torch
+
+    return (random.getstate(), np.random.get_state()[1].tobytes(), torch.get_num_threads(),
+            os.getcwd())
+
+
+def _later_problem(module, h, autocast, outside: tuple) -> str:
+    """What would break a run later that one forward pass does not show, or '': a second call on
+    the same input (the global RNG set alike before each) that gives another output (state kept
+    between calls), a forward pass in eval mode that fails or gives another shape or non-finite
+    values, a call that reseeds torch's global RNG, and a kind that changed what ``outside``
+    (``_outside``, taken before it was made) holds: drawn from Python's or numpy's generators
+    (its output would differ between processes), torch's thread count or the working folder."""
+    import torch
+
+    seed, outs = 20_261_202, []  # a seed no kind sets itself
+    for _ in range(2):
+        torch.manual_seed(seed)
+        with torch.no_grad(), autocast:
+            outs.append(module(h))
+    if torch.initial_seed() != seed:
+        return f"reseeds torch's global random generator in its forward pass (to " \
+               f"{torch.initial_seed()}): the run's seed would no longer set what follows"
+    if not torch.equal(*outs):
+        return "gives another output for the same input on a second call: it keeps state " \
+               "between calls that changes its output"
+    module.eval()
+    try:
+        with torch.no_grad(), autocast:
+            y = module(h)
+    except Exception as err:  # noqa: BLE001 - the user's layer failed: say how
+        return f"its forward pass in eval mode failed: {type(err).__name__}: {err}"
+    finally:
+        module.train()
+    if not isinstance(y, torch.Tensor) or y.shape != h.shape or not torch.isfinite(y).all():
+        return "in eval mode gives another shape or non-finite outputs; a run's evaluation " \
+               "calls it so"
+    now = _outside()
+    said = ("draws from Python's global random generator, which a run's seed does not set (its "
+            "output would differ between processes)",
+            "draws from numpy's global random generator, which a run's seed does not set (its "
+            "output would differ between processes)",
+            f"changes torch's thread count ({outside[2]} -> {now[2]}), which the run's plan sets",
+            f"changes the working folder ({outside[3]} -> {now[3]})")
+    return next((why for before, after, why in zip(outside, now, said, strict=True)
+                 if before != after), "")
 
 
 BATCH_SIZES = (1, 7, 64)  # the batches a row is put through, the others' rows drawn anew each

@@ -1791,3 +1791,98 @@ def test_a_damaged_builtin_scorecard_is_one_line_naming_the_file_and_what_is_wro
         assert why in str(err.value) and "python -m normsys scorecard --builtin" in str(err.value)
     path.write_text('{"provenance": {}, "norms": {"layernorm": {"x": {"values": [1.0, NaN]}}}}')
     assert scorecard.read_builtin(path)["norms"]["layernorm"]["x"]["values"][0] == 1.0
+
+
+class _Counting(nn.Module):  # an output that depends on how often it was called
+    def __init__(self, d):
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        return x * (1 + self.calls)
+
+
+class _FailsInEval(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+
+    def forward(self, x):
+        if not self.training:
+            raise RuntimeError("no running statistics kept")
+        return x * 2
+
+
+class _Reseeds(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+
+    def forward(self, x):
+        torch.manual_seed(123)
+        return x * 2
+
+
+class _PythonRandom(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+
+    def forward(self, x):
+        import random
+
+        return x * (1 + random.random() * 0)  # the same output: the draw alone is the problem
+
+
+class _NumpyRandom(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+
+    def forward(self, x):
+        import numpy as np
+
+        return x * (1 + np.random.rand() * 0)
+
+
+class _Threads(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        torch.set_num_threads(torch.get_num_threads() + 1)
+
+    def forward(self, x):
+        return x * 2
+
+
+class _Moves(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+
+    def forward(self, x):
+        import os
+
+        os.chdir("/")
+        return x * 2
+
+
+@pytest.mark.parametrize("factory,problem", [
+    (_Counting, "gives another output for the same input on a second call: it keeps state "
+                "between calls that changes its output"),
+    (_FailsInEval, "its forward pass in eval mode failed: RuntimeError: no running statistics "
+                   "kept"),
+    (_Reseeds, "reseeds torch's global random generator in its forward pass (to 123)"),
+    (_PythonRandom, "draws from Python's global random generator, which a run's seed does not "
+                    "set"),
+    (_NumpyRandom, "draws from numpy's global random generator, which a run's seed does not set"),
+    (_Threads, "changes torch's thread count ("),
+    (_Moves, "changes the working folder ("),
+])
+def test_the_layer_check_finds_what_would_break_a_run_later(factory, problem, monkeypatch):
+    """One forward and backward pass passes these; a second call, eval mode, and what the kind
+    leaves behind (torch's, Python's and numpy's generators, the thread count, the folder) do
+    not. torch's LayerNorm passes it all."""
+    monkeypatch.chdir(Path.cwd())  # restored after _Moves
+    threads = torch.get_num_threads()
+    try:
+        assert problem in scorecard._layer_problem(factory, (4, 8), torch.float32)
+    finally:
+        torch.set_num_threads(threads)
+    assert scorecard._layer_problem(nn.LayerNorm, (4, 8), torch.float32) == ""
+    assert scorecard._layer_problem(nn.BatchNorm1d, (4, 8), torch.float32) == ""  # buffers: fine
