@@ -226,6 +226,9 @@ def score(args: argparse.Namespace) -> str:
     args.out = args.out or Path("scorecard")
     check_score_args(args)
     specs = list(zip(args.norms, args.name or [""] * len(args.norms), strict=True))
+    for spec, name in specs:  # first, in a process of its own: what this one cannot survive
+        if problem := scorecard.isolated_problem(spec, name):
+            raise UsageError(problem)
     names = [usernorm.load(spec, name) for spec, name in specs]
     specs = [(spec, name) for (spec, _), name in zip(specs, names, strict=True)]
     rows = names + scorecard.builtin_rows([n for n in args.against.split(",") if n])

@@ -270,6 +270,75 @@ def _layer_problem(factory, shape: tuple[int, ...], dtype) -> str:
         return _later_problem(module, h.detach(), autocast, outside)
 
 
+LAYER_TIMEOUT = 120.0  # seconds a fresh process may take to build and run a user's norm once
+
+
+def isolated_problem(spec: str, name: str = "", timeout: float = LAYER_TIMEOUT) -> str:
+    """What a user's norm ``spec`` (to be registered as ``name``) does in a process of its own
+    that the in-process checks cannot survive or see, or '', before any of them runs it: a
+    forward pass that does not end within ``timeout`` (said, never waited on), a process the
+    norm ends itself (os._exit, sys.exit) or interrupts (a KeyboardInterrupt of its own is the
+    norm's, not the user's Ctrl-C), and outputs that differ between two fresh processes for one
+    seed: the run cache keys a norm's runs by its source, which then cannot stand for them. A
+    spec that does not load is said as loading says it."""
+    context, digests = get_context("spawn"), []
+    probes = [context.Queue() for _ in range(2)]  # two fresh processes at once
+    probes = [(said, context.Process(target=_fresh_output, args=(spec, name, said), daemon=True))
+              for said in probes]
+    for _, child in probes:
+        child.start()
+    try:
+        for said, child in probes:
+            child.join(timeout)
+            if child.is_alive():
+                return f"{spec}: gives no output within {timeout:g} s in a process of its own " \
+                       f"(a loop that does not end?)"
+            try:
+                kind, text = said.get(timeout=5)
+            except Exception:  # noqa: BLE001 - queue.Empty: the process left no word
+                return f"{spec}: ended its process without a result (exit code " \
+                       f"{child.exitcode}): the norm ends or crashes the process that runs it " \
+                       f"(os._exit, sys.exit, a signal)"
+            if kind != "ok":
+                return text if kind == "load" else f"{spec}: fails in a process of its own: {text}"
+            digests.append(text)
+    finally:
+        for _, child in probes:
+            if child.is_alive():
+                child.kill()
+            child.join()
+    if digests[0] != digests[1]:
+        return f"{spec}: gives other outputs in two fresh processes for one seed (it draws on " \
+               f"something the seed does not set): its cached runs could not stand for it"
+    return ""
+
+
+def _fresh_output(spec: str, name: str, said) -> None:
+    """In a fresh process: ``spec`` loaded as ``name`` (what loading refuses, as it says it),
+    one forward pass on a seeded input, and the digest of its output (or the error, whatever the
+    norm raised) put on ``said``."""
+    import hashlib
+
+    import torch
+
+    try:
+        kind = load(spec, name)
+    except ValueError as err:
+        said.put(("load", str(err)))
+        return
+    except BaseException as err:  # noqa: BLE001 - the norm's own exits and interrupts too
+        said.put(("error", f"{type(err).__name__}: {err}"))
+        return
+    try:
+        torch.manual_seed(0)
+        module = NORMS[kind].build(64)
+        with torch.no_grad():
+            y = module(torch.randn(4, 8, 64))
+        said.put(("ok", hashlib.sha256(y.detach().float().numpy().tobytes()).hexdigest()))
+    except BaseException as err:  # noqa: BLE001 - the norm's own exits and interrupts too
+        said.put(("error", f"{type(err).__name__}: {err}"))
+
+
 def _outside() -> tuple:
     """What a norm must leave as it found it: Python's and numpy's global random generators
     (which a run's seed does not set), torch's thread count (the run's plan sets it) and the

@@ -1886,3 +1886,72 @@ def test_the_layer_check_finds_what_would_break_a_run_later(factory, problem, mo
         torch.set_num_threads(threads)
     assert scorecard._layer_problem(nn.LayerNorm, (4, 8), torch.float32) == ""
     assert scorecard._layer_problem(nn.BatchNorm1d, (4, 8), torch.float32) == ""  # buffers: fine
+
+
+ISOLATED = '''
+import os
+import random
+
+import torch
+from torch import nn
+
+
+class Base(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.w = nn.Parameter(torch.ones(d))
+
+
+class Fine(Base):
+    def forward(self, x):
+        return x * self.w
+
+
+class Exits(Base):  # ends the process that runs it, with rc 0: success to the eye
+    def forward(self, x):
+        if not torch.is_grad_enabled():
+            os._exit(0)
+        return x * self.w
+
+
+class Hangs(Base):
+    def forward(self, x):
+        while not torch.is_grad_enabled():
+            pass
+        return x * self.w
+
+
+class Interrupts(Base):  # its KeyboardInterrupt is no Ctrl-C of the user's
+    def forward(self, x):
+        if not torch.is_grad_enabled():
+            raise KeyboardInterrupt
+        return x * self.w
+
+
+class Unseeded(Base):  # another factor in every process: its cache key cannot stand for it
+    def __init__(self, d):
+        super().__init__(d)
+        self.k = random.Random().random()
+
+    def forward(self, x):
+        return x * self.w * (1 + self.k)
+'''
+
+
+@pytest.mark.parametrize("attr,problem", [
+    ("Fine", ""),
+    ("Exits", "ended its process without a result (exit code 0): the norm ends or crashes the "
+              "process that runs it"),
+    ("Hangs", "gives no output within 3 s in a process of its own"),
+    ("Interrupts", "fails in a process of its own: KeyboardInterrupt"),
+    ("Unseeded", "gives other outputs in two fresh processes for one seed"),
+])
+def test_a_norm_is_first_run_in_processes_of_its_own(tmp_path, attr, problem):
+    """What the scorecard's process could not survive (an exit, a loop) or see (another output
+    in each process) is found in two fresh processes before the norm runs in this one."""
+    path = tmp_path / "isolated.py"
+    path.write_text(ISOLATED)
+    # a short limit for the loop alone: a fresh process takes seconds to import torch
+    said = scorecard.isolated_problem(f"{path}:{attr}", timeout=3 if attr == "Hangs" else 120)
+    assert said.startswith(f"{path}:{attr}: {problem}" if problem else ""), said
+    assert bool(said) == bool(problem), said
