@@ -65,6 +65,10 @@ class StaleError(Exception):
     """A generated page that is not what its sources make now (exit 1, as a failed check)."""
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C after some of the work was written: ``args[0]`` says what was."""
+
+
 class Parser(argparse.ArgumentParser):
     def error(self, message: str):  # argparse's own errors, in the one format
         raise UsageError(message)
@@ -282,15 +286,23 @@ def score(args: argparse.Namespace) -> str:
 
     if not cuda:  # the readings (and any run trained here) on the claims' thread count
         torch.set_num_threads(args.threads)
-    if args.ray:
-        records = on_cluster(args, plan, specs, said, done)
-    else:
-        print(f"scorecard: {said}", file=sys.stderr, flush=True)  # before any training
-        with tempfile.TemporaryDirectory() as tmp:  # the tally the worker processes share
-            runs = Runs(Progress(os.dup(2), Path(tmp) / "tally"))
-            runs.progress.expect(seconds, workers)  # each trained run: k of N, time left
-            with runs.progress.bar():
-                records = scorecard.fetch(plan, specs, workers, runs, args.threads, done)
+    try:
+        if args.ray:
+            records = on_cluster(args, plan, specs, said, done)
+        else:
+            print(f"scorecard: {said}", file=sys.stderr, flush=True)  # before any training
+            with tempfile.TemporaryDirectory() as tmp:  # the tally the worker processes share
+                runs = Runs(Progress(os.dup(2), Path(tmp) / "tally"))
+                runs.progress.expect(seconds, workers)  # each trained run: k of N, time left
+                with runs.progress.bar():
+                    records = scorecard.fetch(plan, specs, workers, runs, args.threads, done)
+    except KeyboardInterrupt:
+        if not written or unwritten:
+            raise
+        raise Interrupted(f"interrupted: stopped, with every training process; the "
+                          f"{len(written)} columns whose runs were all in were written to "
+                          f"{args.out} before it, the others not (the same command again "
+                          f"trains only the runs not cached)") from None
     table, paths = publish(records)
     said = f"{scorecard.as_text(table)}\n\nwritten: {', '.join(map(str, paths)) or 'nothing'}"
     if unwritten:
@@ -645,6 +657,9 @@ def command(argv: list[str] | None = None) -> int:
         print(err.args[0])
         print(f"error: {err.args[1]}", file=sys.stderr)
         return 1
+    except Interrupted as err:
+        print(err.args[0], file=sys.stderr)
+        return 130
     except KeyboardInterrupt:
         print("interrupted: stopped, with every training process; nothing was written (a run "
               "trained to the end stays cached)", file=sys.stderr)

@@ -317,3 +317,30 @@ def test_a_scorecard_on_ray_without_ray_installed_is_one_line_before_anything_lo
     assert capsys.readouterr().err == "error: --ray local: Ray is not installed here; pip " \
                                       "install 'normsys[ray]', or drop --ray to train on this " \
                                       "machine\n"
+
+
+def test_an_interrupted_scorecard_says_which_columns_it_wrote(tmp_path, monkeypatch, capsys):
+    """Ctrl-C after some columns were written: the message says they were, not that nothing
+    was; before any, it says nothing was."""
+    from normsys import scorecard
+
+    def fetch(plan, specs, workers, runs, threads, done):
+        done({})  # the runs of some columns are all in: they are written
+        raise KeyboardInterrupt
+
+    monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(scorecard, "fetch", fetch)
+    monkeypatch.setattr(scorecard, "complete", lambda plan, records: ["level", "vs_none"])
+    monkeypatch.setattr(scorecard, "cells", lambda *args: {})
+    monkeypatch.setattr(scorecard, "provenance", lambda *args: {})
+    monkeypatch.setattr(scorecard, "write", lambda *args: [tmp_path / "out" / "scorecard.json"])
+    args = ["scorecard", "--builtin", "--against", "layernorm", "--out", str(tmp_path / "out")]
+    assert main(args) == 130
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"interrupted: stopped, with every training process; the 2 columns whose runs were all "
+        f"in were written to {tmp_path / 'out'} before it, the others not (the same command "
+        f"again trains only the runs not cached)")
+    monkeypatch.setattr(scorecard, "complete", lambda plan, records: [])
+    assert main(args) == 130
+    assert capsys.readouterr().err.splitlines()[-1].endswith("nothing was written (a run "
+                                                             "trained to the end stays cached)")
