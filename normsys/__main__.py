@@ -582,7 +582,14 @@ def takes_the_data(cfg: RunConfig, task, settings: list[str]) -> None:
         raise UsageError(f"model.seq_len={cfg.model.seq_len}: the {cfg.data.name} validation "
                          f"text has {len(task.val_ids):,} characters; give a model.seq_len below "
                          f"{len(task.val_ids) - 1:,}")
-    x, _ = task.probe_batch(cfg)
+    # two examples' worth (a language model's probe is a training batch): shapes, not memory
+    x, _ = task.probe_batch(cfg.override(**{"train.batch_size": min(cfg.train.batch_size, 2)}))
+    memory, where = device_memory(cfg)
+    if (batch := cfg.train.batch_size * x[0].numel() * 4) > memory / 2:  # its inputs alone
+        raise UsageError(f"train.batch_size={cfg.train.batch_size}: a batch's inputs alone would "
+                         f"take {batch / 2**30:,.0f} GiB ({x[0].numel():,} values an example, 4 "
+                         f"bytes each), more than half of {where}'s {memory / 2**30:,.0f} GiB; "
+                         f"give a smaller train.batch_size")
     try:
         lengths = [(m.heads, shape[1]) for m, shape in meta_inputs(cfg, x, Attention)]
     except (RuntimeError, ValueError, IndexError, TypeError) as err:
@@ -591,7 +598,6 @@ def takes_the_data(cfg: RunConfig, task, settings: list[str]) -> None:
                          f"{str(err).splitlines()[0]}; `python -m normsys list` gives each "
                          f"preset's fields and defaults") from None
     scores = sum(cfg.train.batch_size * heads * t * t * 4 for heads, t in lengths)
-    memory, where = device_memory(cfg)
     if scores > memory / 2:
         heads, t = lengths[0]
         raise UsageError(f"the {cfg.model.family} model{said}: its attention scores alone would "

@@ -132,6 +132,11 @@ MISTAKES = [
      "model.seq_len=10000000: the tinyshakespeare validation text has 111,540 characters"),
     (["train", "--model", "encoder", "--set", "model.d=30", "--dry-run"],
      "model.d=30 must be divisible by model.heads=4"),
+    (["train", "--model", "char_gpt", "--set", "train.batch_size=10000000000", "--dry-run"],
+     "train.batch_size=10000000000: a batch's inputs alone would take 1,192 GiB"),  # none made
+    (["train", "--model", "mlp", "--set", "train.batch_size=1000000000", "--dry-run"],
+     "train.batch_size=1000000000: a batch's inputs alone would take 2,921 GiB (784 values an "
+     "example, 4 bytes each), more than half of"),
     (["train", "--model", "mlp", "--set", "model.d=99999999"],  # before any weight is made
      "the mlp model with --set model.d=99999999: its 20,000,079,899,999,209 parameters would take "
      "298,024,414 GiB to train (weights, gradients and Adam's two moments, 4 bytes each), more "
