@@ -451,12 +451,11 @@ def overrides(args: argparse.Namespace) -> dict[str, str]:
     """The config fields the options and each ``--set`` change, by name: a field named twice
     (two --set, or --set beside the option that sets it) is refused, as is a value a run cannot
     take (nan, one beyond a float, one that rounds to 0)."""
-    options = {"model.norm": "--norm", "train.seed": "--seed", "train.method": "--method",
-               "data.tier": "--tier"}
-    changes = {key: value for key, value in (("model.norm", args.norm), ("train.seed", args.seed),
-                                             ("train.method", args.method),
-                                             ("data.tier", args.tier)) if value is not None}
-    named = {key: f"{options[key]} {value}" for key, value in changes.items()}
+    options = {"model.norm": ("--norm", args.norm), "train.seed": ("--seed", args.seed),
+               "train.method": ("--method", args.method), "data.tier": ("--tier", args.tier)}
+    given = {key: (flag, value) for key, (flag, value) in options.items() if value is not None}
+    changes = {key: value for key, (_, value) in given.items()}
+    named = {key: f"{flag} {value}" for key, (flag, value) in given.items()}
     for item in args.set:
         key, sep, value = item.partition("=")
         key, value = key.strip(), value.strip()

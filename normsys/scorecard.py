@@ -282,9 +282,9 @@ def isolated_problem(spec: str, name: str = "", timeout: float = LAYER_TIMEOUT) 
     seed: the run cache keys a norm's runs by its source, which then cannot stand for them. A
     spec that does not load is said as loading says it."""
     context, digests = get_context("spawn"), []
-    probes = [context.Queue() for _ in range(2)]  # two fresh processes at once
+    queues = [context.Queue() for _ in range(2)]  # two fresh processes at once
     probes = [(said, context.Process(target=_fresh_output, args=(spec, name, said), daemon=True))
-              for said in probes]
+              for said in queues]
     for _, child in probes:
         child.start()
     try:

@@ -188,16 +188,17 @@ def parsed(path: str, mtime_ns: int, size: int) -> dict:
         raise ValueError("not a table of claims and runs")
     if not isinstance(table.get("device", ""), str):
         raise ValueError(f"its device is {table['device']!r}, not a name")
-    number = (int, float)
+    def amount(x) -> bool:  # a number of runs or seconds (a bool is no number here)
+        return isinstance(x, int | float) and not isinstance(x, bool) and x >= 0
+
     for fingerprint, seconds in table.get("runs", {}).items():
-        if not isinstance(seconds, number) or isinstance(seconds, bool) or seconds < 0:
+        if not amount(seconds):
             raise ValueError(f"run {fingerprint}: seconds {seconds!r}, not a number >= 0")
     for claim, row in table["claims"].items():
         if not isinstance(row, dict):
             raise ValueError(f"claim {claim}: {row!r}, not a row of runs and seconds")
         for name in ("runs", "seconds", "own_seconds", "untimed"):
-            value = row.get(name, 0)
-            if not isinstance(value, number) or isinstance(value, bool) or value < 0:
+            if not amount(value := row.get(name, 0)):
                 raise ValueError(f"claim {claim}: {name} {value!r}, not a number >= 0")
         prints = row.get("fingerprints", [])
         if not (isinstance(prints, list) and all(isinstance(f, str) for f in prints)):
