@@ -34,12 +34,13 @@ from pathlib import Path
 import torch
 
 from normsys import catalog, declarations, scorecard
-from normsys.claims import ledger, report, runtimes, usernorm
-from normsys.claims.cache import check_folder
-from normsys.claims.progress import Progress, label
+from normsys.claims import ledger, report
 from normsys.claims.report import write_check
-from normsys.claims.runs import Runs, meta_inputs
-from normsys.claims.workers import RUN_THREADS, share_the_machine
+from normsys.orchestration import runtimes, usernorm
+from normsys.orchestration.cache import check_folder
+from normsys.orchestration.progress import Progress, label
+from normsys.orchestration.runs import Runs, meta_inputs
+from normsys.orchestration.workers import RUN_THREADS, share_the_machine
 from normsys.training.config import EXPERIMENTS, PRESETS, RunConfig, preset
 from normsys.training.data import DataError
 from normsys.training.models import FAMILIES, Attention, build_model
@@ -320,7 +321,7 @@ def on_cluster(args: argparse.Namespace, plan: scorecard.Plan, specs: list[tuple
     """The plan's runs trained on the Ray cluster at ``args.ray`` (all submitted at once,
     longest first), kept in the local run cache; ``said`` (the plan's cost) is printed once the
     cluster is joined, ``done`` handed the records as they arrive (scorecard.fetch)."""
-    from normsys.claims.cluster import Cluster, ClusterError
+    from normsys.orchestration.cluster import Cluster, ClusterError
 
     try:
         cluster = Cluster(args.ray, specs=[(usernorm.absolute(s), n) for s, n in specs])

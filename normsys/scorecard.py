@@ -11,7 +11,7 @@ with its interval, so a new layer's row reads like the built-in ones:
     python -m normsys scorecard mynorm.py:MyNorm       # its row beside the built-in kinds
     python -m normsys scorecard --builtin              # the built-in kinds alone
 
-Runs come from the run cache (normsys.claims.runs), so built-in rows a claims session trained cost
+Runs come from the run cache (normsys.orchestration.runs), so built-in rows a claims session trained cost
 nothing; the others train in worker processes, one per core on the CPU. After the statistics, a
 ``Property`` column asks the layer itself something exact that needs no training (``PROPERTIES``:
 batch invariance), holding or failing for every row.
@@ -32,16 +32,15 @@ from pathlib import Path
 from typing import Any
 
 from normsys import declarations
-from normsys.claims.cache import code_digest, lookup
 from normsys.claims.declaration import Statistic
-from normsys.claims.ledger import described
-from normsys.claims.progress import Progress, label
 from normsys.claims.report import Row
-from normsys.claims.runs import Runs, meta_inputs
-from normsys.claims.runtimes import run_seconds
-from normsys.claims.usernorm import absolute, load
 from normsys.claims.verdict import INCONCLUSIVE, LEVEL, REFUTED, SUPPORTED, Rule
-from normsys.claims.workers import RUN_THREADS
+from normsys.orchestration.cache import code_digest, lookup
+from normsys.orchestration.progress import Progress, described, label
+from normsys.orchestration.runs import Runs, meta_inputs
+from normsys.orchestration.runtimes import run_seconds
+from normsys.orchestration.usernorm import absolute, load
+from normsys.orchestration.workers import RUN_THREADS
 from normsys.training.config import RunConfig
 from normsys.training.norms import BUILTIN, NORMS
 from normsys.training.provenance import device_name, git_commit, numeric_of
@@ -462,7 +461,7 @@ def property_cell(prop: Property, norm: str, tier: str) -> Row:
 def estimate(p: Plan, runs: Runs, threads: int | None = None
              ) -> tuple[list[tuple[RunConfig, str]], dict[str, float], int]:
     """Each config with what it costs ('cached', '~N s' as the tier's run times record it or its
-    LayerNorm twin (normsys.claims.runtimes), else as its twin's cached run took here, or 'time
+    LayerNorm twin (normsys.orchestration.runtimes), else as its twin's cached run took here, or 'time
     unknown'); the seconds of each run to train (by config fingerprint; 0 without an
     estimate); and how many have none (``runs`` loads each config's data, for its digest).
     ``threads``: the torch threads the runs will train on (a cached run made on another count

@@ -99,7 +99,8 @@ def fresh_memo_per_mutant():
     are what keeps one process from training a run or reading a file twice)."""
     if "MUTANT_UNDER_TEST" in os.environ:
         from normsys import declarations
-        from normsys.claims import cache, verdict
+        from normsys.claims import verdict
+        from normsys.orchestration import cache
         from normsys.training import data
 
         data._VERIFIED.clear()

@@ -16,10 +16,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from normsys.claims import cache, progress
-from normsys.claims.cache import cached_runs, run_key
-from normsys.claims.ledger import described
-from normsys.claims.progress import SILENT
+from normsys.orchestration import cache, progress
+from normsys.orchestration.cache import cached_runs, run_key
+from normsys.orchestration.progress import SILENT, described
 from normsys.training.config import preset
 from normsys.training.provenance import code_text, cpu_vendor, numeric_environment
 from normsys.training.record import trained_model
@@ -311,7 +310,7 @@ def _hold_lock(lock_path: str, ready: str, seconds: float) -> None:
 def test_get_runs_trains_what_is_free_before_waiting_for_a_busy_run(tmp_path, monkeypatch):
     """Two xdist workers needing the same runs split them: a run another process holds is left
     for last instead of being queued behind."""
-    from normsys.claims import runs
+    from normsys.orchestration import runs
 
     monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path))
     cfgs = [CFG.override(**{"train.seed": s}) for s in range(2)]
@@ -350,7 +349,7 @@ def test_get_runs_trains_what_is_free_before_waiting_for_a_busy_run(tmp_path, mo
 def package_copy(tmp_path: Path, name: str = "normsys") -> Path:
     import shutil
 
-    from normsys.claims import cache
+    from normsys.orchestration import cache
 
     copy = tmp_path / name / "normsys"
     shutil.copytree(cache.NORMSYS, copy, ignore=shutil.ignore_patterns("datafiles", "__pycache__"))
@@ -369,7 +368,7 @@ def test_the_training_package_holds_everything_the_entry_points_import():
     import subprocess
     import sys
 
-    from normsys.claims import cache
+    from normsys.orchestration import cache
 
     entry = ", ".join(f"normsys.{m}" for m in cache.ENTRY_POINTS)
     shown = subprocess.run(
@@ -414,7 +413,7 @@ def test_a_run_executes_only_code_the_key_holds():
     lies in a module of the key, and none of a module keyed by value executes."""
     import sys
 
-    from normsys.claims import cache
+    from normsys.orchestration import cache
     from normsys.training.batched import check_batchable, train_seeds
     from normsys.training.config import EXPERIMENTS
     from normsys.training.tasks import make_task
@@ -456,11 +455,11 @@ def test_a_tier_setting_reaches_a_run_through_its_fingerprint_and_data(tmp_path)
     import subprocess
     import sys
 
-    from normsys.claims import cache
+    from normsys.orchestration import cache
 
     copy = package_copy(tmp_path)
     tiers = copy / cache.TRAINING / "tiers.py"
-    ask = ("from normsys.claims.cache import code_digest; "
+    ask = ("from normsys.orchestration.cache import code_digest; "
            "from normsys.training.config import preset; "
            "from normsys.training.data import ag_news_pool; "
            "print(code_digest(), preset('lstm').fingerprint(), preset('cnn').fingerprint(), "
@@ -481,7 +480,7 @@ def test_a_tier_setting_reaches_a_run_through_its_fingerprint_and_data(tmp_path)
                                     'variants=False, budget_minutes=30, full_data=True'))
     assert shown()[3] != before[3]  # the paper tier's pool: every row there is
 def test_an_import_from_outside_the_training_package_is_found(tmp_path):
-    from normsys.claims import cache
+    from normsys.orchestration import cache
 
     copy = package_copy(tmp_path)
     train = copy / cache.TRAINING / "train.py"
@@ -497,7 +496,7 @@ def test_the_key_follows_every_module_a_run_imports_and_nothing_else(tmp_path):
     """A statement added to any module a run imports (or to the normsys __init__ its import runs),
     bar the ones keyed by value, changes the code digest (every cached run retrains); the same edit
     of any other module does not, and neither does a comment or a docstring edited anywhere."""
-    from normsys.claims import cache
+    from normsys.orchestration import cache
 
     copy = package_copy(tmp_path)
     before = cache.code_digest.__wrapped__(copy)
@@ -549,7 +548,7 @@ def test_the_code_text_keeps_every_token_that_can_change_a_number(tmp_path):
 
 
 def test_imports_are_read_in_every_form(tmp_path):
-    from normsys.claims import cache
+    from normsys.orchestration import cache
 
     package = tmp_path / "pkg"
     (package / "sub").mkdir(parents=True)
@@ -568,7 +567,7 @@ def test_imports_are_read_in_every_form(tmp_path):
 
 
 def test_the_cache_folder_is_checked_before_anything_trains(tmp_path, monkeypatch):
-    from normsys.claims.cache import CacheFolderError, check_folder
+    from normsys.orchestration.cache import CacheFolderError, check_folder
 
     afile = tmp_path / "a-file"
     afile.write_text("x")
@@ -942,7 +941,7 @@ def test_a_record_made_on_other_cpu_kernels_is_not_served_here(tmp_path, monkeyp
     here = torch.backends.cpu.get_cpu_capability()
     other = "avx2" if here != "AVX2" else "default"
     monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path))
-    script = ("from normsys.claims.cache import cached_runs\n"
+    script = ("from normsys.orchestration.cache import cached_runs\n"
               "from normsys.training.train import train_with_state\n"
               "from tests.test_cache import CFG\n"
               "r = cached_runs([CFG], '', lambda cs: [train_with_state(c) for c in cs])[0]\n"

@@ -1,5 +1,5 @@
-"""Training on a Ray cluster (normsys.claims.cluster), on a real local cluster: a run trained there is
-the run trained here (same record, same weights, same key), runs start before they are asked
+"""Training on a Ray cluster (normsys.orchestration.cluster), on a real local cluster: a run trained
+there is the run trained here (same record, same weights, same key), runs start before they are asked
 for, a worker that dies is retried, a run that diverges is recorded as diverged, an unreachable
 cluster is one line before anything trains, Ctrl-C's cancel stops what runs, and the claims
 give the same verdicts through --claims-ray."""
@@ -19,9 +19,9 @@ import torch
 
 ray = pytest.importorskip("ray")
 
-from normsys.claims.cluster import Cluster, ClusterError, connect, train_group  # noqa: E402
 from normsys.claims.declaration import Arm, Statistic, metric  # noqa: E402
-from normsys.claims.runs import Runs  # noqa: E402
+from normsys.orchestration.cluster import Cluster, ClusterError, connect, train_group  # noqa: E402
+from normsys.orchestration.runs import Runs  # noqa: E402
 from normsys.training.config import preset  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -207,7 +207,7 @@ def test_a_group_comes_back_in_the_order_asked_and_on_this_machines_data(cluster
 
 
 def test_a_users_norm_is_registered_again_on_the_workers(cluster, cache, tmp_path):
-    from normsys.claims import usernorm
+    from normsys.orchestration import usernorm
     from normsys.training import norms
 
     path = tmp_path / "usernorm.py"
@@ -251,9 +251,9 @@ def test_the_scorecard_trains_its_plan_on_the_cluster(cluster, cache, tmp_path, 
 
     from normsys import __main__ as cli
     from normsys import scorecard
-    from normsys.claims import cluster as module
-    from normsys.claims import usernorm
     from normsys.claims.verdict import Rule
+    from normsys.orchestration import cluster as module
+    from normsys.orchestration import usernorm
     from normsys.training import norms
 
     class Kept(Cluster):  # the command ends its Ray session; this test's module goes on with it

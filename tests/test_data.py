@@ -189,7 +189,7 @@ def test_a_claim_on_damaged_or_missing_data_fails_or_skips_with_the_message(tmp_
 def test_the_same_config_on_changed_data_is_trained_again(tmp_path, monkeypatch, unpinned):
     """The run cache keys on the data a run read: a cut-down Tiny Shakespeare (with its own
     checksum) gets its own run, and the real data its own again."""
-    from normsys.claims import runs
+    from normsys.orchestration import runs
     from normsys.training.config import preset
     from normsys.training.store import file_sha256
 

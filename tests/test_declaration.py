@@ -408,7 +408,8 @@ def test_a_claim_plans_the_look_its_ledger_entries_in_this_environment_show_it_t
 
 
 def test_a_claim_without_an_experiment_plans_what_it_fetched_last(monkeypatch):
-    from normsys.claims import items, runs
+    from normsys.claims import items
+    from normsys.orchestration import runs
 
     monkeypatch.setattr(runs, "planned", lambda cid, tier: [f"last run of {cid} [{tier}]"])
     declared = Declaration("c-x", Rule("v", ">", 0), "src", "statement")

@@ -174,7 +174,7 @@ def test_the_stability_by_epochs_figure_draws_each_rules_mean_over_seeds_and_ban
 def test_the_correlation_figure_draws_each_norms_trained_last_hidden_layer(data_env, monkeypatch):
     """The unit correlations of each norm's trained net (its weights, not its initialization) on
     the first 1,000 training images, first 64 live units of the last hidden layer."""
-    from normsys.claims.runs import Runs
+    from normsys.orchestration.runs import Runs
     from normsys.training.data import mnist
     from normsys.training.record import trained_model
 

@@ -280,7 +280,7 @@ def test_a_relative_run_cache_is_refused_with_one_line(tmp_path, monkeypatch, ca
 
 def test_a_damaged_run_times_table_costs_the_prices_in_one_line_never_the_command(tmp_path,
                                                                                   capsys):
-    from normsys.claims import runtimes
+    from normsys.orchestration import runtimes
 
     row = {"runs": 3, "seconds": 1.5, "own_seconds": 1.0, "untimed": 0, "fingerprints": ["ab"]}
     wrong = {  # a field of the wrong kind: named, as malformed JSON is

@@ -1,6 +1,7 @@
 """The library's modules import downwards only, by folder: the training package (everything a
-run's record depends on) imports nothing of the rest; the claims machinery uses it; the claims'
-declarations use both; the scorecard and the command line use them all; the claim files
+run's record depends on) imports nothing of the rest; run orchestration (fetching, caching,
+pricing and following runs) uses it; the claims machinery uses both; the claims' declarations use
+all three; the scorecard and the command line use them all; the claim files
 (claims/) stand above them all, and no module of the library imports one. Nothing imports in a
 cycle, not even through an import inside a function, and each module imports on its own in a
 fresh interpreter. The modules are the package's files and their folders say where each stands:
@@ -16,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from normsys.claims.cache import TRAINING, imported_modules, module_file
+from normsys.orchestration.cache import TRAINING, imported_modules, module_file
 
 PACKAGE = Path(__file__).resolve().parents[1] / "normsys"
-FOLDERS = (TRAINING, "claims", "declarations", "")  # bottom to top: a module imports from its
-# folder or one below
+# bottom to top: a module imports from its folder or one below
+FOLDERS = (TRAINING, "orchestration", "claims", "declarations", "")
 MODULES = sorted(".".join(p.relative_to(PACKAGE).with_suffix("").parts)
                  for p in PACKAGE.rglob("*.py") if p.name != "__init__.py")
 
@@ -67,10 +68,10 @@ def top_imports(path: Path) -> set[str]:
 @pytest.mark.parametrize("module", MODULES)
 def test_no_module_of_the_library_imports_a_claim_file(module):
     """The catalog and the scorecard read the claims through pytest's collection; only the
-    user's norm file is loaded by path (normsys.claims.usernorm)."""
+    user's norm file is loaded by path (normsys.orchestration.usernorm)."""
     imported = top_imports(module_file(module, PACKAGE))
     assert "claims" not in imported, f"normsys.{module} imports the claim files' package"
-    if module != "claims.usernorm":
+    if module != "orchestration.usernorm":
         assert "<by name or path>" not in imported, f"normsys.{module} loads a module by name"
 
 

@@ -108,8 +108,8 @@ def test_a_control_catches_an_arm_given_an_edge_no_record_can_show(edge, monkeyp
     import importlib
     from dataclasses import replace
 
-    from normsys.claims.runs import Runs
     from normsys.claims.testing import arm_changed
+    from normsys.orchestration.runs import Runs
 
     module, name, arm, override = EDGES[edge]
     claims = importlib.import_module(f"claims.{module}")
@@ -149,9 +149,9 @@ def test_the_a_a_case_fails_a_reading_that_cannot_tell_runs_apart():
 
     from claims.test_transformer_components import RESIDUAL_PRESERVES
     from normsys import declarations
-    from normsys.claims.runs import Runs
     from normsys.claims.testing import alike_on_disjoint_seeds, arm_changed, unread_seeds
     from normsys.claims.verdict import REFUTED
+    from normsys.orchestration.runs import Runs
 
     fetch, family = Runs().runs, declarations.aa_family()
     neither = RESIDUAL_PRESERVES.experiment.overridden(RESIDUAL_PRESERVES.alike)

@@ -14,7 +14,7 @@ from normsys.claims.protocol import (
     ln_vjp_errors,
     mnist_report,
 )
-from normsys.claims.runs import Runs
+from normsys.orchestration.runs import Runs
 from normsys.training.config import preset
 from normsys.training.data import mnist, tiny_shakespeare
 from normsys.training.record import trained_model

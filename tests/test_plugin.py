@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from normsys.claims import ledger
-from normsys.claims.cache import code_digest
 from normsys.claims.declaration import Declaration
 from normsys.claims.verdict import decide
+from normsys.orchestration.cache import code_digest
 from normsys.training import provenance
 from normsys.training.provenance import numeric_environment
 
@@ -633,7 +633,7 @@ def claim_items():
 def test_claims_start_longest_first_by_their_recorded_run_times(claim_items):
     """Under xdist the workers split the long groups of runs early: claims are collected longest
     first by the training time claims/run-times-cpu.json records (normsys.claims.plugin)."""
-    from normsys.claims import runtimes
+    from normsys.orchestration import runtimes
 
     recorded = runtimes.read("cpu")["claims"]
     in_order = [cid for cid, tier, _ in claim_items if tier == "cpu" and cid in recorded]
@@ -777,7 +777,7 @@ def test_claims_list_shows_what_each_claim_costs(tmp_path):
         return next(line for line in out.splitlines()
                     if line.startswith("tc-residual-preserves-gradients  [cpu]"))
 
-    from normsys.claims import runtimes
+    from normsys.orchestration import runtimes
 
     recorded = f"min of training as recorded on {runtimes.read('cpu')['device']})"
     assert listed().endswith(f" cost: 10 runs (0 cached; the others ~0.0 {recorded}")
@@ -927,7 +927,7 @@ def test_control():
 def test_n_auto_starts_several_workers_a_gpu_and_leaves_the_cpu_to_xdist(pytester, monkeypatch):
     import torch
 
-    from normsys.claims import workers
+    from normsys.orchestration import workers
 
     config = pytester.parseconfigure()
     ask = lambda: config.hook.pytest_xdist_auto_num_workers(config=config)  # noqa: E731
@@ -946,7 +946,7 @@ def test_every_run_on_a_cpu_trains_on_one_thread_in_or_out_of_xdist(monkeypatch,
     process alone, or one of fewer workers than cores, trains on RUN_THREADS all the same."""
     import torch
 
-    from normsys.claims import workers
+    from normsys.orchestration import workers
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setattr(workers.os, "cpu_count", lambda: 8)

@@ -76,7 +76,7 @@ def test_a_kernel_librarys_own_cap_is_part_of_the_machine_kind(monkeypatch, var,
     """oneDNN and MKL choose their code paths themselves: a cap on one (oneDNN's moves matmuls'
     and convolutions' numbers even with ATen's kernels capped alike) keys the kind, the run cache
     and the entries apart from the machine's own."""
-    from normsys.claims.cache import environment_digest
+    from normsys.orchestration.cache import environment_digest
 
     vendor = provenance.cpu_vendor()
     for v in provenance.LIBRARY_CAPS:

@@ -341,7 +341,7 @@ def test_the_jacobian_claims_read_each_layernorm_of_the_trained_net_through_its_
     learning rule runs it backward: an FA net's dL/dout comes through its feedback matrices,
     not through W^T."""
     from normsys.claims.protocol import layernorm_gradients, ln_decomposition_summary, ln_vjp_errors
-    from normsys.claims.runs import Runs
+    from normsys.orchestration.runs import Runs
     from normsys.training.data import tiny_shakespeare
     from normsys.training.record import trained_model
     from normsys.training.tasks import lm_batch
@@ -374,7 +374,7 @@ def test_the_fa_protocol_measures_a_trained_nets_weights_by_backprop_after_the_e
     """An FA net is measured through W^T (a plain model with its weights), not through its
     feedback matrices; ``epoch``: the weights it kept after that epoch."""
     from normsys.claims.protocol import mnist_report
-    from normsys.claims.runs import Runs
+    from normsys.orchestration.runs import Runs
     from normsys.training.record import trained_model
 
     fa_file = importlib.import_module("normsys.declarations.fa_protocol")

@@ -1,5 +1,5 @@
-"""Getting the runs claims ask for (normsys.claims.runs): which runs train together, what a claim's run
-index keeps, and what --claims-list says a claim costs, in this process."""
+"""Getting the runs claims ask for (normsys.orchestration.runs): which runs train together, what a
+claim's run index keeps, and what --claims-list says a claim costs, in this process."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from normsys.claims import runs, runtimes
-from normsys.claims.cache import run_key
+from normsys.orchestration import runs, runtimes
+from normsys.orchestration.cache import run_key
 from normsys.training.config import RunConfig, preset
 from normsys.training.train import run_environment, train_with_state
 
@@ -278,8 +278,9 @@ def test_the_committed_run_times_name_only_claims_the_cpu_ledger_holds_and_contr
     import re
     from types import SimpleNamespace
 
-    from normsys.claims import ledger, runtimes
+    from normsys.claims import ledger
     from normsys.claims.items import control_index
+    from normsys.orchestration import runtimes
 
     held = {cid for cid, r in ledger.records(runtimes.FOLDER / "ledger").items() if r.of("cpu")}
     tests = runtimes.controls_defined()
@@ -410,7 +411,8 @@ def test_float_inputs_are_features_not_token_ids(session):
 
 
 class Elsewhere:
-    """A trainer in another place (normsys.claims.cluster's shape), training here, saying what it got."""
+    """A trainer in another place (normsys.orchestration.cluster's shape), training here, saying
+    what it got."""
 
     def __init__(self, cuda: bool = False):
         self.cuda, self.calls, self.tasks = cuda, [], []
@@ -486,7 +488,7 @@ def test_the_runs_a_claim_fetched_last_are_its_plan(cache, session):
 
 
 def test_each_task_of_a_sessions_lines_is_timed_once():
-    from normsys.claims.runtimes import task_seconds
+    from normsys.orchestration.runtimes import task_seconds
 
     log = "\n".join([
         "normsys: training mlp/layernorm/bp/s0 (cpu tier, aaaaaaaa) ...",
@@ -511,7 +513,7 @@ def test_each_task_of_a_sessions_lines_is_timed_once():
 
 
 def test_the_expected_wall_lays_the_longest_tasks_first_and_is_bounded_by_the_longest():
-    from normsys.claims.runtimes import expected_wall
+    from normsys.orchestration.runtimes import expected_wall
 
     assert expected_wall([3, 5, 3, 4, 3], 2) == 10.0  # 5+3+... : longest first, not the best 9
     assert expected_wall([92.0, 1.0, 1.0], 8) == 92.0 and expected_wall([], 3) == 0.0

@@ -21,12 +21,12 @@ from torch import nn
 
 from normsys import declarations, scorecard
 from normsys.__main__ import main
-from normsys.claims import usernorm
-from normsys.claims.cache import run_key
 from normsys.claims.declaration import Arm, Declaration, Statistic, metric
 from normsys.claims.ledger import records as claim_records
-from normsys.claims.runs import Runs
-from normsys.claims.workers import RUN_THREADS
+from normsys.orchestration import usernorm
+from normsys.orchestration.cache import run_key
+from normsys.orchestration.runs import Runs
+from normsys.orchestration.workers import RUN_THREADS
 from normsys.training import norms
 
 # the claim files as modules (claims/ is a package: pytest imports claims/test_x.py so)
@@ -1533,7 +1533,7 @@ def test_a_mean_on_the_edge_of_the_builtin_range_is_inside_it():
 def test_estimate_looks_each_run_and_its_twin_up_on_the_runs_data(tmp_path, monkeypatch):
     from types import SimpleNamespace
 
-    from normsys.claims.cache import cached_runs
+    from normsys.orchestration.cache import cached_runs
     from normsys.training.train import train_with_state
 
     monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path))

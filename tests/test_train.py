@@ -286,7 +286,7 @@ def test_fa_trained_net_is_measured_through_its_true_weights(data_env, tmp_path,
     """The FA protocol measures the backprop gradient of the net it is given: an FA-trained net's
     report equals the report of the same weights loaded into a plain model, and differs from one
     taken through the FA layers' feedback matrices."""
-    from normsys.claims.runs import Runs
+    from normsys.orchestration.runs import Runs
     from normsys.training.data import mnist
     from normsys.training.models import build_model
     from normsys.training.record import trained_model
@@ -380,7 +380,7 @@ def test_cli_ctrl_c_ends_with_one_line(tmp_path):
 def test_snapshots_are_the_weights_a_shorter_run_ends_with(data_env, tmp_path, monkeypatch):
     """train.snapshots keeps the weights after earlier epochs: the same weights a run of that many
     epochs ends with (same data order, same updates), at no extra training."""
-    from normsys.claims.runs import Runs
+    from normsys.orchestration.runs import Runs
     from normsys.training.record import trained_model
 
     monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path))
@@ -404,7 +404,7 @@ def test_a_stream_of_fresh_batches_is_one_epoch_whose_snapshot_is_the_last_weigh
                                                                                  monkeypatch):
     """Random data trained by steps is one epoch: every batch is of epoch 0, as a data set's
     first epoch, so the weights kept after epoch 1 are the ones the run ends with."""
-    from normsys.claims.runs import Runs
+    from normsys.orchestration.runs import Runs
     from normsys.training.record import trained_model
     from normsys.training.tasks import make_task
 

@@ -1,3 +1,3 @@
-"""What the claims run on: the decision (verdict), the experiments and readings more
-than one claim shares, the runs a session fetches and caches, the ledger, the report and the
-pytest plugin that holds them together. Built on normsys.training; nothing in it trains."""
+"""The claims machinery: a claim's declaration, its decision (verdict), its record (ledger) and
+the statistics across a record's entries (across), the report and the pytest plugin that holds
+them together. Its runs come from normsys.orchestration; nothing in it trains."""

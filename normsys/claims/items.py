@@ -11,6 +11,7 @@ import pytest
 from normsys.claims import ledger, verdict
 from normsys.claims.declaration import plan
 from normsys.claims.params import Variant
+from normsys.orchestration.progress import described
 from normsys.training.provenance import numeric_environment
 from normsys.training.tiers import DEFAULT
 
@@ -69,9 +70,9 @@ def planned_looks(item: pytest.Item, ledgers=None, evidence: bool = True) -> lis
     decides on alone), at its first look, and at each later look up to the one its entries in
     ``ledgers`` (a session's Ledgers, normsys.claims.session) show it took in this environment
     (verdict.expected); for a claim that declares none, those it fetched the
-    last time it ran with this cache (normsys.claims.runs.planned), as one look; [] where
+    last time it ran with this cache (normsys.orchestration.runs.planned), as one look; [] where
     neither is known."""
-    from normsys.claims.runs import planned  # torch and the training path: when a session plans
+    from normsys.orchestration.runs import planned  # torch and the training path: when a session plans
 
     marker = claim_marker(item)
     experiment = getattr(marker.kwargs.get("declared"), "experiment", None)
@@ -111,7 +112,7 @@ def recorded_entry(item: pytest.Item, marker: pytest.Mark, ledgers):
     offset = item.config.option.claims_seed_offset
     configs = planned_configs(item)  # where its runs train: a GPU's autocast is theirs
     env = run_environment(configs[0]) if configs else numeric_environment()
-    here = ledger.key(tier, ledger.described(env), ledger.seed_plan(offset, plan))
+    here = ledger.key(tier, described(env), ledger.seed_plan(offset, plan))
     return ledgers.recorded(claim_id(item, marker), tier, here, offset)
 
 

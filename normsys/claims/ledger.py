@@ -28,7 +28,7 @@ import json
 import math
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -45,6 +45,7 @@ from normsys.claims.verdict import (
     num,
     seed_span,
 )
+from normsys.orchestration.progress import described
 from normsys.training.store import atomic_write_text
 
 # ----------------------------------------------------------------------------- an entry
@@ -77,7 +78,7 @@ class Entry(Verdict):
     threads: str = ""
     autocast: str = ""
     data: str = ""  # the data folder's checksum list, as sha256 of SHA256SUMS (or "" if none)
-    # the digests of the training code whose runs computed these values (normsys.claims.cache.
+    # the digests of the training code whose runs computed these values (normsys.orchestration.cache.
     # code_digest), newest first, space-separated: code that gave the same values again stamps
     # its own on the entry (``recorded``); "" in entries recorded before it was kept
     code: str = ""
@@ -134,15 +135,6 @@ class Entry(Verdict):
         return f"{self.verdict} {interval(self.mean, self.low, self.high)} seeds " \
                f"{seed_span(self.seeds)} ({self.measured.split()[0]}, {self.commit[:7]})"
 
-
-def described(env: Mapping[str, str]) -> str:
-    """A numeric environment (``normsys.training.provenance.numeric_environment``: a record's
-    ``env``, or an entry's fields) in a few words: ``cpu (AVX512, AMD), 1 thread(s), torch
-    2.13.0``; a field it lacks (made before it was recorded) reads ``?``."""
-    device, threads, version, autocast = (str(env.get(k, "?")) for k in
-                                          ("device", "threads", "torch", "autocast"))
-    amp = f", {autocast} autocast" if autocast not in ("off", "?") else ""
-    return f"{device}, {threads} thread(s), torch {version}{amp}"
 
 
 def key(tier: str, environment: str, plan: str) -> str:

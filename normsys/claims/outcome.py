@@ -191,7 +191,7 @@ class Claim:
     def _conclude(self, decision: Verdict, rule: Rule) -> Verdict:
         """The decision as the report's row, with where it was measured, judged by the claim's
         record; the test ended by it (a supported claim returns the decision)."""
-        from normsys.claims.cache import code_digest  # torch: when a claim decides
+        from normsys.orchestration.cache import code_digest  # torch: when a claim decides
         from normsys.training.train import run_environment
 
         s, statistic = decision, rule.statistic

@@ -12,7 +12,7 @@ rule and ends the test by the verdict, judged against the claim's record (normsy
 run (``--claims-amend`` gives the reason for a changed rule); ``--claims-strict`` fails claims
 without a current entry, and a session whose ledger folder holds records of claims no longer
 defined. The session's state is one ``ClaimsSession`` (normsys.claims.session) on
-``config.stash[SESSION]``: its ``Runs`` (normsys.claims.runs), which the run fixtures fetch
+``config.stash[SESSION]``: its ``Runs`` (normsys.orchestration.runs), which the run fixtures fetch
 through, its ``Ledgers``, its Ray cluster; no module keeps a session's state. A claim
 parametrized with a ``Variant`` (e.g. Variant("-nonpad"), see ``variant_tiers``) gets that suffix
 on its id. ``pytest claims --claims-list`` lists every claim; ``-k`` matches ids.
@@ -26,7 +26,7 @@ trains on a cluster with GPUs), orders the claims longest first and plans or lis
 Before the first claim starts, the session plans the runs of every selected claim's first look
 (or of the later look its record's entries in this environment show it took) and each process
 trains its share of them, longest first (``ClaimsSession.pytest_runtestloop``,
-normsys.claims.runs); a claim open at its first look adds seeds at the looks of its tier
+normsys.orchestration.runs); a claim open at its first look adds seeds at the looks of its tier
 (normsys.claims.verdict), whose runs a pytest-xdist worker done with its own claims trains.
 """
 
@@ -40,7 +40,7 @@ from pathlib import Path
 
 import pytest
 
-from normsys.claims import verdict, workers
+from normsys.claims import verdict
 from normsys.claims.items import (
     claim_id,
     claim_looks,
@@ -69,6 +69,7 @@ from normsys.claims.session import (
     owns_counter,
     seed_policy,
 )
+from normsys.orchestration import workers
 
 # ----------------------------------------------------------------------------- hooks
 
@@ -143,7 +144,7 @@ def pytest_configure(config: pytest.Config) -> None:
     check_options(opt)
     if not hasattr(config, "workerinput"):
         check_report_folder(Path(opt.claims_report))
-        from normsys.claims.cache import CacheFolderError, check_folder
+        from normsys.orchestration.cache import CacheFolderError, check_folder
 
         try:
             check_folder()
@@ -156,7 +157,9 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"--claims-update: the records' folder {ledgers.folder} cannot "
                                 f"be written ({why}); make it writable, or name another with "
                                 f"--claims-ledger")
-    from normsys.claims.runs import Runs  # torch and the training path: not before a session needs them
+    from normsys.orchestration.runs import (
+        Runs,  # torch and the training path: not before a session needs them
+    )
 
     cluster = cluster_of(config)
     # the terminal, before pytest captures it: progress lines of training runs go there

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from normsys import __version__
-from normsys.claims import across, ledger, runtimes, verdict
+from normsys.claims import across, ledger, verdict
 from normsys.claims.items import (
     claim_id,
     claim_looks,
@@ -32,9 +32,10 @@ from normsys.claims.items import (
     selected,
 )
 from normsys.claims.outcome import PROPERTY, ClaimRefuted
-from normsys.claims.progress import Progress
 from normsys.claims.report import Row, merged, role_at, verdict_table, write_check, write_reports
-from normsys.claims.runtimes import control_work, cost, expected_wall, total_line
+from normsys.orchestration import runtimes
+from normsys.orchestration.progress import Progress
+from normsys.orchestration.runtimes import control_work, cost, expected_wall, total_line
 from normsys.training.config import MAX_SEED
 from normsys.training.data import DataError, DataMissingError, data_root, hub_allowed
 from normsys.training.provenance import device_name, git_commit, numeric_environment
@@ -90,7 +91,7 @@ def cluster_of(config: pytest.Config):
     if opt.claims_ray_gpus < 0 or opt.claims_ray_cpus < 1:
         raise pytest.UsageError(f"--claims-ray-gpus {opt.claims_ray_gpus} / --claims-ray-cpus "
                                 f"{opt.claims_ray_cpus}: a fraction of a GPU >= 0 and >= 1 CPU")
-    from normsys.claims.cluster import Cluster, ClusterError
+    from normsys.orchestration.cluster import Cluster, ClusterError
 
     try:
         return Cluster(opt.claims_ray, opt.claims_ray_gpus, opt.claims_ray_cpus)
@@ -307,7 +308,7 @@ def data_errors(skip_missing: bool = False) -> Iterator[None]:
 
 def longest_first(items: list[pytest.Item]) -> None:
     """Claims start longest first (the training of the runs each reads, as the tier's recorded
-    run times say: normsys.claims.runtimes), so that under pytest-xdist the workers split the
+    run times say: normsys.orchestration.runtimes), so that under pytest-xdist the workers split the
     long groups of runs early and the short claims, whose runs are mostly trained by then, fill
     in at the end; the rest keep their order."""
     def seconds(item: pytest.Item) -> float:
@@ -319,7 +320,7 @@ def longest_first(items: list[pytest.Item]) -> None:
 
 class ClaimsSession:
     """A claims session's state, one object a process (on ``config.stash[SESSION]``): its ledger
-    files (``Ledgers``), its runs (normsys.claims.runs.Runs, which the run fixtures fetch
+    files (``Ledgers``), its runs (normsys.orchestration.runs.Runs, which the run fixtures fetch
     through), its Ray cluster (--claims-ray, else None), the terminal its progress lines go to,
     the negative controls of each claim id; and the claim results of every report (local or
     from xdist workers), which it writes to the report and the ledger when the session finishes
@@ -436,7 +437,7 @@ class ClaimsSession:
     def pytest_runtestloop(self, session: pytest.Session):
         """Before the first claim starts (in each pytest-xdist worker, or alone): train the
         planned runs the cache lacks, longest first, each worker taking the next one no other
-        holds (normsys.claims.runs.Runs.train_planned). Then, in a worker: the claims run, with
+        holds (normsys.orchestration.runs.Runs.train_planned). Then, in a worker: the claims run, with
         the groups they ask for posted on the session's board; once its own are done, the worker
         trains what the others' claims wait for until none is at work (Runs.help). Not in
         xdist's controller, which runs no test."""
@@ -477,9 +478,9 @@ class ClaimsSession:
         board.close()
 
     def board(self):
-        """The session's board (normsys.claims.runs.Board) and this worker's name, under
+        """The session's board (normsys.orchestration.runs.Board) and this worker's name, under
         pytest-xdist with a writable run cache; (None, "") otherwise."""
-        from normsys.claims.runs import Board
+        from normsys.orchestration.runs import Board
         from normsys.training.store import cache_root
 
         workerinput = getattr(self.config, "workerinput", None)

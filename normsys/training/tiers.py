@@ -35,7 +35,7 @@ class Tier:
     variants: bool = True      # a claim's variants (Declaration.variants: -masked, -long) run here
     budget_minutes: float = 0  # the tier with its negative controls, cold, on two processes of
     #                            a 2-core AMD AVX2 machine, at most (0: not sized;
-    #                            normsys.claims.runtimes prices it)
+    #                            normsys.orchestration.runtimes prices it)
 
     def first_look(self, own: int | None = None) -> int:
         """How many seeds a claim first decides on here: its own count when it names one (the

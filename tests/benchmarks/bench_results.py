@@ -23,9 +23,9 @@ from pathlib import Path
 
 from bench import CAPTURED_LINE
 
-from normsys.claims import runtimes
-from normsys.claims.runtimes import expected_wall, task_seconds
-from normsys.claims.workers import WORKERS_PER_GPU
+from normsys.orchestration import runtimes
+from normsys.orchestration.runtimes import expected_wall, task_seconds
+from normsys.orchestration.workers import WORKERS_PER_GPU
 from normsys.training.data import AG_NEWS_ROWS
 
 
@@ -397,10 +397,10 @@ PER_GPU = WORKERS_PER_GPU  # tasks a GPU trains at once: as -n auto ran the sess
 
 
 def on_more_gpus(log: str) -> str:
-    """The training a session's log records, task by task (normsys.claims.runtimes.task_seconds), laid
-    out on N GPUs as the planner does it (longest first, PER_GPU tasks sharing each GPU as they
-    shared the one measured): the wall time training bounds, and what bounds it (the longest task,
-    or the tasks' total over the GPUs' places), against the session's own."""
+    """The training a session's log records, task by task (normsys.orchestration.runtimes.task_seconds),
+    laid out on N GPUs as the planner does it (longest first, PER_GPU tasks sharing each GPU as
+    they shared the one measured): the wall time training bounds, and what bounds it (the longest
+    task, or the tasks' total over the GPUs' places), against the session's own."""
     tasks = task_seconds(log)
     walls = [re.findall(r" in ([0-9.]+)s \(", line) for line in log.splitlines()]
     measured = [float(w[-1]) for w in walls if w]

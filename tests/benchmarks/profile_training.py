@@ -21,8 +21,8 @@ from pathlib import Path
 
 import torch
 
-from normsys.claims import runtimes
-from normsys.claims.ledger import described
+from normsys.orchestration import runtimes
+from normsys.orchestration.progress import described
 from normsys.training import steplog, train
 from normsys.training.config import RunConfig, preset
 from normsys.training.provenance import numeric_environment

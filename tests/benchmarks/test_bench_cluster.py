@@ -61,8 +61,8 @@ def test_what_one_task_costs_on_the_cluster_beyond_its_training(benchmark, tmp_p
                                                                 monkeypatch):
     if benchmark.disabled:
         pytest.skip("a measurement: run with --benchmark-enable")
-    from normsys.claims.cluster import Cluster
-    from normsys.claims.runs import Runs
+    from normsys.orchestration.cluster import Cluster
+    from normsys.orchestration.runs import Runs
     from normsys.training.config import preset
 
     monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path))

@@ -3,7 +3,7 @@ every model family the CPU tier's claims train (the seed encoder, the char LSTM,
 FA protocol's residual MLP, the deep-dive CNN and MLP) at their CPU-tier settings, their GFLOP/s
 (FLOPs of one step counted by torch.utils.flop_counter) and the fraction of the machine's fp32
 matmul peak, measured in the same session on the one thread a claim's run trains on
-(normsys.claims.workers.RUN_THREADS). Where a run's time goes besides its steps:
+(normsys.orchestration.workers.RUN_THREADS). Where a run's time goes besides its steps:
 ``profile_training.py``.
 
     pytest tests/benchmarks/test_bench_cpu.py --benchmark-json tests/benchmarks/results/cpu-<name>.json
@@ -58,7 +58,7 @@ def flops_of_step(learner: Learner, x, y) -> int:
 def run_threads():
     """torch on the threads a claim's run trains on, for the test (numbers and speed depend on
     them)."""
-    from normsys.claims.workers import RUN_THREADS
+    from normsys.orchestration.workers import RUN_THREADS
 
     was = torch.get_num_threads()
     torch.set_num_threads(RUN_THREADS)

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import torch
 
-from normsys.claims.cache import cached_fingerprints, run_key
+from normsys.orchestration.cache import cached_fingerprints, run_key
 from normsys.training.config import RunConfig
 from normsys.training.provenance import cpu_kind, device_name, numeric_environment
 from normsys.training.store import atomic_write_text, cache_root
@@ -329,7 +329,7 @@ def group_seconds(group: list[RunConfig]) -> float:
 
 def index_path(claim: str, tier: str) -> Path | None:
     """Where the run cache keeps the runs ``claim`` at ``tier`` fetched last, with their times
-    (normsys.claims.runs.Runs.write_index); None without a cache."""
+    (normsys.orchestration.runs.Runs.write_index); None without a cache."""
     root = cache_root()
     return None if root is None else root / "claims" / f"{claim}-{tier}.json"
 
@@ -397,9 +397,9 @@ TRAINED = re.compile(r"normsys: \[(?:\d+ runs done|run \d+[^\]]*)\] .* tier, ([0
 
 
 def task_seconds(log: str) -> list[float]:
-    """What each task trained in a session took, from its progress lines (normsys.claims.progress): one
-    run, or one configuration's seeds stacked, found by its first run's fingerprint (each run of
-    a stacked group says the group's time)."""
+    """What each task trained in a session took, from its progress lines
+    (normsys.orchestration.progress): one run, or one configuration's seeds stacked, found by its
+    first run's fingerprint (each run of a stacked group says the group's time)."""
     trained: dict[str, float] = {}
     for m in TRAINED.finditer(log):
         trained.setdefault(m[1], float(m[2]))

@@ -12,7 +12,7 @@ first look, and its later looks where its ledger entries show it took them
 record them. ``train_planned`` then trains them in every pytest-xdist worker, each taking the
 next group no other holds, so that the longest runs start first whichever claim needs them and
 no worker waits on another while runs remain; the claims read their runs after. A ``trainer``
-(normsys.claims.cluster: a Ray cluster) trains the runs elsewhere instead: ``plan`` and ``runs``
+(normsys.orchestration.cluster: a Ray cluster) trains the runs elsewhere instead: ``plan`` and ``runs``
 hand it every missing run first, so that they train at once, and the records it returns are
 kept in the run cache as the ones trained here.
 
@@ -39,9 +39,9 @@ import torch
 from filelock import FileLock, Timeout
 from torch import nn
 
-from normsys.claims.cache import cached_runs, lookup, writable
-from normsys.claims.progress import SILENT, Progress, label
-from normsys.claims.runtimes import (
+from normsys.orchestration.cache import cached_runs, lookup, writable
+from normsys.orchestration.progress import SILENT, Progress, label
+from normsys.orchestration.runtimes import (
     expected_wall,
     group_seconds,
     index_path,
@@ -59,7 +59,8 @@ from normsys.training.train import fit, resolve_device, run_environment
 
 
 class Trainer(Protocol):
-    """Where runs train when not in this process (normsys.claims.cluster.Cluster: a Ray cluster)."""
+    """Where runs train when not in this process (normsys.orchestration.cluster.Cluster: a Ray
+    cluster)."""
 
     cuda: bool  # whether its runs train on CUDA (seeds stack)
 

@@ -35,8 +35,7 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 
 from normsys import __version__
-from normsys.claims.ledger import described
-from normsys.claims.progress import SILENT, Progress, label
+from normsys.orchestration.progress import SILENT, Progress, described, label
 from normsys.training.config import RunConfig
 from normsys.training.norms import NORMS
 from normsys.training.provenance import code_text, numeric_of

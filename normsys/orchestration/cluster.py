@@ -1,15 +1,15 @@
 """Training the runs claims need on a Ray cluster: the same runs, trained on other machines.
 
-A ``Cluster`` is the trainer of a session's runs (normsys.claims.runs.Runs): each group of runs the run
-cache lacks (one run, or one configuration's seeds stacked on a GPU) becomes a Ray task that
-loads the data and trains them (normsys.training.train.fit) on whichever node Ray gives it, asking for a
-fraction of a GPU on a cluster with GPUs (several small runs share one) or a number of CPUs
-otherwise. The records and weights come back through Ray's object store (no shared filesystem)
-and the session keeps them in the local run cache under the cluster's numeric environment (its
-device and CPU kernels or GPU, the task's threads, torch, autocast: asked of a worker once), so a
-later session reads them when its runs train on the same cluster, and never as runs trained here
-in another environment. A run trained on the cluster is otherwise the run trained here: same
-config, same data (its digest is checked), same code.
+A ``Cluster`` is the trainer of a session's runs (normsys.orchestration.runs.Runs): each group of
+runs the run cache lacks (one run, or one configuration's seeds stacked on a GPU) becomes a Ray
+task that loads the data and trains them (normsys.training.train.fit) on whichever node Ray gives
+it, asking for a fraction of a GPU on a cluster with GPUs (several small runs share one) or a
+number of CPUs otherwise. The records and weights come back through Ray's object store (no shared
+filesystem) and the session keeps them in the local run cache under the cluster's numeric
+environment (its device and CPU kernels or GPU, the task's threads, torch, autocast: asked of a
+worker once), so a later session reads them when its runs train on the same cluster, and never as
+runs trained here in another environment. A run trained on the cluster is otherwise the run trained
+here: same config, same data (its digest is checked), same code.
 
     pytest claims --claims-ray local               a Ray cluster on this machine
     pytest claims --claims-ray auto                the running cluster (or $RAY_ADDRESS)
@@ -28,8 +28,8 @@ import socket
 import time
 from collections.abc import Callable
 
-from normsys.claims.runs import Runs
-from normsys.claims.usernorm import load
+from normsys.orchestration.runs import Runs
+from normsys.orchestration.usernorm import load
 from normsys.training.config import RunConfig
 from normsys.training.record import RunRecord
 from normsys.training.tasks import Task

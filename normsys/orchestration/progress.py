@@ -16,15 +16,24 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
 from filelock import FileLock
 
-from normsys.claims.ledger import described
 from normsys.training.config import PRESETS, RunConfig, preset
 from normsys.training.tiers import TIERS
+
+
+def described(env: Mapping[str, str]) -> str:
+    """A numeric environment (``normsys.training.provenance.numeric_environment``: a record's
+    ``env``, or an entry's fields) in a few words: ``cpu (AVX512, AMD), 1 thread(s), torch
+    2.13.0``; a field it lacks (made before it was recorded) reads ``?``."""
+    device, threads, version, autocast = (str(env.get(k, "?")) for k in
+                                          ("device", "threads", "torch", "autocast"))
+    amp = f", {autocast} autocast" if autocast not in ("off", "?") else ""
+    return f"{device}, {threads} thread(s), torch {version}{amp}"
 
 
 class Progress:
@@ -74,7 +83,7 @@ class Progress:
         """A run ended: trained now, or read from the cache (when and where it was trained)."""
         cfg = RunConfig.from_dict(record.config)
         where = described(record.env)
-        if "node" in record.env:  # trained on a cluster (normsys.claims.cluster)
+        if "node" in record.env:  # trained on a cluster (normsys.orchestration.cluster)
             where = f"{where}; node {record.env['node']}"
         if cached:
             when = record.env.get("date", "an earlier session")
