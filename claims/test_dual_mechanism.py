@@ -81,41 +81,41 @@ def record_ranks(claim, runs, variant: str = "") -> None:
 @pytest.mark.parametrize("variant,tier", variant_tiers_of(NONE_COLLAPSES))
 @NONE_COLLAPSES.mark
 def test_none_collapses_with_depth(claim, runs, encoder_runs, tier, variant):
+    claim.check(runs)
     record_ranks(claim, encoder_runs("none"), variant)
     claim.figure("figure4", lambda fig: draw_figure_4(
         fig, {n: encoder_runs(n) for n in NORMS}, rows_of(variant)))
-    claim.check(runs)
 
 
 @pytest.mark.parametrize("variant,tier", variant_tiers_of(L2_PREVENTS))
 @L2_PREVENTS.mark
 def test_l2_prevents_collapse(claim, runs, encoder_runs, tier, variant):
-    record_ranks(claim, encoder_runs("l2"), variant)
     claim.check(runs)
+    record_ranks(claim, encoder_runs("l2"), variant)
 
 
 @pytest.mark.parametrize("variant,tier", variant_tiers_of(KAPPA_6.declaration))
 @KAPPA_6.mark
 def test_layernorm_prevents_collapse(claim, runs, encoder_runs, tier, variant):
-    record_ranks(claim, encoder_runs("layernorm"), variant)
     claim.check(runs)
+    record_ranks(claim, encoder_runs("layernorm"), variant)
 
 
 @pytest.mark.parametrize("variant,tier", variant_tiers_of(MIN_RHO.declaration))
 @MIN_RHO.mark
 def test_l2_isotropic(claim, runs, encoder_runs, tier, variant):
-    record_ranks(claim, encoder_runs("l2"), variant)
     claim.check(runs)
+    record_ranks(claim, encoder_runs("l2"), variant)
 
 
 @pytest.mark.parametrize("tier", tiers_of(SCALE_NOT_AFFINE))
 @SCALE_NOT_AFFINE.mark
 def test_scale_not_affine_explains_l2(claim, runs, encoder_runs, tier):
+    claim.check(runs)
     claim.record(kappa_6={n: [kappa(r.probes) for r in encoder_runs(n)]
                           for n in ("scaled_l2", "l2_affine")})
     claim.figure("figure4-all-kinds", lambda fig: draw_figure_4(
         fig, {n: encoder_runs(n) for n in (*NORMS, "scaled_l2", "l2_affine")}))
-    claim.check(runs)
 
 
 # ----------------------------------------------------------------------------- negative controls

@@ -91,25 +91,26 @@ def draw_stability(fig, by_method: dict[str, list[float]]) -> None:
 @pytest.mark.parametrize("variant,tier", variant_tiers_of(BP_UNSTABLE))
 @BP_UNSTABLE.mark
 def test_bp_direction_unstable(claim, runs, protocol, tier, variant):
+    claim.check(runs)
     bp = protocol("bp")
     claim.record(test_acc=trained_accuracies(bp),
                  residual_norms=[r["residual_norms"] for _, r in bp],
                  bp_grad_norms=[r["bp_grad_norms"] for _, r in bp])
-    claim.check(runs)
 
 
 @pytest.mark.parametrize("variant,tier", variant_tiers_of(DFA_STABLE))
 @DFA_STABLE.mark
 def test_dfa_direction_stable(claim, runs, protocol, tier, variant):
+    claim.check(runs)
     dfa = protocol("dfa")
     claim.record(test_acc=trained_accuracies(dfa),
                  residual_norms=[r["residual_norms"] for _, r in dfa])
-    claim.check(runs)
 
 
 @pytest.mark.parametrize("variant,tier", variant_tiers_of(SEPARATES))
 @SEPARATES.mark
 def test_stability_separates(claim, runs, protocol, tier, variant):
+    claim.check(runs)
     by_method = {m: stabilities(protocol(m)) for m in ("bp", "fa", "dfa")}
     claim.record(stability=by_method)
     claim.figure("stability", lambda fig: draw_stability(fig, by_method))
@@ -118,7 +119,6 @@ def test_stability_separates(claim, runs, protocol, tier, variant):
                      for m in ("bp", "fa", "dfa")}
         claim.record(stability_by_epochs=by_epochs)
         claim.figure("stability-by-epochs", lambda fig: draw_stability_by_epochs(fig, by_epochs))
-    claim.check(runs)
 
 
 # ----------------------------------------------------------------------------- negative controls

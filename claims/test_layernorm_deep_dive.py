@@ -76,38 +76,38 @@ def draw_correlations(fig, records: dict) -> None:
 @pytest.mark.parametrize("tier", tiers_of(GRAD_RATIO_VS_NONE.declaration))
 @GRAD_RATIO_VS_NONE.mark
 def test_layernorm_prevents_vanishing_gradients(claim, runs, tier):
+    claim.check(runs)
     ln, plain = ([weight_grad_profile(rs[0]) for rs in seeds] for seeds in GRAD_RATIO_VS_NONE
                  .declaration.records(runs, claim.seeds, tier).values())
     claim.record(profile_layernorm=ln, profile_plain=plain)
     claim.figure("grad-profile", lambda fig: figures.profiles(
         fig, {"LayerNorm after each layer": ln, "no normalization": plain}))
-    claim.check(runs)
 
 
 @pytest.mark.parametrize("tier", tiers_of(DECORRELATION.declaration))
 @DECORRELATION.mark
 def test_layernorm_decorrelates(claim, runs, mlp_runs, tier):
+    claim.check(runs)
     claim.figure("correlations", lambda fig: draw_correlations(
         fig, {"none": mlp_runs("none")[0], "layernorm": mlp_runs("layernorm")[0]}))
-    claim.check(runs)
 
 
 @pytest.mark.parametrize("tier", tiers_of(SPEEDS_CONVERGENCE))
 @SPEEDS_CONVERGENCE.mark
 def test_layernorm_speeds_convergence(claim, runs, tier):
-    claim.record(steps_to_90=SPEEDS_CONVERGENCE.experiment.values(runs, claim.seeds, tier))
     claim.check(runs)
+    claim.record(steps_to_90=SPEEDS_CONVERGENCE.experiment.values(runs, claim.seeds, tier))
 
 
 @pytest.mark.parametrize("tier", tiers_of(INIT_ROBUSTNESS.declaration))
 @INIT_ROBUSTNESS.mark
 def test_layernorm_robust_to_init_scale(claim, runs, tier):
+    claim.check(runs)
     by_seed = INIT_ROBUSTNESS.declaration.records(runs, claim.seeds, tier)
     claim.record(test_acc={n: {str(k): [rs[i].metrics[TEST_ACC] for rs in seeds]
                                for i, k in enumerate(INIT_SCALES)} for n, seeds in by_seed.items()},
                  spread={n: [init_scale_spread(rs) for rs in seeds]
                          for n, seeds in by_seed.items()})
-    claim.check(runs)
 
 
 # ----------------------------------------------------------------------------- negative controls

@@ -49,15 +49,15 @@ def xiong_profiles(claim, declaration, runs, tier: str, placement: str) -> None:
 @pytest.mark.parametrize("tier", tiers_of(POSTLN_GROWS))
 @POSTLN_GROWS.mark
 def test_postln_gradients_grow_toward_output(claim, runs, tier):
-    xiong_profiles(claim, POSTLN_GROWS, runs, tier, "post")
     claim.check(runs)
+    xiong_profiles(claim, POSTLN_GROWS, runs, tier, "post")
 
 
 @pytest.mark.parametrize("tier", tiers_of(PRELN_FLATNESS.declaration))
 @PRELN_FLATNESS.mark
 def test_preln_gradients_flat(claim, runs, tier):
-    xiong_profiles(claim, PRELN_FLATNESS.declaration, runs, tier, "pre")
     claim.check(runs)
+    xiong_profiles(claim, PRELN_FLATNESS.declaration, runs, tier, "pre")
 
 
 def attention_stack_residuals(seed: int, depth: int = 6, skips: bool = False, d: int = 64,
@@ -80,36 +80,40 @@ def depth_ratio(residuals: list[float], depth: int = 6) -> float:
     return residuals[depth] / residuals[0]
 
 
-def dong_residuals(claim, skips: bool) -> list[list[float]]:
-    return [attention_stack_residuals(s, depth=6, skips=skips) for s in claim.seeds]
+def dong_residuals(seeds: list[int], skips: bool) -> list[list[float]]:
+    return [attention_stack_residuals(s, depth=6, skips=skips) for s in seeds]
+
+
+def dong_ratios(skips: bool):
+    """The claim's per-seed values: each seed's residual at depth 6 over depth 0."""
+    return lambda seeds: [depth_ratio(r) for r in dong_residuals(seeds, skips)]
 
 
 @pytest.mark.parametrize("tier", tiers_of(PURE_COLLAPSES))
 @PURE_COLLAPSES.mark
 def test_pure_attention_rank_collapse(claim, tier):
-    pure, skip = dong_residuals(claim, False), dong_residuals(claim, True)
+    claim.check_values(dong_ratios(skips=False))
+    pure, skip = dong_residuals(claim.seeds, False), dong_residuals(claim.seeds, True)
     claim.record(residuals=pure)
     claim.figure("residual-vs-depth", lambda fig: figures.depth_residuals(
         fig, {"pure attention": pure, "with skip connections": skip}))
-    claim.check_values([depth_ratio(r) for r in pure])
 
 
 @pytest.mark.parametrize("tier", tiers_of(SKIPS_PREVENT))
 @SKIPS_PREVENT.mark
 def test_skips_prevent_rank_collapse(claim, tier):
-    skip = dong_residuals(claim, True)
-    claim.record(residuals=skip)
-    claim.check_values([depth_ratio(r) for r in skip])
+    claim.check_values(dong_ratios(skips=True))
+    claim.record(residuals=dong_residuals(claim.seeds, True))
 
 
 def equivalence_to_layernorm(claim, runs, declaration, tier: str):
+    claim.check(runs)
     recs = {n: [rs[0] for rs in per_seed]
             for n, per_seed in declaration.records(runs, claim.seeds, tier).items()}
     claim.record(val_loss={n: [r.metrics[VAL_LOSS] for r in rs] for n, rs in recs.items()})
     claim.figure("loss-curves", lambda fig: figures.curves(
         fig, {n: [r.curves for r in rs] for n, rs in recs.items()}, ("loss",),
         f"Char GPT training loss, {' vs '.join(recs)}"))
-    claim.check(runs)
 
 
 @pytest.mark.parametrize("tier", tiers_of(VAL_LOSS_VS_LN.declaration))

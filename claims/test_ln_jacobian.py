@@ -28,15 +28,16 @@ from normsys.training.norms import LayerNorm, build_norm
 @pytest.mark.parametrize("tier", tiers_of(ANALYTIC_MATCHES))
 @ANALYTIC_MATCHES.mark
 def test_analytic_matches_autograd(claim, runs, tier):
+    claim.check(runs)
     (records,) = ANALYTIC_MATCHES.records(runs, claim.seeds, tier).values()
     per_seed = [ln_vjp_errors(captures_of(rs[0])) for rs in records]
     claim.record(errors_per_layernorm=per_seed, layernorms=len(per_seed[0]))
-    claim.check(runs)
 
 
 @pytest.mark.parametrize("tier", tiers_of(COSTS_MORE_WITH_SOFTMAX))
 @COSTS_MORE_WITH_SOFTMAX.mark
 def test_center_scale_costs_more_with_softmax(claim, runs, tier):
+    claim.check(runs)
     captures = {att: [captures_of(rs[0]) for rs in seeds] for att, seeds in
                 COSTS_MORE_WITH_SOFTMAX.records(runs, claim.seeds, tier).items()}
     # The rule reads g_z = gain * dL/dout, the true gradient at z. The analysis's seed script
@@ -49,7 +50,6 @@ def test_center_scale_costs_more_with_softmax(claim, runs, tier):
                     for att in gain_free for key in gain_free[att][0]})
     free = {att: [s["cos_center_scale"] for s in gain_free[att]] for att in gain_free}
     claim.record(gain_free_decision=COSTS_MORE_WITH_SOFTMAX.verdict(free).to_dict())
-    claim.check(runs)
 
 
 # ----------------------------------------------------------------------------- negative controls

@@ -18,6 +18,7 @@ from normsys.declarations.mean_field import EXPLODES, EXPLOSION_VS_LN, hidden_gr
 @pytest.mark.parametrize("tier", tiers_of(EXPLOSION_VS_LN.declaration))
 @EXPLOSION_VS_LN.mark
 def test_the_explosion_is_batchnorms(claim, runs, tier):
+    claim.check(runs)
     declared = EXPLOSION_VS_LN.declaration
     by_norm = {arm: [hidden_grad_profile(rs[0]) for rs in seeds]
                for arm, seeds in declared.records(runs, claim.seeds, tier).items()}
@@ -25,7 +26,6 @@ def test_the_explosion_is_batchnorms(claim, runs, tier):
     claim.figure("grad-profile", lambda fig: figures.profiles(
         fig, {f"{arm}, no skips": rows for arm, rows in by_norm.items()},
         title=f"Deep ReLU MLP at init, {len(by_norm['batchnorm'][0])} hidden layers"))
-    claim.check(runs)
 
 
 # ----------------------------------------------------------------------------- negative controls

@@ -24,17 +24,18 @@ from normsys.training.record import FINAL_LOSS
 @pytest.mark.parametrize("tier", tiers_of(RESIDUAL_PRESERVES))
 @RESIDUAL_PRESERVES.mark
 def test_residual_preserves_gradients(claim, runs, tier):
+    claim.check(runs)
     records = RESIDUAL_PRESERVES.records(runs, claim.seeds, tier)
     profile = {arm: [weight_grad_profile(rs[0]) for rs in seeds] for arm, seeds in records.items()}
     claim.record(profile_residual=profile["residual"], profile_plain=profile["plain"])
     claim.figure("grad-profile", lambda fig: figures.profiles(
         fig, {"with residuals": profile["residual"], "without residuals": profile["plain"]}))
-    claim.check(runs)
 
 
 @pytest.mark.parametrize("tier", tiers_of(LOWEST_LOSS))
 @LOWEST_LOSS.mark
 def test_residual_layernorm_lowest_loss(claim, runs, tier):
+    claim.check(runs)
     recs = {name: [rs[0] for rs in seeds]
             for name, seeds in LOWEST_LOSS.records(runs, claim.seeds, tier).items()}
     final = {name: [r.metrics[FINAL_LOSS] for r in rs] for name, rs in recs.items()}
@@ -42,7 +43,6 @@ def test_residual_layernorm_lowest_loss(claim, runs, tier):
     claim.figure("curves", lambda fig: figures.curves(
         fig, {n: [r.curves for r in rs] for n, rs in recs.items()}, ("loss", "grad_norm"),
         "FFN stack: loss and total gradient norm per step"))
-    claim.check(runs)
 
 
 # ----------------------------------------------------------------------------- negative controls

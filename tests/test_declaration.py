@@ -428,7 +428,7 @@ def test_a_declared_claims_plan_is_every_run_its_record_says_it_fetched():
     not), at the tiers the claim runs at (older entries hold the settings they were made under:
     history)."""
     from normsys import declarations
-    from normsys.claims import ledger, outcome
+    from normsys.claims import ledger
 
     recorded, runs_at = ledger.records(LEDGERS), declarations.tiers_run()
     checked = []
@@ -442,7 +442,7 @@ def test_a_declared_claims_plan_is_every_run_its_record_says_it_fetched():
                 if not was.settings_fingerprint or tier not in runs_at[cid]:
                     continue
                 planned = experiment.planned(was.seeds, was.tier, variant)
-                settings, fingerprint = outcome.run_settings(planned)
+                settings, fingerprint = ledger.run_settings(planned)
                 assert fingerprint == was.settings_fingerprint, (
                     f"{cid} [{was.key}]: planned runs differ from those its entry records: "
                     f"{ledger.setting_changes(was.settings, settings)}")

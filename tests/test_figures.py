@@ -252,12 +252,13 @@ def test_xiongs_profiles_record_and_draw_each_depths_ffn_gradients_per_seed():
     assert [line.get_label() for line in ax.lines] == list(profiles)
 
 
-def test_dongs_residuals_are_each_claim_seeds_stack_of_six_layers():
-    claim = Claim(seeds=(3, 5))
+def test_dongs_residuals_are_each_seeds_stack_of_six_layers_and_its_values_their_ratios():
     for skips in (False, True):
-        assert lit().dong_residuals(claim, skips) == [
-            lit().attention_stack_residuals(s, depth=6, skips=skips) for s in (3, 5)]
-    assert len(lit().dong_residuals(claim, True)[0]) == 7  # the input and six layers
+        stacks = [lit().attention_stack_residuals(s, depth=6, skips=skips) for s in (3, 5)]
+        assert lit().dong_residuals([3, 5], skips) == stacks
+        assert lit().dong_ratios(skips)([3, 5]) == [lit().depth_ratio(r) for r in stacks]
+    assert len(lit().dong_residuals([3, 5], True)[0]) == 7  # the input and six layers
+    assert lit().dong_ratios(False)([3]) != lit().dong_ratios(True)([3])
 
 
 def test_an_equivalence_claim_records_each_norms_validation_losses_and_draws_their_curves():

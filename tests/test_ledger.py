@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from normsys.__main__ import main
-from normsys.claims import across, ledger, outcome, report, verdict
+from normsys.claims import across, ledger, report, verdict
 from normsys.claims.session import Ledgers
 from normsys.claims.verdict import Rule
 from normsys.training.config import preset
@@ -26,7 +26,7 @@ from normsys.training.config import preset
 ROOT = Path(__file__).parents[1]
 COMMITTED = ROOT / "claims" / "ledger"
 SMALL = preset("ffn_stack", **{"train.steps": 3, "model.d": 16, "data.batch_shape": (4, 5, 16)})
-SETTINGS, PRINT = outcome.run_settings([SMALL.override(**{"train.seed": s}) for s in range(3)])
+SETTINGS, PRINT = ledger.run_settings([SMALL.override(**{"train.seed": s}) for s in range(3)])
 AVX2, INTEL = "cpu (AVX2, AMD)", "cpu (AVX512, Intel)"
 
 
@@ -388,10 +388,10 @@ def test_what_a_claim_was_decided_under_is_part_of_it():
     other seeds are another key, not recorded."""
     r = record(entry())
     assert across.judge(r, entry(statistic="kappa_2")).fails
-    longer, _ = outcome.run_settings([SMALL.override(**{"train.steps": 12})])
+    longer, _ = ledger.run_settings([SMALL.override(**{"train.steps": 12})])
     judged = across.judge(r, entry(settings=longer, settings_fingerprint="f" * 16))
     assert judged.fails and "settings: train.steps 3 -> 12" in judged.message
-    wider, _ = outcome.run_settings([SMALL.override(**{"train.steps": 12, "train.lr": 0.5})])
+    wider, _ = ledger.run_settings([SMALL.override(**{"train.steps": 12, "train.lr": 0.5})])
     both = across.judge(r, entry(settings=wider, settings_fingerprint="f" * 16)).message
     assert f"settings: train.lr {SETTINGS['train.lr']} -> 0.5, train.steps 3 -> 12" in both
     assert ledger.changes(entry(), entry(statistic="kappa_2", rule="> 0.8")) == [
@@ -509,7 +509,7 @@ def test_an_entry_of_other_run_settings_is_history_once_the_new_ones_are_recorde
     the settings in force (saying so), not failed on settings its machine never reran; and the
     noise pairs only entries of one experiment. Before any environment records the new settings,
     they fail everywhere as unreviewed."""
-    longer, _ = outcome.run_settings([SMALL.override(**{"train.steps": 12})])
+    longer, _ = ledger.run_settings([SMALL.override(**{"train.steps": 12})])
     old_here = entry((0.90, 0.92, 0.94), "> 0.5")
     old_there = entry((0.905, 0.915, 0.945), "> 0.5", device=INTEL)
     unreviewed = across.judge(record(old_here, old_there),
@@ -534,7 +534,7 @@ def test_another_environment_decided_under_other_settings_fails_against_the_refe
     """Held to the reference, a run on another CPU under other run settings fails naming them,
     with the reference and what it measured now; no entry of its own to call stale."""
     r = record(entry())
-    longer, _ = outcome.run_settings([SMALL.override(**{"train.steps": 12})])
+    longer, _ = ledger.run_settings([SMALL.override(**{"train.steps": 12})])
     judged = across.judge(r, entry(device=INTEL, settings=longer, settings_fingerprint="f" * 16))
     ref = entry()
     assert judged.status == "changed" and judged.fails
@@ -757,7 +757,7 @@ def test_replication_counts_only_the_entries_of_the_rule_and_settings_in_force()
     now = entry()
     other_code = entry((0.93, 0.92, 0.94), seeds=[3, 4, 5], code="old")
     assert replication(record(now, other_code), "cpu").word == across.REPLICATED
-    longer, _ = outcome.run_settings([SMALL.override(**{"train.steps": 12})])
+    longer, _ = ledger.run_settings([SMALL.override(**{"train.steps": 12})])
     other_settings = entry((0.93, 0.92, 0.94), seeds=[3, 4, 5], settings=longer)
     assert replication(record(now, other_settings), "cpu").word == across.UNREPLICATED
     old_rule = entry((0.92, 0.7, 0.9), device=INTEL, alpha=verdict.FIRST_ALPHA)
@@ -1041,20 +1041,20 @@ def test_stale_records_are_those_of_claims_no_longer_defined(tmp_path):
 def test_run_settings_name_every_field_once_with_the_values_the_runs_take():
     norms = [SMALL.override(**{"model.norm": n, "train.seed": s})
              for n in ("rmsnorm", "layernorm") for s in (0, 1, 2)]
-    settings, fingerprint = outcome.run_settings(norms)
+    settings, fingerprint = ledger.run_settings(norms)
     assert settings["model.norm"] == "layernorm | rmsnorm"  # distinct, sorted
     assert settings["train.steps"] == "3" and settings["model.d"] == "16"
     assert settings["data.batch_shape"] == "4,5,16" and settings["train.probe"] == ""
     assert "train.seed" not in settings  # the seeds are the entry's own field
     assert set(settings) == set(SMALL.flat()) - {"train.seed"}
     assert list(settings) == sorted(settings)
-    assert outcome.run_settings([norms[5], norms[1]])[1] == fingerprint  # layernorm s2, rmsnorm s1
-    assert outcome.run_settings([SMALL.override(**{"model.norm": "layernorm"})])[1] != fingerprint
-    assert len(fingerprint) == 16 and outcome.run_settings([])[0] == {}
+    assert ledger.run_settings([norms[5], norms[1]])[1] == fingerprint  # layernorm s2, rmsnorm s1
+    assert ledger.run_settings([SMALL.override(**{"model.norm": "layernorm"})])[1] != fingerprint
+    assert len(fingerprint) == 16 and ledger.run_settings([])[0] == {}
 
 
 def test_settings_that_pair_otherwise_fail_by_their_fingerprint():
-    pairs = lambda *p: outcome.run_settings(  # noqa: E731
+    pairs = lambda *p: ledger.run_settings(  # noqa: E731
         [SMALL.override(**{"model.norm": n, "train.steps": t}) for n, t in p])
     before, after = pairs(("layernorm", 3), ("rmsnorm", 4)), pairs(("layernorm", 4), ("rmsnorm", 3))
     assert before[0] == after[0] and before[1] != after[1]
@@ -1517,7 +1517,7 @@ def test_leaving_one_environment_out_judges_each_entry_in_force_against_the_othe
     far = record(entry((0.92, 0.91, 0.93)), entry((0.92, 0.9100001, 0.93), device=INTEL),
                  entry((0.99, 0.98, 0.995), device=emulated), claim="c-2")
     alone = record(entry(), claim="c-3")
-    longer, _ = outcome.run_settings([SMALL.override(**{"train.steps": 12})])
+    longer, _ = ledger.run_settings([SMALL.override(**{"train.steps": 12})])
     older = laid_out(entry(), entry(device=INTEL, settings=longer))
     assert report.left_out({"c-1": close, "c-3": alone, "c-4": older}, "cpu") == (3, [])
     folds, alarms = report.left_out({"c-2": far}, "cpu")

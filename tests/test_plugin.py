@@ -57,7 +57,7 @@ def test_error(claim):
 @pytest.mark.parametrize("tier", ["cpu", "paper"])  # no gpu mark: its paper tier runs here
 @pytest.mark.claim("c-tiers", statement="tiers", source="test")
 def test_tiers(claim, tier):
-    claim.check_values([1.0 + 0.001 * s for s in claim.seeds], Rule("x", ">", 0.5))
+    claim.check_values(lambda seeds: [1.0 + 0.001 * s for s in seeds], Rule("x", ">", 0.5))
 '''
 
 @pytest.fixture(autouse=True)
@@ -429,8 +429,7 @@ def test_results_reach_the_table_and_the_ledger_under_xdist(run_claims):
 def test_a_verdict_stays_one_object_in_its_process_and_crosses_xdist_as_json(run_claims):
     """Alone, the session gathers the very row the claim reported (no JSON on the way); a
     pytest-xdist worker sends it as JSON, made a Row again with the same fields."""
-    from normsys.claims.outcome import PROPERTY
-    from normsys.claims.report import Row
+    from normsys.claims.report import PROPERTY, Row
 
     alone = run_claims.inline_run("--claims-report", "rep", "-p", "no:cacheprovider",
                                   "-p", "no:xdist")
@@ -836,14 +835,18 @@ from normsys.claims.verdict import Rule
 VALUES = [0.9, 0.1, 0.5, 0.8, 0.85, 0.9, 0.88, 0.86]
 SEEN = []
 
+def values_of(seeds):
+    SEEN.append(len(seeds))
+    return [VALUES[s] for s in seeds]
+
 @pytest.mark.claim("c-open", statement="s", source="t")
 def test_open(claim):
-    SEEN.append(len(claim.seeds))
-    claim.check_values([VALUES[s] for s in claim.seeds], Rule("x", ">", 0.2))
+    claim.check_values(values_of, Rule("x", ">", 0.2))
+    assert claim.seeds == list(range(SEEN[-1]))  # the last look's, for the evidence after it
 
 @pytest.mark.claim("c-never", statement="s", source="t")
 def test_never(claim):
-    claim.check_values([(-1) ** s * 1.0 for s in claim.seeds], Rule("x", ">", 0.0))
+    claim.check_values(lambda seeds: [(-1) ** s * 1.0 for s in seeds], Rule("x", ">", 0.0))
 
 def test_seen():
     assert SEEN == [3, 5, 8]
@@ -881,7 +884,7 @@ NAMES = {Variant(f"-{i}"): branch for i, branch in enumerate(BRANCHES)}
 @pytest.mark.claim("c-branch", statement="s", source="t")
 def test_branch(claim, variant):
     claim.record(branch=NAMES[variant])
-    claim.check_values(BRANCHES[NAMES[variant]][0][:len(claim.seeds)], Rule("x", ">", 0.2))
+    claim.check_values(lambda seeds: BRANCHES[NAMES[variant]][0][:len(seeds)], Rule("x", ">", 0.2))
 '''
 
 
@@ -901,6 +904,48 @@ def test_every_branch_of_the_sequential_design_through_a_claim(pytester):
         row = by_branch[branch]
         assert [look["verdict"] for look in row["looks"]] == verdicts, branch
         assert row["verdict"] == verdicts[-1] and len(row["seeds"]) == [3, 5, 8][len(verdicts) - 1]
+
+
+ONCE = '''
+import pytest
+
+from normsys.claims.verdict import Rule
+
+BODIES = []
+
+@pytest.mark.claim("c-once", statement="s", source="t")
+def test_once(claim):
+    BODIES.append(1)
+    claim.check_values(lambda seeds: [0.9, 0.1, 0.5, 0.8, 0.85, 0.9, 0.88, 0.86][:len(seeds)],
+                       Rule("x", ">", 0.2))
+
+@pytest.mark.claim("c-nothing", statement="s", source="t")
+def test_nothing(claim):
+    pass
+
+@pytest.mark.claim("c-values", statement="s", source="t")
+def test_values_at_looks(claim):
+    claim.check_values([1.0, 1.1, 1.2], Rule("x", ">", 0.5))
+
+def test_bodies():
+    assert BODIES == [1]
+'''
+
+
+def test_a_claims_test_runs_once_whatever_its_looks_and_one_that_decides_nothing_fails(pytester):
+    """Under --claims-max-seeds a claim's looks are taken inside its check, the body running
+    once; a claim test that ends without deciding, or gives values for one look to a plan of
+    several, fails in one line saying what to do."""
+    pytester.makepyfile(test_once=ONCE)
+    result = run(pytester, "--claims-max-seeds", "8")
+    result.assert_outcomes(passed=2, failed=2)
+    out = result.stdout.str()
+    assert "[c-nothing/cpu] its test decided nothing: end it with claim.check(runs)" in out
+    assert "claim c-values looks at [3, 5, 8] seeds: give its values as a function" in out
+    rows = {r["id"]: r for r in json.loads((pytester.path / "rep" / "claims.json").read_text())[
+        "claims"]}
+    assert [look["seeds"] for look in rows["c-once"]["looks"]] == [3, 5, 8]
+    assert rows["c-nothing"]["verdict"] == "error" and rows["c-values"]["verdict"] == "error"
 
 
 def test_the_plugin_registers_its_own_markers(pytester):

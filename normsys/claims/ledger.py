@@ -24,13 +24,15 @@ entry, and so is a rule that is neither the registered one nor an amendment's.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from normsys import __version__
 from normsys.claims.verdict import (
@@ -46,7 +48,11 @@ from normsys.claims.verdict import (
     seed_span,
 )
 from normsys.orchestration.progress import described
-from normsys.training.store import atomic_write_text
+from normsys.training.store import atomic_write_text, file_sha256
+
+if TYPE_CHECKING:
+    from normsys.training.config import RunConfig
+
 
 # ----------------------------------------------------------------------------- an entry
 
@@ -146,6 +152,61 @@ def key(tier: str, environment: str, plan: str) -> str:
 def seed_plan(first_seed: int, looks: Sequence[int]) -> str:
     """``seeds 0+, looks 3``: the first seed and the seed counts of the looks."""
     return f"seeds {first_seed}+, looks {','.join(map(str, looks))}"
+
+
+# ----------------------------------------------------------------------------- where it was measured
+
+
+def measured(configs: Sequence[RunConfig]) -> dict:
+    """Where and when a decision on the runs of ``configs`` is measured now, as an Entry's fields:
+    date, commit, versions, the runs' numeric environment (this process's where no run was
+    fetched), the data's checksums, the training code's digest and the runs' settings."""
+    from normsys.orchestration.cache import code_digest  # torch: only when a claim decides
+    from normsys.training.provenance import git_commit, numeric_environment
+    from normsys.training.train import run_environment
+
+    settings, fingerprint = run_settings(configs)
+    env = run_environment(configs[0]) if configs else numeric_environment()
+    return {"measured": time.strftime("%Y-%m-%d %H:%M"), "commit": git_commit(),
+            "normsys": __version__, "torch": env["torch"], "device": env["device"],
+            "threads": env["threads"], "autocast": env["autocast"], "data": data_digest(),
+            "code": code_digest(), "settings": settings, "settings_fingerprint": fingerprint}
+
+
+def data_digest() -> str:
+    """sha256 of the data folder's checksum list: which data files the runs read."""
+    from normsys.training.data import data_root
+
+    sums = data_root() / "SHA256SUMS"
+    return file_sha256(sums)[:16] if sums.is_file() else ""
+
+
+def run_settings(configs: Iterable[RunConfig]) -> tuple[dict[str, str], str]:
+    """What a claim's runs were trained under: each config field with its value across the runs
+    (the distinct values, sorted, joined by " | "), the seed left out, and the fingerprint of
+    the set of seed-less configs (which also tells apart runs that pair the same values
+    otherwise)."""
+    seedless = {c.override(**{"train.seed": 0}) for c in configs}
+    values: dict[str, set[str]] = {}
+    for c in seedless:
+        for name, value in c.flat().items():
+            if name != "train.seed":
+                values.setdefault(name, set()).add(show(value))
+    settings = {k: " | ".join(sorted(v)) for k, v in sorted(values.items())}
+    prints = sorted(c.fingerprint() for c in seedless)
+    return settings, hashlib.sha256(" ".join(prints).encode()).hexdigest()[:16]
+
+
+def show(value) -> str:
+    """A config value as ``--set`` takes it: tuples comma-separated."""
+    if isinstance(value, (tuple, list)):
+        return ",".join(map(str, value))
+    return str(value)
+
+
+def jsonable(obj):
+    """``obj`` as JSON gives it back (numbers that are not floats, e.g. numpy's, as floats)."""
+    return json.loads(json.dumps(obj, default=float))
 
 
 # ----------------------------------------------------------------------------- the record

@@ -6,16 +6,18 @@ session's state (normsys.claims.session) and what it reads of an item (normsys.c
     def test_none_collapses_with_depth(claim, runs):
         claim.check(runs)
 
-The ``claim`` fixture is a ``normsys.claims.outcome.Claim``: it decides the claim by its declared
-rule and ends the test by the verdict, judged against the claim's record (normsys.claims.across,
-``claims/ledger/<claim id>.json``). ``--claims-update`` writes this environment's entries from the
-run (``--claims-amend`` gives the reason for a changed rule); ``--claims-strict`` fails claims
-without a current entry, and a session whose ledger folder holds records of claims no longer
-defined. The session's state is one ``ClaimsSession`` (normsys.claims.session) on
-``config.stash[SESSION]``: its ``Runs`` (normsys.orchestration.runs), which the run fixtures fetch
-through, its ``Ledgers``, its Ray cluster; no module keeps a session's state. A claim
-parametrized with a ``Variant`` (e.g. Variant("-nonpad"), see ``variant_tiers``) gets that suffix
-on its id. ``pytest claims --claims-list`` lists every claim; ``-k`` matches ids.
+The ``claim`` fixture is a ``Claim`` (normsys.claims.claim): the test runs once, and
+``claim.check(runs)`` decides the claim by its declared rule at each look of its plan; then the
+plugin makes the decision the claim's row with where it was measured
+(normsys.claims.ledger.measured), has the claim's record judge it (normsys.claims.across,
+``claims/ledger/<claim id>.json``) and ends the test by it (``conclude``). ``--claims-update``
+writes this environment's entries from the run (``--claims-amend`` gives the reason for a changed
+rule); ``--claims-strict`` fails claims without a current entry, and a session whose ledger folder
+holds records of claims no longer defined. The session's state is one ``ClaimsSession``
+(normsys.claims.session) on ``config.stash[SESSION]``: its ``Runs`` (normsys.orchestration.runs),
+which the run fixtures fetch through, its ``Ledgers``, its Ray cluster; no module keeps a session's
+state. A claim parametrized with a ``Variant`` (e.g. Variant("-nonpad"), see ``variant_tiers``)
+gets that suffix on its id. ``pytest claims --claims-list`` lists every claim; ``-k`` matches ids.
 
 Installed, normsys registers this plugin with pytest by its ``pytest11`` entry point: any folder
 of claim files is a claims suite. It owns the collection: first (``tryfirst``) every claim and
@@ -34,6 +36,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
@@ -41,6 +44,7 @@ from pathlib import Path
 import pytest
 
 from normsys.claims import verdict
+from normsys.claims.claim import Claim, ClaimUsageError
 from normsys.claims.items import (
     claim_id,
     claim_looks,
@@ -52,13 +56,13 @@ from normsys.claims.items import (
     own_plan,
     positive_ids,
 )
-from normsys.claims.outcome import PROPERTY, Claim, unfinished
-from normsys.claims.report import Row, write_check
+from normsys.claims.report import PROPERTY, Row, write_check
 from normsys.claims.session import (
     COUNTER_ENV,
     DEFAULT_REPORT_DIR,
     FETCHED,
     SESSION,
+    ClaimRefuted,
     ClaimsSession,
     Ledgers,
     check_options,
@@ -70,6 +74,7 @@ from normsys.claims.session import (
     seed_policy,
 )
 from normsys.orchestration import workers
+from normsys.training.provenance import git_commit
 
 # ----------------------------------------------------------------------------- hooks
 
@@ -220,12 +225,20 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_pyfunc_call(pyfuncitem: pytest.Function):
-    """A claim with more than one look (--claims-max-seeds) runs its body at each: Claim.at_looks."""
+    """A claim's test runs once, then its decision ends it (``conclude``); a claim decided in a
+    way its declaration does not allow fails in one line."""
     claim = pyfuncitem.funcargs.get("claim")
-    if not isinstance(claim, Claim) or len(claim.plan) == 1:
+    if not isinstance(claim, Claim):
         return None
-    args = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
-    claim.at_looks(lambda: pyfuncitem.obj(**args))
+    try:
+        pyfuncitem.obj(**{name: pyfuncitem.funcargs[name]
+                          for name in pyfuncitem._fixtureinfo.argnames})
+        row, misuse = claim.row(), ""
+    except ClaimUsageError as err:
+        row, misuse = None, f"{pyfuncitem.nodeid}: {err}"
+    if row is None:
+        pytest.fail(misuse, pytrace=False)
+    conclude(pyfuncitem, row, pyfuncitem.config.stash[SESSION].ledgers)
     return True
 
 
@@ -301,7 +314,10 @@ def claim(request: pytest.FixtureRequest, claim_runs) -> Claim:
     item = request.node
     marked = {**marker.kwargs, "id": claim_id(item, marker), "tier": claim_tier(item),
               "variant": claim_variant(item), "plan": claim_looks(item, marker)}
-    return Claim(item, marked, request.config.stash[SESSION].ledgers, item.stash[FETCHED])
+    return Claim(marked["id"], marked["tier"], marked["plan"], marked.get("declared"),
+                 marked["variant"], marked.get("statement", ""), marked.get("source", ""),
+                 request.config.option.claims_seed_offset, item.stash[FETCHED],
+                 request.config.option.claims_report, item.nodeid)
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -329,3 +345,42 @@ def pytest_report_from_serializable(config, data):
     if report is not None:
         report.user_properties = [(k, Row(**json.loads(v)) if k == PROPERTY else v)
                                   for k, v in report.user_properties]
+
+
+def conclude(item: pytest.Item, row: Row, ledgers: Ledgers) -> None:
+    """End a claim's test (``item``) by its decided ``row``, judged by the claim's record
+    (Ledgers.judged): a record that fails it (or none, under --claims-strict) fails; supported
+    passes; refuted raises ClaimRefuted, which its record makes a strict xfail (or an xfail
+    where there is no entry to hold it to, under --claims-update, or where it moved across
+    environments); inconclusive is a skip."""
+    reported, judgement = ledgers.judged(row)
+    item.user_properties.append((PROPERTY, reported))
+    said = f"[{row.id}/{row.tier}]"
+    text = f"{said} {row.statistic}: {row.reason}"
+    unrecorded = judgement.unrecorded
+    if judgement.fails or (unrecorded and ledgers.strict):
+        pytest.fail(f"{said} {judgement.message}" + (" (--claims-strict)" if unrecorded else ""),
+                    pytrace=False)
+    if row.verdict == verdict.REFUTED:
+        if unrecorded or ledgers.update or judgement.moved:
+            pytest.xfail(f"refuted ({judgement.status}): {text}")
+        raise ClaimRefuted(f"{text}; {judgement.message}")
+    if row.verdict == verdict.INCONCLUSIVE:
+        pytest.skip(f"inconclusive: {text}; {judgement.message}")
+
+
+def unfinished(item: pytest.Item, report: pytest.TestReport, call) -> Row | None:
+    """The report of a claim that ended without a verdict (its test failed before deciding, or
+    was skipped): a row that says so, with the error; None for any other report."""
+    marker = item.get_closest_marker("claim")
+    if marker is None or any(k == PROPERTY for k, _ in report.user_properties):
+        return None
+    if not (report.failed or (report.skipped and report.when == "call")):
+        return None
+    return Row(
+        verdict="error" if report.failed else "not run", id=claim_id(item, marker),
+        tier=claim_tier(item), statement=marker.kwargs.get("statement", ""),
+        source=marker.kwargs.get("source", ""),
+        reason=str(call.excinfo.value)[:500] if call.excinfo else "",
+        seconds=call.duration, nodeid=item.nodeid, measured=time.strftime("%Y-%m-%d %H:%M"),
+        commit=git_commit())

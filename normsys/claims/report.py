@@ -91,6 +91,8 @@ class Row(Entry):
     TUPLES = ("values", "seeds", "plan", "looks", "figures", "amendments")
 
 
+PROPERTY = "normsys_claim"  # the user property a claim's Row travels in (JSON only to cross
+# from an xdist worker: normsys.claims.plugin)
 VERDICT_ORDER = (SUPPORTED, REFUTED, INCONCLUSIVE, "error", "not run")
 NONE_IN_FORCE = "unrecorded"  # a tier whose entries are all on other seeds than the claim's own
 EARLIER = "earlier rule"  # a tier whose entries were all decided under an earlier rule

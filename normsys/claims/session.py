@@ -10,6 +10,7 @@ import os
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, nullcontext
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -31,8 +32,15 @@ from normsys.claims.items import (
     recorded_entry,
     selected,
 )
-from normsys.claims.outcome import PROPERTY, ClaimRefuted
-from normsys.claims.report import Row, merged, role_at, verdict_table, write_check, write_reports
+from normsys.claims.report import (
+    PROPERTY,
+    Row,
+    merged,
+    role_at,
+    verdict_table,
+    write_check,
+    write_reports,
+)
 from normsys.orchestration import runtimes
 from normsys.orchestration.progress import Progress
 from normsys.orchestration.runtimes import control_work, cost, expected_wall, total_line
@@ -99,6 +107,10 @@ def cluster_of(config: pytest.Config):
         raise pytest.UsageError(f"--claims-ray: {err}") from None
 
 
+class ClaimRefuted(AssertionError):
+    """The evidence lies wholly on the other side of the claim's threshold."""
+
+
 class Ledgers:
     """A session's claim records in ``folder`` (normsys.claims.ledger), each read once: they
     judge each fresh verdict (normsys.claims.across) and, with ``update`` (--claims-update),
@@ -149,6 +161,17 @@ class Ledgers:
             return across.Judgement("updated", f"recorded from this run in "
                                                f"{ledger.path_of(self.folder, cid)}")
         return across.judge(self.record(cid), fresh)
+
+    def judged(self, fresh: Row) -> tuple[Row, across.Judgement]:
+        """A claim's fresh row judged by its record (``judge``): the row with the judgement, how
+        the claim's entries of its tier replicate and its rule's amendments; and the judgement."""
+        judgement = self.judge(fresh.id, fresh)
+        replicated = self.replication(fresh.id, fresh.tier)
+        return replace(
+            fresh, ledger=judgement.status, ledger_note=judgement.message,
+            replication=replicated.word if replicated else "",
+            replication_note=replicated.line() if replicated else "",
+            amendments=[a.line() for a in self.said(fresh.id).amendments]), judgement
 
     def said(self, cid: str) -> ledger.Record:
         """The claim's record for the report's words (replication, amendments); empty where it

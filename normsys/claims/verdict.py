@@ -1,6 +1,6 @@
 """From per-seed values to a verdict: the claims protocol's one decision path, and nothing else
 (the record a verdict is written to is normsys.claims.ledger, its judgement against the record
-normsys.claims.across; the pytest outcome a claim's test ends by, normsys.claims.outcome). It
+normsys.claims.across; the pytest outcome a claim's test ends by, normsys.claims.plugin). It
 imports neither pytest, nor the run cache, nor the training package.
 
 A claim's experiment reads one value per seed of each of its arms. ``decide`` makes them the
