@@ -11,7 +11,6 @@ import pytest
 import torch
 
 from normsys.claims.params import variant_tiers_of, variants_at
-from normsys.claims.protocol import BP_RANGE, DFA_RANGE, mnist_report
 from normsys.claims.testing import (
     AT_INIT,
     CONTROL_SEEDS,
@@ -32,6 +31,7 @@ from normsys.declarations.fa_protocol import (
     fa_protocol,
     trained_by,
 )
+from normsys.declarations.shared.protocol import BP_RANGE, DFA_RANGE, mnist_report
 from normsys.training.models import prepare_model
 from normsys.training.record import TEST_ACC
 
@@ -56,7 +56,8 @@ def trained_accuracies(results) -> list[float]:
 
 
 def reference_bands(ax) -> None:
-    """The protocol authors' reference ranges of direction stability (normsys.claims.protocol)."""
+    """The protocol authors' reference ranges of direction stability
+    (normsys.declarations.shared.protocol)."""
     for (low, high), name, colour in ((BP_RANGE, "BP", "tab:green"), (DFA_RANGE, "DFA", "tab:red")):
         ax.axhspan(low, high, color=colour, alpha=0.12, label=f"{name} reference {low}-{high}")
 

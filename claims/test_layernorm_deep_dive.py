@@ -11,9 +11,7 @@ import pytest
 import torch
 
 from normsys import declarations
-from normsys.claims import figures
 from normsys.claims.declaration import declaration_of
-from normsys.claims.experiments import weight_grad_profile
 from normsys.claims.params import tiers_of
 from normsys.claims.testing import (
     CONTROL_SEEDS,
@@ -43,6 +41,8 @@ from normsys.declarations.layernorm_deep_dive import (
     mlp,
     unit_correlation,
 )
+from normsys.declarations.shared import figures
+from normsys.declarations.shared.experiments import weight_grad_profile
 from normsys.training import diagnostics as dg
 from normsys.training.measure import at_init
 from normsys.training.record import TEST_ACC, VAL_LOSS, probe_of, trained_model

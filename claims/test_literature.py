@@ -11,7 +11,6 @@ import math
 import pytest
 import torch
 
-from normsys.claims import figures
 from normsys.claims.params import tiers_of
 from normsys.claims.testing import CONTROL_SEEDS, left_untrained, unread_seeds
 from normsys.claims.verdict import REFUTED, SUPPORTED
@@ -28,6 +27,7 @@ from normsys.declarations.literature import (
     ffn_grad_ratio,
     xiong,
 )
+from normsys.declarations.shared import figures
 from normsys.training import diagnostics as dg
 from normsys.training.measure import at_init
 from normsys.training.models import Attention

@@ -10,9 +10,7 @@ from dataclasses import replace
 import pytest
 from torch import nn
 
-from normsys.claims.experiments import CHAR_GPT
 from normsys.claims.params import tiers_of
-from normsys.claims.protocol import layernorm_gradients, ln_decomposition_summary, ln_vjp_errors
 from normsys.claims.testing import CONTROL_SEEDS, unread_seeds
 from normsys.claims.verdict import REFUTED, SUPPORTED
 from normsys.declarations.ln_jacobian import (
@@ -20,6 +18,12 @@ from normsys.declarations.ln_jacobian import (
     COSTS_MORE_WITH_SOFTMAX,
     captures_of,
     fresh_lm_batch,
+)
+from normsys.declarations.shared.experiments import CHAR_GPT
+from normsys.declarations.shared.protocol import (
+    layernorm_gradients,
+    ln_decomposition_summary,
+    ln_vjp_errors,
 )
 from normsys.training.models import prepare_model
 from normsys.training.norms import LayerNorm, build_norm

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-from normsys.claims import figures
 from normsys.claims.params import tiers_of
 from normsys.claims.testing import unread_seeds
 from normsys.claims.verdict import REFUTED
 from normsys.declarations.mean_field import EXPLODES, EXPLOSION_VS_LN, hidden_grad_profile
+from normsys.declarations.shared import figures
 
 
 @pytest.mark.parametrize("tier", tiers_of(EXPLOSION_VS_LN.declaration))

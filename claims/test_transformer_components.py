@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from normsys.claims import figures
-from normsys.claims.experiments import weight_grad_profile
 from normsys.claims.params import tiers_of
 from normsys.claims.testing import trained_and_untrained, unread_seeds
 from normsys.claims.verdict import REFUTED, SUPPORTED
+from normsys.declarations.shared import figures
+from normsys.declarations.shared.experiments import weight_grad_profile
 from normsys.declarations.transformer_components import (
     FFN_CONFIGS,
     LOWEST_LOSS,

@@ -485,7 +485,7 @@ def test_mnist_is_read_once_while_its_files_stay_as_they_are(tmp_path, monkeypat
 def test_runs_and_reports_leave_the_shared_mnist_tensors_as_read(data_env, no_cache):
     """Runs, the FA protocol's report and the seeds' stacked batches all read the one Split that
     mnist() keeps: none of them may write into it."""
-    from normsys.claims.protocol import mnist_report
+    from normsys.declarations.shared.protocol import mnist_report
     from normsys.training.batched import train_seeds
     from normsys.training.config import preset
     from normsys.training.models import build_model

@@ -14,7 +14,7 @@ import pytest
 from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
 
-from normsys.claims.protocol import BP_RANGE, DFA_RANGE
+from normsys.declarations.shared.protocol import BP_RANGE, DFA_RANGE
 from normsys.training.config import preset
 from normsys.training.record import TEST_ACC, TRAIN_ACC, RunRecord
 

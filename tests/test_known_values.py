@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch import nn
 
-from normsys.claims.protocol import direction_stability, fa_protocol_report, ln_vjp_errors
+from normsys.declarations.shared.protocol import direction_stability, fa_protocol_report, ln_vjp_errors
 from normsys.training import diagnostics as dg
 from normsys.training.config import preset
 from normsys.training.measure import probe, spectrum
@@ -281,7 +281,7 @@ def test_ln_vjp_errors_of_a_hand_computed_row():
 def test_ln_decomposition_summary_reads_the_gain_or_leaves_it_out():
     """The LN-Jacobian claim's summary over captured LayerNorms, on the row above: through the gain
     (the rule's statistic) cos_cs = 1; the seed script's gain-free reading 75 / sqrt(5775)."""
-    from normsys.claims.protocol import ln_decomposition_summary
+    from normsys.declarations.shared.protocol import ln_decomposition_summary
 
     module = LayerNorm(4, eps=0.0)
     with torch.no_grad():

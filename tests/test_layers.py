@@ -1,7 +1,8 @@
 """The library's modules import downwards only, by folder: the training package (everything a
 run's record depends on) imports nothing of the rest; run orchestration (fetching, caching,
-pricing and following runs) uses it; the claims machinery uses both; the claims' declarations use
-all three; the scorecard and the command line use them all; the claim files
+pricing and following runs) uses it; the claims machinery uses both; what the claims'
+declarations share (experiments, the FA protocol, figures) uses all three, and the declarations
+use that; the scorecard and the command line use them all; the claim files
 (claims/) stand above them all, and no module of the library imports one. Nothing imports in a
 cycle, not even through an import inside a function, and each module imports on its own in a
 fresh interpreter. The modules are the package's files and their folders say where each stands:
@@ -21,7 +22,7 @@ from normsys.orchestration.cache import TRAINING, imported_modules, module_file
 
 PACKAGE = Path(__file__).resolve().parents[1] / "normsys"
 # bottom to top: a module imports from its folder or one below
-FOLDERS = (TRAINING, "orchestration", "claims", "declarations", "")
+FOLDERS = (TRAINING, "orchestration", "claims", "declarations.shared", "declarations", "")
 MODULES = sorted(".".join(p.relative_to(PACKAGE).with_suffix("").parts)
                  for p in PACKAGE.rglob("*.py") if p.name != "__init__.py")
 
@@ -128,8 +129,8 @@ def test_no_function_takes_more_than_six_parameters():
 
 
 def test_no_claim_file_defines_a_helper_another_claim_file_defines():
-    """An experiment or helper two claim files need is defined once (normsys.claims.experiments,
-    normsys.claims.testing, the plugin's fixtures)."""
+    """An experiment or helper two claim files need is defined once
+    (normsys.declarations.shared.experiments, normsys.claims.testing, the plugin's fixtures)."""
     claims = PACKAGE.parent / "claims"
     seen: dict[str, str] = {}
     twice = []
@@ -144,7 +145,7 @@ def test_no_claim_file_defines_a_helper_another_claim_file_defines():
 
 
 def test_what_only_one_source_uses_sits_in_its_own_modules():
-    """normsys.claims.experiments holds what two or more sources run or read (a source: its
+    """normsys.declarations.shared.experiments holds what two or more sources run or read (a source: its
     declarations module and its claim file): a reading, a rule or an experiment of one source
     sits in its declarations module, beside the claim it decides."""
     shared = ast.parse((PACKAGE / "claims" / "experiments.py").read_text())

@@ -13,7 +13,6 @@ import torch
 import torch.nn.functional as F
 
 from normsys.claims.ledger import RECORDED, Entry
-from normsys.claims.protocol import ln_decomposition_summary, ln_vjp_errors
 from normsys.claims.verdict import (
     INCONCLUSIVE,
     LEVEL,
@@ -25,6 +24,7 @@ from normsys.claims.verdict import (
     t_cdf_two_sided,
     t_quantile,
 )
+from normsys.declarations.shared.protocol import ln_decomposition_summary, ln_vjp_errors
 from normsys.training import diagnostics as dg
 from normsys.training import norms
 from normsys.training.config import preset
@@ -202,7 +202,7 @@ def test_protocol_reads_the_layernorms_own_gain_and_eps():
 def test_layernorm_gradients_capture_each_layernorms_input_and_output_gradient():
     """What a capture holds is checked against the gain's and bias's own gradients, which the
     same backward pass fills: dL/dgain = sum over rows of dL/dout * z, dL/dbias = sum dL/dout."""
-    from normsys.claims.protocol import layernorm_gradients
+    from normsys.declarations.shared.protocol import layernorm_gradients
     from normsys.training.models import build_model
 
     torch.manual_seed(0)
@@ -221,7 +221,7 @@ def test_layernorm_gradients_capture_each_layernorms_input_and_output_gradient()
 
 
 def test_mnist_report_reads_eight_disjoint_test_batches_of_128(data_env):
-    from normsys.claims.protocol import disjoint_batches, fa_protocol_report, mnist_report
+    from normsys.declarations.shared.protocol import disjoint_batches, fa_protocol_report, mnist_report
     from normsys.training.data import mnist
     from normsys.training.models import build_model
 
@@ -257,7 +257,7 @@ def protocol_model(family: str):
 
 
 def mnist_batches(n: int, size: int):
-    from normsys.claims.protocol import disjoint_batches
+    from normsys.declarations.shared.protocol import disjoint_batches
     from normsys.training.data import mnist
 
     split = mnist()
@@ -265,7 +265,7 @@ def mnist_batches(n: int, size: int):
 
 
 def test_protocol_reads_token_models_at_their_class_token(data_env):
-    from normsys.claims.protocol import hidden_and_grads
+    from normsys.declarations.shared.protocol import hidden_and_grads
 
     model = protocol_model("vit")
     x, y = mnist_batches(1, 16)[0]
@@ -278,7 +278,7 @@ def test_protocol_reads_token_models_at_their_class_token(data_env):
 
 
 def test_fa_protocol_report_at_a_given_layer_and_out_of_range(data_env):
-    from normsys.claims.protocol import fa_protocol_report
+    from normsys.declarations.shared.protocol import fa_protocol_report
 
     model, batches = protocol_model("resmlp"), mnist_batches(3, 32)
     assert fa_protocol_report(model, batches)["layer"] == 1  # h_0 ... h_2: the middle one
@@ -288,7 +288,7 @@ def test_fa_protocol_report_at_a_given_layer_and_out_of_range(data_env):
 
 
 def test_disjoint_batches_default_to_eight_of_128_and_need_the_rows():
-    from normsys.claims.protocol import disjoint_batches
+    from normsys.declarations.shared.protocol import disjoint_batches
 
     x, y = torch.randn(1024, 3), torch.arange(1024)
     batches = disjoint_batches(x, y)
@@ -299,14 +299,14 @@ def test_disjoint_batches_default_to_eight_of_128_and_need_the_rows():
 
 
 def test_mnist_report_passes_its_batch_size_on(data_env):
-    from normsys.claims.protocol import fa_protocol_report, mnist_report
+    from normsys.declarations.shared.protocol import fa_protocol_report, mnist_report
 
     model = protocol_model("resmlp")
     assert mnist_report(model, 2, 64) == fa_protocol_report(model, mnist_batches(2, 64))
 
 
 def test_layernorm_gradients_start_from_cleared_gradients():
-    from normsys.claims.protocol import layernorm_gradients
+    from normsys.declarations.shared.protocol import layernorm_gradients
     from normsys.training.models import build_model
 
     torch.manual_seed(0)
@@ -439,7 +439,7 @@ def test_equivalence_margin_is_the_nearer_edge_of_a_lopsided_interval():
 def test_fa_protocol_report_reading_at_the_range_edges(stability, reading, data_env, monkeypatch):
     """Where the report reads a stability: from 0.5 (the DFA reference range's start) stable, up
     to 0.18 (the BP range's end) batch-specific, between them intermediate."""
-    from normsys.claims import protocol
+    from normsys.declarations.shared import protocol
 
     monkeypatch.setattr(protocol, "direction_stability", lambda means: stability)
     report = protocol.fa_protocol_report(protocol_model("resmlp"), mnist_batches(2, 16))
@@ -537,7 +537,7 @@ def test_bad_decisions_say_what_is_accepted(call, message):
 
 
 def test_direction_stability_needs_two_batches():
-    from normsys.claims.protocol import direction_stability
+    from normsys.declarations.shared.protocol import direction_stability
 
     with pytest.raises(ValueError) as err:
         direction_stability([torch.ones(3)])

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from normsys.claims.protocol import (
+from normsys.declarations.shared.protocol import (
     direction_stability,
     disjoint_batches,
     hidden_and_grads,

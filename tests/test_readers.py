@@ -1,9 +1,8 @@
 """What each reader of a run record reads: which layer, which rows, which metric, which parameters
-(the shared experiments, normsys.claims.experiments; the readers and rules of one source, in its
-module of normsys.declarations; normsys.training.record). Each record below gives every layer and
-every row set a value of its own, so that reading another one changes the answer; and each
-experiment's config holds the settings its claims were fixed with.
-"""
+(the shared experiments, normsys.declarations.shared.experiments; the readers and rules of one
+source, in its module of normsys.declarations; normsys.training.record). Each record below gives
+every layer and every row set a value of its own, so that reading another one changes the answer;
+and each experiment's config holds the settings its claims were fixed with."""
 
 from __future__ import annotations
 
@@ -13,8 +12,8 @@ import math
 import pytest
 import torch
 
-from normsys.claims import experiments as ex
 from normsys.claims.declaration import relative_difference
+from normsys.declarations.shared import experiments as ex
 from normsys.training.config import preset
 from normsys.training.record import TEST_ACC, RunRecord, probe_of
 
@@ -340,7 +339,11 @@ def test_the_jacobian_claims_read_each_layernorm_of_the_trained_net_through_its_
     """On a fresh validation batch (never trained on), every LayerNorm of the trained model as its
     learning rule runs it backward: an FA net's dL/dout comes through its feedback matrices,
     not through W^T."""
-    from normsys.claims.protocol import layernorm_gradients, ln_decomposition_summary, ln_vjp_errors
+    from normsys.declarations.shared.protocol import (
+        layernorm_gradients,
+        ln_decomposition_summary,
+        ln_vjp_errors,
+    )
     from normsys.orchestration.runs import Runs
     from normsys.training.data import tiny_shakespeare
     from normsys.training.record import trained_model
@@ -373,7 +376,7 @@ def test_the_fa_protocol_measures_a_trained_nets_weights_by_backprop_after_the_e
         data_env, monkeypatch):
     """An FA net is measured through W^T (a plain model with its weights), not through its
     feedback matrices; ``epoch``: the weights it kept after that epoch."""
-    from normsys.claims.protocol import mnist_report
+    from normsys.declarations.shared.protocol import mnist_report
     from normsys.orchestration.runs import Runs
     from normsys.training.record import trained_model
 

@@ -282,10 +282,10 @@ def test_layernorm_and_identity_under_other_names_land_on_their_rows(user_file, 
 def check_paired_statistics_by_hand(plan, records, table):
     """Each paired statistic, recomputed from the runs as its claim writes it (which side is
     subtracted from which)."""
-    from normsys.claims.experiments import weight_grad_profile
     from normsys.declarations.attention_logits import lr_sensitivity, max_attention_logit
     from normsys.declarations.layernorm_deep_dive import init_scale_spread, unit_correlation
     from normsys.declarations.mean_field import input_over_output
+    from normsys.declarations.shared.experiments import weight_grad_profile
     from normsys.training import diagnostics as dg
     from normsys.training.record import TEST_ACC, VAL_LOSS
 

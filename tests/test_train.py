@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from normsys.claims.protocol import disjoint_batches, fa_protocol_report
+from normsys.declarations.shared.protocol import disjoint_batches, fa_protocol_report
 from normsys.training.config import preset
 from normsys.training.steplog import StepLog, empty_curves
 from normsys.training.train import (

@@ -28,9 +28,11 @@ Declared = Declaration | Statistic
 @functools.cache
 def declared() -> tuple[tuple[str, Declared], ...]:
     """Every claim as (module name, its Declaration or Statistic): the modules of this package by
-    name, each module's claims in the order it declares them (found_in)."""
+    name (not its ``shared`` readings), each module's claims in the order it declares them
+    (found_in)."""
     return found_in(importlib.import_module(f"{__name__}.{info.name}")
-                    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name))
+                    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name)
+                    if not info.ispkg)  # shared: what the sources share, no claim
 
 
 def found_in(modules: Iterable[ModuleType]) -> tuple[tuple[str, Declared], ...]:

@@ -17,9 +17,9 @@ import math
 import torch
 
 from normsys.claims.declaration import Arm, Statistic
-from normsys.claims.experiments import SEQUENCES
 from normsys.claims.verdict import Rule
 from normsys.declarations.ln_jacobian import fresh_lm_batch
+from normsys.declarations.shared.experiments import SEQUENCES
 from normsys.training.record import INIT_LOSS, VAL_LOSS, trained_model
 from normsys.training.tiers import DEFAULT
 

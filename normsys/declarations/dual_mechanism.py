@@ -16,8 +16,8 @@ and l2_affine (l2 + per-feature gain and bias) separate scale from the affine 'e
 from __future__ import annotations
 
 from normsys.claims.declaration import Arm, Declaration, Experiment, Statistic, by_norm, metric
-from normsys.claims.experiments import SEQUENCES
 from normsys.claims.verdict import Rule
+from normsys.declarations.shared.experiments import SEQUENCES
 from normsys.training import diagnostics as dg
 from normsys.training.config import preset
 from normsys.training.record import TEST_ACC, TRAIN_ACC, probe_of

@@ -16,8 +16,8 @@ after 10 epochs.
 from __future__ import annotations
 
 from normsys.claims.declaration import Arm, Declaration, Experiment, metric
-from normsys.claims.protocol import mnist_report
 from normsys.claims.verdict import Rule
+from normsys.declarations.shared.protocol import mnist_report
 from normsys.training.config import preset
 from normsys.training.record import TEST_ACC, trained_model
 from normsys.training.tiers import DEFAULT

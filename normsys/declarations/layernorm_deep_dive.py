@@ -14,8 +14,8 @@ statistics).
 from __future__ import annotations
 
 from normsys.claims.declaration import Arm, Declaration, Experiment, Statistic, by_norm, metric
-from normsys.claims.experiments import TANH_MLP, log10_grad_ratio
 from normsys.claims.verdict import Rule
+from normsys.declarations.shared.experiments import TANH_MLP, log10_grad_ratio
 from normsys.training import diagnostics as dg
 from normsys.training.config import RunConfig
 from normsys.training.record import TEST_ACC, VAL_LOSS, RunRecord, probe_of

@@ -15,8 +15,8 @@ import math
 from dataclasses import replace
 
 from normsys.claims.declaration import Arm, Declaration, Experiment, Statistic, metric
-from normsys.claims.experiments import CHAR_GPT, SEQUENCES
 from normsys.claims.verdict import Rule
+from normsys.declarations.shared.experiments import CHAR_GPT, SEQUENCES
 from normsys.training import diagnostics as dg
 from normsys.training.config import RunConfig, preset
 from normsys.training.record import VAL_LOSS

@@ -11,9 +11,13 @@ from __future__ import annotations
 import torch
 
 from normsys.claims.declaration import Arm, Declaration, Experiment
-from normsys.claims.experiments import CHAR_GPT
-from normsys.claims.protocol import layernorm_gradients, ln_decomposition_summary, ln_vjp_errors
 from normsys.claims.verdict import Rule
+from normsys.declarations.shared.experiments import CHAR_GPT
+from normsys.declarations.shared.protocol import (
+    layernorm_gradients,
+    ln_decomposition_summary,
+    ln_vjp_errors,
+)
 from normsys.training.data import tiny_shakespeare
 from normsys.training.record import trained_model
 from normsys.training.tasks import lm_batch

@@ -15,8 +15,8 @@ from __future__ import annotations
 import math
 
 from normsys.claims.declaration import Arm, Statistic
-from normsys.claims.experiments import weight_grad_profile
 from normsys.claims.verdict import Rule
+from normsys.declarations.shared.experiments import weight_grad_profile
 from normsys.training import diagnostics as dg
 from normsys.training.record import RunRecord
 

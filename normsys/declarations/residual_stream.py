@@ -22,9 +22,9 @@ import torch
 from torch import nn
 
 from normsys.claims.declaration import Arm, Statistic
-from normsys.claims.experiments import CHAR_GPT, SEQUENCES
 from normsys.claims.verdict import Rule
 from normsys.declarations.ln_jacobian import fresh_lm_batch
+from normsys.declarations.shared.experiments import CHAR_GPT, SEQUENCES
 from normsys.training.config import RunConfig
 from normsys.training.models import capture, prepare_model
 from normsys.training.norms import NORMS, build_norm

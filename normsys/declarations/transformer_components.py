@@ -10,8 +10,8 @@ on fresh random data; final loss = mean of the last 10 steps.
 from __future__ import annotations
 
 from normsys.claims.declaration import Arm, Declaration, Experiment, metric
-from normsys.claims.experiments import TANH_MLP, log10_grad_ratio
 from normsys.claims.verdict import Rule
+from normsys.declarations.shared.experiments import TANH_MLP, log10_grad_ratio
 from normsys.training.record import FINAL_LOSS
 
 SOURCE = "Transformer-components notebook (deep tanh MLP, gradients at init)"
