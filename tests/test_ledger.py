@@ -530,6 +530,27 @@ def test_an_entry_of_other_run_settings_is_history_once_the_new_ones_are_recorde
     assert not across.noise(resized, "cpu").measured  # one environment of the settings in force
 
 
+def test_the_entry_a_claim_is_held_to_is_of_the_run_settings_its_plan_reads(tmp_path):
+    """What a session marks a claim by before it runs (a strict xfail where it is refuted) is
+    the entry its judgement will pick: this environment's own only where it is of the settings
+    the claim's plan reads, else the entry of those settings in force (the reference here)."""
+    longer, _ = ledger.run_settings([SMALL.override(**{"train.steps": 12})])
+    ref = entry((0.1, 0.2, 0.15), "> 0.5", settings=longer, settings_fingerprint="f" * 16)
+    stale_here = entry((0.4, 0.6, 0.9), "> 0.5", device=INTEL)  # the old settings: open
+    ledger.write(ledger.path_of(tmp_path, "c-1"), laid_out(ref, stale_here))
+    ledgers = Ledgers(tmp_path)
+    like = ledger.Entry(verdict="", tier="cpu", statistic="kappa", settings=longer)
+    assert ledgers.recorded("c-1", "cpu", stale_here.key, 0) == stale_here  # settings unknown
+    held = ledgers.recorded("c-1", "cpu", stale_here.key, 0, like)
+    assert held == ref and held.verdict == "refuted"
+    same = ledger.Entry(verdict="", tier="cpu", statistic="kappa", settings=SETTINGS)
+    assert ledgers.recorded("c-1", "cpu", stale_here.key, 0, same) == stale_here
+    assert across.judge(ledgers.record("c-1"), entry((0.1, 0.2, 0.15), "> 0.5", device=INTEL,
+                                                     settings=longer,
+                                                     settings_fingerprint="f" * 16)).status \
+        != "changed"  # judged against the reference too
+
+
 def test_another_environment_decided_under_other_settings_fails_against_the_reference():
     """Held to the reference, a run on another CPU under other run settings fails naming them,
     with the reference and what it measured now; no entry of its own to call stale."""

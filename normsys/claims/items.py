@@ -105,7 +105,8 @@ def collects_every_claim(config: pytest.Config) -> bool:
 
 def recorded_entry(item: pytest.Item, marker: pytest.Mark, ledgers):
     """The entry of its record a claim's measurement here will be compared with (its own in this
-    environment and seed plan, else its reference), None where it has none."""
+    environment and seed plan, else its reference; of the run settings its plan reads, for a
+    declared claim), None where it has none."""
     from normsys.training.train import run_environment  # torch: when a session judges claims
 
     tier, plan = claim_tier(item), claim_looks(item, marker)
@@ -113,7 +114,12 @@ def recorded_entry(item: pytest.Item, marker: pytest.Mark, ledgers):
     configs = planned_configs(item)  # where its runs train: a GPU's autocast is theirs
     env = run_environment(configs[0]) if configs else numeric_environment()
     here = ledger.key(tier, described(env), ledger.seed_plan(offset, plan))
-    return ledgers.recorded(claim_id(item, marker), tier, here, offset)
+    declared, like = marker.kwargs.get("declared"), None
+    if declared is not None and configs:
+        settings, fingerprint = ledger.run_settings(configs)
+        like = ledger.Entry(verdict="", tier=tier, statistic=declared.rule.statistic,
+                            settings=settings, settings_fingerprint=fingerprint)
+    return ledgers.recorded(claim_id(item, marker), tier, here, offset, like)
 
 
 def selected(items: list[pytest.Item]) -> dict[tuple[str, str], tuple[str, str]]:

@@ -129,16 +129,18 @@ class Ledgers:
             self.read[cid] = ledger.read(ledger.path_of(self.folder, cid))
         return self.read[cid]
 
-    def recorded(self, cid: str, tier: str, key_now: str, first_seed: int) \
-            -> ledger.Entry | None:
-        """The entry this session's measurement will be compared with: its own (``key_now``)
-        under the rule in force, by whatever training code (values decide), else the reference
-        it is judged against."""
+    def recorded(self, cid: str, tier: str, key_now: str, first_seed: int,
+                 like: ledger.Entry | None = None) -> ledger.Entry | None:
+        """The entry this session's measurement will be compared with, as across.judge picks
+        it: its own (``key_now``) under the rule in force, by whatever training code (values
+        decide), of the run settings it will read (``like``'s statistic and settings, where
+        known), else the reference it is judged against."""
         record = self.record(cid)
         own = record.entries.get(key_now)
-        if own is not None and own.full_rule == record.rule:
+        if own is not None and own.full_rule == record.rule and \
+                (like is None or ledger.same_experiment(own, like)):
             return own
-        current = record.current(tier, first_seed)
+        current = record.current(tier, first_seed, like)
         return current[0] if current else None
 
     def history(self, cid: str, tier: str, environment: dict[str, str], first_seed: int) \
