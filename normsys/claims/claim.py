@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from normsys.claims import ledger
 from normsys.claims.report import Row
@@ -26,6 +27,7 @@ class ClaimUsageError(ValueError):
     """A claim's test that decides it in a way its declaration does not allow."""
 
 
+@dataclass
 class Claim:
     """A claim being decided: its seeds, its evidence, its figures and its decision.
 
@@ -37,22 +39,28 @@ class Claim:
     fetches them (where it was measured); ``report_dir``: where its figures go; ``nodeid``: the
     test that decides it, for the report."""
 
-    def __init__(self, id: str, tier: str, plan: Sequence[int], declared=None, variant: str = "",
-                 statement: str = "", source: str = "", offset: int = 0,
-                 fetched: Sequence | None = None, report_dir: Path | str = "claims-report",
-                 nodeid: str = ""):
-        self.id, self.tier, self.variant, self.declared = id, tier, variant, declared
-        self.plan, self.offset = tuple(plan), offset
-        self.statement, self.source, self.nodeid = statement, source, nodeid
-        self.fetched = [] if fetched is None else fetched
-        self.report_dir = Path(report_dir)
+    id: str
+    tier: str
+    plan: tuple[int, ...]
+    declared: Any = None  # a Declaration
+    variant: str = ""
+    statement: str = ""
+    source: str = ""
+    offset: int = 0
+    fetched: list = field(default_factory=list)
+    report_dir: Path = Path("claims-report")
+    nodeid: str = ""
+    seeds: list[int] = field(init=False)
+    decision: Verdict | None = field(init=False, default=None)
+    rule: Rule | None = field(init=False, default=None)
+    looks: list[dict] = field(init=False, default_factory=list)
+    evidence: dict = field(init=False, default_factory=dict)
+    figures: list[str] = field(init=False, default_factory=list)
+    start: float = field(init=False, default_factory=time.perf_counter)
+
+    def __post_init__(self):
+        self.plan, self.report_dir = tuple(self.plan), Path(self.report_dir)
         self.seeds = self.first(self.plan[0])
-        self.decision: Verdict | None = None
-        self.rule: Rule | None = None
-        self.looks: list[dict] = []
-        self.evidence: dict = {}
-        self.figures: list[str] = []
-        self.start = time.perf_counter()
 
     def first(self, n: int) -> list[int]:
         """The claim's first ``n`` seeds (from ``offset``)."""

@@ -314,10 +314,11 @@ def claim(request: pytest.FixtureRequest, claim_runs) -> Claim:
     item = request.node
     marked = {**marker.kwargs, "id": claim_id(item, marker), "tier": claim_tier(item),
               "variant": claim_variant(item), "plan": claim_looks(item, marker)}
+    opt = request.config.option
     return Claim(marked["id"], marked["tier"], marked["plan"], marked.get("declared"),
                  marked["variant"], marked.get("statement", ""), marked.get("source", ""),
-                 request.config.option.claims_seed_offset, item.stash[FETCHED],
-                 request.config.option.claims_report, item.nodeid)
+                 opt.claims_seed_offset, item.stash[FETCHED], Path(opt.claims_report),
+                 item.nodeid)
 
 
 @pytest.hookimpl(hookwrapper=True)
