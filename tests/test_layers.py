@@ -145,10 +145,10 @@ def test_no_claim_file_defines_a_helper_another_claim_file_defines():
 
 
 def test_what_only_one_source_uses_sits_in_its_own_modules():
-    """normsys.declarations.shared.experiments holds what two or more sources run or read (a source: its
-    declarations module and its claim file): a reading, a rule or an experiment of one source
-    sits in its declarations module, beside the claim it decides."""
-    shared = ast.parse((PACKAGE / "claims" / "experiments.py").read_text())
+    """normsys.declarations.shared.experiments holds what two or more sources run or read (a
+    source: its declarations module and its claim file): a reading, a rule or an experiment of
+    one source sits in its declarations module, beside the claim it decides."""
+    shared = ast.parse((PACKAGE / "declarations" / "shared" / "experiments.py").read_text())
     defined = [node.targets[0].id if isinstance(node, ast.Assign) else node.name
                for node in shared.body if isinstance(node, ast.FunctionDef | ast.Assign)]
     users = {name: set() for name in defined}
