@@ -680,8 +680,10 @@ def as_json(table: dict[str, dict[str, Row]], statistics: Columns = None) -> dic
 
 
 def of_json(norms: dict) -> dict[str, dict[str, Row]]:
-    """A table as ``as_json`` keeps it, read back (what a cell shows; its rule stays text)."""
+    """A table as ``as_json`` keeps it, read back (what a cell shows; its rule stays text; a
+    null read as NaN)."""
     def cell(c: dict) -> Row:
+        c = numeric(c)
         if c["verdict"] == NA:
             return Row(verdict=NA)
         return Row(verdict=c["verdict"], values=c["values"], mean=c["mean"], low=c["low"],
@@ -723,7 +725,9 @@ ABOUT = ("normsys scorecard: norms -> statistic -> cell. A cell's `verdict` is t
          "norm's mean lies beyond every built-in kind's (no verdict: what the rule would say is "
          "kept as `rule_verdict`); 'diverged (k of n seeds)' where runs diverged; 'n/a' where the "
          "statistic's experiment does not take the norm. `reads`: the per-seed values; `runs`: "
-         "the run fingerprints they came from; `provenance`: where and with what it was made.")
+         "the run fingerprints they came from; `provenance`: where and with what it was made "
+         "(`partial`: columns still to come when it was written); null: a value that is not a "
+         "number (NaN).")
 OUT_OF_RANGE = "out of range"  # a user's value beyond every built-in kind's (builtin_reach)
 NA = "n/a"  # a cell of a kind its statistic's experiment does not take
 
@@ -748,6 +752,7 @@ def read_builtin(path: Path) -> dict:
     for norm, row in norms.items():
         if not isinstance(row, dict) or not all(isinstance(c, dict) for c in row.values()):
             raise wrong(f"the row of {norm} is no table of statistics and cells")
+        norms[norm] = row = {stat: numeric(cell) for stat, cell in row.items()}
         for stat, cell in row.items():
             values = cell.get("values", [])
             if not isinstance(values, list) or not all(
@@ -921,8 +926,33 @@ def draw(fig, table: dict, statistics: Columns = None, subjects: set[str] | None
 
 def markdown_page(table: dict, prov: dict, statistics: Columns = None) -> str:
     """scorecard.md: where it was measured, the table and the legend."""
+    partial = f"**Partial**: {prov['partial']}\n\n" if prov.get("partial") else ""
     return (f"# Scorecard ({prov['tier']} tier, {prov['device']}, {prov['commit'][:12]})\n\n"
-            f"{as_markdown(table, statistics)}")
+            f"{partial}{as_markdown(table, statistics)}")
+
+
+def strict(obj):
+    """``obj`` as strict JSON holds it: a float that is not a number (or not finite) as null."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: strict(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [strict(v) for v in obj]
+    return obj
+
+
+NUMBERS = ("mean", "low", "high")  # a cell's numbers, and its lists of them (LISTS), null as NaN
+LISTS = ("values", "reads", "out_of_range")
+
+
+def numeric(cell: dict) -> dict:
+    """A cell of a scorecard's JSON with its nulls read back as NaN (``strict``)."""
+    def number(v):
+        return math.nan if v is None else v
+
+    return {**cell, **{k: number(cell[k]) for k in NUMBERS if k in cell},
+            **{k: [number(v) for v in cell[k]] for k in LISTS if isinstance(cell.get(k), list)}}
 
 
 def write(out: Path, table: dict, prov: dict, statistics: Columns = None,
@@ -936,8 +966,9 @@ def write(out: Path, table: dict, prov: dict, statistics: Columns = None,
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / f"{name}.json", out / f"{name}.md", out / f"{name}.png"]
     # the rows in the table's order, which the page and the figure show (the judged ones first)
-    paths[0].write_text(json.dumps({"about": ABOUT, "norms": as_json(table, statistics),
-                                    "provenance": prov}, indent=1) + "\n")
+    paths[0].write_text(json.dumps(strict({"about": ABOUT, "norms": as_json(table, statistics),
+                                           "provenance": prov}), indent=1, allow_nan=False)
+                        + "\n")
     paths[1].write_text(markdown_page(table, prov, statistics))
     fig = plt.figure()
     draw(fig, table, statistics, subjects)

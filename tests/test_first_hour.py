@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -130,6 +131,9 @@ MISTAKES = [
      "positions x 4 bytes x 4 attentions), more than half of"),
     (["train", "--model", "char_gpt", "--set", "model.seq_len=10000000", "--dry-run"],
      "model.seq_len=10000000: the tinyshakespeare validation text has 111,540 characters"),
+    (["train", "--model", "encoder", "--set", "model.seq_len=100000", "--dry-run"],  # not padded
+     "model.seq_len=100000: the ag_news text padded to it is 760,000,000 tokens (7,600 rows), "
+     "which would take 92 GiB to tokenize (130 bytes a token), more than half of"),
     (["train", "--model", "encoder", "--set", "model.d=30", "--dry-run"],
      "model.d=30 must be divisible by model.heads=4"),
     (["train", "--model", "char_gpt", "--set", "train.batch_size=10000000000", "--dry-run"],
@@ -335,17 +339,76 @@ def test_an_interrupted_scorecard_says_which_columns_it_wrote(tmp_path, monkeypa
 
     monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(scorecard, "fetch", fetch)
-    monkeypatch.setattr(scorecard, "complete", lambda plan, records: ["level", "vs_none"])
+    ready = [SimpleNamespace(name="level"), SimpleNamespace(name="vs_none")]
+    monkeypatch.setattr(scorecard, "complete", lambda plan, records: ready)
     monkeypatch.setattr(scorecard, "cells", lambda *args: {})
     monkeypatch.setattr(scorecard, "provenance", lambda *args: {})
-    monkeypatch.setattr(scorecard, "write", lambda *args: [tmp_path / "out" / "scorecard.json"])
+    provs = []
+    monkeypatch.setattr(scorecard, "write", lambda out, table, prov, *args: provs.append(prov)
+                        or [tmp_path / "out" / "scorecard.json"])
     args = ["scorecard", "--builtin", "--against", "layernorm", "--out", str(tmp_path / "out")]
     assert main(args) == 130
     assert capsys.readouterr().err.splitlines()[-1] == (
         f"interrupted: stopped, with every training process; the 2 columns whose runs were all "
-        f"in were written to {tmp_path / 'out'} before it, the others not (the same command "
-        f"again trains only the runs not cached)")
+        f"in were written to {tmp_path / 'out'} before it, the files marked partial, the others "
+        f"not (the same command again trains only the runs not cached)")
+    partial = provs[-1]["partial"]  # the columns whose runs were not all in, named
+    assert " columns still to come (" in partial and "level" not in partial
     monkeypatch.setattr(scorecard, "complete", lambda plan, records: [])
     assert main(args) == 130
     assert capsys.readouterr().err.splitlines()[-1].endswith("nothing was written (a run "
                                                              "trained to the end stays cached)")
+
+
+def test_more_workers_than_cores_is_said_and_as_many_is_not():
+    """-n past the cores on the CPU: every run trains on one thread, so the extra workers only
+    take turns; said in a line, never refused (the numbers are the same)."""
+    from normsys.orchestration import workers
+
+    said = workers.oversubscribed(3, cores=2)
+    assert said.startswith("-n 3 starts more workers than this machine's 2 cores: each run "
+                           "trains on 1 thread") and said.endswith("-n 2 uses every core")
+    assert workers.oversubscribed(2, cores=2) == "" and workers.oversubscribed(1, cores=2) == ""
+    assert workers.oversubscribed(None, cores=2) == "" and workers.oversubscribed("auto", 2) == ""
+
+
+def test_a_listing_whose_k_drops_the_claims_controls_says_they_are_not_priced():
+    """``--claims-list -k cpu`` selects the claims at the cpu tier and none of their negative
+    controls (their names hold no tier): the price leaves their runs out, and says so; a -k of
+    the claim's id selects them with it."""
+    def listed(k: str) -> str:
+        return subprocess.run([sys.executable, "-m", "pytest", "claims", "--claims-list", "-k", k,
+                               "-p", "no:cacheprovider", "-q"], capture_output=True, text=True,
+                              cwd=ROOT).stdout
+
+    dropped = listed("cpu and tc-residual-preserves-gradients and not control")
+    assert "negative controls of these claims are deselected (by -k or -m): their runs are not " \
+           "in this price" in dropped, dropped[-2000:]
+    assert "are deselected" not in listed("tc-residual-preserves-gradients")
+
+
+def test_the_scorecards_json_is_strict_and_reads_back_its_nulls_as_nan(tmp_path):
+    """A value that is not a number is written as null (JSON has no NaN) and read back as NaN,
+    by the built-in scorecard's reader and by ``of_json``."""
+    import json
+    import math
+
+    from normsys import scorecard
+    from normsys.claims.report import Row
+
+    table = {"mine": {"kappa_6": Row(verdict="inconclusive", values=(math.nan, 1.0), mean=math.nan,
+                                   low=math.nan, high=math.nan, n=2, reason="r",
+                                   evidence={"reads": [math.nan, 1.0], "runs": [["a"], ["b"]]})}}
+    prov = {"tier": "cpu", "device": "cpu", "commit": "c" * 12}
+    stat = next(s for s in scorecard.columns(None) if s.name == "kappa_6")
+    (path, page, _) = scorecard.write(tmp_path, table, prov, [stat])
+    text = path.read_text()
+    assert '"mean": null' in text
+    body = json.loads(text, parse_constant=lambda c: pytest.fail(f"{c} in strict JSON"))
+    read = scorecard.read_builtin(path)["norms"]["mine"]["kappa_6"]
+    assert math.isnan(read["mean"]) and math.isnan(read["reads"][0]) and read["reads"][1] == 1.0
+    assert math.isnan(scorecard.of_json(body["norms"])["mine"]["kappa_6"].values[0])
+    assert "Partial" not in page.read_text()
+    scorecard.write(tmp_path, table, {**prov, "partial": "1 columns still to come (x)"}, [stat])
+    assert "**Partial**: 1 columns still to come (x)" in page.read_text()
+    assert json.loads(path.read_text())["provenance"]["partial"] == "1 columns still to come (x)"

@@ -168,8 +168,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
     cluster = cluster_of(config)
     # the terminal, before pytest captures it: progress lines of training runs go there
-    session = ClaimsSession(config, ledgers, Runs(trainer=cluster), cluster, os.dup(2))
+    terminal = os.dup(2)
+    session = ClaimsSession(config, ledgers, Runs(trainer=cluster), cluster, terminal)
     config.stash[SESSION] = session
+    if not hasattr(config, "workerinput") and \
+            (said := workers.oversubscribed(getattr(opt, "numprocesses", None))):
+        os.write(terminal, f"normsys: {said}\n".encode())
     config.pluginmanager.register(session, "normsys-claims-session")
     if owns_counter(config):  # one run counter for the session's processes
         import tempfile

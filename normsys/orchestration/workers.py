@@ -30,6 +30,20 @@ def auto_workers() -> int | None:
 RUN_THREADS = 1
 
 
+def oversubscribed(n: object, cores: int | None = None) -> str:
+    """What ``-n n`` costs where it starts more workers than the CPU has cores: every run trains
+    on RUN_THREADS, so the workers take turns on the cores; '' where it does not (or on a CUDA
+    host, whose workers share its GPUs)."""
+    import torch
+
+    cores = cores or os.cpu_count() or 1
+    if not isinstance(n, int) or n <= cores or torch.cuda.is_available():
+        return ""
+    return (f"-n {n} starts more workers than this machine's {cores} cores: each run trains on "
+            f"{RUN_THREADS} thread, so the workers take turns on the cores and the session is no "
+            f"faster (its numbers are the same); -n {cores} uses every core")
+
+
 def share_the_machine() -> None:
     """On the CPU: torch trains on RUN_THREADS in every process, xdist worker or not. On a CUDA
     host, in an xdist worker: torch threads = cores // workers; GPU = worker index % GPU
