@@ -412,3 +412,20 @@ def test_the_scorecards_json_is_strict_and_reads_back_its_nulls_as_nan(tmp_path)
     scorecard.write(tmp_path, table, {**prov, "partial": "1 columns still to come (x)"}, [stat])
     assert "**Partial**: 1 columns still to come (x)" in page.read_text()
     assert json.loads(path.read_text())["provenance"]["partial"] == "1 columns still to come (x)"
+
+
+def test_the_installed_command_runs_beside_a_json_py_that_python_m_would_import(tmp_path):
+    """A json.py in the working folder: ``python -m normsys`` imports it in place of the real
+    json before normsys starts (Python puts the folder first on its path), and README says so;
+    the ``normsys`` script that the install puts beside Python does not."""
+    import shutil
+    import sysconfig
+
+    (tmp_path / "json.py").write_text("raise SystemExit('this is not json')\n")
+    script = shutil.which("normsys", path=sysconfig.get_path("scripts"))
+    assert script, "pip install -e . installs the normsys command (pyproject's [project.scripts])"
+    done = subprocess.run([script, "list"], capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0 and done.stdout.startswith("presets:"), done.stderr[-2000:]
+    shadowed = subprocess.run([sys.executable, "-m", "normsys", "list"], capture_output=True,
+                              text=True, cwd=tmp_path)
+    assert "this is not json" in shadowed.stderr  # what README's line warns of
