@@ -806,3 +806,37 @@ def test_the_cpu_tier_with_its_controls_fits_its_budget():
     three = {**table, "runs": {"a": 60.0, "b": 60.0, "c": 60.0}}  # two minutes on two processes
     scale = runtimes.TO_BUDGET_KIND[table["device"].rpartition(", ")[0]]
     assert runtimes.budget_wall(three) == pytest.approx(2 * scale)
+
+
+def test_prices_take_this_machines_pace_from_the_runs_it_trained(tmp_path, monkeypatch):
+    """With MIN_PACED or more of the table's runs in the run cache, made here by this code, a
+    run's price is its recorded seconds times the median of their wall times over the recorded
+    ones, and says so; with fewer, or in another environment, the table's seconds as recorded.
+    Runs the table times under a second, and damaged entries, do not count."""
+    from normsys import __version__
+    from normsys.orchestration.cache import code_digest, environment_digest
+
+    monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path / "cache"))
+    folder, made = tmp_path / "committed", tmp_path / "cache" / "runs"
+    cfgs = [SMALL.override(**{"train.seed": s}) for s in range(24)]
+    times = {c.fingerprint(): 10.0 for c in cfgs} | {cfgs[23].fingerprint(): 0.5}
+    runtimes.write({"tier": "cpu", "device": "cpu (X)", "claims": {}, "runs": times}, folder)
+    made.mkdir(parents=True)
+
+    def trained(c: RunConfig, wall, environment: dict | None = None) -> None:
+        env = environment_digest(environment or runtimes.trained_in(c))
+        (made / f"{c.fingerprint()}-c{code_digest()}-e{env}-v{__version__}.json").write_text(
+            json.dumps({"record": {"wall_time": wall}}) if wall else "{")
+
+    for c in cfgs[:19]:
+        trained(c, 20.0)
+    trained(cfgs[19], None)  # damaged
+    trained(cfgs[20], 30.0, {**runtimes.trained_in(cfgs[20]), "threads": "7"})  # elsewhere
+    trained(cfgs[23], 100.0)  # timed under a second
+    assert runtimes.run_seconds(cfgs[0], folder) == (10.0, "cpu (X)")  # 19 runs: too few
+    runtimes.paced.cache_clear()
+    trained(cfgs[21], 20.0)
+    trained(cfgs[22], 5.0)
+    assert runtimes.run_seconds(cfgs[0], folder) == (
+        20.0, "cpu (X), x2.00 for this machine's pace (the median over 21 of its runs)")
+    assert runtimes.trained_in(cfgs[0])["threads"] == "1"  # the runs' own, not this process's

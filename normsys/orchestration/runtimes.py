@@ -26,6 +26,7 @@ import heapq
 import json
 import os
 import re
+import statistics
 import sys
 from collections import Counter
 from collections.abc import Callable
@@ -34,11 +35,19 @@ from pathlib import Path
 
 import torch
 
-from normsys.orchestration.cache import cached_fingerprints, run_key
+from normsys import __version__
+from normsys.orchestration.cache import (
+    cached_fingerprints,
+    code_digest,
+    environment_digest,
+    run_key,
+)
+from normsys.orchestration.workers import RUN_THREADS
 from normsys.training.config import RunConfig
 from normsys.training.provenance import cpu_kind, device_name, numeric_environment
 from normsys.training.store import atomic_write_text, cache_root
 from normsys.training.tiers import DEFAULT, TIERS
+from normsys.training.train import run_environment
 
 FOLDER = Path(__file__).parents[2] / "claims"  # beside the claim files, in a checkout
 
@@ -221,13 +230,54 @@ def seconds(claim: str, tier: str, folder: Path | None = None) -> float:
 
 def run_seconds(cfg: RunConfig, folder: Path | None = None) -> tuple[float, str] | None:
     """(seconds, device) a run of ``cfg``'s config took as its tier's table records, or another
-    tier's (a paper-tier claim may train a config of the CPU tier's data on a GPU), or None."""
+    tier's (a paper-tier claim may train a config of the CPU tier's data on a GPU), or None;
+    at this machine's pace (``pace``) where it has trained enough of the table's runs, and said
+    in the device's words."""
     fingerprint = cfg.fingerprint()
     for tier in sorted(TIERS, key=lambda t: t != cfg.data.tier):
         table = read(tier, folder)
         if (seconds := table.get("runs", {}).get(fingerprint)) is not None:
-            return seconds, table["device"]
+            scale, n = pace(tier, environment_digest(trained_in(cfg)), folder)
+            if n < MIN_PACED:
+                return seconds, table["device"]
+            return seconds * scale, (f"{table['device']}, x{scale:.2f} for this machine's pace "
+                                     f"(the median over {n} of its runs)")
     return None
+
+
+MIN_PACED = 20  # runs of a table this machine trained, before its prices take their pace
+
+
+def trained_in(cfg: RunConfig) -> dict[str, str]:
+    """The numeric environment a run of ``cfg`` trains in here: on the CPU, on the RUN_THREADS
+    every claim's and scorecard's run takes, whatever this process's thread count."""
+    env = run_environment(cfg)
+    return {**env, "threads": str(RUN_THREADS)} if env["device"].startswith("cpu") else env
+
+
+def pace(tier: str, environment: str, folder: Path | None = None) -> tuple[float, int]:
+    """How long a run takes here over what the ``tier`` table records: the median, over the runs
+    the run cache holds made by this code in the numeric environment of digest ``environment``
+    that the table times at a second or more, of the record's wall time over the recorded
+    seconds; and how many runs that was. (1.0, n) with fewer than MIN_PACED: too few to say.
+    Read once a process for each cache folder (``paced``)."""
+    return paced(tier, environment, folder, cache_root())
+
+
+@functools.cache
+def paced(tier: str, environment: str, folder: Path | None, root: Path | None
+          ) -> tuple[float, int]:
+    times = read(tier, folder).get("runs", {})
+    ratios = []
+    tail = f"-c{code_digest()}-e{environment}-v{__version__}.json"
+    for path in (root / "runs").glob(f"*{tail}") if root is not None else ():
+        if (recorded := times.get(path.name.split("-", 1)[0], 0)) >= 1.0:
+            try:
+                wall = json.loads(path.read_text())["record"]["wall_time"]
+            except (OSError, ValueError, KeyError, TypeError):  # a damaged entry: not counted
+                continue
+            ratios.append(wall / recorded)
+    return (statistics.median(ratios) if len(ratios) >= MIN_PACED else 1.0), len(ratios)
 
 
 def recorded_runs(claim: str, tier: str, folder: Path | None = None) -> dict[str, float] | None:
