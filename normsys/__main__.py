@@ -242,6 +242,10 @@ def score(args: argparse.Namespace) -> str:
     if not args.dry_run and (why := write_check(args.out)):  # the norms fit: before training
         raise UsageError(f"--out {args.out}: cannot be created or written ({why}); give a folder "
                          f"that can")
+    stem = scorecard.builtin_name(args.tier) if args.builtin else "scorecard"
+    for path in (args.out / f"{stem}.{kind}" for kind in ("json", "md", "png")):
+        if path.is_symlink() or path.exists():  # what writing would replace, said before training
+            check_writable_file(path, "--out")
     cuda = torch.cuda.is_available() and TIERS[args.tier].gpu
     # the runs as they will train: on --threads each in worker processes on the CPU
     threads = None if cuda else args.threads
@@ -274,9 +278,7 @@ def score(args: argparse.Namespace) -> str:
                                f"command again finishes it)")
         written[:] = ready
         try:
-            paths = scorecard.write(args.out, table, prov, ready, set(names) or None,
-                                    scorecard.builtin_name(args.tier) if args.builtin else
-                                    "scorecard")
+            paths = scorecard.write(args.out, table, prov, ready, set(names) or None, stem)
         except OSError as err:
             unwritten[:] = [f"--out {args.out}: writing the scorecard failed ({err.strerror or err})"
                             f"; every run is cached in {cache_root()}: the same command again "

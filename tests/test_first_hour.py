@@ -429,3 +429,20 @@ def test_the_installed_command_runs_beside_a_json_py_that_python_m_would_import(
     shadowed = subprocess.run([sys.executable, "-m", "normsys", "list"], capture_output=True,
                               text=True, cwd=tmp_path)
     assert "this is not json" in shadowed.stderr  # what README's line warns of
+
+
+@pytest.mark.parametrize("kind", ["link", "folder"])
+def test_a_scorecard_file_that_writing_would_replace_is_refused_before_training(
+        kind, user_norms, tmp_path, capsys):
+    """--out holding a scorecard.json that is a link (writing would go through it, into whatever
+    it names) or a folder: one line naming it, before anything trains."""
+    out = tmp_path / "out"
+    out.mkdir()
+    if kind == "link":
+        (out / "scorecard.json").symlink_to(tmp_path / "elsewhere.json")
+    else:
+        (out / "scorecard.json").mkdir()
+    assert main(["scorecard", f"{user_norms}:Fine", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("error:") == 1 and f"--out {out / 'scorecard.json'}: is " in err, err
+    assert not (tmp_path / "elsewhere.json").exists()
