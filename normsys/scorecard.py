@@ -348,7 +348,8 @@ def _outside() -> tuple:
     import numpy as np
     import torch
 
-    return (random.getstate(), np.random.get_state()[1].tobytes(), torch.get_num_threads(),
+    kind, keys, position, *gauss = np.random.get_state()  # a draw may move the position alone
+    return (random.getstate(), (kind, keys.tobytes(), position, *gauss), torch.get_num_threads(),
             os.getcwd())
 
 
