@@ -308,9 +308,8 @@ def list_claims(config: pytest.Config, items: list[pytest.Item]) -> None:
         names = control_names(items)
         work = control_work(names, {c.fingerprint() for c in cpu})
         write(f"the {len(names)} negative controls selected: {work.line()}")
-        theirs = control_names(list({i: None for cid, _ in catalog
-                                     for i in session.controls.get(cid, [])}))
-        if dropped := sorted(set(theirs) - set(names)):
+        theirs = control_names([i for cid, _ in catalog for i in session.controls.get(cid, [])])
+        if dropped := set(theirs) - set(names):
             write(f"{len(dropped)} negative controls of these claims are deselected (by -k or "
                   f"-m): their runs are not in this price; a -k of the claims' ids selects them "
                   f"with their claims")
