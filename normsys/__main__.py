@@ -230,6 +230,7 @@ def score(args: argparse.Namespace) -> str:
         return check_builtin(args)
     args.out = args.out or Path("scorecard")
     check_score_args(args)
+    check_folder()  # before the layer check reads the models' data, whose tokenizers it keeps
     specs = list(zip(args.norms, args.name or [""] * len(args.norms), strict=True))
     for spec, name in specs:  # first, in a process of its own: what this one cannot survive
         if problem := scorecard.isolated_problem(spec, name):
@@ -257,7 +258,6 @@ def score(args: argparse.Namespace) -> str:
     else:
         read = "the built-in kinds' runs trained here (--builtin reads no committed results)"
     workers = args.workers or (1 if cuda else max(1, min(os.cpu_count() or 1, len(plan.configs))))
-    check_folder()  # before the dry run's pricing reads the data, whose tokenizers it keeps
     costs, seconds, unknown = scorecard.estimate(plan, Runs(), threads)
     said = (f"{scorecard.cost_line(costs, seconds, unknown, 1 if args.ray else workers)}; "
             f"{read}")
@@ -663,14 +663,21 @@ def command(argv: list[str] | None = None) -> int:
         check_folder()  # --no-cache and --dry-run too: the data's tokenizers are kept there
         runs = Runs(Progress(os.dup(2)))
         takes_the_data(cfg, runs.task_of(cfg), args.set)  # before anything trains (or not)
+        recorded = runtimes.run_seconds(cfg)
         if args.dry_run:
             print(json.dumps({"fingerprint": cfg.fingerprint(), **cfg.to_dict()}, indent=2))
-            recorded = runtimes.run_seconds(cfg)
             print(f"training: ~{recorded[0]:.0f} s as recorded on {recorded[1]}" if recorded else
                   "training: time not recorded for this config", file=sys.stderr)
             return 0
         share_the_machine()  # a run it caches trains as the claims' runs do (one thread on a CPU)
-        record = train(cfg) if args.no_cache else runs.run(cfg)
+        if recorded:  # said as it starts: a log shows no step bar, only the lines
+            runs.progress.expect({cfg.fingerprint(): recorded[0]}, places=1)
+        if args.no_cache:
+            runs.progress.started([cfg])
+            record = train(cfg)
+            runs.progress.finished(record, cached=False)
+        else:
+            record = runs.run(cfg)
     except (UsageError, KeyError, ValueError, DataError) as err:  # CacheFolderError is a ValueError
         text = err.args[0] if isinstance(err, KeyError) and err.args else str(err)
         print(f"error: {text}", file=sys.stderr)

@@ -278,8 +278,10 @@ def isolated_problem(spec: str, name: str = "", timeout: float = LAYER_TIMEOUT) 
     forward pass that does not end within ``timeout`` (said, never waited on), a process the
     norm ends itself (os._exit, sys.exit) or interrupts (a KeyboardInterrupt of its own is the
     norm's, not the user's Ctrl-C), and outputs that differ between two fresh processes for one
-    seed: the run cache keys a norm's runs by its source, which then cannot stand for them. A
-    spec that does not load is said as loading says it."""
+    seed: the run cache keys a norm's runs by its source, which then cannot stand for them; and
+    what its import, build and first pass leave changed outside it (``_moved``), which no later
+    check in this process could see, registering having run them already. A spec that does not
+    load is said as loading says it."""
     context, digests = get_context("spawn"), []
     queues = [context.Queue() for _ in range(2)]  # two fresh processes at once
     probes = [(said, context.Process(target=_fresh_output, args=(spec, name, said), daemon=True))
@@ -299,7 +301,8 @@ def isolated_problem(spec: str, name: str = "", timeout: float = LAYER_TIMEOUT) 
                        f"{child.exitcode}): the norm ends or crashes the process that runs it " \
                        f"(os._exit, sys.exit, a signal)"
             if kind != "ok":
-                return text if kind == "load" else f"{spec}: fails in a process of its own: {text}"
+                return {"load": text, "moved": f"{spec}: {text}"}.get(
+                    kind, f"{spec}: fails in a process of its own: {text}")
             digests.append(text)
     finally:
         for _, child in probes:
@@ -314,12 +317,14 @@ def isolated_problem(spec: str, name: str = "", timeout: float = LAYER_TIMEOUT) 
 
 def _fresh_output(spec: str, name: str, said) -> None:
     """In a fresh process: ``spec`` loaded as ``name`` (what loading refuses, as it says it),
-    one forward pass on a seeded input, and the digest of its output (or the error, whatever the
-    norm raised) put on ``said``."""
+    one forward pass on a seeded input, and the digest of its output put on ``said``; or the
+    error, whatever the norm raised; or what it changed outside itself from before its file was
+    imported (``_moved``)."""
     import hashlib
 
     import torch
 
+    before = _outside()  # before the norm's file is imported: its import and __init__ count too
     try:
         kind = load(spec, name)
     except ValueError as err:
@@ -333,7 +338,9 @@ def _fresh_output(spec: str, name: str, said) -> None:
         module = NORMS[kind].build(64)
         with torch.no_grad():
             y = module(torch.randn(4, 8, 64))
-        said.put(("ok", hashlib.sha256(y.detach().float().numpy().tobytes()).hexdigest()))
+        moved = _moved(before, _outside())
+        said.put(("moved", moved) if moved else
+                 ("ok", hashlib.sha256(y.detach().float().numpy().tobytes()).hexdigest()))
     except BaseException as err:  # noqa: BLE001 - the norm's own exits and interrupts too
         said.put(("error", f"{type(err).__name__}: {err}"))
 
@@ -384,15 +391,18 @@ def _later_problem(module, h, autocast, outside: tuple) -> str:
     if not isinstance(y, torch.Tensor) or y.shape != h.shape or not torch.isfinite(y).all():
         return "in eval mode gives another shape or non-finite outputs; a run's evaluation " \
                "calls it so"
-    now = _outside()
+    return _moved(outside, _outside())
+
+
+def _moved(before: tuple, now: tuple) -> str:
+    """What a norm changed between two readings of ``_outside``, or ''."""
     said = ("draws from Python's global random generator, which a run's seed does not set (its "
             "output would differ between processes)",
             "draws from numpy's global random generator, which a run's seed does not set (its "
             "output would differ between processes)",
-            f"changes torch's thread count ({outside[2]} -> {now[2]}), which the run's plan sets",
-            f"changes the working folder ({outside[3]} -> {now[3]})")
-    return next((why for before, after, why in zip(outside, now, said, strict=True)
-                 if before != after), "")
+            f"changes torch's thread count ({before[2]} -> {now[2]}), which the run's plan sets",
+            f"changes the working folder ({before[3]} -> {now[3]})")
+    return next((why for was, is_, why in zip(before, now, said, strict=True) if was != is_), "")
 
 
 BATCH_SIZES = (1, 7, 64)  # the batches a row is put through, the others' rows drawn anew each

@@ -146,7 +146,8 @@ def test_the_tally_counts_each_run_at_its_share_and_the_lines_say_when_and_where
     assert said._update(None) == {"plan": {cfgs[0].fingerprint(): 30.0}, "places": 1,
                                   "trained": 2, "took": 50.0, "estimated": 55.0, "done": 30.0,
                                   "read": 2}
-    assert lines[0] == f"normsys: training {progress.label(cfgs[0])} with 2 seeds stacked ..."
+    assert lines[0] == f"normsys: training {progress.label(cfgs[0])} with 2 seeds stacked ... " \
+                       f"(~30 s as priced)"  # the group's price: the shares of its runs planned
     assert lines[1].endswith("; node n7)") and lines[2].endswith("; node n7)")
     assert ": trained in 50 s on 2026-11-26 12:03 (" in lines[3] and "node" not in lines[3]
     assert lines[3].startswith("normsys: [cached] ")

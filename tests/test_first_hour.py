@@ -282,6 +282,21 @@ def test_a_relative_run_cache_is_refused_with_one_line(tmp_path, monkeypatch, ca
     assert "NORMSYS_CACHE=cache: a relative path" in said and not (tmp_path / "cache").exists()
 
 
+@pytest.mark.parametrize("argv", [["train", "--model", "encoder", "--dry-run"],
+                                  ["scorecard", "{norms}:Fine", "--dry-run"]])
+def test_a_run_cache_that_is_a_file_is_one_line_before_the_data_is_read(argv, user_norms,
+                                                                        tmp_path, monkeypatch,
+                                                                        capsys):
+    """The data's tokenizers are kept in the run cache: a dry run reads the data (the
+    scorecard's layer check does too), so a cache that is a file is said before either."""
+    monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path / "afile"))
+    (tmp_path / "afile").write_text("x")
+    assert main([a.format(norms=user_norms) for a in argv]) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: NORMSYS_CACHE={tmp_path / 'afile'}: is a file, not a folder; name a " \
+                  f"folder (it is created if missing), or NORMSYS_CACHE=off\n"
+
+
 def test_a_damaged_run_times_table_costs_the_prices_in_one_line_never_the_command(tmp_path,
                                                                                   capsys):
     from normsys.orchestration import runtimes
@@ -446,3 +461,16 @@ def test_a_scorecard_file_that_writing_would_replace_is_refused_before_training(
     err = capsys.readouterr().err
     assert err.count("error:") == 1 and f"--out {out / 'scorecard.json'}: is " in err, err
     assert not (tmp_path / "elsewhere.json").exists()
+
+
+@pytest.mark.parametrize("cache", [[], ["--no-cache"]])
+def test_a_run_says_as_it_starts_how_long_it_is_priced_at(cache, tmp_path, monkeypatch, capfd):
+    """A log shows no step bar: the line a run starts with says its price, cached or not."""
+    from normsys.orchestration import runtimes
+
+    monkeypatch.setenv("NORMSYS_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(runtimes, "run_seconds", lambda cfg: (42.4, "a box"))
+    assert main(["train", "--model", "tanh_mlp", "--set", "train.steps=2", *cache]) == 0
+    started = capfd.readouterr().err.splitlines()[0]
+    assert started.startswith("normsys: training tanh_mlp/") and \
+        started.endswith(" ... (~42 s as priced)"), started

@@ -115,6 +115,11 @@ def test_update_writes_the_ledger_and_the_next_run_holds_to_it(run_claims):
     updated = run(run_claims, "--claims-update")
     updated.assert_outcomes(passed=3, xfailed=1, failed=1, skipped=1)
     assert updated.stdout.str().count("ledger: wrote ") == 5  # c-tiers at both tiers
+    texts = {p: p.read_text() for p in records(run_claims).iterdir()}
+    same = run(run_claims, "--claims-update")  # the same numbers: no record changes
+    assert same.stdout.str().count("ledger: unchanged ") == 5 and "ledger: wrote" not in \
+        same.stdout.str()
+    assert {p: p.read_text() for p in records(run_claims).iterdir()} == texts
     assert sorted(p.name for p in records(run_claims).iterdir()) == [
         "c-inconclusive.json", "c-refuted.json", "c-supported.json", "c-tiers.json"]
     text = (records(run_claims) / "c-refuted.json").read_text()

@@ -1937,6 +1937,21 @@ class Unseeded(Base):  # another factor in every process: its cache key cannot s
 
     def forward(self, x):
         return x * self.w * (1 + self.k)
+
+
+class Threads(Base):  # registering builds it: only a process that read the count before sees it
+    def __init__(self, d):
+        super().__init__(d)
+        torch.set_num_threads(torch.get_num_threads() + 3)
+
+    def forward(self, x):
+        return x * self.w
+
+
+class Moves(Base):
+    def forward(self, x):
+        os.chdir("/")
+        return x * self.w
 '''
 
 
@@ -1947,6 +1962,8 @@ class Unseeded(Base):  # another factor in every process: its cache key cannot s
     ("Hangs", "gives no output within 3 s in a process of its own"),
     ("Interrupts", "fails in a process of its own: KeyboardInterrupt"),
     ("Unseeded", "gives other outputs in two fresh processes for one seed"),
+    ("Threads", "changes torch's thread count ("),
+    ("Moves", "changes the working folder ("),
 ])
 def test_a_norm_is_first_run_in_processes_of_its_own(tmp_path, attr, problem):
     """What the scorecard's process could not survive (an exit, a loop) or see (another output

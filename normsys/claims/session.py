@@ -189,7 +189,7 @@ class Ledgers:
     def write(self, results: Sequence) -> list[str]:
         """Put this session's measurements (claim results: ``id``, ``entry``) into their
         claims' records, and delete the records of claims no longer defined (``stale``); what was
-        written and deleted."""
+        written (a record the same measurements leave as it was: unchanged) and deleted."""
         written = []
         for cid in self.stale:
             ledger.path_of(self.folder, cid).unlink(missing_ok=True)
@@ -203,9 +203,11 @@ class Ledgers:
             fresh = ledger.Entry.of_entry(r.entry)
             record = ledger.recorded(ledger.read(path), fresh, self.amend)
             self.folder.mkdir(parents=True, exist_ok=True)
+            before = path.read_bytes() if path.is_file() else None
             ledger.write(path, record)
             self.read[r.id] = record
-            written.append(f"{path} ({fresh.key})")
+            written.append(f"{'wrote' if path.read_bytes() != before else 'unchanged'} {path} "
+                           f"({fresh.key})")
         return written
 
     def stale_lines(self) -> list[str]:
@@ -589,7 +591,7 @@ class ClaimsSession:
         self.written = ["report: " + ", ".join(str(p) for p in paths)
                         + (f" ({kept} rows of earlier sessions kept)" if kept else "")]
         if self.ledgers.update:
-            self.written += [f"ledger: wrote {line}" for line in self.ledgers.write(results)]
+            self.written += [f"ledger: {line}" for line in self.ledgers.write(results)]
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus) -> None:
         if hasattr(self.config, "workerinput"):

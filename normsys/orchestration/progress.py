@@ -77,7 +77,10 @@ class Progress:
             self.shares[c.fingerprint()] = 1 / len(cfgs)
         what = label(cfgs[0]) if len(cfgs) == 1 else \
             f"{label(cfgs[0])} with {len(cfgs)} seeds stacked"
-        self._write(f"training {what} ...")
+        plan = self._update(None).get("plan", {})
+        seconds = sum(plan.get(c.fingerprint()) or 0.0 for c in cfgs)
+        self._write(f"training {what} ..." + (f" (~{seconds:.0f} s as priced)" if seconds >= 1
+                                               else ""))
 
     def finished(self, record, cached: bool) -> None:
         """A run ended: trained now, or read from the cache (when and where it was trained)."""
