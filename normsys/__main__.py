@@ -39,7 +39,7 @@ from normsys.claims.report import write_check
 from normsys.orchestration import runtimes, usernorm
 from normsys.orchestration.cache import check_folder
 from normsys.orchestration.progress import Progress, label
-from normsys.orchestration.runs import Runs, meta_inputs
+from normsys.orchestration.runs import Runs, meta_pass, takes_tokens
 from normsys.orchestration.workers import RUN_THREADS, share_the_machine
 from normsys.training.config import EXPERIMENTS, PRESETS, RunConfig, preset
 from normsys.training.data import DataError, ag_news_pool
@@ -605,23 +605,39 @@ def takes_the_data(cfg: RunConfig, task, settings: list[str]) -> None:
                          f"take {batch / 2**30:,.0f} GiB ({x[0].numel():,} values an example, 4 "
                          f"bytes each), more than half of {where}'s {memory / 2**30:,.0f} GiB; "
                          f"give a smaller train.batch_size")
+    # the pass at a short length where the model reads a sequence (a recurrent model steps
+    # through every position, even on the meta device), its sizes scaled to the run's length
+    length = x.shape[1] if takes_tokens(cfg.model) else 1
+    short = min(length, PROBE_LENGTH)
+    probe = cfg.override(**{"model.seq_len": short}) if length > short else cfg
     try:
-        lengths = [(m.heads, shape[1]) for m, shape in meta_inputs(cfg, x, Attention)]
+        inputs, kept = meta_pass(probe, x[:, :short] if length > short else x, Attention)
     except (RuntimeError, ValueError, IndexError, TypeError) as err:
         raise UsageError(f"the {cfg.model.family} model{said} cannot take the {cfg.data.name} data "
                          f"(an example is {'x'.join(map(str, x.shape[1:]))}): "
                          f"{str(err).splitlines()[0]}; `python -m normsys list` gives each "
                          f"preset's fields and defaults") from None
-    scores = sum(cfg.train.batch_size * heads * t * t * 4 for heads, t in lengths)
+    stretch, batch = length / short, cfg.train.batch_size
+    lengths = [(m.heads, round(shape[1] * stretch)) for m, shape in inputs]
+    scores = sum(batch * heads * t * t * 4 for heads, t in lengths)
     if scores > memory / 2:
         heads, t = lengths[0]
         raise UsageError(f"the {cfg.model.family} model{said}: its attention scores alone would "
-                         f"take {scores / 2**30:,.0f} GiB to train (batch {cfg.train.batch_size} "
+                         f"take {scores / 2**30:,.0f} GiB to train (batch {batch} "
                          f"x {heads} heads x {t:,}^2 positions x 4 bytes x {len(lengths)} "
                          f"attentions), more than half of {where}'s {memory / 2**30:,.0f} GiB; "
                          f"give a shorter model.seq_len or a smaller train.batch_size")
+    if (need := kept / 2 * stretch * batch) > memory / 2:
+        scaled = f", measured at {short} positions and scaled to {length:,}" if stretch > 1 else ""
+        raise UsageError(f"the {cfg.model.family} model{said}: what its training keeps for the "
+                         f"backward pass would take {need / 2**30:,.0f} GiB (batch {batch} x "
+                         f"{kept / 2 * stretch / 2**20:,.1f} MiB an example{scaled}), more than "
+                         f"half of {where}'s {memory / 2**30:,.0f} GiB; give a smaller "
+                         f"train.batch_size" + (" or a shorter model.seq_len" if length > 1
+                                                else ""))
 
 
+PROBE_LENGTH = 64  # positions a sequence model's sizes are measured at before a run
 TRAINING_BYTES = 16  # per parameter in training: its weight, gradient and Adam's two moments
 # per token at the peak of tokenizing a text padded to its length (the tokenizer's lists and
 # encodings, then the ids): 129-132 bytes measured on the CPU tier's 7,600 AG News rows at

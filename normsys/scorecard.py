@@ -37,7 +37,7 @@ from normsys.claims.report import Row
 from normsys.claims.verdict import INCONCLUSIVE, LEVEL, REFUTED, SUPPORTED, Rule
 from normsys.orchestration.cache import code_digest, lookup
 from normsys.orchestration.progress import Progress, described, label
-from normsys.orchestration.runs import Runs, meta_inputs
+from normsys.orchestration.runs import Runs, meta_pass
 from normsys.orchestration.runtimes import run_seconds
 from normsys.orchestration.usernorm import absolute, load
 from normsys.orchestration.workers import RUN_THREADS
@@ -201,7 +201,7 @@ def norm_inputs(cfg: RunConfig, runs: Runs) -> list[tuple[int, ...]]:
     probe = layernorm_twin(cfg)
     x, _ = runs.task_of(probe).probe_batch(probe)
     layernorm = type(NORMS["layernorm"].build(4))
-    return list(dict.fromkeys((4, *shape[1:]) for _, shape in meta_inputs(probe, x, layernorm)))
+    return list(dict.fromkeys((4, *shape[1:]) for _, shape in meta_pass(probe, x, layernorm)[0]))
 
 
 def check_layers(p: Plan, names: list[str], runs: Runs | None = None) -> None:

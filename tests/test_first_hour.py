@@ -134,6 +134,11 @@ MISTAKES = [
     (["train", "--model", "encoder", "--set", "model.seq_len=100000", "--dry-run"],  # not padded
      "model.seq_len=100000: the ag_news text padded to it is 760,000,000 tokens (7,600 rows), "
      "which would take 92 GiB to tokenize (130 bytes a token), more than half of"),
+    (["train", "--model", "lstm", "--set", "model.seq_len=100000", "--set",
+      "train.batch_size=4096", "--dry-run"],  # a recurrent model: measured at a short length
+     "the lstm model with --set model.seq_len=100000 --set train.batch_size=4096: what its "
+     "training keeps for the backward pass would take 3,333 GiB (batch 4096 x 833.1 MiB an "
+     "example, measured at 64 positions and scaled to 100,000), more than half of"),
     (["train", "--model", "encoder", "--set", "model.d=30", "--dry-run"],
      "model.d=30 must be divisible by model.heads=4"),
     (["train", "--model", "char_gpt", "--set", "train.batch_size=10000000000", "--dry-run"],

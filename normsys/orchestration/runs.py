@@ -480,18 +480,30 @@ def planned(claim: str, tier: str) -> list[RunConfig]:
         return []
 
 
-def meta_inputs(cfg: RunConfig, x: torch.Tensor, kind: type[nn.Module]
-                ) -> list[tuple[nn.Module, torch.Size]]:
+def meta_pass(cfg: RunConfig, x: torch.Tensor, kind: type[nn.Module]
+              ) -> tuple[list[tuple[nn.Module, torch.Size]], int]:
     """Each module of type ``kind`` in ``cfg``'s model with the shape of the input it takes when
-    two examples of ``x`` pass through the model on the meta device (shapes only, no memory, no
-    random draws). A setting the model and the data cannot take together raises as the forward
-    pass does."""
+    two examples of ``x`` pass through the model in training mode on the meta device (shapes
+    only, no memory, no random draws), and the bytes autograd keeps for their backward pass (what
+    training holds besides the weights: the storages of the tensors saved for backward). A
+    setting the model and the data cannot take together raises as the forward pass does."""
     with torch.device("meta"):
-        model = build_model(cfg.model).eval()
+        model = build_model(cfg.model).train()
     seen = []
     for module in model.modules():
         if isinstance(module, kind):
             module.register_forward_pre_hook(lambda m, args: seen.append((m, args[0].shape)))
-    with torch.no_grad():
+    # by storage: a view saved by many ops (a weight transposed at every step) is held once, and
+    # the weights are not what a longer sequence or a larger batch adds
+    weights = {p.untyped_storage()._cdata for p in model.parameters()}
+    kept: dict[int, int] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        storage = t.untyped_storage()
+        if storage._cdata not in weights:
+            kept[storage._cdata] = storage.nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         model(x[:2].to("meta"))
-    return seen
+    return seen, sum(kept.values())
