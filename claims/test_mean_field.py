@@ -1,7 +1,8 @@
 """Mean field theory of BatchNorm (Yang et al. 2019): the claims' evidence (each hidden layer's
 gradient norm at initialization, BatchNorm's and LayerNorm's, drawn beside the comparison of the
 two) and negative controls. The claims, the deep MLP and its reading are declared in
-normsys.declarations.mean_field; BatchNorm's explosion alone is decided in test_declared.py.
+normsys.declarations.mean_field; BatchNorm's explosion alone and its rate against theory are
+decided in test_declared.py.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ import pytest
 from normsys.claims.params import tiers_of
 from normsys.claims.testing import unread_seeds
 from normsys.claims.verdict import REFUTED
-from normsys.declarations.mean_field import EXPLODES, EXPLOSION_VS_LN, hidden_grad_profile
+from normsys.declarations.mean_field import (EXPLODES, EXPLOSION_VS_LN, GROWTH_RATE,
+                                             hidden_grad_profile)
 from normsys.declarations.shared import figures
 
 
@@ -51,4 +53,16 @@ def test_control_explosion_comparison_is_refuted_where_both_mlps_take_layernorm(
     declared = EXPLOSION_VS_LN.declaration
     same = declared.experiment.overridden(declared.alike)
     values = same.values(runs, unread_seeds(declared))
+    assert declared.verdict(values).verdict == REFUTED
+
+
+@pytest.mark.control(GROWTH_RATE.id)
+def test_control_growth_band_is_refuted_on_a_near_linear_activation(runs):
+    """The claim's own MLP, reading and band with tanh in ReLU's place, on seeds the claim does not
+    read: tanh is linear near 0, and mean-field theory's growth shrinks toward 1 as the activation
+    nears a line, so the fitted growth must leave ReLU's band and the rule come out refuted. A
+    band wide enough to take any growth, or a reading blind to the activation, would show here."""
+    declared = GROWTH_RATE
+    near_linear = declared.experiment.overridden({"model.act": "tanh"})
+    values = near_linear.values(runs, unread_seeds(declared))
     assert declared.verdict(values).verdict == REFUTED

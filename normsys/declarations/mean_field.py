@@ -1,7 +1,8 @@
 """Yang, Pennington, Rao, Sohl-Dickstein and Schoenholz, ICLR 2019, "A Mean Field Theory of Batch
 Normalization": at initialization, a deep fully connected network with BatchNorm and no skip
-connections has gradients that grow exponentially toward the input (per layer about
-pi / (pi - 1) for ReLU), whatever the weights' scale; LayerNorm in its place does not.
+connections has gradients that grow exponentially toward the input (the squared gradient norm by
+pi / (pi - 1) a layer for ReLU, so the norm by sqrt(pi / (pi - 1)) = 1.211), whatever the
+weights' scale; LayerNorm in its place does not.
 
 MLP of 32 hidden layers of width 256 (Linear -> norm -> ReLU, PyTorch's default init, no skips),
 gradients at initialization on the first batch of 64 MNIST training rows (cross-entropy to the
@@ -14,7 +15,9 @@ from __future__ import annotations
 
 import math
 
-from normsys.claims.declaration import Arm, Statistic
+import numpy as np
+
+from normsys.claims.declaration import Arm, Declaration, Experiment, Statistic
 from normsys.claims.verdict import Rule
 from normsys.declarations.shared.experiments import weight_grad_profile
 from normsys.training import diagnostics as dg
@@ -58,3 +61,33 @@ EXPLOSION_VS_LN = Statistic(
     statement="The explosion is BatchNorm's: the same MLP with LayerNorm in its place, paired by "
               "seed: {rule}.", alike={"model.norm": "layernorm"},
               role="test", own_test=True)
+
+
+# Mean-field theory's per-layer growth of the gradient norm, ReLU with BatchNorm (infinite
+# width), and the band the fitted growth must lie in: within 5% of it either side, fixed before
+# any growth was fitted.
+THEORY_GROWTH = math.sqrt(math.pi / (math.pi - 1))
+GROWTH_BAND = (round(0.95 * THEORY_GROWTH, 3), round(1.05 * THEORY_GROWTH, 3))
+
+
+def growth_rate(records: list[RunRecord], variant: str = "") -> float:
+    """The per-layer growth of ||dL/dW_l|| toward the input, fitted over the hidden layers but
+    the first and the last (whose neighbours, the input and the head, are not hidden layers):
+    exp(-slope) of the least-squares line through log ||dL/dW_l|| against l. NaN where a
+    gradient underflowed to 0."""
+    profile = hidden_grad_profile(records[0])[1:-1]
+    if not all(g > 0 for g in profile):
+        return math.nan
+    slope = np.polyfit(np.arange(len(profile)), np.log(profile), 1)[0]
+    return math.exp(-slope)
+
+
+GROWTH_RATE = Declaration(
+    "yang-gradient-growth-matches-theory", Rule("growth", "within", GROWTH_BAND), source=SOURCE,
+    statement="At initialization, the gradients of a {model.layers}-layer ReLU MLP with BatchNorm "
+              "and no skips grow toward the input at mean-field theory's rate, sqrt(pi / (pi - 1)) "
+              "= 1.211 a layer (fitted over the hidden layers but the first and the last): "
+              "{rule}, within 5% of it.",
+    experiment=Experiment({"batchnorm": DEEP_MLP.changed({"model.norm": "batchnorm"})},
+                          growth_rate),
+    role="test")
