@@ -17,6 +17,8 @@ from normsys.claims.verdict import REFUTED, SUPPORTED
 from normsys.declarations.literature import (
     DEPTHS,
     DYT_MATCHES,
+    LN_KEEPS_RANK,
+    MASK_SLOWS_COLLAPSE,
     POSTLN_GROWS,
     PRELN_FLATNESS,
     PURE_COLLAPSES,
@@ -61,16 +63,21 @@ def test_preln_gradients_flat(claim, runs, tier):
 
 
 def attention_stack_residuals(seed: int, depth: int = 6, skips: bool = False, d: int = 64,
-                              tokens: int = 32, batch: int = 8, heads: int = 1) -> list[float]:
+                              tokens: int = 32, batch: int = 8, heads: int = 1,
+                              layernorm: bool = False, causal: bool = False) -> list[float]:
     """Randomly initialized self-attention layers without MLPs: the relative rank-collapse
-    residual ||X - 1 x^T|| / ||X|| at depths 0 ... depth (skips: X + SA(X))."""
+    residual ||X - 1 x^T|| / ||X|| at depths 0 ... depth (skips: X + SA(X); layernorm: a
+    LayerNorm without gain or bias after each layer; causal: each position attends to those up
+    to it)."""
     torch.manual_seed(seed)
-    layers = [Attention(d, heads) for _ in range(depth)]
+    layers = [Attention(d, heads, causal=causal) for _ in range(depth)]
     x = torch.randn(batch, tokens, d, generator=torch.Generator().manual_seed(seed + 1))
     residuals = [dg.rank_collapse_residual(x)]
     with torch.no_grad():
         for layer in layers:
             x = x + layer(x) if skips else layer(x)
+            if layernorm:
+                x = torch.nn.functional.layer_norm(x, (d,))
             residuals.append(dg.rank_collapse_residual(x))
     return residuals
 
@@ -87,6 +94,42 @@ def dong_residuals(seeds: list[int], skips: bool) -> list[list[float]]:
 def dong_ratios(skips: bool):
     """The claim's per-seed values: each seed's residual at depth 6 over depth 0."""
     return lambda seeds: [depth_ratio(r) for r in dong_residuals(seeds, skips)]
+
+
+# a residual ratio below what float32 resolves (its round-off relative to the input) is read as
+# that: the pure stack's tokens become bit-identical (0), a normalized one's round-off (1e-7) is
+# no rank kept
+RESOLUTION = torch.finfo(torch.float32).eps
+
+
+def resolved_log10_ratio(residuals: list[float], depth: int) -> float:
+    return math.log10(max(depth_ratio(residuals, depth), RESOLUTION))
+
+
+def wu_differences(arm: dict, base: dict | None = None, depth: int = 6, other_seeds: int = 0):
+    """The claims' per-seed values (a callable of seeds): log10 res ratio of the stack with
+    ``arm`` minus that of the stack with ``base`` (none: the pure stack) at ``depth``, the base
+    stack on the seeds ``other_seeds`` past each (0: the same seed, paired)."""
+    return lambda seeds: [
+        resolved_log10_ratio(attention_stack_residuals(s, depth, **arm), depth)
+        - resolved_log10_ratio(attention_stack_residuals(s + other_seeds, depth, **(base or {})),
+                               depth) for s in seeds]
+
+
+@pytest.mark.parametrize("tier", tiers_of(LN_KEEPS_RANK))
+@LN_KEEPS_RANK.mark
+def test_layernorm_keeps_attention_rank(claim, tier):
+    claim.check_values(wu_differences({"layernorm": True}))
+    claim.record(residuals={name: [attention_stack_residuals(s, **arm) for s in claim.seeds]
+                            for name, arm in (("LN", {"layernorm": True}), ("none", {}))})
+
+
+@pytest.mark.parametrize("tier", tiers_of(MASK_SLOWS_COLLAPSE))
+@MASK_SLOWS_COLLAPSE.mark
+def test_causal_mask_slows_attention_rank_collapse(claim, tier):
+    claim.check_values(wu_differences({"causal": True}))
+    claim.record(residuals={name: [attention_stack_residuals(s, **arm) for s in claim.seeds]
+                            for name, arm in (("causal", {"causal": True}), ("full", {}))})
 
 
 @pytest.mark.parametrize("tier", tiers_of(PURE_COLLAPSES))
@@ -212,3 +255,28 @@ def test_control_equivalence_rules_are_refuted_where_layernorm_is_left_untrained
     can."""
     values = left_untrained(declared, "LN").values(runs, CONTROL_SEEDS)
     assert declared.verdict(values).verdict == REFUTED
+
+
+@pytest.mark.parametrize("declared, arm", [
+    pytest.param(LN_KEEPS_RANK, {"layernorm": True}, marks=pytest.mark.control(LN_KEEPS_RANK.id),
+                 id=LN_KEEPS_RANK.id),
+    pytest.param(MASK_SLOWS_COLLAPSE, {"causal": True},
+                 marks=pytest.mark.control(MASK_SLOWS_COLLAPSE.id), id=MASK_SLOWS_COLLAPSE.id)])
+def test_control_wu_rules_are_refuted_between_alike_stacks(declared, arm):
+    """Each claim's own stacks, reading and rule with its arm on both sides, the second on seeds
+    three past the first (seeds the claims do not read): nothing is left between the stacks but
+    their seeds, so the rule must come out refuted. A difference read from one stack twice, or a
+    reading blind to the stack, would show here as a claim cannot."""
+    values = wu_differences(arm, arm, other_seeds=3)(unread_seeds(declared))
+    assert declared.verdict(values).verdict == REFUTED, values
+
+
+@pytest.mark.positive(LN_KEEPS_RANK.id)
+@pytest.mark.control(LN_KEEPS_RANK.id)
+def test_control_layernorm_rule_holds_at_depth_2_before_both_stacks_reach_round_off():
+    """The claim's own stacks, reading and rule at depth 2, on seeds it does not read: there the
+    pure stack's residual ratio is about 3e-4 and the LayerNorm stack's about 3e-2, so the rule
+    must come out supported: the reading can. At depth 6 both stacks are at float32's round-off,
+    which no rule on their ratio can tell apart (at depth 3 the pure stack is already below it)."""
+    values = wu_differences({"layernorm": True}, depth=2)(unread_seeds(LN_KEEPS_RANK))
+    assert LN_KEEPS_RANK.verdict(values).verdict == SUPPORTED, values

@@ -5,6 +5,9 @@
   AG News sequences; ratio = ||grad of the last block's FFN weights|| / ||the first block's||.
 - Dong et al. 2021: pure self-attention (no skips, no MLPs) loses rank doubly exponentially with
   depth; skip connections prevent it. d=64, 32 tokens, single-head, random init, 8 inputs.
+- Wu, Ajorlou, Wang, Jegelka and Jadbabaie 2024: in pure attention, rank collapse is exponential;
+  a causal mask slows it, and LayerNorm admits equilibria of any rank. Dong's stacks, with
+  LayerNorm after each attention layer, or causal, against the stacks without.
 - Zhang & Sennrich 2019 (RMSNorm) and Zhu et al. 2025 (DyT) match LayerNorm: pre-norm char GPT,
   500 steps on Tiny Shakespeare, relative difference of validation loss within +-2%.
 """
@@ -109,6 +112,25 @@ SKIPS_PREVENT = Declaration(
     "dong-skips-prevent-rank-collapse", Rule("res(depth 6) / res(depth 0)", ">", 0.1),
     source="Dong et al. 2021",
     statement="With skip connections the same stack keeps its rank: {rule}.", role="test", own_test=True)
+
+
+WU = "Wu et al. 2024 (attention masks and LayerNorm in rank collapse)"
+LN_KEEPS_RANK = Declaration(
+    "wu-layernorm-keeps-attention-rank", Rule("log10 res ratio(LN) - log10 res ratio(none)", ">", 1.0),
+    source=WU,
+    statement="In Dong's stack of random self-attention layers without skips or MLPs, LayerNorm "
+              "after each layer keeps more than ten times the residual of the stack without it "
+              "at depth 6 (res ratio: res(depth 6) / res(depth 0), float32, a ratio below "
+              "float32's resolution read as that resolution), paired by seed: {rule}.",
+    role="test", own_test=True)
+
+
+MASK_SLOWS_COLLAPSE = Declaration(
+    "wu-causal-mask-slows-attention-rank-collapse",
+    Rule("log10 res ratio(causal) - log10 res ratio(full)", ">", 1.0), source=WU,
+    statement="In the same stack, a causal mask keeps more than ten times the residual of full "
+              "attention at depth 6 (the same res ratio), paired by seed: {rule}.",
+    role="test", own_test=True)
 
 
 DYT_MATCHES = replace(VAL_LOSS_VS_LN.declare(
