@@ -734,7 +734,7 @@ def test_a_session_writes_each_claims_record_and_deletes_those_of_gone_claims(tm
     lines = ledgers.write([Result("c-1", entry()), Result("c-2", entry(device=INTEL))])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c-1.json", "c-2.json"]
     assert lines[0] == f"deleted {tmp_path / 'c-gone.json'}: no claim c-gone is defined"
-    assert lines[1] == f"{tmp_path / 'c-1.json'} ({entry().key})"
+    assert lines[1] == f"wrote {tmp_path / 'c-1.json'} ({entry().key})"
     assert ledgers.record("c-2") == ledger.read(tmp_path / "c-2.json")  # read as written
     ledgers.stale = ["c-gone"]  # a record deleted already (by another session): no error
     assert ledgers.write([])[0].startswith("deleted")
