@@ -7,6 +7,7 @@ alone are decided in test_declared.py.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 import torch
@@ -23,8 +24,10 @@ from normsys.declarations.literature import (
     PRELN_FLATNESS,
     PURE_COLLAPSES,
     SKIPS_PREVENT,
+    TANH_SHAPED,
     VAL_LOSS_VS_LN,
     blocks,
+    deeper_bends,
     ffn_grad_norms,
     ffn_grad_ratio,
     xiong,
@@ -33,7 +36,7 @@ from normsys.declarations.shared import figures
 from normsys.training import diagnostics as dg
 from normsys.training.measure import at_init
 from normsys.training.models import Attention
-from normsys.training.record import VAL_LOSS
+from normsys.training.record import VAL_LOSS, trained_model
 
 
 def xiong_profiles(claim, declaration, runs, tier: str, placement: str) -> None:
@@ -280,3 +283,36 @@ def test_control_layernorm_rule_holds_at_depth_2_before_both_stacks_reach_round_
     which no rule on their ratio can tell apart (at depth 3 the pure stack is already below it)."""
     values = wu_differences({"layernorm": True}, depth=2)(unread_seeds(LN_KEEPS_RANK))
     assert LN_KEEPS_RANK.verdict(values).verdict == SUPPORTED, values
+
+
+@pytest.mark.control(TANH_SHAPED.id)
+def test_control_tanh_rule_is_refuted_on_untrained_layernorm_gpts(runs):
+    """The claim's own GPTs and reading left at their initialization, on the control seeds: no
+    token's stream has grown to an extreme scale, so each LayerNorm's map is a line and the rule
+    must come out refuted. A reading that bends whatever it reads, or a grid that fits noise,
+    would show here."""
+    values = left_untrained(TANH_SHAPED, "LN").values(runs, CONTROL_SEEDS)
+    assert TANH_SHAPED.verdict(values).verdict == REFUTED, values
+
+
+SPREAD = 1.5  # sigma of the log of each token's embedding scale in the positive control
+
+
+@pytest.mark.positive(TANH_SHAPED.id)
+@pytest.mark.control(TANH_SHAPED.id)
+def test_control_tanh_rule_holds_where_the_tokens_scales_are_spread(runs):
+    """The claim's own trained GPTs and reading, on seeds it does not read, each token's embedding
+    row scaled by exp(1.5 z), z standard normal: tokens of extreme scale, which a LayerNorm
+    squashes as Zhu et al. describe, so the rule must come out supported (a bend of about 0.6 at
+    every deeper LayerNorm): the reading can. A reading that takes another layer's input, or the
+    output after the gain, would show here."""
+    def spread(records, variant=""):
+        model = trained_model(records[0], learning_rule=False)
+        with torch.no_grad():
+            rows = model.tok.weight.shape[0]
+            model.tok.weight.mul_(torch.exp(SPREAD * torch.randn(
+                rows, 1, generator=torch.Generator().manual_seed(0))))
+        return min(deeper_bends(model, records[0].run_config).values())
+
+    values = replace(TANH_SHAPED.experiment, reads=spread).values(runs, unread_seeds(TANH_SHAPED))
+    assert TANH_SHAPED.verdict(values).verdict == SUPPORTED, values

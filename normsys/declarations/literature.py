@@ -9,7 +9,9 @@
   a causal mask slows it, and LayerNorm admits equilibria of any rank. Dong's stacks, with
   LayerNorm after each attention layer, or causal, against the stacks without.
 - Zhang & Sennrich 2019 (RMSNorm) and Zhu et al. 2025 (DyT) match LayerNorm: pre-norm char GPT,
-  500 steps on Tiny Shakespeare, relative difference of validation loss within +-2%.
+  500 steps on Tiny Shakespeare, relative difference of validation loss within +-2%. DyT's
+  mechanism (Zhu et al.): a trained LayerNorm's input-output map is tanh-shaped in the deeper
+  layers, tokens of extreme scale squashed, read on the same LayerNorm GPTs.
 """
 
 from __future__ import annotations
@@ -17,12 +19,16 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+import torch
+from torch import Tensor, nn
+
 from normsys.claims.declaration import Arm, Declaration, Experiment, Statistic, metric
 from normsys.claims.verdict import Rule
+from normsys.declarations.ln_jacobian import fresh_lm_batch
 from normsys.declarations.shared.experiments import CHAR_GPT, SEQUENCES
 from normsys.training import diagnostics as dg
 from normsys.training.config import RunConfig, preset
-from normsys.training.record import VAL_LOSS
+from normsys.training.record import VAL_LOSS, trained_model
 from normsys.training.tiers import DEFAULT
 
 DEPTHS = (6, 12)
@@ -131,6 +137,60 @@ MASK_SLOWS_COLLAPSE = Declaration(
     statement="In the same stack, a causal mask keeps more than ten times the residual of full "
               "attention at depth 6 (the same res ratio), paired by seed: {rule}.",
     role="test", own_test=True)
+
+
+def tanh_bend(x: Tensor, eps: float = 1e-5) -> float:
+    """log10 of the squared error of the best line through the points (x, LN(x)), every token and
+    channel of ``x`` (..., d) normalized over its row without gain or bias, over that of the best
+    g tanh(a x) + b: > 0 where the map bends as a tanh does. a on a grid of 81 over four decades
+    of x's own scale, g and b by least squares for each; as a shrinks the tanh becomes a line, so
+    the bend is >= 0 up to the grid."""
+    x = x.detach().double().flatten(0, -2)
+    y = ((x - x.mean(-1, keepdim=True)) / (x.var(-1, unbiased=False, keepdim=True) + eps).sqrt())
+    x, y = x.flatten(), y.flatten()
+
+    def squared_error(feature: Tensor) -> float:
+        a = torch.stack([feature, torch.ones_like(feature)], 1)
+        fit = a @ torch.linalg.lstsq(a, y[:, None]).solution
+        return float((fit[:, 0] - y).pow(2).sum())
+
+    slopes = torch.logspace(-2, 2, 81, dtype=torch.float64) / x.std()
+    return math.log10(squared_error(x) / min(squared_error(torch.tanh(a * x)) for a in slopes))
+
+
+def deeper_bends(model: nn.Module, cfg: RunConfig) -> dict[str, float]:
+    """``tanh_bend`` of each LayerNorm of the deeper half of the char GPT ``model``'s blocks, on
+    its inputs from a validation batch the model never trained on."""
+    names = [f"blocks.{b}.{ln}" for b in range(cfg.model.layers // 2, cfg.model.layers)
+             for ln in ("ln_1", "ln_2")]
+    inputs: dict[str, Tensor] = {}
+    hooks = [model.get_submodule(n).register_forward_pre_hook(
+        lambda _m, args, n=n: inputs.__setitem__(n, args[0])) for n in names]
+    try:
+        with torch.no_grad():
+            model(fresh_lm_batch(cfg)[0])
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return {n: tanh_bend(inputs[n]) for n in names}
+
+
+def least_bend(records, variant: str = "") -> float:
+    """The least ``tanh_bend`` over the deeper LayerNorms of one seed's trained char GPT."""
+    return min(deeper_bends(trained_model(records[0], learning_rule=False),
+                            records[0].run_config).values())
+
+
+TANH_SHAPED = Declaration(
+    "zhu-layernorm-is-tanh-shaped", Rule("log10 SSE line / SSE tanh", ">", 0.3),
+    source="Zhu et al. 2025",
+    statement="In the trained pre-norm char GPT of rmsnorm-matches-layernorm's LayerNorm arm, "
+              "each LayerNorm of the deeper half maps its input to its output (before gain and "
+              "bias; every token and channel of a validation batch) along a tanh: g tanh(a x) + b "
+              "at least halves the squared error of the best line at each of them ({rule}, the "
+              "least of them).",
+    experiment=Experiment({"LN": VAL_LOSS_VS_LN.declaration.experiment.arms["LN"]}, least_bend),
+    role="regression")  # the source's S-shapes are in far larger, longer-trained models
 
 
 DYT_MATCHES = replace(VAL_LOSS_VS_LN.declare(
