@@ -12,8 +12,7 @@ import pytest
 from normsys.claims.params import tiers_of
 from normsys.claims.testing import unread_seeds
 from normsys.claims.verdict import REFUTED
-from normsys.declarations.mean_field import (EXPLODES, EXPLOSION_VS_LN, GROWTH_RATE,
-                                             hidden_grad_profile)
+from normsys.declarations.mean_field import EXPLODES, EXPLOSION_VS_LN, GROWTH_RATE, hidden_grad_profile
 from normsys.declarations.shared import figures
 
 
