@@ -119,20 +119,24 @@ def wu_differences(arm: dict, base: dict | None = None, depth: int = 6, other_se
                                depth) for s in seeds]
 
 
+def wu_claim(claim, arm: dict, names: tuple[str, str]) -> None:
+    """Decide a Wu claim on its stacks with ``arm`` against the pure ones, and record both stacks'
+    residuals under ``names``."""
+    claim.check_values(wu_differences(arm))
+    claim.record(residuals={name: [attention_stack_residuals(s, **a) for s in claim.seeds]
+                            for name, a in zip(names, (arm, {}), strict=True)})
+
+
 @pytest.mark.parametrize("tier", tiers_of(LN_KEEPS_RANK))
 @LN_KEEPS_RANK.mark
 def test_layernorm_keeps_attention_rank(claim, tier):
-    claim.check_values(wu_differences({"layernorm": True}))
-    claim.record(residuals={name: [attention_stack_residuals(s, **arm) for s in claim.seeds]
-                            for name, arm in (("LN", {"layernorm": True}), ("none", {}))})
+    wu_claim(claim, {"layernorm": True}, ("LN", "none"))
 
 
 @pytest.mark.parametrize("tier", tiers_of(MASK_SLOWS_COLLAPSE))
 @MASK_SLOWS_COLLAPSE.mark
 def test_causal_mask_slows_attention_rank_collapse(claim, tier):
-    claim.check_values(wu_differences({"causal": True}))
-    claim.record(residuals={name: [attention_stack_residuals(s, **arm) for s in claim.seeds]
-                            for name, arm in (("causal", {"causal": True}), ("full", {}))})
+    wu_claim(claim, {"causal": True}, ("causal", "full"))
 
 
 @pytest.mark.parametrize("tier", tiers_of(PURE_COLLAPSES))

@@ -17,9 +17,8 @@ from normsys.declarations.ln_jacobian import (
     ANALYTIC_MATCHES,
     COSTS_MORE_WITH_SOFTMAX,
     captures_of,
-    fresh_lm_batch,
 )
-from normsys.declarations.shared.experiments import CHAR_GPT
+from normsys.declarations.shared.experiments import CHAR_GPT, fresh_lm_batch
 from normsys.declarations.shared.protocol import (
     layernorm_gradients,
     ln_decomposition_summary,

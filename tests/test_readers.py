@@ -353,11 +353,11 @@ def test_the_jacobian_claims_read_each_layernorm_of_the_trained_net_through_its_
     small = {"model.d": 32, "model.layers": 1, "model.seq_len": 32, "train.batch_size": 8}
     fa, bp = (Runs().run(char_gpt(0, **{"train.method": m, "train.steps": 3, **small}))
               for m in ("fa", "bp"))
-    x, y = lj().fresh_lm_batch(fa.run_config)
+    x, y = ex.fresh_lm_batch(fa.run_config)
     _, val, _ = tiny_shakespeare()
     x_again, _ = lm_batch(val, 32, 8, torch.Generator().manual_seed(12_345))
     assert torch.equal(x, x_again) and x.shape == (8, 32)
-    assert not torch.equal(x, lj().fresh_lm_batch(fa.run_config, seed=1)[0])
+    assert not torch.equal(x, ex.fresh_lm_batch(fa.run_config, seed=1)[0])
     captures = lj().captures_of(fa)
     own = layernorm_gradients(trained_model(fa), x, y)
     plain = layernorm_gradients(trained_model(fa, learning_rule=False), x, y)

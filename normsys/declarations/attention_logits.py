@@ -18,8 +18,7 @@ import torch
 
 from normsys.claims.declaration import Arm, Statistic
 from normsys.claims.verdict import Rule
-from normsys.declarations.ln_jacobian import fresh_lm_batch
-from normsys.declarations.shared.experiments import SEQUENCES
+from normsys.declarations.shared.experiments import SEQUENCES, fresh_lm_batch, inputs_to
 from normsys.training.record import INIT_LOSS, VAL_LOSS, trained_model
 from normsys.training.tiers import DEFAULT
 
@@ -44,19 +43,13 @@ def largest_logit(model, cfg) -> float:
     """log10 of the largest |q.k| / sqrt(d_head) over the blocks, heads and the (causal) pairs of
     positions a validation batch attends over: the queries and keys as the model's attention
     forms them, after its qk-norm where it has one."""
-    seen = {}
-    hooks = [block.attn.register_forward_pre_hook(
-        lambda _m, args, i=i: seen.__setitem__(i, args[0])) for i, block in enumerate(model.blocks)]
-    try:
-        with torch.no_grad():
-            model(fresh_lm_batch(cfg)[0])
-    finally:
-        for h in hooks:
-            h.remove()
+    names = [f"blocks.{i}.attn" for i in range(len(model.blocks))]
+    with inputs_to(model, names) as seen, torch.no_grad():
+        model(fresh_lm_batch(cfg)[0])
     top = 0.0
     with torch.no_grad():
-        for i, block in enumerate(model.blocks):
-            attn, x = block.attn, seen[i]
+        for name, block in zip(names, model.blocks, strict=True):
+            attn, x = block.attn, seen[name]
             b, t, c = x.shape
             q, k, _ = (z.view(b, t, attn.heads, c // attn.heads).transpose(1, 2)
                        for z in attn.qkv(x).split(c, dim=-1))

@@ -24,8 +24,12 @@ from torch import Tensor, nn
 
 from normsys.claims.declaration import Arm, Declaration, Experiment, Statistic, metric
 from normsys.claims.verdict import Rule
-from normsys.declarations.ln_jacobian import fresh_lm_batch
-from normsys.declarations.shared.experiments import CHAR_GPT, SEQUENCES
+from normsys.declarations.shared.experiments import (
+    CHAR_GPT,
+    SEQUENCES,
+    fresh_lm_batch,
+    inputs_to,
+)
 from normsys.training import diagnostics as dg
 from normsys.training.config import RunConfig, preset
 from normsys.training.record import VAL_LOSS, trained_model
@@ -163,15 +167,8 @@ def deeper_bends(model: nn.Module, cfg: RunConfig) -> dict[str, float]:
     its inputs from a validation batch the model never trained on."""
     names = [f"blocks.{b}.{ln}" for b in range(cfg.model.layers // 2, cfg.model.layers)
              for ln in ("ln_1", "ln_2")]
-    inputs: dict[str, Tensor] = {}
-    hooks = [model.get_submodule(n).register_forward_pre_hook(
-        lambda _m, args, n=n: inputs.__setitem__(n, args[0])) for n in names]
-    try:
-        with torch.no_grad():
-            model(fresh_lm_batch(cfg)[0])
-    finally:
-        for hook in hooks:
-            hook.remove()
+    with inputs_to(model, names) as inputs, torch.no_grad():
+        model(fresh_lm_batch(cfg)[0])
     return {n: tanh_bend(inputs[n]) for n in names}
 
 

@@ -8,28 +8,17 @@ that the model's own backward pass delivers, and compare the analytic input grad
 
 from __future__ import annotations
 
-import torch
-
 from normsys.claims.declaration import Arm, Declaration, Experiment
 from normsys.claims.verdict import Rule
-from normsys.declarations.shared.experiments import CHAR_GPT
+from normsys.declarations.shared.experiments import CHAR_GPT, fresh_lm_batch
 from normsys.declarations.shared.protocol import (
     layernorm_gradients,
     ln_decomposition_summary,
     ln_vjp_errors,
 )
-from normsys.training.data import tiny_shakespeare
 from normsys.training.record import trained_model
-from normsys.training.tasks import lm_batch
 
 SOURCE = "LayerNorm-Jacobian analysis (char GPT, Tiny Shakespeare)"
-
-
-def fresh_lm_batch(cfg, seed: int = 12_345):
-    """A validation batch the model never trained on."""
-    _, val, _ = tiny_shakespeare()
-    return lm_batch(val, cfg.model.seq_len, cfg.train.batch_size,
-                    torch.Generator().manual_seed(seed))
 
 
 def captures_of(record):

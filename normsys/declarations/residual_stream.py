@@ -23,8 +23,7 @@ from torch import nn
 
 from normsys.claims.declaration import Arm, Statistic
 from normsys.claims.verdict import Rule
-from normsys.declarations.ln_jacobian import fresh_lm_batch
-from normsys.declarations.shared.experiments import CHAR_GPT, SEQUENCES
+from normsys.declarations.shared.experiments import CHAR_GPT, SEQUENCES, fresh_lm_batch, inputs_to
 from normsys.training.config import RunConfig
 from normsys.training.models import capture, prepare_model
 from normsys.training.norms import NORMS, build_norm
@@ -124,15 +123,8 @@ def deep_gpt(**settings) -> Arm:
 def stream(model: nn.Module, cfg: RunConfig) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     """Each block's input and output on a validation batch, of the char GPT ``model``."""
     names = [f"blocks.{i}" for i in range(len(model.blocks))]
-    inputs = {}
-    hooks = [model.get_submodule(n).register_forward_pre_hook(
-        lambda _m, args, n=n: inputs.__setitem__(n, args[0])) for n in names]
-    try:
-        with capture(model, names) as outputs, torch.no_grad():
-            model(fresh_lm_batch(cfg)[0])
-    finally:
-        for h in hooks:
-            h.remove()
+    with inputs_to(model, names) as inputs, capture(model, names) as outputs, torch.no_grad():
+        model(fresh_lm_batch(cfg)[0])
     return [inputs[n] for n in names], [outputs[n] for n in names]
 
 

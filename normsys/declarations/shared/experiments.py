@@ -4,16 +4,25 @@ rule, sits in that claim's file.
 
 - the deep tanh MLP of the Transformer-components notebook (also the deep dive's vanishing-gradient
   setting) and its per-layer gradient profile;
-- the char GPT of the LayerNorm-Jacobian analysis (also the RMSNorm and DyT comparisons).
+- the char GPT of the LayerNorm-Jacobian analysis (also the RMSNorm and DyT comparisons), the
+  validation batch its readings take, and the inputs its submodules take on it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+import torch
+from torch import Tensor, nn
+
 from normsys.claims.declaration import Arm
 from normsys.training import diagnostics as dg
 from normsys.training.config import RunConfig
+from normsys.training.data import tiny_shakespeare
 from normsys.training.norms import NORMS
 from normsys.training.record import RunRecord
+from normsys.training.tasks import lm_batch
 
 # ----------------------------------------------------------------------------- deep tanh MLP
 
@@ -43,6 +52,28 @@ def log10_grad_ratio(records: list[RunRecord], variant: str = "") -> float:
 # pre-norm LayerNorm, softmax attention, AdamW 1e-3, batch 32, 250 steps of backprop; at the CPU
 # tier d=64, batch 16, block 32) on Tiny Shakespeare.
 CHAR_GPT = Arm("char_gpt")
+
+
+def fresh_lm_batch(cfg, seed: int = 12_345):
+    """A validation batch the model never trained on."""
+    _, val, _ = tiny_shakespeare()
+    return lm_batch(val, cfg.model.seq_len, cfg.train.batch_size,
+                    torch.Generator().manual_seed(seed))
+
+
+@contextmanager
+def inputs_to(model: nn.Module, names: Sequence[str]) -> Iterator[dict[str, Tensor]]:
+    """The input each submodule of ``model`` named in ``names`` takes during forward passes
+    inside the block (normsys.training.models.capture holds their outputs); the hooks removed on
+    exit, also when the block raises."""
+    seen: dict[str, Tensor] = {}
+    hooks = [model.get_submodule(n).register_forward_pre_hook(
+        lambda _m, args, n=n: seen.__setitem__(n, args[0])) for n in names]
+    try:
+        yield seen
+    finally:
+        for hook in hooks:
+            hook.remove()
 
 
 # The kinds whose statistics run across the batch (NormKind.per_row False: BatchNorm), over the
