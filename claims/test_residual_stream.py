@@ -10,10 +10,11 @@ import torch
 from normsys.claims.testing import CONTROL_SEEDS, on_seed_sets, unread_seeds
 from normsys.claims.verdict import REFUTED, SUPPORTED
 from normsys.declarations import residual_stream
-from normsys.declarations.residual_stream import change, deep_cosine, growth
+from normsys.declarations.residual_stream import change, deep_cosine, growth, trained_apart
 from normsys.training.tiers import DEFAULT
 
 PRELN_IS_PRERMS = residual_stream.CENTRED_LN_FUNCTION.declaration
+STAYS_EQUIVALENT = residual_stream.STAYS_EQUIVALENT
 PERI_FLATTENS = residual_stream.PERI_FLATTENS.declaration
 SCALING_UNDOES_IDENTITY = residual_stream.SCALING_UNDOES_IDENTITY.declaration
 
@@ -27,6 +28,30 @@ def test_control_equivalence_is_refuted_without_the_recentring(runs):
     plain = PRELN_IS_PRERMS.experiment.overridden({"model.recenter": False})
     values = plain.values(runs, unread_seeds(PRELN_IS_PRERMS))
     assert PRELN_IS_PRERMS.verdict(values).verdict == REFUTED
+
+
+@pytest.mark.control(STAYS_EQUIVALENT.id)
+def test_control_training_equivalence_is_refuted_without_the_recentring(runs):
+    """The claim's own twins, training and rule with the stream left as the model makes it (no
+    re-centring), on seeds the claim does not read: the twins differ from their initialization
+    on (LayerNorm subtracts a mean RMSNorm keeps), so the claim must come out refuted. A gap read
+    between a model and itself, or twins trained on different batches, would show here."""
+    plain = STAYS_EQUIVALENT.experiment.overridden({"model.recenter": False})
+    values = plain.values(runs, unread_seeds(STAYS_EQUIVALENT))
+    assert STAYS_EQUIVALENT.verdict(values).verdict == REFUTED
+
+
+@pytest.mark.positive(STAYS_EQUIVALENT.id)
+def test_positive_training_equivalence_is_supported_with_the_biases_held_at_zero(runs):
+    """The claim's own twins, training and rule on the claim's seeds, every LayerNorm's bias held
+    at its zero: nothing is folded, the twins' gradients are the same, and the claim must come
+    out supported. Training that could not keep equivalent models together (a twin given a second
+    gain, another order of batches, a reading of a model against another's initialization)
+    fails here."""
+    (arm, records), = STAYS_EQUIVALENT.records(runs, CONTROL_SEEDS, DEFAULT).items()
+    values = {arm: [trained_apart(rs, biases=False) for rs in records]}
+    decision = STAYS_EQUIVALENT.verdict(values)
+    assert decision.verdict == SUPPORTED, decision.reason
 
 
 @pytest.mark.control(PERI_FLATTENS.id)

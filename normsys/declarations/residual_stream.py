@@ -21,14 +21,16 @@ import math
 import torch
 from torch import nn
 
-from normsys.claims.declaration import Arm, Statistic
+from normsys.claims.declaration import Arm, Declaration, Experiment, Statistic
 from normsys.claims.verdict import Rule
 from normsys.declarations.shared.experiments import CHAR_GPT, SEQUENCES, fresh_lm_batch, inputs_to
 from normsys.training.config import RunConfig
 from normsys.training.models import capture, prepare_model
 from normsys.training.norms import NORMS, build_norm
 from normsys.training.record import trained_model
+from normsys.training.tasks import make_task
 from normsys.training.tiers import DEFAULT
+from normsys.training.train import Learner, RunContext, drive, progress_bar
 
 JIANG = "Jiang et al. 2023 (Pre-RMSNorm Transformers)"
 KIM = "Kim et al. 2025 (Peri-LN)"
@@ -38,11 +40,13 @@ SUN = "Sun et al. 2025 (curse of depth)"
 
 
 class Gained(nn.Module):
-    """A norm kind in a LayerNorm's place: the kind, then the LayerNorm's per-feature gain."""
+    """A norm kind in a LayerNorm's place: the kind, then the LayerNorm's per-feature gain. The
+    kind's own parameters stay at their initialization (an RMSNorm's gain of ones), so that the
+    model trains the LayerNorm's gain and no second one multiplying it."""
 
     def __init__(self, norm: nn.Module, gain: torch.Tensor):
         super().__init__()
-        self.norm, self.gain = norm, nn.Parameter(gain)
+        self.norm, self.gain = norm.requires_grad_(False), nn.Parameter(gain)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.norm(x) * self.gain
@@ -62,15 +66,19 @@ def twin(model: nn.Module, norm: str) -> nn.Module:
     zero-mean stream): the same weights, each LayerNorm's gain carried over (``in_place_of``) and
     its bias folded into the bias of the Linear it feeds (W (z + b) + c = W z + (W b + c))."""
     twin = copy.deepcopy(model)
-    # each norm: its owner, its name there, and the Linear it feeds
-    feeds = [(block, norm_name, block.get_submodule(linear)) for block in twin.blocks
-             for norm_name, linear in (("ln_1", "attn.qkv"), ("ln_2", "mlp.0"))]
     with torch.no_grad():
-        for owner, name, linear in [*feeds, (twin, "ln_f", twin.lm_head)]:
+        for owner, name, linear in norms_of(twin):
             ln = getattr(owner, name)
             linear.bias += linear.weight @ ln.bias
             setattr(owner, name, in_place_of(ln, norm))
     return twin.eval()
+
+
+def norms_of(model: nn.Module) -> list[tuple[nn.Module, str, nn.Module]]:
+    """Each norm of the char GPT ``model``: its owner, its name there, and the Linear it feeds."""
+    return [*((block, name, block.get_submodule(linear)) for block in model.blocks
+              for name, linear in (("ln_1", "attn.qkv"), ("ln_2", "mlp.0"))),
+            (model, "ln_f", model.lm_head)]
 
 
 def relative_gap(model: nn.Module, cfg: RunConfig, norm: str) -> float:
@@ -78,10 +86,16 @@ def relative_gap(model: nn.Module, cfg: RunConfig, norm: str) -> float:
     kind ``norm`` in float64 on a validation batch; a gap below one float64 ulp reads as one
     ulp."""
     ln = model.double().eval()
+    return logit_gap(ln, twin(ln, norm), cfg)
+
+
+def logit_gap(a: nn.Module, b: nn.Module, cfg: RunConfig) -> float:
+    """log10(max |logits_a - logits_b| / max |logits_a|) of two char GPTs in eval mode on a
+    validation batch; a gap below one float64 ulp reads as one ulp."""
     ids, _ = fresh_lm_batch(cfg)
     with torch.no_grad():
-        a, b = ln(ids), twin(ln, norm)(ids)
-    gap = ((a - b).abs().max() / a.abs().max()).item()
+        x, y = a(ids), b(ids)
+    gap = ((x - y).abs().max() / x.abs().max()).item()
     return math.log10(max(gap, torch.finfo(torch.float64).eps))
 
 
@@ -108,6 +122,37 @@ CENTRED_LN_FUNCTION = Statistic(
               "(LayerNorm's gain carried over, its bias folded into the next Linear), in float64, "
               "at initialization and after {train.steps} steps (gap = max |logits_LN - "
               "logits_RMS| / max |logits_LN|): {rule} at both.", role="identity")
+
+
+def trained_apart(records, variant: str = "", biases: bool = True) -> float:
+    """``logit_gap`` of a run's Pre-LN char GPT and its Pre-RMSNorm ``twin``, both made from the
+    run's initialization in float64 and trained side by side: the run's optimizer, steps and
+    batches (its seed's order), eager on the CPU. Float64 leaves rounding at about 1e-15, so a
+    gap above it is the optimizer's. ``biases=False``: every LayerNorm's bias held at its zero,
+    so that no bias is folded and the twins differ in nothing the optimizer sees."""
+    cfg = records[0].run_config
+    ln = prepare_model(cfg).double()
+    if not biases:
+        for owner, name, _ in norms_of(ln):
+            getattr(owner, name).bias.requires_grad_(False)
+    rms = twin(ln, "rmsnorm")
+    task, ctx = make_task(cfg), RunContext(torch.device("cpu"))
+    for model in (ln, rms):
+        learner = Learner(cfg, model.train(), task, ctx)
+        drive(task.batches(cfg, torch.Generator().manual_seed(cfg.train.seed)), learner,
+              progress_bar(task.steps(cfg), f"{cfg.model.family}/{type(model).__name__}"))
+    return logit_gap(ln.eval(), rms.eval(), cfg)
+
+
+STAYS_EQUIVALENT = Declaration(
+    "jiang-prermsnorm-trains-as-preln", Rule("log10 gap", "<", -2.0), source=JIANG,
+    statement="Trained side by side from equivalent initializations (the Pre-LN char GPT of "
+              "jiang-preln-equals-prermsnorm, stream re-centred, and its Pre-RMSNorm twin: "
+              "LayerNorm's gain carried over, its bias folded into the next Linear), under the "
+              "run's AdamW for {train.steps} steps on the same batches, in float64, the two "
+              "models stay equivalent to 1% of the logits (gap = max |logits_LN - logits_RMS| "
+              "/ max |logits_LN| on a validation batch): {rule}.",
+    experiment=Experiment({"twins": RECENTRED_GPT}, trained_apart), role="test")
 
 
 # ----------------------------------------------------------------------------- 8-block char GPT
