@@ -13,11 +13,12 @@ import pytest
 import torch
 
 from normsys.claims.params import tiers_of
-from normsys.claims.testing import CONTROL_SEEDS, left_untrained, unread_seeds
+from normsys.claims.testing import CONTROL_SEEDS, left_untrained, on_seed_sets, unread_seeds
 from normsys.claims.verdict import REFUTED, SUPPORTED
 from normsys.declarations.literature import (
     DEPTHS,
     DYT_MATCHES,
+    GAP_IS_DYTS,
     LN_KEEPS_RANK,
     MASK_SLOWS_COLLAPSE,
     POSTLN_GROWS,
@@ -262,6 +263,21 @@ def test_control_equivalence_rules_are_refuted_where_layernorm_is_left_untrained
     can."""
     values = left_untrained(declared, "LN").values(runs, CONTROL_SEEDS)
     assert declared.verdict(values).verdict == REFUTED
+
+
+@pytest.mark.control(GAP_IS_DYTS.id)
+def test_control_alpha_rule_is_refuted_where_every_arm_takes_layernorm(runs):
+    """The claim's own arms, reading and rule with LayerNorm in every DyT arm's place, its LN arm
+    on seeds the claim does not read and the others on its own (CONTROL_SEEDS): what is left
+    between them is the seeds' spread (about 1%), below the rule's 2%, so the claim must not come
+    out supported (at three seeds it is inconclusive). A reading that gives the DyT arms an
+    edge of 0.07, the size of the gaps it decides on, fails here; one of 0.05 does not. (Made an
+    A/A case instead, its four alike arms would be one comparison counted four times, and at
+    the A/A family's level its interval spans +-0.19: blind to an edge of 0.05 too.)"""
+    every = GAP_IS_DYTS.experiment.overridden({"model.norm": "layernorm"})
+    values = on_seed_sets(every, runs, unread_seeds(GAP_IS_DYTS), CONTROL_SEEDS)
+    decision = GAP_IS_DYTS.verdict(values)
+    assert decision.verdict != SUPPORTED, decision.reason
 
 
 @pytest.mark.parametrize("declared, arm, depth", [

@@ -204,11 +204,31 @@ def test_a_planned_run_says_k_of_n_and_the_time_left_at_the_pace_kept_so_far(tmp
     assert [line.split("]")[0] for line in lines] == [
         "normsys: [run 1 of 2, ~1.0 min of training left",
         "normsys: [run 2 of 2, ~0.0 min of training left", "normsys: [run 3; 2 were planned"]
-    assert progress.where_in_plan({"trained": 1, "took": 30.0, "estimated": 0.0,
+    assert progress.where_in_plan({"trained": 1, "took": 30.0, "estimated": 0.0, "untimed": 1,
                                    "plan": {"a": 0.0, "b": 90.0}, "places": 1}) == \
         "run 1 of 2, ~1.5 min of training left"  # nothing timed yet: the recorded pace
+    assert progress.where_in_plan({"trained": 1, "took": 30.0, "estimated": 30.0, "done": 30.0,
+                                   "plan": {"a": 0.0, "b": 0.0, "c": 30.0}, "places": 1}) == \
+        "run 1 of 3, ~0.0 min of training left besides 2 runs never timed"  # not "~0.0 min" alone
     assert progress.where_in_plan({"trained": 0, "plan": {"a": 600.0}, "places": 1}) == \
         "run 0 of 1, ~10.0 min of training left"
+
+
+def test_the_time_left_counts_out_the_runs_never_timed_as_they_train():
+    """A plan of two runs never timed (price 0) and one of 30 s: each line says how many of the
+    untimed runs are still to train, since the minutes count none of them."""
+    from types import SimpleNamespace
+
+    cfgs = [CFG.override(**{"train.seed": s}) for s in range(3)]
+    said = progress.Progress()
+    said.expect({cfgs[0].fingerprint(): 0.0, cfgs[1].fingerprint(): 0.0,
+                 cfgs[2].fingerprint(): 30.0}, places=1)
+    lines = []
+    for cfg in cfgs:
+        said.finished(SimpleNamespace(config=cfg.to_dict(), env={}, wall_time=30.0), cached=False)
+        lines.append(progress.where_in_plan(said.tally))
+    assert lines == ["run 1 of 3, ~0.5 min of training left besides 1 run never timed",
+                     "run 2 of 3, ~0.5 min of training left", "run 3 of 3, ~0.0 min of training left"]
 
 
 def drained(fd: int) -> Callable[[], str]:

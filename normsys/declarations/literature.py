@@ -22,8 +22,16 @@ from dataclasses import replace
 import torch
 from torch import Tensor, nn
 
-from normsys.claims.declaration import Arm, Declaration, Experiment, Statistic, metric
+from normsys.claims.declaration import (
+    Arm,
+    Declaration,
+    Experiment,
+    Statistic,
+    metric,
+    relative_difference,
+)
 from normsys.claims.verdict import Rule
+from normsys.declarations.shared.dyt_alphas import dyt_kind
 from normsys.declarations.shared.experiments import (
     CHAR_GPT,
     SEQUENCES,
@@ -195,3 +203,26 @@ DYT_MATCHES = replace(VAL_LOSS_VS_LN.declare(
     statement="Dynamic tanh matches LayerNorm on a pre-norm char GPT: {rule}.",
     role="regression"),  # the source's Transformers are far larger and longer trained
     slow=("",), own_test=True)  # three DyT char GPTs
+
+
+DYT_ALPHAS = (0.1, 0.5, 1.0, 2.0)
+
+
+def gaps_to_ln(ln: float, *dyts: float) -> dict[str, float]:
+    """Per initial alpha, DyT's validation loss relative to LayerNorm's of the same seed."""
+    return {f"alpha {a:g}": relative_difference(d, ln) for a, d in zip(DYT_ALPHAS, dyts, strict=True)}
+
+
+GAP_IS_DYTS = Declaration(
+    "zhu-dyt-gap-is-not-its-alpha", Rule("(val(DyT) - val(LN)) / val(LN)", ">", 0.02),
+    source="Zhu et al. 2025",
+    statement="dyt-matches-layernorm's gap is DyT's, not its initial alpha's: on the same pre-norm "
+              "char GPT, DyT started at each alpha of (0.1, 0.5, 1, 2) ends more than 2% above "
+              "LayerNorm's validation loss, paired by seed: {rule} at every alpha.",
+    experiment=Experiment(
+        {"LN": VAL_LOSS_VS_LN.declaration.experiment.arms["LN"],
+         **{f"alpha {a:g}": VAL_LOSS_VS_LN.arm.changed({"model.norm": dyt_kind(a)})
+            for a in DYT_ALPHAS}},
+        metric(VAL_LOSS), combine=gaps_to_ln),
+    slow=("",),
+    role="regression")  # as dyt-matches-layernorm's: the source's Transformers are far larger

@@ -103,6 +103,7 @@ class Progress:
                      estimated=t.get("estimated", 0.0) + (took if not planned else planned))
             if planned is not None:
                 t["done"] = t.get("done", 0.0) + planned
+                t["untimed"] = t.get("untimed", 0) + (not planned)
 
         self._write(f"[{where_in_plan(self._update(count))}] {label(cfg)}: trained in "
                     f"{record.wall_time:.0f} s ({where})")
@@ -134,8 +135,7 @@ class Progress:
                     continue
                 if tally.get("trained") != seen:
                     seen, since = tally.get("trained"), clock()
-                left = max(0.0, seconds_left(tally) - (clock() - since))
-                postfix = f"~{left / 60:.1f} min of training left"
+                postfix = time_left(tally, max(0.0, seconds_left(tally) - (clock() - since)))
                 if not shown:
                     shown.append(tqdm(total=len(tally["plan"]), file=stream, leave=False,
                                       dynamic_ncols=True, desc="normsys", bar_format=BAR,
@@ -168,7 +168,15 @@ def where_in_plan(tally: dict) -> str:
     runs = len(tally["plan"])
     if k > runs:
         return f"run {k}; {runs} were planned"
-    return f"run {k} of {runs}, ~{seconds_left(tally) / 60:.1f} min of training left"
+    return f"run {k} of {runs}, {time_left(tally, seconds_left(tally))}"
+
+
+def time_left(tally: dict, seconds: float) -> str:
+    """``~12.5 min of training left``, and how many of the plan's runs not yet trained were never
+    timed (their price unknown: the minutes count none of them)."""
+    untimed = sum(1 for s in tally["plan"].values() if not s) - tally.get("untimed", 0)
+    besides = f" besides {untimed} run{'s' * (untimed != 1)} never timed" if untimed > 0 else ""
+    return f"~{seconds / 60:.1f} min of training left{besides}"
 
 
 def seconds_left(tally: dict) -> float:
