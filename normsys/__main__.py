@@ -666,6 +666,7 @@ def main(argv: list[str] | None = None) -> int:
 def command(argv: list[str] | None = None) -> int:
     try:
         args = parse_args(sys.argv[1:] if argv is None else argv)
+        declarations.declared()  # the norm kinds claims register: any run a claim trains runs here
         if args.command == "list":
             print(listing())
             return 0

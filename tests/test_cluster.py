@@ -82,6 +82,16 @@ def test_runs_start_on_the_cluster_before_they_are_asked_for(cluster, cache):
     assert all(r.env["node"] for r in records[1:])
 
 
+def test_a_kind_the_claims_register_trains_on_the_cluster(cluster, cache):
+    """A claim's registered kind (DyT at another initial alpha) is known on a worker, whose
+    process has imported no claim: the run comes back trained there, as it trains here."""
+    from normsys.declarations.shared.dyt_alphas import dyt_kind
+
+    cfg = FFN.override(**{"model.norm": dyt_kind(2.0)})
+    record = Runs(trainer=cluster).run(cfg)
+    assert record.run_config == cfg and record.env["node"] and not record.diverged
+
+
 def dies_once(marker: Path):
     def work(cfgs, specs, threads):
         if not marker.exists():

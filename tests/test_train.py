@@ -346,6 +346,25 @@ def test_cli_lists_and_dry_runs(capsys):
         preset("mlp", **{"train.lr": 0.01}).fingerprint()
 
 
+def test_cli_knows_the_norm_kinds_the_claims_register(tmp_path):
+    """A run a claim trains with a kind it registers (DyT at another initial alpha) can be
+    trained, priced and listed from the command line too: in a fresh process, where nothing
+    else has imported the claims."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "NORMSYS_CACHE": str(tmp_path)}
+    listed = subprocess.run([sys.executable, "-m", "normsys", "list"], capture_output=True,
+                            text=True, env=env, check=True).stdout
+    assert "dyt-alpha-2" in listed
+    done = subprocess.run([sys.executable, "-m", "normsys", "train", "--model", "char_gpt",
+                           "--norm", "dyt-alpha-2", "--dry-run"], capture_output=True, text=True,
+                          env=env)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["model"]["norm"] == "dyt-alpha-2"
+
+
 def test_cli_ctrl_c_ends_with_one_line(tmp_path):
     """An interrupted training run ends with one line on stderr and exit 130, no traceback."""
     import os

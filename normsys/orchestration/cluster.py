@@ -182,13 +182,15 @@ _WORKER_RUNS: Runs | None = None  # a worker process's data settings, loaded onc
 def train_group(cfgs: list[RunConfig], specs: list[tuple[str, str]],
                 threads: int) -> tuple[str, str, list[tuple[str, dict | None]]]:
     """A Ray task: train ``cfgs`` together on this node (its data loaded once per worker, the
-    user's norms registered again); the data's digest, the node's name and each run's record (as
-    JSON, naming the node) and weights."""
+    user's norms and the kinds the claims register registered again); the data's digest, the
+    node's name and each run's record (as JSON, naming the node) and weights."""
     import torch
 
+    from normsys import declarations
     from normsys.training.norms import NORMS
 
     global _WORKER_RUNS
+    declarations.declared()
     for spec, name in specs:
         if name not in NORMS:
             load(spec, name)
