@@ -20,6 +20,7 @@ from normsys.declarations.literature import (
     DYT_MATCHES,
     GAP_IS_DYTS,
     LN_KEEPS_RANK,
+    LOCAL_SLOWS_COLLAPSE,
     MASK_SLOWS_COLLAPSE,
     POSTLN_GROWS,
     PRELN_FLATNESS,
@@ -27,6 +28,7 @@ from normsys.declarations.literature import (
     SKIPS_PREVENT,
     TANH_SHAPED,
     VAL_LOSS_VS_LN,
+    WINDOW,
     blocks,
     deeper_bends,
     ffn_grad_norms,
@@ -68,22 +70,34 @@ def test_preln_gradients_flat(claim, runs, tier):
 
 def attention_stack_residuals(seed: int, depth: int = 6, skips: bool = False, d: int = 64,
                               tokens: int = 32, batch: int = 8, heads: int = 1,
-                              layernorm: bool = False, causal: bool = False) -> list[float]:
+                              layernorm: bool = False, causal: bool = False,
+                              window: int | None = None) -> list[float]:
     """Randomly initialized self-attention layers without MLPs: the relative rank-collapse
     residual ||X - 1 x^T|| / ||X|| at depths 0 ... depth (skips: X + SA(X); layernorm: a
     LayerNorm without gain or bias after each layer; causal: each position attends to those up
-    to it)."""
+    to it; window: each position attends to those at most ``window`` away, ``local``)."""
     torch.manual_seed(seed)
     layers = [Attention(d, heads, causal=causal) for _ in range(depth)]
     x = torch.randn(batch, tokens, d, generator=torch.Generator().manual_seed(seed + 1))
     residuals = [dg.rank_collapse_residual(x)]
     with torch.no_grad():
         for layer in layers:
-            x = x + layer(x) if skips else layer(x)
+            y = layer(x) if window is None else local(layer, x, window)
+            x = x + y if skips else y
             if layernorm:
                 x = torch.nn.functional.layer_norm(x, (d,))
             residuals.append(dg.rank_collapse_residual(x))
     return residuals
+
+
+def local(layer: Attention, x: torch.Tensor, window: int) -> torch.Tensor:
+    """``layer``'s attention with a local mask: each position's output from the keys at most
+    ``window`` positions away (a sliding window), one query position at a time with every other
+    key masked as padding."""
+    b, t, _ = x.shape
+    at = torch.arange(t)
+    return torch.stack([layer(x, key_padding=((at - i).abs() > window).expand(b, t))[:, i]
+                        for i in range(t)], dim=1)
 
 
 def depth_ratio(residuals: list[float], depth: int = 6) -> float:
@@ -138,6 +152,12 @@ def test_layernorm_keeps_attention_rank(claim, tier):
 @MASK_SLOWS_COLLAPSE.mark
 def test_causal_mask_slows_attention_rank_collapse(claim, tier):
     wu_claim(claim, {"causal": True}, ("causal", "full"))
+
+
+@pytest.mark.parametrize("tier", tiers_of(LOCAL_SLOWS_COLLAPSE))
+@LOCAL_SLOWS_COLLAPSE.mark
+def test_local_mask_slows_attention_rank_collapse(claim, tier):
+    wu_claim(claim, {"window": WINDOW}, ("local", "full"))
 
 
 @pytest.mark.parametrize("tier", tiers_of(PURE_COLLAPSES))
@@ -284,7 +304,9 @@ def test_control_alpha_rule_is_refuted_where_every_arm_takes_layernorm(runs):
     pytest.param(LN_KEEPS_RANK, {"layernorm": True}, 2, marks=pytest.mark.control(LN_KEEPS_RANK.id),
                  id=LN_KEEPS_RANK.id),
     pytest.param(MASK_SLOWS_COLLAPSE, {"causal": True}, 6,
-                 marks=pytest.mark.control(MASK_SLOWS_COLLAPSE.id), id=MASK_SLOWS_COLLAPSE.id)])
+                 marks=pytest.mark.control(MASK_SLOWS_COLLAPSE.id), id=MASK_SLOWS_COLLAPSE.id),
+    pytest.param(LOCAL_SLOWS_COLLAPSE, {"window": WINDOW}, 6,
+                 marks=pytest.mark.control(LOCAL_SLOWS_COLLAPSE.id), id=LOCAL_SLOWS_COLLAPSE.id)])
 def test_control_wu_rules_are_refuted_between_alike_stacks(declared, arm, depth):
     """Each claim's own stacks, reading and rule with its arm on both sides, the second on seeds
     three past the first (seeds the claims do not read): nothing is left between the stacks but

@@ -6,8 +6,8 @@
 - Dong et al. 2021: pure self-attention (no skips, no MLPs) loses rank doubly exponentially with
   depth; skip connections prevent it. d=64, 32 tokens, single-head, random init, 8 inputs.
 - Wu, Ajorlou, Wang, Jegelka and Jadbabaie 2024: in pure attention, rank collapse is exponential;
-  a causal mask slows it, and LayerNorm admits equilibria of any rank. Dong's stacks, with
-  LayerNorm after each attention layer, or causal, against the stacks without.
+  a causal or local mask slows it, and LayerNorm admits equilibria of any rank. Dong's stacks,
+  with LayerNorm after each attention layer, causal, or local, against the stacks without.
 - Zhang & Sennrich 2019 (RMSNorm) and Zhu et al. 2025 (DyT) match LayerNorm: pre-norm char GPT,
   500 steps on Tiny Shakespeare, relative difference of validation loss within +-2%. DyT's
   mechanism (Zhu et al.): a trained LayerNorm's input-output map is tanh-shaped in the deeper
@@ -148,6 +148,17 @@ MASK_SLOWS_COLLAPSE = Declaration(
     Rule("log10 res ratio(causal) - log10 res ratio(full)", ">", 1.0), source=WU,
     statement="In the same stack, a causal mask keeps more than ten times the residual of full "
               "attention at depth 6 (the same res ratio), paired by seed: {rule}.",
+    role="test", own_test=True)
+
+
+WINDOW = 2  # the local mask's reach: each position attends to those at most 2 away
+
+LOCAL_SLOWS_COLLAPSE = Declaration(
+    "wu-local-mask-slows-attention-rank-collapse",
+    Rule("log10 res ratio(local) - log10 res ratio(full)", ">", 1.0), source=WU,
+    statement=f"In the same stack, a local mask (each position attending to those at most "
+              f"{WINDOW} away) keeps more than ten times the residual of full attention at depth "
+              f"6 (the same res ratio), paired by seed: {{rule}}.",
     role="test", own_test=True)
 
 

@@ -103,7 +103,8 @@ class Progress:
                      estimated=t.get("estimated", 0.0) + (took if not planned else planned))
             if planned is not None:
                 t["done"] = t.get("done", 0.0) + planned
-                t["untimed"] = t.get("untimed", 0) + (not planned)
+            if planned == 0:  # in the plan, never timed
+                t["untimed"] = t.get("untimed", 0) + 1
 
         self._write(f"[{where_in_plan(self._update(count))}] {label(cfg)}: trained in "
                     f"{record.wall_time:.0f} s ({where})")
