@@ -1,14 +1,21 @@
-"""The angular update's equilibrium (Wan et al. 2021): negative control. The claim, its MLP and
-its reading are declared in normsys.declarations.spherical_motion and decided in
-test_declared.py."""
+"""The angular update's equilibrium (Wan et al. 2021) and the product e w that alone sets it (van
+Laarhoven 2017, Li & Arora 2019): negative controls. The claims, their MLPs and readings are
+declared in normsys.declarations.spherical_motion and decided in test_declared.py."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
-from normsys.claims.testing import unread_seeds
+from normsys.claims.testing import CONTROL_SEEDS, left_untrained, unread_seeds
 from normsys.claims.verdict import REFUTED
-from normsys.declarations.spherical_motion import SETTLES
+from normsys.declarations.spherical_motion import (
+    LR,
+    PRODUCT_SETS_ACCURACY,
+    PRODUCT_SETS_TURN,
+    SETTLES,
+)
 
 
 @pytest.mark.control(SETTLES.id)
@@ -21,3 +28,31 @@ def test_control_equilibrium_is_refuted_without_weight_decay(runs):
     free = SETTLES.experiment.overridden({"train.weight_decay": 0.0})
     values = free.values(runs, unread_seeds(SETTLES))
     assert SETTLES.verdict(values).verdict == REFUTED, SETTLES.verdict(values).reason
+
+
+@pytest.mark.control(PRODUCT_SETS_TURN.id)
+def test_control_turn_rule_is_refuted_where_the_products_differ(runs):
+    """The claim's own MLPs, reading and rule with every run's scale-invariant weights at the
+    claim's learning rate 0.5 and the three decays 1e-3, 1e-2 and 1e-4, on the claim's seeds: the
+    products now differ a hundredfold, the equilibrium turn (sqrt(2 e w / (1 + a))) tenfold, so
+    the rule must come out refuted. A reading of one run three times, or of the runs' product
+    instead of their weights, would show here."""
+    exp = PRODUCT_SETS_TURN.experiment
+    first, *others = exp.arms  # the first: the claim's own 0.5 and 1e-3
+    arms = {first: exp.arms[first], **{
+        name: exp.arms[name].changed({"train.invariant_lr": LR, "train.invariant_decay": decay})
+        for name, decay in zip(others, (1e-2, 1e-4), strict=True)}}
+    exp = replace(exp, arms=arms)
+    values = exp.values(runs, CONTROL_SEEDS)
+    assert PRODUCT_SETS_TURN.verdict(values).verdict == REFUTED, values
+
+
+@pytest.mark.control(PRODUCT_SETS_ACCURACY.id)
+def test_control_accuracy_rule_is_refuted_with_one_run_untrained(runs):
+    """The claim's own MLPs, reading and rule with the first run left at its initialization
+    (learning rate 0), on the claim's seeds: its accuracy is chance's, so the three cannot lie
+    within 1% and the rule must come out refuted. Accuracies read from one run three times would
+    show here."""
+    exp = left_untrained(PRODUCT_SETS_ACCURACY, next(iter(PRODUCT_SETS_ACCURACY.experiment.arms)))
+    values = exp.values(runs, CONTROL_SEEDS)
+    assert PRODUCT_SETS_ACCURACY.verdict(values).verdict == REFUTED, values

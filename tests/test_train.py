@@ -658,6 +658,55 @@ def test_the_angular_update_is_the_angle_each_step_turns_a_weight(data_env, no_c
         train_with_state(cfg.override(**{"train.angular": ("nope",)}))
 
 
+def test_the_invariant_weights_train_at_their_own_learning_rate_and_decay(data_env, no_cache):
+    """train.invariant puts the weights it names in a group of their own at train.invariant_lr
+    and train.invariant_decay: a one-step SGD run moves such a weight by exactly
+    -invariant_lr * (grad + invariant_decay * w) and every other parameter by -lr * (grad +
+    weight_decay * w) (no momentum, so one step is that alone); named at the run's own lr and
+    decay, the run is the run without them, to the bit. A name the model lacks, a group without
+    its lr, or an lr without a group is refused."""
+    from normsys.training.models import prepare_model
+    from normsys.training.train import parameter_groups
+
+    named = ("layers.0.0.weight", "layers.1.0.weight")
+    cfg = preset("mlp", **{"model.norm": "batchnorm", "model.d": 16, "model.layers": 2,
+                           "data.n_train": 64, "data.n_test": 32, "train.batch_size": 64,
+                           "train.optimizer": "sgd", "train.lr": 0.5, "train.weight_decay": 1e-3,
+                           "train.epochs": 1})
+    own = cfg.override(**{"train.invariant": named, "train.invariant_lr": 5.0,
+                          "train.invariant_decay": 1e-4})
+    start = dict(prepare_model(own).named_parameters())
+    grads = parameter_grads(own)
+    _, state = train_with_state(own)
+    for name, w in start.items():
+        lr, decay = (5.0, 1e-4) if name in named else (0.5, 1e-3)
+        expected = w.detach() - lr * (grads[name] + decay * w.detach())
+        assert torch.allclose(state[name], expected, rtol=1e-5, atol=1e-6), name
+    groups = parameter_groups(own, prepare_model(own))
+    assert [len(g["params"]) for g in groups] == [len(start) - 2, 2]
+    same = cfg.override(**{"train.invariant": named, "train.invariant_lr": 0.5,
+                           "train.invariant_decay": 1e-3})
+    plain, grouped = train_with_state(cfg)[1], train_with_state(same)[1]
+    assert all(torch.equal(plain[k], grouped[k]) for k in plain)
+    with pytest.raises(KeyError, match="no trained parameter named .'nope'"):
+        train_with_state(own.override(**{"train.invariant": ("nope",)}))
+    with pytest.raises(ValueError, match="train.invariant_lr > 0"):
+        cfg.override(**{"train.invariant": named})
+    with pytest.raises(ValueError, match="it names none"):
+        cfg.override(**{"train.invariant_lr": 5.0})
+
+
+def parameter_grads(cfg) -> dict[str, torch.Tensor]:
+    """dL/dW of every parameter of ``cfg``'s model at its initialization, on its first batch."""
+    from normsys.training.models import prepare_model
+    from normsys.training.tasks import make_task
+
+    model, task = prepare_model(cfg).train(), make_task(cfg)
+    _, x, y = next(iter(task.batches(cfg, torch.Generator().manual_seed(cfg.train.seed))))
+    torch.nn.functional.cross_entropy(model(x), y).backward()
+    return {n: p.grad for n, p in model.named_parameters()}
+
+
 def test_the_optimizer_takes_its_configured_betas_momentum_and_decay():
     from normsys.training.train import make_optimizer
 

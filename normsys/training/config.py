@@ -21,7 +21,8 @@ DATASETS = ("ag_news", "tinyshakespeare", "mnist", "random")
 LATER_FIELDS = {"model.init_scale": 1.0,  # fingerprinted only away from their defaults
                 "model.qk_norm": "none", "model.depth_scaled": False, "model.recenter": False,
                 "train.snapshots": (), "train.momentum": 0.0, "train.beta2": 0.999,
-                "train.angular": ()}
+                "train.angular": (), "train.invariant": (), "train.invariant_lr": 0.0,
+                "train.invariant_decay": 0.0}
 ATTENTION_FAMILIES = ("encoder", "char_gpt", "tblock")  # of models.TransformerBlock
 
 
@@ -87,6 +88,9 @@ class TrainConfig:
     snapshots: tuple[int, ...] = ()  # epochs after which the weights are kept too (progress)
     angular: tuple[str, ...] = ()  # parameters whose angular update each step is logged (curves
     #                                "angular_update.<name>": the angle between W before and after)
+    invariant: tuple[str, ...] = ()  # parameters trained at a learning rate and decay of their own
+    invariant_lr: float = 0.0        # (scale-invariant weights, van Laarhoven 2017): theirs, the
+    invariant_decay: float = 0.0     # others' train.lr and train.weight_decay
 
 
 @dataclass(frozen=True)
@@ -126,7 +130,8 @@ class RunConfig:
                    DataConfig(**{**d["data"], "batch_shape": tuple(d["data"]["batch_shape"])}),
                    TrainConfig(**{**d["train"], "probe": tuple(d["train"]["probe"]),
                                   "snapshots": tuple(d["train"].get("snapshots", ())),
-                                  "angular": tuple(d["train"].get("angular", ()))}))
+                                  "angular": tuple(d["train"].get("angular", ())),
+                                  "invariant": tuple(d["train"].get("invariant", ()))}))
 
     def canonical(self) -> dict[str, dict]:
         """The resolved config as the fingerprint reads it: fields added after records were first
@@ -203,7 +208,9 @@ def validate(cfg: RunConfig) -> None:
     at_least_zero = {"train.seed": t.seed,
                      "data.n_train": d.n_train, "data.n_test": d.n_test, "train.epochs": t.epochs,
                      "train.steps": t.steps, "train.eval_train_rows": t.eval_train_rows,
-                     "train.lr": t.lr, "train.weight_decay": t.weight_decay}
+                     "train.lr": t.lr, "train.weight_decay": t.weight_decay,
+                     "train.invariant_lr": t.invariant_lr,
+                     "train.invariant_decay": t.invariant_decay}
     for name, value in positive.items():
         if not value >= 1:
             raise ValueError(f"{name} must be >= 1, got {value}")
@@ -244,6 +251,12 @@ def validate(cfg: RunConfig) -> None:
         raise ValueError(f"train.beta2 must be in [0, 1), got {t.beta2}")
     if t.beta2 != 0.999 and t.optimizer == "sgd":
         raise ValueError("train.beta2 is Adam's; train.optimizer is sgd")
+    if t.invariant and not t.invariant_lr > 0:
+        raise ValueError(f"train.invariant={t.invariant}: give their learning rate, "
+                         f"train.invariant_lr > 0 (and train.invariant_decay, default 0)")
+    if not t.invariant and (t.invariant_lr or t.invariant_decay):
+        raise ValueError("train.invariant_lr and train.invariant_decay are for the parameters "
+                         "train.invariant names; it names none")
 
 
 # ----------------------------------------------------------------------------- presets

@@ -129,6 +129,7 @@ def run_environment(cfg: RunConfig) -> dict[str, str]:
 
 
 def make_optimizer(cfg: RunConfig, params, device: torch.device) -> torch.optim.Optimizer:
+    """The run's optimizer over ``params`` (tensors, or torch's parameter groups: dicts)."""
     t = cfg.train
     if t.optimizer == "sgd":
         return torch.optim.SGD(params, lr=t.lr, momentum=t.momentum, weight_decay=t.weight_decay)
@@ -181,6 +182,22 @@ def grad_norms(params: list[Tensor], seeds: int = 1) -> Tensor:
     return torch.stack([g.float().reshape(seeds, -1).pow(2).sum(1) for g in grads]).sum(0).sqrt()
 
 
+def parameter_groups(cfg: RunConfig, model: nn.Module) -> list:
+    """The trained parameters of ``model`` as the optimizer takes them: one list, or (with
+    train.invariant) the others, then a group of those it names at train.invariant_lr and
+    train.invariant_decay."""
+    t = cfg.train
+    trained = {n: p for n, p in model.named_parameters() if p.requires_grad}
+    if not t.invariant:
+        return list(trained.values())
+    if unknown := [n for n in t.invariant if n not in trained]:
+        raise KeyError(f"train.invariant: no trained parameter named {unknown}; the model's: "
+                       f"{', '.join(trained)}")
+    return [{"params": [p for n, p in trained.items() if n not in t.invariant]},
+            {"params": [trained[n] for n in t.invariant], "lr": t.invariant_lr,
+             "weight_decay": t.invariant_decay}]
+
+
 class Learner:
     """What updates a model: its optimizer, its step (compiled where the context says so) and its
     step log. The model is one run's, or the seed-stacked model of ``seeds`` runs."""
@@ -189,7 +206,7 @@ class Learner:
                  seeds: int = 1):
         self.model, self.task, self.ctx, self.seeds = model, task, ctx, seeds
         self.params = [p for p in model.parameters() if p.requires_grad]
-        self.opt = make_optimizer(cfg, self.params, ctx.device)
+        self.opt = make_optimizer(cfg, parameter_groups(cfg, model), ctx.device)
         self.forward = OneShape(model, ctx.compile) if ctx.compile in COMPILED else model
         self.captured = CapturedStep(self) if ctx.compile == "capture" else None
         self.log = StepLog([empty_curves() for _ in range(seeds)], ctx.read_every, task.accuracy)
