@@ -1,6 +1,7 @@
-"""qk-layernorm and the attention logits (Wortsman et al. 2024): negative controls. The claims,
-their models and readings are declared in normsys.declarations.attention_logits and decided in
-test_declared.py."""
+"""qk-layernorm and the attention logits (Wortsman et al. 2024), and qk-layernorm against a logit
+softcap: controls. The claims, their models and readings are declared in
+normsys.declarations.attention_logits and decided in test_declared.py; the A/A family
+(test_aa_family.py) holds the negative control of each sensitivity claim."""
 
 from __future__ import annotations
 
@@ -9,9 +10,19 @@ from dataclasses import replace
 import pytest
 import torch
 
-from normsys.claims.testing import unread_seeds
+from normsys.claims.declaration import Experiment
+from normsys.claims.testing import CONTROL_SEEDS, on_seed_sets, unread_seeds
 from normsys.claims.verdict import REFUTED, SUPPORTED
-from normsys.declarations.attention_logits import QK_LOGIT_BOUND, QK_LR_SENSITIVITY, largest_logit
+from normsys.declarations.attention_logits import (
+    QK_BEATS_SOFTCAP,
+    QK_LOGIT_BOUND,
+    QK_LR_SENSITIVITY,
+    QK_LR_SENSITIVITY_CAPPED,
+    SOFTCAP_LOWERS_SENSITIVITY,
+    WARMUP_LOWERS_SENSITIVITY,
+    largest_logit,
+    warmed,
+)
 from normsys.training.record import trained_model
 
 BOUNDS_LOGITS, LOWERS_SENSITIVITY = QK_LOGIT_BOUND.declaration, QK_LR_SENSITIVITY.declaration
@@ -52,3 +63,42 @@ def test_control_logit_rule_flips_where_the_queries_and_keys_are_scaled_up(runs)
     values = replace(slow, reads=scaled).values(runs, unread_seeds(BOUNDS_LOGITS))
     decision = BOUNDS_LOGITS.verdict(values)
     assert decision.verdict == SUPPORTED, decision.reason
+
+
+AGAINST_SOFTCAP = (SOFTCAP_LOWERS_SENSITIVITY, QK_LR_SENSITIVITY_CAPPED.declaration,
+                   QK_BEATS_SOFTCAP, WARMUP_LOWERS_SENSITIVITY)
+
+
+@pytest.mark.parametrize("declared", [
+    pytest.param(d, id=d.id, marks=[pytest.mark.control(d.id), pytest.mark.slow])
+    for d in AGAINST_SOFTCAP])
+def test_control_sensitivity_rules_are_not_supported_between_softcapped_sweeps(runs, declared):
+    """Each sensitivity claim's reading and rule with both arms the softcapped GPT's sweep
+    (warmed up, no qk-norm: the claim's ``alike``), its first arm on seeds past the claim's and
+    its second on the claim's own: nothing lies between the arms but their seeds, so the rule must
+    not come out supported on its own. (The A/A family reads these cases too, at its joint level,
+    which three seeds make too wide to see an edge the size of these claims' effects.) An arm
+    given an edge the claim does not name, a plain GPT against a softcapped one, fails here."""
+    case = declared.experiment.overridden(declared.alike)
+    values = on_seed_sets(case, runs, unread_seeds(declared), CONTROL_SEEDS)
+    decision = declared.verdict(values)
+    assert decision.verdict != SUPPORTED, decision.reason
+
+
+@pytest.mark.positive(*(d.id for d in AGAINST_SOFTCAP))
+@pytest.mark.slow
+def test_positive_sensitivity_rules_hold_where_the_qk_norm_is_the_second_arm(runs):
+    """Each sensitivity claim's reading and rule with its second arm's sweep replaced by the
+    qk-layernorm GPT's (warmed up; the claims' own runs, seeds 0-2): qk-layernorm lowers the
+    sensitivity of the same GPT without it (Wortsman et al.), so each rule must come out
+    supported. A reading that cannot tell a sweep that diverges from one that does not, or that
+    pairs the arms the wrong way round, would leave one otherwise."""
+    for declared in AGAINST_SOFTCAP:
+        first, second = declared.experiment.arms
+        reference = declared.experiment.arms[first]
+        if declared is not WARMUP_LOWERS_SENSITIVITY:  # the claims' plain GPT, warmed up
+            reference = warmed("none")
+        case = Experiment({first: reference, second: warmed("layernorm")},
+                          declared.experiment.reads, reads_diverged=True)
+        decision = declared.verdict(case.values(runs, CONTROL_SEEDS))
+        assert decision.verdict == SUPPORTED, f"{declared.id}: {decision.reason}"

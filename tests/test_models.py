@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 import pytest
 import torch
 
-from normsys.training.config import ModelConfig
+from normsys.training.config import ModelConfig, preset
 from normsys.training.models import build_model, capture
 from normsys.training.norms import NORMS
 
@@ -181,7 +182,6 @@ def test_unknown_family_lists_valid_ones():
 def test_init_scale_multiplies_the_mlp_hidden_weights_and_keeps_earlier_fingerprints():
     """model.init_scale scales the hidden layers' initial weights (not the head); at its default
     it is left out of the fingerprint, so every earlier record keeps its key."""
-    from normsys.training.config import preset
 
     base, scaled = preset("mlp"), preset("mlp", **{"model.init_scale": 2.0})
     assert base.fingerprint() == "6682f01329ca15ab"  # the mlp preset's key before the field existed
@@ -208,6 +208,41 @@ def test_attention_says_what_is_wrong_with_its_settings():
         causal(torch.zeros(1, 3, 8), queries=1)
 
 
+@pytest.mark.parametrize("kind", ["softmax", "sigmoid"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_softcap_takes_each_logit_through_c_tanh_before_the_attention_weights(kind, causal):
+    """model.softcap c: a cap so wide that it never binds is the uncapped attention (fused, for
+    softmax); one that takes every logit to 0 weighs the kept keys alike (softmax: the mean of
+    their values) or each at sigmoid(-log T); one in between is c tanh(q.k / sqrt(h) / c),
+    padded keys and later positions left out either way."""
+    from normsys.training.models import Attention
+
+    torch.manual_seed(0)
+    x, padding = torch.randn(2, 5, 8, dtype=torch.float64), torch.zeros(2, 5, dtype=torch.bool)
+    padding[1, -2:] = True
+    plain = Attention(8, 2, causal, kind).double()
+    with torch.no_grad():
+        plain.qkv.weight.mul_(4)  # logits of some tens: a cap of 3 binds
+    capped = {c: Attention(8, 2, causal, kind, softcap=c).double() for c in (1e9, 1e-9, 3.0)}
+    for model in capped.values():
+        model.load_state_dict(plain.state_dict())
+    torch.testing.assert_close(capped[1e9](x, padding), plain(x, padding))
+    q, k, v = (z.view(2, 5, 2, 4).transpose(1, 2) for z in plain.qkv(x).split(8, dim=-1))
+    keep = ~padding[:, None, None, :] & (torch.ones(5, 5, dtype=torch.bool).tril() if causal
+                                         else torch.ones(5, 5, dtype=torch.bool))
+    for c in (1e-9, 3.0):
+        logits = c * torch.tanh(q @ k.transpose(-2, -1) / 2 / c)
+        w = (torch.softmax(logits.masked_fill(~keep, -math.inf), dim=-1) if kind == "softmax"
+             else torch.sigmoid(logits - math.log(5)) * keep)
+        expected = plain.proj((w @ v).transpose(1, 2).reshape(2, 5, 8))
+        torch.testing.assert_close(capped[c](x, padding), expected)
+    assert not torch.allclose(capped[3.0](x, padding), plain(x, padding), atol=1e-3)
+    with pytest.raises(ValueError, match="^model.softcap: for the attention families"):
+        preset("mlp", **{"model.softcap": 3.0})
+    with pytest.raises(ValueError, match="model.softcap must be >= 0, got -1"):
+        preset("char_gpt", **{"model.softcap": -1.0})
+
+
 @pytest.mark.parametrize("act", ["relu", "tanh"])
 def test_the_residual_mlp_uses_the_configured_activation(act):
     from normsys.training.models import ACTS
@@ -218,7 +253,6 @@ def test_the_residual_mlp_uses_the_configured_activation(act):
 
 
 def test_a_model_without_weights_says_why_it_has_none(tmp_path):
-    from normsys.training.config import preset
     from normsys.training.record import RunRecord, trained_model
 
     cfg = preset("ffn_stack")
@@ -329,7 +363,6 @@ def test_qk_norm_normalizes_each_heads_queries_and_keys(norm):
 
 
 def test_the_block_options_say_where_they_apply():
-    from normsys.training.config import preset
 
     for changes, match in (({"model.qk_norm": "layernorm"}, "attention families"),
                            ({"model.placement": "peri"}, "attention families"),

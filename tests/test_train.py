@@ -696,6 +696,39 @@ def test_the_invariant_weights_train_at_their_own_learning_rate_and_decay(data_e
         cfg.override(**{"train.invariant_lr": 5.0})
 
 
+def test_the_warm_up_raises_every_learning_rate_linearly_to_its_own(data_env, no_cache):
+    """train.warmup W: the k-th update at min(1, k / W) of each group's learning rate, the
+    invariant weights' own too; a one-step SGD run with W = 4 moves every parameter by a quarter
+    of its plain step, and W = 1 is the run without a warm-up, to the bit. A negative W is
+    refused."""
+    from normsys.training.models import prepare_model
+    from normsys.training.train import make_optimizer, parameter_groups, warmup
+
+    named = ("layers.0.0.weight",)
+    cfg = preset("mlp", **{"model.norm": "batchnorm", "model.d": 16, "model.layers": 2,
+                           "data.n_train": 64, "data.n_test": 32, "train.batch_size": 64,
+                           "train.optimizer": "sgd", "train.lr": 0.5, "train.epochs": 1,
+                           "train.invariant": named, "train.invariant_lr": 5.0})
+    opt = make_optimizer(cfg, parameter_groups(cfg, prepare_model(cfg)), torch.device("cpu"))
+    schedule, seen = warmup(opt, 4), []
+    for _ in range(6):
+        seen.append([g["lr"] for g in opt.param_groups])
+        opt.step()
+        schedule.step()
+    assert seen == [[0.5 * k / 4, 5.0 * k / 4] for k in (1, 2, 3, 4, 4, 4)]
+    start = dict(prepare_model(cfg).named_parameters())
+    grads = parameter_grads(cfg)
+    _, state = train_with_state(cfg.override(**{"train.warmup": 4}))
+    for name, w in start.items():
+        lr = 5.0 if name in named else 0.5
+        assert torch.allclose(state[name], w.detach() - lr / 4 * grads[name], rtol=1e-5,
+                              atol=1e-6), name
+    plain, one = train_with_state(cfg)[1], train_with_state(cfg.override(**{"train.warmup": 1}))[1]
+    assert all(torch.equal(plain[k], one[k]) for k in plain)
+    with pytest.raises(ValueError, match="train.warmup must be >= 0, got -1"):
+        cfg.override(**{"train.warmup": -1})
+
+
 def parameter_grads(cfg) -> dict[str, torch.Tensor]:
     """dL/dW of every parameter of ``cfg``'s model at its initialization, on its first batch."""
     from normsys.training.models import prepare_model

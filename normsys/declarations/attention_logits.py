@@ -8,6 +8,13 @@ Shakespeare) trained by AdamW with betas (0.9, 0.95) and no weight decay, with a
 LayerNorm on each head's queries and keys (model.qk_norm); the preset's 250 steps at the CPU tier
 (its width 64, batch 16, block 32), the preset's width 128 and 1,000 steps at the paper tier.
 Both claims are norm-generic: scorecard columns with each kind as the qk-norm.
+
+Against a logit softcap (Gemma 2's c tanh(s / c) on each logit, c = 50; Rybakov et al. 2024): the
+same sweep of the same GPTs with a linear warm-up over the first 5% of their steps, as Wortsman et
+al.'s runs have (train.warmup), in four arms: plain, qk-layernorm, softcap, and both. Does the
+softcap lower the learning-rate sensitivity; does the qk-norm still lower it under the softcap
+(norm-generic: a scorecard column); does the qk-norm lower it more than the softcap (Gemma 3 took
+the qk-norm in the softcap's place); and does the warm-up itself lower it (Wortsman et al.)?
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ import math
 
 import torch
 
-from normsys.claims.declaration import Arm, Statistic
+from normsys.claims.declaration import Arm, Declaration, Experiment, Statistic
 from normsys.claims.verdict import Rule
 from normsys.declarations.shared.experiments import SEQUENCES, fresh_lm_batch, inputs_to
 from normsys.training.record import INIT_LOSS, VAL_LOSS, trained_model
@@ -25,13 +32,16 @@ from normsys.training.tiers import DEFAULT
 SOURCE = "Wortsman et al. 2024 (small-scale proxies, qk-layernorm)"
 HIGH_LR = 1e-2
 SWEEP = (1e-3, 1e-2, 1e-1)  # the learning rates of the sensitivity sweep
+STEPS, CPU_STEPS = 1000, 250  # the GPTs' steps: the original experiment's, the CPU tier's
+SOFTCAP = 50.0  # Gemma 2's cap on the attention logits
+WARMUP = 0.05  # the warm-up's share of a run's steps (Wortsman et al.: 5% of them)
 
 
 def gpt(qk_norm: str, **settings) -> Arm:
     """The char GPT with ``qk_norm`` ("none": without), AdamW (0.9, 0.95), no decay."""
     return Arm("char_gpt", {"model.qk_norm": qk_norm, "train.beta2": 0.95,
-                            "train.weight_decay": 0.0, "train.steps": 1000, **settings},
-               at={DEFAULT: {"train.steps": 250}})
+                            "train.weight_decay": 0.0, "train.steps": STEPS, **settings},
+               at={DEFAULT: {"train.steps": CPU_STEPS}})
 
 
 def max_attention_logit(records, variant: str = "") -> float:
@@ -101,3 +111,71 @@ QK_LR_SENSITIVITY = Statistic(
               "loss at init) minus the best loss of the sweep), paired by seed: {rule}.",
     slow=("",), alike={"model.qk_norm": "layernorm"},
     role="test")  # eighteen char GPTs, six of them QK_LOGIT_BOUND's
+
+
+# qk-norm against a logit softcap: the sweep above with a warm-up, in four arms (none of them
+# reads the batch's other rows, so every built-in kind but SEQUENCES' can be the qk-norm)
+
+SOFTCAP_SOURCE = "Gemma Team 2024 (Gemma 2's logit softcap); Rybakov et al. 2024"
+
+
+def warmed(qk_norm: str, softcap: float = 0.0) -> Arm:
+    """The sensitivity sweep of the GPT with ``qk_norm``, its logits capped at ``softcap`` (0:
+    not), and a linear warm-up over the first WARMUP of its steps at every tier."""
+    return Arm("char_gpt", {**gpt(qk_norm).settings, "model.softcap": softcap,
+                            "train.warmup": int(WARMUP * STEPS)},
+               tuple({"train.lr": lr} for lr in SWEEP),
+               at={DEFAULT: {"train.steps": CPU_STEPS, "train.warmup": int(WARMUP * CPU_STEPS)}})
+
+
+SENSITIVITY = "sensitivity"  # each claim's rule: on the per-seed difference of two sweeps' values
+CAPPED = {"model.qk_norm": "none", "model.softcap": SOFTCAP}  # both arms the softcap's alone
+
+
+def lowers_sensitivity(cid: str, source: str, statement: str, arms: dict[str, Arm],
+                       alike: dict) -> Declaration:
+    """A claim that the second arm's sweep is less sensitive to the learning rate than the
+    first's, paired by seed: sensitivity(first) - sensitivity(second) > 0."""
+    return Declaration(
+        cid, Rule(SENSITIVITY, ">", 0.0), source, statement,
+        experiment=Experiment(arms, lr_sensitivity, reads_diverged=True), slow=("",),
+        role="test", alike=alike)
+
+
+SOFTCAP_LOWERS_SENSITIVITY = lowers_sensitivity(
+    "softcap-lowers-lr-sensitivity", SOFTCAP_SOURCE,
+    f"A tanh softcap of {SOFTCAP:g} on the attention logits makes a Pre-LN char GPT's final loss "
+    "less sensitive to the learning rate (the sensitivity over learning rates 1e-3, 1e-2 and "
+    "1e-1, each run with a linear warm-up over 5% of its steps), paired by seed: {rule}.",
+    {"plain": warmed("none"), "softcap": warmed("none", SOFTCAP)}, alike=CAPPED)
+
+QK_LR_SENSITIVITY_CAPPED = Statistic(
+    "qk_lr_sensitivity_capped", "qknorm-lowers-lr-sensitivity-under-softcap",
+    Rule(SENSITIVITY, ">", 0.0), warmed("layernorm", SOFTCAP), lr_sensitivity, versus="none",
+    pairing="versus - own", versus_arm="softcap", claim_arm="qk-norm + softcap",
+    setting="model.qk_norm", reads_diverged=True,
+    words="learning-rate sensitivity lowered by the qk-norm under a softcap", excludes=SEQUENCES,
+    source=SOFTCAP_SOURCE,
+    statement=f"Under a tanh softcap of {SOFTCAP:g} on its attention logits, qk-layernorm still "
+              "makes a Pre-LN char GPT's final loss less sensitive to the learning rate (the "
+              "sensitivity over learning rates 1e-3, 1e-2 and 1e-1, each run with a linear "
+              "warm-up over 5% of its steps), paired by seed: {rule}.",
+    slow=("",), alike={"model.qk_norm": "none"}, role="test")
+
+QK_BEATS_SOFTCAP = lowers_sensitivity(
+    "qknorm-lowers-lr-sensitivity-more-than-softcap", "Gemma Team 2025 (Gemma 3 took qk-norm in "
+    "the softcap's place)",
+    f"qk-layernorm makes a Pre-LN char GPT's final loss less sensitive to the learning rate than "
+    f"a tanh softcap of {SOFTCAP:g} on its attention logits does (the sensitivity over learning "
+    "rates 1e-3, 1e-2 and 1e-1, each run with a linear warm-up over 5% of its steps), paired by "
+    "seed: {rule}.",
+    {"softcap": warmed("none", SOFTCAP), "qk-norm": warmed("layernorm")}, alike=CAPPED)
+
+WARMUP_LOWERS_SENSITIVITY = lowers_sensitivity(
+    "wortsman-warmup-lowers-lr-sensitivity", SOURCE,
+    "A linear warm-up over the first 5% of the steps makes a Pre-LN char GPT's final loss less "
+    "sensitive to the learning rate (the sensitivity over learning rates 1e-3, 1e-2 and 1e-1), "
+    "paired by seed: {rule}.",
+    {"no warm-up": QK_LR_SENSITIVITY.arm.changed({"model.qk_norm": "none"}),
+     "warm-up": warmed("none")},
+    alike={**CAPPED, "train.warmup": int(WARMUP * CPU_STEPS)})

@@ -22,7 +22,7 @@ LATER_FIELDS = {"model.init_scale": 1.0,  # fingerprinted only away from their d
                 "model.qk_norm": "none", "model.depth_scaled": False, "model.recenter": False,
                 "train.snapshots": (), "train.momentum": 0.0, "train.beta2": 0.999,
                 "train.angular": (), "train.invariant": (), "train.invariant_lr": 0.0,
-                "train.invariant_decay": 0.0}
+                "train.invariant_decay": 0.0, "model.softcap": 0.0, "train.warmup": 0}
 ATTENTION_FAMILIES = ("encoder", "char_gpt", "tblock")  # of models.TransformerBlock
 
 
@@ -50,6 +50,8 @@ class ModelConfig:
     depth_scaled: bool = False  # pre/peri attention families: norm outputs times 1/sqrt(block)
     recenter: bool = False      # char_gpt, pre/peri: the embedding and each sublayer's output
     #                             re-centred over the hidden dimension (a zero-mean stream)
+    softcap: float = 0.0        # attention families: each logit s = q.k / sqrt(d_head) taken as
+    #                             c tanh(s / c) before the softmax (Gemma 2's cap c); 0: none
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,8 @@ class TrainConfig:
     invariant: tuple[str, ...] = ()  # parameters trained at a learning rate and decay of their own
     invariant_lr: float = 0.0        # (scale-invariant weights, van Laarhoven 2017): theirs, the
     invariant_decay: float = 0.0     # others' train.lr and train.weight_decay
+    warmup: int = 0              # steps over which every learning rate rises linearly to its own
+    #                              (step k of W at k/W of it); 0: none
 
 
 @dataclass(frozen=True)
@@ -210,7 +214,8 @@ def validate(cfg: RunConfig) -> None:
                      "train.steps": t.steps, "train.eval_train_rows": t.eval_train_rows,
                      "train.lr": t.lr, "train.weight_decay": t.weight_decay,
                      "train.invariant_lr": t.invariant_lr,
-                     "train.invariant_decay": t.invariant_decay}
+                     "train.invariant_decay": t.invariant_decay, "train.warmup": t.warmup,
+                     "model.softcap": m.softcap}
     for name, value in positive.items():
         if not value >= 1:
             raise ValueError(f"{name} must be >= 1, got {value}")
@@ -234,6 +239,7 @@ def validate(cfg: RunConfig) -> None:
         check_kind(m.qk_norm)
     attention_only = [k for k, on in (("model.qk_norm", m.qk_norm != "none"),
                                       ("model.depth_scaled", m.depth_scaled),
+                                      ("model.softcap", m.softcap != 0),
                                       ("model.placement=peri", m.placement == "peri")) if on]
     if attention_only and m.family not in ATTENTION_FAMILIES:
         raise ValueError(f"{', '.join(attention_only)}: for the attention families "

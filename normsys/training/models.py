@@ -49,15 +49,16 @@ class Attention(nn.Module):
     mask unless given). sigmoid: sigmoid(q k^T / sqrt(h) - log T) (Ramapuram et al. 2024).
     ``qk_norm``: a norm kind applied to each head's queries and keys over the head's dimension
     before their product (qk-layernorm, Dehghani et al. 2023), one for the queries and one for
-    the keys, shared by the heads; "none": none.
+    the keys, shared by the heads; "none": none. ``softcap`` c > 0: each logit s = q.k / sqrt(h)
+    taken as c tanh(s / c) (Gemma 2), the softmax then written out rather than fused.
     """
 
     def __init__(self, d: int, heads: int, causal: bool = False, kind: str = "softmax",
-                 qk_norm: str = "none"):
+                 qk_norm: str = "none", softcap: float = 0.0):
         super().__init__()
         if d % heads:
             raise ValueError(f"model.d={d} must be divisible by model.heads={heads}")
-        self.heads, self.causal, self.kind = heads, causal, kind
+        self.heads, self.causal, self.kind, self.softcap = heads, causal, kind, softcap
         self.qkv = Linear(d, 3 * d)
         self.proj = Linear(d, d)
         nn.init.xavier_uniform_(self.qkv.weight)  # as nn.MultiheadAttention's in_proj
@@ -81,16 +82,21 @@ class Attention(nn.Module):
                 raise ValueError("queries= (the first positions only) is for non-causal attention")
             q = q[:, :, :queries]
         keep = None if key_padding is None else ~key_padding[:, None, None, :]  # (B, 1, 1, T)
-        if self.kind == "softmax":
+        if self.kind == "softmax" and not self.softcap:
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, is_causal=self.causal)
         else:
-            scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]) - math.log(t)
-            w = torch.sigmoid(scores)
+            scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+            if self.softcap:
+                scores = self.softcap * torch.tanh(scores / self.softcap)
             if self.causal:
-                w = w * torch.ones(t, t, device=x.device, dtype=torch.bool).tril()
-            if keep is not None:
-                w = w * keep
-            y = w @ v
+                tril = torch.ones(t, t, device=x.device, dtype=torch.bool).tril()
+                keep = tril if keep is None else keep & tril
+            if self.kind == "softmax":
+                w = scores.masked_fill(~keep, -math.inf) if keep is not None else scores
+                y = torch.softmax(w, dim=-1) @ v
+            else:
+                w = torch.sigmoid(scores - math.log(t))
+                y = (w if keep is None else w * keep) @ v
         return self.proj(y.transpose(1, 2).reshape(b, q.shape[2], c))
 
 
@@ -107,7 +113,7 @@ class TransformerBlock(nn.Module):
         super().__init__()
         self.post = cfg.placement == "post"
         self.ln_1, self.ln_2 = build_norm(cfg.norm, cfg.d), build_norm(cfg.norm, cfg.d)
-        self.attn = Attention(cfg.d, cfg.heads, causal, cfg.attention, cfg.qk_norm)
+        self.attn = Attention(cfg.d, cfg.heads, causal, cfg.attention, cfg.qk_norm, cfg.softcap)
         self.mlp = ffn(cfg.d, cfg.ffn_mult, cfg.act)
         self.ln_1o = self.ln_2o = None
         if cfg.placement == "peri":

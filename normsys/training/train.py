@@ -198,6 +198,14 @@ def parameter_groups(cfg: RunConfig, model: nn.Module) -> list:
              "weight_decay": t.invariant_decay}]
 
 
+def warmup(opt: torch.optim.Optimizer, steps: int) -> torch.optim.lr_scheduler.LRScheduler | None:
+    """The linear warm-up of ``opt`` over ``steps`` (train.warmup): the k-th update, from 1, at
+    min(1, k / steps) of each group's learning rate; None for none."""
+    if not steps:
+        return None
+    return torch.optim.lr_scheduler.LambdaLR(opt, lambda done: min(1.0, (done + 1) / steps))
+
+
 class Learner:
     """What updates a model: its optimizer, its step (compiled where the context says so) and its
     step log. The model is one run's, or the seed-stacked model of ``seeds`` runs."""
@@ -207,6 +215,7 @@ class Learner:
         self.model, self.task, self.ctx, self.seeds = model, task, ctx, seeds
         self.params = [p for p in model.parameters() if p.requires_grad]
         self.opt = make_optimizer(cfg, parameter_groups(cfg, model), ctx.device)
+        self.schedule = warmup(self.opt, cfg.train.warmup)
         self.forward = OneShape(model, ctx.compile) if ctx.compile in COMPILED else model
         self.captured = CapturedStep(self) if ctx.compile == "capture" else None
         self.log = StepLog([empty_curves() for _ in range(seeds)], ctx.read_every, task.accuracy)
@@ -236,6 +245,8 @@ class Learner:
             return True
         before = [p.detach().clone() for p in self.angular.values()]
         self.opt.step()
+        if self.schedule is not None:
+            self.schedule.step()
         if before:
             self.turns.append(torch.stack([angles(b, p, self.seeds) for b, p in
                                            zip(before, self.angular.values(), strict=True)]))
