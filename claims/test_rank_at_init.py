@@ -12,16 +12,18 @@ from normsys.claims.testing import unread_seeds
 from normsys.claims.verdict import REFUTED
 from normsys.declarations.rank_at_init import KEEPS_RANK, ORTHOGONALIZES
 
+KEEPS = KEEPS_RANK.declaration
 
-@pytest.mark.control(KEEPS_RANK.id)
+
+@pytest.mark.control(KEEPS.id)
 def test_control_rank_rule_is_refuted_on_shallow_mlps(runs):
     """The claim's own MLPs, reading and rule at depth 2, on seeds the claim does not read: two
     layers leave no depth for the rank to collapse over, so both arms keep most of it and the rule
     must come out refuted. A reading of another layer than the last, or of the model in eval
     mode (where BatchNorm at initialization is the identity), would show here or in the claim."""
-    shallow = KEEPS_RANK.experiment.overridden({"model.layers": 2})
-    values = shallow.values(runs, unread_seeds(KEEPS_RANK))
-    assert KEEPS_RANK.verdict(values).verdict == REFUTED
+    shallow = KEEPS.experiment.overridden({"model.layers": 2})
+    values = shallow.values(runs, unread_seeds(KEEPS))
+    assert KEEPS.verdict(values).verdict == REFUTED
 
 
 @pytest.mark.control(ORTHOGONALIZES.id)

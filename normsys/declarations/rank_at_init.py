@@ -19,7 +19,7 @@ import math
 import torch
 from torch import nn
 
-from normsys.claims.declaration import Arm, Declaration, Experiment
+from normsys.claims.declaration import Arm, Declaration, Experiment, Statistic
 from normsys.claims.verdict import Rule
 from normsys.declarations.mean_field import DEEP_MLP
 from normsys.training import diagnostics as dg
@@ -53,14 +53,16 @@ def last_layer_rank(records: list[RunRecord], variant: str = "") -> float:
     return math.log2(dg.effective_rank(last_hidden(records[0].run_config)))
 
 
-KEEPS_RANK = Declaration(
-    "daneshmand-batchnorm-keeps-rank-at-init", Rule("log2 erank", ">", 1.0), source=SOURCE,
+# Norm-generic: a scorecard column, each kind N in BatchNorm's place against the same MLP without
+# a norm (every kind runs the MLP; its runs are the gradient-explosion columns' own).
+KEEPS_RANK = Statistic(
+    "rank_at_init", "daneshmand-batchnorm-keeps-rank-at-init", Rule("log2 erank", ">", 1.0),
+    DEEP_MLP, last_layer_rank, versus="none", pairing="own - versus", claim_norm="batchnorm",
+    words="rank kept at init vs no norm", source=SOURCE,
     statement="At initialization, the last hidden layer of a {model.layers}-layer ReLU MLP with "
               "BatchNorm and no skips keeps more than twice the effective rank of the same MLP "
               "without normalization on one batch of {train.probe_batch} rows, paired by seed: "
               "{rule}.",
-    experiment=Experiment({"batchnorm": DEEP_MLP.changed({"model.norm": "batchnorm"}),
-                           "none": DEEP_MLP.changed({"model.norm": "none"})}, last_layer_rank),
     alike={"model.norm": "batchnorm"}, role="test")
 
 
