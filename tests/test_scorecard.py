@@ -968,7 +968,8 @@ def test_each_statistic_is_declared_in_order_and_marks_its_claim_with_its_seeds(
     """The declared statistics come in the declarations' order, and the marker each makes for
     its claim carries the claim's own seeds."""
     found = declarations.statistics()
-    assert [s.name for s in found[:4]] == ["qk_logit_bound", "qk_lr_sensitivity", "kappa_6",
+    assert [s.name for s in found[:5]] == ["qk_logit_bound", "qk_lr_sensitivity",
+                                           "qk_lr_sensitivity_capped", "kappa_6",
                                            "min_rho"]  # module order: attention_logits first
     for stat in (s for s in found if s.own_test):
         assert stat.mark.kwargs.get("seeds") == stat.own_seeds, stat.name
