@@ -286,6 +286,7 @@ def check_paired_statistics_by_hand(plan, records, table):
     from normsys.declarations.attention_logits import lr_sensitivity, max_attention_logit
     from normsys.declarations.layernorm_deep_dive import init_scale_spread, unit_correlation
     from normsys.declarations.mean_field import input_over_output
+    from normsys.declarations.rank_at_init import last_layer_rank
     from normsys.declarations.shared.experiments import weight_grad_profile
     from normsys.training import diagnostics as dg
     from normsys.training.record import TEST_ACC, VAL_LOSS
@@ -312,11 +313,15 @@ def check_paired_statistics_by_hand(plan, records, table):
             "init_robustness", "layernorm", "none", init_scale_spread)],
         ("grad_explosion_vs_ln", "none"): [x - ln for ln, x in pairs(
             "grad_explosion_vs_ln", "layernorm", "none", input_over_output)],
+        ("rank_at_init", "layernorm"): [ln - x for ln, x in pairs(
+            "rank_at_init", "layernorm", "none", last_layer_rank)],
         # the qk-norm's: the model without one (the none row) less the model with N on q and k
         ("qk_logit_bound", "layernorm"): [plain - x for x, plain in pairs(
             "qk_logit_bound", "layernorm", "none", max_attention_logit)],
         ("qk_lr_sensitivity", "layernorm"): [plain - x for x, plain in pairs(
             "qk_lr_sensitivity", "layernorm", "none", lr_sensitivity)],
+        ("qk_lr_sensitivity_capped", "layernorm"): [capped - x for x, capped in pairs(
+            "qk_lr_sensitivity_capped", "layernorm", "none", lr_sensitivity)],
     }
     assert {s.name for s in declarations.statistics() if s.versus} == {k for k, _ in by_hand}
     # a kind paired with itself: its first run (Pre-LN) less its second (Peri-LN, depth-scaled)
