@@ -1,7 +1,7 @@
 """qk-layernorm and the attention logits (Wortsman et al. 2024), and qk-layernorm against a logit
 softcap: controls. The claims, their models and readings are declared in
-normsys.declarations.attention_logits and decided in test_declared.py; the A/A family
-(test_aa_family.py) holds the negative control of each sensitivity claim."""
+normsys.declarations.attention_logits and decided in test_declared.py; each sensitivity claim
+against the softcap is also one of the A/A family's (test_aa_family.py)."""
 
 from __future__ import annotations
 

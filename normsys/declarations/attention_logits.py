@@ -129,6 +129,9 @@ def warmed(qk_norm: str, softcap: float = 0.0) -> Arm:
 
 
 SENSITIVITY = "sensitivity"  # each claim's rule: on the per-seed difference of two sweeps' values
+RATES = [f"1e{round(math.log10(lr))}" for lr in SWEEP]  # as written: 1e-3
+WARMED_SWEEP = (f"the sensitivity over learning rates {', '.join(RATES[:-1])} and {RATES[-1]}, "
+                f"each run with a linear warm-up over {WARMUP:.0%} of its steps")
 CAPPED = {"model.qk_norm": "none", "model.softcap": SOFTCAP}  # both arms the softcap's alone
 
 
@@ -145,8 +148,7 @@ def lowers_sensitivity(cid: str, source: str, statement: str, arms: dict[str, Ar
 SOFTCAP_LOWERS_SENSITIVITY = lowers_sensitivity(
     "softcap-lowers-lr-sensitivity", SOFTCAP_SOURCE,
     f"A tanh softcap of {SOFTCAP:g} on the attention logits makes a Pre-LN char GPT's final loss "
-    "less sensitive to the learning rate (the sensitivity over learning rates 1e-3, 1e-2 and "
-    "1e-1, each run with a linear warm-up over 5% of its steps), paired by seed: {rule}.",
+    f"less sensitive to the learning rate ({WARMED_SWEEP}), paired by seed: {{rule}}.",
     {"plain": warmed("none"), "softcap": warmed("none", SOFTCAP)}, alike=CAPPED)
 
 QK_LR_SENSITIVITY_CAPPED = Statistic(
@@ -157,25 +159,23 @@ QK_LR_SENSITIVITY_CAPPED = Statistic(
     words="learning-rate sensitivity lowered by the qk-norm under a softcap", excludes=SEQUENCES,
     source=SOFTCAP_SOURCE,
     statement=f"Under a tanh softcap of {SOFTCAP:g} on its attention logits, qk-layernorm still "
-              "makes a Pre-LN char GPT's final loss less sensitive to the learning rate (the "
-              "sensitivity over learning rates 1e-3, 1e-2 and 1e-1, each run with a linear "
-              "warm-up over 5% of its steps), paired by seed: {rule}.",
+              f"makes a Pre-LN char GPT's final loss less sensitive to the learning rate "
+              f"({WARMED_SWEEP}), paired by seed: {{rule}}.",
     slow=("",), alike={"model.qk_norm": "none"}, role="test")
 
 QK_BEATS_SOFTCAP = lowers_sensitivity(
     "qknorm-lowers-lr-sensitivity-more-than-softcap", "Gemma Team 2025 (Gemma 3 took qk-norm in "
     "the softcap's place)",
     f"qk-layernorm makes a Pre-LN char GPT's final loss less sensitive to the learning rate than "
-    f"a tanh softcap of {SOFTCAP:g} on its attention logits does (the sensitivity over learning "
-    "rates 1e-3, 1e-2 and 1e-1, each run with a linear warm-up over 5% of its steps), paired by "
+    f"a tanh softcap of {SOFTCAP:g} on its attention logits does ({WARMED_SWEEP}), paired by "
     "seed: {rule}.",
     {"softcap": warmed("none", SOFTCAP), "qk-norm": warmed("layernorm")}, alike=CAPPED)
 
 WARMUP_LOWERS_SENSITIVITY = lowers_sensitivity(
     "wortsman-warmup-lowers-lr-sensitivity", SOURCE,
-    "A linear warm-up over the first 5% of the steps makes a Pre-LN char GPT's final loss less "
-    "sensitive to the learning rate (the sensitivity over learning rates 1e-3, 1e-2 and 1e-1), "
-    "paired by seed: {rule}.",
+    f"A linear warm-up over the first {WARMUP:.0%} of the steps makes a Pre-LN char GPT's final "
+    f"loss less sensitive to the learning rate ({WARMED_SWEEP.partition(', each')[0]}), paired by "
+    "seed: {rule}.",
     {"no warm-up": QK_LR_SENSITIVITY.arm.changed({"model.qk_norm": "none"}),
      "warm-up": warmed("none")},
-    alike={**CAPPED, "train.warmup": int(WARMUP * CPU_STEPS)})
+    alike={**CAPPED, "train.warmup": int(WARMUP * CPU_STEPS)})  # one warm-up in both, at any tier
