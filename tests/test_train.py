@@ -699,8 +699,8 @@ def test_the_invariant_weights_train_at_their_own_learning_rate_and_decay(data_e
 def test_the_warm_up_raises_every_learning_rate_linearly_to_its_own(data_env, no_cache):
     """train.warmup W: the k-th update at min(1, k / W) of each group's learning rate, the
     invariant weights' own too; a one-step SGD run with W = 4 moves every parameter by a quarter
-    of its plain step, and W = 1 is the run without a warm-up, to the bit. A negative W is
-    refused."""
+    of its plain step, W = 1 is the run without a warm-up, to the bit, and over two steps with
+    W = 2 the training loop runs the second at twice the first's rate. A negative W is refused."""
     from normsys.training.models import prepare_model
     from normsys.training.train import make_optimizer, parameter_groups, warmup
 
@@ -725,6 +725,15 @@ def test_the_warm_up_raises_every_learning_rate_linearly_to_its_own(data_env, no
                               atol=1e-6), name
     plain, one = train_with_state(cfg)[1], train_with_state(cfg.override(**{"train.warmup": 1}))[1]
     assert all(torch.equal(plain[k], one[k]) for k in plain)
+    # two steps (SGD, no momentum): with W = 2 the second runs at twice the first's lr. Against the
+    # run at the first's lr throughout (w2' = w0 - a g1 - a g2, the same w1), w2 = 2 w2' - w0 + a g1
+    two = cfg.override(**{"data.n_train": 128, "train.invariant": (), "train.invariant_lr": 0.0})
+    g1, start = parameter_grads(two), dict(prepare_model(two).named_parameters())
+    warmed = train_with_state(two.override(**{"train.warmup": 2}))[1]
+    steady = train_with_state(two.override(**{"train.lr": 0.25}))[1]
+    for name, w in start.items():
+        assert torch.allclose(warmed[name], 2 * steady[name] - w.detach() + 0.25 * g1[name],
+                              rtol=1e-4, atol=1e-5), name
     with pytest.raises(ValueError, match="train.warmup must be >= 0, got -1"):
         cfg.override(**{"train.warmup": -1})
 
