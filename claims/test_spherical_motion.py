@@ -8,25 +8,29 @@ from dataclasses import replace
 
 import pytest
 
-from normsys.claims.testing import CONTROL_SEEDS, left_untrained, unread_seeds
+from normsys.claims.testing import CONTROL_SEEDS, left_untrained
 from normsys.claims.verdict import REFUTED
 from normsys.declarations.spherical_motion import (
     LR,
     PRODUCT_SETS_ACCURACY,
     PRODUCT_SETS_TURN,
     SETTLES,
+    at_pair,
 )
+
+# The claim's MLP with its scale-invariant weights at the claim's learning rate and ten times its
+# decay (e w = 5e-3): both its controls read these runs.
+TEN_TIMES = replace(SETTLES.experiment, arms={"sgd": at_pair(LR, 1e-2)})
 
 
 @pytest.mark.control(SETTLES.id)
-def test_control_equilibrium_is_refuted_without_weight_decay(runs):
-    """The claim's own MLP, reading and rule without weight decay, on seeds the claim does not
-    read: nothing then pulls the weights' norm back, it grows, and the angular update falls far
-    below the prediction at the claim's decay, so the equivalence must come out refuted. A
-    reading that averages over the wrong steps or weights, or a log that records the update's
-    size instead of its angle, would show here."""
-    free = SETTLES.experiment.overridden({"train.weight_decay": 0.0})
-    values = free.values(runs, unread_seeds(SETTLES))
+def test_control_equilibrium_is_refuted_where_the_decay_is_ten_times_the_claims(runs):
+    """The claim's own MLP, reading and rule with its scale-invariant weights' decay 1e-2, ten
+    times the claim's, on the claim's seeds (the runs the turn rule's control trains): they
+    settle at a turn sqrt(10) = 3.2 times the prediction at the claim's e and w, so the
+    equivalence must come out refuted. A reading that averages over the wrong steps or weights,
+    or a log that records the update's size instead of its angle, would show here."""
+    values = TEN_TIMES.values(runs, CONTROL_SEEDS)
     assert SETTLES.verdict(values).verdict == REFUTED, SETTLES.verdict(values).reason
 
 
@@ -40,8 +44,7 @@ def test_control_turn_rule_is_refuted_where_the_products_differ(runs):
     would show here."""
     exp = PRODUCT_SETS_TURN.experiment
     second = list(exp.arms)[1]  # the claim's 0.05 and 1e-2
-    exp = replace(exp, arms={**exp.arms, second: exp.arms[second].changed(
-        {"train.invariant_lr": LR, "train.invariant_decay": 1e-2})})
+    exp = replace(exp, arms={**exp.arms, second: TEN_TIMES.arms["sgd"]})
     values = exp.values(runs, CONTROL_SEEDS)
     assert PRODUCT_SETS_TURN.verdict(values).verdict == REFUTED, values
 

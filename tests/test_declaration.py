@@ -222,6 +222,12 @@ def test_an_arm_is_its_preset_with_its_changes_and_by_norm_gives_each_arm_its_no
     assert [(c.model.d, c.model.layers) for t in ("cpu", "paper") for c in small(0, t)] == [
         (8, 6), (32, 6)]
     assert small != Arm("tanh_mlp", {"model.d": 32, "model.layers": 6})
+    # a change sets its settings at every tier, a tier's own size of the same setting included
+    # (a run left at its initialization is one step long where the tier sizes the arm's steps)
+    untrained = small.changed({"model.d": 4, "train.lr": 0.0})
+    assert [(c.model.d, c.train.lr) for t in ("cpu", "paper") for c in untrained(0, t)] == [
+        (4, 0.0), (4, 0.0)]
+    assert small.changed({"train.lr": 0.0}).at == small.at  # the tier's other settings kept
 
 
 @pytest.mark.parametrize("pairing,order,combined", [

@@ -90,9 +90,14 @@ class Arm:
                 for run in self.each]
 
     def changed(self, settings: Mapping[str, Any]) -> Arm:
-        """This arm with ``settings`` set in every run (a setting the arm varies per run or
-        variant cannot be: an error)."""
-        return replace(self, settings={**self.settings, **settings})
+        """This arm with ``settings`` set in every run at every tier: where a tier's ``at`` sets
+        one of them too, ``settings`` wins there (a run left at its initialization stays one step
+        long at a tier that sizes the arm's steps). A setting the arm varies per run or variant
+        cannot be: an error."""
+        at = {tier: {k: v for k, v in own.items() if k not in settings}
+              for tier, own in self.at.items()}
+        return replace(self, settings={**self.settings, **settings},
+                       at={tier: own for tier, own in at.items() if own})
 
     @property
     def norm(self) -> str:

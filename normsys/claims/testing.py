@@ -111,7 +111,8 @@ def arm_changed(declared, arm: str, settings: dict):
 # leaves the model where it started (each update is the rate times the optimizer's moments), so
 # the run measures the same model as a full-length run at rate 0 would, for the price of its
 # evaluation (a claim's encoder or char GPT at rate 0 for its full length: 1-2 minutes a run).
-# Not for a model with BatchNorm, whose running statistics move with every step at any rate.
+# A model with BatchNorm keeps one batch's share (its momentum, 0.1) in its running statistics:
+# still an untrained model, but not the one a full-length run at rate 0 would evaluate.
 AT_INIT = {"train.lr": 0.0, "train.steps": 1}
 
 
