@@ -32,7 +32,7 @@ BOUNDS_LOGITS, LOWERS_SENSITIVITY = QK_LOGIT_BOUND.declaration, QK_LR_SENSITIVIT
 @pytest.mark.slow
 def test_control_logit_rule_is_refuted_at_a_low_learning_rate(runs):
     """The claim's own GPTs, reading and rule at learning rate 1e-4, on seeds the claim does not
-    read: at that rate neither model's logits grow in 250 steps, so the rule must come out
+    read: at that rate neither model's logits grow in the claim's steps, so the rule must come out
     refuted. A reading that grows with the run's length alone, or that reads the logits before
     the qk-norm, would show here."""
     slow = BOUNDS_LOGITS.experiment.overridden({"train.lr": 1e-4})

@@ -2,7 +2,7 @@
 
 Seed encoder (token embedding without positions, post-norm blocks, no padding mask, classifier on
 [CLS]) trained on AG News with norm in {layernorm, l2, none}. CPU tier: 6,000 train / 1,600 held-out
-rows of the official test split, 32 tokens, d=64, 4 heads, 6 blocks, Adam 1e-3, batch 64, 2 epochs.
+rows of the official test split, 32 tokens, d=64, 4 heads, 6 blocks, Adam 1e-3, batch 64, 1 epoch.
 Effective rank at blocks 1, 3, 6 on one fixed training batch of 64 sequences (rows = batch*tokens);
 kappa_6 = erank(block 6) / erank(block 1); rho_l = erank(block l) / d. The nine runs are shared.
 

@@ -2,10 +2,10 @@
 
 MLP: 3 hidden layers of 256 (Linear -> norm -> ReLU), Adam 1e-3, batch 64, 1 epoch; its last hidden
 layer is probed on 1,000 fixed training images. CNN: 3 x conv3x3 -> norm -> ReLU -> maxpool, batch
-128, 1 epoch (at the CPU tier 16 channels and the first 20,000 training images); LayerNorm there
+128, 1 epoch (at the CPU tier 16 channels and the first 10,000 training images); LayerNorm there
 normalizes each sample's whole (C, H, W) map (Ba et al. 2016).
 Char LSTM: 1 layer, hidden 256, 1,000 steps on Tiny Shakespeare (BatchNorm: statistics per time
-step); at the CPU tier hidden 128, 300 steps. Transformer block: one pre-norm block as a
+step); at the CPU tier hidden 128, 150 steps. Transformer block: one pre-norm block as a
 character LM on Tiny Shakespeare (d=64, 4 heads, context 64, batch 32, Adam 1e-3, 500 steps).
 Tanh MLP: as in the residual claim. Models with BatchNorm are evaluated in eval mode (running
 statistics).
@@ -55,9 +55,9 @@ def init_scale_spread(records: list[RunRecord], variant: str = "") -> float:
 
 
 # The CNN (cnn preset: 3 x conv3x3 (32, 64, 64) -> norm -> ReLU -> maxpool, batch 128; at the CPU
-# tier (16, 32, 32) on 20,000 images).
+# tier (16, 32, 32) on 10,000 images).
 CNN = Arm("cnn")
-# The char LSTM (lstm preset: 1 layer, hidden 256, 1,000 steps; at the CPU tier hidden 128, 300
+# The char LSTM (lstm preset: 1 layer, hidden 256, 1,000 steps; at the CPU tier hidden 128, 150
 # steps); norm layernorm is the layer-normalized LSTM of Ba et al. 2016, none the plain LSTM (same
 # cell code).
 LSTM = Arm("lstm")
