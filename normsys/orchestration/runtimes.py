@@ -147,10 +147,12 @@ def merged(committed: dict, measured: dict, kept: Callable[[str], bool]) -> dict
 
 # A tier's budget is set on two processes of a 2-core AMD AVX2 machine (tiers.Tier.budget_minutes),
 # the slowest kind CI meets; a table measured on another kind is scaled to it by how much faster
-# that kind trains the same runs: AMD AVX-512, 1.52x over the 231 runs that two cold CPU tiers on
-# two processes timed on both kinds (2,581 s against 1,699 s; 1.33x-1.80x a model family, char
-# LSTMs 1.59x), where three char-LSTM runs timed alone had read 2.1-2.3x.
-TO_BUDGET_KIND = {"cpu (AVX2, AMD)": 1.0, "cpu (AVX512, AMD)": 1.52}
+# that kind trains the same runs. AMD AVX-512: 2.0, the figure the budget was set with (its 30
+# minutes are 1,800 one-core s of a table measured there). Measurements lie on both sides of it:
+# three char-LSTM runs timed alone on both kinds read 2.1-2.3x; two cold CPU tiers, timed on each
+# kind by different code, 1.52x over the 231 runs both timed (2,581 s against 1,699 s). Until a
+# cold tier is timed on an AVX2 machine by the same code, the budget's own figure holds.
+TO_BUDGET_KIND = {"cpu (AVX2, AMD)": 1.0, "cpu (AVX512, AMD)": 2.0}
 BUDGET_PROCESSES = 2
 
 
