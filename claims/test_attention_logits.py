@@ -85,15 +85,16 @@ def test_control_sensitivity_rules_are_not_supported_between_softcapped_sweeps(r
     assert decision.verdict != SUPPORTED, decision.reason
 
 
-@pytest.mark.positive(*(d.id for d in AGAINST_SOFTCAP))
+@pytest.mark.positive(LOWERS_SENSITIVITY.id, *(d.id for d in AGAINST_SOFTCAP))
 @pytest.mark.slow
 def test_positive_sensitivity_rules_hold_where_the_qk_norm_is_the_second_arm(runs):
     """Each sensitivity claim's reading and rule with its second arm's sweep replaced by the
     qk-layernorm GPT's (warmed up; the claims' own runs, seeds 0-2): qk-layernorm lowers the
-    sensitivity of the same GPT without it (Wortsman et al.), so each rule must come out
-    supported. A reading that cannot tell a sweep that diverges from one that does not, or that
-    pairs the arms the wrong way round, would leave one otherwise."""
-    for declared in AGAINST_SOFTCAP:
+    sensitivity of the same GPT without it (Wortsman et al., whose runs are warmed up), so each
+    rule must come out supported; for the claim without a warm-up, both its arms warmed up. A
+    reading that cannot tell a sweep that diverges from one that does not, or that pairs the
+    arms the wrong way round, would leave one otherwise."""
+    for declared in (LOWERS_SENSITIVITY, *AGAINST_SOFTCAP):
         first, second = declared.experiment.arms
         reference = declared.experiment.arms[first]
         if declared is not WARMUP_LOWERS_SENSITIVITY:  # the claims' plain GPT, warmed up
